@@ -1,0 +1,1 @@
+"""caractrl and cara: the command-line tools."""

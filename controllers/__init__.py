@@ -1,0 +1,1 @@
+"""Caravanserai controllers: scheduler, node health and garbage collection, each its own process."""
