@@ -1,0 +1,235 @@
+"""The generic object store: named opaque values per resource, in etcd, written only by compare-and-swap.
+
+Layout: the object `name` of resource `resource` (a plural such as `projects`) lives at the etcd key
+`<prefix>/<resource>/<name>`; its value is whatever bytes the apiserver stored (serialized protobuf).
+An object's `mod_revision` is its resource_version.
+
+Guarantees:
+
+- **No blind writes.** Every write is one etcd transaction guarded by a comparison: create requires
+  `create_revision == 0` (AlreadyExists otherwise), update and delete require `mod_revision == expected`
+  (Conflict when stale, NotFound when absent). A caller that gets Conflict reads again and decides again.
+- **Consistent reads.** `get` and `list` are linearizable. `list(..., revision=R)` reads the snapshot at R, so
+  paging with the first page's revision yields one consistent snapshot however many writes happen meanwhile;
+  Expired once R is compacted.
+- **Watch from a list.** `watch(resource, start_revision=page.revision + 1)` delivers every later change
+  exactly once, in revision order, across etcd restarts; Expired when history since then is compacted (list
+  again). Empty batches are progress notifications: nothing at or below their revision is still to come.
+- **Errors** are `caravanserai.errors` types only (NotFound, AlreadyExists, Conflict, Expired, Unavailable, …).
+  A write that fails with Unavailable may or may not have been applied; it is never retried here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Literal
+
+from caravanserai.errors import AlreadyExists, Conflict, Expired, Invalid, NotFound
+from caravanserai.storage.etcd import EtcdClient
+from caravanserai.storage.etcd_types import (
+    Compare,
+    DeleteOp,
+    Event,
+    KeyValue,
+    PutOp,
+    RangeOp,
+    RangeResult,
+    TxnResult,
+    prefix_end,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredObject:
+    """An object as stored: its value and the revisions of its last write and of its creation."""
+
+    name: str
+    value: bytes
+    mod_revision: int
+    create_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoreEvent:
+    """One change to one object. For DELETE, `value` is empty, `mod_revision` is the deleting revision and
+    `create_revision` that of the deleted object. `prev_value` is the value before the change (empty for a
+    creation, or when etcd no longer holds it)."""
+
+    type: Literal["PUT", "DELETE"]
+    name: str
+    value: bytes
+    prev_value: bytes
+    mod_revision: int
+    create_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchBatch:
+    """Changes up to and including `revision`, in order. Empty `events` = a progress notification."""
+
+    revision: int
+    events: list[StoreEvent]
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """Objects in name order, read at `revision`. When `more`, ask for the next page with
+    `start_after=items[-1].name, revision=revision`."""
+
+    items: list[StoredObject]
+    revision: int
+    more: bool
+
+
+def _check_segment(what: str, value: str) -> None:
+    if not value or "/" in value or value in (".", ".."):
+        raise Invalid(f"invalid {what} {value!r}: must be non-empty and contain no '/'")
+
+
+class Store:
+    """Objects of every resource under one key prefix; see the module docstring for the guarantees."""
+
+    def __init__(self, client: EtcdClient, prefix: str = "/caravanserai") -> None:
+        if not prefix.startswith("/"):
+            raise ValueError(f"store prefix must start with '/': {prefix!r}")
+        self._client = client
+        self._prefix = prefix.rstrip("/")
+
+    def _dir(self, resource: str) -> bytes:
+        _check_segment("resource", resource)
+        return f"{self._prefix}/{resource}/".encode()
+
+    def _key(self, resource: str, name: str) -> bytes:
+        _check_segment("name", name)
+        return self._dir(resource) + name.encode()
+
+    @staticmethod
+    def _object(kv: KeyValue, dir_len: int) -> StoredObject:
+        return StoredObject(kv.key[dir_len:].decode(), kv.value, kv.mod_revision, kv.create_revision)
+
+    async def get(self, resource: str, name: str) -> StoredObject:
+        """The object now (linearizable read). NotFound when absent."""
+        directory = self._dir(resource)
+        result = await self._client.range(self._key(resource, name))
+        if not result.kvs:
+            raise NotFound(f"{resource} {name!r} not found")
+        return self._object(result.kvs[0], len(directory))
+
+    async def list(self, resource: str, *, limit: int = 0, start_after: str = "", revision: int = 0) -> ListPage:
+        """Objects in name order after `start_after`, at most `limit` (0: all), read at `revision` (0: now).
+
+        The page's `revision` is the snapshot it was read at: pass it back for the next page to keep paging
+        one snapshot, and use `revision + 1` as a watch's start. Expired when `revision` is compacted.
+        """
+        directory = self._dir(resource)
+        start = directory + start_after.encode() + b"\0" if start_after else directory
+        result = await self._client.range(start, prefix_end(directory), limit=limit, revision=revision)
+        items = [self._object(kv, len(directory)) for kv in result.kvs]
+        return ListPage(items, revision or result.revision, result.more)
+
+    async def create(self, resource: str, name: str, value: bytes, *, lease: int = 0) -> int:
+        """Store a new object (bound to `lease` when non-zero); its mod_revision. AlreadyExists if taken."""
+        key = self._key(resource, name)
+        result = await self._client.txn(
+            compare=[Compare.create_revision(key, "==", 0)],
+            success=[PutOp(key, value, lease=lease)],
+        )
+        if not result.succeeded:
+            raise AlreadyExists(f"{resource} {name!r} already exists")
+        return result.revision
+
+    async def update(self, resource: str, name: str, value: bytes, *, expected_revision: int) -> int:
+        """Replace the object if its mod_revision still equals `expected_revision`; the new mod_revision.
+
+        The object keeps its lease. Conflict when it changed since, NotFound when it is gone.
+        """
+        if expected_revision <= 0:
+            raise Invalid(f"update of {resource} {name!r} needs the expected revision, got {expected_revision}")
+        key = self._key(resource, name)
+        result = await self._client.txn(
+            compare=[Compare.mod_revision(key, "==", expected_revision)],
+            success=[PutOp(key, value, ignore_lease=True)],
+            failure=[RangeOp(key, keys_only=True)],
+        )
+        if not result.succeeded:
+            self._raise_guard_failed(result, resource, name, expected_revision)
+        return result.revision
+
+    async def delete(self, resource: str, name: str, *, expected_revision: int = 0) -> int:
+        """Delete the object if its mod_revision equals `expected_revision`; the deleting revision.
+
+        `expected_revision=0` deletes whatever is there now: the object is read and then deleted by a
+        transaction guarded on the revision read, so a write in between makes it Conflict, not lost.
+        Conflict when stale, NotFound when absent.
+        """
+        if expected_revision == 0:
+            expected_revision = (await self.get(resource, name)).mod_revision
+        key = self._key(resource, name)
+        result = await self._client.txn(
+            compare=[Compare.mod_revision(key, "==", expected_revision)],
+            success=[DeleteOp(key)],
+            failure=[RangeOp(key, keys_only=True)],
+        )
+        if not result.succeeded:
+            self._raise_guard_failed(result, resource, name, expected_revision)
+        return result.revision
+
+    @staticmethod
+    def _raise_guard_failed(result: TxnResult, resource: str, name: str, expected: int) -> None:
+        """Raise NotFound or Conflict after a failed mod_revision guard whose failure branch read the key."""
+        current = result.responses[0]
+        assert isinstance(current, RangeResult)
+        if not current.kvs:
+            raise NotFound(f"{resource} {name!r} not found")
+        raise Conflict(
+            f"{resource} {name!r} was modified: expected revision {expected}, "
+            f"current {current.kvs[0].mod_revision}"
+        )
+
+    async def watch(self, resource: str, *, start_revision: int) -> AsyncGenerator[WatchBatch, None]:
+        """Changes to `resource` from `start_revision` on (inclusive; 0: from now), as ordered batches.
+
+        Gapless and without duplicates across reconnects; resumes by itself; Expired when compacted. After a
+        list at revision R, watch from R + 1.
+        """
+        directory = self._dir(resource)
+        batches = self._client.watch(directory, prefix_end(directory), start_revision=start_revision)
+        try:
+            async for batch in batches:
+                events = [self._event(e, len(directory)) for e in batch.events]
+                yield WatchBatch(batch.revision, events)
+        finally:
+            await batches.aclose()  # ends the etcd stream now, not when the generator is collected
+
+    @staticmethod
+    def _event(event: Event, dir_len: int) -> StoreEvent:
+        name = event.kv.key[dir_len:].decode()
+        prev = event.prev_kv
+        prev_value = prev.value if prev is not None else b""
+        if event.type == "DELETE":
+            create_revision = prev.create_revision if prev is not None else 0
+            return StoreEvent("DELETE", name, b"", prev_value, event.kv.mod_revision, create_revision)
+        return StoreEvent("PUT", name, event.kv.value, prev_value, event.kv.mod_revision, event.kv.create_revision)
+
+    async def current_revision(self) -> int:
+        """The store's current revision (linearizable): every write so far is at or below it."""
+        result = await self._client.range(self._prefix.encode() + b"/", count_only=True)
+        return result.revision
+
+    async def compact(self, revision: int) -> None:
+        """Discard history below `revision` (lists and watches at older revisions then raise Expired).
+
+        Idempotent: compacting to a revision already compacted is not an error.
+        """
+        try:
+            await self._client.compact(revision)
+        except Expired:
+            return
+
+    async def grant_lease(self, ttl_seconds: int) -> int:
+        """A new etcd lease of `ttl_seconds`; objects created with it vanish (DELETE events) when it expires."""
+        return (await self._client.lease_grant(ttl_seconds)).id
+
+
+__all__ = ["ListPage", "Store", "StoreEvent", "StoredObject", "WatchBatch"]

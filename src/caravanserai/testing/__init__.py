@@ -1,0 +1,6 @@
+"""Fixtures users can import: a real etcd process (and, as they are added, an in-process apiserver, a fake
+clock and wait_for helpers)."""
+
+from caravanserai.testing.etcd import EtcdServer, EtcdStartError
+
+__all__ = ["EtcdServer", "EtcdStartError"]

@@ -1,0 +1,227 @@
+"""A real single-member etcd server for tests and benchmarks.
+
+    async with EtcdServer() as etcd:
+        async with EtcdClient([etcd.endpoint]) as client:
+            ...
+
+- Runs the `etcd` binary (Debian package `etcd-server`) as a subprocess on free loopback ports, client and
+  peer, with a temporary data directory and progress notifications every second
+  (`--experimental-watch-progress-notify-interval=1s`), so idle watches show progress quickly.
+- `start()` returns once `/health` answers true; a server that exits or stays unhealthy raises
+  `EtcdStartError` with the tail of its log.
+- `kill()` (SIGKILL) and `restart()` are for fault tests: a restart reuses the data directory and both ports,
+  so clients reconnect to the same address and find every acknowledged write.
+- `stop()` ends the process (SIGTERM, SIGKILL after a grace period) and removes the data directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from types import TracebackType
+from typing import IO, Self
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+_HEALTHY = b'"health":"true"'
+_POLL_SECONDS = 0.05
+
+
+class EtcdStartError(RuntimeError):
+    """The etcd binary is missing, exited during startup, or never became healthy."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def _healthy(port: int) -> bool:
+    """Whether etcd's /health endpoint on `port` reports health (false on any connection problem)."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    try:
+        writer.write(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        await writer.drain()
+        body = await asyncio.wait_for(reader.read(), timeout=2.0)
+    except (OSError, TimeoutError):
+        return False
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    return _HEALTHY in body
+
+
+class EtcdServer:
+    """One etcd process owned by a test; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        binary: str = "etcd",
+        name: str = "caravanserai-test",
+        startup_timeout: float = 20.0,
+        stop_timeout: float = 10.0,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self._binary = binary
+        self._name = name
+        self._startup_timeout = startup_timeout
+        self._stop_timeout = stop_timeout
+        self._extra_args = extra_args
+        self._client_port = 0  # chosen on first start, kept across restarts
+        self._peer_port = 0
+        self._workdir: pathlib.Path | None = None  # holds data/ and etcd.log; removed by stop()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The client URL, e.g. `http://127.0.0.1:41234`."""
+        if not self._client_port:
+            raise RuntimeError("etcd server not started")
+        return f"http://127.0.0.1:{self._client_port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def data_dir(self) -> pathlib.Path:
+        if self._workdir is None:
+            raise RuntimeError("etcd server not started")
+        return self._workdir / "data"
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Pick ports and a data directory (first time only), launch etcd and wait until it is healthy."""
+        if self.running:
+            return
+        executable = shutil.which(self._binary)
+        if executable is None:
+            raise EtcdStartError(
+                f"etcd binary {self._binary!r} not found on PATH; install the Debian package etcd-server "
+                "(apt-get install etcd-server)"
+            )
+        if self._workdir is None:
+            self._workdir = pathlib.Path(tempfile.mkdtemp(prefix="caravanserai-etcd-"))
+            self._client_port, self._peer_port = free_port(), free_port()
+        self._spawn(executable)
+        await self._wait_healthy()
+        log.info("etcd started", endpoint=self.endpoint, pid=self._pid())
+
+    def _command(self, executable: str) -> list[str]:
+        client = f"http://127.0.0.1:{self._client_port}"
+        peer = f"http://127.0.0.1:{self._peer_port}"
+        return [
+            executable,
+            f"--name={self._name}",
+            f"--data-dir={self.data_dir}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster={self._name}={peer}",
+            "--initial-cluster-state=new",
+            "--experimental-watch-progress-notify-interval=1s",
+            "--logger=zap",
+            "--log-level=warn",
+            *self._extra_args,
+        ]
+
+    def _spawn(self, executable: str) -> None:
+        assert self._workdir is not None
+        self._log_file = open(self._workdir / "etcd.log", "ab")  # noqa: SIM115 - closed in _reap()
+        self._proc = subprocess.Popen(
+            self._command(executable),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    async def _wait_healthy(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._startup_timeout
+        while loop.time() < deadline:
+            if self._proc is None or self._proc.poll() is not None:
+                code = None if self._proc is None else self._proc.returncode
+                self._reap()
+                raise EtcdStartError(f"etcd exited during startup (code {code}):\n{self.log_tail()}")
+            if await _healthy(self._client_port):
+                return
+            await asyncio.sleep(_POLL_SECONDS)
+        self.kill()
+        raise EtcdStartError(f"etcd not healthy after {self._startup_timeout}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines etcd wrote to its log (empty before the first start)."""
+        if self._workdir is None or not (self._workdir / "etcd.log").exists():
+            return ""
+        text = (self._workdir / "etcd.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def kill(self) -> None:
+        """SIGKILL the process at once (no clean shutdown); data and ports stay for `restart()`."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGKILL)
+            self._proc.wait()
+        self._reap()
+
+    async def _terminate(self) -> None:
+        """SIGTERM, wait up to stop_timeout, then SIGKILL."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._stop_timeout
+            while proc.poll() is None and loop.time() < deadline:
+                await asyncio.sleep(_POLL_SECONDS)
+        self.kill()
+
+    def _reap(self) -> None:
+        self._proc = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    async def restart(self) -> None:
+        """Stop the process if it runs (SIGTERM) and start it again on the same data directory and ports."""
+        await self._terminate()
+        await self.start()
+
+    async def stop(self) -> None:
+        """Stop the process (SIGTERM) and delete the data directory. The server can be started afresh."""
+        await self._terminate()
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+            self._client_port = self._peer_port = 0
+
+
+__all__ = ["EtcdServer", "EtcdStartError", "free_port"]
