@@ -1,6 +1,7 @@
 """Fixtures users can import: a real etcd process (and, as they are added, an in-process apiserver, a fake
 clock and wait_for helpers)."""
 
+from caravanserai.testing.clock import FakeClock
 from caravanserai.testing.etcd import EtcdServer, EtcdStartError
 
-__all__ = ["EtcdServer", "EtcdStartError"]
+__all__ = ["EtcdServer", "EtcdStartError", "FakeClock"]
