@@ -40,6 +40,11 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 
 
+def _short(text: str) -> str:
+    """`text` quoted for a message, cut after 64 characters."""
+    return repr(text if len(text) <= 64 else text[:64] + "…")
+
+
 def validate_dns_label(name: str) -> str | None:
     """None when `name` is a DNS-1123 label (lowercase alphanumerics and '-', at most 63), else the reason."""
     if len(name) > 63 or not _DNS_LABEL.fullmatch(name):
@@ -68,16 +73,16 @@ def validate_label_key(key: str) -> str | None:
         if "/" in prefix:
             return "must contain at most one '/' (an optional DNS-subdomain prefix, then the name)"
         if validate_dns_subdomain(prefix) is not None:
-            return f"prefix {prefix[:64]!r} {DNS_SUBDOMAIN_MESSAGE}"
+            return f"prefix {_short(prefix)} {DNS_SUBDOMAIN_MESSAGE}"
     if len(name) > 63 or not _LABEL_NAME.fullmatch(name):
-        return f"name part {name[:64]!r} must be {_NAME_RULE}"
+        return f"name part {_short(name)} must be {_NAME_RULE}"
     return None
 
 
 def validate_label_value(value: str) -> str | None:
     """None when `value` is a valid label value (empty, or the name rule of `validate_label_key`), else the reason."""
     if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
-        return f"label value {value[:64]!r} must be empty or {_NAME_RULE}"
+        return f"label value {_short(value)} must be empty or {_NAME_RULE}"
     return None
 
 
@@ -161,7 +166,8 @@ class _LabelParser:
         self.index = 0
 
     def error(self, description: str) -> Invalid:
-        return Invalid.of([FieldViolation("labelSelector", f"{description} in selector {self.text!r}")], what="label selector")
+        violation = FieldViolation("labelSelector", f"{description} in selector {_short(self.text)}")
+        return Invalid.of([violation], what="label selector")
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.tokens[self.index] if self.index < len(self.tokens) else None
@@ -180,7 +186,7 @@ class _LabelParser:
             token = self.peek()
             if token is not None:
                 if token[1] != ",":
-                    raise self.error(f"expected ',' at position {token[2]}, found {token[1]!r}")
+                    raise self.error(f"expected ',' at position {token[2]}, found {_short(token[1])}")
                 self.take()
                 if self.peek() is None:
                     raise self.error("expected a requirement after the trailing ','")
@@ -191,7 +197,7 @@ class _LabelParser:
         if text == "!":
             return LabelRequirement(self.key(), "notexists")
         if kind != "word":
-            raise self.error(f"expected a label key at position {position}, found {text!r}")
+            raise self.error(f"expected a label key at position {position}, found {_short(text)}")
         key = self.checked_key(text)
         token = self.peek()
         if token is None or token[1] == ",":
@@ -203,19 +209,20 @@ class _LabelParser:
             operator: LabelOperator = "in" if token[1] == "in" else "notin"
             return LabelRequirement(key, operator, self.value_set())
         raise self.error(
-            f"expected '=', '==', '!=', 'in' or 'notin' after key {key!r} at position {token[2]}, found {token[1]!r}"
+            f"expected '=', '==', '!=', 'in' or 'notin' after key {_short(key)} at position {token[2]}, "
+            f"found {_short(token[1])}"
         )
 
     def key(self) -> str:
         kind, text, position = self.take()
         if kind != "word":
-            raise self.error(f"expected a label key at position {position}, found {text!r}")
+            raise self.error(f"expected a label key at position {position}, found {_short(text)}")
         return self.checked_key(text)
 
     def checked_key(self, key: str) -> str:
         reason = validate_label_key(key)
         if reason is not None:
-            raise self.error(f"invalid label key {key!r}: {reason}")
+            raise self.error(f"invalid label key {_short(key)}: {reason}")
         return key
 
     def value(self) -> str:
@@ -231,12 +238,12 @@ class _LabelParser:
     def value_set(self) -> tuple[str, ...]:
         kind, text, position = self.take()
         if text != "(":
-            raise self.error(f"expected '(' at position {position}, found {text!r}")
+            raise self.error(f"expected '(' at position {position}, found {_short(text)}")
         values = [self.value()]
         while (token := self.take())[1] == ",":
             values.append(self.value())
         if token[1] != ")":
-            raise self.error(f"expected ',' or ')' at position {token[2]}, found {token[1]!r}")
+            raise self.error(f"expected ',' or ')' at position {token[2]}, found {_short(token[1])}")
         if values == [""]:
             raise self.error("the value set of 'in' and 'notin' must not be empty")
         return tuple(values)
@@ -284,9 +291,10 @@ class FieldSelector:
         for term in text.split(","):
             match = _FIELD_TERM.fullmatch(term)
             if match is None:
-                raise _field_error(f"expected 'field=value', 'field==value' or 'field!=value', found {term.strip()!r}")
+                expected = "expected 'field=value', 'field==value' or 'field!=value'"
+                raise _field_error(f"{expected}, found {_short(term.strip())}")
             if match["field"] not in FIELDS:
-                raise _field_error(f"unknown field {match['field']!r}: supported fields are {', '.join(FIELDS)}")
+                raise _field_error(f"unknown field {_short(match['field'])}: supported fields are {', '.join(FIELDS)}")
             operator: Literal["=", "!="] = "!=" if match["op"] == "!=" else "="
             requirements.append(FieldRequirement(match["field"], operator, match["value"]))
         return cls(tuple(requirements))

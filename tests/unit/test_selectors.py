@@ -122,6 +122,7 @@ def test_label_selector_refuses(text: str, message: str) -> None:
 
 
 _LABEL_NAMES = st.from_regex(r"[a-z]([a-z0-9]{0,6}[a-z0-9])?", fullmatch=True)
+_VALUE_LISTS = st.lists(_LABEL_NAMES, min_size=1, max_size=3)
 
 
 @given(
@@ -129,8 +130,8 @@ _LABEL_NAMES = st.from_regex(r"[a-z]([a-z0-9]{0,6}[a-z0-9])?", fullmatch=True)
         st.one_of(
             st.builds(lambda k, v: LabelRequirement(k, "=", (v,)), _LABEL_NAMES, _LABEL_NAMES),
             st.builds(lambda k, v: LabelRequirement(k, "!=", (v,)), _LABEL_NAMES, _LABEL_NAMES),
-            st.builds(lambda k, vs: LabelRequirement(k, "in", tuple(vs)), _LABEL_NAMES, st.lists(_LABEL_NAMES, min_size=1)),
-            st.builds(lambda k, vs: LabelRequirement(k, "notin", tuple(vs)), _LABEL_NAMES, st.lists(_LABEL_NAMES, min_size=1)),
+            st.builds(lambda k, vs: LabelRequirement(k, "in", tuple(vs)), _LABEL_NAMES, _VALUE_LISTS),
+            st.builds(lambda k, vs: LabelRequirement(k, "notin", tuple(vs)), _LABEL_NAMES, _VALUE_LISTS),
             st.builds(lambda k: LabelRequirement(k, "exists"), _LABEL_NAMES),
             st.builds(lambda k: LabelRequirement(k, "notexists"), _LABEL_NAMES),
         ),
@@ -276,3 +277,10 @@ def test_validate_label_value(value: str, valid: bool) -> None:
 def test_dns_names(name: str, label: bool, subdomain: bool) -> None:
     assert (validate_dns_label(name) is None) is label
     assert (validate_dns_subdomain(name) is None) is subdomain
+
+
+def test_long_input_is_cut_in_messages() -> None:
+    with pytest.raises(Invalid) as info:
+        LabelSelector.parse("a=" + "x" * 10_000 + " b")
+    assert len(str(info.value)) < 500
+    assert "…" in str(info.value)

@@ -1,0 +1,454 @@
+"""Server-side validation of every object the API accepts.
+
+    validate_object("projects", project)   # Create and Update: type meta, metadata and spec
+    validate_status("projects", project)   # UpdateStatus: status
+
+Guarantees:
+
+* **All at once.** Each call raises at most one `caravanserai.errors.Invalid`, listing every violation found
+  (at most `MAX_VIOLATIONS`, then a count of the rest), so a user fixes a manifest in one round.
+* **Field paths** are camelCase manifest paths with indexes and quoted map keys: `spec.services[1].name`,
+  `metadata.labels["Bad Key"]`, `spec.services[0].resources.requests["cpu"]`.
+* **Bounded input.** Beyond the rules of each kind, no string may exceed `MAX_STRING_BYTES`, no list
+  `MAX_ITEMS` entries, no map (annotations aside) `MAX_MAP_ENTRIES` entries, annotations in all
+  `MAX_ANNOTATIONS_BYTES`; every timestamp lies within years 1-9999.
+* **Pure.** Nothing is changed, defaulted or looked up; the same object always gives the same answer.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from google.protobuf.message import Message
+
+from caravanserai import v1
+from caravanserai.errors import FieldViolation, Invalid
+from caravanserai.quantity import parse_quantity
+from caravanserai.selectors import (
+    validate_dns_label,
+    validate_dns_subdomain,
+    validate_label_key,
+    validate_label_value,
+)
+
+MAX_STRING_BYTES = 64 * 1024
+MAX_ITEMS = 1000
+MAX_MAP_ENTRIES = 256
+MAX_ANNOTATIONS_BYTES = 256 * 1024
+MAX_VIOLATIONS = 100
+
+_MIN_TIMESTAMP = -62_135_596_800  # 0001-01-01T00:00:00Z
+_MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+class _Errors:
+    """The violations found so far."""
+
+    def __init__(self) -> None:
+        self.violations: list[FieldViolation] = []
+
+    def add(self, path: str, description: str) -> None:
+        self.violations.append(FieldViolation(path, description))
+
+    def check(self, path: str, reason: str | None, *, prefix: str = "") -> None:
+        """Record `reason` (from a `validate_*` helper) when it is not None."""
+        if reason is not None:
+            self.add(path, prefix + reason)
+
+    def required(self, path: str, value: object) -> bool:
+        """Record "is required" when `value` is empty; True when it is set."""
+        if not value:
+            self.add(path, "is required")
+        return bool(value)
+
+    def choice(self, path: str, value: str, allowed: Iterable[str], *, empty: str | None = None) -> None:
+        """`value` must be one of `allowed`; empty only when `empty` says what that means (e.g. "for TCP")."""
+        if value in allowed or (not value and empty is not None):
+            return
+        options = ", ".join(_quote(a) for a in allowed)
+        if not value:
+            self.add(path, f"is required (one of {options})")
+        else:
+            alternative = f" (or empty {empty})" if empty is not None else ""
+            self.add(path, f"must be one of {options}{alternative}, not {_quote(value)}")
+
+    def port(self, path: str, value: int, *, minimum: int = 1) -> None:
+        if not minimum <= value <= 65535:
+            self.add(path, f"must be between {minimum} and 65535, not {value}")
+
+    def non_negative(self, path: str, value: int) -> None:
+        if value < 0:
+            self.add(path, f"must not be negative, not {value}")
+
+    def unique(self, items: Iterable[tuple[str, str]], what: str) -> None:
+        """Record every (path, key) whose non-empty key appeared before."""
+        seen: dict[str, str] = {}
+        for path, key in items:
+            if key and key in seen:
+                self.add(path, f"duplicate {what} {_quote(key)} (first at {seen[key]})")
+            elif key:
+                seen[key] = path
+
+    def raise_if_any(self, *, what: str) -> None:
+        if not self.violations:
+            return
+        shown = self.violations[:MAX_VIOLATIONS]
+        if len(self.violations) > MAX_VIOLATIONS:
+            shown.append(FieldViolation("(more)", f"{len(self.violations) - MAX_VIOLATIONS} further violations"))
+        raise Invalid.of(shown, what=what)
+
+
+def _quote(value: str) -> str:
+    """`value` in double quotes, cut after 64 characters so that messages stay readable."""
+    return json.dumps(value if len(value) <= 64 else value[:64] + "…", ensure_ascii=False)
+
+
+def _key(path: str, key: str) -> str:
+    """`path["key"]` (long keys cut as by `_quote`)."""
+    return f"{path}[{_quote(key)}]"
+
+
+def _labels(errors: _Errors, path: str, labels: Mapping[str, str]) -> None:
+    for key, value in labels.items():
+        errors.check(_key(path, key), validate_label_key(key), prefix="invalid key: ")
+        errors.check(_key(path, key), validate_label_value(value))
+
+
+def _absolute(errors: _Errors, path: str, value: str) -> None:
+    if not value.startswith("/"):
+        errors.add(path, f"must be an absolute path (starting with '/'), not {_quote(value)}")
+
+
+# ---- metadata -----------------------------------------------------------------------------------------------
+
+
+def _metadata(errors: _Errors, meta: v1.ObjectMeta, name_rule: Callable[[str], str | None]) -> None:
+    if errors.required("metadata.name", meta.name):
+        errors.check("metadata.name", name_rule(meta.name))
+    _labels(errors, "metadata.labels", meta.labels)
+    size = 0
+    for key, value in meta.annotations.items():
+        errors.check(_key("metadata.annotations", key), validate_label_key(key), prefix="invalid key: ")
+        size += len(key.encode()) + len(value.encode())
+    if size > MAX_ANNOTATIONS_BYTES:
+        errors.add("metadata.annotations", f"must total at most {MAX_ANNOTATIONS_BYTES} bytes (256 KiB), not {size}")
+    for i, finalizer in enumerate(meta.finalizers):
+        errors.check(f"metadata.finalizers[{i}]", validate_label_key(finalizer), prefix="must be a qualified name: ")
+
+
+def _type_meta(errors: _Errors, obj: Any, kind: str) -> None:
+    if obj.api_version not in ("", v1.API_VERSION):
+        errors.add("apiVersion", f"must be {_quote(v1.API_VERSION)}, not {_quote(obj.api_version)}")
+    if obj.kind not in ("", kind):
+        errors.add("kind", f"must be {_quote(kind)}, not {_quote(obj.kind)}")
+
+
+# ---- projects -----------------------------------------------------------------------------------------------
+
+
+def _project_spec(errors: _Errors, spec: v1.ProjectSpec) -> None:
+    if not spec.services:
+        errors.add("spec.services", "at least one service is required")
+    volumes = {volume.name for volume in spec.volumes}
+    for i, volume in enumerate(spec.volumes):
+        if errors.required(f"spec.volumes[{i}].name", volume.name):
+            errors.check(f"spec.volumes[{i}].name", validate_dns_label(volume.name))
+        errors.choice(f"spec.volumes[{i}].type", volume.type, ("Ephemeral", "Persistent"), empty="for Ephemeral")
+    errors.unique(((f"spec.volumes[{i}].name", v.name) for i, v in enumerate(spec.volumes)), "volume name")
+    for i, service in enumerate(spec.services):
+        _service(errors, f"spec.services[{i}]", service, volumes)
+    errors.unique(((f"spec.services[{i}].name", s.name) for i, s in enumerate(spec.services)), "service name")
+    errors.unique(
+        (
+            (f"spec.services[{i}].ports[{j}].hostPort", f"{port.host_port}/{port.protocol or 'TCP'}")
+            for i, service in enumerate(spec.services)
+            for j, port in enumerate(service.ports)
+            if port.host_port
+        ),
+        "host port",
+    )
+    services = {service.name for service in spec.services}
+    for i, ingress in enumerate(spec.ingress):
+        _ingress(errors, f"spec.ingress[{i}]", ingress, services)
+    errors.unique(((f"spec.ingress[{i}].name", g.name) for i, g in enumerate(spec.ingress)), "ingress name")
+    _labels(errors, "spec.nodeSelector", spec.node_selector)
+    for i, toleration in enumerate(spec.tolerations):
+        _toleration(errors, f"spec.tolerations[{i}]", toleration)
+
+
+def _service(errors: _Errors, path: str, service: v1.Service, volumes: set[str]) -> None:
+    if errors.required(f"{path}.name", service.name):
+        errors.check(f"{path}.name", validate_dns_label(service.name))
+    if errors.required(f"{path}.image", service.image) and any(c.isspace() for c in service.image):
+        errors.add(f"{path}.image", f"must not contain whitespace, not {_quote(service.image)}")
+    for i, env in enumerate(service.env):
+        if errors.required(f"{path}.env[{i}].name", env.name) and "=" in env.name:
+            errors.add(f"{path}.env[{i}].name", f"must not contain '=', not {_quote(env.name)}")
+    errors.unique(((f"{path}.env[{i}].name", e.name) for i, e in enumerate(service.env)), "environment variable")
+    for i, port in enumerate(service.ports):
+        _port(errors, f"{path}.ports[{i}]", port)
+    errors.unique(((f"{path}.ports[{i}].name", p.name) for i, p in enumerate(service.ports)), "port name")
+    for i, mount in enumerate(service.volume_mounts):
+        here = f"{path}.volumeMounts[{i}]"
+        if errors.required(f"{here}.name", mount.name) and mount.name not in volumes:
+            errors.add(f"{here}.name", f"volume {_quote(mount.name)} is not declared in spec.volumes")
+        if errors.required(f"{here}.mountPath", mount.mount_path):
+            _absolute(errors, f"{here}.mountPath", mount.mount_path)
+    mounts = ((f"{path}.volumeMounts[{i}].mountPath", m.mount_path) for i, m in enumerate(service.volume_mounts))
+    errors.unique(mounts, "mount path")
+    _resources(errors, f"{path}.resources", service.resources)
+    errors.choice(f"{path}.restartPolicy", service.restart_policy, ("Always", "OnFailure", "Never"), empty="for Always")
+    if service.working_dir:
+        _absolute(errors, f"{path}.workingDir", service.working_dir)
+
+
+def _port(errors: _Errors, path: str, port: v1.ServicePort) -> None:
+    errors.port(f"{path}.containerPort", port.container_port)
+    errors.port(f"{path}.hostPort", port.host_port, minimum=0)
+    errors.choice(f"{path}.protocol", port.protocol, ("TCP", "UDP"), empty="for TCP")
+    if port.host_ip:
+        try:
+            ipaddress.ip_address(port.host_ip)
+        except ValueError:
+            errors.add(f"{path}.hostIP", f"must be an IPv4 or IPv6 address, not {_quote(port.host_ip)}")
+    if port.name:
+        errors.check(f"{path}.name", validate_dns_label(port.name))
+
+
+def _quantity(errors: _Errors, path: str, text: str) -> Decimal | None:
+    """The value of a non-negative quantity, or None after recording why `text` is not one."""
+    try:
+        amount = parse_quantity(text)
+    except ValueError as exc:
+        errors.add(path, str(exc))
+        return None
+    if amount < 0:
+        errors.add(path, f"must not be negative, not {_quote(text)}")
+        return None
+    return amount
+
+
+def _quantities(errors: _Errors, path: str, values: Mapping[str, str]) -> dict[str, Decimal]:
+    """Check a resource list (names and non-negative quantities); the parsed values of the valid entries."""
+    parsed: dict[str, Decimal] = {}
+    for name, text in values.items():
+        errors.check(_key(path, name), validate_label_key(name), prefix="invalid resource name: ")
+        amount = _quantity(errors, _key(path, name), text)
+        if amount is not None:
+            parsed[name] = amount
+    return parsed
+
+
+def _resources(errors: _Errors, path: str, resources: v1.ResourceRequirements) -> None:
+    requests = _quantities(errors, f"{path}.requests", resources.requests)
+    limits = _quantities(errors, f"{path}.limits", resources.limits)
+    for name, limit in limits.items():
+        if name in requests and limit < requests[name]:
+            errors.add(
+                _key(f"{path}.limits", name),
+                f"must not be below the request: limit {resources.limits[name]} < request {resources.requests[name]}",
+            )
+
+
+def _ingress(errors: _Errors, path: str, ingress: v1.Ingress, services: set[str]) -> None:
+    errors.required(f"{path}.name", ingress.name)
+    if ingress.host:
+        errors.check(f"{path}.host", validate_dns_subdomain(ingress.host))
+    target = ingress.target
+    if errors.required(f"{path}.target.service", target.service) and target.service not in services:
+        errors.add(f"{path}.target.service", f"service {_quote(target.service)} is not declared in spec.services")
+    errors.port(f"{path}.target.port", target.port)
+    errors.choice(f"{path}.access.scope", ingress.access.scope, ("Internal", "Public"), empty="for Internal")
+
+
+def _toleration(errors: _Errors, path: str, toleration: v1.Toleration) -> None:
+    errors.choice(f"{path}.operator", toleration.operator, ("Equal", "Exists"), empty="for Equal")
+    if toleration.key:
+        errors.check(f"{path}.key", validate_label_key(toleration.key), prefix="invalid key: ")
+    elif toleration.operator != "Exists":
+        errors.add(f"{path}.key", "is required unless operator is \"Exists\"")
+    if toleration.operator == "Exists" and toleration.value:
+        errors.add(f"{path}.value", "must be empty when operator is \"Exists\"")
+    errors.check(f"{path}.value", validate_label_value(toleration.value))
+    errors.choice(f"{path}.effect", toleration.effect, _TAINT_EFFECTS, empty="for every effect")
+
+
+def _project_status(errors: _Errors, status: v1.ProjectStatus) -> None:
+    errors.choice("status.phase", status.phase, v1.PHASES)
+    if status.node_ref:
+        errors.check("status.nodeRef", validate_dns_subdomain(status.node_ref))
+    _conditions(errors, "status.conditions", status.conditions)
+    for i, service in enumerate(status.services):
+        errors.required(f"status.services[{i}].name", service.name)
+        errors.non_negative(f"status.services[{i}].restartCount", service.restart_count)
+    errors.unique(((f"status.services[{i}].name", s.name) for i, s in enumerate(status.services)), "service name")
+    errors.non_negative("status.observedGeneration", status.observed_generation)
+
+
+def _conditions(errors: _Errors, path: str, conditions: Iterable[v1.Condition]) -> None:
+    conditions = list(conditions)
+    for i, condition in enumerate(conditions):
+        errors.required(f"{path}[{i}].type", condition.type)
+        errors.choice(f"{path}[{i}].status", condition.status, (v1.TRUE, v1.FALSE, v1.UNKNOWN))
+    errors.unique(((f"{path}[{i}].type", c.type) for i, c in enumerate(conditions)), "condition type")
+
+
+# ---- nodes, leases, events ----------------------------------------------------------------------------------
+
+
+def _node_spec(errors: _Errors, spec: v1.NodeSpec) -> None:
+    for i, taint in enumerate(spec.taints):
+        if errors.required(f"spec.taints[{i}].key", taint.key):
+            errors.check(f"spec.taints[{i}].key", validate_label_key(taint.key), prefix="invalid key: ")
+        errors.check(f"spec.taints[{i}].value", validate_label_value(taint.value))
+        errors.choice(f"spec.taints[{i}].effect", taint.effect, _TAINT_EFFECTS)
+    errors.unique(((f"spec.taints[{i}]", f"{t.key}:{t.effect}") for i, t in enumerate(spec.taints)), "taint")
+
+
+def _node_status(errors: _Errors, status: v1.NodeStatus) -> None:
+    errors.choice("status.state", status.state, v1.NODE_STATES, empty="while unknown")
+    _conditions(errors, "status.conditions", status.conditions)
+    _quantities(errors, "status.capacity", status.capacity)
+    _quantities(errors, "status.allocatable", status.allocatable)
+    for i, address in enumerate(status.network.addresses):
+        errors.choice(f"status.network.addresses[{i}].type", address.type, ("InternalIP", "ExternalIP", "Hostname"))
+        errors.required(f"status.network.addresses[{i}].address", address.address)
+    errors.port("status.network.agentPort", status.network.agent_port, minimum=0)
+    for name, text in (("download", status.network.throughput.download), ("upload", status.network.throughput.upload)):
+        if text:
+            _quantity(errors, f"status.network.throughput.{name}", text)
+
+
+def _lease_spec(errors: _Errors, spec: v1.LeaseSpec) -> None:
+    if spec.lease_duration_seconds < 0 or not spec.holder_identity:
+        errors.non_negative("spec.leaseDurationSeconds", spec.lease_duration_seconds)
+    elif spec.lease_duration_seconds < 1:
+        errors.add("spec.leaseDurationSeconds", f"must be at least 1 while holderIdentity is set, not "
+                                                f"{spec.lease_duration_seconds}")
+    errors.non_negative("spec.leaseTransitions", spec.lease_transitions)
+
+
+def _event_spec(errors: _Errors, spec: v1.EventSpec) -> None:
+    errors.required("spec.involvedObject.kind", spec.involved_object.kind)
+    errors.required("spec.involvedObject.name", spec.involved_object.name)
+    errors.choice("spec.type", spec.type, ("Normal", "Warning"))
+    errors.required("spec.reason", spec.reason)
+    errors.non_negative("spec.count", spec.count)
+
+
+# ---- size limits, for every field ---------------------------------------------------------------------------
+
+
+def _limits(errors: _Errors, message: Message, path: str) -> None:
+    """Check string sizes, list and map lengths and timestamp ranges of `message` and everything inside it."""
+    for field, value in message.ListFields():
+        here = f"{path}.{field.json_name}"
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            if len(value) > MAX_MAP_ENTRIES and here != "metadata.annotations":
+                errors.add(here, f"must have at most {MAX_MAP_ENTRIES} entries, not {len(value)}")
+            value_field = field.message_type.fields_by_name["value"]
+            for key, item in value.items():
+                _limit_string(errors, _key(here, key), key, what="key")
+                _limit_value(errors, _key(here, key), value_field, item)
+        elif field.is_repeated:
+            if len(value) > MAX_ITEMS:
+                errors.add(here, f"must have at most {MAX_ITEMS} entries, not {len(value)}")
+            for i, item in enumerate(value):
+                _limit_value(errors, f"{here}[{i}]", field, item)
+        else:
+            _limit_value(errors, here, field, value)
+
+
+def _limit_value(errors: _Errors, path: str, field: Any, value: Any) -> None:
+    if isinstance(value, str):
+        _limit_string(errors, path, value, what="value")
+    elif field.message_type is not None and field.message_type.full_name == "google.protobuf.Timestamp":
+        if not (_MIN_TIMESTAMP <= value.seconds <= _MAX_TIMESTAMP and 0 <= value.nanos <= 999_999_999):
+            errors.add(path, "must be a valid time between years 1 and 9999")
+    elif isinstance(value, Message):
+        _limits(errors, value, path)
+
+
+def _limit_string(errors: _Errors, path: str, value: str, *, what: str) -> None:
+    if len(value) > MAX_STRING_BYTES // 4 and (size := len(value.encode())) > MAX_STRING_BYTES:
+        errors.add(path, f"{what} must be at most {MAX_STRING_BYTES} bytes (64 KiB), not {size}")
+
+
+# ---- entry points -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rules:
+    kind: str
+    cls: type[Message]
+    name: Callable[[str], str | None]  # rule for metadata.name
+    spec: Callable[[_Errors, Any], None]
+    status: Callable[[_Errors, Any], None]
+
+
+_RULES = {
+    "events": _Rules("Event", v1.Event, validate_dns_subdomain, _event_spec, lambda errors, status: None),
+    "leases": _Rules("Lease", v1.Lease, validate_dns_subdomain, _lease_spec, lambda errors, status: None),
+    "nodes": _Rules("Node", v1.Node, validate_dns_subdomain, _node_spec, _node_status),
+    "projects": _Rules("Project", v1.Project, validate_dns_label, _project_spec, _project_status),
+}
+
+
+def _rules_for(resource: str, obj: Message) -> _Rules:
+    rules = _RULES.get(resource)
+    if rules is None:
+        known = ", ".join(sorted(_RULES))
+        raise Invalid.of([FieldViolation("resource", f"unknown resource {_quote(resource)}; known: {known}")])
+    if not isinstance(obj, rules.cls):
+        raise TypeError(f"{resource} holds {rules.cls.__name__} objects, not {type(obj).__name__}")
+    return rules
+
+
+def _what(rules: _Rules, obj: Any) -> str:
+    return f"{rules.kind.lower()} {_quote(obj.metadata.name)}" if obj.metadata.name else rules.kind.lower()
+
+
+def validate_object(resource: str, obj: Message) -> None:
+    """Check type meta, metadata and spec of an object for Create or Update (the status is not looked at).
+
+    `resource` is the plural ("projects", "nodes", "leases", "events"). Raises `Invalid` listing every violation.
+    """
+    rules = _rules_for(resource, obj)
+    errors = _Errors()
+    item: Any = obj
+    _type_meta(errors, item, rules.kind)
+    _metadata(errors, item.metadata, rules.name)
+    rules.spec(errors, item.spec)
+    _limits(errors, item.metadata, "metadata")
+    _limits(errors, item.spec, "spec")
+    errors.raise_if_any(what=_what(rules, item))
+
+
+def validate_status(resource: str, obj: Message) -> None:
+    """Check the status of an object for UpdateStatus (metadata and spec are not looked at).
+
+    Raises `Invalid` listing every violation.
+    """
+    rules = _rules_for(resource, obj)
+    errors = _Errors()
+    item: Any = obj
+    rules.status(errors, item.status)
+    _limits(errors, item.status, "status")
+    errors.raise_if_any(what=_what(rules, item))
+
+
+__all__ = [
+    "MAX_ANNOTATIONS_BYTES",
+    "MAX_ITEMS",
+    "MAX_MAP_ENTRIES",
+    "MAX_STRING_BYTES",
+    "MAX_VIOLATIONS",
+    "validate_object",
+    "validate_status",
+]
