@@ -2,6 +2,7 @@
 clock and wait_for helpers)."""
 
 from caravanserai.testing.clock import FakeClock
+from caravanserai.testing.docker import DEFAULT_IMAGE, ensure_test_image
 from caravanserai.testing.etcd import EtcdServer, EtcdStartError
 
-__all__ = ["EtcdServer", "EtcdStartError", "FakeClock"]
+__all__ = ["DEFAULT_IMAGE", "EtcdServer", "EtcdStartError", "FakeClock", "ensure_test_image"]
