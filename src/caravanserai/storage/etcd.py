@@ -25,6 +25,7 @@ Only `caravanserai.storage` uses this module; everything above it talks to the `
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Self, TypeVar
@@ -50,7 +51,7 @@ from caravanserai.storage.etcd_types import (
     Status,
     TxnResult,
 )
-from caravanserai.storage.etcd_watch import RETRY_CODES, watch_batches
+from caravanserai.storage.etcd_watch import watch_batches
 
 log = structlog.get_logger(__name__)
 
@@ -104,6 +105,10 @@ class EtcdClient:
             conn = self._pool.current()
             try:
                 return await call(conn)
+            except asyncio.CancelledError:
+                if self._pool.interrupted_by_close():
+                    raise Unavailable("etcd client closed during a call") from None
+                raise
             except grpc.aio.AioRpcError as exc:
                 if exc.code() not in FAILOVER_CODES:
                     raise etcd_error(exc, endpoint=conn.endpoint) from exc
@@ -194,19 +199,22 @@ class EtcdClient:
             try:
                 await self._renew_forever(call, lease_id, interval=max(0.1, ttl / 3), backoff=backoff)
             except grpc.aio.AioRpcError as exc:
-                if self._pool.closed:
-                    raise Unavailable("etcd client closed while keeping a lease alive") from exc
-                if exc.code() not in RETRY_CODES:
-                    raise etcd_error(exc, endpoint=conn.endpoint) from exc
-                if exc.code() in FAILOVER_CODES:
-                    self._pool.failed(conn)
-                log.warning("etcd lease keepalive broken; reopening", lease=lease_id, code=exc.code().name)
+                self._pool.stream_broken(conn, exc, what="lease keepalive", lease=lease_id)
+            except asyncio.CancelledError:
+                if self._pool.interrupted_by_close():
+                    raise Unavailable("etcd client closed while keeping a lease alive") from None
+                raise
             finally:
                 call.cancel()
             await self._clock.sleep(backoff.next())
 
     async def _renew_forever(
-        self, call: grpc.aio.StreamStreamCall, lease_id: int, *, interval: float, backoff: Backoff
+        self,
+        call: grpc.aio.StreamStreamCall[rpc_pb2.LeaseKeepAliveRequest, rpc_pb2.LeaseKeepAliveResponse],
+        lease_id: int,
+        *,
+        interval: float,
+        backoff: Backoff,
     ) -> None:
         """Renew on `call` every `interval` seconds; returns when the server ends the stream."""
         while True:
@@ -250,9 +258,7 @@ class EtcdClient:
     async def status(self) -> Status:
         """Version, leader, revision and database size of the member that answers."""
         req = rpc_pb2.StatusRequest()
-        resp = await self._unary(
-            lambda c: c.maintenance.Status(req, timeout=self._request_timeout), idempotent=True
-        )
+        resp = await self._unary(lambda c: c.maintenance.Status(req, timeout=self._request_timeout), idempotent=True)
         return Status.from_proto(resp)
 
 

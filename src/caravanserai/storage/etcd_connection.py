@@ -20,6 +20,7 @@ import structlog
 
 from caravanserai.api.etcd import rpc_pb2_grpc
 from caravanserai.errors import Unavailable
+from caravanserai.storage.etcd_errors import FAILOVER_CODES, STREAM_RETRY_CODES, etcd_error
 
 if TYPE_CHECKING:
     from caravanserai.api.etcd.rpc_pb2_grpc import (
@@ -108,6 +109,29 @@ class ConnectionPool:
             return
         self._current = (self._current + 1) % len(self.endpoints)
         log.warning("etcd endpoint failed over", failed=conn.endpoint, next=self.endpoints[self._current])
+
+    def interrupted_by_close(self) -> bool:
+        """True when a CancelledError just caught came from `close()` cancelling our calls rather than from
+        the running task being cancelled: the caller should raise Unavailable instead."""
+        task = asyncio.current_task()
+        return self.closed and (task is None or task.cancelling() == 0)
+
+    def stream_broken(self, conn: Connection, exc: grpc.aio.AioRpcError, *, what: str, **context: object) -> None:
+        """Handle a stream (`what`: "watch", "lease keepalive") that failed on `conn`: raise the error it
+        must end with, or record the failure, log it with `context` and return so the caller reopens it."""
+        if self.closed:
+            raise Unavailable(f"etcd client closed during {what}") from exc
+        if exc.code() not in STREAM_RETRY_CODES:
+            raise etcd_error(exc, endpoint=conn.endpoint) from exc
+        if exc.code() in FAILOVER_CODES:
+            self.failed(conn)
+        log.warning(
+            f"etcd {what} broken; reopening",
+            endpoint=conn.endpoint,
+            code=exc.code().name,
+            detail=exc.details(),
+            **context,
+        )
 
     async def dial(self) -> None:
         """Wait until one endpoint accepts a connection, trying each for `dial_timeout` seconds in turn.

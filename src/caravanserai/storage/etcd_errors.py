@@ -19,6 +19,14 @@ from caravanserai.errors import ApiError, Expired, Invalid, Unavailable, error_c
 # Codes after which another endpoint may answer: the member is down, partitioned or has no leader.
 FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
+# Codes after which a stream (watch, lease keepalive) is opened again rather than given up.
+STREAM_RETRY_CODES = FAILOVER_CODES | {
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.UNKNOWN,
+}
+
 _COMPACTED = "required revision has been compacted"
 _FUTURE = "required revision is a future revision"
 
@@ -37,4 +45,4 @@ def etcd_error(exc: grpc.aio.AioRpcError, *, endpoint: str = "") -> ApiError:
     return error_class(code)(f"etcd: {detail}")
 
 
-__all__ = ["FAILOVER_CODES", "etcd_error"]
+__all__ = ["FAILOVER_CODES", "STREAM_RETRY_CODES", "etcd_error"]

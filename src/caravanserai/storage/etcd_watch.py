@@ -20,6 +20,7 @@ Guarantees of `watch_batches` (relied on by `Store.watch` and the apiserver's wa
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
@@ -31,18 +32,9 @@ from caravanserai.clock import Clock
 from caravanserai.errors import Expired, Unavailable
 from caravanserai.storage.backoff import Backoff
 from caravanserai.storage.etcd_connection import ConnectionPool
-from caravanserai.storage.etcd_errors import FAILOVER_CODES, etcd_error
 from caravanserai.storage.etcd_types import Event, EventBatch
 
 log = structlog.get_logger(__name__)
-
-# gRPC codes after which the stream is opened again (our own closing is told apart through pool.closed).
-RETRY_CODES = FAILOVER_CODES | {
-    grpc.StatusCode.CANCELLED,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-    grpc.StatusCode.UNKNOWN,
-}
 
 
 class _WatchCanceled(Exception):
@@ -93,7 +85,9 @@ class _WatchState:
         return EventBatch(resp.header.revision, [])
 
 
-async def _next_batch(call: grpc.aio.StreamStreamCall, state: _WatchState) -> EventBatch | None:
+async def _next_batch(
+    call: grpc.aio.StreamStreamCall[rpc_pb2.WatchRequest, rpc_pb2.WatchResponse], state: _WatchState
+) -> EventBatch | None:
     """Read responses until one yields a batch; None when the server ended the stream."""
     while True:
         resp = await call.read()
@@ -128,25 +122,17 @@ async def watch_batches(
                 yield batch
             log.info("etcd watch stream ended; resuming", endpoint=conn.endpoint, revision=state.next_revision)
         except grpc.aio.AioRpcError as exc:
-            if pool.closed:
-                raise Unavailable("etcd client closed while watching") from exc
-            if exc.code() not in RETRY_CODES:
-                raise etcd_error(exc, endpoint=conn.endpoint) from exc
-            if exc.code() in FAILOVER_CODES:
-                pool.failed(conn)
-            log.warning(
-                "etcd watch broken; resuming",
-                endpoint=conn.endpoint,
-                code=exc.code().name,
-                detail=exc.details(),
-                revision=state.next_revision,
-            )
+            pool.stream_broken(conn, exc, what="watch", revision=state.next_revision)
+        except asyncio.CancelledError:
+            if pool.interrupted_by_close():
+                raise Unavailable("etcd client closed while watching") from None
+            raise
         except _WatchCanceled as exc:
-            log.warning("etcd watch canceled; resuming", reason=str(exc), revision=state.next_revision)
+            log.warning("etcd watch canceled by the server; reopening", reason=str(exc), revision=state.next_revision)
         finally:
             call.cancel()
         state.fragments.clear()
         await clock.sleep(backoff.next())
 
 
-__all__ = ["RETRY_CODES", "watch_batches"]
+__all__ = ["watch_batches"]

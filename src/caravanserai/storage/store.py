@@ -183,8 +183,7 @@ class Store:
         if not current.kvs:
             raise NotFound(f"{resource} {name!r} not found")
         raise Conflict(
-            f"{resource} {name!r} was modified: expected revision {expected}, "
-            f"current {current.kvs[0].mod_revision}"
+            f"{resource} {name!r} was modified: expected revision {expected}, current {current.kvs[0].mod_revision}"
         )
 
     async def watch(self, resource: str, *, start_revision: int) -> AsyncGenerator[WatchBatch, None]:
