@@ -1,0 +1,278 @@
+"""Manifests: YAML or JSON documents in, v1 objects out, and back.
+
+    objects = load_manifests(text, source="web.yaml")
+    print(dump_yaml(objects))
+
+Guarantees:
+
+* **One parser.** YAML 1.2 (ruamel.yaml round-trip mode) reads both YAML and JSON; `---` separates documents,
+  empty documents are skipped, and a document that is a list contributes each item (so `dump_json` output of
+  several objects loads again).
+* **Kinds.** Each document needs `apiVersion: caravanserai/v1` and a `kind` of Project, Node, Lease or Event;
+  fields use the camelCase protobuf JSON names (the proto names are accepted too).
+* **Strict and precise.** Unknown fields, wrong types, out-of-range integers and bad timestamps are all
+  reported in one `caravanserai.errors.Invalid`, each as `<source>, document <n>: <field path>: <problem>`,
+  e.g. `web.yaml, document 2: spec.services[0].imag: unknown field (did you mean "image"?)`.
+* **YAML pitfalls handled.** Unquoted timestamps become RFC 3339 strings; numbers, booleans and timestamps
+  in string maps (labels `tier: 1`, requests `cpu: 0.5`) keep their source text (`010` stays "010");
+  int64 values may be strings or numbers.
+* **Bounded.** Nesting deeper than `MAX_DEPTH` and documents that expand (through aliases) to more than
+  `MAX_VALUES` values are refused, so hostile input cannot exhaust memory.
+* **Output** (`to_dict`, `dump_yaml`, `dump_json`) uses camelCase, omits empty fields and writes int64 as
+  numbers; loading it again gives equal objects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO, TypeAlias
+
+from google.protobuf.message import Message
+from google.protobuf.timestamp_pb2 import Timestamp
+from ruamel.yaml import YAML
+from ruamel.yaml.constructor import RoundTripConstructor
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from caravanserai import v1
+from caravanserai.errors import FieldViolation, Invalid
+from caravanserai.protojson import describe, from_data, to_data
+
+Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event
+
+MAX_DEPTH = 64
+"""Deepest nesting of mappings and lists accepted in a document."""
+
+MAX_VALUES = 500_000
+"""Most values (scalars, mappings, lists, counted after expanding aliases) accepted in one document."""
+
+MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
+"""Files `load_manifest_files` reads from a directory."""
+
+_KINDS: dict[str, type[Resource]] = {"Event": v1.Event, "Lease": v1.Lease, "Node": v1.Node, "Project": v1.Project}
+
+
+# ---- reading YAML -------------------------------------------------------------------------------------------
+
+
+class _Int(int):
+    """A YAML integer that remembers how it was written (see `caravanserai.protojson`)."""
+
+    source_text = ""
+
+
+class _Float(float):
+    """A YAML float that remembers how it was written."""
+
+    source_text = ""
+
+
+class _Time(str):
+    """A YAML timestamp: the text as written, plus `rfc3339`, its RFC 3339 form in UTC."""
+
+    rfc3339 = ""
+
+
+def _construct_int(constructor: RoundTripConstructor, node: Any) -> _Int:
+    value = _Int(RoundTripConstructor.construct_yaml_int(constructor, node))
+    value.source_text = node.value
+    return value
+
+
+def _construct_float(constructor: RoundTripConstructor, node: Any) -> _Float:
+    value = _Float(RoundTripConstructor.construct_yaml_float(constructor, node))
+    value.source_text = node.value
+    return value
+
+
+def _construct_time(constructor: RoundTripConstructor, node: Any) -> _Time:
+    value = _Time(node.value)
+    stamp = Timestamp()
+    try:
+        stamp.FromJsonString(node.value)
+    except ValueError:  # YAML-only forms: a date, a space or 't' separator, "-5" offsets, no offset (UTC)
+        try:
+            when = RoundTripConstructor.construct_yaml_timestamp(constructor, node)
+        except (ValueError, OverflowError):  # looks like a time but is none (month 13): stays a plain string
+            return value
+        stamp.FromDatetime(when if isinstance(when, dt.datetime) else _midnight(when))
+    value.rfc3339 = stamp.ToJsonString()
+    return value
+
+
+def _midnight(day: dt.date) -> dt.datetime:
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+
+
+class _Constructor(RoundTripConstructor):
+    """Round-trip constructor whose numbers and timestamps remember their source text."""
+
+
+_Constructor.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_Constructor.add_constructor("tag:yaml.org,2002:float", _construct_float)
+_Constructor.add_constructor("tag:yaml.org,2002:timestamp", _construct_time)
+
+
+def _documents(text: str, source: str) -> tuple[list[Any], FieldViolation | None]:
+    """Every document of `text` up to the first syntax error (None for empty ones), and that error."""
+    yaml = YAML(typ="rt")
+    yaml.Constructor = _Constructor
+    yaml.max_depth = MAX_DEPTH
+    documents: list[Any] = []
+    try:
+        for document in yaml.load_all(text):
+            documents.append(document)
+    except YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        mark = getattr(exc, "problem_mark", None) if isinstance(exc, MarkedYAMLError) else None
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        return documents, FieldViolation("", f"{where}invalid YAML: {problem}")
+    return documents, None
+
+
+# ---- from documents to objects ------------------------------------------------------------------------------
+
+
+def _resource(data: object) -> Resource:
+    """The object a parsed document describes; raises `Invalid` listing the problems of the document."""
+    if not isinstance(data, Mapping):
+        raise Invalid.of([FieldViolation("", f"expected a mapping with apiVersion and kind, got {describe(data)}")])
+    violations = []
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    if api_version is None:
+        violations.append(FieldViolation("apiVersion", f"is required ({v1.API_VERSION})"))
+    elif api_version != v1.API_VERSION:
+        violations.append(FieldViolation("apiVersion", f"must be {v1.API_VERSION}, not {_shown(api_version)}"))
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        kinds = ", ".join(_KINDS)
+        problem = f"unknown kind {_shown(kind)}: expected one of {kinds}" if kind is not None else ""
+        violations.append(FieldViolation("kind", problem or f"is required (one of {kinds})"))
+    if violations or cls is None:
+        raise Invalid.of(violations)
+    return from_data(data, cls, max_values=MAX_VALUES)
+
+
+def _shown(value: object) -> str:
+    return json.dumps(value[:64]) if isinstance(value, str) else describe(value)
+
+
+def _load(text: str, source: str) -> tuple[list[Resource], list[str], list[FieldViolation]]:
+    """Objects, error lines and violations of one source."""
+    objects: list[Resource] = []
+    lines: list[str] = []
+    violations: list[FieldViolation] = []
+    documents, syntax_error = _documents(text, source)
+    for number, document in enumerate(documents, start=1):
+        items = [(f"{source}, document {number}", document)]
+        if isinstance(document, list):
+            items = [(f"{source}, document {number}, item {i}", item) for i, item in enumerate(document, start=1)]
+        for where, data in items:
+            if data is None:
+                continue
+            try:
+                objects.append(_resource(data))
+            except Invalid as exc:
+                lines.extend(f"{where}: {v}" if v.field else f"{where}: {v.description}" for v in exc.violations)
+                violations.extend(exc.violations)
+    if syntax_error is not None:
+        lines.append(f"{source}, document {len(documents) + 1}: {syntax_error.description}")
+        violations.append(syntax_error)
+    return objects, lines, violations
+
+
+def load_manifests(text: str, *, source: str = "<stdin>") -> list[Resource]:
+    """The objects of every document in `text`, in order. `source` names the text in error messages.
+
+    Raises `Invalid` listing every problem of every document (its message joins them with "; ").
+    """
+    objects, lines, violations = _load(text, source)
+    if lines:
+        raise Invalid("; ".join(lines), violations)
+    return objects
+
+
+def _sources(path: str, stdin: TextIO | None) -> list[tuple[str, str]]:
+    """(source name, text) for a file, for each manifest file of a directory, or for "-" (stdin)."""
+    if path == "-":
+        return [("<stdin>", (stdin or sys.stdin).read())]
+    if os.path.isdir(path):
+        names = sorted(n for n in os.listdir(path) if n.endswith(MANIFEST_SUFFIXES))
+        files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
+    else:
+        files = [path]
+    sources = []
+    for file in files:
+        with open(file, encoding="utf-8-sig") as handle:
+            sources.append((file, handle.read()))
+    return sources
+
+
+def load_manifest_files(paths: Sequence[str], *, stdin: TextIO | None = None) -> list[Resource]:
+    """The objects of every manifest in `paths`: files, directories (their *.yaml, *.yml and *.json files, by
+    name, not recursively) and "-" for `stdin` (default `sys.stdin`).
+
+    Every path is read and checked before raising one `Invalid` that lists every problem, unreadable files
+    included (`<path>: cannot read: <reason>`).
+    """
+    objects: list[Resource] = []
+    lines: list[str] = []
+    violations: list[FieldViolation] = []
+    for path in paths:
+        try:
+            sources = _sources(path, stdin)
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
+            lines.append(f"{path}: cannot read: {reason}")
+            violations.append(FieldViolation("", f"{path}: cannot read: {reason}"))
+            continue
+        for source, text in sources:
+            found, problems, refused = _load(text, source)
+            objects.extend(found)
+            lines.extend(problems)
+            violations.extend(refused)
+    if lines:
+        raise Invalid("; ".join(lines), violations)
+    return objects
+
+
+# ---- output -------------------------------------------------------------------------------------------------
+
+
+def to_dict(obj: Message) -> dict[str, Any]:
+    """`obj` as protobuf JSON with camelCase keys, int64 as numbers, times in RFC 3339, empty fields omitted."""
+    return to_data(obj)
+
+
+def dump_yaml(objs: Iterable[Message]) -> str:
+    """YAML for `objs`, one document each, separated by `---`."""
+    yaml = YAML(typ="rt")
+    yaml.default_flow_style = False
+    yaml.width = 4096  # no folding of long strings
+    out = io.StringIO()
+    yaml.dump_all([to_dict(obj) for obj in objs], out)
+    return out.getvalue()
+
+
+def dump_json(objs: Sequence[Message]) -> str:
+    """JSON for `objs`: one object when there is exactly one, otherwise a list; indented, newline-terminated."""
+    documents = [to_dict(obj) for obj in objs]
+    data: Any = documents[0] if len(documents) == 1 else documents
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+__all__ = [
+    "MANIFEST_SUFFIXES",
+    "MAX_DEPTH",
+    "MAX_VALUES",
+    "Resource",
+    "dump_json",
+    "dump_yaml",
+    "load_manifest_files",
+    "load_manifests",
+    "to_dict",
+]
