@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import difflib
-import json
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar, cast
@@ -35,7 +34,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from caravanserai.errors import FieldViolation, Invalid
+from caravanserai.violations import Violations, key_path, quote
 
 M = TypeVar("M", bound=Message)
 
@@ -64,16 +63,13 @@ class _TooLarge(Exception):
     pass
 
 
-class _Decoder:
+class _Decoder(Violations):
     """The violations found so far and the value budget."""
 
     def __init__(self, max_values: int) -> None:
-        self.violations: list[FieldViolation] = []
+        super().__init__()
         self.values = 0
         self.max_values = max_values
-
-    def add(self, path: str, description: str) -> None:
-        self.violations.append(FieldViolation(path, description))
 
     def count(self) -> None:
         self.values += 1
@@ -85,7 +81,7 @@ def describe(value: object) -> str:
     """What `value` is, for messages: 'a string "x"', "an integer (3)", "a mapping", "null" …"""
     text = _scalar_text(value)
     if isinstance(value, str):
-        return f"a string {json.dumps(text if len(value) <= 64 else value[:64] + '…', ensure_ascii=False)}"
+        return f"a string {quote(value)}"
     if isinstance(value, bool):
         return f"a boolean ({text})"
     if isinstance(value, int):
@@ -153,7 +149,7 @@ def _field(decoder: _Decoder, value: object, field: FieldDescriptor, path: str) 
         entries = {}
         for key, item in value.items():
             text = _scalar_text(key)
-            here = f"{path}[{json.dumps(_cut(key if text is None else text), ensure_ascii=False)}]"
+            here = key_path(path, str(key) if text is None else text)
             if text is None:
                 decoder.add(here, f"keys must be strings, not {describe(key)}")
             elif value_field.type == FieldDescriptor.TYPE_STRING:
@@ -286,7 +282,7 @@ def from_data(data: object, cls: type[M], *, max_values: int = MAX_VALUES) -> M:
             return json_format.ParseDict(normalized, cls())
         except json_format.ParseError as exc:  # not expected after the checks above; reported, not raised
             decoder.add("", str(exc))
-    raise Invalid.of(decoder.violations, what=cls.DESCRIPTOR.name)
+    raise decoder.error(what=cls.DESCRIPTOR.name)
 
 
 __all__ = ["MAX_VALUES", "describe", "from_data", "to_data"]

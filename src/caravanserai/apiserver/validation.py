@@ -18,7 +18,6 @@ Guarantees:
 from __future__ import annotations
 
 import ipaddress
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -35,106 +34,39 @@ from caravanserai.selectors import (
     validate_label_key,
     validate_label_value,
 )
+from caravanserai.violations import MAX_VIOLATIONS, Violations, key_path, quote
 
 MAX_STRING_BYTES = 64 * 1024
 MAX_ITEMS = 1000
 MAX_MAP_ENTRIES = 256
 MAX_ANNOTATIONS_BYTES = 256 * 1024
-MAX_VIOLATIONS = 100
 
 _MIN_TIMESTAMP = -62_135_596_800  # 0001-01-01T00:00:00Z
 _MAX_TIMESTAMP = 253_402_300_799  # 9999-12-31T23:59:59Z
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
-class _Errors:
-    """The violations found so far."""
-
-    def __init__(self) -> None:
-        self.violations: list[FieldViolation] = []
-
-    def add(self, path: str, description: str) -> None:
-        self.violations.append(FieldViolation(path, description))
-
-    def check(self, path: str, reason: str | None, *, prefix: str = "") -> None:
-        """Record `reason` (from a `validate_*` helper) when it is not None."""
-        if reason is not None:
-            self.add(path, prefix + reason)
-
-    def required(self, path: str, value: object) -> bool:
-        """Record "is required" when `value` is empty; True when it is set."""
-        if not value:
-            self.add(path, "is required")
-        return bool(value)
-
-    def choice(self, path: str, value: str, allowed: Iterable[str], *, empty: str | None = None) -> None:
-        """`value` must be one of `allowed`; empty only when `empty` says what that means (e.g. "for TCP")."""
-        if value in allowed or (not value and empty is not None):
-            return
-        options = ", ".join(_quote(a) for a in allowed)
-        if not value:
-            self.add(path, f"is required (one of {options})")
-        else:
-            alternative = f" (or empty {empty})" if empty is not None else ""
-            self.add(path, f"must be one of {options}{alternative}, not {_quote(value)}")
-
-    def port(self, path: str, value: int, *, minimum: int = 1) -> None:
-        if not minimum <= value <= 65535:
-            self.add(path, f"must be between {minimum} and 65535, not {value}")
-
-    def non_negative(self, path: str, value: int) -> None:
-        if value < 0:
-            self.add(path, f"must not be negative, not {value}")
-
-    def unique(self, items: Iterable[tuple[str, str]], what: str) -> None:
-        """Record every (path, key) whose non-empty key appeared before."""
-        seen: dict[str, str] = {}
-        for path, key in items:
-            if key and key in seen:
-                self.add(path, f"duplicate {what} {_quote(key)} (first at {seen[key]})")
-            elif key:
-                seen[key] = path
-
-    def raise_if_any(self, *, what: str) -> None:
-        if not self.violations:
-            return
-        shown = self.violations[:MAX_VIOLATIONS]
-        if len(self.violations) > MAX_VIOLATIONS:
-            shown.append(FieldViolation("(more)", f"{len(self.violations) - MAX_VIOLATIONS} further violations"))
-        raise Invalid.of(shown, what=what)
-
-
-def _quote(value: str) -> str:
-    """`value` in double quotes, cut after 64 characters so that messages stay readable."""
-    return json.dumps(value if len(value) <= 64 else value[:64] + "…", ensure_ascii=False)
-
-
-def _key(path: str, key: str) -> str:
-    """`path["key"]` (long keys cut as by `_quote`)."""
-    return f"{path}[{_quote(key)}]"
-
-
-def _labels(errors: _Errors, path: str, labels: Mapping[str, str]) -> None:
+def _labels(errors: Violations, path: str, labels: Mapping[str, str]) -> None:
     for key, value in labels.items():
-        errors.check(_key(path, key), validate_label_key(key), prefix="invalid key: ")
-        errors.check(_key(path, key), validate_label_value(value))
+        errors.check(key_path(path, key), validate_label_key(key), prefix="invalid key: ")
+        errors.check(key_path(path, key), validate_label_value(value))
 
 
-def _absolute(errors: _Errors, path: str, value: str) -> None:
+def _absolute(errors: Violations, path: str, value: str) -> None:
     if not value.startswith("/"):
-        errors.add(path, f"must be an absolute path (starting with '/'), not {_quote(value)}")
+        errors.add(path, f"must be an absolute path (starting with '/'), not {quote(value)}")
 
 
 # ---- metadata -----------------------------------------------------------------------------------------------
 
 
-def _metadata(errors: _Errors, meta: v1.ObjectMeta, name_rule: Callable[[str], str | None]) -> None:
+def _metadata(errors: Violations, meta: v1.ObjectMeta, name_rule: Callable[[str], str | None]) -> None:
     if errors.required("metadata.name", meta.name):
         errors.check("metadata.name", name_rule(meta.name))
     _labels(errors, "metadata.labels", meta.labels)
     size = 0
     for key, value in meta.annotations.items():
-        errors.check(_key("metadata.annotations", key), validate_label_key(key), prefix="invalid key: ")
+        errors.check(key_path("metadata.annotations", key), validate_label_key(key), prefix="invalid key: ")
         size += len(key.encode()) + len(value.encode())
     if size > MAX_ANNOTATIONS_BYTES:
         errors.add("metadata.annotations", f"must total at most {MAX_ANNOTATIONS_BYTES} bytes (256 KiB), not {size}")
@@ -142,17 +74,17 @@ def _metadata(errors: _Errors, meta: v1.ObjectMeta, name_rule: Callable[[str], s
         errors.check(f"metadata.finalizers[{i}]", validate_label_key(finalizer), prefix="must be a qualified name: ")
 
 
-def _type_meta(errors: _Errors, obj: Any, kind: str) -> None:
+def _type_meta(errors: Violations, obj: Any, kind: str) -> None:
     if obj.api_version not in ("", v1.API_VERSION):
-        errors.add("apiVersion", f"must be {_quote(v1.API_VERSION)}, not {_quote(obj.api_version)}")
+        errors.add("apiVersion", f"must be {quote(v1.API_VERSION)}, not {quote(obj.api_version)}")
     if obj.kind not in ("", kind):
-        errors.add("kind", f"must be {_quote(kind)}, not {_quote(obj.kind)}")
+        errors.add("kind", f"must be {quote(kind)}, not {quote(obj.kind)}")
 
 
 # ---- projects -----------------------------------------------------------------------------------------------
 
 
-def _project_spec(errors: _Errors, spec: v1.ProjectSpec) -> None:
+def _project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
     if not spec.services:
         errors.add("spec.services", "at least one service is required")
     volumes = {volume.name for volume in spec.volumes}
@@ -182,14 +114,14 @@ def _project_spec(errors: _Errors, spec: v1.ProjectSpec) -> None:
         _toleration(errors, f"spec.tolerations[{i}]", toleration)
 
 
-def _service(errors: _Errors, path: str, service: v1.Service, volumes: set[str]) -> None:
+def _service(errors: Violations, path: str, service: v1.Service, volumes: set[str]) -> None:
     if errors.required(f"{path}.name", service.name):
         errors.check(f"{path}.name", validate_dns_label(service.name))
     if errors.required(f"{path}.image", service.image) and any(c.isspace() for c in service.image):
-        errors.add(f"{path}.image", f"must not contain whitespace, not {_quote(service.image)}")
+        errors.add(f"{path}.image", f"must not contain whitespace, not {quote(service.image)}")
     for i, env in enumerate(service.env):
         if errors.required(f"{path}.env[{i}].name", env.name) and "=" in env.name:
-            errors.add(f"{path}.env[{i}].name", f"must not contain '=', not {_quote(env.name)}")
+            errors.add(f"{path}.env[{i}].name", f"must not contain '=', not {quote(env.name)}")
     errors.unique(((f"{path}.env[{i}].name", e.name) for i, e in enumerate(service.env)), "environment variable")
     for i, port in enumerate(service.ports):
         _port(errors, f"{path}.ports[{i}]", port)
@@ -197,7 +129,7 @@ def _service(errors: _Errors, path: str, service: v1.Service, volumes: set[str])
     for i, mount in enumerate(service.volume_mounts):
         here = f"{path}.volumeMounts[{i}]"
         if errors.required(f"{here}.name", mount.name) and mount.name not in volumes:
-            errors.add(f"{here}.name", f"volume {_quote(mount.name)} is not declared in spec.volumes")
+            errors.add(f"{here}.name", f"volume {quote(mount.name)} is not declared in spec.volumes")
         if errors.required(f"{here}.mountPath", mount.mount_path):
             _absolute(errors, f"{here}.mountPath", mount.mount_path)
     mounts = ((f"{path}.volumeMounts[{i}].mountPath", m.mount_path) for i, m in enumerate(service.volume_mounts))
@@ -208,20 +140,20 @@ def _service(errors: _Errors, path: str, service: v1.Service, volumes: set[str])
         _absolute(errors, f"{path}.workingDir", service.working_dir)
 
 
-def _port(errors: _Errors, path: str, port: v1.ServicePort) -> None:
-    errors.port(f"{path}.containerPort", port.container_port)
-    errors.port(f"{path}.hostPort", port.host_port, minimum=0)
+def _port(errors: Violations, path: str, port: v1.ServicePort) -> None:
+    errors.between(f"{path}.containerPort", port.container_port, 1, 65535)
+    errors.between(f"{path}.hostPort", port.host_port, 0, 65535)
     errors.choice(f"{path}.protocol", port.protocol, ("TCP", "UDP"), empty="for TCP")
     if port.host_ip:
         try:
             ipaddress.ip_address(port.host_ip)
         except ValueError:
-            errors.add(f"{path}.hostIP", f"must be an IPv4 or IPv6 address, not {_quote(port.host_ip)}")
+            errors.add(f"{path}.hostIP", f"must be an IPv4 or IPv6 address, not {quote(port.host_ip)}")
     if port.name:
         errors.check(f"{path}.name", validate_dns_label(port.name))
 
 
-def _quantity(errors: _Errors, path: str, text: str) -> Decimal | None:
+def _quantity(errors: Violations, path: str, text: str) -> Decimal | None:
     """The value of a non-negative quantity, or None after recording why `text` is not one."""
     try:
         amount = parse_quantity(text)
@@ -229,45 +161,45 @@ def _quantity(errors: _Errors, path: str, text: str) -> Decimal | None:
         errors.add(path, str(exc))
         return None
     if amount < 0:
-        errors.add(path, f"must not be negative, not {_quote(text)}")
+        errors.add(path, f"must not be negative, not {quote(text)}")
         return None
     return amount
 
 
-def _quantities(errors: _Errors, path: str, values: Mapping[str, str]) -> dict[str, Decimal]:
+def _quantities(errors: Violations, path: str, values: Mapping[str, str]) -> dict[str, Decimal]:
     """Check a resource list (names and non-negative quantities); the parsed values of the valid entries."""
     parsed: dict[str, Decimal] = {}
     for name, text in values.items():
-        errors.check(_key(path, name), validate_label_key(name), prefix="invalid resource name: ")
-        amount = _quantity(errors, _key(path, name), text)
+        errors.check(key_path(path, name), validate_label_key(name), prefix="invalid resource name: ")
+        amount = _quantity(errors, key_path(path, name), text)
         if amount is not None:
             parsed[name] = amount
     return parsed
 
 
-def _resources(errors: _Errors, path: str, resources: v1.ResourceRequirements) -> None:
+def _resources(errors: Violations, path: str, resources: v1.ResourceRequirements) -> None:
     requests = _quantities(errors, f"{path}.requests", resources.requests)
     limits = _quantities(errors, f"{path}.limits", resources.limits)
     for name, limit in limits.items():
         if name in requests and limit < requests[name]:
             errors.add(
-                _key(f"{path}.limits", name),
+                key_path(f"{path}.limits", name),
                 f"must not be below the request: limit {resources.limits[name]} < request {resources.requests[name]}",
             )
 
 
-def _ingress(errors: _Errors, path: str, ingress: v1.Ingress, services: set[str]) -> None:
+def _ingress(errors: Violations, path: str, ingress: v1.Ingress, services: set[str]) -> None:
     errors.required(f"{path}.name", ingress.name)
     if ingress.host:
         errors.check(f"{path}.host", validate_dns_subdomain(ingress.host))
     target = ingress.target
     if errors.required(f"{path}.target.service", target.service) and target.service not in services:
-        errors.add(f"{path}.target.service", f"service {_quote(target.service)} is not declared in spec.services")
-    errors.port(f"{path}.target.port", target.port)
+        errors.add(f"{path}.target.service", f"service {quote(target.service)} is not declared in spec.services")
+    errors.between(f"{path}.target.port", target.port, 1, 65535)
     errors.choice(f"{path}.access.scope", ingress.access.scope, ("Internal", "Public"), empty="for Internal")
 
 
-def _toleration(errors: _Errors, path: str, toleration: v1.Toleration) -> None:
+def _toleration(errors: Violations, path: str, toleration: v1.Toleration) -> None:
     errors.choice(f"{path}.operator", toleration.operator, ("Equal", "Exists"), empty="for Equal")
     if toleration.key:
         errors.check(f"{path}.key", validate_label_key(toleration.key), prefix="invalid key: ")
@@ -279,7 +211,7 @@ def _toleration(errors: _Errors, path: str, toleration: v1.Toleration) -> None:
     errors.choice(f"{path}.effect", toleration.effect, _TAINT_EFFECTS, empty="for every effect")
 
 
-def _project_status(errors: _Errors, status: v1.ProjectStatus) -> None:
+def _project_status(errors: Violations, status: v1.ProjectStatus) -> None:
     errors.choice("status.phase", status.phase, v1.PHASES)
     if status.node_ref:
         errors.check("status.nodeRef", validate_dns_subdomain(status.node_ref))
@@ -291,7 +223,7 @@ def _project_status(errors: _Errors, status: v1.ProjectStatus) -> None:
     errors.non_negative("status.observedGeneration", status.observed_generation)
 
 
-def _conditions(errors: _Errors, path: str, conditions: Iterable[v1.Condition]) -> None:
+def _conditions(errors: Violations, path: str, conditions: Iterable[v1.Condition]) -> None:
     conditions = list(conditions)
     for i, condition in enumerate(conditions):
         errors.required(f"{path}[{i}].type", condition.type)
@@ -302,7 +234,7 @@ def _conditions(errors: _Errors, path: str, conditions: Iterable[v1.Condition]) 
 # ---- nodes, leases, events ----------------------------------------------------------------------------------
 
 
-def _node_spec(errors: _Errors, spec: v1.NodeSpec) -> None:
+def _node_spec(errors: Violations, spec: v1.NodeSpec) -> None:
     for i, taint in enumerate(spec.taints):
         if errors.required(f"spec.taints[{i}].key", taint.key):
             errors.check(f"spec.taints[{i}].key", validate_label_key(taint.key), prefix="invalid key: ")
@@ -311,7 +243,7 @@ def _node_spec(errors: _Errors, spec: v1.NodeSpec) -> None:
     errors.unique(((f"spec.taints[{i}]", f"{t.key}:{t.effect}") for i, t in enumerate(spec.taints)), "taint")
 
 
-def _node_status(errors: _Errors, status: v1.NodeStatus) -> None:
+def _node_status(errors: Violations, status: v1.NodeStatus) -> None:
     errors.choice("status.state", status.state, v1.NODE_STATES, empty="while unknown")
     _conditions(errors, "status.conditions", status.conditions)
     _quantities(errors, "status.capacity", status.capacity)
@@ -319,13 +251,13 @@ def _node_status(errors: _Errors, status: v1.NodeStatus) -> None:
     for i, address in enumerate(status.network.addresses):
         errors.choice(f"status.network.addresses[{i}].type", address.type, ("InternalIP", "ExternalIP", "Hostname"))
         errors.required(f"status.network.addresses[{i}].address", address.address)
-    errors.port("status.network.agentPort", status.network.agent_port, minimum=0)
+    errors.between("status.network.agentPort", status.network.agent_port, 0, 65535)
     for name, text in (("download", status.network.throughput.download), ("upload", status.network.throughput.upload)):
         if text:
             _quantity(errors, f"status.network.throughput.{name}", text)
 
 
-def _lease_spec(errors: _Errors, spec: v1.LeaseSpec) -> None:
+def _lease_spec(errors: Violations, spec: v1.LeaseSpec) -> None:
     if spec.lease_duration_seconds < 0 or not spec.holder_identity:
         errors.non_negative("spec.leaseDurationSeconds", spec.lease_duration_seconds)
     elif spec.lease_duration_seconds < 1:
@@ -334,7 +266,7 @@ def _lease_spec(errors: _Errors, spec: v1.LeaseSpec) -> None:
     errors.non_negative("spec.leaseTransitions", spec.lease_transitions)
 
 
-def _event_spec(errors: _Errors, spec: v1.EventSpec) -> None:
+def _event_spec(errors: Violations, spec: v1.EventSpec) -> None:
     errors.required("spec.involvedObject.kind", spec.involved_object.kind)
     errors.required("spec.involvedObject.name", spec.involved_object.name)
     errors.choice("spec.type", spec.type, ("Normal", "Warning"))
@@ -345,7 +277,7 @@ def _event_spec(errors: _Errors, spec: v1.EventSpec) -> None:
 # ---- size limits, for every field ---------------------------------------------------------------------------
 
 
-def _limits(errors: _Errors, message: Message, path: str) -> None:
+def _limits(errors: Violations, message: Message, path: str) -> None:
     """Check string sizes, list and map lengths and timestamp ranges of `message` and everything inside it."""
     for field, value in message.ListFields():
         here = f"{path}.{field.json_name}"
@@ -354,8 +286,8 @@ def _limits(errors: _Errors, message: Message, path: str) -> None:
                 errors.add(here, f"must have at most {MAX_MAP_ENTRIES} entries, not {len(value)}")
             value_field = field.message_type.fields_by_name["value"]
             for key, item in value.items():
-                _limit_string(errors, _key(here, key), key, what="key")
-                _limit_value(errors, _key(here, key), value_field, item)
+                _limit_string(errors, key_path(here, key), key, what="key")
+                _limit_value(errors, key_path(here, key), value_field, item)
         elif field.is_repeated:
             if len(value) > MAX_ITEMS:
                 errors.add(here, f"must have at most {MAX_ITEMS} entries, not {len(value)}")
@@ -365,7 +297,7 @@ def _limits(errors: _Errors, message: Message, path: str) -> None:
             _limit_value(errors, here, field, value)
 
 
-def _limit_value(errors: _Errors, path: str, field: Any, value: Any) -> None:
+def _limit_value(errors: Violations, path: str, field: Any, value: Any) -> None:
     if isinstance(value, str):
         _limit_string(errors, path, value, what="value")
     elif field.message_type is not None and field.message_type.full_name == "google.protobuf.Timestamp":
@@ -375,7 +307,7 @@ def _limit_value(errors: _Errors, path: str, field: Any, value: Any) -> None:
         _limits(errors, value, path)
 
 
-def _limit_string(errors: _Errors, path: str, value: str, *, what: str) -> None:
+def _limit_string(errors: Violations, path: str, value: str, *, what: str) -> None:
     if len(value) > MAX_STRING_BYTES // 4 and (size := len(value.encode())) > MAX_STRING_BYTES:
         errors.add(path, f"{what} must be at most {MAX_STRING_BYTES} bytes (64 KiB), not {size}")
 
@@ -388,8 +320,8 @@ class _Rules:
     kind: str
     cls: type[Message]
     name: Callable[[str], str | None]  # rule for metadata.name
-    spec: Callable[[_Errors, Any], None]
-    status: Callable[[_Errors, Any], None]
+    spec: Callable[[Violations, Any], None]
+    status: Callable[[Violations, Any], None]
 
 
 _RULES = {
@@ -404,14 +336,14 @@ def _rules_for(resource: str, obj: Message) -> _Rules:
     rules = _RULES.get(resource)
     if rules is None:
         known = ", ".join(sorted(_RULES))
-        raise Invalid.of([FieldViolation("resource", f"unknown resource {_quote(resource)}; known: {known}")])
+        raise Invalid.of([FieldViolation("resource", f"unknown resource {quote(resource)}; known: {known}")])
     if not isinstance(obj, rules.cls):
         raise TypeError(f"{resource} holds {rules.cls.__name__} objects, not {type(obj).__name__}")
     return rules
 
 
 def _what(rules: _Rules, obj: Any) -> str:
-    return f"{rules.kind.lower()} {_quote(obj.metadata.name)}" if obj.metadata.name else rules.kind.lower()
+    return f"{rules.kind.lower()} {quote(obj.metadata.name)}" if obj.metadata.name else rules.kind.lower()
 
 
 def validate_object(resource: str, obj: Message) -> None:
@@ -420,7 +352,7 @@ def validate_object(resource: str, obj: Message) -> None:
     `resource` is the plural ("projects", "nodes", "leases", "events"). Raises `Invalid` listing every violation.
     """
     rules = _rules_for(resource, obj)
-    errors = _Errors()
+    errors = Violations()
     item: Any = obj
     _type_meta(errors, item, rules.kind)
     _metadata(errors, item.metadata, rules.name)
@@ -436,7 +368,7 @@ def validate_status(resource: str, obj: Message) -> None:
     Raises `Invalid` listing every violation.
     """
     rules = _rules_for(resource, obj)
-    errors = _Errors()
+    errors = Violations()
     item: Any = obj
     rules.status(errors, item.status)
     _limits(errors, item.status, "status")
