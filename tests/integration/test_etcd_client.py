@@ -184,7 +184,7 @@ async def test_unreachable_endpoint_is_unavailable() -> None:
         async with EtcdClient([dead], dial_timeout=0.3):
             pass
     with pytest.raises(ValueError):
-        EtcdClient(["unix:///tmp/etcd.sock"])
+        EtcdClient(["ftp://127.0.0.1:2379"])
 
 
 async def test_failover_between_endpoints(etcd: EtcdServer, prefix: bytes) -> None:
