@@ -1,0 +1,191 @@
+"""A project's services as Docker Engine API (1.41) create configurations. Pure functions, no I/O.
+
+Guarantees:
+
+* **Deterministic.** The same project, service and node always give the same configuration and the same
+  `spec_hash`, so a restarted agent recognises the containers it made.
+* **Kubernetes semantics for the command line.** `command` replaces the image's ENTRYPOINT and `args` its CMD;
+  with `command` set and no `args`, the image's CMD is not used (Docker drops it when Entrypoint is given).
+* **Restart policies**: Always (the default) → Docker `always`; OnFailure → `on-failure` (unlimited retries);
+  Never → `no`.
+* **Resources**: limits are enforced (`cpu` → NanoCpus, `memory` → Memory); requests become soft reservations
+  (`cpu` → CpuShares relative to 1024 per core, `memory` → MemoryReservation). Other resource names (custom
+  counts such as `gpu`) are for the scheduler only.
+* **Networking**: every container joins the project network with its service name as DNS alias; ports with a
+  host port are published on the node, the others only exposed on the project network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from google.protobuf import json_format
+
+from caravanserai import v1
+from caravanserai.agent import naming
+from caravanserai.quantity import cpu_millis, to_int
+
+RESTART_ALWAYS = "Always"
+RESTART_ON_FAILURE = "OnFailure"
+RESTART_NEVER = "Never"
+
+DOCKER_RESTART_POLICIES = {RESTART_ALWAYS: "always", RESTART_ON_FAILURE: "on-failure", RESTART_NEVER: "no"}
+
+VOLUME_EPHEMERAL = "Ephemeral"
+VOLUME_PERSISTENT = "Persistent"
+
+_NANO_CPUS_PER_MILLI = 1_000_000
+_MIN_CPU_SHARES = 2
+
+
+def restart_policy(service: v1.Service) -> str:
+    """The service's restart policy with the default applied: Always, OnFailure or Never."""
+    return service.restart_policy or RESTART_ALWAYS
+
+
+def volume_type(volume: v1.Volume) -> str:
+    """The volume's type with the default applied: Ephemeral or Persistent."""
+    return volume.type or VOLUME_EPHEMERAL
+
+
+def spec_hash(service: v1.Service) -> str:
+    """A short stable hash of everything in a service's spec; it changes exactly when the spec does.
+
+    Computed over the protobuf JSON mapping with sorted keys, which does not depend on serialization details.
+    """
+    document = json_format.MessageToDict(service, preserving_proto_field_name=True)
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def container_labels(project: v1.Project, service: v1.Service, *, node: str) -> dict[str, str]:
+    """Labels of a service's container: owner labels plus service, generation and spec hash."""
+    labels = naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid)
+    labels[naming.LABEL_SERVICE] = service.name
+    labels[naming.LABEL_GENERATION] = str(project.metadata.generation)
+    labels[naming.LABEL_SPEC_HASH] = spec_hash(service)
+    return labels
+
+
+def volume_labels(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[str, str]:
+    """Labels of a project volume: owner labels plus the volume's name and type."""
+    labels = naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid)
+    labels[naming.LABEL_VOLUME] = volume.name
+    labels[naming.LABEL_VOLUME_TYPE] = volume_type(volume)
+    return labels
+
+
+def network_config(project: v1.Project, *, node: str) -> dict[str, Any]:
+    """The create configuration of the project's bridge network."""
+    return {
+        "Name": naming.network_name(project.metadata.name),
+        "Driver": "bridge",
+        "CheckDuplicate": True,
+        "Labels": naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid),
+    }
+
+
+def volume_config(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[str, Any]:
+    """The create configuration of a project volume (local driver)."""
+    return {
+        "Name": naming.volume_name(project.metadata.name, volume.name),
+        "Driver": "local",
+        "Labels": volume_labels(project, volume, node=node),
+    }
+
+
+def port_key(port: v1.ServicePort) -> str:
+    """Docker's port key, e.g. `8080/tcp`."""
+    return f"{port.container_port}/{(port.protocol or 'TCP').lower()}"
+
+
+def _ports(service: v1.Service) -> tuple[dict[str, Any], dict[str, list[dict[str, str]]]]:
+    exposed: dict[str, Any] = {}
+    bindings: dict[str, list[dict[str, str]]] = {}
+    for port in service.ports:
+        key = port_key(port)
+        exposed[key] = {}
+        if port.host_port:
+            bindings.setdefault(key, []).append({"HostIp": port.host_ip, "HostPort": str(port.host_port)})
+    return exposed, bindings
+
+
+def _mounts(project: v1.Project, service: v1.Service) -> list[dict[str, Any]]:
+    return [
+        {
+            "Type": "volume",
+            "Source": naming.volume_name(project.metadata.name, mount.name),
+            "Target": mount.mount_path,
+            "ReadOnly": mount.read_only,
+        }
+        for mount in service.volume_mounts
+    ]
+
+
+def resource_settings(resources: v1.ResourceRequirements) -> dict[str, int]:
+    """HostConfig resource fields for a service's requests and limits (absent ones are left out)."""
+    settings: dict[str, int] = {}
+    if "cpu" in resources.limits:
+        settings["NanoCpus"] = cpu_millis(resources.limits["cpu"]) * _NANO_CPUS_PER_MILLI
+    if "memory" in resources.limits:
+        settings["Memory"] = to_int(resources.limits["memory"])
+    if "cpu" in resources.requests:
+        settings["CpuShares"] = max(_MIN_CPU_SHARES, cpu_millis(resources.requests["cpu"]) * 1024 // 1000)
+    if "memory" in resources.requests:
+        settings["MemoryReservation"] = to_int(resources.requests["memory"])
+    return settings
+
+
+def container_config(project: v1.Project, service: v1.Service, *, node: str) -> dict[str, Any]:
+    """The body of `POST /containers/create` for one service of `project`, run by the agent of `node`."""
+    network = naming.network_name(project.metadata.name)
+    exposed, bindings = _ports(service)
+    host_config: dict[str, Any] = {
+        "NetworkMode": network,
+        "RestartPolicy": {"Name": DOCKER_RESTART_POLICIES[restart_policy(service)], "MaximumRetryCount": 0},
+        **resource_settings(service.resources),
+    }
+    if bindings:
+        host_config["PortBindings"] = bindings
+    mounts = _mounts(project, service)
+    if mounts:
+        host_config["Mounts"] = mounts
+    config: dict[str, Any] = {
+        "Image": service.image,
+        "Hostname": service.name,
+        "Env": [f"{env.name}={env.value}" for env in service.env],
+        "Labels": container_labels(project, service, node=node),
+        "HostConfig": host_config,
+        "NetworkingConfig": {"EndpointsConfig": {network: {"Aliases": [service.name]}}},
+    }
+    if service.command:
+        config["Entrypoint"] = list(service.command)
+    if service.args:
+        config["Cmd"] = list(service.args)
+    if exposed:
+        config["ExposedPorts"] = exposed
+    if service.working_dir:
+        config["WorkingDir"] = service.working_dir
+    return config
+
+
+__all__ = [
+    "DOCKER_RESTART_POLICIES",
+    "RESTART_ALWAYS",
+    "RESTART_NEVER",
+    "RESTART_ON_FAILURE",
+    "VOLUME_EPHEMERAL",
+    "VOLUME_PERSISTENT",
+    "container_config",
+    "container_labels",
+    "network_config",
+    "port_key",
+    "resource_settings",
+    "restart_policy",
+    "spec_hash",
+    "volume_config",
+    "volume_labels",
+    "volume_type",
+]

@@ -1,0 +1,129 @@
+"""The Docker events stream: container changes of managed containers wake up their project's reconcile at once.
+
+Guarantees:
+
+* **Filtered at the source**: only container events of containers labelled `caravanserai.io/managed=true` and
+  this node's `caravanserai.io/node` are delivered (Docker filters, sent as JSON).
+* **Never gives up**: when the stream ends (daemon restart, broken connection) it subscribes again with `since`
+  set to the last event it saw, so nothing in between is missed; failures back off from 0.5 s to 10 s.
+* **Resync after a gap**: after every re-subscription `on_reconnect` runs (the agent uses it to sweep Docker
+  for orphans and re-examine every project), because events may have been lost while disconnected.
+* Each event calls `on_project(name)`; the work queue collapses repeated keys, so bursts cost one reconcile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import aiodocker
+import structlog
+
+from caravanserai.agent import naming
+from caravanserai.agent.runtime import DockerRuntime
+from caravanserai.clock import Clock
+
+log = structlog.get_logger(__name__)
+
+# Container actions that can change a project's observed state.
+ACTIONS = ("create", "start", "restart", "die", "kill", "oom", "stop", "destroy", "pause", "unpause")
+BACKOFF_START = 0.5
+BACKOFF_MAX = 10.0
+
+
+def event_project(event: Mapping[str, Any]) -> str | None:
+    """The project named by a container event's labels, or None."""
+    attributes = (event.get("Actor") or {}).get("Attributes") or {}
+    project = attributes.get(naming.LABEL_PROJECT)
+    return str(project) if project else None
+
+
+def since_text(time_nano: int) -> str:
+    """Docker's `since` parameter (seconds.nanoseconds) for an event's timeNano."""
+    return f"{time_nano // 1_000_000_000}.{time_nano % 1_000_000_000:09d}"
+
+
+class DockerEventWatcher:
+    """Follows Docker's events for this node's managed containers; see the module docstring."""
+
+    def __init__(
+        self,
+        runtime: DockerRuntime,
+        *,
+        node: str,
+        clock: Clock,
+        on_project: Callable[[str], None],
+        on_reconnect: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._docker = runtime.streams
+        self._node = node
+        self._clock = clock
+        self._on_project = on_project
+        self._on_reconnect = on_reconnect
+        self._since: str | None = None
+        self.connected = asyncio.Event()
+
+    def filters(self) -> dict[str, list[str]]:
+        return {"type": ["container"], "label": naming.node_filter(self._node), "event": list(ACTIONS)}
+
+    async def run(self) -> None:
+        """Follow events until cancelled."""
+        delay = BACKOFF_START
+        first = True
+        while True:
+            if self._since is None:
+                self._since = since_text(int(self._clock.now() * 1_000_000_000))
+            try:
+                if not first:
+                    await self._on_reconnect()
+                first = False
+                saw_any = await self._follow_once()
+                delay = BACKOFF_START if saw_any else min(delay * 2, BACKOFF_MAX)
+            except aiodocker.DockerError as exc:
+                log.warning("docker events failed; subscribing again", error=exc.message, retry_in=delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+            except Exception as exc:  # noqa: BLE001 - a resync hook or transport failure must not end the stream
+                log.warning("docker events interrupted; subscribing again", error=str(exc), retry_in=delay)
+                delay = min(delay * 2, BACKOFF_MAX)
+            self.connected.clear()
+            await self._clock.sleep(delay)
+
+    async def _follow_once(self) -> bool:
+        """One subscription until the stream ends; True when it delivered at least one event."""
+        events = self._docker.events
+        subscriber = events.subscribe(create_task=False)
+        filters = self.filters()
+        reader = asyncio.create_task(
+            events.run(filters=filters, since=self._since), name="docker-events"
+        )
+        saw_any = False
+        try:
+            self.connected.set()
+            while True:
+                getter = asyncio.ensure_future(subscriber.get())
+                await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    reader.result()  # raises the stream's error
+                    return saw_any
+                event = getter.result()
+                if event is None:
+                    return saw_any
+                saw_any = True
+                self._handle(event)
+        finally:
+            if not reader.done():
+                await events.stop()
+                reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
+    def _handle(self, event: Mapping[str, Any]) -> None:
+        if "timeNano" in event:
+            self._since = since_text(int(event["timeNano"]))
+        project = event_project(event)
+        if project:
+            self._on_project(project)
+
+
+__all__ = ["ACTIONS", "DockerEventWatcher", "event_project", "since_text"]

@@ -1,0 +1,113 @@
+"""Deterministic Docker names and labels for a project's containers, network and volumes.
+
+The agent keeps no state of its own: everything it needs to find again is encoded in names and labels, so a
+restarted agent adopts what it already runs.
+
+Guarantees:
+
+* **No collisions.** Names join their parts with `_` (`cara_<project>_<service>`). Project, service and volume
+  names are DNS labels, which cannot contain `_`, so the parts can be read back unambiguously: project `a-b` with
+  service `c` is `cara_a-b_c`, project `a` with service `b-c` is `cara_a_b-c`.
+* **Valid Docker names.** Every name matches Docker's `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
+* **Findable.** Every object carries `caravanserai.io/managed=true`, the project, the project's uid and the node
+  whose agent made it; containers also carry the service, the spec generation and the spec hash; volumes carry
+  their name and type (so ephemeral ones can be removed after the project record is gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+PREFIX = "cara"
+SEPARATOR = "_"
+
+LABEL_DOMAIN = "caravanserai.io/"
+LABEL_MANAGED = LABEL_DOMAIN + "managed"
+LABEL_NODE = LABEL_DOMAIN + "node"
+LABEL_PROJECT = LABEL_DOMAIN + "project"
+LABEL_PROJECT_UID = LABEL_DOMAIN + "project-uid"
+LABEL_SERVICE = LABEL_DOMAIN + "service"
+LABEL_GENERATION = LABEL_DOMAIN + "generation"
+LABEL_SPEC_HASH = LABEL_DOMAIN + "spec-hash"
+LABEL_VOLUME = LABEL_DOMAIN + "volume"
+LABEL_VOLUME_TYPE = LABEL_DOMAIN + "volume-type"
+
+MANAGED = "true"
+
+
+def _check_part(kind: str, value: str) -> str:
+    if not value or SEPARATOR in value:
+        raise ValueError(f"invalid {kind} name {value!r}: must be a non-empty DNS label (no {SEPARATOR!r})")
+    return value
+
+
+def container_name(project: str, service: str) -> str:
+    """`cara_<project>_<service>`: the one container of a service."""
+    return SEPARATOR.join((PREFIX, _check_part("project", project), _check_part("service", service)))
+
+
+def network_name(project: str) -> str:
+    """`cara_<project>`: the project's bridge network, on which each service is reachable by its name."""
+    return SEPARATOR.join((PREFIX, _check_part("project", project)))
+
+
+def volume_name(project: str, volume: str) -> str:
+    """`cara_<project>_<volume>`: a declared project volume."""
+    return SEPARATOR.join((PREFIX, _check_part("project", project), _check_part("volume", volume)))
+
+
+def parse_container_name(name: str) -> tuple[str, str] | None:
+    """(project, service) of a name made by `container_name` (a leading `/`, as Docker lists names, is
+    ignored); None for any other name."""
+    parts = name.lstrip("/").split(SEPARATOR)
+    if len(parts) != 3 or parts[0] != PREFIX or not parts[1] or not parts[2]:
+        return None
+    return parts[1], parts[2]
+
+
+def owner_labels(*, node: str, project: str, project_uid: str) -> dict[str, str]:
+    """The labels every object made for a project carries."""
+    return {
+        LABEL_MANAGED: MANAGED,
+        LABEL_NODE: node,
+        LABEL_PROJECT: project,
+        LABEL_PROJECT_UID: project_uid,
+    }
+
+
+def label_filter(labels: Mapping[str, str]) -> list[str]:
+    """Docker's `label` filter values (`key=value`) for `labels`, sorted."""
+    return sorted(f"{key}={value}" for key, value in labels.items())
+
+
+def node_filter(node: str, **extra: str) -> list[str]:
+    """Label filter for objects this node's agent manages, optionally narrowed by further labels, e.g.
+    `node_filter("n1", project="web")` (keyword names are label suffixes; `_` stands for `-`)."""
+    labels = {LABEL_MANAGED: MANAGED, LABEL_NODE: node}
+    for key, value in extra.items():
+        labels[LABEL_DOMAIN + key.replace("_", "-")] = value
+    return label_filter(labels)
+
+
+__all__ = [
+    "LABEL_DOMAIN",
+    "LABEL_GENERATION",
+    "LABEL_MANAGED",
+    "LABEL_NODE",
+    "LABEL_PROJECT",
+    "LABEL_PROJECT_UID",
+    "LABEL_SERVICE",
+    "LABEL_SPEC_HASH",
+    "LABEL_VOLUME",
+    "LABEL_VOLUME_TYPE",
+    "MANAGED",
+    "PREFIX",
+    "SEPARATOR",
+    "container_name",
+    "label_filter",
+    "network_name",
+    "node_filter",
+    "owner_labels",
+    "parse_container_name",
+    "volume_name",
+]

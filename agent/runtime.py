@@ -1,0 +1,284 @@
+"""The agent's Docker layer: every Docker Engine call goes through `DockerRuntime` (aiodocker).
+
+Guarantees:
+
+* **Idempotent.** `ensure_*` create what is missing and accept what exists; `remove_*` accept what is already
+  gone. Calling any of them twice has the effect of calling it once.
+* **Errors are wrapped here.** aiodocker and aiohttp exceptions never leave this module: a daemon that cannot
+  be reached is `DockerUnavailable` (retry later), a refusal is `DockerRefused` with Docker's status and message,
+  and a failed pull is `ImagePullFailed`.
+* **Never pulls what is present.** `ensure_image` inspects first and pulls only a missing image, within
+  `pull_timeout` seconds.
+* **Two connection pools.** Short calls share a pooled client with a request timeout; long streams (follow
+  logs, events) use a second client without a connection limit or read timeout, so streams never starve calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiodocker
+import aiohttp
+import structlog
+
+from caravanserai.agent import naming
+from caravanserai.agent.status import Observed
+from caravanserai.errors import CaravanseraiError
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+UNREACHABLE = 900  # aiodocker's status for a connection failure
+CALL_TIMEOUT = aiohttp.ClientTimeout(total=120, connect=10)
+STREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10, sock_read=None)
+_SUMMARY_KEYS = ("Id", "Names", "Image", "Labels", "State", "Status", "Created")
+
+
+class DockerError(CaravanseraiError):
+    """A Docker Engine call failed. `status` is the HTTP status (900: not reachable)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class DockerUnavailable(DockerError):
+    """The Docker daemon could not be reached or did not answer in time; retry later."""
+
+
+class DockerRefused(DockerError):
+    """The Docker daemon refused a request (bad configuration, conflict, missing object …)."""
+
+
+class ImagePullFailed(DockerError):
+    """An image is missing and could not be pulled; `message` is Docker's explanation."""
+
+
+def wrap_error(exc: BaseException, what: str) -> DockerError:
+    """The agent's error for an aiodocker/aiohttp failure of `what`."""
+    if isinstance(exc, aiodocker.DockerError):
+        cls = DockerUnavailable if exc.status == UNREACHABLE else DockerRefused
+        return cls(exc.status, f"{what}: {exc.message}")
+    if isinstance(exc, TimeoutError):
+        return DockerUnavailable(UNREACHABLE, f"{what}: Docker did not answer in time")
+    return DockerUnavailable(UNREACHABLE, f"{what}: {exc}")
+
+
+@contextlib.asynccontextmanager
+async def _docker_call(what: str) -> AsyncIterator[None]:
+    try:
+        yield
+    except (aiodocker.DockerError, aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise wrap_error(exc, what) from exc
+
+
+def _client(url: str, *, timeout: aiohttp.ClientTimeout, limit: int) -> aiodocker.Docker:
+    """An aiodocker client for `url` (unix://path or tcp://host:port) with its own connector."""
+    if url.startswith("unix://"):
+        connector: aiohttp.BaseConnector = aiohttp.UnixConnector(path=url[len("unix://") :], limit=limit)
+        return aiodocker.Docker(url="unix://localhost", connector=connector, timeout=timeout)
+    connector = aiohttp.TCPConnector(limit=limit)
+    return aiodocker.Docker(url=url, connector=connector, timeout=timeout)
+
+
+def observe(info: Mapping[str, Any]) -> Observed:
+    """The `Observed` state of a container from its inspect document."""
+    state = info.get("State") or {}
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    generation = labels.get(naming.LABEL_GENERATION, "0")
+    return Observed(
+        service=labels.get(naming.LABEL_SERVICE, ""),
+        container_id=str(info.get("Id", "")),
+        status=str(state.get("Status", "")),
+        exit_code=int(state.get("ExitCode") or 0),
+        restart_count=int(info.get("RestartCount") or 0),
+        image=str((info.get("Config") or {}).get("Image", "")),
+        generation=int(generation) if generation.isdigit() else 0,
+        spec_hash=labels.get(naming.LABEL_SPEC_HASH, ""),
+        project_uid=labels.get(naming.LABEL_PROJECT_UID, ""),
+        node=labels.get(naming.LABEL_NODE, ""),
+        error=str(state.get("Error") or ""),
+        oom_killed=bool(state.get("OOMKilled")),
+    )
+
+
+class DockerRuntime:
+    """Typed, idempotent Docker operations for the agent. Create with `DockerRuntime.connect(url)`."""
+
+    def __init__(self, api: aiodocker.Docker, streams: aiodocker.Docker, *, pull_timeout: float = 600.0) -> None:
+        self.api = api
+        self.streams = streams
+        self.pull_timeout = pull_timeout
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, url: str = DEFAULT_DOCKER_HOST, *, pull_timeout: float = 600.0) -> AsyncIterator[DockerRuntime]:
+        """Open both clients for the daemon at `url`; they are closed on exit."""
+        api = _client(url, timeout=CALL_TIMEOUT, limit=100)
+        streams = _client(url, timeout=STREAM_TIMEOUT, limit=0)
+        try:
+            yield cls(api, streams, pull_timeout=pull_timeout)
+        finally:
+            await api.close()
+            await streams.close()
+            await api.connector.close()
+            await streams.connector.close()
+
+    # ---- daemon ------------------------------------------------------------------------------------------
+
+    async def info(self) -> dict[str, Any]:
+        """`docker info` as a dict (ServerVersion, DockerRootDir, NCPU, MemTotal …)."""
+        async with _docker_call("docker info"):
+            return dict(await self.api.system.info())
+
+    # ---- images ------------------------------------------------------------------------------------------
+
+    async def image_present(self, image: str) -> bool:
+        async with _docker_call(f"inspect image {image}"):
+            try:
+                await self.api.images.inspect(image)
+            except aiodocker.DockerError as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            return True
+
+    async def ensure_image(self, image: str) -> bool:
+        """Make `image` present; pull it only when missing. Returns True when it was pulled.
+
+        Raises ImagePullFailed with Docker's message when the pull fails or exceeds `pull_timeout`.
+        """
+        if await self.image_present(image):
+            return False
+        log.info("pulling image", image=image)
+        try:
+            async with asyncio.timeout(self.pull_timeout):
+                async for _ in self.api.images.pull(image, stream=True):
+                    pass
+        except aiodocker.DockerError as exc:
+            if exc.status == UNREACHABLE:
+                raise wrap_error(exc, f"pull {image}") from exc
+            raise ImagePullFailed(exc.status, exc.message) from exc
+        except TimeoutError as exc:
+            raise ImagePullFailed(408, f"pulling {image} took longer than {self.pull_timeout:g}s") from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise wrap_error(exc, f"pull {image}") from exc
+        return True
+
+    # ---- networks and volumes ----------------------------------------------------------------------------
+
+    async def ensure_network(self, config: Mapping[str, Any]) -> None:
+        """Create the network described by `config` unless one with its name exists."""
+        name = config["Name"]
+        async with _docker_call(f"create network {name}"):
+            try:
+                await self.api.networks.get(name)
+                return
+            except aiodocker.DockerError as exc:
+                if exc.status != 404:
+                    raise
+            try:
+                await self.api.networks.create(dict(config))
+            except aiodocker.DockerError as exc:
+                if exc.status != 409:  # created concurrently
+                    raise
+
+    async def remove_network(self, name: str) -> None:
+        """Remove a network; an absent one is fine."""
+        async with _docker_call(f"remove network {name}"):
+            try:
+                await aiodocker.networks.DockerNetwork(self.api, name).delete()
+            except aiodocker.DockerError as exc:
+                if exc.status != 404:
+                    raise
+
+    async def ensure_volume(self, config: Mapping[str, Any]) -> None:
+        """Create a volume (Docker returns the existing one when the name is taken)."""
+        async with _docker_call(f"create volume {config['Name']}"):
+            await self.api.volumes.create(dict(config))
+
+    async def remove_volume(self, name: str) -> None:
+        """Remove a volume; an absent one is fine."""
+        async with _docker_call(f"remove volume {name}"):
+            try:
+                await aiodocker.volumes.DockerVolume(self.api, name).delete()
+            except aiodocker.DockerError as exc:
+                if exc.status != 404:
+                    raise
+
+    async def list_networks(self, label_filter: list[str]) -> list[dict[str, Any]]:
+        """Networks carrying every label of `label_filter` (`key=value` strings)."""
+        async with _docker_call("list networks"):
+            return list(await self.api.networks.list(filters={"label": label_filter}))
+
+    async def list_volumes(self, label_filter: list[str]) -> list[dict[str, Any]]:
+        """Volumes carrying every label of `label_filter`."""
+        async with _docker_call("list volumes"):
+            result = await self.api.volumes.list(filters={"label": label_filter})
+            return list(result.get("Volumes") or [])
+
+    # ---- containers --------------------------------------------------------------------------------------
+
+    async def list_containers(self, label_filter: list[str]) -> list[dict[str, Any]]:
+        """Summaries (`GET /containers/json?all=1`) of the containers carrying every label of `label_filter`."""
+        async with _docker_call("list containers"):
+            found = await self.api.containers.list(all=True, filters=json.dumps({"label": label_filter}))
+            return [{key: c[key] for key in _SUMMARY_KEYS if key in c} for c in found]
+
+    async def inspect_container(self, name_or_id: str) -> dict[str, Any] | None:
+        """The inspect document of a container, or None when there is none."""
+        async with _docker_call(f"inspect container {name_or_id}"):
+            try:
+                return dict(await self.api.containers.container(name_or_id).show())
+            except aiodocker.DockerError as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+    async def create_container(self, name: str, config: Mapping[str, Any]) -> str:
+        """Create a container; returns its id."""
+        async with _docker_call(f"create container {name}"):
+            container = await self.api.containers.create(dict(config), name=name)
+            return container.id
+
+    async def start_container(self, container_id: str) -> None:
+        """Start a container (starting a running one is fine)."""
+        async with _docker_call(f"start container {container_id[:12]}"):
+            await self.api.containers.container(container_id).start()
+
+    async def stop_container(self, container_id: str, *, timeout: int) -> None:
+        """Stop a container: SIGTERM (or its StopSignal), SIGKILL after `timeout` seconds. Absent is fine."""
+        async with _docker_call(f"stop container {container_id[:12]}"):
+            try:
+                await self.api.containers.container(container_id).stop(t=timeout)
+            except aiodocker.DockerError as exc:
+                if exc.status != 404:
+                    raise
+
+    async def remove_container(self, container_id: str, *, timeout: int) -> None:
+        """Stop (with `timeout`) and remove a container; absent or already being removed is fine."""
+        await self.stop_container(container_id, timeout=timeout)
+        async with _docker_call(f"remove container {container_id[:12]}"):
+            try:
+                await self.api.containers.container(container_id).delete(force=True, v=True)
+            except aiodocker.DockerError as exc:
+                if exc.status == 404 or (exc.status == 409 and "already in progress" in exc.message):
+                    return
+                raise
+
+
+__all__ = [
+    "DEFAULT_DOCKER_HOST",
+    "DockerError",
+    "DockerRefused",
+    "DockerRuntime",
+    "DockerUnavailable",
+    "ImagePullFailed",
+    "observe",
+    "wrap_error",
+]

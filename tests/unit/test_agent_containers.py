@@ -1,0 +1,129 @@
+"""Agent container specs: a project's service as a Docker create configuration (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from caravanserai import v1
+from caravanserai.agent import containers, naming
+
+
+def make_project(**service_fields: object) -> v1.Project:
+    project = v1.Project()
+    project.metadata.name = "shop"
+    project.metadata.uid = "uid-1"
+    project.metadata.generation = 3
+    project.spec.volumes.add(name="data", type="Persistent")
+    project.spec.volumes.add(name="cache")
+    service = project.spec.services.add(name="web", image="caravanserai/busybox:test")
+    for key, value in service_fields.items():
+        if isinstance(value, list):
+            getattr(service, key).extend(value)
+        else:
+            setattr(service, key, value)
+    return project
+
+
+def test_full_service_maps_to_docker_fields() -> None:
+    project = make_project(
+        command=["httpd", "-f"],
+        args=["-p", "8080"],
+        working_dir="/srv",
+        restart_policy="OnFailure",
+    )
+    service = project.spec.services[0]
+    service.env.add(name="GREETING", value="hi=there")
+    service.ports.add(container_port=8080, host_port=18080, host_ip="127.0.0.1")
+    service.ports.add(container_port=53, protocol="UDP")
+    service.volume_mounts.add(name="data", mount_path="/data", read_only=True)
+    service.resources.limits.update({"cpu": "1500m", "memory": "256Mi"})
+    service.resources.requests.update({"cpu": "250m", "memory": "64Mi", "gpu": "1"})
+
+    config = containers.container_config(project, service, node="n1")
+
+    assert config["Image"] == "caravanserai/busybox:test"
+    assert config["Entrypoint"] == ["httpd", "-f"]
+    assert config["Cmd"] == ["-p", "8080"]
+    assert config["WorkingDir"] == "/srv"
+    assert config["Hostname"] == "web"
+    assert config["Env"] == ["GREETING=hi=there"]
+    assert config["ExposedPorts"] == {"8080/tcp": {}, "53/udp": {}}
+    host = config["HostConfig"]
+    assert host["PortBindings"] == {"8080/tcp": [{"HostIp": "127.0.0.1", "HostPort": "18080"}]}
+    assert host["Mounts"] == [{"Type": "volume", "Source": "cara_shop_data", "Target": "/data", "ReadOnly": True}]
+    assert host["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 0}
+    assert host["NanoCpus"] == 1_500_000_000
+    assert host["Memory"] == 256 * 2**20
+    assert host["CpuShares"] == 256
+    assert host["MemoryReservation"] == 64 * 2**20
+    assert host["NetworkMode"] == "cara_shop"
+    assert config["NetworkingConfig"] == {"EndpointsConfig": {"cara_shop": {"Aliases": ["web"]}}}
+    assert config["Labels"] == {
+        naming.LABEL_MANAGED: "true",
+        naming.LABEL_NODE: "n1",
+        naming.LABEL_PROJECT: "shop",
+        naming.LABEL_PROJECT_UID: "uid-1",
+        naming.LABEL_SERVICE: "web",
+        naming.LABEL_GENERATION: "3",
+        naming.LABEL_SPEC_HASH: containers.spec_hash(service),
+    }
+
+
+def test_minimal_service_leaves_optional_fields_out() -> None:
+    project = make_project(command=["sleep", "60"])
+    config = containers.container_config(project, project.spec.services[0], node="n1")
+    assert "Cmd" not in config  # the image's CMD is dropped by Docker when Entrypoint is set
+    assert "ExposedPorts" not in config and "WorkingDir" not in config
+    host = config["HostConfig"]
+    assert "PortBindings" not in host and "Mounts" not in host
+    assert not {"NanoCpus", "Memory", "CpuShares", "MemoryReservation"} & host.keys()
+    assert host["RestartPolicy"]["Name"] == "always"
+
+
+def test_args_without_command_keep_the_image_entrypoint() -> None:
+    project = make_project(args=["sleep", "60"])
+    config = containers.container_config(project, project.spec.services[0], node="n1")
+    assert "Entrypoint" not in config and config["Cmd"] == ["sleep", "60"]
+
+
+@pytest.mark.parametrize(
+    ("policy", "docker"), [("", "always"), ("Always", "always"), ("OnFailure", "on-failure"), ("Never", "no")]
+)
+def test_restart_policies(policy: str, docker: str) -> None:
+    project = make_project(command=["true"], restart_policy=policy)
+    config = containers.container_config(project, project.spec.services[0], node="n1")
+    assert config["HostConfig"]["RestartPolicy"]["Name"] == docker
+
+
+def test_tiny_cpu_request_still_gets_the_minimum_shares() -> None:
+    resources = v1.ResourceRequirements(requests={"cpu": "1m"})
+    assert containers.resource_settings(resources) == {"CpuShares": 2}
+
+
+def test_spec_hash_tracks_exactly_the_service_spec() -> None:
+    project = make_project(command=["sleep", "60"])
+    service = project.spec.services[0]
+    same = v1.Service()
+    same.CopyFrom(service)
+    assert containers.spec_hash(same) == containers.spec_hash(service)
+    assert len(containers.spec_hash(service)) == 16
+    changed = v1.Service()
+    changed.CopyFrom(service)
+    changed.env.add(name="X", value="1")
+    assert containers.spec_hash(changed) != containers.spec_hash(service)
+    # Metadata that is not part of the service spec does not matter.
+    project.metadata.generation = 9
+    assert containers.spec_hash(project.spec.services[0]) == containers.spec_hash(same)
+
+
+def test_network_and_volume_configs_carry_owner_labels() -> None:
+    project = make_project(command=["true"])
+    network = containers.network_config(project, node="n1")
+    assert network["Name"] == "cara_shop" and network["Driver"] == "bridge"
+    assert network["Labels"][naming.LABEL_PROJECT_UID] == "uid-1"
+    persistent = containers.volume_config(project, project.spec.volumes[0], node="n1")
+    ephemeral = containers.volume_config(project, project.spec.volumes[1], node="n1")
+    assert persistent["Name"] == "cara_shop_data"
+    assert persistent["Labels"][naming.LABEL_VOLUME_TYPE] == "Persistent"
+    assert ephemeral["Labels"][naming.LABEL_VOLUME_TYPE] == "Ephemeral"
+    assert ephemeral["Labels"][naming.LABEL_VOLUME] == "cache"

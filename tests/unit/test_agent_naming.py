@@ -1,0 +1,61 @@
+"""Agent naming: deterministic, collision-free Docker names and label filters."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from caravanserai.agent import naming
+
+DNS_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
+DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
+
+
+def test_names_follow_the_scheme() -> None:
+    assert naming.container_name("web", "db") == "cara_web_db"
+    assert naming.network_name("web") == "cara_web"
+    assert naming.volume_name("web", "data") == "cara_web_data"
+
+
+def test_hyphens_cannot_make_two_projects_collide() -> None:
+    assert naming.container_name("a-b", "c") != naming.container_name("a", "b-c")
+    assert naming.volume_name("a-b", "c") != naming.volume_name("a", "b-c")
+
+
+@given(DNS_LABEL, DNS_LABEL, DNS_LABEL, DNS_LABEL)
+def test_container_names_are_injective_and_valid(p1: str, s1: str, p2: str, s2: str) -> None:
+    first, second = naming.container_name(p1, s1), naming.container_name(p2, s2)
+    assert (first == second) == ((p1, s1) == (p2, s2))
+    assert DOCKER_NAME.fullmatch(first)
+    assert naming.parse_container_name(first) == (p1, s1)
+    assert naming.parse_container_name("/" + first) == (p1, s1)
+
+
+@pytest.mark.parametrize("name", ["web", "cara_web", "cara__x", "other_a_b", "cara_a_b_c", ""])
+def test_parse_refuses_foreign_names(name: str) -> None:
+    assert naming.parse_container_name(name) is None
+
+
+@pytest.mark.parametrize(("project", "service"), [("a_b", "c"), ("a", ""), ("", "b")])
+def test_parts_with_the_separator_or_empty_are_refused(project: str, service: str) -> None:
+    with pytest.raises(ValueError, match="DNS label"):
+        naming.container_name(project, service)
+
+
+def test_owner_labels_and_filters() -> None:
+    labels = naming.owner_labels(node="n1", project="web", project_uid="u-1")
+    assert labels == {
+        "caravanserai.io/managed": "true",
+        "caravanserai.io/node": "n1",
+        "caravanserai.io/project": "web",
+        "caravanserai.io/project-uid": "u-1",
+    }
+    assert naming.node_filter("n1", project="web", volume_type="Ephemeral") == [
+        "caravanserai.io/managed=true",
+        "caravanserai.io/node=n1",
+        "caravanserai.io/project=web",
+        "caravanserai.io/volume-type=Ephemeral",
+    ]

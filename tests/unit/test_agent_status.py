@@ -1,0 +1,155 @@
+"""Agent status mapping: observed container states → project phase and service statuses (table-tested)."""
+
+from __future__ import annotations
+
+import pytest
+
+from caravanserai import meta, v1
+from caravanserai.agent import status
+from caravanserai.agent.runtime import observe
+from caravanserai.agent.status import Observed
+
+
+def spec(*services: tuple[str, str]) -> v1.ProjectSpec:
+    out = v1.ProjectSpec()
+    for name, policy in services:
+        out.services.add(name=name, image="img", restart_policy=policy)
+    return out
+
+
+def seen(service: str, state: str, code: int = 0, **extra: object) -> Observed:
+    return Observed(service=service, container_id=f"id-{service}", status=state, exit_code=code, **extra)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("policy", "state", "code", "ended", "start"),
+    [
+        ("Never", "exited", 0, True, False),
+        ("Never", "exited", 2, True, False),
+        ("OnFailure", "exited", 0, True, False),
+        ("OnFailure", "exited", 1, False, True),
+        ("Always", "exited", 0, False, True),
+        ("", "exited", 137, False, True),
+        ("Always", "dead", 0, True, False),
+        ("Never", "created", 0, False, True),
+        ("Always", "running", 0, False, False),
+        ("OnFailure", "restarting", 1, False, False),
+        ("Never", "paused", 0, False, False),
+    ],
+)
+def test_end_and_start_rules(policy: str, state: str, code: int, ended: bool, start: bool) -> None:
+    service = spec(("s", policy)).services[0]
+    observed = seen("s", state, code)
+    assert status.ended_for_good(service, observed) is ended
+    assert status.needs_start(service, observed) is start
+
+
+@pytest.mark.parametrize(
+    ("services", "observed", "phase", "reason", "ready", "not_ready"),
+    [
+        ([("a", ""), ("b", "")], [("a", "running", 0), ("b", "running", 0)], v1.RUNNING, "ContainersRunning", True, ()),
+        ([("a", ""), ("b", "")], [("a", "running", 0)], None, "", False, ("b",)),
+        ([("a", "")], [("a", "restarting", 1)], None, "", False, ("a",)),
+        ([("a", ""), ("b", "Never")], [("a", "running", 0), ("b", "exited", 3)], v1.FAILED, "ContainerExited", False, ("b",)),
+        ([("a", "OnFailure")], [("a", "exited", 0)], v1.FAILED, "ContainerExited", False, ("a",)),
+        ([("a", "OnFailure")], [("a", "exited", 1)], None, "", False, ("a",)),
+        ([("a", "")], [("a", "created", 0)], None, "", False, ("a",)),
+    ],
+)
+def test_assess_table(
+    services: list[tuple[str, str]],
+    observed: list[tuple[str, str, int]],
+    phase: str | None,
+    reason: str,
+    ready: bool,
+    not_ready: tuple[str, ...],
+) -> None:
+    verdict = status.assess(spec(*services), {name: seen(name, state, code) for name, state, code in observed})
+    assert (verdict.phase, verdict.reason, verdict.ready, verdict.not_ready) == (phase, reason, ready, not_ready)
+    assert [s.name for s in verdict.services] == [name for name, _ in services]
+
+
+def test_exit_message_names_service_code_and_policy() -> None:
+    verdict = status.assess(spec(("job", "Never")), {"job": seen("job", "exited", 3)})
+    assert verdict.message == "service job exited with code 3 (restart policy Never)"
+    oom = status.assess(spec(("job", "Never")), {"job": seen("job", "exited", 137, oom_killed=True)})
+    assert "exited with code 137 (out of memory)" in oom.message
+
+
+def test_service_status_fields() -> None:
+    service = spec(("web", "")).services[0]
+    pending = status.service_status(service, None)
+    assert (pending.state, pending.ready, pending.image) == ("pending", False, "img")
+    running = status.service_status(
+        service, seen("web", "running", restart_count=2, image="img:2", generation=4)
+    )
+    assert (running.container_id, running.state, running.ready, running.restart_count) == ("id-web", "running", True, 2)
+    assert (running.image, running.generation, running.message) == ("img:2", 4, "")
+    exited = status.service_status(service, seen("web", "exited", 1, error="boom"))
+    assert exited.message == "exited with code 1: boom" and exited.exit_code == 1
+
+
+def test_apply_records_phase_ready_and_generation() -> None:
+    project = v1.Project()
+    project.status.phase = v1.SCHEDULED
+    verdict = status.assess(spec(("a", "")), {"a": seen("a", "running")})
+    status.apply(project, verdict, generation=2, now=100.0)
+    assert project.status.phase == v1.RUNNING
+    phase = meta.get_condition(project.status.conditions, v1.CONDITION_PHASE)
+    assert phase is not None and (phase.reason, phase.message) == ("ContainersRunning", "1 container running")
+    ready = meta.get_condition(project.status.conditions, v1.CONDITION_READY)
+    assert ready is not None and ready.status == v1.TRUE
+    assert project.status.observed_generation == 2
+    assert [s.name for s in project.status.services] == ["a"]
+
+    before = v1.Project()
+    before.CopyFrom(project)
+    status.apply(project, verdict, generation=2, now=200.0)
+    assert project == before  # the same verdict again changes nothing, not even timestamps
+
+
+def test_apply_keeps_phase_when_verdict_has_none() -> None:
+    project = v1.Project()
+    project.status.phase = v1.RUNNING
+    verdict = status.assess(spec(("a", "")), {"a": seen("a", "restarting", 1)})
+    status.apply(project, verdict, generation=None, now=1.0)
+    assert project.status.phase == v1.RUNNING
+    ready = meta.get_condition(project.status.conditions, v1.CONDITION_READY)
+    assert ready is not None and (ready.status, ready.message) == (v1.FALSE, "not running: a")
+    assert project.status.observed_generation == 0
+
+
+def test_failure_verdict() -> None:
+    verdict = status.failure(spec(("a", "")), {}, reason="ImagePullFailed", message="service a: no such host")
+    assert (verdict.phase, verdict.reason, verdict.message) == (v1.FAILED, "ImagePullFailed", "service a: no such host")
+    assert verdict.services[0].state == "pending"
+
+
+def test_observe_reads_an_inspect_document() -> None:
+    info = {
+        "Id": "abc",
+        "RestartCount": 2,
+        "State": {"Status": "exited", "ExitCode": 3, "Error": "", "OOMKilled": False},
+        "Config": {
+            "Image": "img",
+            "Labels": {
+                "caravanserai.io/service": "web",
+                "caravanserai.io/generation": "5",
+                "caravanserai.io/spec-hash": "h",
+                "caravanserai.io/project-uid": "u",
+                "caravanserai.io/node": "n1",
+            },
+        },
+    }
+    assert observe(info) == Observed(
+        service="web",
+        container_id="abc",
+        status="exited",
+        exit_code=3,
+        restart_count=2,
+        image="img",
+        generation=5,
+        spec_hash="h",
+        project_uid="u",
+        node="n1",
+    )
