@@ -6,8 +6,8 @@
 Guarantees:
 
 * **One parser.** YAML 1.2 (ruamel.yaml round-trip mode) reads both YAML and JSON; `---` separates documents,
-  empty documents are skipped, and a document that is a list contributes each item (so `dump_json` output of
-  several objects loads again).
+  empty documents are skipped, and a document that is a list, or a `kind: …List` mapping with `items` (as
+  `kubectl get -o yaml` writes), contributes each item (so `dump_json` output of several objects loads again).
 * **Kinds.** Each document needs `apiVersion: caravanserai/v1` and a `kind` of Project, Node, Lease or Event;
   fields use the camelCase protobuf JSON names (the proto names are accepted too).
 * **Strict and precise.** Unknown fields, wrong types, out-of-range integers and bad timestamps are all
@@ -161,6 +161,16 @@ def _shown(value: object) -> str:
     return json.dumps(value[:64]) if isinstance(value, str) else describe(value)
 
 
+def _elements(document: object) -> list[Any] | None:
+    """The objects of a document that holds several: a list, or a `kind: …List` mapping with `items`."""
+    if isinstance(document, list):
+        return document
+    if isinstance(document, Mapping) and str(document.get("kind", "")).endswith("List"):
+        items = document.get("items")
+        return items if isinstance(items, list) else None
+    return None
+
+
 def _load(text: str, source: str) -> tuple[list[Resource], list[str], list[FieldViolation]]:
     """Objects, error lines and violations of one source."""
     objects: list[Resource] = []
@@ -168,9 +178,11 @@ def _load(text: str, source: str) -> tuple[list[Resource], list[str], list[Field
     violations: list[FieldViolation] = []
     documents, syntax_error = _documents(text, source)
     for number, document in enumerate(documents, start=1):
-        items = [(f"{source}, document {number}", document)]
-        if isinstance(document, list):
-            items = [(f"{source}, document {number}, item {i}", item) for i, item in enumerate(document, start=1)]
+        place = f"{source}, document {number}"
+        elements = _elements(document)
+        items = [(place, document)]
+        if elements is not None:
+            items = [(f"{place}, item {i}", element) for i, element in enumerate(elements, start=1)]
         for where, data in items:
             if data is None:
                 continue

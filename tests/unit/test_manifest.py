@@ -324,3 +324,19 @@ def test_load_manifest_files_accepts_a_byte_order_mark(tmp_path: Path) -> None:
     path = tmp_path / "bom.yaml"
     path.write_bytes(b"\xef\xbb\xbf" + _node("bom").encode())
     assert [o.metadata.name for o in load_manifest_files([str(path)])] == ["bom"]
+
+
+def test_list_documents_contribute_their_items() -> None:
+    text = textwrap.dedent("""\
+        apiVersion: v1
+        kind: NodeList
+        items:
+        - {apiVersion: caravanserai/v1, kind: Node, metadata: {name: a, creationTimestamp: 2026-01-31}}
+        - {apiVersion: caravanserai/v1, kind: Node, metadata: {name: b}, spec: {bogus: 1}}
+        """)
+    with pytest.raises(Invalid) as info:
+        load_manifests(text, source="nodes.yaml")
+    assert str(info.value) == "nodes.yaml, document 1, item 2: spec.bogus: unknown field"
+    [node] = load_manifests(text.replace("spec: {bogus: 1}", "spec: {}"))[1:]
+    assert node.metadata.name == "b"
+    assert load_manifests("kind: ProjectList\nitems: []\n") == []
