@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import pathlib
 import shutil
@@ -64,6 +65,20 @@ async def _healthy(port: int) -> bool:
         with contextlib.suppress(OSError):
             await writer.wait_closed()
     return _HEALTHY in body
+
+
+# Servers with a live process. A test run that ends without tearing its fixtures down (an interrupt, a
+# crash) kills them at interpreter exit; the process also shares the test run's process group, so a
+# signal sent to the whole group (Ctrl-C, `timeout`) reaches it.
+_RUNNING: set[EtcdServer] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for server in list(_RUNNING):
+        server.kill()
+        if server._workdir is not None:
+            shutil.rmtree(server._workdir, ignore_errors=True)
 
 
 class EtcdServer:
@@ -159,8 +174,8 @@ class EtcdServer:
             stdin=subprocess.DEVNULL,
             stdout=self._log_file,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
+        _RUNNING.add(self)
 
     async def _wait_healthy(self) -> None:
         loop = asyncio.get_running_loop()
@@ -205,6 +220,7 @@ class EtcdServer:
         self.kill()
 
     def _reap(self) -> None:
+        _RUNNING.discard(self)
         self._proc = None
         if self._log_file is not None:
             self._log_file.close()
