@@ -151,6 +151,13 @@ def test_limits_at_their_maximum_pass() -> None:
     validate_object("projects", project)
 
 
+def test_annotations_share_one_budget_instead_of_the_string_and_entry_limits() -> None:
+    project = valid_project()
+    project.metadata.annotations["example.com/last-applied"] = _long(200_000)
+    project.metadata.annotations.update({f"k{i}": "v" for i in range(MAX_MAP_ENTRIES + 1)})
+    validate_object("projects", project)
+
+
 def _long(n: int) -> str:
     return "x" * n
 
@@ -277,8 +284,8 @@ PROJECT_CASES: list[tuple[Mutation, str, str]] = [
      "value must be at most 65536 bytes (64 KiB), not 65537"),
     (lambda p: p.spec.services[0].args.append("é" * (MAX_STRING_BYTES // 2 + 1)), "spec.services[0].args[2]",
      "must be at most 65536 bytes"),
-    (lambda p: p.metadata.annotations.update({"big": _long(MAX_STRING_BYTES + 1)}), 'metadata.annotations["big"]',
-     "must be at most 65536 bytes"),
+    (lambda p: p.spec.services[0].env.add(name="BIG", value=_long(MAX_STRING_BYTES + 1)),
+     "spec.services[0].env[2].value", "must be at most 65536 bytes"),
     (lambda p: p.metadata.labels.update({f"k{i}": "v" for i in range(MAX_MAP_ENTRIES)}), "metadata.labels",
      f"must have at most {MAX_MAP_ENTRIES} entries, not {MAX_MAP_ENTRIES + 3}"),
     (lambda p: p.spec.node_selector.update({f"k{i}": "v" for i in range(MAX_MAP_ENTRIES)}), "spec.nodeSelector",
@@ -458,4 +465,14 @@ def test_long_map_keys_are_shortened_in_paths() -> None:
         validate_object("projects", project)
     fields = {v.field for v in info.value.violations}
     assert fields == {f'metadata.annotations["{_long(64)}…"]'}
+    assert any(v.description == "key must be at most 65536 bytes (64 KiB), not 65537" for v in info.value.violations)
     assert len(str(info.value)) < 1000
+
+
+def test_map_values_are_size_limited_too() -> None:
+    project = valid_project()
+    project.spec.node_selector["disk"] = _long(MAX_STRING_BYTES + 1)
+    with pytest.raises(Invalid) as info:
+        validate_object("projects", project)
+    assert [v.field for v in info.value.violations] == ['spec.nodeSelector["disk"]'] * 2
+    assert info.value.violations[1].description == "value must be at most 65536 bytes (64 KiB), not 65537"

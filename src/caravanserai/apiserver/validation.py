@@ -10,8 +10,9 @@ Guarantees:
 * **Field paths** are camelCase manifest paths with indexes and quoted map keys: `spec.services[1].name`,
   `metadata.labels["Bad Key"]`, `spec.services[0].resources.requests["cpu"]`.
 * **Bounded input.** Beyond the rules of each kind, no string may exceed `MAX_STRING_BYTES`, no list
-  `MAX_ITEMS` entries, no map (annotations aside) `MAX_MAP_ENTRIES` entries, annotations in all
-  `MAX_ANNOTATIONS_BYTES`; every timestamp lies within years 1-9999.
+  `MAX_ITEMS` entries, no map `MAX_MAP_ENTRIES` entries; annotations are exempt from the last two and share
+  `MAX_ANNOTATIONS_BYTES` instead (room for a last-applied configuration); every timestamp lies within
+  years 1-9999.
 * **Pure.** Nothing is changed, defaulted or looked up; the same object always gives the same answer.
 """
 
@@ -282,12 +283,14 @@ def _limits(errors: Violations, message: Message, path: str) -> None:
     for field, value in message.ListFields():
         here = f"{path}.{field.json_name}"
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            if len(value) > MAX_MAP_ENTRIES and here != "metadata.annotations":
+            annotations = here == "metadata.annotations"  # bounded by their total size instead
+            if len(value) > MAX_MAP_ENTRIES and not annotations:
                 errors.add(here, f"must have at most {MAX_MAP_ENTRIES} entries, not {len(value)}")
             value_field = field.message_type.fields_by_name["value"]
             for key, item in value.items():
                 _limit_string(errors, key_path(here, key), key, what="key")
-                _limit_value(errors, key_path(here, key), value_field, item)
+                if not annotations:
+                    _limit_value(errors, key_path(here, key), value_field, item)
         elif field.is_repeated:
             if len(value) > MAX_ITEMS:
                 errors.add(here, f"must have at most {MAX_ITEMS} entries, not {len(value)}")
