@@ -8,7 +8,13 @@ from setuptools import find_packages, setup
 
 MAPPED = {"caravanserai.controllers": "controllers", "caravanserai.agent": "agent", "caravanserai.cli": "cli"}
 
-packages = find_packages("src", include=["caravanserai", "caravanserai.*"])
+# src/caravanserai/{controllers,agent,cli} are symlinks to the mapped folders so that tools which walk the source
+# tree (import-linter, mypy) see one package; the mapping below is what installs them.
+packages = [
+    p
+    for p in find_packages("src", include=["caravanserai", "caravanserai.*"])
+    if not any(p == name or p.startswith(name + ".") for name in MAPPED)
+]
 package_dir = {"": "src"}
 for name, folder in MAPPED.items():
     packages.append(name)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install what Caravanserai needs on a Debian/Ubuntu machine, skipping what is already there:
+#   apt: etcd-server (etcd), docker.io (Docker Engine), busybox-static (test image); a .venv with the package.
+# Then make sure dockerd runs (removing a stale pid file left by a killed daemon).
+# Usage: scripts/setup.sh [--no-docker]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_docker=1
+[ "${1:-}" = "--no-docker" ] && want_docker=0
+
+sudo_cmd=()
+[ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+
+missing=()
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+if [ "$want_docker" = 1 ]; then
+  command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+  dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$python" -m venv .venv
+fi
+stamp=.venv/.installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ]; then
+  echo "setup: pip install -e '.[test]'"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[test]'
+  touch "$stamp"
+fi
+
+if [ "$want_docker" = 1 ]; then
+  scripts/start-dockerd.sh
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The one test command (`make test`): install what is missing, start dockerd, check generated code is fresh,
+# check the import layering contract, run the whole pytest suite. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+echo "== generated code"
+.venv/bin/python proto/generate.py --check
+echo "== import layering"
+.venv/bin/lint-imports
+echo "== tests"
+set +e
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+  echo "pytest collected no tests: that is a failure" >&2
+  exit 1
+fi
+exit "$status"

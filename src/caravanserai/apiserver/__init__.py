@@ -1,0 +1,1 @@
+"""cara-apiserver: the only etcd client; validation, defaulting, optimistic concurrency and watch fan-out."""

@@ -1,0 +1,56 @@
+"""cara-apiserver: serve the Caravanserai API from etcd.
+
+    cara-apiserver [--etcd-endpoints http://127.0.0.1:2379] [--etcd-prefix /caravanserai] [--listen 127.0.0.1:7420]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+from collections.abc import Sequence
+
+from caravanserai.apiserver.server import ApiServer, ApiServerConfig
+from caravanserai.durations import parse_duration
+from caravanserai.logging import configure_logging
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cara-apiserver", description="Serve the Caravanserai API from etcd.")
+    p.add_argument("--etcd-endpoints", default="http://127.0.0.1:2379", help="comma-separated etcd client URLs")
+    p.add_argument("--etcd-prefix", default="/caravanserai", help="key prefix of every object in etcd")
+    p.add_argument("--listen", default="127.0.0.1:7420", help="address to serve gRPC on (host:port)")
+    p.add_argument("--bookmark-interval", type=parse_duration, default=10.0, help="watch bookmark interval")
+    p.add_argument("--compaction-interval", type=parse_duration, default=300.0, help="etcd compaction interval; 0 disables")
+    p.add_argument("--shutdown-grace", type=parse_duration, default=5.0, help="time in-flight calls get on SIGTERM")
+    p.add_argument("--log-level", default="info")
+    return p
+
+
+async def _run(config: ApiServerConfig) -> None:
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await ApiServer(config).run()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    opts = _parser().parse_args(argv)
+    configure_logging(opts.log_level)
+    config = ApiServerConfig(
+        etcd_endpoints=[e.strip() for e in opts.etcd_endpoints.split(",") if e.strip()],
+        etcd_prefix=opts.etcd_prefix,
+        listen=opts.listen,
+        bookmark_interval=opts.bookmark_interval,
+        compaction_interval=opts.compaction_interval,
+        grace=opts.shutdown_grace,
+    )
+    asyncio.run(_run(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The wire side of the apiserver: gRPC method handlers around `ResourceService`, error mapping, watch streaming.
+
+Watch responses are serialized once per change by the watch cache and handed to gRPC as bytes, so a change seen
+by a thousand watchers is encoded once, not a thousand times.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+
+from caravanserai import meta, v1
+from caravanserai.api.v1 import api_pb2, api_pb2_grpc
+from caravanserai.apiserver.service import ResourceService
+from caravanserai.apiserver.watchcache import WatcherClosed
+from caravanserai.errors import ApiError, InternalError
+from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
+from caravanserai.status import to_trailer
+
+log = structlog.get_logger(__name__)
+
+Req = TypeVar("Req")
+Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Method = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+CHUNK = 64 * 1024
+MAX_DOWNLOAD = 64 * 1024 * 1024
+
+
+async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
+    """End the call with `err`'s status code, message and rich details."""
+    await context.abort(err.code, err.message, trailing_metadata=to_trailer(err))
+
+
+def _unary(fn: Method) -> Method:
+    """Turn ApiErrors raised by a servicer method into statuses; anything else is logged and INTERNAL."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await fn(self, request, context)
+        except ApiError as err:
+            await abort(context, err)
+        except Exception:
+            log.exception("unexpected error", method=fn.__name__)
+            await abort(context, InternalError("internal error; see the apiserver log"))
+
+    return wrapper
+
+
+class ResourcesServicer:
+    """caravanserai.v1.Resources over `ResourceService`."""
+
+    def __init__(self, service: ResourceService, *, bookmark_interval: float) -> None:
+        self._service = service
+        self._bookmark_interval = bookmark_interval
+
+    @_unary
+    async def Create(self, request: v1.CreateRequest, context: grpc.aio.ServicerContext) -> v1.Object:
+        return meta.wrap(await self._service.create(request.resource, request.object))
+
+    @_unary
+    async def Get(self, request: v1.GetRequest, context: grpc.aio.ServicerContext) -> v1.Object:
+        return meta.wrap(await self._service.get(request.resource, request.name))
+
+    @_unary
+    async def List(self, request: v1.ListRequest, context: grpc.aio.ServicerContext) -> v1.ListResponse:
+        return await self._service.list(request)
+
+    @_unary
+    async def Update(self, request: v1.UpdateRequest, context: grpc.aio.ServicerContext) -> v1.Object:
+        return meta.wrap(await self._service.update(request.resource, request.object))
+
+    @_unary
+    async def UpdateStatus(self, request: v1.UpdateRequest, context: grpc.aio.ServicerContext) -> v1.Object:
+        return meta.wrap(await self._service.update_status(request.resource, request.object))
+
+    @_unary
+    async def Delete(self, request: v1.DeleteRequest, context: grpc.aio.ServicerContext) -> v1.DeleteResponse:
+        return await self._service.delete(request)
+
+    async def Watch(self, request: v1.WatchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+        try:
+            cache = self._service.cache(request.resource)
+            labels = LabelSelector.parse(request.label_selector)
+            fields = FieldSelector.parse(request.field_selector)
+            await cache.ready.wait()
+
+            def predicate(obj: Any) -> bool:
+                return labels.matches(obj.metadata.labels) and fields.matches(object_fields(obj))
+
+            watcher = cache.watch(predicate, resource_version=request.resource_version)
+        except ApiError as err:
+            await abort(context, err)
+            return
+        timeout = self._bookmark_interval if request.allow_bookmarks else None
+        try:
+            while True:
+                data = await watcher.next(timeout=timeout)
+                yield watcher.bookmark() if data is None else data
+        except WatcherClosed as closed:
+            code = grpc.StatusCode.UNAVAILABLE if "shutting down" in str(closed) else grpc.StatusCode.RESOURCE_EXHAUSTED
+            await context.abort(code, f"watch closed: {closed}; resume from your last resource version")
+        finally:
+            watcher.close("client went away")
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        def unary(fn: Handler, req: Any, resp: Any) -> grpc.RpcMethodHandler:
+            return grpc.unary_unary_rpc_method_handler(
+                fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString
+            )
+
+        methods = {
+            "Create": unary(self.Create, v1.CreateRequest, v1.Object),
+            "Get": unary(self.Get, v1.GetRequest, v1.Object),
+            "List": unary(self.List, v1.ListRequest, v1.ListResponse),
+            "Update": unary(self.Update, v1.UpdateRequest, v1.Object),
+            "UpdateStatus": unary(self.UpdateStatus, v1.UpdateRequest, v1.Object),
+            "Delete": unary(self.Delete, v1.DeleteRequest, v1.DeleteResponse),
+            "Watch": grpc.unary_stream_rpc_method_handler(
+                self.Watch, request_deserializer=v1.WatchRequest.FromString, response_serializer=_identity
+            ),
+        }
+        return grpc.method_handlers_generic_handler("caravanserai.v1.Resources", methods)
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+class NetworkServicer(api_pb2_grpc.NetworkServicer):
+    """caravanserai.v1.Network: byte streams for agents' throughput measurements."""
+
+    async def Download(self, request: api_pb2.DownloadRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[api_pb2.Chunk]:
+        remaining = min(max(0, request.size), MAX_DOWNLOAD)
+        block = bytes(CHUNK)
+        while remaining > 0:
+            n = min(CHUNK, remaining)
+            yield api_pb2.Chunk(data=block[:n])
+            remaining -= n
+
+    async def Upload(
+        self, request_iterator: AsyncIterator[api_pb2.Chunk], context: grpc.aio.ServicerContext
+    ) -> api_pb2.UploadSummary:
+        received = 0
+        async for chunk in request_iterator:
+            received += len(chunk.data)
+        return api_pb2.UploadSummary(received=received)
+
+
+__all__ = ["NetworkServicer", "ResourcesServicer", "abort"]

@@ -1,0 +1,124 @@
+"""Assembly of the apiserver: the store, one watch cache per kind, the gRPC server, health and compaction.
+
+`ApiServer.run()` returns only when cancelled; on cancellation it stops accepting calls, gives in-flight calls
+`grace` seconds, closes watches and the etcd client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from caravanserai import meta
+from caravanserai.api.v1 import api_pb2_grpc
+from caravanserai.apiserver.events import EventLeases
+from caravanserai.apiserver.grpcapi import NetworkServicer, ResourcesServicer
+from caravanserai.apiserver.service import ResourceService
+from caravanserai.apiserver.watchcache import WatchCache
+from caravanserai.clock import Clock, SystemClock
+from caravanserai.storage import EtcdClient, Store
+
+log = structlog.get_logger(__name__)
+
+MAX_MESSAGE_BYTES = 3 * 1024 * 1024
+
+
+@dataclass
+class ApiServerConfig:
+    """Settings of one apiserver process (flags of cara-apiserver)."""
+
+    etcd_endpoints: Sequence[str] = ("http://127.0.0.1:2379",)
+    etcd_prefix: str = "/caravanserai"
+    listen: str = "127.0.0.1:7420"
+    bookmark_interval: float = 10.0
+    compaction_interval: float = 300.0  # 0 disables compaction
+    history_revisions: int = 10_000
+    grace: float = 5.0
+    server_options: list[tuple[str, object]] = field(default_factory=list)
+
+
+class ApiServer:
+    """One apiserver. `port` is known once `started` is set (useful with listen port 0)."""
+
+    def __init__(self, config: ApiServerConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or SystemClock()
+        self.port = 0
+        self.started = asyncio.Event()
+        self.service: ResourceService | None = None
+
+    async def run(self) -> None:
+        cfg = self.config
+        async with EtcdClient(list(cfg.etcd_endpoints)) as etcd:
+            store = Store(etcd, prefix=cfg.etcd_prefix)
+            caches = {r: WatchCache(store, r, history_revisions=cfg.history_revisions) for r in meta.KINDS}
+            self.service = ResourceService(
+                store, caches, clock=self.clock, event_leases=EventLeases(store, clock=self.clock)
+            )
+            server, health_servicer = self._build_server(self.service)
+            async with asyncio.TaskGroup() as group:
+                background = [group.create_task(c.run(), name=f"watchcache-{c.resource}") for c in caches.values()]
+                if cfg.compaction_interval > 0:
+                    background.append(group.create_task(self._compact_forever(store), name="compaction"))
+                try:
+                    await self._serve(server, health_servicer, caches)
+                finally:
+                    await server.stop(cfg.grace)
+                    for task in background:  # the loops end with the server
+                        task.cancel()
+
+    def _build_server(self, service: ResourceService) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", 256 * 1024 * 1024),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 5000),
+            *self.config.server_options,
+        ]
+        server = grpc.aio.server(options=options)
+        server.add_generic_rpc_handlers(
+            (ResourcesServicer(service, bookmark_interval=self.config.bookmark_interval).handler(),)
+        )
+        api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(), server)
+        health_servicer = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        self.port = server.add_insecure_port(self.config.listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self.config.listen}")
+        return server, health_servicer
+
+    async def _serve(
+        self, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer, caches: dict[str, WatchCache]
+    ) -> None:
+        await server.start()
+        await asyncio.gather(*(c.ready.wait() for c in caches.values()))
+        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        await health_servicer.set("caravanserai.v1.Resources", health_pb2.HealthCheckResponse.SERVING)
+        log.info("apiserver serving", listen=self.config.listen, port=self.port, etcd=list(self.config.etcd_endpoints))
+        self.started.set()
+        try:
+            await server.wait_for_termination()
+        finally:
+            await health_servicer.enter_graceful_shutdown()
+
+    async def _compact_forever(self, store: Store) -> None:
+        """Every interval, compact etcd to the revision seen one interval earlier (history stays ≥ 1 interval)."""
+        previous = 0
+        while True:
+            await self.clock.sleep(self.config.compaction_interval)
+            current = await store.current_revision()
+            if previous:
+                try:
+                    await store.compact(previous)
+                    log.info("compacted etcd", revision=previous)
+                except Exception as exc:  # noqa: BLE001 - compaction is best effort; the next tick retries
+                    log.warning("compaction failed", error=str(exc))
+            previous = current
+
+
+__all__ = ["ApiServer", "ApiServerConfig"]

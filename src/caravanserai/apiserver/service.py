@@ -1,0 +1,239 @@
+"""The generic resource service: Create, Get, List, Update, UpdateStatus, Delete and Watch for every kind.
+
+Guarantees:
+
+* **Every write is a compare-and-swap** on the etcd mod_revision (create: the key must not exist). A stale
+  resource_version is `Conflict` (ABORTED); nothing is ever written blindly.
+* **Validation before storage.** An object is defaulted, merged (spec/status split) and validated in full before
+  etcd sees it; a refusal names every offending field.
+* **No-op writes are free.** An Update or UpdateStatus that changes nothing returns the stored object without a
+  write, so an idempotent `apply` does not bump versions.
+* **Watches come from the watch cache**, never from a per-client etcd watch.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import structlog
+
+from caravanserai import meta, v1
+from caravanserai.apiserver import strategy
+from caravanserai.apiserver.events import EventLeases
+from caravanserai.apiserver.validation import validate_object, validate_status
+from caravanserai.apiserver.watchcache import WatchCache
+from caravanserai.clock import Clock
+from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid, NotFound
+from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
+from caravanserai.storage import Store
+
+log = structlog.get_logger(__name__)
+
+MAX_OBJECT_BYTES = 1024 * 1024
+CONFLICT_MESSAGE = "the object has been modified; please apply your changes to the latest version and try again"
+
+
+class ResourceService:
+    """The verbs, independent of gRPC plumbing (see `grpcapi` for the wire side)."""
+
+    def __init__(self, store: Store, caches: dict[str, WatchCache], *, clock: Clock, event_leases: EventLeases) -> None:
+        self._store = store
+        self._caches = caches
+        self._clock = clock
+        self._event_leases = event_leases
+
+    # ---- helpers ------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _resource(resource: str) -> meta.Kind:
+        kind = meta.KINDS.get(resource)
+        if kind is None:
+            known = ", ".join(sorted(meta.KINDS))
+            raise Invalid.of([FieldViolation("resource", f"unknown resource {resource!r}; known: {known}")])
+        return kind
+
+    def _unwrap(self, resource: str, envelope: v1.Object) -> Any:
+        kind = self._resource(resource)
+        field = envelope.WhichOneof("object")
+        if field != kind.field:
+            got = field or "nothing"
+            raise Invalid.of([FieldViolation("kind", f"request for {resource} carries {got}")])
+        obj = meta.copy(getattr(envelope, field))
+        if obj.api_version and obj.api_version != v1.API_VERSION:
+            raise Invalid.of([FieldViolation("apiVersion", f"must be {v1.API_VERSION}")])
+        if obj.kind and obj.kind != kind.kind:
+            raise Invalid.of([FieldViolation("kind", f"must be {kind.kind}")])
+        return obj
+
+    def _decode(self, resource: str, value: bytes, revision: int) -> Any:
+        obj = meta.kind_for(resource).cls.FromString(value)
+        obj.metadata.resource_version = str(revision)
+        return obj
+
+    @staticmethod
+    def _encode(obj: Any) -> bytes:
+        stored = meta.copy(obj)
+        stored.metadata.resource_version = ""
+        data = stored.SerializeToString(deterministic=True)
+        if len(data) > MAX_OBJECT_BYTES:
+            raise Invalid.of([FieldViolation("", f"object is {len(data)} bytes; at most {MAX_OBJECT_BYTES} allowed")])
+        return data
+
+    async def _current(self, resource: str, name: str, expected: str) -> Any:
+        """The stored object, which must be at version `expected` (Conflict otherwise).
+
+        Served from the watch cache when the cache already holds exactly that version (the following CAS proves it
+        is still current), from etcd otherwise.
+        """
+        cached = self._caches[resource].get(name)
+        if cached is not None and expected and cached.metadata.resource_version == expected:
+            return cached
+        item = await self._store.get(resource, name)
+        current = self._decode(resource, item.value, item.mod_revision)
+        if expected and current.metadata.resource_version != expected:
+            raise Conflict(f"{meta.kind_for(resource).kind} {name}: {CONFLICT_MESSAGE}")
+        return current
+
+    async def _write(self, resource: str, obj: Any, *, expected: str) -> Any:
+        revision = await self._store.update(
+            resource, obj.metadata.name, self._encode(obj), expected_revision=int(expected)
+        )
+        obj.metadata.resource_version = str(revision)
+        return obj
+
+    # ---- verbs --------------------------------------------------------------------------------------------
+
+    async def create(self, resource: str, envelope: v1.Object) -> Any:
+        obj = self._unwrap(resource, envelope)
+        strategy.prepare_create(resource, obj, now=self._clock.now())
+        validate_object(resource, obj)
+        lease = await self._event_leases.current() if resource == "events" else 0
+        revision = await self._store.create(resource, obj.metadata.name, self._encode(obj), lease=lease)
+        obj.metadata.resource_version = str(revision)
+        log.debug("created", resource=resource, name=obj.metadata.name, revision=revision)
+        return obj
+
+    async def get(self, resource: str, name: str) -> Any:
+        self._resource(resource)
+        item = await self._store.get(resource, name)
+        return self._decode(resource, item.value, item.mod_revision)
+
+    async def list(self, request: v1.ListRequest) -> v1.ListResponse:
+        resource = request.resource
+        self._resource(resource)
+        labels = LabelSelector.parse(request.label_selector)
+        fields = FieldSelector.parse(request.field_selector)
+        revision, after = _decode_continue(getattr(request, "continue"))
+        limit = max(0, request.limit)
+        response = v1.ListResponse()
+        more = False
+        while not more:
+            try:
+                page = await self._store.list(resource, limit=limit or 1000, start_after=after, revision=revision)
+            except Expired:
+                raise Expired("the list's continue token has expired (compacted); list again from the start") from None
+            revision = page.revision
+            for index, item in enumerate(page.items):
+                obj = self._decode(resource, item.value, item.mod_revision)
+                if labels.matches(obj.metadata.labels) and fields.matches(object_fields(obj)):
+                    response.items.append(meta.wrap(obj))
+                after = item.name
+                if limit and len(response.items) == limit:
+                    more = page.more or index < len(page.items) - 1
+                    break
+            if not page.more or not page.items or (limit and len(response.items) == limit):
+                break
+        response.resource_version = str(revision)
+        if limit and more:
+            setattr(response, "continue", _encode_continue(revision, after))
+        return response
+
+    async def update(self, resource: str, envelope: v1.Object) -> Any:
+        new = self._unwrap(resource, envelope)
+        old = await self._current(resource, new.metadata.name, new.metadata.resource_version)
+        merged = strategy.prepare_update(resource, old, new)
+        validate_object(resource, merged)
+        if merged == old:
+            return old
+        if strategy.removable_after_update(resource, merged):
+            await self._store.delete(resource, merged.metadata.name, expected_revision=int(old.metadata.resource_version))
+            return merged
+        return await self._write(resource, merged, expected=old.metadata.resource_version)
+
+    async def update_status(self, resource: str, envelope: v1.Object) -> Any:
+        new = self._unwrap(resource, envelope)
+        old = await self._current(resource, new.metadata.name, new.metadata.resource_version)
+        merged = strategy.prepare_status(resource, old, new, now=self._clock.now())
+        validate_status(resource, merged)
+        if merged == old:
+            return old
+        return await self._write(resource, merged, expected=old.metadata.resource_version)
+
+    async def delete(self, request: v1.DeleteRequest) -> v1.DeleteResponse:
+        resource, name = request.resource, request.name
+        self._resource(resource)
+        current = await self._current(resource, name, request.resource_version)
+        if resource == "nodes" and not request.force:
+            self._refuse_busy_node(name)
+        action = self._delete_action(resource, current, force=request.force)
+        if action == "noop":
+            return v1.DeleteResponse(object=meta.wrap(current), deleted=False)
+        if action == "remove":
+            await self._store.delete(resource, name, expected_revision=int(current.metadata.resource_version))
+            log.info("deleted", resource=resource, name=name, force=request.force)
+            return v1.DeleteResponse(object=meta.wrap(current), deleted=True)
+        now = self._clock.now()
+        if resource == "projects" and action == "mark":
+            marked = strategy.mark_terminating(current, now=now)
+        else:
+            marked = strategy.mark_deleted(current, now=now)
+        stored = await self._write(resource, marked, expected=current.metadata.resource_version)
+        log.info("marked for deletion", resource=resource, name=name, phase=getattr(stored.status, "phase", ""))
+        return v1.DeleteResponse(object=meta.wrap(stored), deleted=False)
+
+    @staticmethod
+    def _delete_action(resource: str, obj: Any, *, force: bool) -> str:
+        if resource == "projects":
+            plan = strategy.project_delete_plan(obj, force=force)
+            if plan == "remove" and obj.metadata.finalizers and not force:
+                return "noop" if obj.metadata.HasField("deletion_timestamp") else "finalize"
+            return plan
+        if obj.metadata.finalizers and not force:
+            return "noop" if obj.metadata.HasField("deletion_timestamp") else "finalize"
+        return "remove"
+
+    def _refuse_busy_node(self, node: str) -> None:
+        busy = sorted(
+            p.metadata.name
+            for p in self._caches["projects"].objects.values()
+            if p.status.node_ref == node and p.status.phase in v1.BOUND_PHASES
+        )
+        if busy:
+            shown = ", ".join(busy[:5]) + (" …" if len(busy) > 5 else "")
+            raise FailedPrecondition(
+                f"node {node} still has {len(busy)} project(s) ({shown}); drain it first or delete with --force"
+            )
+
+    def cache(self, resource: str) -> WatchCache:
+        self._resource(resource)
+        return self._caches[resource]
+
+
+def _encode_continue(revision: int, after: str) -> str:
+    raw = json.dumps({"rv": revision, "after": after}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    if not token:
+        return 0, ""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), str(data["after"])
+    except (ValueError, KeyError, TypeError):
+        raise Invalid.of([FieldViolation("continue", "malformed continue token")]) from None
+
+
+__all__ = ["CONFLICT_MESSAGE", "MAX_OBJECT_BYTES", "ResourceService"]

@@ -1,0 +1,318 @@
+"""The watch cache: one etcd watch per kind, fanned out to every watcher from memory.
+
+For each kind the apiserver keeps one `WatchCache`:
+
+* **One etcd watch.** It lists the kind, then watches etcd from just after a window of recent history, so a
+  thousand agents cost one etcd watch, and a client that resumes after an apiserver restart is usually served
+  from the replayed window instead of being told to relist.
+* **Ordered, gapless, no duplicates.** Events are applied and dispatched in etcd revision order, inside one task;
+  a watcher registered at version V receives exactly the events with revision > V that match its selectors.
+* **Selection changes are events.** An object that stops matching a watcher's selectors reaches it as DELETED,
+  one that starts matching as ADDED.
+* **Bounded history.** Events are kept for the last `history_events` changes; a watch from an older version raises
+  `Expired` (the client relists).
+* **Slow watchers are cut, never waited for.** Dispatch never blocks: a watcher whose backlog exceeds
+  `max_pending` is closed (it resumes from its last version), so one slow client cannot slow the others.
+* Cached objects are read-only: callers copy before changing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import random
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from caravanserai import meta, v1
+from caravanserai.errors import Expired, FieldViolation, Invalid
+from caravanserai.storage import Store, StoreEvent
+
+log = structlog.get_logger(__name__)
+
+Predicate = Callable[[Any], bool]
+
+
+@dataclass(slots=True)
+class CacheEvent:
+    """One change of one object at one revision. `obj` is the state after (DELETED: the last state)."""
+
+    revision: int
+    type: str  # ADDED | MODIFIED | DELETED
+    obj: Any
+    prev: Any | None
+    _encoded: dict[str, bytes] = field(default_factory=dict)
+
+    def encode(self, type_: str) -> bytes:
+        """The serialized v1.WatchEvent for this change as `type_`, computed once and shared by all watchers."""
+        data = self._encoded.get(type_)
+        if data is None:
+            data = v1.WatchEvent(type=type_, object=meta.wrap(self.obj)).SerializeToString()
+            self._encoded[type_] = data
+        return data
+
+
+class WatcherClosed(Exception):
+    """The watcher was closed by the cache (too slow, or the cache stopped); resume from the last version."""
+
+
+class Watcher:
+    """One client's view of a WatchCache: serialized v1.WatchEvent messages, in order."""
+
+    def __init__(self, cache: WatchCache, predicate: Predicate, *, after: int, max_pending: int) -> None:
+        self._cache = cache
+        self._predicate = predicate
+        self._after = after  # events at or below this revision were already seen by the client
+        self._max_pending = max_pending
+        self._pending: collections.deque[bytes] = collections.deque()
+        self._wakeup = asyncio.Event()
+        self._closed: str | None = None  # reason, once closed
+        self.delivered_revision = after  # highest revision handed to the client
+
+    def offer(self, event: CacheEvent, *, live: bool = True) -> None:
+        """Queue `event` if it concerns this watcher; never blocks."""
+        if self._closed is not None or event.revision <= self._after:
+            return
+        type_ = self._translate(event)
+        if type_ is None:
+            return
+        if live and len(self._pending) >= self._max_pending:
+            self.close("watcher too slow: more than %d events pending" % self._max_pending)
+            return
+        self._pending.append(event.encode(type_))
+        self._wakeup.set()
+
+    def _translate(self, event: CacheEvent) -> str | None:
+        now_match = self._predicate(event.obj)
+        if event.type == v1.DELETED:
+            return v1.DELETED if now_match else None
+        was_match = event.prev is not None and self._predicate(event.prev)
+        if now_match and was_match:
+            return event.type
+        if now_match:
+            return v1.ADDED
+        if was_match:
+            return v1.DELETED
+        return None
+
+    def close(self, reason: str) -> None:
+        if self._closed is None:
+            self._closed = reason
+            self._wakeup.set()
+            self._cache._detach(self)
+
+    async def next(self, *, timeout: float | None) -> bytes | None:
+        """The next serialized event; None when `timeout` passes first. Raises WatcherClosed once closed and
+        drained."""
+        while not self._pending:
+            if self._closed is not None:
+                raise WatcherClosed(self._closed)
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except TimeoutError:
+                return None
+        return self._pending.popleft()
+
+    def bookmark(self) -> bytes:
+        """A serialized BOOKMARK event at the cache's current revision."""
+        obj = meta.kind_for(self._cache.resource).cls()
+        obj.metadata.resource_version = str(self._cache.revision)
+        return v1.WatchEvent(type=v1.BOOKMARK, object=meta.wrap(obj)).SerializeToString()
+
+
+class WatchCache:
+    """Current objects of one kind plus a window of recent changes, kept in step with etcd by one watch."""
+
+    def __init__(
+        self,
+        store: Store,
+        resource: str,
+        *,
+        history_revisions: int = 10_000,
+        history_events: int = 100_000,
+        max_pending: int = 10_000,
+    ) -> None:
+        self.resource = resource
+        self._store = store
+        self._cls = meta.kind_for(resource).cls
+        self._history_revisions = history_revisions
+        self._history: collections.deque[CacheEvent] = collections.deque(maxlen=history_events)
+        self._max_pending = max_pending
+        self._watchers: set[Watcher] = set()
+        self.objects: dict[str, Any] = {}  # name → current object (read-only)
+        self.revision = 0  # every change up to this revision is applied
+        self._oldest = 0  # a watch from any version ≥ this can be served from history
+        self.ready = asyncio.Event()
+
+    # ---- reading ------------------------------------------------------------------------------------------
+
+    def get(self, name: str) -> Any | None:
+        return self.objects.get(name)
+
+    def watch(self, predicate: Predicate, *, resource_version: str, max_pending: int | None = None) -> Watcher:
+        """Register a watcher. `resource_version` "" means from now; "0" starts with the current objects as
+        ADDED; any other version replays history after it (Expired when it is older than the window)."""
+        limit = max_pending or self._max_pending
+        if resource_version in ("", "0"):
+            watcher = Watcher(self, predicate, after=self.revision, max_pending=limit)
+            if resource_version == "0":
+                for obj in list(self.objects.values()):
+                    if predicate(obj):
+                        watcher._pending.append(v1.WatchEvent(type=v1.ADDED, object=meta.wrap(obj)).SerializeToString())
+        else:
+            after = _parse_version(resource_version)
+            if after < self._oldest:
+                raise Expired(f"too old resource version: {after} (oldest available {self._oldest})")
+            watcher = Watcher(self, predicate, after=after, max_pending=limit)
+            for event in self._history:
+                watcher.offer(event, live=False)
+        self._watchers.add(watcher)
+        return watcher
+
+    def _detach(self, watcher: Watcher) -> None:
+        self._watchers.discard(watcher)
+
+    # ---- keeping in step with etcd --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List, then watch; relist when the watch expires. Returns only when cancelled."""
+        delay = 0.1
+        while True:
+            try:
+                start = await self._relist()
+                await self._follow(start)
+            except Expired:
+                log.warning("watch cache expired; relisting", resource=self.resource, revision=self.revision)
+            except asyncio.CancelledError:
+                self._close_all("apiserver shutting down")
+                raise
+            except Exception as exc:  # noqa: BLE001 - the cache must survive any store error
+                log.warning("watch cache error; retrying", resource=self.resource, error=str(exc))
+                await asyncio.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 5.0)
+                continue
+            delay = 0.1
+
+    async def _relist(self) -> int:
+        """Load the current objects; on a relist, dispatch the differences. Returns the revision to watch from."""
+        objects, revision = await self._list_all()
+        first = not self.ready.is_set()
+        if not first:
+            self._dispatch_diff(objects, revision)
+        self.objects = objects
+        self.revision = max(self.revision, revision)
+        if first:
+            return await self._history_start(revision)
+        return revision + 1
+
+    async def _history_start(self, revision: int) -> int:
+        """Where the first watch starts: `history_revisions` back when etcd still has that history (so resuming
+        clients need not relist), else right after the list."""
+        start = max(1, revision - self._history_revisions)
+        try:
+            await self._store.list(self.resource, limit=1, revision=start)
+        except Expired:
+            start = revision + 1
+        self._oldest = start - 1
+        return start
+
+    async def _list_all(self) -> tuple[dict[str, Any], int]:
+        objects: dict[str, Any] = {}
+        revision, after = 0, ""
+        while True:
+            page = await self._store.list(self.resource, limit=1000, start_after=after, revision=revision)
+            revision = page.revision
+            for item in page.items:
+                objects[item.name] = self._decode(item.value, item.mod_revision)
+            if not page.more or not page.items:
+                return objects, revision
+            after = page.items[-1].name
+
+    async def _follow(self, start: int) -> None:
+        stream = self._store.watch(self.resource, start_revision=start)
+        self.ready.set()
+        await self._consume(stream, self.revision)
+
+    async def _consume(self, stream: AsyncIterator[Any], list_revision: int) -> None:
+        async for batch in stream:
+            for event in batch.events:
+                self._apply(event, history_only=event.mod_revision <= list_revision)
+            if batch.revision > self.revision:
+                self.revision = batch.revision
+
+    def _apply(self, event: StoreEvent, *, history_only: bool) -> None:
+        if event.type == "DELETE":
+            prev = self.objects.get(event.name)
+            if prev is None and event.prev_value:
+                prev = self._decode(event.prev_value, event.mod_revision)
+            if prev is None:
+                return
+            obj = meta.copy(prev)
+            obj.metadata.resource_version = str(event.mod_revision)
+            change = CacheEvent(event.mod_revision, v1.DELETED, obj, prev)
+            if not history_only:
+                self.objects.pop(event.name, None)
+        else:
+            obj = self._decode(event.value, event.mod_revision)
+            prev = self._previous(event, history_only)
+            created = event.create_revision == event.mod_revision
+            change = CacheEvent(event.mod_revision, v1.ADDED if created else v1.MODIFIED, obj, None if created else prev)
+            if not history_only:
+                self.objects[event.name] = obj
+        self._record(change)
+
+    def _previous(self, event: StoreEvent, history_only: bool) -> Any | None:
+        if not history_only:
+            return self.objects.get(event.name)
+        return self._decode(event.prev_value, 0) if event.prev_value else None
+
+    def _record(self, change: CacheEvent) -> None:
+        """Append to history and offer to every watcher (each skips what it has already seen)."""
+        if len(self._history) == self._history.maxlen:
+            self._oldest = self._history[0].revision
+        self._history.append(change)
+        if change.revision > self.revision:
+            self.revision = change.revision
+        for watcher in list(self._watchers):
+            watcher.offer(change)
+
+    def _dispatch_diff(self, fresh: dict[str, Any], revision: int) -> None:
+        for name, old in list(self.objects.items()):
+            if name not in fresh:
+                gone = meta.copy(old)
+                gone.metadata.resource_version = str(revision)
+                self._record(CacheEvent(revision, v1.DELETED, gone, old))
+        for name, obj in fresh.items():
+            old = self.objects.get(name)
+            if old is None:
+                self._record(CacheEvent(revision, v1.ADDED, obj, None))
+            elif old.metadata.resource_version != obj.metadata.resource_version:
+                self._record(CacheEvent(revision, v1.MODIFIED, obj, old))
+        self.objects = fresh
+
+    def _decode(self, value: bytes, mod_revision: int) -> Any:
+        obj = self._cls.FromString(value)
+        if mod_revision:
+            obj.metadata.resource_version = str(mod_revision)
+        return obj
+
+    def _close_all(self, reason: str) -> None:
+        for watcher in list(self._watchers):
+            watcher.close(reason)
+
+
+def _parse_version(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise Invalid.of([FieldViolation("resourceVersion", f"{text!r} is not a resource version")]) from None
+    if value < 0:
+        raise Invalid.of([FieldViolation("resourceVersion", "must not be negative")])
+    return value
+
+
+__all__ = ["CacheEvent", "WatchCache", "Watcher", "WatcherClosed"]

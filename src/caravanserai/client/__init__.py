@@ -1,0 +1,14 @@
+"""The async Python client of the Caravanserai API.
+
+    async with Client("127.0.0.1:7420") as c:
+        project = await c.projects.get("web")
+        page = await c.projects.list(field_selector="status.phase=Pending")
+        async for event in c.projects.watch(resource_version=page.resource_version):
+            print(event.type, event.object.metadata.name)
+
+Errors are the tree of `caravanserai.errors`; gRPC exceptions never escape.
+"""
+
+from caravanserai.client.client import DEFAULT_SERVER, Client, ObjectList, ResourceClient, WatchEvent, server_address
+
+__all__ = ["DEFAULT_SERVER", "Client", "ObjectList", "ResourceClient", "WatchEvent", "server_address"]

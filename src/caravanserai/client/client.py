@@ -1,0 +1,218 @@
+"""`Client` and the typed per-kind `ResourceClient`.
+
+Guarantees:
+
+* gRPC errors become `caravanserai.errors` exceptions (mapped in `caravanserai.status`), raised `from` the gRPC
+  error; nothing from grpc leaks to callers.
+* UNAVAILABLE is retried with jittered exponential backoff (up to `retry_timeout` seconds) for calls that are safe
+  to repeat: Get, List, Watch start, and writes guarded by a resource_version (Update, UpdateStatus, and Delete
+  with a version). Create and unguarded Delete are not repeated: their outcome after a lost reply is unknown.
+* `watch()` is one raw stream: it ends (raises) when the server goes away. `caravanserai.informer` builds the
+  resuming list+watch on top of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import grpc
+
+from caravanserai import meta, v1
+from caravanserai.api.v1 import api_pb2_grpc
+from caravanserai.errors import ApiError, Unavailable
+from caravanserai.status import from_rpc_error
+
+DEFAULT_SERVER = "127.0.0.1:7420"
+T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event)
+R = TypeVar("R")
+
+
+def server_address(explicit: str | None = None) -> str:
+    """The API address: `explicit`, else $CARA_SERVER, else 127.0.0.1:7420 (a leading http:// is dropped)."""
+    address = explicit or os.environ.get("CARA_SERVER") or DEFAULT_SERVER
+    for scheme in ("http://", "https://", "grpc://"):
+        if address.startswith(scheme):
+            address = address[len(scheme) :]
+    return address.rstrip("/")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent(Generic[T]):
+    """One change: type is ADDED, MODIFIED, DELETED or BOOKMARK (then only object.metadata.resource_version)."""
+
+    type: str
+    object: T
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectList(Generic[T]):
+    """A list result: the items, the snapshot version to watch from, and the next page's token."""
+
+    items: list[T]
+    resource_version: str
+    continue_token: str = ""
+
+    def __iter__(self) -> Any:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class Client:
+    """A connection to the API. Use as `async with Client(address) as c:`; `await c.close()` otherwise."""
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        credentials: grpc.ChannelCredentials | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        retry_timeout: float = 30.0,
+    ) -> None:
+        self.target = server_address(target)
+        self.timeout = timeout
+        self.retry_timeout = retry_timeout
+        options = [
+            ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+            ("grpc.max_send_message_length", 8 * 1024 * 1024),
+            ("grpc.keepalive_time_ms", 20_000),
+            ("grpc.keepalive_timeout_ms", 10_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 2_000),
+        ]
+        if credentials is not None:
+            self.channel = grpc.aio.secure_channel(self.target, credentials, options=options)
+        else:
+            self.channel = grpc.aio.insecure_channel(self.target, options=options)
+        self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        self.stub = api_pb2_grpc.ResourcesStub(self.channel)
+        self.network = api_pb2_grpc.NetworkStub(self.channel)
+        self.projects: ResourceClient[v1.Project] = ResourceClient(self, "projects")
+        self.nodes: ResourceClient[v1.Node] = ResourceClient(self, "nodes")
+        self.leases: ResourceClient[v1.Lease] = ResourceClient(self, "leases")
+        self.events: ResourceClient[v1.Event] = ResourceClient(self, "events")
+
+    def resource(self, name: str) -> ResourceClient[Any]:
+        """The client for a resource by plural, singular or short name ("projects", "project", "p")."""
+        return ResourceClient(self, meta.kind_for(name).plural)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.channel.close()
+
+    async def call(self, method: Callable[..., Awaitable[R]], request: Any, *, retry: bool) -> R:
+        """Invoke a unary method, mapping errors and retrying UNAVAILABLE when `retry`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry_timeout
+        delay = 0.05
+        while True:
+            try:
+                return await method(request, timeout=self.timeout, metadata=self._metadata)
+            except grpc.aio.AioRpcError as exc:
+                err = from_rpc_error(exc, target=self.target)
+                if not (retry and isinstance(err, Unavailable) and loop.time() + delay < deadline):
+                    raise err from exc
+            await asyncio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 2.0)
+
+    async def open_stream(self, method: Callable[..., Any], request: Any, *, timeout: float | None = None) -> Any:
+        """Start a server-streaming call; returns the call object once the stream is open."""
+        return method(request, timeout=timeout, metadata=self._metadata)
+
+
+class ResourceClient(Generic[T]):
+    """Typed verbs on one kind. Returned objects are fresh messages the caller owns."""
+
+    def __init__(self, client: Client, resource: str) -> None:
+        self._client = client
+        self.resource = resource
+        self.kind = meta.KINDS[resource]
+
+    def _unwrap(self, envelope: v1.Object) -> T:
+        obj: T = meta.unwrap(envelope)
+        return obj
+
+    async def create(self, obj: T) -> T:
+        """Create `obj`; returns it as stored (uid, version, defaults). AlreadyExists when the name is taken."""
+        request = v1.CreateRequest(resource=self.resource, object=meta.wrap(obj))
+        return self._unwrap(await self._client.call(self._client.stub.Create, request, retry=False))
+
+    async def get(self, name: str) -> T:
+        """The current object (a linearizable read). NotFound when absent."""
+        request = v1.GetRequest(resource=self.resource, name=name)
+        return self._unwrap(await self._client.call(self._client.stub.Get, request, retry=True))
+
+    async def list(
+        self, *, label_selector: str = "", field_selector: str = "", limit: int = 0, continue_token: str = ""
+    ) -> ObjectList[T]:
+        """Objects matching the selectors, read from one snapshot; `resource_version` is that snapshot's version.
+
+        With `limit`, one page: pass `continue_token` of the result to get the next (same snapshot).
+        """
+        request = v1.ListRequest(
+            resource=self.resource, label_selector=label_selector, field_selector=field_selector, limit=limit
+        )
+        setattr(request, "continue", continue_token)
+        response: v1.ListResponse = await self._client.call(self._client.stub.List, request, retry=True)
+        items = [self._unwrap(o) for o in response.items]
+        return ObjectList(items, response.resource_version, getattr(response, "continue"))
+
+    async def update(self, obj: T) -> T:
+        """Store new metadata and spec. `obj.metadata.resource_version` must be the version read (Conflict)."""
+        request = v1.UpdateRequest(resource=self.resource, object=meta.wrap(obj))
+        return self._unwrap(await self._client.call(self._client.stub.Update, request, retry=True))
+
+    async def update_status(self, obj: T) -> T:
+        """Store a new status (phase transitions are checked). Requires the version read (Conflict)."""
+        request = v1.UpdateRequest(resource=self.resource, object=meta.wrap(obj))
+        return self._unwrap(await self._client.call(self._client.stub.UpdateStatus, request, retry=True))
+
+    async def delete(self, name: str, *, force: bool = False, resource_version: str = "") -> v1.DeleteResponse:
+        """Delete (active projects become Terminating first; `force` removes at once). `.deleted` says whether
+        the record is gone; `.object` holds its last state."""
+        request = v1.DeleteRequest(resource=self.resource, name=name, force=force, resource_version=resource_version)
+        return await self._client.call(self._client.stub.Delete, request, retry=bool(resource_version))
+
+    async def watch(
+        self,
+        *,
+        resource_version: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        allow_bookmarks: bool = True,
+    ) -> AsyncIterator[WatchEvent[T]]:
+        """Changes after `resource_version` ("" = from now, "0" = current objects as ADDED first), in order.
+
+        Raises Expired when the version is too old (list again), Unavailable when the stream breaks.
+        """
+        request = v1.WatchRequest(
+            resource=self.resource,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            allow_bookmarks=allow_bookmarks,
+        )
+        call = await self._client.open_stream(self._client.stub.Watch, request)
+        try:
+            async for event in call:
+                yield WatchEvent(event.type, self._unwrap(event.object))
+        except grpc.aio.AioRpcError as exc:
+            raise from_rpc_error(exc, target=self._client.target) from exc
+        finally:
+            call.cancel()
+
+
+__all__ = ["DEFAULT_SERVER", "Client", "ObjectList", "ResourceClient", "WatchEvent", "server_address"]
