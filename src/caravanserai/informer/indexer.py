@@ -1,0 +1,219 @@
+"""The informer's cache: the objects of one kind by name, with secondary indexes.
+
+Guarantees:
+
+* **Read-only for everyone but the informer.** `get`, `list` and `by_index` return the cached messages
+  themselves, not copies (copying every read would dominate a controller's CPU). Never change them: copy with
+  `caravanserai.meta.copy` first. The mutation detector (`caravanserai.informer.mutation`) catches offenders in
+  tests.
+* **Indexes agree with the objects.** Every write updates the object and all of its index entries in one
+  synchronous step, so a reader on the same event loop never sees one without the other.
+* **Readers get snapshots of membership.** `list`, `keys` and `by_index` return new lists, sorted by name; holding
+  one across an `await` is safe (the objects in it may meanwhile be replaced in the cache, never changed).
+* **Index functions are pure.** An `IndexFunc` maps an object to the values it is filed under (none, one or
+  many). It is called again on the old object when that object is replaced or deleted, so it must depend on the
+  object only.
+
+Indexes every informer has: `LABEL_INDEX` ("labels", values `key=value`). Ready-made ones to add:
+`NODE_REF_INDEX` ("status.nodeRef": the node a project is bound to) and `PHASE_INDEX` ("status.phase").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, Protocol, TypeVar
+
+from caravanserai.informer.mutation import MutationDetector
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+IndexFunc = Callable[[Any], Iterable[str]]
+
+LABEL_INDEX = "labels"
+NODE_REF_INDEX = "status.nodeRef"
+PHASE_INDEX = "status.phase"
+
+
+def label_index(obj: Any) -> list[str]:
+    """`key=value` for every label of `obj`: `by_index(LABEL_INDEX, "app=web")`."""
+    return [f"{key}={value}" for key, value in obj.metadata.labels.items()]
+
+
+def node_ref_index(obj: Any) -> list[str]:
+    """The node a project is bound to (`status.node_ref`); nothing for unbound projects and other kinds."""
+    status = getattr(obj, "status", None)
+    node = getattr(status, "node_ref", "")
+    return [node] if node else []
+
+
+def phase_index(obj: Any) -> list[str]:
+    """A project's phase (`status.phase`); nothing for other kinds."""
+    status = getattr(obj, "status", None)
+    phase = getattr(status, "phase", "")
+    return [phase] if phase else []
+
+
+DEFAULT_INDEXERS: Mapping[str, IndexFunc] = {LABEL_INDEX: label_index}
+NODE_REF_INDEXERS: Mapping[str, IndexFunc] = {NODE_REF_INDEX: node_ref_index}
+PHASE_INDEXERS: Mapping[str, IndexFunc] = {PHASE_INDEX: phase_index}
+
+
+class CacheReader(Protocol[T_co]):
+    """What controllers may do with an informer's cache: read."""
+
+    def get(self, name: str) -> T_co | None:
+        """The cached object named `name`, or None."""
+        ...
+
+    def list(self) -> list[T_co]:
+        """Every cached object, sorted by name."""
+        ...
+
+    def keys(self) -> list[str]:
+        """Every cached name, sorted."""
+        ...
+
+    def by_index(self, index: str, value: str) -> list[T_co]:
+        """The objects filed under `value` in `index`, sorted by name. KeyError for an unknown index."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, name: object) -> bool: ...
+
+
+class Indexer(Generic[T]):
+    """An indexed in-memory store of objects by name. The informer writes; everyone else reads (`CacheReader`)."""
+
+    def __init__(
+        self,
+        indexers: Mapping[str, IndexFunc] | None = None,
+        *,
+        detector: MutationDetector | None = None,
+    ) -> None:
+        # The objects, by name. Each is read-only once stored here.
+        self._items: dict[str, T] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        # index name → value → names filed under it. Invariant: for every stored object and every index, the
+        # object's name is in exactly the buckets its IndexFunc returns; empty buckets are removed.
+        self._indices: dict[str, dict[str, set[str]]] = {}
+        self._detector = detector or MutationDetector(enabled=False)
+        self.add_indexers({**DEFAULT_INDEXERS, **(indexers or {})})
+
+    @property
+    def detector(self) -> MutationDetector:
+        return self._detector
+
+    @property
+    def index_names(self) -> list[str]:
+        return sorted(self._indexers)
+
+    # ---- reading ----------------------------------------------------------------------------------------------
+
+    def get(self, name: str) -> T | None:
+        return self._items.get(name)
+
+    def list(self) -> list[T]:
+        return [self._items[name] for name in sorted(self._items)]
+
+    def keys(self) -> list[str]:
+        return sorted(self._items)
+
+    def by_index(self, index: str, value: str) -> list[T]:
+        try:
+            buckets = self._indices[index]
+        except KeyError:
+            raise KeyError(f"no index {index!r}; known: {', '.join(self.index_names)}") from None
+        return [self._items[name] for name in sorted(buckets.get(value, ()))]
+
+    def index_values(self, index: str) -> list[str]:
+        """The values under which at least one object is filed in `index`, sorted."""
+        return sorted(self._indices[index])
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    # ---- writing (the informer only) ---------------------------------------------------------------------------
+
+    def add_indexers(self, indexers: Mapping[str, IndexFunc]) -> None:
+        """Add indexes and file the objects already stored. Re-adding an index with the same function is a no-op;
+        a different function under a taken name is a ValueError."""
+        for name, func in indexers.items():
+            existing = self._indexers.get(name)
+            if existing is func:
+                continue
+            if existing is not None:
+                raise ValueError(f"index {name!r} already exists with a different function")
+            self._indexers[name] = func
+            buckets: dict[str, set[str]] = {}
+            for key, obj in self._items.items():
+                for value in func(obj):
+                    buckets.setdefault(value, set()).add(key)
+            self._indices[name] = buckets
+
+    def upsert(self, name: str, obj: T) -> T | None:
+        """Store `obj` under `name`; return the object it replaces (None if new).
+
+        With the mutation detector on, the replaced object is first checked against its recorded copy.
+        """
+        old = self._items.get(name)
+        if old is not None:
+            self._detector.check(name, old)
+            self._unfile(name, old)
+        self._items[name] = obj
+        self._file(name, obj)
+        self._detector.record(name, obj)
+        return old
+
+    def delete(self, name: str) -> T | None:
+        """Remove the object under `name`; return it (None if absent)."""
+        old = self._items.pop(name, None)
+        if old is not None:
+            self._detector.check(name, old)
+            self._unfile(name, old)
+            self._detector.forget(name)
+        return old
+
+    def check_mutations(self) -> None:
+        """Raise CacheMutationError if any cached object changed since it was stored (detector on only)."""
+        self._detector.check_all(self._items)
+
+    def _file(self, name: str, obj: T) -> None:
+        for index, func in self._indexers.items():
+            buckets = self._indices[index]
+            for value in func(obj):
+                bucket = buckets.get(value)
+                if bucket is None:
+                    buckets[value] = {name}
+                else:
+                    bucket.add(name)
+
+    def _unfile(self, name: str, obj: T) -> None:
+        for index, func in self._indexers.items():
+            buckets = self._indices[index]
+            for value in func(obj):
+                bucket = buckets.get(value)
+                if bucket is not None:
+                    bucket.discard(name)
+                    if not bucket:
+                        del buckets[value]
+
+
+__all__ = [
+    "DEFAULT_INDEXERS",
+    "LABEL_INDEX",
+    "NODE_REF_INDEX",
+    "NODE_REF_INDEXERS",
+    "PHASE_INDEX",
+    "PHASE_INDEXERS",
+    "CacheReader",
+    "IndexFunc",
+    "Indexer",
+    "label_index",
+    "node_ref_index",
+    "phase_index",
+]
