@@ -15,6 +15,7 @@ sudo_cmd=()
 missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
   dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)

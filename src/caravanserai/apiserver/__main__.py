@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from caravanserai.apiserver.server import ApiServer, ApiServerConfig
 from caravanserai.durations import parse_duration
 from caravanserai.logging import configure_logging
+from caravanserai.tls import TLSFiles
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -24,6 +25,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bookmark-interval", type=parse_duration, default=10.0, help="watch bookmark interval")
     p.add_argument("--compaction-interval", type=parse_duration, default=300.0, help="etcd compaction interval; 0 disables")
     p.add_argument("--shutdown-grace", type=parse_duration, default=5.0, help="time in-flight calls get on SIGTERM")
+    p.add_argument("--tls-cert", default="", help="server certificate (PEM)")
+    p.add_argument("--tls-key", default="", help="server key (PEM)")
+    p.add_argument("--tls-ca", default="", help="CA bundle: client certificates are required and verified")
+    p.add_argument("--token-file", default="", help="bearer tokens: CSV lines token,user[,group;group]")
+    p.add_argument("--token-listen", default="", help="extra TLS address for bearer-token clients (no client certificate)")
+    p.add_argument("--allow-insecure", action="store_true", help="allow plain TCP on a non-loopback address")
+    p.add_argument("--max-inflight", type=int, default=400, help="requests in flight before RESOURCE_EXHAUSTED")
+    p.add_argument("--max-inflight-per-client", type=int, default=100, help="the same, per client")
     p.add_argument("--log-level", default="info")
     return p
 
@@ -38,6 +47,13 @@ async def _run(config: ApiServerConfig) -> None:
         await ApiServer(config).run()
 
 
+def _fatal(message: str) -> None:
+    import sys
+
+    print(f"cara-apiserver: {message}", file=sys.stderr)
+    raise SystemExit(1)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     opts = _parser().parse_args(argv)
     configure_logging(opts.log_level)
@@ -48,8 +64,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         bookmark_interval=opts.bookmark_interval,
         compaction_interval=opts.compaction_interval,
         grace=opts.shutdown_grace,
+        tls=TLSFiles(cert=opts.tls_cert, key=opts.tls_key, ca=opts.tls_ca),
+        token_file=opts.token_file,
+        token_listen=opts.token_listen,
+        allow_insecure=opts.allow_insecure,
+        max_inflight=opts.max_inflight,
+        max_inflight_per_client=opts.max_inflight_per_client,
     )
-    asyncio.run(_run(config))
+    try:
+        asyncio.run(_run(config))
+    except (ValueError, OSError) as exc:
+        _fatal(str(exc))
 
 
 if __name__ == "__main__":

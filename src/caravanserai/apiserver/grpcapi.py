@@ -15,6 +15,8 @@ import structlog
 
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
+from caravanserai.apiserver.auth import Authenticator, Authorizer, Identity
+from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed
 from caravanserai.errors import ApiError, InternalError
@@ -25,7 +27,7 @@ log = structlog.get_logger(__name__)
 
 Req = TypeVar("Req")
 Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
-Method = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Method = Callable[..., Awaitable[Any]]
 
 CHUNK = 64 * 1024
 MAX_DOWNLOAD = 64 * 1024 * 1024
@@ -40,9 +42,11 @@ def _unary(fn: Method) -> Method:
     """Turn ApiErrors raised by a servicer method into statuses; anything else is logged and INTERNAL."""
 
     @functools.wraps(fn)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def wrapper(self: ResourcesServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            return await fn(self, request, context)
+            who = self.authn.identify(context)
+            with self.limiter.hold(self._client_key(who, context)):
+                return await fn(self, request, context, who)
         except ApiError as err:
             await abort(context, err)
         except Exception:
@@ -55,36 +59,53 @@ def _unary(fn: Method) -> Method:
 class ResourcesServicer:
     """caravanserai.v1.Resources over `ResourceService`."""
 
-    def __init__(self, service: ResourceService, *, bookmark_interval: float) -> None:
+    def __init__(
+        self,
+        service: ResourceService,
+        *,
+        bookmark_interval: float,
+        authn: Authenticator | None = None,
+        authz: Authorizer | None = None,
+        limiter: InflightLimiter | None = None,
+    ) -> None:
         self._service = service
         self._bookmark_interval = bookmark_interval
+        self.authn = authn or Authenticator(client_certs=False)
+        self.authz = authz or Authorizer()
+        self.limiter = limiter or InflightLimiter()
+
+    def _client_key(self, who: Identity, context: grpc.aio.ServicerContext) -> str:
+        """Whose share a request counts against: the identity when authenticated, else the connection."""
+        return who.user if self.authn.enabled else (context.peer() or "unknown")
 
     @_unary
-    async def Create(self, request: v1.CreateRequest, context: grpc.aio.ServicerContext) -> v1.Object:
-        return meta.wrap(await self._service.create(request.resource, request.object))
+    async def Create(self, request: v1.CreateRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.Object:
+        return meta.wrap(await self._service.create(request.resource, request.object, who=who))
 
     @_unary
-    async def Get(self, request: v1.GetRequest, context: grpc.aio.ServicerContext) -> v1.Object:
-        return meta.wrap(await self._service.get(request.resource, request.name))
+    async def Get(self, request: v1.GetRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.Object:
+        return meta.wrap(await self._service.get(request.resource, request.name, who=who))
 
     @_unary
-    async def List(self, request: v1.ListRequest, context: grpc.aio.ServicerContext) -> v1.ListResponse:
-        return await self._service.list(request)
+    async def List(self, request: v1.ListRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.ListResponse:
+        return await self._service.list(request, who=who)
 
     @_unary
-    async def Update(self, request: v1.UpdateRequest, context: grpc.aio.ServicerContext) -> v1.Object:
-        return meta.wrap(await self._service.update(request.resource, request.object))
+    async def Update(self, request: v1.UpdateRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.Object:
+        return meta.wrap(await self._service.update(request.resource, request.object, who=who))
 
     @_unary
-    async def UpdateStatus(self, request: v1.UpdateRequest, context: grpc.aio.ServicerContext) -> v1.Object:
-        return meta.wrap(await self._service.update_status(request.resource, request.object))
+    async def UpdateStatus(self, request: v1.UpdateRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.Object:
+        return meta.wrap(await self._service.update_status(request.resource, request.object, who=who))
 
     @_unary
-    async def Delete(self, request: v1.DeleteRequest, context: grpc.aio.ServicerContext) -> v1.DeleteResponse:
-        return await self._service.delete(request)
+    async def Delete(self, request: v1.DeleteRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.DeleteResponse:
+        return await self._service.delete(request, who=who)
 
     async def Watch(self, request: v1.WatchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         try:
+            who = self.authn.identify(context)
+            self.authz.check(who, "watch", request.resource, field_selector=request.field_selector)
             cache = self._service.cache(request.resource)
             labels = LabelSelector.parse(request.label_selector)
             fields = FieldSelector.parse(request.field_selector)
@@ -133,9 +154,19 @@ def _identity(data: bytes) -> bytes:
 
 
 class NetworkServicer(api_pb2_grpc.NetworkServicer):
-    """caravanserai.v1.Network: byte streams for agents' throughput measurements."""
+    """caravanserai.v1.Network: byte streams for agents' throughput measurements (any authenticated caller)."""
+
+    def __init__(self, authn: Authenticator) -> None:
+        self._authn = authn
+
+    async def _identify(self, context: grpc.aio.ServicerContext) -> None:
+        try:
+            self._authn.identify(context)
+        except ApiError as err:
+            await abort(context, err)
 
     async def Download(self, request: api_pb2.DownloadRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[api_pb2.Chunk]:
+        await self._identify(context)
         remaining = min(max(0, request.size), MAX_DOWNLOAD)
         block = bytes(CHUNK)
         while remaining > 0:
@@ -146,6 +177,7 @@ class NetworkServicer(api_pb2_grpc.NetworkServicer):
     async def Upload(
         self, request_iterator: AsyncIterator[api_pb2.Chunk], context: grpc.aio.ServicerContext
     ) -> api_pb2.UploadSummary:
+        await self._identify(context)
         received = 0
         async for chunk in request_iterator:
             received += len(chunk.data)

@@ -16,12 +16,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from caravanserai import meta
 from caravanserai.api.v1 import api_pb2_grpc
+from caravanserai.apiserver.auth import Authenticator, Authorizer, load_token_file
 from caravanserai.apiserver.events import EventLeases
+from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.grpcapi import NetworkServicer, ResourcesServicer
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.storage import EtcdClient, Store
+from caravanserai.tls import TLSFiles, is_loopback
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +42,12 @@ class ApiServerConfig:
     compaction_interval: float = 300.0  # 0 disables compaction
     history_revisions: int = 10_000
     grace: float = 5.0
+    tls: TLSFiles = field(default_factory=TLSFiles)
+    token_file: str = ""
+    token_listen: str = ""  # optional second TLS port without client certificates, for bearer-token clients
+    allow_insecure: bool = False  # plain TCP on a non-loopback address
+    max_inflight: int = 400
+    max_inflight_per_client: int = 100
     server_options: list[tuple[str, object]] = field(default_factory=list)
 
 
@@ -80,14 +89,32 @@ class ApiServer:
             ("grpc.http2.min_ping_interval_without_data_ms", 5000),
             *self.config.server_options,
         ]
+        cfg = self.config
         server = grpc.aio.server(options=options)
-        server.add_generic_rpc_handlers(
-            (ResourcesServicer(service, bookmark_interval=self.config.bookmark_interval).handler(),)
+        tokens = load_token_file(cfg.token_file) if cfg.token_file else {}
+        if cfg.token_listen and not (cfg.tls.enabled and tokens):
+            raise ValueError("--token-listen needs --tls-cert/--tls-key and --token-file")
+        authn = Authenticator(client_certs=bool(cfg.tls.ca), tokens=tokens)
+        self.limiter = InflightLimiter(total=cfg.max_inflight, per_client=cfg.max_inflight_per_client)
+        servicer = ResourcesServicer(
+            service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=Authorizer(), limiter=self.limiter
         )
-        api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(), server)
+        server.add_generic_rpc_handlers((servicer.handler(),))
+        api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(authn), server)
         health_servicer = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-        self.port = server.add_insecure_port(self.config.listen)
+        if cfg.tls.enabled:
+            self.port = server.add_secure_port(cfg.listen, cfg.tls.server_credentials())
+            if cfg.token_listen:
+                plain_tls = TLSFiles(cert=cfg.tls.cert, key=cfg.tls.key)
+                if not server.add_secure_port(cfg.token_listen, plain_tls.server_credentials()):
+                    raise OSError(f"cannot listen on {cfg.token_listen}")
+        elif is_loopback(cfg.listen) or cfg.allow_insecure:
+            self.port = server.add_insecure_port(cfg.listen)
+        else:
+            raise ValueError(
+                f"refusing plain TCP on {cfg.listen}: give --tls-cert/--tls-key/--tls-ca, or --allow-insecure"
+            )
         if self.port == 0:
             raise OSError(f"cannot listen on {self.config.listen}")
         return server, health_servicer

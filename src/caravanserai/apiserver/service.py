@@ -21,6 +21,7 @@ import structlog
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import strategy
+from caravanserai.apiserver.auth import LOCAL_ADMIN, Authorizer, Identity
 from caravanserai.apiserver.events import EventLeases
 from caravanserai.apiserver.validation import validate_object, validate_status
 from caravanserai.apiserver.watchcache import WatchCache
@@ -38,7 +39,16 @@ CONFLICT_MESSAGE = "the object has been modified; please apply your changes to t
 class ResourceService:
     """The verbs, independent of gRPC plumbing (see `grpcapi` for the wire side)."""
 
-    def __init__(self, store: Store, caches: dict[str, WatchCache], *, clock: Clock, event_leases: EventLeases) -> None:
+    def __init__(
+        self,
+        store: Store,
+        caches: dict[str, WatchCache],
+        *,
+        clock: Clock,
+        event_leases: EventLeases,
+        authorizer: Authorizer | None = None,
+    ) -> None:
+        self._authz = authorizer or Authorizer()
         self._store = store
         self._caches = caches
         self._clock = clock
@@ -105,8 +115,9 @@ class ResourceService:
 
     # ---- verbs --------------------------------------------------------------------------------------------
 
-    async def create(self, resource: str, envelope: v1.Object) -> Any:
+    async def create(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         obj = self._unwrap(resource, envelope)
+        self._authz.check(who, "create", resource, name=obj.metadata.name, obj=obj)
         strategy.prepare_create(resource, obj, now=self._clock.now())
         validate_object(resource, obj)
         lease = await self._event_leases.current() if resource == "events" else 0
@@ -115,14 +126,17 @@ class ResourceService:
         log.debug("created", resource=resource, name=obj.metadata.name, revision=revision)
         return obj
 
-    async def get(self, resource: str, name: str) -> Any:
+    async def get(self, resource: str, name: str, *, who: Identity = LOCAL_ADMIN) -> Any:
         self._resource(resource)
         item = await self._store.get(resource, name)
-        return self._decode(resource, item.value, item.mod_revision)
+        obj = self._decode(resource, item.value, item.mod_revision)
+        self._authz.check(who, "get", resource, name=name, obj=obj)
+        return obj
 
-    async def list(self, request: v1.ListRequest) -> v1.ListResponse:
+    async def list(self, request: v1.ListRequest, *, who: Identity = LOCAL_ADMIN) -> v1.ListResponse:
         resource = request.resource
         self._resource(resource)
+        self._authz.check(who, "list", resource, field_selector=request.field_selector)
         labels = LabelSelector.parse(request.label_selector)
         fields = FieldSelector.parse(request.field_selector)
         revision, after = _decode_continue(getattr(request, "continue"))
@@ -150,10 +164,11 @@ class ResourceService:
             setattr(response, "continue", _encode_continue(revision, after))
         return response
 
-    async def update(self, resource: str, envelope: v1.Object) -> Any:
+    async def update(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         new = self._unwrap(resource, envelope)
         old = await self._current(resource, new.metadata.name, new.metadata.resource_version)
         merged = strategy.prepare_update(resource, old, new)
+        self._authz.check(who, "update", resource, name=old.metadata.name, obj=merged, old=old)
         validate_object(resource, merged)
         if merged == old:
             return old
@@ -162,19 +177,21 @@ class ResourceService:
             return merged
         return await self._write(resource, merged, expected=old.metadata.resource_version)
 
-    async def update_status(self, resource: str, envelope: v1.Object) -> Any:
+    async def update_status(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         new = self._unwrap(resource, envelope)
         old = await self._current(resource, new.metadata.name, new.metadata.resource_version)
+        self._authz.check(who, "update_status", resource, name=old.metadata.name, obj=new, old=old)
         merged = strategy.prepare_status(resource, old, new, now=self._clock.now())
         validate_status(resource, merged)
         if merged == old:
             return old
         return await self._write(resource, merged, expected=old.metadata.resource_version)
 
-    async def delete(self, request: v1.DeleteRequest) -> v1.DeleteResponse:
+    async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
         self._resource(resource)
         current = await self._current(resource, name, request.resource_version)
+        self._authz.check(who, "delete", resource, name=name, obj=current)
         if resource == "nodes" and not request.force:
             self._refuse_busy_node(name)
         action = self._delete_action(resource, current, force=request.force)

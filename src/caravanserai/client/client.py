@@ -4,6 +4,7 @@ Guarantees:
 
 * gRPC errors become `caravanserai.errors` exceptions (mapped in `caravanserai.status`), raised `from` the gRPC
   error; nothing from grpc leaks to callers.
+* RESOURCE_EXHAUSTED (refused for load before any work) is retried after the server's advice, for every call.
 * UNAVAILABLE is retried with jittered exponential backoff (up to `retry_timeout` seconds) for calls that are safe
   to repeat: Get, List, Watch start, and writes guarded by a resource_version (Update, UpdateStatus, and Delete
   with a version). Create and unguarded Delete are not repeated: their outcome after a lost reply is unknown.
@@ -24,8 +25,9 @@ import grpc
 
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
-from caravanserai.errors import ApiError, Unavailable
+from caravanserai.errors import ResourceExhausted, Unavailable
 from caravanserai.status import from_rpc_error
+from caravanserai.tls import TLSFiles
 
 DEFAULT_SERVER = "127.0.0.1:7420"
 T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event)
@@ -72,6 +74,7 @@ class Client:
         target: str | None = None,
         *,
         credentials: grpc.ChannelCredentials | None = None,
+        tls: TLSFiles | None = None,
         token: str | None = None,
         timeout: float = 30.0,
         retry_timeout: float = 30.0,
@@ -88,6 +91,8 @@ class Client:
             ("grpc.initial_reconnect_backoff_ms", 200),
             ("grpc.max_reconnect_backoff_ms", 2_000),
         ]
+        if credentials is None and tls is not None and tls.enabled:
+            credentials = tls.channel_credentials()
         if credentials is not None:
             self.channel = grpc.aio.secure_channel(self.target, credentials, options=options)
         else:
@@ -123,9 +128,13 @@ class Client:
                 return await method(request, timeout=self.timeout, metadata=self._metadata)
             except grpc.aio.AioRpcError as exc:
                 err = from_rpc_error(exc, target=self.target)
-                if not (retry and isinstance(err, Unavailable) and loop.time() + delay < deadline):
+                # Refused for load before any work was done: always safe to repeat, after the server's advice.
+                wait = err.retry_after if isinstance(err, ResourceExhausted) else None
+                retryable = (retry and isinstance(err, Unavailable)) or wait is not None
+                pause = wait if wait is not None else delay * (0.5 + random.random())
+                if not retryable or loop.time() + pause >= deadline:
                     raise err from exc
-            await asyncio.sleep(delay * (0.5 + random.random()))
+            await asyncio.sleep(pause)
             delay = min(delay * 2, 2.0)
 
     async def open_stream(self, method: Callable[..., Any], request: Any, *, timeout: float | None = None) -> Any:

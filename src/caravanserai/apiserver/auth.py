@@ -1,0 +1,171 @@
+"""Who is calling (authentication) and whether they may (authorization).
+
+Identity comes from the client certificate's common name under mutual TLS, or from a bearer token listed in the
+token file (`token,user[,group;group]` per line). User names carry the role:
+
+| identity            | may                                                                                  |
+|---------------------|--------------------------------------------------------------------------------------|
+| `admin`, group admin| everything                                                                           |
+| `controller:<name>` | read everything; write project status, node status, leases, events; delete projects  |
+| `node:<name>`       | its own Node and Lease; list/watch only projects with `status.nodeRef=<name>`; read and |
+|                     | update the status of projects bound to it; create events                            |
+| anyone else         | read-only: get, list, watch                                                          |
+
+With authentication off (no TLS client CA and no token file: a loopback development cluster) every caller is
+`admin`. Every denial is PERMISSION_DENIED and logged.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import structlog
+
+from caravanserai.errors import Forbidden, Unauthenticated
+from caravanserai.selectors import FieldSelector
+
+log = structlog.get_logger(__name__)
+
+READ_VERBS = frozenset({"get", "list", "watch"})
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """An authenticated caller."""
+
+    user: str
+    groups: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def node(self) -> str | None:
+        return self.user.removeprefix("node:") if self.user.startswith("node:") else None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.user == "admin" or "admin" in self.groups
+
+    @property
+    def is_controller(self) -> bool:
+        return self.user.startswith("controller:") or "controllers" in self.groups
+
+
+LOCAL_ADMIN = Identity("admin", frozenset({"admin"}))
+
+
+def load_token_file(path: str) -> dict[str, Identity]:
+    """Tokens from a CSV file of `token,user[,group;group]` lines (# comments allowed)."""
+    tokens: dict[str, Identity] = {}
+    with open(Path(path).expanduser(), newline="") as f:
+        for row in csv.reader(line for line in f if line.strip() and not line.startswith("#")):
+            if len(row) < 2 or not row[0].strip() or not row[1].strip():
+                raise ValueError(f"{path}: each line must be token,user[,groups]")
+            groups = frozenset(g.strip() for g in row[2].split(";") if g.strip()) if len(row) > 2 else frozenset()
+            tokens[row[0].strip()] = Identity(row[1].strip(), groups)
+    return tokens
+
+
+class Authenticator:
+    """Identifies the caller of a gRPC call."""
+
+    def __init__(self, *, client_certs: bool, tokens: Mapping[str, Identity] | None = None) -> None:
+        self._client_certs = client_certs
+        self._tokens = dict(tokens or {})
+
+    @property
+    def enabled(self) -> bool:
+        return self._client_certs or bool(self._tokens)
+
+    def identify(self, context: grpc.aio.ServicerContext) -> Identity:
+        if not self.enabled:
+            return LOCAL_ADMIN
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization" and isinstance(value, str) and value.startswith("Bearer "):
+                identity = self._tokens.get(value[len("Bearer ") :].strip())
+                if identity is None:
+                    raise Unauthenticated("invalid bearer token")
+                return identity
+        if self._client_certs:
+            names = context.auth_context().get("x509_common_name") or []
+            if names:
+                return Identity(names[0].decode())
+        raise Unauthenticated("no client certificate or bearer token")
+
+
+class Authorizer:
+    """The table above, as code. `check` raises Forbidden (and logs) or returns."""
+
+    def check(
+        self,
+        who: Identity,
+        verb: str,
+        resource: str,
+        *,
+        name: str = "",
+        obj: Any = None,
+        old: Any = None,
+        field_selector: str = "",
+    ) -> None:
+        if self._allowed(who, verb, resource, name=name, obj=obj, old=old, field_selector=field_selector):
+            return
+        target = f"{resource}/{name}" if name else resource
+        log.warning("permission denied", user=who.user, verb=verb, target=target)
+        raise Forbidden(f"{who.user} may not {verb} {target}")
+
+    def _allowed(self, who: Identity, verb: str, resource: str, **ctx: Any) -> bool:
+        if who.is_admin:
+            return True
+        if who.node is not None:
+            return _node_allows(who.node, verb, resource, **ctx)
+        if who.is_controller:
+            return verb in READ_VERBS or (resource, verb) in _CONTROLLER_WRITES
+        return verb in READ_VERBS
+
+
+_CONTROLLER_WRITES = frozenset(
+    {
+        ("projects", "update_status"),
+        ("projects", "delete"),
+        ("nodes", "update_status"),
+        ("leases", "create"),
+        ("leases", "update"),
+        ("leases", "delete"),
+        ("events", "create"),
+        ("events", "update"),
+    }
+)
+
+
+def _selects_node(field_selector: str, node: str) -> bool:
+    selector = FieldSelector.parse(field_selector)
+    return any(r.field == "status.nodeRef" and r.operator == "=" and r.value == node for r in selector.requirements)
+
+
+def _selects_name(field_selector: str, name: str) -> bool:
+    selector = FieldSelector.parse(field_selector)
+    return any(r.field == "metadata.name" and r.operator == "=" and r.value == name for r in selector.requirements)
+
+
+def _node_allows(node: str, verb: str, resource: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
+    if resource in ("nodes", "leases"):
+        if verb in ("list", "watch"):
+            return _selects_name(field_selector, node)
+        return verb in ("get", "create", "update", "update_status") and name == node
+    if resource == "projects":
+        if verb in ("list", "watch"):
+            return _selects_node(field_selector, node)
+        if verb == "get":
+            return obj is not None and obj.status.node_ref == node
+        if verb == "update_status":
+            return old is not None and old.status.node_ref == node and obj.status.node_ref == node
+        return False
+    if resource == "events":
+        return verb == "create"
+    return False
+
+
+__all__ = ["Authenticator", "Authorizer", "Identity", "LOCAL_ADMIN", "load_token_file"]

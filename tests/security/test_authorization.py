@@ -1,0 +1,143 @@
+"""Mutual TLS, identities and the authorization matrix, against a real apiserver over a real etcd."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from caravanserai import meta, v1
+from caravanserai.client import Client
+from caravanserai.errors import Forbidden, Unauthenticated, Unavailable
+from caravanserai.testing.apiserver import RunningApiServer
+from caravanserai.testing.builders import lease, node, project
+from caravanserai.tls import TLSFiles
+
+Op = Callable[[Client], Awaitable[Any]]
+
+
+async def _setup(admin: Client) -> None:
+    for name in ("n1", "n2"):
+        await admin.nodes.create(node(name))
+        await admin.leases.create(lease(name))
+    for name, bound in (("p1", "n1"), ("p2", "n2"), ("p3", "")):
+        p = await admin.projects.create(project(name))
+        if bound:
+            p.status.phase, p.status.node_ref = v1.SCHEDULED, bound
+            await admin.projects.update_status(p)
+
+
+def _ops(admin: Client) -> dict[str, Op]:
+    async def update_status(c: Client, name: str) -> None:
+        p = meta.copy(await admin.projects.get(name))
+        p.status.phase = v1.RUNNING
+        await c.projects.update_status(p)
+
+    async def watch_bound(c: Client) -> None:
+        async for _ in c.projects.watch(field_selector="status.nodeRef=n1", resource_version="0"):
+            return
+
+    async def update_spec(c: Client) -> None:
+        p = await admin.projects.get("p3")
+        p.spec.priority = 3
+        await c.projects.update(p)
+
+    async def node_status(c: Client) -> None:
+        n = await admin.nodes.get("n1")
+        n.status.state = v1.NODE_READY
+        await c.nodes.update_status(n)
+
+    async def renew(c: Client) -> None:
+        le = await admin.leases.get("n1")
+        le.spec.lease_duration_seconds = 41
+        await c.leases.update(le)
+
+    async def event(c: Client) -> None:
+        ev = v1.Event()
+        ev.metadata.name = "p1.evt"
+        ev.spec.involved_object.kind, ev.spec.involved_object.name = "Project", "p1"
+        ev.spec.type, ev.spec.reason = "Normal", "Tested"
+        await c.events.create(ev)
+
+    return {
+        "get own project": lambda c: c.projects.get("p1"),
+        "get other project": lambda c: c.projects.get("p2"),
+        "list all projects": lambda c: c.projects.list(),
+        "list own projects": lambda c: c.projects.list(field_selector="status.nodeRef=n1"),
+        "watch own projects": watch_bound,
+        "update own project status": lambda c: update_status(c, "p1"),
+        "update other project status": lambda c: update_status(c, "p2"),
+        "create project": lambda c: c.projects.create(project("p9")),
+        "update project spec": update_spec,
+        "delete project": lambda c: c.projects.delete("p3"),
+        "get own node": lambda c: c.nodes.get("n1"),
+        "get other node": lambda c: c.nodes.get("n2"),
+        "update node status": node_status,
+        "renew lease": renew,
+        "create event": event,
+        "delete node": lambda c: c.nodes.delete("n2", force=True),
+    }
+
+
+READS = {"get own project", "get other project", "list all projects", "list own projects", "watch own projects",
+         "get own node", "get other node"}
+ALLOWED: dict[str, set[str] | None] = {
+    "admin": None,  # everything
+    "controller:manager": READS | {"update own project status", "update other project status", "delete project",
+                                   "update node status", "renew lease", "create event"},
+    "node:n1": {"get own project", "list own projects", "watch own projects", "update own project status",
+                "get own node", "update node status", "renew lease", "create event"},
+    "viewer": READS,
+}
+
+
+@pytest.mark.parametrize("identity", sorted(ALLOWED))
+async def test_authorization_matrix(
+    secure_api: RunningApiServer, tls_of: Callable[[str], TLSFiles], identity: str
+) -> None:
+    async with Client(secure_api.address, tls=tls_of("admin")) as admin:
+        await _setup(admin)
+        ops = _ops(admin)
+        allowed = ALLOWED[identity]
+        async with Client(secure_api.address, tls=tls_of(identity), retry_timeout=1) as c:
+            for label, op in ops.items():
+                expect_allowed = allowed is None or label in allowed
+                if expect_allowed:
+                    await asyncio.wait_for(op(c), 10)
+                else:
+                    with pytest.raises(Forbidden):
+                        await asyncio.wait_for(op(c), 10)
+
+
+async def test_bearer_tokens(secure_api: RunningApiServer, certs: Path) -> None:
+    server_only = TLSFiles(ca=str(certs / "ca.crt"), cert=str(certs / "viewer.crt"), key=str(certs / "viewer.key"))
+    async with Client(secure_api.address, tls=server_only, token="admin-token") as c:
+        await c.projects.create(project("by-token"))  # the token's identity (admin group) wins over the cert
+    async with Client(secure_api.address, tls=server_only, token="view-token") as c:
+        assert [p.metadata.name for p in (await c.projects.list()).items] == ["by-token"]
+        with pytest.raises(Forbidden):
+            await c.projects.delete("by-token")
+    async with Client(secure_api.address, tls=server_only, token="wrong") as c:
+        with pytest.raises(Unauthenticated):
+            await c.projects.list()
+
+
+async def test_no_client_certificate_is_refused(secure_api: RunningApiServer, certs: Path) -> None:
+    async with Client(secure_api.address, tls=TLSFiles(ca=str(certs / "ca.crt")), retry_timeout=0.5) as c:
+        with pytest.raises(Unavailable):
+            await c.projects.list()
+    async with Client(secure_api.address, retry_timeout=0.5) as plain:  # plain TCP to a TLS port
+        with pytest.raises(Unavailable):
+            await plain.projects.list()
+
+
+async def test_plain_tcp_only_on_loopback(etcd) -> None:  # type: ignore[no-untyped-def]
+    from caravanserai.testing.apiserver import start_apiserver
+
+    with pytest.raises(ValueError, match="refusing plain TCP"):
+        await start_apiserver(etcd.endpoint, listen="0.0.0.0:0")
+    allowed = await start_apiserver(etcd.endpoint, listen="0.0.0.0:0", allow_insecure=True)
+    await allowed.stop()

@@ -1,0 +1,46 @@
+"""A client flood gets RESOURCE_EXHAUSTED with retry advice; other clients keep being served."""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from caravanserai import v1
+from caravanserai.api.v1 import api_pb2_grpc
+from caravanserai.client import Client
+from caravanserai.errors import ResourceExhausted
+from caravanserai.status import from_rpc_error
+from caravanserai.testing.apiserver import apiserver
+from caravanserai.testing.builders import project
+
+
+async def test_flood_is_refused_and_others_are_served(etcd) -> None:  # type: ignore[no-untyped-def]
+    async with apiserver(etcd.endpoint, max_inflight=200, max_inflight_per_client=8) as api:
+        async with Client(api.address) as setup:
+            await setup.projects.create(project("target"))
+        channel = grpc.aio.insecure_channel(api.address)
+        stub = api_pb2_grpc.ResourcesStub(channel)
+        outcomes: list[str] = []
+        retry_advice: list[float | None] = []
+
+        async def flood_one() -> None:
+            try:
+                await stub.List(v1.ListRequest(resource="projects"), timeout=10)
+                outcomes.append("ok")
+            except grpc.aio.AioRpcError as exc:
+                err = from_rpc_error(exc)
+                outcomes.append(type(err).__name__)
+                if isinstance(err, ResourceExhausted):
+                    retry_advice.append(err.retry_after)
+
+        async with Client(api.address) as other:
+            flood = asyncio.gather(*(flood_one() for _ in range(400)))
+            served = await asyncio.gather(*(other.projects.get("target") for _ in range(20)))
+            await flood
+        await channel.close()
+        assert all(p.metadata.name == "target" for p in served)
+        assert outcomes.count("ResourceExhausted") > 0, outcomes
+        assert set(outcomes) <= {"ok", "ResourceExhausted"}
+        assert retry_advice and all(a == 1.0 for a in retry_advice)
+        assert api.server.limiter.refused == outcomes.count("ResourceExhausted")
