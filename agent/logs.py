@@ -192,7 +192,7 @@ class AgentService(api_pb2_grpc.AgentServicer):
         self._streamer = streamer
 
     async def Logs(  # noqa: N802 - gRPC method name
-        self, request: api_pb2.LogsRequest, context: grpc.aio.ServicerContext
+        self, request: api_pb2.LogsRequest, context: grpc.aio.ServicerContext[api_pb2.LogsRequest, api_pb2.LogLine]
     ) -> AsyncIterator[api_pb2.LogLine]:
         if not request.project:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "project is required")

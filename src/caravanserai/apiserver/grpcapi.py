@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import grpc
 import structlog
+from google.protobuf.message import DecodeError
 
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
@@ -19,7 +20,7 @@ from caravanserai.apiserver.auth import Authenticator, Authorizer, Identity
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed
-from caravanserai.errors import ApiError, InternalError
+from caravanserai.errors import ApiError, FieldViolation, InternalError, Invalid
 from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.status import to_trailer
 
@@ -38,12 +39,37 @@ async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
     await context.abort(err.code, err.message, trailing_metadata=to_trailer(err))
 
 
+class Undecodable:
+    """Stands in for a request whose bytes are not a valid message (e.g. a string field that is not UTF-8)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _decoder(cls: Any) -> Callable[[bytes], Any]:
+    """A request deserializer that never raises: bad bytes become `Undecodable`, refused as INVALID_ARGUMENT."""
+
+    def decode(data: bytes) -> Any:
+        try:
+            return cls.FromString(data)
+        except DecodeError as exc:
+            return Undecodable(str(exc) or "malformed message")
+
+    return decode
+
+
+def _refuse_undecodable(request: Any) -> None:
+    if isinstance(request, Undecodable):
+        raise Invalid.of([FieldViolation("body", f"not a valid message: {request.reason}")], what="request")
+
+
 def _unary(fn: Method) -> Method:
     """Turn ApiErrors raised by a servicer method into statuses; anything else is logged and INTERNAL."""
 
     @functools.wraps(fn)
     async def wrapper(self: ResourcesServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
+            _refuse_undecodable(request)
             who = self.authn.identify(context)
             with self.limiter.hold(self._client_key(who, context)):
                 return await fn(self, request, context, who)
@@ -104,6 +130,7 @@ class ResourcesServicer:
 
     async def Watch(self, request: v1.WatchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
         try:
+            _refuse_undecodable(request)
             who = self.authn.identify(context)
             self.authz.check(who, "watch", request.resource, field_selector=request.field_selector)
             cache = self._service.cache(request.resource)
@@ -132,7 +159,7 @@ class ResourcesServicer:
     def handler(self) -> grpc.GenericRpcHandler:
         def unary(fn: Handler, req: Any, resp: Any) -> grpc.RpcMethodHandler:
             return grpc.unary_unary_rpc_method_handler(
-                fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString
+                fn, request_deserializer=_decoder(req), response_serializer=resp.SerializeToString
             )
 
         methods = {
@@ -143,7 +170,7 @@ class ResourcesServicer:
             "UpdateStatus": unary(self.UpdateStatus, v1.UpdateRequest, v1.Object),
             "Delete": unary(self.Delete, v1.DeleteRequest, v1.DeleteResponse),
             "Watch": grpc.unary_stream_rpc_method_handler(
-                self.Watch, request_deserializer=v1.WatchRequest.FromString, response_serializer=_identity
+                self.Watch, request_deserializer=_decoder(v1.WatchRequest), response_serializer=_identity
             ),
         }
         return grpc.method_handlers_generic_handler("caravanserai.v1.Resources", methods)

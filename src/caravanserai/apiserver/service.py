@@ -88,7 +88,7 @@ class ResourceService:
         stored.metadata.resource_version = ""
         data = stored.SerializeToString(deterministic=True)
         if len(data) > MAX_OBJECT_BYTES:
-            raise Invalid.of([FieldViolation("", f"object is {len(data)} bytes; at most {MAX_OBJECT_BYTES} allowed")])
+            raise Invalid.of([FieldViolation("object", f"is {len(data)} bytes serialized; at most {MAX_OBJECT_BYTES} allowed")])
         return data
 
     async def _current(self, resource: str, name: str, expected: str) -> Any:
