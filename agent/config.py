@@ -1,0 +1,46 @@
+"""The agent's settings, filled from the command line by `__main__` and by tests directly."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+
+from caravanserai.agent.runtime import DEFAULT_DOCKER_HOST
+from caravanserai.tls import TLSFiles
+
+DEFAULT_LISTEN = "0.0.0.0:7421"
+LEASE_DURATION_SECONDS = 40
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """Everything an agent needs to know; only `server` and `node_name` have no default."""
+
+    server: str
+    node_name: str
+    tls: TLSFiles | None = None  # mutual TLS to the API server (identity `node:<name>`)
+    token: str | None = None  # or a bearer token
+    docker_host: str = DEFAULT_DOCKER_HOST
+    heartbeat_interval: float = 10.0
+    lease_duration: int = LEASE_DURATION_SECONDS
+    labels: dict[str, str] = field(default_factory=dict)
+    listen: str = DEFAULT_LISTEN
+    advertise_address: str = ""
+    hostname: str = field(default_factory=socket.gethostname)
+    reserved_cpu: str = "500m"
+    reserved_memory: str = "512Mi"
+    workers: int = 4
+    metrics_port: int | None = None
+    stop_timeout: int = 10
+    pull_timeout: float = 600.0
+    throughput_interval: float = 600.0
+    throughput_bytes: int = 8 * 1024 * 1024
+    resync_interval: float = 300.0
+
+    @property
+    def listen_port(self) -> int:
+        """The port part of `listen` (0 when the server picks one)."""
+        return int(self.listen.rpartition(":")[2] or 0)
+
+
+__all__ = ["DEFAULT_LISTEN", "LEASE_DURATION_SECONDS", "AgentConfig"]

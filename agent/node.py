@@ -1,0 +1,222 @@
+"""The agent's Node and Lease: registration, status and the heartbeat.
+
+Guarantees:
+
+* **Registration** creates the Node (spec.hostname, the configured labels) or updates an existing one (labels
+  merged into its labels, hostname corrected), then writes its status with UpdateStatus (Create refuses status):
+  capacity, allocatable, node info, addresses, agent port, state Ready and condition Ready=True (AgentReady).
+  A measured throughput already in the status is kept.
+* **Every write is compare-and-swap**: on Conflict the object is read again and the change applied again.
+* **The heartbeat is independent**: `Heartbeat.run` is its own task; nothing the reconcilers do can delay it.
+  Each beat renews the Lease named after the node (holder = node name, `lease_duration` seconds, renew time
+  from the clock) and checks that the Node still exists; a deleted Node is registered again.
+* **Failures never stop it**: an unreachable API is logged and retried at the next beat; registration retries
+  with backoff (1 s doubling to 30 s). Containers are not touched either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import structlog
+
+from caravanserai import meta, v1
+from caravanserai.agent import machine
+from caravanserai.agent.config import AgentConfig
+from caravanserai.client import Client
+from caravanserai.clock import Clock, timestamp
+from caravanserai.errors import AlreadyExists, ApiError, CaravanseraiError, Conflict, NotFound
+
+log = structlog.get_logger(__name__)
+
+REASON_AGENT_READY = "AgentReady"
+CONFLICT_ATTEMPTS = 5
+REGISTER_BACKOFF_START = 1.0
+REGISTER_BACKOFF_MAX = 30.0
+
+T = TypeVar("T")
+
+
+async def retry_conflicts(write: Callable[[], Awaitable[T]], attempts: int = CONFLICT_ATTEMPTS) -> T:
+    """Run a read-modify-write until it does not meet a Conflict (at most `attempts` times)."""
+    for _ in range(attempts - 1):
+        try:
+            return await write()
+        except Conflict:
+            continue
+    return await write()
+
+
+class NodeRegistrar:
+    """Creates or updates this agent's Node and writes its status. `docker_info` supplies Docker's facts."""
+
+    def __init__(
+        self,
+        client: Client,
+        config: AgentConfig,
+        *,
+        docker_info: Callable[[], Awaitable[dict[str, Any]]],
+        clock: Clock,
+        agent_port: int,
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._docker_info = docker_info
+        self._clock = clock
+        self._agent_port = agent_port
+        self.registered = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return self._config.node_name
+
+    async def register(self) -> v1.Node:
+        """Create or update the Node, then write its status. Raises the API's error when it fails."""
+        info = await self._docker_info()
+        await retry_conflicts(self._ensure_node)
+        node = await retry_conflicts(lambda: self._write_status(info))
+        self.registered.set()
+        log.info("node registered", node=self.name, allocatable=dict(node.status.allocatable))
+        return node
+
+    async def register_until_done(self) -> v1.Node:
+        """`register`, retried with backoff until it succeeds (API or Docker unreachable, …)."""
+        delay = REGISTER_BACKOFF_START
+        while True:
+            try:
+                return await self.register()
+            except (CaravanseraiError, OSError) as exc:  # API or Docker unreachable, refused …: keep trying
+                log.warning("node registration failed; retrying", node=self.name, error=str(exc), retry_in=delay)
+            await self._clock.sleep(delay)
+            delay = min(delay * 2, REGISTER_BACKOFF_MAX)
+
+    async def _ensure_node(self) -> v1.Node:
+        try:
+            current = await self._client.nodes.get(self.name)
+        except NotFound:
+            wanted = meta.with_type_meta(v1.Node())
+            wanted.metadata.name = self.name
+            wanted.metadata.labels.update(self._config.labels)
+            wanted.spec.hostname = self._config.hostname
+            try:
+                return await self._client.nodes.create(wanted)
+            except AlreadyExists:
+                raise Conflict(f"node {self.name} was created concurrently") from None
+        updated = meta.copy(current)
+        updated.metadata.labels.update(self._config.labels)
+        updated.spec.hostname = self._config.hostname
+        if updated == current:
+            return current
+        return await self._client.nodes.update(updated)
+
+    def desired_status(self, current: v1.NodeStatus, docker_info: dict[str, Any]) -> v1.NodeStatus:
+        """The status to write: machine facts, Ready, and everything else of `current` (e.g. throughput)."""
+        status = v1.NodeStatus()
+        status.CopyFrom(current)
+        capacity = machine.machine_capacity(docker_info)
+        status.capacity.clear()
+        status.capacity.update(machine.capacity_quantities(capacity))
+        status.allocatable.clear()
+        status.allocatable.update(
+            machine.allocatable_quantities(
+                capacity, reserved_cpu=self._config.reserved_cpu, reserved_memory=self._config.reserved_memory
+            )
+        )
+        status.node_info.CopyFrom(machine.node_info(docker_info))
+        del status.network.addresses[:]
+        status.network.addresses.extend(
+            machine.node_addresses(
+                self._config.server, hostname=self._config.hostname, advertise=self._config.advertise_address
+            )
+        )
+        status.network.agent_port = self._agent_port
+        status.state = v1.NODE_READY
+        meta.set_condition(
+            status.conditions,
+            v1.CONDITION_READY,
+            v1.TRUE,
+            reason=REASON_AGENT_READY,
+            message="cara-agent is running and Docker answers",
+            now=self._clock.now(),
+        )
+        return status
+
+    async def _write_status(self, docker_info: dict[str, Any]) -> v1.Node:
+        current = await self._client.nodes.get(self.name)
+        updated = meta.copy(current)
+        updated.status.CopyFrom(self.desired_status(current.status, docker_info))
+        return await self._client.nodes.update_status(updated)
+
+    async def write_throughput(self, throughput: v1.Throughput) -> v1.Node:
+        """Store a throughput measurement in the Node's status (read, modify, compare-and-swap)."""
+
+        async def write() -> v1.Node:
+            current = await self._client.nodes.get(self.name)
+            updated = meta.copy(current)
+            updated.status.network.throughput.CopyFrom(throughput)
+            return await self._client.nodes.update_status(updated)
+
+        return await retry_conflicts(write)
+
+
+class Heartbeat:
+    """Registers the node, then renews its Lease every `heartbeat_interval` seconds until cancelled."""
+
+    def __init__(self, client: Client, registrar: NodeRegistrar, config: AgentConfig, *, clock: Clock) -> None:
+        self._client = client
+        self._registrar = registrar
+        self._config = config
+        self._clock = clock
+        self.beats = 0  # successful renewals, for tests and metrics
+        self.failures = 0
+
+    async def run(self) -> None:
+        """Register (retrying), then beat forever; returns only when cancelled."""
+        await self._registrar.register_until_done()
+        while True:
+            await self.beat()
+            await self._clock.sleep(self._config.heartbeat_interval)
+
+    async def beat(self) -> None:
+        """One heartbeat: renew the Lease, re-register a deleted Node. Errors are logged, never raised."""
+        try:
+            await retry_conflicts(self.renew_lease)
+            await self._client.nodes.get(self._config.node_name)
+            self.beats += 1
+        except NotFound:
+            log.warning("node object is gone; registering again", node=self._config.node_name)
+            await self._registrar.register_until_done()
+        except ApiError as exc:
+            self.failures += 1
+            log.warning("heartbeat failed", node=self._config.node_name, error=str(exc))
+
+    async def renew_lease(self) -> v1.Lease:
+        """Create or renew the node's Lease (CAS); a lease held by someone else is taken over."""
+        name = self._config.node_name
+        now = timestamp(self._clock.now())
+        try:
+            current = await self._client.leases.get(name)
+        except NotFound:
+            lease = meta.with_type_meta(v1.Lease())
+            lease.metadata.name = name
+            lease.spec.holder_identity = name
+            lease.spec.lease_duration_seconds = self._config.lease_duration
+            lease.spec.acquire_time.CopyFrom(now)
+            lease.spec.renew_time.CopyFrom(now)
+            try:
+                return await self._client.leases.create(lease)
+            except AlreadyExists:
+                raise Conflict(f"lease {name} was created concurrently") from None
+        lease = meta.copy(current)
+        if lease.spec.holder_identity != name:
+            lease.spec.holder_identity = name
+            lease.spec.acquire_time.CopyFrom(now)
+            lease.spec.lease_transitions += 1
+        lease.spec.lease_duration_seconds = self._config.lease_duration
+        lease.spec.renew_time.CopyFrom(now)
+        return await self._client.leases.update(lease)
+
+
+__all__ = ["REASON_AGENT_READY", "Heartbeat", "NodeRegistrar", "retry_conflicts"]

@@ -1,0 +1,229 @@
+"""A whole project on Docker: bring it up, observe it, stop it, remove it. Built on `DockerRuntime`.
+
+Guarantees:
+
+* **Idempotent and stateless**: everything is found again through names and labels, so each operation may be
+  repeated, interrupted and resumed, by this agent or by a restarted one.
+* **Adoption**: a container whose labels show this node, this project uid and the service's current spec hash
+  is kept as it is (started again if it should run); any other container under the service's name is replaced.
+  A spec change therefore recreates exactly the services whose spec changed.
+* **Never pulls a present image**; a missing image that cannot be pulled is a `ServiceFailure` with reason
+  ImagePullFailed and Docker's message; a refused create or start is a `ServiceFailure` too (CreateFailed,
+  StartFailed). A Docker daemon that does not answer raises `DockerUnavailable`: the caller retries.
+* **Services start in parallel**, and stops and removals run in parallel.
+* **Removal** takes containers (stop with the configured timeout, then remove), the network and the ephemeral
+  volumes; persistent volumes are kept. Only objects labelled for this node are touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import structlog
+
+from caravanserai import v1
+from caravanserai.agent import containers, naming, status
+from caravanserai.agent.runtime import DockerRefused, DockerRuntime, ImagePullFailed, observe
+from caravanserai.agent.status import Observed
+from caravanserai.errors import CaravanseraiError
+
+log = structlog.get_logger(__name__)
+
+REASON_IMAGE_PULL_FAILED = "ImagePullFailed"
+REASON_CREATE_FAILED = "CreateFailed"
+REASON_START_FAILED = "StartFailed"
+
+T = TypeVar("T")
+
+
+class ServiceFailure(CaravanseraiError):
+    """A service cannot be started for a reason retrying will not fix; the project becomes Failed."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What bringing a project up found: the containers by service, and the first lasting failure if any."""
+
+    observed: dict[str, Observed]
+    failure: ServiceFailure | None = None
+
+
+async def gather_all(calls: Iterable[Awaitable[T]]) -> list[T | BaseException]:
+    """Await every call concurrently; results and exceptions in order (no call is cancelled by another)."""
+    return list(await asyncio.gather(*calls, return_exceptions=True))
+
+
+def _raise_unexpected(results: Iterable[object]) -> None:
+    """Re-raise the first exception that is not a ServiceFailure (e.g. DockerUnavailable)."""
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, ServiceFailure):
+            raise result
+
+
+class ProjectRuntime:
+    """Project-level Docker operations for the agent of `node`."""
+
+    def __init__(self, runtime: DockerRuntime, *, node: str, stop_timeout: int) -> None:
+        self.docker = runtime
+        self.node = node
+        self.stop_timeout = stop_timeout
+
+    def _filter(self, project: str, **extra: str) -> list[str]:
+        return naming.node_filter(self.node, project=project, **extra)
+
+    # ---- up ----------------------------------------------------------------------------------------------
+
+    async def ensure(self, project: v1.Project) -> Outcome:
+        """Make every service of `project` run as its spec says; returns what each container looks like."""
+        await self.remove_stale(project)
+        await self.docker.ensure_network(containers.network_config(project, node=self.node))
+        await gather_and_raise(
+            self.docker.ensure_volume(containers.volume_config(project, volume, node=self.node))
+            for volume in project.spec.volumes
+        )
+        results = await gather_all(self.ensure_service(project, service) for service in project.spec.services)
+        _raise_unexpected(results)
+        observed = {r.service: r for r in results if isinstance(r, Observed)}
+        failures = [r for r in results if isinstance(r, ServiceFailure)]
+        return Outcome(observed, failures[0] if failures else None)
+
+    def _adoptable(self, project: v1.Project, service: v1.Service, found: Observed) -> bool:
+        return (
+            found.node == self.node
+            and found.project_uid == project.metadata.uid
+            and found.spec_hash == containers.spec_hash(service)
+        )
+
+    async def ensure_service(self, project: v1.Project, service: v1.Service) -> Observed:
+        """Adopt, start or (re)create the service's container; returns its observed state."""
+        name = naming.container_name(project.metadata.name, service.name)
+        info = await self.docker.inspect_container(name)
+        if info is not None:
+            found = observe(info)
+            if self._adoptable(project, service, found):
+                if not status.needs_start(service, found):
+                    return found
+                await self._start(found.container_id, service)
+                return await self._observe(found.container_id)
+            log.info("replacing container", container=name, reason="spec or owner changed")
+            await self.docker.remove_container(found.container_id, timeout=self.stop_timeout)
+        container_id = await self._create(project, service, name)
+        await self._start(container_id, service)
+        return await self._observe(container_id)
+
+    async def _create(self, project: v1.Project, service: v1.Service, name: str) -> str:
+        try:
+            await self.docker.ensure_image(service.image)
+        except ImagePullFailed as exc:
+            raise ServiceFailure(REASON_IMAGE_PULL_FAILED, f"service {service.name}: {exc.message}") from exc
+        config = containers.container_config(project, service, node=self.node)
+        try:
+            return await self.docker.create_container(name, config)
+        except DockerRefused as exc:
+            if exc.status == 409:  # the name is taken after all: let the next attempt adopt or replace it
+                raise
+            raise ServiceFailure(REASON_CREATE_FAILED, f"service {service.name}: {exc.message}") from exc
+
+    async def _start(self, container_id: str, service: v1.Service) -> None:
+        try:
+            await self.docker.start_container(container_id)
+        except DockerRefused as exc:
+            raise ServiceFailure(REASON_START_FAILED, f"service {service.name}: {exc.message}") from exc
+
+    async def _observe(self, container_id: str) -> Observed:
+        info = await self.docker.inspect_container(container_id)
+        if info is None:
+            raise DockerRefused(404, f"container {container_id[:12]} vanished while starting")
+        return observe(info)
+
+    async def remove_stale(self, project: v1.Project) -> None:
+        """Remove what an older incarnation of the project (other uid) left, and containers of services that
+        are no longer in the spec."""
+        name, uid = project.metadata.name, project.metadata.uid
+        services = {s.name for s in project.spec.services}
+        stale = [
+            c["Id"]
+            for c in await self.docker.list_containers(self._filter(name))
+            if (c.get("Labels") or {}).get(naming.LABEL_PROJECT_UID) != uid
+            or (c.get("Labels") or {}).get(naming.LABEL_SERVICE) not in services
+        ]
+        await gather_and_raise(self.docker.remove_container(cid, timeout=self.stop_timeout) for cid in stale)
+        old_volumes = [
+            v["Name"]
+            for v in await self.docker.list_volumes(self._filter(name, volume_type=containers.VOLUME_EPHEMERAL))
+            if (v.get("Labels") or {}).get(naming.LABEL_PROJECT_UID) != uid
+        ]
+        await gather_and_raise(self.docker.remove_volume(v) for v in old_volumes)
+
+    # ---- observe and stop --------------------------------------------------------------------------------
+
+    async def observe(self, project: v1.Project) -> dict[str, Observed]:
+        """The containers of the project's current incarnation, by service."""
+        found: dict[str, Observed] = {}
+        for summary in await self.docker.list_containers(self._filter(project.metadata.name)):
+            info = await self.docker.inspect_container(summary["Id"])
+            if info is None:
+                continue
+            item = observe(info)
+            if item.project_uid == project.metadata.uid:
+                found[item.service] = item
+        return found
+
+    async def stop(self, project: str) -> None:
+        """Stop the project's running containers (they stay, with their logs)."""
+        running = [
+            c["Id"] for c in await self.docker.list_containers(self._filter(project)) if c.get("State") == "running"
+        ]
+        await gather_and_raise(self.docker.stop_container(cid, timeout=self.stop_timeout) for cid in running)
+
+    # ---- down --------------------------------------------------------------------------------------------
+
+    async def remove(self, project: str) -> int:
+        """Remove the project's containers, networks and ephemeral volumes; returns how many objects went."""
+        found = await self.docker.list_containers(self._filter(project))
+        await gather_and_raise(self.docker.remove_container(c["Id"], timeout=self.stop_timeout) for c in found)
+        networks = await self.docker.list_networks(self._filter(project))
+        await gather_and_raise(self.docker.remove_network(n["Id"]) for n in networks)
+        volumes = await self.docker.list_volumes(self._filter(project, volume_type=containers.VOLUME_EPHEMERAL))
+        await gather_and_raise(self.docker.remove_volume(v["Name"]) for v in volumes)
+        removed = len(found) + len(networks) + len(volumes)
+        if removed:
+            log.info("project resources removed", project=project, objects=removed)
+        return removed
+
+    async def projects_present(self) -> set[str]:
+        """Names of every project that has a container, network or volume of this node on Docker."""
+        labels = naming.node_filter(self.node)
+        listed = [
+            *(c.get("Labels") or {} for c in await self.docker.list_containers(labels)),
+            *(n.get("Labels") or {} for n in await self.docker.list_networks(labels)),
+            *(v.get("Labels") or {} for v in await self.docker.list_volumes(labels)),
+        ]
+        return {item[naming.LABEL_PROJECT] for item in listed if item.get(naming.LABEL_PROJECT)}
+
+
+async def gather_and_raise(calls: Iterable[Awaitable[object]]) -> None:
+    """Await every call concurrently, then raise the first exception if any failed."""
+    for result in await gather_all(calls):
+        if isinstance(result, BaseException):
+            raise result
+
+
+__all__ = [
+    "REASON_CREATE_FAILED",
+    "REASON_IMAGE_PULL_FAILED",
+    "REASON_START_FAILED",
+    "Outcome",
+    "ProjectRuntime",
+    "ServiceFailure",
+    "gather_all",
+    "gather_and_raise",
+]
