@@ -1,0 +1,102 @@
+"""caractrl: the Caravanserai command line, with kubectl's verbs and conventions.
+
+    caractrl [--server ADDR] [-o FORMAT] [--config FILE] [--token T] [--tls-ca/--tls-cert/--tls-key F] COMMAND …
+
+This module is wiring only: the global options, the command list and error handling. Each command lives in its
+own module. Every failure a user can cause is one line on stderr and exit status 1 (2 for usage errors);
+Ctrl-C exits with 130 and no message.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from caravanserai.cli.apply import apply
+from caravanserai.cli.common import output_option
+from caravanserai.cli.completion import completion
+from caravanserai.cli.config import Settings
+from caravanserai.cli.delete import delete
+from caravanserai.cli.describe import describe
+from caravanserai.cli.errors import EXIT_INTERRUPTED, EXPECTED_ERRORS, as_command_error, usage_problem
+from caravanserai.cli.get import get
+from caravanserai.cli.logs import logs
+from caravanserai.cli.nodes import cordon, drain, uncordon
+from caravanserai.cli.schema import schema
+from caravanserai.cli.version import VERSION, version
+from caravanserai.cli.wait import wait
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
+_PATH = click.Path(dir_okay=False, path_type=Path)
+
+
+class CaractrlGroup(click.Group):
+    """A click group that turns expected exceptions of any command into one `error: …` line (exit 1)."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise usage_problem(exc) from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise usage_problem(exc) from exc
+        except EXPECTED_ERRORS as exc:
+            raise as_command_error(exc) from exc
+        except KeyboardInterrupt:
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=CaractrlGroup, context_settings=CONTEXT_SETTINGS)
+@click.option("-s", "--server", metavar="HOST:PORT", help="API server address [env CARA_SERVER; default 127.0.0.1:7420].")
+@output_option()
+@click.option("--config", "config_path", type=_PATH, envvar="CARA_CONFIG",
+              help="Config file [env CARA_CONFIG; default $XDG_CONFIG_HOME/caravanserai/config.yaml].")
+@click.option("--token", envvar="CARA_TOKEN", help="Bearer token sent with every call [env CARA_TOKEN].")
+@click.option("--tls-ca", type=_PATH, help="CA certificate (PEM) to verify the server with; enables TLS.")
+@click.option("--tls-cert", type=_PATH, help="Client certificate (PEM) for mutual TLS.")
+@click.option("--tls-key", type=_PATH, help="Client private key (PEM) for mutual TLS.")
+@click.version_option(VERSION, "--version", prog_name="caractrl", message="%(prog)s %(version)s")
+@click.pass_context
+def caractrl(
+    ctx: click.Context,
+    server: str | None,
+    output: str | None,
+    config_path: Path | None,
+    token: str | None,
+    tls_ca: Path | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+) -> None:
+    """Control a Caravanserai cluster: projects, nodes, events and leases."""
+    ctx.obj = Settings(
+        server=server,
+        output=output.lower() if output else None,
+        token=token,
+        config_path=config_path,
+        tls_ca=tls_ca,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+    )
+
+
+for command in (apply, completion, cordon, delete, describe, drain, get, logs, schema, uncordon, version, wait):
+    caractrl.add_command(command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (`caractrl` and its alias `caractl`)."""
+    prog = Path(sys.argv[0]).name if argv is None and sys.argv else "caractrl"
+    caractrl.main(args=list(argv) if argv is not None else None, prog_name=prog or "caractrl")
+
+
+__all__ = ["CaractrlGroup", "caractrl", "main"]

@@ -1,0 +1,170 @@
+"""`caractrl delete`: remove projects and nodes by name, selector or manifest.
+
+    caractrl delete project web db
+    caractrl delete -f web.yaml
+    caractrl delete project -l app=web --wait --timeout 2m
+    caractrl delete node n1                 # refused while projects are bound to it (drain first)
+
+An active project (Scheduled, Running) is first marked Terminating — its agent removes the containers, then the
+record goes: `project/web marked for deletion (Terminating)`. Pending and Failed projects go at once:
+`project/web deleted`. `--force` removes the record at once in every case (containers still running on a live
+node are then cleaned up by its agent's fencing). `--wait` blocks until the records are gone (`--timeout`,
+default 60s) and then prints `deleted`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import click
+
+from caravanserai import manifest, meta
+from caravanserai.client import Client
+from caravanserai.durations import parse_duration
+from caravanserai.errors import CaravanseraiError, NotFound
+
+from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
+from caravanserai.cli.config import Settings
+from caravanserai.cli.errors import CommandError, PartialFailure, not_found, report
+from caravanserai.cli.manifests import manifest_sources, read_manifests
+from caravanserai.cli.resources import parse_target
+from caravanserai.cli.wait import Condition, timeout_message, wait_all
+
+DELETABLE = ("nodes", "projects")
+DEFAULT_TIMEOUT = "60s"
+GONE = Condition("delete", lambda obj: obj is None, wants_absent=True)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteOptions:
+    force: bool = False
+    wait: bool = False
+    timeout: float = 60.0
+    ignore_not_found: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One object to delete."""
+
+    kind: meta.Kind
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.kind.lower()}/{self.name}"
+
+
+@click.command("delete")
+@click.argument("resource", required=False, shell_complete=complete_resource)
+@click.argument("names", nargs=-1, shell_complete=complete_names)
+@click.option("-f", "--filename", "filenames", multiple=True, metavar="FILE|DIR|-",
+              help="Delete the objects named in these manifests (repeatable).")
+@click.option("-l", "--selector", "label_selector", default="", help="Delete every object matching this selector.")
+@click.option("--force", is_flag=True, help="Remove the records at once, skipping Terminating.")
+@click.option("--wait/--no-wait", default=False, show_default=True, help="Wait until the records are gone.")
+@click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="How long --wait waits (0: forever).")
+@click.option("--ignore-not-found", is_flag=True, help="Missing objects are not an error.")
+@pass_settings
+def delete(
+    settings: Settings,
+    resource: str | None,
+    names: Sequence[str],
+    filenames: Sequence[str],
+    label_selector: str,
+    force: bool,
+    wait: bool,
+    timeout: str,
+    ignore_not_found: bool,
+) -> None:
+    """Delete projects or nodes."""
+    try:
+        opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--timeout'") from None
+    if filenames:
+        if resource or names or label_selector:
+            raise click.UsageError("give either -f FILE or RESOURCE NAME…/-l, not both")
+        run(_delete_files(settings, filenames, opts))
+        return
+    if not resource:
+        raise click.UsageError("give RESOURCE NAME…, RESOURCE -l SELECTOR or -f FILE")
+    kind, wanted = parse_target(resource, names, allowed=DELETABLE)
+    if bool(wanted) == bool(label_selector):
+        raise click.UsageError("give either names or a selector (-l)")
+    run(_delete_named(settings, kind, wanted, label_selector, opts))
+
+
+async def _delete_named(settings: Settings, kind: meta.Kind, names: list[str], selector: str, opts: DeleteOptions) -> None:
+    async with settings.client() as client:
+        if selector:
+            page = await client.resource(kind.plural).list(label_selector=selector)
+            names = sorted(o.metadata.name for o in page.items)
+            if not names:
+                click.echo("No resources found.", err=True)
+                return
+        failed = await delete_targets(client, [Target(kind, n) for n in names], opts)
+    if failed:
+        raise PartialFailure()
+
+
+async def _delete_files(settings: Settings, sources: Sequence[str], opts: DeleteOptions) -> None:
+    documents, failed = read_manifests(manifest_sources(sources))
+    targets = []
+    for doc in documents:
+        kind = meta.kind_of(doc.object)
+        if kind.plural not in DELETABLE:
+            report(ValueError(f"{doc.origin}: {kind.kind} objects cannot be deleted with caractrl"))
+            failed = True
+            continue
+        targets.append(Target(kind, meta.name_of(doc.object)))
+    if targets:
+        async with settings.client() as client:
+            failed = await delete_targets(client, targets, opts) or failed
+    if failed:
+        raise PartialFailure()
+
+
+async def delete_targets(client: Client, targets: Sequence[Target], opts: DeleteOptions) -> bool:
+    """Delete each target, reporting failures one by one; wait for the records when asked. True if any failed."""
+    failed = False
+    pending: list[Target] = []
+    for target in targets:
+        try:
+            response = await client.resource(target.kind.plural).delete(target.name, force=opts.force)
+        except NotFound:
+            if not opts.ignore_not_found:
+                report(not_found(target.kind.plural, target.name))
+                failed = True
+            continue
+        except CaravanseraiError as exc:
+            report(exc)
+            failed = True
+            continue
+        if response.deleted:
+            click.echo(f"{target} deleted")
+        elif opts.wait:
+            pending.append(target)
+        else:
+            click.echo(f"{target} marked for deletion (Terminating)")
+    if pending:
+        failed = await _wait_gone(client, pending, opts.timeout) or failed
+    return failed
+
+
+async def _wait_gone(client: Client, targets: Sequence[Target], timeout: float) -> bool:
+    """Wait until the records are gone, printing `deleted` for each; report those still there. True if any."""
+    late: list[Target] = []
+    for plural in sorted({t.kind.plural for t in targets}):
+        of_kind = [t for t in targets if t.kind.plural == plural]
+        missing = await wait_all(client.resource(plural), [t.name for t in of_kind], [GONE], timeout=timeout)
+        late += [t for t in of_kind if t.name in missing]
+        for target in of_kind:
+            if target.name not in missing:
+                click.echo(f"{target} deleted")
+    for target in late:
+        report(CommandError(timeout_message(target.kind.plural, [target.name])))
+    return bool(late)
+
+
+__all__ = ["DELETABLE", "DeleteOptions", "Target", "delete", "delete_targets"]

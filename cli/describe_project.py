@@ -1,0 +1,125 @@
+"""`caractrl describe project NAME`: every field of a project, the reason for its state first.
+
+For a Pending project the scheduler's verdict is the first thing a user needs, so `Reason:` and `Message:`
+(from the Scheduled=False condition, else the Phase condition) sit right under the phase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from caravanserai import v1
+from caravanserai.clock import rfc3339
+
+from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities, write_conditions, write_events
+from caravanserai.cli.printers import NONE, or_none
+from caravanserai.cli.tables import project_reason, services_ready
+
+SERVICE_STATUS_HEADERS = ("NAME", "STATE", "READY", "RESTARTS", "EXIT CODE", "CONTAINER", "IMAGE", "GENERATION",
+                          "MESSAGE")
+
+
+def _header(project: v1.Project) -> list[tuple[str, str]]:
+    status = project.status
+    pairs = [("Name", project.metadata.name), ("Kind", "Project"), ("Phase", or_none(status.phase, "<unknown>"))]
+    cond = project_reason(project)
+    if cond is not None and (status.phase != v1.RUNNING or cond.status == v1.FALSE):
+        pairs += [("Reason", or_none(cond.reason)), ("Message", or_none(cond.message))]
+    pairs += [
+        ("Node", or_none(status.node_ref)),
+        ("Ready", f"{services_ready(project)} services"),
+        ("Observed Generation", str(status.observed_generation)),
+    ]
+    return pairs
+
+
+def _port(port: v1.ServicePort) -> str:
+    text = f"{port.container_port}/{port.protocol or 'TCP'}"
+    if port.host_port:
+        text += f" -> {port.host_ip or '0.0.0.0'}:{port.host_port}"
+    elif port.host_ip:
+        text += f" (host ip {port.host_ip})"
+    return f"{text} ({port.name})" if port.name else text
+
+
+def _service(out: Writer, service: v1.Service) -> None:
+    out.heading(service.name or NONE, 2)
+    out.fields(
+        [
+            ("Image", or_none(service.image)),
+            ("Command", " ".join(service.command) or NONE),
+            ("Args", " ".join(service.args) or NONE),
+            ("Working Dir", or_none(service.working_dir)),
+            ("Restart Policy", service.restart_policy or "Always (default)"),
+            ("Env", listing(f"{e.name}={e.value}" for e in service.env)),
+            ("Ports", listing(_port(p) for p in service.ports)),
+            ("Volume Mounts", listing(
+                f"{m.name} -> {m.mount_path}{' (read-only)' if m.read_only else ''}" for m in service.volume_mounts
+            )),
+            ("Requests", quantities(service.resources.requests)),
+            ("Limits", quantities(service.resources.limits)),
+        ],
+        3,
+    )
+
+
+def _toleration(t: v1.Toleration) -> str:
+    operator = t.operator or "Equal"
+    match = f"{t.key or '*'}" + (f"={t.value}" if t.value else "")
+    return f"{match}:{t.effect or '*'} ({operator})"
+
+
+def _spec(out: Writer, spec: v1.ProjectSpec) -> None:
+    out.heading("Spec")
+    out.fields(
+        [
+            ("Priority", str(spec.priority)),
+            ("Node Selector", quantities(spec.node_selector)),
+            ("Tolerations", listing(_toleration(t) for t in spec.tolerations)),
+            ("Expire At", rfc3339(spec.expire_at) if spec.HasField("expire_at") else NONE),
+        ],
+        1,
+    )
+    out.heading("Services", 1)
+    for service in spec.services:
+        _service(out, service)
+    out.heading("Volumes", 1)
+    out.table(("NAME", "TYPE"), [[v.name, v.type or "Ephemeral"] for v in spec.volumes], 2)
+    out.heading("Ingress", 1)
+    rows = [
+        [i.name, or_none(i.host), f"{i.target.service}:{i.target.port}", i.access.scope or "Internal"]
+        for i in spec.ingress
+    ]
+    out.table(("NAME", "HOST", "TARGET", "SCOPE"), rows, 2)
+
+
+def service_status_rows(services: Sequence[v1.ServiceStatus]) -> list[list[str]]:
+    return [
+        [
+            s.name,
+            or_none(s.state),
+            "true" if s.ready else "false",
+            str(s.restart_count),
+            str(s.exit_code),
+            or_none(s.container_id[:12]),
+            or_none(s.image),
+            str(s.generation),
+            or_none(s.message),
+        ]
+        for s in services
+    ]
+
+
+def describe_project(project: v1.Project, events: Sequence[v1.Event], now: float) -> str:
+    """The full description of `project`, with its `events`."""
+    out = Writer()
+    out.fields(_header(project) + metadata_fields(project, now))
+    _spec(out, project.spec)
+    write_conditions(out, project.status.conditions, now)
+    out.heading("Service Status")
+    out.table(SERVICE_STATUS_HEADERS, service_status_rows(project.status.services))
+    write_events(out, events, now)
+    return out.text()
+
+
+__all__ = ["SERVICE_STATUS_HEADERS", "describe_project", "service_status_rows"]

@@ -1,0 +1,197 @@
+"""`caractrl get RESOURCE [NAME…]`: tables, json/yaml/name, selectors and `--watch`.
+
+    caractrl get projects                        # table of every project
+    caractrl get p web -o yaml                   # one object as YAML
+    caractrl get no -o wide -l zone=a            # wide table, label selector
+    caractrl get projects -w                     # the table, then one line per change (survives restarts)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from caravanserai import meta, v1
+from caravanserai.client import Client, WatchEvent
+from caravanserai.errors import NotFound
+
+from caravanserai.cli.common import complete_names, complete_resource, output_option, pass_settings, run
+from caravanserai.cli.config import Settings
+from caravanserai.cli.errors import PartialFailure, report
+from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
+from caravanserai.cli.resources import get_object, parse_target
+from caravanserai.cli.tables import COLUMNS, load_context, rows
+from caravanserai.cli.watching import Selection, Watcher
+
+NO_RESOURCES = "No resources found."
+
+
+@dataclass
+class GetOptions:
+    """What to show and how."""
+
+    kind: meta.Kind
+    names: list[str]
+    fmt: str
+    label_selector: str = ""
+    field_selector: str = ""
+    no_headers: bool = False
+    ignore_not_found: bool = False
+    watch_events: bool = False
+
+    @property
+    def table(self) -> bool:
+        return self.fmt in ("table", "wide")
+
+
+@click.command("get")
+@click.argument("resource", shell_complete=complete_resource)
+@click.argument("names", nargs=-1, shell_complete=complete_names)
+@output_option()
+@click.option("-l", "--selector", "label_selector", default="", help="Label selector, e.g. app=web,tier!=db.")
+@click.option("--field-selector", default="", help="Field selector over status.phase, status.nodeRef, metadata.name.")
+@click.option("-w", "--watch", is_flag=True, help="After listing, print every change (resumes after disconnects).")
+@click.option("--watch-only", is_flag=True, help="Print only changes, not the current objects.")
+@click.option("--output-watch-events", is_flag=True, help="Prefix watched objects with ADDED/MODIFIED/DELETED.")
+@click.option("--no-headers", is_flag=True, help="Omit the table header.")
+@click.option("--ignore-not-found", is_flag=True, help="Missing named objects are not an error.")
+@pass_settings
+def get(
+    settings: Settings,
+    resource: str,
+    names: Sequence[str],
+    output: str | None,
+    label_selector: str,
+    field_selector: str,
+    watch: bool,
+    watch_only: bool,
+    output_watch_events: bool,
+    no_headers: bool,
+    ignore_not_found: bool,
+) -> None:
+    """Show nodes, projects, events or leases."""
+    kind, wanted = parse_target(resource, names)
+    if wanted and (label_selector or field_selector) and not (watch or watch_only):
+        raise click.UsageError("names cannot be given together with a selector")
+    opts = GetOptions(
+        kind, wanted, settings.output_format(output).lower(), label_selector, field_selector,
+        no_headers, ignore_not_found, output_watch_events,
+    )
+    if watch or watch_only:
+        run(_watch(settings, opts, show_current=not watch_only))
+    else:
+        run(_get(settings, opts))
+
+
+async def _get(settings: Settings, opts: GetOptions) -> None:
+    async with settings.client() as client:
+        objects, missing = await _fetch(client, opts)
+        await _print(client, opts, objects, listing=not opts.names)
+    if missing and not opts.ignore_not_found:
+        raise PartialFailure()
+
+
+async def _fetch(client: Client, opts: GetOptions) -> tuple[list[Any], int]:
+    """The named objects (reporting each missing one) or the selected list; and how many were missing."""
+    resources = client.resource(opts.kind.plural)
+    if not opts.names:
+        page = await resources.list(label_selector=opts.label_selector, field_selector=opts.field_selector)
+        return page.items, 0
+    found, missing = [], 0
+    for name in opts.names:
+        try:
+            found.append(await get_object(resources, name))
+        except NotFound as exc:
+            missing += 1
+            if not opts.ignore_not_found:
+                report(exc)
+    return found, missing
+
+
+async def _print(client: Client, opts: GetOptions, objects: list[Any], *, listing: bool) -> None:
+    if not opts.table:
+        if objects or listing or len(opts.names) > 1:
+            single = len(opts.names) == 1
+            click.echo(render_objects(objects, opts.fmt, single=single, list_kind=f"{opts.kind.kind}List"), nl=False)
+        return
+    if not objects:
+        if listing:
+            click.echo(NO_RESOURCES, err=True)
+        return
+    context = await load_context(client, opts.kind)
+    wide = opts.fmt == "wide"
+    writer = TableWriter(COLUMNS[opts.kind.plural].header(wide), show_headers=not opts.no_headers)
+    for line in writer.lines(rows(opts.kind, objects, context, wide=wide)):
+        click.echo(line)
+
+
+# ---- watch --------------------------------------------------------------------------------------------------
+
+
+def _selection(opts: GetOptions) -> Selection:
+    """Server-side selectors; a single name becomes `metadata.name=…`, several are filtered here."""
+    field = opts.field_selector
+    names: frozenset[str] = frozenset()
+    if len(opts.names) == 1:
+        field = ",".join(filter(None, (field, f"metadata.name={opts.names[0]}")))
+    elif opts.names:
+        names = frozenset(opts.names)
+    return Selection(opts.label_selector, field, names)
+
+
+class WatchPrinter:
+    """Prints watched objects in the chosen format, table rows aligned under the first table."""
+
+    def __init__(self, client: Client, opts: GetOptions) -> None:
+        self.client = client
+        self.opts = opts
+        self.wide = opts.fmt == "wide"
+        headers = COLUMNS[opts.kind.plural].header(self.wide)
+        if opts.watch_events:
+            headers = ["EVENT", *headers]
+        self.writer = TableWriter(headers, show_headers=not opts.no_headers)
+
+    async def print(self, events: Sequence[WatchEvent[Any]]) -> None:
+        if not events:
+            return
+        if self.opts.table:
+            context = await load_context(self.client, self.opts.kind)
+            lines = []
+            for event in events:
+                row = rows(self.opts.kind, [event.object], context, wide=self.wide)[0]
+                lines.append([event.type, *row] if self.opts.watch_events else row)
+            for line in self.writer.lines(lines):
+                click.echo(line)
+            return
+        for event in events:
+            click.echo(self._render(event), nl=False)
+
+    def _render(self, event: WatchEvent[Any]) -> str:
+        if self.opts.fmt == "name":
+            prefix = f"{event.type} " if self.opts.watch_events else ""
+            return f"{prefix}{resource_name(event.object)}\n"
+        data: Any = object_dict(event.object)
+        if self.opts.watch_events:
+            data = {"type": event.type, "object": data}
+        text = render_data(data, self.opts.fmt)
+        return text if self.opts.fmt == "json" else "---\n" + text
+
+
+async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) -> None:
+    async with settings.client() as client:
+        watcher = Watcher(client.resource(opts.kind.plural), _selection(opts))
+        current = await watcher.list_current()
+        printer = WatchPrinter(client, opts)
+        if show_current:
+            ordered = sorted(current, key=COLUMNS[opts.kind.plural].sort_key)
+            await printer.print([WatchEvent(v1.ADDED, o) for o in ordered])
+        async with aclosing(watcher.events()) as events:
+            async for event in events:
+                await printer.print([event])
+
+
+__all__ = ["NO_RESOURCES", "GetOptions", "WatchPrinter", "get"]

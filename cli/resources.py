@@ -1,0 +1,92 @@
+"""Resource arguments and the read-modify-write loop the verbs share.
+
+Every verb takes kubectl's forms: `get projects`, `get project web db`, `get p`, `get project/web`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import click
+
+from caravanserai import meta
+from caravanserai.client import ResourceClient
+from caravanserai.errors import Conflict, NotFound
+
+from caravanserai.cli.errors import not_found
+
+# How often a write that keeps meeting Conflict is re-read and retried before the Conflict is reported.
+CONFLICT_RETRIES = 5
+
+
+def resolve_kind(resource: str, *, allowed: Sequence[str] | None = None) -> meta.Kind:
+    """The Kind named by `resource` (plural, singular, short or kind name); a usage error otherwise."""
+    try:
+        kind = meta.kind_for(resource)
+    except KeyError:
+        known = ", ".join(allowed or sorted(meta.KINDS))
+        raise click.UsageError(f'the server doesn\'t have a resource type "{resource}" (known: {known})') from None
+    if allowed is not None and kind.plural not in allowed:
+        raise click.UsageError(f"{kind.plural} are not supported here; use one of: {', '.join(allowed)}")
+    return kind
+
+
+def parse_target(
+    resource: str, names: Sequence[str], *, allowed: Sequence[str] | None = None
+) -> tuple[meta.Kind, list[str]]:
+    """(kind, names) from `RESOURCE NAME…` or `RESOURCE/NAME …` arguments."""
+    if "/" not in resource:
+        extra = [n for n in names if "/" in n]
+        if extra:
+            raise click.UsageError(f"there is no need to give a resource type as a separate argument with {extra[0]}")
+        return resolve_kind(resource, allowed=allowed), list(names)
+    pairs = [_split_pair(item, allowed) for item in (resource, *names)]
+    kinds = {kind.plural for kind, _ in pairs}
+    if len(kinds) > 1:
+        raise click.UsageError("all resource/name arguments must be of the same kind")
+    return pairs[0][0], [name for _, name in pairs]
+
+
+def _split_pair(item: str, allowed: Sequence[str] | None) -> tuple[meta.Kind, str]:
+    type_, sep, name = item.partition("/")
+    if not sep or not type_ or not name:
+        raise click.UsageError(f"arguments in resource/name form must all have a resource type: {item}")
+    return resolve_kind(type_, allowed=allowed), name
+
+
+async def get_object(resources: ResourceClient[Any], name: str) -> Any:
+    """The object, or NotFound worded as kubectl does (`projects "web" not found`)."""
+    try:
+        return await resources.get(name)
+    except NotFound:
+        raise not_found(resources.resource, name) from None
+
+
+async def modify(
+    resources: ResourceClient[Any],
+    name: str,
+    mutate: Callable[[Any], bool | Awaitable[bool]],
+) -> tuple[Any, bool]:
+    """Read `name`, let `mutate` change a copy of it in place, write it with its version; on Conflict read again.
+
+    `mutate` returns False when nothing needs to change (then nothing is written). Returns (object, changed).
+    """
+    attempt = 1
+    while True:
+        current = await get_object(resources, name)
+        wanted = meta.copy(current)
+        changed = mutate(wanted)
+        if not isinstance(changed, bool):
+            changed = await changed
+        if not changed:
+            return current, False
+        try:
+            return await resources.update(wanted), True
+        except Conflict:
+            if attempt == CONFLICT_RETRIES:
+                raise
+            attempt += 1
+
+
+__all__ = ["CONFLICT_RETRIES", "get_object", "modify", "parse_target", "resolve_kind"]

@@ -1,0 +1,165 @@
+"""`caractrl wait`: block until objects reach a state, watching (not polling) and surviving apiserver restarts.
+
+    caractrl wait project web --for phase=Running
+    caractrl wait project web --for condition=Ready --timeout 2m
+    caractrl wait node n1 --for state=Ready
+    caractrl wait project web --for delete
+
+Several `--for` must all hold (kubectl ANDs them). `condition=Type` means status True; `condition=Type=False`
+compares case-insensitively. Prints `project/web condition met`; on timeout prints
+`error: timed out waiting for the condition on projects/web` and exits 1. A project that ends up Failed or
+Terminated while waiting for another phase is reported at once instead of waiting for the timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any
+
+import click
+
+from caravanserai import meta, v1
+from caravanserai.client import ResourceClient
+from caravanserai.durations import parse_duration
+
+from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
+from caravanserai.cli.config import Settings
+from caravanserai.cli.errors import CommandError, not_found
+from caravanserai.cli.resources import parse_target
+from caravanserai.cli.watching import Selection, Watcher
+
+WAITABLE = ("nodes", "projects")
+DEFAULT_TIMEOUT = "30s"
+_FINAL_PHASES = (v1.FAILED, v1.TERMINATED)
+
+Predicate = Callable[[Any], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One `--for` clause: its text and a test on the object (None when the object does not exist)."""
+
+    text: str
+    test: Predicate
+    wants_absent: bool = False
+    phase: str = ""
+
+
+def parse_condition(text: str, kind: meta.Kind) -> Condition:
+    """`delete`, `phase=Running` (projects), `state=Ready` (nodes) or `condition=Type[=value]`."""
+    what, _, value = text.partition("=")
+    what = what.strip().lower()
+    if what == "delete" and not value:
+        return Condition(text, lambda obj: obj is None, wants_absent=True)
+    if what == "phase" and value and kind.plural == "projects":
+        return Condition(text, lambda obj: obj is not None and obj.status.phase.lower() == value.lower(), phase=value)
+    if what == "state" and value and kind.plural == "nodes":
+        return Condition(text, lambda obj: obj is not None and obj.status.state.lower() == value.lower())
+    if what == "condition" and value:
+        type_, _, status = value.partition("=")
+        return Condition(text, _has_condition(type_, status or v1.TRUE))
+    hint = "phase=PHASE" if kind.plural == "projects" else "state=STATE"
+    raise click.BadParameter(f"{text!r}: use delete, condition=TYPE[=STATUS] or {hint}", param_hint="'--for'")
+
+
+def _has_condition(type_: str, status: str) -> Predicate:
+    def test(obj: Any) -> bool:
+        if obj is None:
+            return False
+        cond = next((c for c in obj.status.conditions if c.type.lower() == type_.lower()), None)
+        return cond is not None and cond.status.lower() == status.lower()
+
+    return test
+
+
+def hopeless(obj: Any, conditions: Sequence[Condition]) -> str | None:
+    """Why waiting is pointless (a project reached a final phase the conditions do not ask for), or None."""
+    if not isinstance(obj, v1.Project) or obj.status.phase not in _FINAL_PHASES:
+        return None
+    if any(c.wants_absent or c.phase.lower() == obj.status.phase.lower() for c in conditions):
+        return None
+    cond = meta.get_condition(obj.status.conditions, v1.CONDITION_PHASE)
+    detail = f": {cond.reason}: {cond.message}" if cond and (cond.reason or cond.message) else ""
+    return f"project/{obj.metadata.name} is {obj.status.phase}{detail}"
+
+
+async def wait_for_object(
+    resources: ResourceClient[Any], name: str, conditions: Sequence[Condition], *, must_exist: bool
+) -> None:
+    """Return once every condition holds for `name` (watching); raise CommandError when that cannot happen."""
+    watcher = Watcher(resources, Selection(field_selector=f"metadata.name={name}"))
+    items = await watcher.list_current()
+    current = items[0] if items else None
+    if current is None and must_exist:
+        raise not_found(resources.resource, name)
+    if _check(current, conditions):
+        return
+    async with aclosing(watcher.events()) as events:
+        async for event in events:
+            current = None if event.type == v1.DELETED else event.object
+            if _check(current, conditions):
+                return
+
+
+def _check(obj: Any, conditions: Sequence[Condition]) -> bool:
+    reason = hopeless(obj, conditions)
+    if reason is not None:
+        raise CommandError(f"error: {reason}")
+    return all(c.test(obj) for c in conditions)
+
+
+async def wait_all(
+    resources: ResourceClient[Any], names: Sequence[str], conditions: Sequence[Condition], *, timeout: float
+) -> list[str]:
+    """Wait for every name (concurrently); return the names that did not get there within `timeout`."""
+    must_exist = not any(c.wants_absent for c in conditions)
+
+    async def one(name: str) -> str | None:
+        try:
+            async with asyncio.timeout(timeout if timeout > 0 else None):
+                await wait_for_object(resources, name, conditions, must_exist=must_exist)
+        except TimeoutError:
+            return name
+        return None
+
+    results = await asyncio.gather(*(one(n) for n in names))
+    return [n for n in results if n is not None]
+
+
+def timeout_message(plural: str, names: Sequence[str]) -> str:
+    return "; ".join(f"error: timed out waiting for the condition on {plural}/{n}" for n in names)
+
+
+@click.command("wait")
+@click.argument("resource", shell_complete=complete_resource)
+@click.argument("names", nargs=-1, required=True, shell_complete=complete_names)
+@click.option("--for", "for_", multiple=True, required=True, metavar="CONDITION",
+              help="delete | phase=PHASE | state=STATE | condition=TYPE[=STATUS]; repeat to require several.")
+@click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="Give up after this long (0: never).")
+@pass_settings
+def wait(settings: Settings, resource: str, names: Sequence[str], for_: Sequence[str], timeout: str) -> None:
+    """Wait until projects or nodes meet a condition."""
+    kind, wanted = parse_target(resource, names, allowed=WAITABLE)
+    conditions = [parse_condition(text, kind) for text in for_]
+    try:
+        seconds = parse_duration(timeout)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--timeout'") from None
+    run(_wait(settings, kind, wanted, conditions, seconds))
+
+
+async def _wait(settings: Settings, kind: meta.Kind, names: list[str], conditions: list[Condition], timeout: float) -> None:
+    async with settings.client() as client:
+        late = await wait_all(client.resource(kind.plural), names, conditions, timeout=timeout)
+    for name in names:
+        if name not in late:
+            click.echo(f"{kind.kind.lower()}/{name} condition met")
+    if late:
+        raise CommandError(timeout_message(kind.plural, late))
+
+
+__all__ = ["DEFAULT_TIMEOUT", "WAITABLE", "Condition", "hopeless", "parse_condition", "timeout_message", "wait",
+           "wait_all", "wait_for_object"]

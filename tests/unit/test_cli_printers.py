@@ -1,0 +1,272 @@
+"""caractrl output: table layout, cells, describe coverage of every field, and the JSON Schema generator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from caravanserai import meta, v1
+from caravanserai.cli.describe_node import describe_node
+from caravanserai.cli.describe_project import describe_project
+from caravanserai.cli.layout import Writer, events_about
+from caravanserai.cli.printers import TableWriter, age, key_values, list_dict, render_table, resource_name, when
+from caravanserai.cli.schema import documented_values, kind_schema
+from caravanserai.cli.tables import COLUMNS, RowContext, node_address, project_reason, rows, throughput_text
+from caravanserai.clock import rfc3339, timestamp
+from caravanserai.testing import builders
+
+NOW = 1_800_000_000.0
+
+
+# ---- tables ---------------------------------------------------------------------------------------------------
+
+
+def test_render_table_pads_every_column_but_the_last_by_three_spaces() -> None:
+    assert render_table(["NAME", "PHASE"], [["web", "Running"], ["a-longer-name", "Pending"]]) == [
+        "NAME            PHASE",
+        "web             Running",
+        "a-longer-name   Pending",
+    ]
+
+
+def test_render_table_strips_trailing_blanks() -> None:
+    assert render_table(["A", "B"], [["x", ""]]) == ["A   B", "x"]
+
+
+def test_table_writer_keeps_columns_aligned_and_widens_when_needed() -> None:
+    writer = TableWriter(["NAME", "PHASE"])
+    assert writer.lines([["web", "Pending"]]) == ["NAME   PHASE", "web    Pending"]
+    assert writer.lines([["db", "Running"]]) == ["db     Running"]
+    assert writer.lines([["much-longer", "Running"]]) == ["much-longer   Running"]
+
+
+def test_table_writer_without_headers() -> None:
+    assert TableWriter(["NAME"], show_headers=False).lines([["web"]]) == ["web"]
+
+
+@pytest.mark.parametrize(
+    ("delta", "text"), [(0, "0s"), (5, "5s"), (119, "119s"), (180, "3m"), (3 * 3600, "3h"), (5 * 86400, "5d")]
+)
+def test_age(delta: float, text: str) -> None:
+    assert age(timestamp(NOW - delta), NOW) == text
+
+
+def test_unset_times() -> None:
+    assert age(v1.Project().metadata.creation_timestamp, NOW) == "<unknown>"
+    assert when(v1.Project().metadata.creation_timestamp, NOW) == "<none>"
+    assert when(timestamp(NOW - 60), NOW) == f"{rfc3339(timestamp(NOW - 60))} (60s ago)"
+
+
+def test_key_values_sorted_or_none() -> None:
+    assert key_values({"b": "2", "a": "1"}) == "a=1,b=2"
+    assert key_values({}) == "<none>"
+
+
+def test_resource_name_and_list_kind() -> None:
+    project = builders.project("web")
+    assert resource_name(project) == "project/web"
+    assert list_dict([project])["kind"] == "ProjectList"
+    assert list_dict([project, builders.node("n1")])["kind"] == "List"
+
+
+def test_node_row_counts_projects_and_formats_quantities() -> None:
+    node = builders.node_status(builders.node("n1", unschedulable=True), cpu="3500m", memory="7680Mi")
+    node.metadata.creation_timestamp.CopyFrom(timestamp(NOW - 7200))
+    ctx = RowContext(now=NOW)
+    ctx.projects_per_node["n1"] = 3
+    kind = meta.KINDS["nodes"]
+    assert rows(kind, [node], ctx, wide=False) == [["n1", "Ready", "false", "3500m", "7.5Gi", "3", "2h"]]
+
+
+def test_node_address_prefers_internal_ip() -> None:
+    node = builders.node("n1")
+    node.status.network.addresses.add(type="Hostname", address="n1.local")
+    node.status.network.addresses.add(type="InternalIP", address="10.0.0.5")
+    assert node_address(node) == "10.0.0.5"
+    assert throughput_text(node) == "<none>"
+    node.status.network.throughput.download = "1Mi"
+    node.status.network.throughput.upload = "512Ki"
+    assert throughput_text(node) == "↓1Mi/s ↑512Ki/s"
+
+
+def test_project_reason_prefers_unschedulable_while_pending() -> None:
+    project = builders.project("web")
+    meta.set_phase(project, v1.PENDING, reason="Created", message="accepted", now=NOW)
+    meta.set_condition(project.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
+                       message="0/2 nodes are available", now=NOW)
+    cond = project_reason(project)
+    assert cond is not None and cond.reason == "Unschedulable"
+    row = COLUMNS["projects"].row(project, RowContext(now=NOW), True)
+    assert row[-2:] == ["Unschedulable", "0/2 nodes are available"]
+
+
+def test_writer_aligns_keys_and_continues_multiline_values() -> None:
+    out = Writer()
+    out.fields([("Name", "web"), ("Labels", "a=1\nb=2")])
+    assert out.lines == ["Name:    web", "Labels:  a=1", "         b=2"]
+
+
+# ---- describe covers every field --------------------------------------------------------------------------------
+
+
+class Filler:
+    """Sets every field of a message to a distinct value (strings `x001q`, numbers 7001…, times, True)."""
+
+    def __init__(self) -> None:
+        self.counter = 0
+
+    def next(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def fill(self, message: Message) -> None:
+        for field in message.DESCRIPTOR.fields:
+            if field.message_type is not None and field.message_type.GetOptions().map_entry:
+                getattr(message, field.name)[self.token()] = self.token()
+            elif field.is_repeated and field.message_type is not None:
+                self.fill_message(getattr(message, field.name).add())
+            elif field.is_repeated:
+                getattr(message, field.name).append(self.scalar(field))
+            elif field.message_type is not None:
+                self.fill_message(getattr(message, field.name))
+            else:
+                setattr(message, field.name, self.scalar(field))
+
+    def fill_message(self, message: Message) -> None:
+        if message.DESCRIPTOR.full_name == "google.protobuf.Timestamp":
+            message.CopyFrom(timestamp(NOW - 60 * self.next()))
+        else:
+            self.fill(message)
+
+    def token(self) -> str:
+        return f"x{self.next():03d}q"
+
+    def scalar(self, field: FieldDescriptor) -> object:
+        if field.type == FieldDescriptor.TYPE_STRING:
+            return self.token()
+        if field.type == FieldDescriptor.TYPE_BOOL:
+            return True
+        return 7000 + self.next()
+
+
+def leaf_paths(message: Message, prefix: str = "") -> Iterator[str]:
+    """Dotted paths of every leaf field (the first element of repeated messages), timestamps as leaves."""
+    for field in message.DESCRIPTOR.fields:
+        path = f"{prefix}{field.name}"
+        is_map = field.message_type is not None and field.message_type.GetOptions().map_entry
+        is_time = field.message_type is not None and field.message_type.full_name == "google.protobuf.Timestamp"
+        if field.message_type is None or is_map or is_time:
+            yield path
+        elif field.is_repeated:
+            yield from leaf_paths(getattr(message, field.name)[0], f"{path}.0.")
+        else:
+            yield from leaf_paths(getattr(message, field.name), f"{path}.")
+
+
+def cleared(message: Message, path: str) -> Message:
+    """A copy of `message` with the field at `path` cleared."""
+    copy = type(message)()
+    copy.CopyFrom(message)
+    *parents, last = path.split(".")
+    target: object = copy
+    for part in parents:
+        target = target[int(part)] if part.isdigit() else getattr(target, part)  # type: ignore[index]
+    target.ClearField(last)  # type: ignore[attr-defined]
+    return copy
+
+
+# Fields describe deliberately does not show: the type meta (Kind: is printed from the message class).
+NOT_SHOWN = {"api_version", "kind"}
+
+
+def filled(cls: type[Message]) -> Message:
+    obj = cls()
+    Filler().fill(obj)
+    return obj
+
+
+def test_describe_project_shows_every_field() -> None:
+    project = filled(v1.Project)
+    render = lambda p: describe_project(p, [], NOW)  # noqa: E731
+    full = render(project)
+    missing = [p for p in leaf_paths(project) if p not in NOT_SHOWN and render(cleared(project, p)) == full]
+    assert missing == []
+
+
+def test_describe_node_shows_every_field_of_node_and_lease() -> None:
+    node, lease = filled(v1.Node), filled(v1.Lease)
+    full = describe_node(node, lease, [], [], NOW)
+    missing = [p for p in leaf_paths(node) if p not in NOT_SHOWN
+               and describe_node(cleared(node, p), lease, [], [], NOW) == full]
+    missing += [f"lease.{p}" for p in leaf_paths(lease.spec, "spec.")
+                if describe_node(node, cleared(lease, p), [], [], NOW) == full]
+    assert missing == []
+
+
+def test_describe_events_match_kind_name_and_uid() -> None:
+    project = builders.project("web")
+    project.metadata.uid = "u1"
+
+    def event(kind: str, name: str, uid: str = "") -> v1.Event:
+        e = v1.Event()
+        e.spec.involved_object.kind, e.spec.involved_object.name, e.spec.involved_object.uid = kind, name, uid
+        return e
+
+    chosen = events_about([event("Project", "web"), event("Node", "web"), event("Project", "web", "old")], project)
+    assert [(e.spec.involved_object.kind, e.spec.involved_object.uid) for e in chosen] == [("Project", "")]
+
+
+def test_describe_pending_project_leads_with_the_reason() -> None:
+    project = builders.project("big")
+    meta.set_condition(project.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
+                       message="0/3 nodes are available: 3 insufficient memory", now=NOW)
+    project.status.phase = v1.PENDING
+    head = describe_project(project, [], NOW).splitlines()[:5]
+    assert head[3:] == ["Reason:               Unschedulable",
+                        "Message:              0/3 nodes are available: 3 insufficient memory"]
+
+
+# ---- schema -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("doc", "values"),
+    [
+        ('"Ready" or "NotReady".', ["Ready", "NotReady"]),
+        ('"Always" (default), "OnFailure" or "Never".', ["Always", "OnFailure", "Never"]),
+        ("NoSchedule, PreferNoSchedule or NoExecute.", ["NoSchedule", "PreferNoSchedule", "NoExecute"]),
+        ('"" or "Internal" (the only scope upstream implements) or "Public".', ["", "Internal", "Public"]),
+        ("Docker state: created, running, restarting, exited, dead …", None),
+        ("Name of a volume declared in spec.volumes.", None),
+    ],
+)
+def test_documented_values(doc: str, values: list[str] | None) -> None:
+    assert documented_values(doc) == values
+
+
+def test_project_schema_shape() -> None:
+    schema = kind_schema("projects")
+    defs = schema["$defs"]
+    project = defs["Project"]
+    assert schema["$ref"] == "#/$defs/Project"
+    assert project["required"] == ["apiVersion", "kind", "metadata", "spec"]
+    assert project["properties"]["kind"]["const"] == "Project"
+    assert defs["ObjectMeta"]["required"] == ["name"]
+    assert defs["ObjectMeta"]["properties"]["labels"]["additionalProperties"] == {"type": "string"}
+    assert defs["ObjectMeta"]["properties"]["creationTimestamp"]["format"] == "date-time"
+    assert defs["ObjectMeta"]["properties"]["generation"]["type"] == ["integer", "string"]
+    assert defs["ProjectSpec"]["properties"]["services"]["minItems"] == 1
+    assert defs["Service"]["properties"]["volumeMounts"]["items"] == {"$ref": "#/$defs/VolumeMount"}
+    assert defs["ServicePort"]["properties"]["containerPort"]["maximum"] == 65535
+    assert defs["ProjectStatus"]["properties"]["phase"]["enum"] == list(v1.PHASES)
+    assert all(d["additionalProperties"] is False for d in defs.values())
+    assert "Node" not in defs and "NodeSpec" not in defs
+
+
+def test_node_schema_has_taint_effects() -> None:
+    defs = kind_schema("nodes")["$defs"]
+    assert defs["Taint"]["properties"]["effect"]["enum"] == ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+    assert defs["Node"]["required"] == ["apiVersion", "kind", "metadata"]
