@@ -15,6 +15,8 @@ Guarantees (client-go's SharedInformer contract):
   it reads nothing from the server.
 * **Backpressure, not unbounded memory.** When more than `max_pending` notifications wait for handlers, the watch
   stream is held back until they are half done.
+* **No echo.** An event carrying the very version the cache already holds for an object (a server replaying
+  history a little too far back) changes nothing and is not delivered.
 * Handlers may be plain functions or coroutine functions. A handler that raises is logged; the others still run.
 * `has_synced()` turns true once the first list is in the cache and was delivered to the handlers registered by
   then; it never turns false again.
@@ -316,6 +318,9 @@ class Informer(Generic[T]):
                 self._push(self._handlers, _DELETE, obj, None)
                 self.counts[v1.DELETED] += 1
             return
+        cached = self._indexer.get(name)
+        if cached is not None and cached.metadata.resource_version == obj.metadata.resource_version:  # type: ignore[attr-defined]
+            return  # a replay of a state we hold (a server resuming from an older version): nothing changed
         old = self._indexer.upsert(name, obj)
         if old is None:
             self._push(self._handlers, _ADD, None, obj)
