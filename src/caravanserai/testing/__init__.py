@@ -1,8 +1,22 @@
-"""Fixtures users can import: a real etcd process (and, as they are added, an in-process apiserver, a fake
-clock and wait_for helpers)."""
+"""Fixtures users can import for their own tests: a real etcd process, an in-process apiserver over it, a fake
+clock, object builders, `wait_for` and the Docker test image."""
 
+from caravanserai.testing import builders
+from caravanserai.testing.apiserver import RunningApiServer, apiserver, start_apiserver
 from caravanserai.testing.clock import FakeClock
 from caravanserai.testing.docker import DEFAULT_IMAGE, ensure_test_image
 from caravanserai.testing.etcd import EtcdServer, EtcdStartError
+from caravanserai.testing.wait import wait_for
 
-__all__ = ["DEFAULT_IMAGE", "EtcdServer", "EtcdStartError", "FakeClock", "ensure_test_image"]
+__all__ = [
+    "DEFAULT_IMAGE",
+    "EtcdServer",
+    "EtcdStartError",
+    "FakeClock",
+    "RunningApiServer",
+    "apiserver",
+    "builders",
+    "ensure_test_image",
+    "start_apiserver",
+    "wait_for",
+]
