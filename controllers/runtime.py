@@ -1,0 +1,135 @@
+"""What every controller process shares: its flags, logging, the API client and a `Manager` with leader election.
+
+    parser = process_parser("cara-gc", description=..., lease="cara-gc", metrics_port=10253)
+    gc_app.add_arguments(parser)
+    sys.exit(run_process(parser, setup, argv))   # setup(manager, client, clock, opts) adds the controllers
+
+Flags of every process: the connection flags of `caravanserai.client.options` (`--server`, default $CARA_SERVER
+or 127.0.0.1:7420, TLS, token), `--leader-elect` (on by default; `--no-leader-elect` for a single replica),
+`--leader-elect-lease`, `--leader-elect-identity` and the lease timings, `--metrics-host`/`--metrics-port`
+(/healthz, /readyz, /metrics; 0 picks a free port, -1 serves nothing), `--log-level`, `--log-format`.
+
+The process logs structured lines (JSON unless stderr is a terminal), stops cleanly on SIGTERM/SIGINT (queues
+drained, lease released) and exits 1 with a one-line message when it cannot start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import structlog
+
+from caravanserai.client import Client
+from caravanserai.client.options import add_client_arguments, client_from_args
+from caravanserai.clock import Clock, SystemClock
+from caravanserai.controller import LeaderElectionConfig, Manager, default_identity
+from caravanserai.durations import parse_duration
+from caravanserai.errors import CaravanseraiError
+from caravanserai.logging import configure_logging
+
+log = structlog.get_logger(__name__)
+
+Setup = Callable[[Manager, Client, Clock, argparse.Namespace], Any]
+"""Adds a process's controllers to its manager: `setup(manager, client, clock, opts)`."""
+
+
+def duration(minimum: float = 0.0) -> Callable[[str], float]:
+    """An argparse `type` for durations (`90`, `90s`, `3m`, `1h30m`) of at least `minimum` seconds."""
+
+    def parse(text: str) -> float:
+        value = parse_duration(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r} is shorter than the minimum of {minimum:g}s")
+        return value
+
+    parse.__name__ = "duration"
+    return parse
+
+
+def process_parser(prog: str, *, description: str, lease: str, metrics_port: int) -> argparse.ArgumentParser:
+    """A parser with the flags every controller process has (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, conflict_handler="resolve")
+    add_client_arguments(parser)
+    election = parser.add_argument_group("leader election")
+    election.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run only while holding the lease, so one of several replicas acts (default: on)",
+    )
+    election.add_argument("--leader-elect-lease", default=lease, help=f"name of the Lease (default {lease})")
+    election.add_argument("--leader-elect-identity", default="", help="this replica's name (default host_pid_random)")
+    election.add_argument("--leader-elect-lease-duration", type=duration(1.0), default=15.0, metavar="DURATION")
+    election.add_argument("--leader-elect-renew-deadline", type=duration(0.5), default=10.0, metavar="DURATION")
+    election.add_argument("--leader-elect-retry-period", type=duration(0.1), default=2.0, metavar="DURATION")
+    serving = parser.add_argument_group("serving")
+    serving.add_argument("--metrics-host", default="127.0.0.1", help="address of /metrics, /healthz, /readyz")
+    serving.add_argument(
+        "--metrics-port", type=int, default=metrics_port, help=f"port of /metrics … (default {metrics_port}; -1: off)"
+    )
+    serving.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    serving.add_argument("--log-format", default="auto", choices=("auto", "json", "console"))
+    return parser
+
+
+def identity(opts: argparse.Namespace) -> str:
+    """This replica's identity (leader election holder, event source host), fixed once per process."""
+    if not opts.leader_elect_identity:
+        opts.leader_elect_identity = default_identity()
+    return str(opts.leader_elect_identity)
+
+
+def new_manager(opts: argparse.Namespace, client: Client, clock: Clock, **kwargs: Any) -> Manager:
+    """The Manager the flags describe (leader election on unless `--no-leader-elect`)."""
+    election = None
+    if opts.leader_elect:
+        election = LeaderElectionConfig(
+            name=opts.leader_elect_lease,
+            identity=identity(opts),
+            lease_duration=opts.leader_elect_lease_duration,
+            renew_deadline=opts.leader_elect_renew_deadline,
+            retry_period=opts.leader_elect_retry_period,
+        )
+    port = None if opts.metrics_port < 0 else opts.metrics_port
+    return Manager(
+        client, clock=clock, metrics_host=opts.metrics_host, metrics_port=port, leader_election=election, **kwargs
+    )
+
+
+async def serve(opts: argparse.Namespace, setup: Setup, *, clock: Clock | None = None) -> None:
+    """Connect, build the manager and its controllers, and run until SIGTERM/SIGINT."""
+    clock = clock or SystemClock()
+    async with client_from_args(opts) as client:
+        manager = new_manager(opts, client, clock)
+        setup(manager, client, clock, opts)
+        manager.install_signal_handlers()
+        log.info(
+            "starting",
+            server=client.target,
+            controllers=[c.name for c in manager.controllers],
+            leader_elect=opts.leader_elect,
+            identity=identity(opts),
+        )
+        await manager.run()
+
+
+def run_process(parser: argparse.ArgumentParser, setup: Setup, argv: Sequence[str] | None = None) -> int:
+    """Parse `argv`, configure logging and serve; the process's exit status."""
+    opts = parser.parse_args(argv)
+    json = {"auto": None, "json": True, "console": False}[opts.log_format]
+    configure_logging(opts.log_level, json=json)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(opts, setup))
+    except (CaravanseraiError, OSError, TimeoutError, ValueError) as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+__all__ = ["Setup", "duration", "identity", "new_manager", "process_parser", "run_process", "serve"]

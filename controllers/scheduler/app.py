@@ -1,0 +1,120 @@
+"""Wiring of the scheduler into a Manager, shared by `cara-scheduler` and `cara-controller-manager`.
+
+Informers: all projects (indexed by phase: the Pending ones are woken; the bound ones fill the per-node sums),
+all nodes, all leases. The state handlers are registered on the informers before the controller's own handler,
+so the state is current when keys are added. The controller runs `--workers` concurrent reconciles: decisions
+are made one at a time (each without awaiting), the binding writes overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from caravanserai import v1
+from caravanserai.client import Client
+from caravanserai.clock import Clock
+from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager
+from caravanserai.controllers.runtime import duration, identity
+from caravanserai.controllers.scheduler.algorithm import Policy
+from caravanserai.controllers.scheduler.cache import ClusterState
+from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT
+from caravanserai.controllers.scheduler.handlers import SchedulerHandlers
+from caravanserai.controllers.scheduler.reconciler import SchedulerConfig, SchedulerReconciler
+from caravanserai.controllers.scheduler.scores import SPREAD, STRATEGIES
+from caravanserai.informer import PHASE_INDEXERS, EventHandler
+from caravanserai.workqueue import WorkQueue
+
+NAME = "scheduler"
+COMPONENT = "cara-scheduler"
+DEFAULT_WORKERS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerOptions:
+    """What the flags configure."""
+
+    config: SchedulerConfig = SchedulerConfig()
+    workers: int = DEFAULT_WORKERS
+    identity: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduler:
+    """The parts of a wired scheduler (tests and benchmarks look at the reconciler's counters)."""
+
+    controller: Controller
+    reconciler: SchedulerReconciler
+    state: ClusterState
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scheduler")
+    group.add_argument("--strategy", choices=STRATEGIES, default=SPREAD, help="spread (least allocated) or binpack")
+    group.add_argument(
+        "--percentage-of-nodes-to-score",
+        type=int,
+        default=0,
+        help="share of nodes to find feasible before choosing (0: adaptive, 50 - N/125, at least 5)",
+    )
+    group.add_argument(
+        "--heartbeat-timeout",
+        type=duration(1.0),
+        default=DEFAULT_HEARTBEAT_TIMEOUT,
+        metavar="DURATION",
+        help="a node is Ready while its Lease was renewed this recently (default 90s)",
+    )
+    group.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles (binds in flight)")
+
+
+def options_from_args(opts: argparse.Namespace) -> SchedulerOptions:
+    policy = Policy(strategy=opts.strategy, percentage_of_nodes_to_score=opts.percentage_of_nodes_to_score)
+    config = SchedulerConfig(policy=policy, heartbeat_timeout=opts.heartbeat_timeout)
+    return SchedulerOptions(config=config, workers=opts.workers, identity=identity(opts))
+
+
+def _wake_on_add(reconciler: SchedulerReconciler) -> HandlerFactory:
+    """The controller's own handler: on (re)start it is called for every cached project (level-based)."""
+
+    def factory(queue: WorkQueue[str]) -> EventHandler[v1.Project]:
+        return EventHandler(on_add=reconciler.wake, name="scheduler-wake")
+
+    return factory
+
+
+def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOptions = SchedulerOptions()) -> Scheduler:
+    """Add the scheduler to `manager`; returns its parts."""
+    projects = manager.informers.informer(v1.Project, indexers=PHASE_INDEXERS)
+    nodes = manager.informers.informer(v1.Node)
+    leases = manager.informers.informer(v1.Lease)
+    state = ClusterState()
+    queue: WorkQueue[str] = WorkQueue(clock=clock)
+    recorder = EventRecorder(client, component=COMPONENT, host=options.identity, clock=clock)
+    reconciler = SchedulerReconciler(
+        client, projects.cache, state, queue, recorder, clock=clock, config=options.config
+    )
+    handlers = SchedulerHandlers(reconciler, state, clock=clock)
+    nodes.add_event_handler(handlers.nodes())
+    leases.add_event_handler(handlers.leases())
+    projects.add_event_handler(handlers.projects())
+    controller = Controller(NAME, reconciler, queue, max_concurrent_reconciles=options.workers, clock=clock)
+    controller.watch(projects, _wake_on_add(reconciler))
+    manager.add(controller)
+    return Scheduler(controller, reconciler, state)
+
+
+def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argparse.Namespace) -> Scheduler:
+    return setup(manager, client, clock, options_from_args(opts))
+
+
+__all__ = [
+    "COMPONENT",
+    "DEFAULT_WORKERS",
+    "NAME",
+    "Scheduler",
+    "SchedulerOptions",
+    "add_arguments",
+    "options_from_args",
+    "setup",
+    "setup_from_args",
+]

@@ -1,0 +1,237 @@
+"""ClusterState: the scheduler's incremental view of nodes, their Leases and what is bound to them, plus the
+"assumed" ledger of bindings this scheduler made that its informers have not shown yet.
+
+Guarantees:
+
+* **Incremental.** Each informer event changes only the records it concerns: a project's requests are added to
+  or taken from its node's `requested` sum when it enters or leaves a bound phase (Scheduled, Running,
+  Terminating); nothing re-sums all projects. Requests are parsed once per project generation.
+* **Assumed bindings count at once.** `assume` adds a project's requests to the chosen node before the bind is
+  even sent, so a burst of decisions can never overcommit a node while the informer catches up.
+* **The informer takes over exactly.** An assumption records the project version the decision was made on. The
+  first change the informer shows *from* that version (the bind itself, or whatever write beat it) ends the
+  assumption: from then on the informer's state alone counts (bound → counted as bound; still Pending → not
+  counted, and the caller retries it). Versions are only compared for equality; they stay opaque.
+* **Failures end assumptions.** `forget` drops one at once (a definitive refusal); `expire_later` keeps it for
+  `ttl` seconds when the bind's outcome is unknown (timeout, cancelled), then `expired` hands it back.
+* **Node order is stable.** `nodes()` is sorted by name and rebuilt only when nodes come or go; `next_start`
+  rotates through it so that sampled searches take turns.
+
+The state is changed only by informer handlers and the reconciler, all on one event loop, and a decision reads
+it without awaiting, so every decision sees one consistent state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caravanserai import v1
+from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
+from caravanserai.controllers.scheduler.snapshot import (
+    NodeInfo,
+    ProjectInfo,
+    download_rate,
+    lease_renew_time,
+    node_spec_fields,
+)
+
+DEFAULT_ASSUME_TTL = 30.0
+
+
+@dataclass(slots=True)
+class Assumption:
+    """A binding decided and (being) written, not yet shown by the informer."""
+
+    project: str
+    node: str
+    requests: Resources
+    resource_version: str  # the project version the decision was made on
+    expires_at: float | None = None  # monotonic; set once the bind's outcome is unknown
+
+
+@dataclass(slots=True)
+class _Counted:
+    node: str
+    requests: Resources
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectChange:
+    """What an observed project change means for scheduling: resources were released on some node (other
+    Pending projects may fit now), and/or an assumption ended with the project still Pending (retry it)."""
+
+    freed: bool = False
+    retry: bool = False
+
+
+@dataclass(slots=True)
+class ClusterState:
+    """See the module docstring."""
+
+    _nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    _order: list[NodeInfo] | None = None  # nodes sorted by name; None when it must be rebuilt
+    # Sum of the requests counted on each node name, shared with its NodeInfo (`requested`). Kept for names
+    # without a Node too: a project may be bound to a node the informer has not shown yet.
+    _requested: dict[str, Resources] = field(default_factory=dict)
+    _renew: dict[str, float | None] = field(default_factory=dict)  # Lease renew time by node name
+    _counted: dict[str, _Counted] = field(default_factory=dict)  # bound projects as the informer shows them
+    _assumed: dict[str, Assumption] = field(default_factory=dict)
+    _expiring: dict[str, Assumption] = field(default_factory=dict)  # assumptions with `expires_at` set
+    next_start: int = 0
+
+    # ---- nodes ------------------------------------------------------------------------------------------------
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._nodes.get(name)
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node, sorted by name (the same list object until nodes come or go)."""
+        if self._order is None:
+            self._order = [self._nodes[name] for name in sorted(self._nodes)]
+        return self._order
+
+    def upsert_node(self, node: v1.Node) -> bool:
+        """Record a node; True when it is new or a field that decides placement changed (labels, taints,
+        unschedulable, allocatable)."""
+        name = node.metadata.name
+        labels, unschedulable, taints, allocatable = node_spec_fields(node)
+        info = self._nodes.get(name)
+        if info is None:
+            info = NodeInfo(name, requested=self._requested.setdefault(name, {}), renew_time=self._renew.get(name))
+            self._nodes[name] = info
+            self._order = None
+            changed = True
+        else:
+            changed = (info.labels, info.unschedulable, info.taints, info.allocatable) != (
+                labels,
+                unschedulable,
+                taints,
+                allocatable,
+            )
+        info.labels, info.unschedulable, info.taints, info.allocatable = labels, unschedulable, taints, allocatable
+        info.download = download_rate(node)
+        return changed
+
+    def delete_node(self, name: str) -> None:
+        if self._nodes.pop(name, None) is not None:
+            self._order = None
+
+    def set_lease(self, lease: v1.Lease) -> float | None:
+        """Record the renew time of the Lease named after a node; returns the renew time known before."""
+        name = lease.metadata.name
+        before = self._renew.get(name)
+        renew = lease_renew_time(lease)
+        self._renew[name] = renew
+        info = self._nodes.get(name)
+        if info is not None:
+            info.renew_time = renew
+        return before
+
+    def delete_lease(self, name: str) -> None:
+        self._renew.pop(name, None)
+        info = self._nodes.get(name)
+        if info is not None:
+            info.renew_time = None
+
+    # ---- projects ---------------------------------------------------------------------------------------------
+
+    def observe_project(self, old: v1.Project | None, new: v1.Project) -> ProjectChange:
+        """Apply one informer change of a project (`old` None for an add)."""
+        freed = self._count(new)
+        retry = False
+        assumption = self._assumed.get(new.metadata.name)
+        if assumption is not None and old is not None and old.metadata.resource_version == assumption.resource_version:
+            self._drop(assumption)
+            retry = new.status.phase == v1.PENDING
+        return ProjectChange(freed=freed, retry=retry)
+
+    def forget_project(self, project: v1.Project) -> ProjectChange:
+        """Apply an informer deletion: its requests are released and any assumption ends."""
+        name = project.metadata.name
+        counted = self._counted.pop(name, None)
+        if counted is not None:
+            add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)
+        assumption = self._assumed.get(name)
+        if assumption is not None:
+            self._drop(assumption)
+        return ProjectChange(freed=counted is not None and bool(counted.requests))
+
+    def _count(self, project: v1.Project) -> bool:
+        """Make the counted binding of `project` match it; True when requests were released from a node."""
+        name = project.metadata.name
+        status = project.status
+        bound = status.phase in v1.BOUND_PHASES and bool(status.node_ref)
+        counted = self._counted.get(name)
+        if counted is not None and bound and counted.node == status.node_ref:
+            if counted.generation == project.metadata.generation:
+                return False
+        freed = False
+        if counted is not None:
+            add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)
+            del self._counted[name]
+            freed = bool(counted.requests)
+        if bound:
+            requests = project_requests(project)
+            add_into(self._requested.setdefault(status.node_ref, {}), requests)
+            self._counted[name] = _Counted(status.node_ref, requests, project.metadata.generation)
+            if counted is not None and counted.node == status.node_ref:
+                freed = any(requests.get(r, 0) < v for r, v in counted.requests.items())
+        return freed
+
+    # ---- assumptions ------------------------------------------------------------------------------------------
+
+    def is_assumed(self, name: str) -> bool:
+        return name in self._assumed
+
+    def assumption(self, name: str) -> Assumption | None:
+        return self._assumed.get(name)
+
+    def assume(self, project: ProjectInfo, node: str) -> Assumption:
+        """Count `project` on `node` now, before the bind is written."""
+        if project.name in self._assumed:
+            raise ValueError(f"project {project.name} is already assumed on {self._assumed[project.name].node}")
+        assumption = Assumption(project.name, node, dict(project.requests), project.resource_version)
+        add_into(self._requested.setdefault(node, {}), assumption.requests)
+        self._assumed[project.name] = assumption
+        return assumption
+
+    def forget(self, assumption: Assumption) -> bool:
+        """End `assumption` now (the bind was refused). Ignored when it already ended; True when it was live."""
+        if self._assumed.get(assumption.project) is not assumption:
+            return False
+        self._drop(assumption)
+        return True
+
+    def expire_later(self, assumption: Assumption, *, now: float, ttl: float = DEFAULT_ASSUME_TTL) -> None:
+        """The bind's outcome is unknown: keep counting for `ttl` seconds unless the informer settles it first."""
+        if self._assumed.get(assumption.project) is assumption:
+            assumption.expires_at = now + ttl
+            self._expiring[assumption.project] = assumption
+
+    def expired(self, now: float) -> list[str]:
+        """End the assumptions whose time ran out; returns their projects (to be tried again)."""
+        if not self._expiring:
+            return []
+        done = [a for a in self._expiring.values() if a.expires_at is not None and a.expires_at <= now]
+        for assumption in done:
+            self._drop(assumption)
+        return [a.project for a in done]
+
+    def _drop(self, assumption: Assumption) -> None:
+        del self._assumed[assumption.project]
+        self._expiring.pop(assumption.project, None)
+        add_into(self._requested.setdefault(assumption.node, {}), assumption.requests, -1)
+
+    # ---- reading ----------------------------------------------------------------------------------------------
+
+    def requested(self, node: str) -> Resources:
+        """What is counted on `node` now (bound and assumed), as a copy."""
+        return dict(self._requested.get(node, {}))
+
+    @property
+    def assumed_count(self) -> int:
+        return len(self._assumed)
+
+
+__all__ = ["DEFAULT_ASSUME_TTL", "Assumption", "ClusterState", "ProjectChange"]

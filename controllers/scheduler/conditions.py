@@ -1,0 +1,76 @@
+"""The statuses the scheduler writes, as pure functions from a cached project to the project to store.
+
+* `bound`: phase Scheduled, `node_ref`, condition Scheduled=True and the Phase condition, both with reason
+  Scheduled and the message "Bound to node X".
+* `unschedulable`: phase stays Pending; condition Scheduled=False and the Phase condition, both with reason
+  Unschedulable and the diagnosis message. Returns None when both already say exactly that, so an unchanged
+  verdict is never written again.
+
+Both return a copy: the cached project is never changed.
+"""
+
+from __future__ import annotations
+
+from caravanserai import meta, v1
+
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+EVENT_SCHEDULED = "Scheduled"
+EVENT_FAILED_SCHEDULING = "FailedScheduling"
+
+
+def bound_message(node: str) -> str:
+    return f"Bound to node {node}"
+
+
+def bound(project: v1.Project, node: str, *, now: float) -> v1.Project:
+    """`project` bound to `node` (a copy, to be written with UpdateStatus)."""
+    out = meta.copy(project)
+    out.status.node_ref = node
+    message = bound_message(node)
+    meta.set_condition(
+        out.status.conditions, v1.CONDITION_SCHEDULED, v1.TRUE, reason=REASON_SCHEDULED, message=message, now=now
+    )
+    meta.set_phase(out, v1.SCHEDULED, reason=REASON_SCHEDULED, message=message, now=now)
+    return out
+
+
+def says_unschedulable(project: v1.Project, message: str) -> bool:
+    """Whether the project's conditions already report `message` as its Unschedulable verdict."""
+    scheduled = meta.get_condition(project.status.conditions, v1.CONDITION_SCHEDULED)
+    phase = meta.get_condition(project.status.conditions, v1.CONDITION_PHASE)
+    return (
+        scheduled is not None
+        and phase is not None
+        and (scheduled.status, scheduled.reason, scheduled.message) == (v1.FALSE, REASON_UNSCHEDULABLE, message)
+        and (phase.reason, phase.message) == (REASON_UNSCHEDULABLE, message)
+    )
+
+
+def unschedulable(project: v1.Project, message: str, *, now: float) -> v1.Project | None:
+    """`project` marked Unschedulable with `message` (a copy), or None when it already is."""
+    if says_unschedulable(project, message):
+        return None
+    out = meta.copy(project)
+    meta.set_condition(
+        out.status.conditions,
+        v1.CONDITION_SCHEDULED,
+        v1.FALSE,
+        reason=REASON_UNSCHEDULABLE,
+        message=message,
+        now=now,
+    )
+    meta.set_phase(out, v1.PENDING, reason=REASON_UNSCHEDULABLE, message=message, now=now)
+    return out
+
+
+__all__ = [
+    "EVENT_FAILED_SCHEDULING",
+    "EVENT_SCHEDULED",
+    "REASON_SCHEDULED",
+    "REASON_UNSCHEDULABLE",
+    "bound",
+    "bound_message",
+    "says_unschedulable",
+    "unschedulable",
+]

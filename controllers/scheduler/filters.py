@@ -1,0 +1,170 @@
+"""Filters: may this project go on this node? Each is a small pure function with a name.
+
+A filter returns None when the node passes, or a `Rejection` saying why not. Every rejection is either
+
+* **infeasible**: the node can never take the project as the node is declared (its total allocatable is too
+  small, its labels do not match the project's nodeSelector, it has a taint the project does not tolerate), or
+* **unavailable**: the node may take it later (it is NotReady, cordoned, or full right now).
+
+`FILTERS` runs the infeasible checks first, so a node that is both down and of the wrong kind is reported as
+the wrong kind: a project is called infeasible only when no node could ever take it. `rank` orders the reasons
+in the Unschedulable message (readiness first, as operators look for it first).
+
+Readiness is the age of the node's Lease measured on the injected clock (`now`), never a cached state: a node is
+Ready while `now < renew_time + heartbeat_timeout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from caravanserai.controllers.scheduler.resources import ordered
+from caravanserai.controllers.scheduler.snapshot import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    NodeInfo,
+    ProjectInfo,
+    TaintInfo,
+)
+
+DEFAULT_HEARTBEAT_TIMEOUT = 90.0
+
+NOT_READY = "NotReady"
+UNSCHEDULABLE = "unschedulable"
+SELECTOR_MISMATCH = "node selector mismatch"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a node was refused: `reason` is what the message counts ("insufficient memory"), `rank` orders the
+    reasons in it, `infeasible` whether the node could never take the project."""
+
+    reason: str
+    infeasible: bool
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class FilterContext:
+    """What filters need besides the project and the node: the time now and the heartbeat timeout."""
+
+    now: float
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
+
+
+FilterFunc = Callable[[ProjectInfo, NodeInfo, FilterContext], Rejection | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """A named filter."""
+
+    name: str
+    check: FilterFunc
+
+
+# Message order of the reasons (lower first).
+RANK_READY, RANK_UNSCHEDULABLE, RANK_RESOURCES, RANK_SELECTOR, RANK_TAINT = range(5)
+
+
+def node_ready(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+    """The node's Lease was renewed within the heartbeat timeout (a node without a Lease is not Ready)."""
+    if node.renew_time is not None and ctx.now < node.renew_time + ctx.heartbeat_timeout:
+        return None
+    return Rejection(NOT_READY, False, RANK_READY)
+
+
+def node_schedulable(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+    """The node is not cordoned (`spec.unschedulable`)."""
+    return Rejection(UNSCHEDULABLE, False, RANK_UNSCHEDULABLE) if node.unschedulable else None
+
+
+def resources_fit(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+    """Allocatable minus the requests already on the node covers every request of the project.
+
+    A request larger than the node's whole allocatable is infeasible; one larger than what is free now is
+    unavailable. The first infeasible resource is reported, else the first unavailable one (cpu, memory, then
+    the others by name).
+    """
+    requests = project.requests
+    if not requests:
+        return None
+    allocatable, requested = node.allocatable, node.requested
+    short: str | None = None
+    for name in ordered(requests) if len(requests) > 1 else requests:
+        want = requests[name]
+        have = allocatable.get(name, 0)
+        if want > have:
+            return Rejection(f"insufficient {name}", True, RANK_RESOURCES)
+        if short is None and want > have - requested.get(name, 0):
+            short = name
+    return None if short is None else Rejection(f"insufficient {short}", False, RANK_RESOURCES)
+
+
+def node_selector_matches(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+    """Every `nodeSelector` label of the project is on the node with the same value."""
+    labels = node.labels
+    for key, value in project.node_selector.items():
+        if labels.get(key) != value:
+            return Rejection(SELECTOR_MISMATCH, True, RANK_SELECTOR)
+    return None
+
+
+def taints_tolerated(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+    """Every NoSchedule and NoExecute taint of the node is tolerated (PreferNoSchedule only lowers the score)."""
+    for taint in node.taints:
+        if taint.effect in (NO_SCHEDULE, NO_EXECUTE) and not tolerated(project, taint):
+            return Rejection(f"untolerated taint {taint.key}", True, RANK_TAINT)
+    return None
+
+
+def tolerated(project: ProjectInfo, taint: TaintInfo) -> bool:
+    """Whether one of the project's tolerations matches `taint`."""
+    return any(toleration.tolerates(taint) for toleration in project.tolerations)
+
+
+FILTERS: tuple[Filter, ...] = (
+    Filter("NodeSelector", node_selector_matches),
+    Filter("TaintToleration", taints_tolerated),
+    Filter("NodeResourcesFit", resources_fit),
+    Filter("NodeReady", node_ready),
+    Filter("NodeUnschedulable", node_schedulable),
+)
+"""Every filter, in the order they run: infeasible checks first, cheapest first among equals."""
+
+
+def first_rejection(
+    project: ProjectInfo, node: NodeInfo, ctx: FilterContext, filters: tuple[Filter, ...] = FILTERS
+) -> Rejection | None:
+    """The first filter's rejection of `node`, or None when the node passes them all."""
+    for item in filters:
+        rejection = item.check(project, node, ctx)
+        if rejection is not None:
+            return rejection
+    return None
+
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_TIMEOUT",
+    "FILTERS",
+    "Filter",
+    "FilterContext",
+    "FilterFunc",
+    "NOT_READY",
+    "RANK_READY",
+    "RANK_RESOURCES",
+    "RANK_SELECTOR",
+    "RANK_TAINT",
+    "RANK_UNSCHEDULABLE",
+    "Rejection",
+    "SELECTOR_MISMATCH",
+    "UNSCHEDULABLE",
+    "first_rejection",
+    "node_ready",
+    "node_schedulable",
+    "node_selector_matches",
+    "resources_fit",
+    "taints_tolerated",
+    "tolerated",
+]

@@ -1,0 +1,216 @@
+"""The scheduler's reconciler: each wake-up places the most urgent Pending project.
+
+    reconcile(key)
+      1. hand back projects whose unconfirmed bind timed out          (_retry_expired_assumptions)
+      2. the key's own project may be due (its retry delay ran out)   (_wake_key)
+      3. pop the most urgent waiting project (priority, then age)     (active.pop; _keep_awake)
+      4. decide: filter a sample of nodes, score, pick                (_decide)
+      5. bind it (assume first, then a compare-and-swap UpdateStatus) (_bind)
+         or report why nothing fits and retry after a backoff         (_report_unschedulable)
+
+Keys are wake-ups (see `active.py`): a decision is for the most urgent project waiting, which is not necessarily
+the key. Every decision runs without awaiting between reading the state and assuming the binding, so decisions
+made by concurrent workers never see the same free capacity twice; only the writes run concurrently.
+
+Guarantees:
+
+* A project is bound only by a compare-and-swap on the version the decision was made on: a stale decision
+  fails with Conflict and the project is decided again on fresh state (never written blindly).
+* Bound requests count on the node from the moment of the decision (the assumed ledger in `cache.py`).
+* An Unschedulable verdict is written only when its message changed (with one aggregated FailedScheduling
+  Warning event); the project is retried after 1 s, 2 s … at most 30 s, and at once when the cluster changes in
+  a way that may let it fit (handlers call `wake_all_pending`).
+* `Failed` and bound projects are never touched; a project is only ever moved Pending → Scheduled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from caravanserai import v1
+from caravanserai.client import Client
+from caravanserai.clock import Clock, seconds
+from caravanserai.controller import EventRecorder, Result
+from caravanserai.controllers.scheduler import conditions
+from caravanserai.controllers.scheduler.active import (
+    DEFAULT_INITIAL_BACKOFF,
+    DEFAULT_MAX_BACKOFF,
+    ActiveProjects,
+    RetryBackoff,
+)
+from caravanserai.controllers.scheduler.algorithm import Decision, Diagnosis, Policy, schedule
+from caravanserai.controllers.scheduler.cache import DEFAULT_ASSUME_TTL, Assumption, ClusterState
+from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext
+from caravanserai.controllers.scheduler.snapshot import ProjectInfo, project_info
+from caravanserai.errors import ApiError, Conflict, FailedPrecondition, Invalid, NotFound
+from caravanserai.informer import PHASE_INDEX, CacheReader
+from caravanserai.workqueue import WorkQueue
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Tunables: the decision policy, the heartbeat timeout of the Ready filter, retry backoff, assume TTL."""
+
+    policy: Policy = Policy()
+    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
+    initial_backoff: float = DEFAULT_INITIAL_BACKOFF
+    max_backoff: float = DEFAULT_MAX_BACKOFF
+    assume_ttl: float = DEFAULT_ASSUME_TTL
+
+
+class SchedulerReconciler:
+    """Places Pending projects on nodes. See the module docstring."""
+
+    def __init__(
+        self,
+        client: Client,
+        projects: CacheReader[v1.Project],
+        state: ClusterState,
+        queue: WorkQueue[str],
+        recorder: EventRecorder,
+        *,
+        clock: Clock,
+        config: SchedulerConfig = SchedulerConfig(),
+    ) -> None:
+        self._client = client
+        self._projects = projects
+        self.state = state
+        self._queue = queue
+        self._recorder = recorder
+        self._clock = clock
+        self.config = config
+        self.active = ActiveProjects()
+        self.backoff = RetryBackoff(config.initial_backoff, config.max_backoff)
+        self.bound = 0  # bindings written by this replica
+
+    # ---- wake-ups (called by the informer handlers) ----------------------------------------------------------
+
+    def wake(self, project: v1.Project) -> None:
+        """Ask for a decision on `project` soon, if it is Pending and not already being bound."""
+        if self._activate(project):
+            self._queue.add(project.metadata.name)
+
+    def _activate(self, project: v1.Project) -> bool:
+        """Let `project` wait for a decision (in priority order); False when it needs none."""
+        name = project.metadata.name
+        if project.status.phase != v1.PENDING or self.state.is_assumed(name):
+            return False
+        self.active.add(name, priority=project.spec.priority, created=seconds(project.metadata.creation_timestamp))
+        return True
+
+    def wake_all_pending(self) -> None:
+        """The cluster changed in a way that may let waiting projects fit: try every Pending project again."""
+        for project in self._projects.by_index(PHASE_INDEX, v1.PENDING):
+            self.wake(project)
+
+    def settle(self, project: v1.Project) -> None:
+        """`project` left Pending or was deleted: it waits for nothing any more."""
+        self.active.discard(project.metadata.name)
+        self.backoff.reset(project.metadata.name)
+
+    # ---- reconcile --------------------------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> Result:
+        self._retry_expired_assumptions()
+        self._wake_key(key)
+        name = self.active.pop()
+        if name is None:
+            return Result()
+        self._keep_awake()
+        project = self._projects.get(name)
+        if project is None or project.status.phase != v1.PENDING or self.state.is_assumed(name):
+            return Result()
+        try:
+            info = project_info(project)
+            decision = self._decide(info)
+            if decision.node is None:
+                assert decision.diagnosis is not None
+                await self._report_unschedulable(project, decision.diagnosis)
+            else:
+                await self._bind(project, info, decision)
+        except Exception:
+            self._retry_later(name)  # whatever failed, this project is tried again
+            raise
+        return Result()
+
+    def _retry_expired_assumptions(self) -> None:
+        for name in self.state.expired(self._clock.monotonic()):
+            project = self._projects.get(name)
+            if project is not None:
+                self.wake(project)
+
+    def _wake_key(self, key: str) -> None:
+        """The key's own project may be due (its retry delay ran out): it waits with the others. The key being
+        handled is the wake-up for it, so nothing is added to the queue."""
+        project = self._projects.get(key)
+        if project is not None:
+            self._activate(project)
+
+    def _keep_awake(self) -> None:
+        """Projects still waiting always have a wake-up queued (adds of a queued key collapse)."""
+        following = self.active.peek()
+        if following is not None:
+            self._queue.add(following)
+
+    def _decide(self, info: ProjectInfo) -> Decision:
+        nodes = self.state.nodes()
+        start = self.state.next_start % len(nodes) if nodes else 0
+        ctx = FilterContext(now=self._clock.now(), heartbeat_timeout=self.config.heartbeat_timeout)
+        decision = schedule(info, nodes, ctx, start=start, policy=self.config.policy)
+        if nodes:
+            self.state.next_start = (start + decision.visited) % len(nodes)
+        return decision
+
+    async def _bind(self, project: v1.Project, info: ProjectInfo, decision: Decision) -> None:
+        """Assume, then write the binding; an unconfirmed outcome keeps the assumption for `assume_ttl`."""
+        assert decision.node is not None
+        name, node = info.name, decision.node
+        assumption = self.state.assume(info, node)
+        self.backoff.reset(name)
+        try:
+            stored = await self._client.projects.update_status(conditions.bound(project, node, now=self._clock.now()))
+        except (NotFound, FailedPrecondition, Invalid) as exc:
+            self.state.forget(assumption)
+            log.info("bind refused", project=name, node=node, error=str(exc))
+            return
+        except Conflict:
+            self._unconfirmed(assumption)  # the informer will show the newer version; that decides
+            log.debug("bind conflict; deciding again on fresh state", project=name, node=node)
+            return
+        except BaseException:
+            self._unconfirmed(assumption)
+            raise
+        self.bound += 1
+        log.info("bound", project=name, node=node, score=round(decision.score, 1), feasible=decision.feasible)
+        await self._recorder.normal(stored, conditions.EVENT_SCHEDULED, f"Successfully assigned {name} to {node}")
+
+    def _unconfirmed(self, assumption: Assumption) -> None:
+        ttl = self.config.assume_ttl
+        self.state.expire_later(assumption, now=self._clock.monotonic(), ttl=ttl)
+        self._queue.add_after(assumption.project, ttl)
+
+    async def _report_unschedulable(self, project: v1.Project, diagnosis: Diagnosis) -> None:
+        """Write the Unschedulable verdict when it changed (plus one Warning event), then retry later."""
+        name = project.metadata.name
+        message = diagnosis.message()
+        self._retry_later(name)
+        updated = conditions.unschedulable(project, message, now=self._clock.now())
+        if updated is None:
+            return
+        log.info("unschedulable", project=name, reason=message)
+        try:
+            await self._client.projects.update_status(updated)
+        except ApiError as exc:  # retried after the backoff, on the state then current
+            log.info("could not record unschedulable verdict", project=name, error=str(exc))
+            return
+        await self._recorder.warning(project, conditions.EVENT_FAILED_SCHEDULING, message)
+
+    def _retry_later(self, name: str) -> None:
+        self._queue.add_after(name, self.backoff.next_delay(name))
+
+
+__all__ = ["SchedulerConfig", "SchedulerReconciler"]

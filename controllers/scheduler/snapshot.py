@@ -1,0 +1,149 @@
+"""What the scheduler knows about a node and about a project, as plain Python values.
+
+Filters and scores (`filters.py`, `scores.py`) are pure functions over these records, so they are tested with
+tables and never parse a quantity or walk a protobuf message while deciding.
+
+* `NodeInfo` is the scheduler's live view of one node. `ClusterState` (`cache.py`) owns the records and updates
+  them in place from informer events between decisions; a decision runs without awaiting, so it always sees one
+  consistent state. Everyone else reads them.
+* `ProjectInfo` is immutable: taken from a project when it is about to be scheduled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caravanserai import v1
+from caravanserai.clock import seconds
+from caravanserai.quantity import parse_quantity
+from caravanserai.controllers.scheduler.resources import Resources, parse_resources, project_requests
+
+NO_SCHEDULE = "NoSchedule"
+PREFER_NO_SCHEDULE = "PreferNoSchedule"
+NO_EXECUTE = "NoExecute"
+EXISTS = "Exists"
+EQUAL = "Equal"
+
+
+@dataclass(frozen=True, slots=True)
+class TaintInfo:
+    """A node taint: key, value and effect (NoSchedule, PreferNoSchedule or NoExecute)."""
+
+    key: str
+    value: str = ""
+    effect: str = NO_SCHEDULE
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+@dataclass(frozen=True, slots=True)
+class TolerationInfo:
+    """A project toleration. `operator` is Equal (default) or Exists; an empty key with Exists matches every
+    taint; an empty effect matches every effect."""
+
+    key: str = ""
+    operator: str = EQUAL
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: TaintInfo) -> bool:
+        """Whether this toleration matches `taint` (Kubernetes' rules)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == EXISTS:
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """The scheduler's view of one node. `requested` is the sum of the requests of the projects bound to it
+    (phases Scheduled, Running, Terminating) plus those assumed bound by this scheduler; `renew_time` is the last
+    renewal of its Lease (None: no Lease); `download` its measured download rate in bytes/s (None: unmeasured)."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    taints: tuple[TaintInfo, ...] = ()
+    allocatable: Resources = field(default_factory=dict)
+    requested: Resources = field(default_factory=dict)
+    renew_time: float | None = None
+    download: float | None = None
+
+    def free(self, resource: str) -> int:
+        """Allocatable minus requested for `resource` (negative when overcommitted by others)."""
+        return self.allocatable.get(resource, 0) - self.requested.get(resource, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectInfo:
+    """What scheduling needs of a project: its summed requests, placement rules and priority."""
+
+    name: str
+    requests: Resources = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[TolerationInfo, ...] = ()
+    priority: int = 0
+    images: frozenset[str] = frozenset()
+    uid: str = ""
+    resource_version: str = ""
+
+
+def node_spec_fields(node: v1.Node) -> tuple[dict[str, str], bool, tuple[TaintInfo, ...], Resources]:
+    """The fields of a Node that decide where projects fit: labels, unschedulable, taints and allocatable."""
+    taints = tuple(TaintInfo(t.key, t.value, t.effect or NO_SCHEDULE) for t in node.spec.taints)
+    return dict(node.metadata.labels), node.spec.unschedulable, taints, parse_resources(node.status.allocatable)
+
+
+def download_rate(node: v1.Node) -> float | None:
+    """The node's measured download rate in bytes/s, or None when unmeasured or unreadable."""
+    text = node.status.network.throughput.download
+    if not text:
+        return None
+    try:
+        rate = float(parse_quantity(text))
+    except ValueError:
+        return None
+    return rate if rate > 0 else None
+
+
+def lease_renew_time(lease: v1.Lease) -> float | None:
+    """When the Lease was last renewed (seconds since the epoch), or None if it never was."""
+    if not lease.spec.HasField("renew_time"):
+        return None
+    return seconds(lease.spec.renew_time)
+
+
+def project_info(project: v1.Project) -> ProjectInfo:
+    """The scheduling view of `project`."""
+    tolerations = tuple(
+        TolerationInfo(t.key, t.operator or EQUAL, t.value, t.effect) for t in project.spec.tolerations
+    )
+    return ProjectInfo(
+        name=project.metadata.name,
+        requests=project_requests(project),
+        node_selector=dict(project.spec.node_selector),
+        tolerations=tolerations,
+        priority=project.spec.priority,
+        images=frozenset(s.image for s in project.spec.services),
+        uid=project.metadata.uid,
+        resource_version=project.metadata.resource_version,
+    )
+
+
+__all__ = [
+    "EQUAL",
+    "EXISTS",
+    "NO_EXECUTE",
+    "NO_SCHEDULE",
+    "PREFER_NO_SCHEDULE",
+    "NodeInfo",
+    "ProjectInfo",
+    "TaintInfo",
+    "TolerationInfo",
+    "download_rate",
+    "lease_renew_time",
+    "node_spec_fields",
+    "project_info",
+]
