@@ -2,7 +2,7 @@
 
 Informers: all projects (indexed by phase: the Pending ones are woken; the bound ones fill the per-node sums),
 all nodes, all leases. The state handlers are registered on the informers before the controller's own handler,
-so the state is current when keys are added. The controller runs `--workers` concurrent reconciles: decisions
+so the state is current when keys are added. The controller runs `--scheduler-workers` concurrent reconciles: decisions
 are made one at a time (each without awaiting), the binding writes overlap.
 """
 
@@ -64,13 +64,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="a node is Ready while its Lease was renewed this recently (default 90s)",
     )
-    group.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles (binds in flight)")
+    group.add_argument(
+        "--scheduler-workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles (binds in flight)"
+    )
 
 
 def options_from_args(opts: argparse.Namespace) -> SchedulerOptions:
     policy = Policy(strategy=opts.strategy, percentage_of_nodes_to_score=opts.percentage_of_nodes_to_score)
     config = SchedulerConfig(policy=policy, heartbeat_timeout=opts.heartbeat_timeout)
-    return SchedulerOptions(config=config, workers=opts.workers, identity=identity(opts))
+    return SchedulerOptions(config=config, workers=opts.scheduler_workers, identity=identity(opts))
 
 
 def _wake_on_add(reconciler: SchedulerReconciler) -> HandlerFactory:
