@@ -54,7 +54,7 @@ def complete_resource(ctx: click.Context, param: click.Parameter, incomplete: st
 def complete_names(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """Names of existing objects of the kind given before (asks the server; nothing when it does not answer)."""
     resource = ctx.params.get("resource") or getattr(ctx.command, "fixed_resource", None)
-    settings = ctx.find_object(Settings) or Settings()
+    settings = ctx.find_object(Settings) or settings_from_params(ctx.find_root().params)
     if not resource:
         return []
     try:
@@ -65,10 +65,30 @@ def complete_names(ctx: click.Context, param: click.Parameter, incomplete: str) 
     return [CompletionItem(n) for n in names if n.startswith(incomplete)]
 
 
+def settings_from_params(params: dict[str, Any]) -> Settings:
+    """Settings from the root command's parsed options (shell completion parses them but runs no callback)."""
+    return Settings(
+        server=params.get("server"),
+        token=params.get("token"),
+        config_path=params.get("config_path"),
+        tls_ca=params.get("tls_ca"),
+        tls_cert=params.get("tls_cert"),
+        tls_key=params.get("tls_key"),
+    )
+
+
 async def _names(settings: Settings, plural: str) -> list[str]:
     async with settings.client() as client:
         page = await asyncio.wait_for(client.resource(plural).list(), COMPLETION_TIMEOUT)
         return sorted(o.metadata.name for o in page.items)
 
 
-__all__ = ["COMPLETION_TIMEOUT", "complete_names", "complete_resource", "output_option", "pass_settings", "run"]
+__all__ = [
+    "COMPLETION_TIMEOUT",
+    "complete_names",
+    "complete_resource",
+    "output_option",
+    "pass_settings",
+    "run",
+    "settings_from_params",
+]

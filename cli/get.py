@@ -154,6 +154,8 @@ class WatchPrinter:
         if opts.watch_events:
             headers = ["EVENT", *headers]
         self.writer = TableWriter(headers, show_headers=not opts.no_headers)
+        if opts.watch_events:  # room for the longest event type from the start, so rows stay aligned
+            self.writer.widths[0] = max(len(t) for t in (v1.ADDED, v1.MODIFIED, v1.DELETED))
 
     async def print(self, events: Sequence[WatchEvent[Any]]) -> None:
         if not events:
@@ -189,6 +191,8 @@ async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) ->
         if show_current:
             ordered = sorted(current, key=COLUMNS[opts.kind.plural].sort_key)
             await printer.print([WatchEvent(v1.ADDED, o) for o in ordered])
+            if not ordered and opts.table:
+                click.echo(NO_RESOURCES, err=True)
         async with aclosing(watcher.events()) as events:
             async for event in events:
                 await printer.print([event])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -554,6 +555,16 @@ async def test_console_script_exit_codes(api: RunningApiServer) -> None:
     )
     out, err = await proc.communicate()
     assert (proc.returncode, out, err.decode()) == (1, b"", 'Error from server (NotFound): projects "nope" not found\n')
+
+
+async def test_shell_completion_offers_object_names(api: RunningApiServer, client: Client) -> None:
+    await client.projects.create(builders.project("web"))
+    await client.projects.create(builders.project("worker"))
+    env = {**os.environ, "_CARACTRL_COMPLETE": "bash_complete", "COMP_CWORD": "5",
+           "COMP_WORDS": f"caractrl --server {api.address} get projects w"}
+    proc = await asyncio.create_subprocess_exec(CARACTRL, env=env, stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    assert out.decode().split() == ["plain,web", "plain,worker"]
 
 
 async def test_get_watch_survives_an_apiserver_restart(api: RunningApiServer, client: Client, etcd: EtcdServer) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -10,11 +11,13 @@ from google.protobuf.message import Message
 
 from caravanserai import meta, v1
 from caravanserai.cli.describe_node import describe_node
+from caravanserai.cli.get import GetOptions, WatchPrinter
 from caravanserai.cli.describe_project import describe_project
 from caravanserai.cli.layout import Writer, events_about
 from caravanserai.cli.printers import TableWriter, age, key_values, list_dict, render_table, resource_name, when
 from caravanserai.cli.schema import documented_values, kind_schema
 from caravanserai.cli.tables import COLUMNS, RowContext, node_address, project_reason, rows, throughput_text
+from caravanserai.client import WatchEvent
 from caravanserai.clock import rfc3339, timestamp
 from caravanserai.testing import builders
 
@@ -270,3 +273,34 @@ def test_node_schema_has_taint_effects() -> None:
     defs = kind_schema("nodes")["$defs"]
     assert defs["Taint"]["properties"]["effect"]["enum"] == ["NoSchedule", "PreferNoSchedule", "NoExecute"]
     assert defs["Node"]["required"] == ["apiVersion", "kind", "metadata"]
+
+
+# ---- watch output ---------------------------------------------------------------------------------------------
+
+
+async def test_watch_printer_prefixes_events_and_keeps_alignment(capsys: pytest.CaptureFixture[str]) -> None:
+    opts = GetOptions(meta.KINDS["projects"], [], "table", watch_events=True)
+    printer = WatchPrinter(None, opts)  # type: ignore[arg-type]  # project rows look nothing up
+    first, second = builders.project("web"), builders.project("a-much-longer-name")
+    first.status.phase = second.status.phase = v1.PENDING
+    await printer.print([WatchEvent(v1.ADDED, first)])
+    await printer.print([WatchEvent(v1.DELETED, second)])
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[:3] for line in out] == [
+        ["EVENT", "NAME", "PHASE"], ["ADDED", "web", "Pending"], ["DELETED", "a-much-longer-name", "Pending"],
+    ]
+    assert out[0].index("NAME") == out[1].index("web") == out[2].index("a-much-longer-name")
+
+
+async def test_watch_printer_json_and_name(capsys: pytest.CaptureFixture[str]) -> None:
+    project = builders.project("web")
+    await WatchPrinter(None, GetOptions(meta.KINDS["projects"], [], "name", watch_events=True)).print(  # type: ignore[arg-type]
+        [WatchEvent(v1.MODIFIED, project)]
+    )
+    await WatchPrinter(None, GetOptions(meta.KINDS["projects"], [], "json")).print(  # type: ignore[arg-type]
+        [WatchEvent(v1.MODIFIED, project)]
+    )
+    out = capsys.readouterr().out
+    name_line, json_text = out.split("\n", 1)
+    assert name_line == "MODIFIED project/web"
+    assert json.loads(json_text)["metadata"]["name"] == "web"
