@@ -1,0 +1,108 @@
+"""Wiring of the garbage collector into a Manager, shared by `cara-gc` and `cara-controller-manager`.
+
+Keys are project names, from: a project change that may concern the collector (Terminated, with expire_at, or
+bound to a node the cache does not know); a node deletion (every project bound to it).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from caravanserai import v1
+from caravanserai.client import Client
+from caravanserai.clock import Clock
+from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager, enqueue_matching
+from caravanserai.controllers.gc.policy import DEFAULT_TERMINATED_DELAY, GCConfig, is_candidate
+from caravanserai.controllers.gc.reconciler import GCReconciler
+from caravanserai.controllers.runtime import duration, identity
+from caravanserai.informer import NODE_REF_INDEX, NODE_REF_INDEXERS, CacheReader, EventHandler
+from caravanserai.workqueue import WorkQueue
+
+NAME = "gc"
+COMPONENT = "cara-gc"
+DEFAULT_WORKERS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class GCOptions:
+    config: GCConfig = GCConfig()
+    workers: int = DEFAULT_WORKERS
+    identity: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GarbageCollector:
+    controller: Controller
+    reconciler: GCReconciler
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("garbage collection")
+    group.add_argument(
+        "--terminated-delay",
+        type=duration(),
+        default=DEFAULT_TERMINATED_DELAY,
+        metavar="DURATION",
+        help="delete Terminated projects this long after they finished (default 5s)",
+    )
+    group.add_argument("--gc-workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles")
+
+
+def options_from_args(opts: argparse.Namespace) -> GCOptions:
+    return GCOptions(GCConfig(terminated_delay=opts.terminated_delay), workers=opts.gc_workers, identity=identity(opts))
+
+
+def candidates(nodes: CacheReader[v1.Node]) -> Callable[[Any], bool]:
+    """Projects the collector may have to act on (see `policy.is_candidate`)."""
+
+    def predicate(project: v1.Project) -> bool:
+        return is_candidate(project, node_known=nodes.get(project.status.node_ref) is not None)
+
+    return predicate
+
+
+def projects_of_deleted_node(projects: CacheReader[v1.Project]) -> HandlerFactory:
+    """A node deletion → the projects bound to it."""
+
+    def factory(queue: WorkQueue[str]) -> EventHandler[v1.Node]:
+        def on_delete(node: v1.Node) -> None:
+            for project in projects.by_index(NODE_REF_INDEX, node.metadata.name):
+                queue.add(project.metadata.name)
+
+        return EventHandler(on_delete=on_delete, name="gc-node-deleted")
+
+    return factory
+
+
+def setup(manager: Manager, client: Client, clock: Clock, options: GCOptions = GCOptions()) -> GarbageCollector:
+    """Add the garbage collector to `manager`; returns its parts."""
+    projects = manager.informers.informer(v1.Project, indexers=NODE_REF_INDEXERS)
+    nodes = manager.informers.informer(v1.Node)
+    recorder = EventRecorder(client, component=COMPONENT, host=options.identity, clock=clock)
+    reconciler = GCReconciler(client, projects.cache, nodes.cache, recorder, clock=clock, config=options.config)
+    controller = Controller(NAME, reconciler, max_concurrent_reconciles=options.workers, clock=clock)
+    controller.watch(projects, enqueue_matching(candidates(nodes.cache)))
+    controller.watch(nodes, projects_of_deleted_node(projects.cache))
+    manager.add(controller)
+    return GarbageCollector(controller, reconciler)
+
+
+def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argparse.Namespace) -> GarbageCollector:
+    return setup(manager, client, clock, options_from_args(opts))
+
+
+__all__ = [
+    "COMPONENT",
+    "NAME",
+    "GCOptions",
+    "GarbageCollector",
+    "add_arguments",
+    "candidates",
+    "options_from_args",
+    "projects_of_deleted_node",
+    "setup",
+    "setup_from_args",
+]
