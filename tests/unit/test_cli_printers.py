@@ -14,7 +14,16 @@ from caravanserai.cli.describe_node import describe_node
 from caravanserai.cli.get import GetOptions, WatchPrinter
 from caravanserai.cli.describe_project import describe_project
 from caravanserai.cli.layout import Writer, events_about
-from caravanserai.cli.printers import TableWriter, age, key_values, list_dict, render_table, resource_name, when
+from caravanserai.cli.printers import (
+    TableWriter,
+    age,
+    key_values,
+    list_dict,
+    object_dict,
+    render_table,
+    resource_name,
+    when,
+)
 from caravanserai.cli.schema import documented_values, kind_schema
 from caravanserai.cli.tables import COLUMNS, RowContext, node_address, project_reason, rows, throughput_text
 from caravanserai.client import WatchEvent
@@ -304,3 +313,38 @@ async def test_watch_printer_json_and_name(capsys: pytest.CaptureFixture[str]) -
     name_line, json_text = out.split("\n", 1)
     assert name_line == "MODIFIED project/web"
     assert json.loads(json_text)["metadata"]["name"] == "web"
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def conforms(data: object, schema: dict[str, object], defs: dict[str, dict[str, object]], path: str = "") -> list[str]:
+    """Where `data` breaks the structure of `schema` (property names, types, required); enums are not checked."""
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        schema = defs[ref.rsplit("/", 1)[1]]
+    allowed = schema.get("type")
+    types = allowed if isinstance(allowed, list) else [allowed] if allowed else []
+    if types and _JSON_TYPES[type(data)] not in types:
+        return [f"{path}: {type(data).__name__} is not {types}"]
+    problems: list[str] = []
+    if isinstance(data, dict):
+        props = schema.get("properties")
+        problems += [f"{path}.{key}: required" for key in schema.get("required", []) if key not in data]  # type: ignore[attr-defined]
+        for key, value in data.items():
+            if isinstance(props, dict) and key not in props:
+                problems.append(f"{path}.{key}: not in the schema")
+                continue
+            sub = props[key] if isinstance(props, dict) else schema["additionalProperties"]
+            problems += conforms(value, sub, defs, f"{path}.{key}")  # type: ignore[arg-type]
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            problems += conforms(item, schema["items"], defs, f"{path}[{i}]")  # type: ignore[arg-type]
+    return problems
+
+
+@pytest.mark.parametrize(("resource", "cls"), [("projects", v1.Project), ("nodes", v1.Node)])
+def test_everything_get_prints_fits_the_schema(resource: str, cls: type[Message]) -> None:
+    schema = kind_schema(resource)
+    data = object_dict(filled(cls))
+    assert conforms(data, schema, schema["$defs"]) == []
