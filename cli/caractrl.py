@@ -9,6 +9,8 @@ Ctrl-C exits with 130 and no message.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +24,7 @@ from caravanserai.cli.completion import completion
 from caravanserai.cli.config import Settings
 from caravanserai.cli.delete import delete
 from caravanserai.cli.describe import describe
-from caravanserai.cli.errors import EXIT_INTERRUPTED, EXPECTED_ERRORS, as_command_error, usage_problem
+from caravanserai.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXPECTED_ERRORS, as_command_error, usage_problem
 from caravanserai.cli.get import get
 from caravanserai.cli.logs import logs
 from caravanserai.cli.nodes import cordon, drain, uncordon
@@ -50,10 +52,19 @@ class CaractrlGroup(click.Group):
             return super().invoke(ctx)
         except click.UsageError as exc:
             raise usage_problem(exc) from exc
+        except BrokenPipeError:  # `caractrl get … | head`: the reader is gone, nothing to report
+            _silence_stdout()
+            ctx.exit(EXIT_FAILURE)
         except EXPECTED_ERRORS as exc:
             raise as_command_error(exc) from exc
         except KeyboardInterrupt:
             ctx.exit(EXIT_INTERRUPTED)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.group(cls=CaractrlGroup, context_settings=CONTEXT_SETTINGS)
