@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import click
 
-from caravanserai import manifest, meta
+from caravanserai import meta
 from caravanserai.client import Client
 from caravanserai.durations import parse_duration
 from caravanserai.errors import CaravanseraiError, NotFound
