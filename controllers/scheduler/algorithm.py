@@ -107,6 +107,7 @@ def schedule(
     rejections: dict[Rejection, int] = {}
     best: NodeInfo | None = None
     best_score = -1.0
+    best_key: tuple[int, str] | None = None  # the tie-break key of `best`, computed on the first tie
     feasible = visited = 0
     for offset in range(total):
         node = nodes[(start + offset) % total]
@@ -117,17 +118,19 @@ def schedule(
             continue
         feasible += 1
         score = total_score(project, node, strategy=policy.strategy, weights=policy.weights)
-        if best is None or score > best_score or (score == best_score and _before(project, node, best)):
-            best, best_score = node, score
+        if best is None or score > best_score:
+            best, best_score, best_key = node, score, None
+        elif score == best_score:
+            if best_key is None:
+                best_key = tie_break_key(project.name, best.name)
+            key = tie_break_key(project.name, node.name)
+            if key < best_key:
+                best, best_key = node, key
         if feasible >= wanted:
             break
     if best is None:
         return Decision(None, visited=visited, diagnosis=Diagnosis(total, rejections))
     return Decision(best.name, best_score, visited, feasible)
-
-
-def _before(project: ProjectInfo, node: NodeInfo, best: NodeInfo) -> bool:
-    return tie_break_key(project.name, node.name) < tie_break_key(project.name, best.name)
 
 
 __all__ = [

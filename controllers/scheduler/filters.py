@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from caravanserai.controllers.scheduler.resources import ordered
 from caravanserai.controllers.scheduler.snapshot import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -87,13 +86,9 @@ def resources_fit(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> R
     unavailable. The first infeasible resource is reported, else the first unavailable one (cpu, memory, then
     the others by name).
     """
-    requests = project.requests
-    if not requests:
-        return None
     allocatable, requested = node.allocatable, node.requested
     short: str | None = None
-    for name in ordered(requests) if len(requests) > 1 else requests:
-        want = requests[name]
+    for name, want in project.ordered_requests:
         have = allocatable.get(name, 0)
         if want > have:
             return Rejection(f"insufficient {name}", True, RANK_RESOURCES)

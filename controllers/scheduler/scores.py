@@ -16,6 +16,7 @@ decision is reproducible.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,29 +37,30 @@ STRATEGIES = (SPREAD, BINPACK)
 ScoreFunc = Callable[[ProjectInfo, NodeInfo], float]
 
 
-def _fractions_used(project: ProjectInfo, node: NodeInfo) -> list[float | None]:
-    """Per scored resource: (requested + project's request) / allocatable, or None if the node has none."""
-    out: list[float | None] = []
+def _mean_share_used(project: ProjectInfo, node: NodeInfo) -> tuple[float, float]:
+    """(mean share of cpu and memory used once the project is placed, mean share declared by the node): a
+    resource the node does not declare counts as neither used nor free. Shares are clamped to 0…1."""
+    used_total = declared = 0.0
     for name in SCORED_RESOURCES:
         capacity = node.allocatable.get(name, 0)
         if capacity <= 0:
-            out.append(None)
             continue
-        used = node.requested.get(name, 0) + project.requests.get(name, 0)
-        out.append(min(1.0, max(0.0, used / capacity)))
-    return out
+        declared += 1.0
+        share = (node.requested.get(name, 0) + project.requests.get(name, 0)) / capacity
+        used_total += 1.0 if share > 1.0 else (share if share > 0.0 else 0.0)
+    count = len(SCORED_RESOURCES)
+    return used_total / count, declared / count
 
 
 def least_allocated(project: ProjectInfo, node: NodeInfo) -> float:
     """Spread: the mean share of cpu and memory still free once the project is placed (0…100)."""
-    shares = [0.0 if used is None else 1.0 - used for used in _fractions_used(project, node)]
-    return MAX_SCORE * sum(shares) / len(shares)
+    used, declared = _mean_share_used(project, node)
+    return MAX_SCORE * (declared - used)
 
 
 def most_allocated(project: ProjectInfo, node: NodeInfo) -> float:
     """Bin-pack: the mean share of cpu and memory in use once the project is placed (0…100)."""
-    shares = [0.0 if used is None else used for used in _fractions_used(project, node)]
-    return MAX_SCORE * sum(shares) / len(shares)
+    return MAX_SCORE * _mean_share_used(project, node)[0]
 
 
 def estimated_pull_seconds(project: ProjectInfo, node: NodeInfo) -> float | None:
@@ -112,10 +114,15 @@ def total_score(
     return score + weights.pull * pull_speed(project, node)
 
 
-def tie_break_key(project_name: str, node_name: str) -> tuple[bytes, str]:
-    """Orders nodes of equal score: a stable hash of both names (lower first), then the node name."""
-    digest = hashlib.blake2b(f"{project_name}/{node_name}".encode(), digest_size=8).digest()
-    return digest, node_name
+@functools.lru_cache(maxsize=65536)
+def _name_hash(name: str) -> int:
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big")
+
+
+def tie_break_key(project_name: str, node_name: str) -> tuple[int, str]:
+    """Orders nodes of equal score: a stable hash of the node name mixed with one of the project name (lower
+    first: each project sees the nodes in its own fixed order), then the node name."""
+    return _name_hash(node_name) ^ _name_hash(project_name), node_name
 
 
 __all__ = [

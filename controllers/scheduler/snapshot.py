@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from caravanserai import v1
 from caravanserai.clock import seconds
 from caravanserai.quantity import parse_quantity
-from caravanserai.controllers.scheduler.resources import Resources, parse_resources, project_requests
+from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -88,6 +88,12 @@ class ProjectInfo:
     images: frozenset[str] = frozenset()
     uid: str = ""
     resource_version: str = ""
+    ordered_requests: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # The requests in reporting order (cpu, memory, the others by name), computed once per decision.
+        ordered_items = tuple((name, self.requests[name]) for name in ordered(self.requests))
+        object.__setattr__(self, "ordered_requests", ordered_items)
 
 
 def node_spec_fields(node: v1.Node) -> tuple[dict[str, str], bool, tuple[TaintInfo, ...], Resources]:

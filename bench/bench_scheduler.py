@@ -1,0 +1,340 @@
+"""Scheduler throughput and create→bound latency with simulated nodes, next to raw etcd compare-and-swap
+throughput measured in the same run. Prints JSON.
+
+    .venv/bin/python bench/bench_scheduler.py [--nodes 1000,5000] [--projects 2000] [--paced 400 --rate 50]
+
+Set-up per node count: a fresh `cara-apiserver` process (its own etcd prefix) and a fresh `cara-scheduler`
+process (`--no-leader-elect`), as in production, so neither's CPU is the benchmark's. Nodes are simulated: a Node
+(allocatable 4 cpu, 8Gi) and its Lease, renewed by one task of this process in a `--renew-cycle` (each Lease once
+per cycle, paced evenly; no agents, no Docker).
+
+Measured per node count:
+* **burst**: `--projects` projects created as fast as 32 concurrent clients can; bound/s from the first create to
+  the last binding seen on a watch, and create→bound latency percentiles (queueing included: the burst is far
+  faster than any scheduler, so the p99 is the backlog);
+* **paced**: `--paced` projects created at `--rate` per second: latency percentiles at a sustainable load;
+* the scheduler process's CPU seconds and peak RSS over the run;
+* **overcommit**: after the run, the requests bound to each node against its allocatable (must be 0 nodes over).
+
+The baseline: compare-and-swap updates (etcd transactions comparing mod_revision) straight to the same etcd
+through `caravanserai.storage.Store`, serial and 64 concurrent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from caravanserai import meta, v1
+from caravanserai.client import Client
+from caravanserai.clock import timestamp
+from caravanserai.controllers.scheduler.resources import parse_resources, project_requests
+from caravanserai.errors import Conflict
+from caravanserai.storage import EtcdClient, Store
+from caravanserai.testing import EtcdServer
+from caravanserai.testing.builders import lease, node, node_status, project
+
+SIZES = [("100m", "128Mi"), ("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))] if ordered else 0.0
+
+
+def ms(values: list[float]) -> dict[str, float]:
+    return {f"p{q}_ms": round(percentile(values, q) * 1000, 1) for q in (50, 90, 99)} | {
+        "max_ms": round(max(values, default=0.0) * 1000, 1)
+    }
+
+
+async def run_concurrently(count: int, workers: int, op: Callable[[int], Awaitable[Any]]) -> None:
+    async def worker(first: int) -> None:
+        for i in range(first, count, workers):
+            await op(i)
+
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+
+
+# ---- baseline --------------------------------------------------------------------------------------------------
+
+
+async def etcd_cas_baseline(endpoint: str, count: int) -> dict[str, float]:
+    """Compare-and-swap updates/s straight to etcd through the Store: serial and 64 concurrent."""
+    value = project("p", requests={"cpu": "100m"}).SerializeToString()
+    async with EtcdClient([endpoint]) as etcd:
+        store = Store(etcd, prefix="/bench-scheduler-baseline")
+        revisions = {i: await store.create("projects", f"p{i:06d}", value) for i in range(count)}
+
+        async def cas(i: int) -> None:
+            revisions[i] = await store.update("projects", f"p{i:06d}", value, expected_revision=revisions[i])
+
+        result = {}
+        for label, workers in (("serial_cas_per_s", 1), ("concurrent64_cas_per_s", 64)):
+            started = time.perf_counter()
+            await run_concurrently(count, workers, cas)
+            result[label] = round(count / (time.perf_counter() - started), 1)
+        return result
+
+
+# ---- processes -------------------------------------------------------------------------------------------------
+
+
+def spawn(args: list[str]) -> subprocess.Popen[bytes]:
+    exe = os.path.join(os.path.dirname(sys.executable), args[0])
+    return subprocess.Popen([exe, *args[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def wait_http_ok(url: str, proc: subprocess.Popen[bytes], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args[0]} exited during start-up")
+        try:
+            await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=2).read())
+            return
+        except OSError:
+            await asyncio.sleep(0.2)
+    raise TimeoutError(f"{url} not ready")
+
+
+async def wait_api(address: str, proc: subprocess.Popen[bytes]) -> None:
+    async with Client(address, retry_timeout=0) as c:
+        for _ in range(300):
+            if proc.poll() is not None:
+                raise RuntimeError("cara-apiserver exited during start-up")
+            try:
+                await c.projects.list(limit=1)
+                return
+            except Exception:  # noqa: BLE001 - not up yet
+                await asyncio.sleep(0.1)
+    raise TimeoutError("cara-apiserver did not answer")
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+# ---- simulated nodes -------------------------------------------------------------------------------------------
+
+
+class SimulatedNodes:
+    """Nodes and their Leases; `renew_forever` renews every Lease once per cycle from one task."""
+
+    def __init__(self, client: Client, count: int) -> None:
+        self.client = client
+        self.names = [f"node-{i:05d}" for i in range(count)]
+        self.leases: dict[str, v1.Lease] = {}
+        self.renewals = 0
+
+    async def create(self) -> None:
+        async def one(i: int) -> None:
+            name = self.names[i]
+            created = await self.client.nodes.create(node(name))
+            await self.client.nodes.update_status(node_status(created, cpu="4", memory="8Gi"))
+            fresh = lease(name)
+            fresh.spec.renew_time.CopyFrom(timestamp(time.time()))
+            self.leases[name] = await self.client.leases.create(fresh)
+
+        await run_concurrently(len(self.names), 64, one)
+
+    async def renew(self, name: str) -> None:
+        current = meta.copy(self.leases[name])
+        current.spec.renew_time.CopyFrom(timestamp(time.time()))
+        try:
+            self.leases[name] = await self.client.leases.update(current)
+        except Conflict:
+            self.leases[name] = await self.client.leases.get(name)
+        self.renewals += 1
+
+    async def renew_forever(self, cycle: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            for index in range(0, len(self.names), 16):
+                await asyncio.gather(*(self.renew(n) for n in self.names[index : index + 16]))
+                target = started + cycle * (index + 16) / len(self.names)
+                await asyncio.sleep(max(0.0, target - loop.time()))
+
+
+# ---- measurement -----------------------------------------------------------------------------------------------
+
+
+class BindWatch:
+    """Records when each project is first seen Scheduled on a watch."""
+
+    def __init__(self) -> None:
+        self.bound_at: dict[str, float] = {}
+        self.changed = asyncio.Event()
+
+    async def run(self, client: Client) -> None:
+        start = (await client.projects.list(limit=1)).resource_version
+        async for event in client.projects.watch(resource_version=start):
+            p = event.object
+            if event.type != v1.BOOKMARK and p.status.phase == v1.SCHEDULED:
+                self.bound_at.setdefault(p.metadata.name, time.perf_counter())
+                self.changed.set()
+
+    async def wait_all(self, names: list[str], timeout: float) -> None:
+        deadline = time.perf_counter() + timeout
+        while not all(n in self.bound_at for n in names):
+            self.changed.clear()
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                missing = sum(n not in self.bound_at for n in names)
+                raise TimeoutError(f"{missing} projects not bound within {timeout:g}s")
+            try:
+                await asyncio.wait_for(self.changed.wait(), remaining)
+            except TimeoutError:
+                pass
+
+
+async def create_projects(
+    client: Client, names: list[str], rng: random.Random, *, workers: int, rate: float | None
+) -> dict[str, float]:
+    """Create the projects (as fast as `workers` allow, or paced at `rate`/s); returns each one's create time."""
+    sent: dict[str, float] = {}
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+
+    async def one(i: int) -> None:
+        if rate is not None:
+            await asyncio.sleep(max(0.0, started + i / rate - loop.time()))
+        cpu, memory = rng.choice(SIZES)
+        sent[names[i]] = time.perf_counter()
+        await client.projects.create(project(names[i], requests={"cpu": cpu, "memory": memory}))
+
+    await run_concurrently(len(names), workers, one)
+    return sent
+
+
+async def overcommitted_nodes(client: Client) -> tuple[int, int]:
+    """(nodes whose bound requests exceed allocatable, projects bound)."""
+    allocatable = {n.metadata.name: parse_resources(n.status.allocatable) for n in (await client.nodes.list()).items}
+    used: dict[str, dict[str, int]] = defaultdict(dict)
+    bound = 0
+    for p in (await client.projects.list()).items:
+        if p.status.phase in v1.BOUND_PHASES and p.status.node_ref:
+            bound += 1
+            for resource, amount in project_requests(p).items():
+                used[p.status.node_ref][resource] = used[p.status.node_ref].get(resource, 0) + amount
+    over = sum(
+        any(amount > allocatable.get(name, {}).get(r, 0) for r, amount in amounts.items())
+        for name, amounts in used.items()
+    )
+    return over, bound
+
+
+async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[str, Any]:
+    address, metrics = f"127.0.0.1:{free_port()}", free_port()
+    api = spawn(["cara-apiserver", "--etcd-endpoints", endpoint, "--listen", address,
+                 "--etcd-prefix", f"/bench-scheduler-{nodes}", "--log-level", "warning"])  # fmt: skip
+    scheduler: subprocess.Popen[bytes] | None = None
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        await wait_api(address, api)
+        async with Client(address, timeout=60, retry_timeout=60) as client:
+            sim = SimulatedNodes(client, nodes)
+            started = time.perf_counter()
+            await sim.create()
+            setup_s = time.perf_counter() - started
+            tasks.append(asyncio.create_task(sim.renew_forever(opts.renew_cycle)))
+            scheduler = spawn(["cara-scheduler", "--server", address, "--no-leader-elect", "--metrics-port",
+                               str(metrics), "--log-level", "warning"])  # fmt: skip
+            await wait_http_ok(f"http://127.0.0.1:{metrics}/readyz", scheduler)
+            watch = BindWatch()
+            tasks.append(asyncio.create_task(watch.run(client)))
+            await asyncio.sleep(0.5)
+            cpu_before = cpu_seconds(scheduler.pid)
+            rng = random.Random(nodes)
+
+            burst = [f"burst-{i:05d}" for i in range(opts.projects)]
+            sent = await create_projects(client, burst, rng, workers=32, rate=None)
+            await watch.wait_all(burst, 300)
+            first, last = min(sent.values()), max(watch.bound_at[n] for n in burst)
+            burst_latency = [watch.bound_at[n] - sent[n] for n in burst]
+
+            paced = [f"paced-{i:05d}" for i in range(opts.paced)]
+            sent_paced = await create_projects(client, paced, rng, workers=64, rate=opts.rate)
+            await watch.wait_all(paced, 120)
+            paced_latency = [watch.bound_at[n] - sent_paced[n] for n in paced]
+            cpu_used = cpu_seconds(scheduler.pid) - cpu_before
+            over, bound = await overcommitted_nodes(client)
+            return {
+                "nodes": nodes,
+                "node_setup_s": round(setup_s, 1),
+                "lease_renewals_per_s": round(nodes / opts.renew_cycle, 1),
+                "burst": {
+                    "projects": len(burst),
+                    "bound_per_s": round(len(burst) / (last - first), 1),
+                    "create_to_bound": ms(burst_latency),
+                },
+                "paced": {"projects": len(paced), "rate_per_s": opts.rate, "create_to_bound": ms(paced_latency)},
+                "scheduler_process": {"cpu_s": round(cpu_used, 1), "peak_rss_mib": peak_rss_mib(scheduler.pid)},
+                "projects_bound": bound,
+                "overcommitted_nodes": over,
+            }
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for proc in (scheduler, api):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(15)
+
+
+async def main(opts: argparse.Namespace) -> dict[str, Any]:
+    async with EtcdServer() as etcd:
+        baseline = await etcd_cas_baseline(etcd.endpoint, opts.baseline_count)
+        runs = [await scenario(etcd.endpoint, n, opts) for n in opts.nodes]
+    return {
+        "benchmark": "scheduler",
+        "cpus": os.cpu_count(),
+        "etcd_cas_baseline": baseline,
+        "runs": runs,
+        "zero_overcommit": all(run["overcommitted_nodes"] == 0 for run in runs),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000])
+    parser.add_argument("--projects", type=int, default=2000, help="projects in the burst")
+    parser.add_argument("--paced", type=int, default=400, help="projects created at --rate")
+    parser.add_argument("--rate", type=float, default=50.0, help="creations per second of the paced phase")
+    parser.add_argument("--renew-cycle", type=float, default=60.0, help="seconds in which every Lease is renewed")
+    parser.add_argument("--baseline-count", type=int, default=2000)
+    logging.basicConfig(level=logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))
