@@ -8,7 +8,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from caravanserai.storage import EtcdClient, Store
+from caravanserai.logging import configure_logging
 from caravanserai.testing import EtcdServer
+
+# Logs of in-process servers go to stderr (pytest shows them for failing tests), never into captured stdout.
+configure_logging("info", json=False)
 
 
 @pytest.fixture(scope="session")

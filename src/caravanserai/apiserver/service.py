@@ -193,7 +193,7 @@ class ResourceService:
         current = await self._current(resource, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
         if resource == "nodes" and not request.force:
-            self._refuse_busy_node(name)
+            await self._refuse_busy_node(name)
         action = self._delete_action(resource, current, force=request.force)
         if action == "noop":
             return v1.DeleteResponse(object=meta.wrap(current), deleted=False)
@@ -221,12 +221,21 @@ class ResourceService:
             return "noop" if obj.metadata.HasField("deletion_timestamp") else "finalize"
         return "remove"
 
-    def _refuse_busy_node(self, node: str) -> None:
-        busy = sorted(
-            p.metadata.name
-            for p in self._caches["projects"].objects.values()
-            if p.status.node_ref == node and p.status.phase in v1.BOUND_PHASES
-        )
+    async def _refuse_busy_node(self, node: str) -> None:
+        """FailedPrecondition when projects are bound to `node`. Reads etcd, not the watch cache: a binding
+        acknowledged a moment ago must count even if the cache has not seen it yet."""
+        busy: list[str] = []
+        revision, after = 0, ""
+        while True:
+            page = await self._store.list("projects", limit=1000, start_after=after, revision=revision)
+            revision = page.revision
+            for item in page.items:
+                project = v1.Project.FromString(item.value)
+                if project.status.node_ref == node and project.status.phase in v1.BOUND_PHASES:
+                    busy.append(item.name)
+            if not page.more or not page.items:
+                break
+            after = page.items[-1].name
         if busy:
             shown = ", ".join(busy[:5]) + (" …" if len(busy) > 5 else "")
             raise FailedPrecondition(
