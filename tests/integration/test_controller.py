@@ -60,8 +60,10 @@ class Script:
         if isinstance(outcome, BaseException):
             raise outcome
         if asyncio.iscoroutine(outcome):
-            return await outcome  # type: ignore[no-any-return]
-        return outcome  # type: ignore[no-any-return]
+            result: Result = await outcome
+            return result
+        assert isinstance(outcome, Result)
+        return outcome
 
 
 def manager_for(client: Client, **kwargs: Any) -> Manager:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -112,6 +112,11 @@ class FakeProjects:
             self.streams.remove(stream)
 
 
+def informer_of(api: FakeProjects, **options: Any) -> Informer[v1.Project]:
+    """An informer over the fake (which has the list and watch of a ResourceClient, not its type)."""
+    return Informer(cast(Any, api), **options)
+
+
 @contextlib.asynccontextmanager
 async def running(coro: Coroutine[Any, Any, None]) -> AsyncIterator[asyncio.Task[None]]:
     """Run `coro` as a task for the block; cancel it and wait for it afterwards."""
@@ -215,7 +220,7 @@ def test_mutation_detector_is_off_by_default_and_on_by_environment(monkeypatch: 
 async def test_informer_fails_loudly_when_a_handler_mutates_a_cached_object() -> None:
     api = FakeProjects()
     api.put(project("a"))
-    informer: Informer[v1.Project] = Informer(api, detect_mutations=True, backoff=FAST)  # type: ignore[arg-type]
+    informer = informer_of(api, detect_mutations=True, backoff=FAST)
 
     def careless(obj: v1.Project) -> None:
         obj.spec.priority = 100  # should have copied first
@@ -232,7 +237,7 @@ async def test_informer_fails_loudly_when_a_handler_mutates_a_cached_object() ->
 async def test_handlers_run_after_the_cache_update_in_event_order() -> None:
     api = FakeProjects()
     api.put(project("a"))
-    informer: Informer[v1.Project] = Informer(api, backoff=FAST)  # type: ignore[arg-type]
+    informer = informer_of(api, backoff=FAST)
     seen: list[tuple[str, str, str, bool]] = []
 
     def on_add(obj: v1.Project) -> None:
@@ -251,9 +256,9 @@ async def test_handlers_run_after_the_cache_update_in_event_order() -> None:
         assert seen == [("add", "a", "1", True)]
         # One change at a time, so that the cache holds exactly the notified state when the handler runs (with
         # changes in flight it may already hold a later one: it is never behind).
-        for change in (lambda: api.put(project("a", labels={"v": "2"})), lambda: api.put(project("b"))):
+        for changed in (project("a", labels={"v": "2"}), project("b")):
             before = len(seen)
-            change()
+            api.put(changed)
             await until(lambda: len(seen) == before + 1)
         api.remove("a")
         await until(lambda: len(seen) == 4)
@@ -263,7 +268,7 @@ async def test_handlers_run_after_the_cache_update_in_event_order() -> None:
 
 async def test_every_handler_hears_every_change_even_when_one_fails_or_is_async() -> None:
     api = FakeProjects()
-    informer: Informer[v1.Project] = Informer(api, backoff=FAST)  # type: ignore[arg-type]
+    informer = informer_of(api, backoff=FAST)
     calls: list[str] = []
 
     def broken(obj: v1.Project) -> None:
@@ -289,7 +294,7 @@ async def test_a_late_handler_first_hears_the_cached_objects_then_live_changes()
     api = FakeProjects()
     api.put(project("a"))
     api.put(project("b"))
-    informer: Informer[v1.Project] = Informer(api, backoff=FAST)  # type: ignore[arg-type]
+    informer = informer_of(api, backoff=FAST)
     async with running(informer.run()):
         await informer.wait_synced()
         names: list[str] = []
@@ -306,7 +311,7 @@ async def test_resync_redelivers_every_cached_object_as_an_update_without_readin
     api = FakeProjects()
     api.put(project("a"))
     api.put(project("b"))
-    informer: Informer[v1.Project] = Informer(api, clock=clock, resync_period=30.0, backoff=FAST)  # type: ignore[arg-type]
+    informer = informer_of(api, clock=clock, resync_period=30.0, backoff=FAST)
     updates: list[tuple[str, bool]] = []
     informer.add_event_handler(on_update=lambda old, new: updates.append((new.metadata.name, old is new)))
     async with running(informer.run()):
@@ -321,7 +326,7 @@ async def test_resync_redelivers_every_cached_object_as_an_update_without_readin
 
 async def test_a_full_notification_backlog_holds_the_stream_back() -> None:
     api = FakeProjects()
-    informer: Informer[v1.Project] = Informer(api, backoff=FAST, max_pending=4)  # type: ignore[arg-type]
+    informer = informer_of(api, backoff=FAST, max_pending=4)
     release = asyncio.Event()
     heard: list[str] = []
     most_pending = 0
@@ -353,7 +358,7 @@ async def test_a_full_notification_backlog_holds_the_stream_back() -> None:
 async def test_a_broken_stream_resumes_from_the_last_version_without_relisting() -> None:
     api = FakeProjects()
     api.put(project("a"))
-    informer: Informer[v1.Project] = Informer(api, backoff=FAST)  # type: ignore[arg-type]
+    informer = informer_of(api, backoff=FAST)
     async with running(informer.run()):
         await informer.wait_synced()
         api.put(project("b"))
@@ -373,7 +378,7 @@ async def test_an_expired_version_relists_and_delivers_missed_deletions() -> Non
     api = FakeProjects()
     for name in ("a", "b", "c"):
         api.put(project(name))
-    informer: Informer[v1.Project] = Informer(api, backoff=FAST)  # type: ignore[arg-type]
+    informer = informer_of(api, backoff=FAST)
     deleted: list[str] = []
     updated: list[str] = []
     informer.add_event_handler(
@@ -391,16 +396,15 @@ async def test_an_expired_version_relists_and_delivers_missed_deletions() -> Non
 
     assert api.lists == 2
     assert informer.cache.keys() == ["b", "c"]
-    assert informer.get("b") is not None and informer.get("b").metadata.labels["changed"] == "yes"  # type: ignore[union-attr]
+    changed = informer.get("b")
+    assert changed is not None and changed.metadata.labels["changed"] == "yes"
 
 
 async def test_a_silent_watch_is_restarted_from_the_last_bookmark() -> None:
     clock = FakeClock()
     api = FakeProjects()
     api.put(project("a"))
-    informer: Informer[v1.Project] = Informer(  # type: ignore[arg-type]
-        api, clock=clock, watch_idle_timeout=60.0, backoff=Backoff(initial=1.0, jitter=0.0)
-    )
+    informer = informer_of(api, clock=clock, watch_idle_timeout=60.0, backoff=Backoff(initial=1.0, jitter=0.0))
     async with running(informer.run()):
         await informer.wait_synced()
         await until(lambda: clock.sleepers == 1)  # the watchdog

@@ -129,4 +129,4 @@ class EventRecorder:
             self._recent.popitem(last=False)
 
 
-__all__ = ["DEFAULT_AGGREGATION_WINDOW", "NORMAL", "WARNING", "EventRecorder"]
+__all__ = ["DEFAULT_AGGREGATION_WINDOW", "EventRecorder", "NORMAL", "WARNING"]

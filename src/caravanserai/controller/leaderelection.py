@@ -96,7 +96,7 @@ class LeaderElector:
         """The holder identity of the lease as last observed ("" if none)."""
         return self._observed.spec.holder_identity if self._observed is not None else ""
 
-    async def run(self, on_leading: Callable[[], Awaitable[None]]) -> None:
+    async def run(self, on_leading: Callable[[], Awaitable[object]]) -> None:
         """Campaign; while leading, run `on_leading()`; when lost, cancel it and campaign again.
 
         Returns after `on_leading()` returns by itself (the lease is then released). Raises what it raises.
@@ -117,7 +117,7 @@ class LeaderElector:
                 return
             await self._clock.sleep(self.config.retry_period * (1.0 + (JITTER - 1.0) * random.random()))
 
-    async def _lead(self, on_leading: Callable[[], Awaitable[None]]) -> bool:
+    async def _lead(self, on_leading: Callable[[], Awaitable[object]]) -> bool:
         """Run `on_leading` while renewing; True when it returned by itself, False when the lease was lost."""
         self.is_leader = True
         work = asyncio.ensure_future(on_leading())

@@ -210,12 +210,12 @@ def _number(value: float) -> str:
 
 __all__ = [
     "CONTENT_TYPE",
-    "LATENCY_BUCKETS",
-    "RESULTS",
     "ControllerMetrics",
     "Histogram",
+    "LATENCY_BUCKETS",
     "MetricFamily",
     "QueueStats",
+    "RESULTS",
     "Sample",
     "controller_families",
     "informer_families",

@@ -20,13 +20,13 @@ Indexes every informer has: `LABEL_INDEX` ("labels", values `key=value`). Ready-
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from caravanserai.informer.mutation import MutationDetector
 
 T = TypeVar("T")
-T_co = TypeVar("T_co", covariant=True)
 
 IndexFunc = Callable[[Any], Iterable[str]]
 
@@ -35,19 +35,19 @@ NODE_REF_INDEX = "status.nodeRef"
 PHASE_INDEX = "status.phase"
 
 
-def label_index(obj: Any) -> list[str]:
+def label_index(obj: Any) -> builtins.list[str]:
     """`key=value` for every label of `obj`: `by_index(LABEL_INDEX, "app=web")`."""
     return [f"{key}={value}" for key, value in obj.metadata.labels.items()]
 
 
-def node_ref_index(obj: Any) -> list[str]:
+def node_ref_index(obj: Any) -> builtins.list[str]:
     """The node a project is bound to (`status.node_ref`); nothing for unbound projects and other kinds."""
     status = getattr(obj, "status", None)
     node = getattr(status, "node_ref", "")
     return [node] if node else []
 
 
-def phase_index(obj: Any) -> list[str]:
+def phase_index(obj: Any) -> builtins.list[str]:
     """A project's phase (`status.phase`); nothing for other kinds."""
     status = getattr(obj, "status", None)
     phase = getattr(status, "phase", "")
@@ -59,22 +59,22 @@ NODE_REF_INDEXERS: Mapping[str, IndexFunc] = {NODE_REF_INDEX: node_ref_index}
 PHASE_INDEXERS: Mapping[str, IndexFunc] = {PHASE_INDEX: phase_index}
 
 
-class CacheReader(Protocol[T_co]):
+class CacheReader(Protocol[T]):
     """What controllers may do with an informer's cache: read."""
 
-    def get(self, name: str) -> T_co | None:
+    def get(self, name: str) -> T | None:
         """The cached object named `name`, or None."""
         ...
 
-    def list(self) -> list[T_co]:
+    def list(self) -> builtins.list[T]:
         """Every cached object, sorted by name."""
         ...
 
-    def keys(self) -> list[str]:
+    def keys(self) -> builtins.list[str]:
         """Every cached name, sorted."""
         ...
 
-    def by_index(self, index: str, value: str) -> list[T_co]:
+    def by_index(self, index: str, value: str) -> builtins.list[T]:
         """The objects filed under `value` in `index`, sorted by name. KeyError for an unknown index."""
         ...
 
@@ -106,7 +106,7 @@ class Indexer(Generic[T]):
         return self._detector
 
     @property
-    def index_names(self) -> list[str]:
+    def index_names(self) -> builtins.list[str]:
         return sorted(self._indexers)
 
     # ---- reading ----------------------------------------------------------------------------------------------
@@ -114,20 +114,20 @@ class Indexer(Generic[T]):
     def get(self, name: str) -> T | None:
         return self._items.get(name)
 
-    def list(self) -> list[T]:
+    def list(self) -> builtins.list[T]:
         return [self._items[name] for name in sorted(self._items)]
 
-    def keys(self) -> list[str]:
+    def keys(self) -> builtins.list[str]:
         return sorted(self._items)
 
-    def by_index(self, index: str, value: str) -> list[T]:
+    def by_index(self, index: str, value: str) -> builtins.list[T]:
         try:
             buckets = self._indices[index]
         except KeyError:
             raise KeyError(f"no index {index!r}; known: {', '.join(self.index_names)}") from None
         return [self._items[name] for name in sorted(buckets.get(value, ()))]
 
-    def index_values(self, index: str) -> list[str]:
+    def index_values(self, index: str) -> builtins.list[str]:
         """The values under which at least one object is filed in `index`, sorted."""
         return sorted(self._indices[index])
 
@@ -204,15 +204,15 @@ class Indexer(Generic[T]):
 
 
 __all__ = [
+    "CacheReader",
     "DEFAULT_INDEXERS",
+    "IndexFunc",
+    "Indexer",
     "LABEL_INDEX",
     "NODE_REF_INDEX",
     "NODE_REF_INDEXERS",
     "PHASE_INDEX",
     "PHASE_INDEXERS",
-    "CacheReader",
-    "IndexFunc",
-    "Indexer",
     "label_index",
     "node_ref_index",
     "phase_index",

@@ -26,9 +26,10 @@ Guarantees (client-go's SharedInformer contract):
 from __future__ import annotations
 
 import asyncio
+import builtins
 import collections
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -156,10 +157,10 @@ class Informer(Generic[T]):
     def get(self, name: str) -> T | None:
         return self._indexer.get(name)
 
-    def list(self) -> list[T]:
+    def list(self) -> builtins.list[T]:
         return self._indexer.list()
 
-    def by_index(self, index: str, value: str) -> list[T]:
+    def by_index(self, index: str, value: str) -> builtins.list[T]:
         return self._indexer.by_index(index, value)
 
     def has_synced(self) -> bool:
@@ -262,8 +263,9 @@ class Informer(Generic[T]):
         if not detector.enabled:
             return
         for obj in (old, new):
-            if obj is not None and self._indexer.get(obj.metadata.name) is obj:
-                detector.check(obj.metadata.name, obj)
+            name = obj.metadata.name if obj is not None else ""
+            if obj is not None and self._indexer.get(name) is obj:
+                detector.check(name, obj)
 
     async def _resync_forever(self) -> None:
         while True:
@@ -284,7 +286,7 @@ class Informer(Generic[T]):
 
     # ---- the Reflector's sink -------------------------------------------------------------------------------
 
-    def replace(self, objects: list[T], resource_version: str) -> None:
+    def replace(self, objects: Sequence[T], resource_version: str) -> None:
         """Make the cache hold exactly `objects`, notifying the differences (see the module docstring)."""
         fresh: dict[str, Any] = {obj.metadata.name: obj for obj in objects}  # type: ignore[attr-defined]
         handlers = self._handlers
@@ -293,8 +295,8 @@ class Informer(Generic[T]):
                 self._push(handlers, _DELETE, self._indexer.delete(name), None)
                 self.counts[v1.DELETED] += 1
         for name, obj in fresh.items():
-            old = self._indexer.get(name)
-            if old is not None and old.metadata.uid != obj.metadata.uid:  # type: ignore[attr-defined]
+            old: Any = self._indexer.get(name)
+            if old is not None and old.metadata.uid != obj.metadata.uid:
                 self._push(handlers, _DELETE, self._indexer.delete(name), None)
                 self.counts[v1.DELETED] += 1
                 old = None
@@ -302,7 +304,7 @@ class Informer(Generic[T]):
                 self._indexer.upsert(name, obj)
                 self._push(handlers, _ADD, None, obj)
                 self.counts[v1.ADDED] += 1
-            elif old.metadata.resource_version != obj.metadata.resource_version:  # type: ignore[attr-defined]
+            elif old.metadata.resource_version != obj.metadata.resource_version:
                 self._indexer.upsert(name, obj)
                 self._push(handlers, _UPDATE, old, obj)
                 self.counts[v1.MODIFIED] += 1
@@ -318,7 +320,7 @@ class Informer(Generic[T]):
                 self._push(self._handlers, _DELETE, obj, None)
                 self.counts[v1.DELETED] += 1
             return
-        cached = self._indexer.get(name)
+        cached: Any = self._indexer.get(name)
         if cached is not None and cached.metadata.resource_version == obj.metadata.resource_version:  # type: ignore[attr-defined]
             return  # a replay of a state we hold (a server resuming from an older version): nothing changed
         old = self._indexer.upsert(name, obj)

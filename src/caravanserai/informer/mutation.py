@@ -89,4 +89,4 @@ class MutationDetector:
                 self.check(name, obj)
 
 
-__all__ = ["ENV_VAR", "CacheMutationError", "MutationDetector", "enabled_by_environment"]
+__all__ = ["CacheMutationError", "ENV_VAR", "MutationDetector", "enabled_by_environment"]

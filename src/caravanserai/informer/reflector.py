@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -54,7 +55,7 @@ DEFAULT_WATCH_DURATION = (300.0, 600.0)
 class Sink(Protocol[T_contra]):
     """Where a Reflector delivers what it reads: the informer."""
 
-    def replace(self, objects: list[T_contra], resource_version: str) -> None:
+    def replace(self, objects: Sequence[T_contra], resource_version: str) -> None:
         """The complete current set of objects, as of `resource_version` (after every list)."""
         ...
 
@@ -261,10 +262,10 @@ class Reflector(Generic[T]):
 
 
 __all__ = [
+    "Backoff",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_WATCH_DURATION",
     "DEFAULT_WATCH_IDLE_TIMEOUT",
-    "Backoff",
     "Reflector",
     "Sink",
     "WatchIdle",
