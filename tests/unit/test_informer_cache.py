@@ -422,3 +422,16 @@ async def test_a_silent_watch_is_restarted_from_the_last_bookmark() -> None:
 
     assert api.watch_versions == ["1", "7"]
     assert api.lists == 1
+
+
+async def test_a_failing_first_list_is_retried_until_it_succeeds() -> None:
+    api = FakeProjects()
+    api.put(project("a"))
+    api.down = True
+    informer = informer_of(api, backoff=FAST)
+    async with running(informer.run()):
+        await asyncio.sleep(0.05)
+        assert not informer.has_synced() and api.lists == 0
+        api.down = False
+        await asyncio.wait_for(informer.wait_synced(), 2)
+    assert informer.cache.keys() == ["a"]
