@@ -43,4 +43,4 @@ class AgentConfig:
         return int(self.listen.rpartition(":")[2] or 0)
 
 
-__all__ = ["DEFAULT_LISTEN", "LEASE_DURATION_SECONDS", "AgentConfig"]
+__all__ = ["AgentConfig", "DEFAULT_LISTEN", "LEASE_DURATION_SECONDS"]

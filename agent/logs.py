@@ -4,12 +4,13 @@ Guarantees:
 
 * **Lines, labelled**: each `LogLine` is one log line of one service, tagged `stdout` or `stderr`, without its
   trailing newline; with `timestamps` it starts with Docker's RFC 3339 timestamp and a space.
-* **Ordered**: the backlog is merged across streams and services by Docker's timestamps (fixed-width
-  RFC3339Nano, so text order is time order), and `tail` (≥ 0) keeps the last `tail` lines of that merge;
-  a negative `tail` keeps everything.
-* **Follow without gaps or repeats**: with `follow`, the backlog is sent first, then new lines from the instant
-  after the last backlog line (or after the request, when the backlog is empty) until the client goes away or
-  every followed container stops.
+* **Docker's order and tail**: each container's log is read in one request for both streams, so its lines come
+  in Docker's order and `tail` (≥ 0) keeps that container's last `tail` lines of both streams together (as
+  `docker logs --tail` and `docker compose logs --tail` do); a negative `tail` keeps everything.
+* **Several services** (empty `service`): without `follow` their lines are merged by Docker's timestamps, each
+  container's own order kept; with `follow` lines are sent as they arrive.
+* **Follow without gaps or repeats**: the backlog and the new lines come from one Docker stream per container,
+  until the client goes away or every followed container stopped.
 * **Streams never starve the agent**: they run on the runtime's stream client, which has no connection limit.
 * Unknown projects or services answer NOT_FOUND; Docker failures answer UNAVAILABLE.
 """
@@ -17,31 +18,30 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import calendar
-import contextlib
-import time
+import heapq
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import TypeVar
 
-import aiodocker
-import aiohttp
 import grpc
 import structlog
 
 from caravanserai.agent import naming
-from caravanserai.agent.runtime import DockerRuntime, DockerUnavailable
+from caravanserai.agent.runtime import DockerError, DockerRuntime
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
-from caravanserai.clock import Clock
 
 log = structlog.get_logger(__name__)
 
 STDOUT = "stdout"
 STDERR = "stderr"
+QUEUE_SIZE = 1024
+
+T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True, order=True)
+@dataclass(frozen=True, slots=True)
 class LogEntry:
-    """One line: Docker's timestamp (sort key), the service, the stream and the text without newline."""
+    """One line: Docker's timestamp, the service, the stream and the text without newline."""
 
     timestamp: str
     service: str
@@ -49,7 +49,7 @@ class LogEntry:
     text: str
 
     def to_proto(self, *, timestamps: bool) -> api_pb2.LogLine:
-        data = f"{self.timestamp} {self.text}" if timestamps else self.text
+        data = f"{self.timestamp} {self.text}" if timestamps and self.timestamp else self.text
         return api_pb2.LogLine(service=self.service, stream=self.stream, data=data.encode("utf-8", "replace"))
 
 
@@ -62,106 +62,62 @@ def parse_frame(frame: str, *, service: str, stream: str) -> LogEntry:
     return LogEntry(stamp, service, stream, text)
 
 
-def unix_time(stamp: str) -> str:
-    """Docker's RFC 3339 UTC timestamp as the `seconds.nanoseconds` text its `since` parameter accepts."""
-    base, _, rest = stamp.rstrip("Z").partition(".")
-    seconds = calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S"))
-    nanos = (rest + "000000000")[:9]
-    return f"{seconds}.{nanos}"
+def merge_by_time(backlogs: list[list[LogEntry]]) -> list[LogEntry]:
+    """Interleave several containers' backlogs by timestamp, keeping each container's own order."""
+    return list(heapq.merge(*backlogs, key=lambda entry: entry.timestamp))
 
 
-def select_tail(entries: list[LogEntry], tail: int) -> list[LogEntry]:
-    """`entries` sorted by time, keeping the last `tail` (all when `tail` < 0)."""
-    ordered = sorted(entries)
-    if tail < 0:
-        return ordered
-    return ordered[len(ordered) - tail :] if tail else []
+async def merge_live(sources: list[AsyncIterator[T]]) -> AsyncIterator[T]:
+    """Items of all `sources` as they arrive, until every source ends; the first source error is raised."""
+    out: asyncio.Queue[T] = asyncio.Queue(maxsize=QUEUE_SIZE)
+
+    async def pump(source: AsyncIterator[T]) -> None:
+        async for item in source:
+            await out.put(item)
+
+    tasks = [asyncio.create_task(pump(source)) for source in sources]
+    try:
+        while True:
+            if not out.empty():
+                yield out.get_nowait()
+                continue
+            for task in tasks:  # nothing queued: a failed source fails the merge, all ended ends it
+                error = task.exception() if task.done() and not task.cancelled() else None
+                if error is not None:
+                    raise error
+            running = {task for task in tasks if not task.done()}
+            if not running:
+                return
+            getter = asyncio.ensure_future(out.get())
+            await asyncio.wait({getter, *running}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+            else:
+                getter.cancel()  # a source ended; an item put meanwhile stays queued
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class LogStreamer:
     """Reads the logs of the containers this node's agent manages."""
 
-    def __init__(self, runtime: DockerRuntime, *, node: str, clock: Clock) -> None:
-        self._docker = runtime.streams
+    def __init__(self, runtime: DockerRuntime, *, node: str) -> None:
         self._runtime = runtime
         self._node = node
-        self._clock = clock
 
     async def containers(self, project: str, service: str = "") -> list[tuple[str, str]]:
         """(service, container id) of the project's containers, optionally one service, sorted by service."""
         extra = {"project": project, **({"service": service} if service else {})}
         found = await self._runtime.list_containers(naming.node_filter(self._node, **extra))
-        pairs = [((c.get("Labels") or {}).get(naming.LABEL_SERVICE, ""), str(c["Id"])) for c in found]
-        return sorted(pairs)
+        return sorted(((c.get("Labels") or {}).get(naming.LABEL_SERVICE, ""), str(c["Id"])) for c in found)
 
-    async def _read(self, container_id: str, stream: str, **params: object) -> list[str]:
-        container = self._docker.containers.container(container_id)
-        try:
-            frames: list[str] = await container.log(
-                stdout=stream == STDOUT, stderr=stream == STDERR, timestamps=True, **params
-            )
-        except aiodocker.DockerError as exc:
-            if exc.status == 404:
-                return []
-            raise DockerUnavailable(exc.status, f"logs of {container_id[:12]}: {exc.message}") from exc
-        return frames
-
-    async def backlog(self, service: str, container_id: str, *, tail: int) -> list[LogEntry]:
-        """The last `tail` lines (all when negative) of both streams of one container, merged."""
-        params: dict[str, object] = {"tail": "all" if tail < 0 else str(tail)}
-        entries: list[LogEntry] = []
-        for stream in (STDOUT, STDERR):
-            frames = await self._read(container_id, stream, **params)
-            entries.extend(parse_frame(f, service=service, stream=stream) for f in frames)
-        return select_tail(entries, tail)
-
-    async def _follow_one(
-        self, service: str, container_id: str, stream: str, *, since: str, after: str, out: asyncio.Queue[LogEntry]
-    ) -> None:
-        container = self._docker.containers.container(container_id)
-        flag = {"stdout": stream == STDOUT, "stderr": stream == STDERR}
-        try:
-            lines = container.log(**flag, follow=True, timestamps=True, since=since)
-            async with contextlib.aclosing(lines):
-                async for frame in lines:
-                    entry = parse_frame(frame, service=service, stream=stream)
-                    if not after or entry.timestamp > after:
-                        await out.put(entry)
-        except aiodocker.DockerError as exc:
-            if exc.status != 404:
-                raise DockerUnavailable(exc.status, f"logs of {container_id[:12]}: {exc.message}") from exc
-        except (aiohttp.ClientError, OSError) as exc:
-            raise DockerUnavailable(900, f"logs of {container_id[:12]}: {exc}") from exc
-
-    async def follow(
-        self, targets: list[tuple[str, str]], *, since: str, after: str
-    ) -> AsyncIterator[LogEntry]:
-        """New lines of every target's stdout and stderr from `since` (seconds.nanos), skipping lines not later
-        than `after` (a timestamp; "" skips nothing), until every stream ends."""
-        out: asyncio.Queue[LogEntry] = asyncio.Queue(maxsize=1024)
-        tasks = [
-            asyncio.create_task(self._follow_one(service, cid, stream, since=since, after=after, out=out))
-            for service, cid in targets
-            for stream in (STDOUT, STDERR)
-        ]
-        try:
-            while True:
-                getter = asyncio.create_task(out.get())
-                pending = {t for t in tasks if not t.done()}
-                await asyncio.wait({getter, *pending}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    yield getter.result()
-                    continue
-                getter.cancel()
-                for task in tasks:
-                    if task.done() and not task.cancelled() and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
-                if all(t.done() for t in tasks) and out.empty():
-                    return
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+    async def entries(self, service: str, container_id: str, *, follow: bool, tail: int) -> AsyncIterator[LogEntry]:
+        """One container's lines: the last `tail` (all when negative), then new ones when following."""
+        frames = self._runtime.log_frames(container_id, follow=follow, tail="all" if tail < 0 else str(tail))
+        async for stream, text in frames:
+            yield parse_frame(text, service=service, stream=stream)
 
     async def stream(self, request: api_pb2.LogsRequest) -> AsyncIterator[LogEntry]:
         """The lines a LogsRequest asks for. Raises LookupError when nothing matches."""
@@ -169,19 +125,13 @@ class LogStreamer:
         if not targets:
             what = f"service {request.service} of project {request.project}" if request.service else request.project
             raise LookupError(f"no containers for {what} on this node")
-        started = self._clock.now()
-        entries: list[LogEntry] = []
-        for service, cid in targets:
-            entries.extend(await self.backlog(service, cid, tail=request.tail))
-        backlog = select_tail(entries, request.tail)
-        for entry in backlog:
-            yield entry
-        if not request.follow:
+        if request.follow:
+            sources = [self.entries(s, cid, follow=True, tail=request.tail) for s, cid in targets]
+            async for entry in merge_live(sources):
+                yield entry
             return
-        stamped = [e.timestamp for e in entries if e.timestamp]
-        last = max(stamped) if stamped else ""
-        since = unix_time(last) if last else f"{started:.9f}"
-        async for entry in self.follow(targets, since=since, after=last):
+        backlogs = [[e async for e in self.entries(s, cid, follow=False, tail=request.tail)] for s, cid in targets]
+        for entry in merge_by_time(backlogs):
             yield entry
 
 
@@ -201,18 +151,18 @@ class AgentService(api_pb2_grpc.AgentServicer):
                 yield entry.to_proto(timestamps=request.timestamps)
         except LookupError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        except DockerUnavailable as exc:
+        except DockerError as exc:
             log.warning("log stream failed", project=request.project, service=request.service, error=str(exc))
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
 
 
 __all__ = [
-    "STDERR",
-    "STDOUT",
     "AgentService",
     "LogEntry",
     "LogStreamer",
+    "STDERR",
+    "STDOUT",
+    "merge_by_time",
+    "merge_live",
     "parse_frame",
-    "select_tail",
-    "unix_time",
 ]

@@ -156,6 +156,24 @@ def route_address(server: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class MachineFacts:
+    """Everything registration reports about the machine."""
+
+    capacity: Capacity
+    node_info: v1.NodeInfo
+    addresses: tuple[v1.NodeAddress, ...]
+
+
+def gather_facts(docker_info: Mapping[str, Any], *, server: str, hostname: str, advertise: str = "") -> MachineFacts:
+    """Read the machine's facts. Blocking (files, statvfs, name resolution): run it in a thread."""
+    return MachineFacts(
+        capacity=machine_capacity(docker_info),
+        node_info=node_info(docker_info),
+        addresses=tuple(node_addresses(server, hostname=hostname, advertise=advertise)),
+    )
+
+
 def hostname_address(hostname: str) -> str | None:
     """The first address the host name resolves to, or None."""
     try:
@@ -179,10 +197,12 @@ __all__ = [
     "ADDRESS_HOSTNAME",
     "ADDRESS_INTERNAL_IP",
     "Capacity",
+    "MachineFacts",
     "agent_version",
     "allocatable_quantities",
     "capacity_quantities",
     "disk_size",
+    "gather_facts",
     "hostname_address",
     "machine_capacity",
     "node_addresses",

@@ -75,8 +75,16 @@ class NodeRegistrar:
     async def register(self) -> v1.Node:
         """Create or update the Node, then write its status. Raises the API's error when it fails."""
         info = await self._docker_info()
+        config = self._config
+        facts = await asyncio.to_thread(
+            machine.gather_facts,
+            info,
+            server=config.server,
+            hostname=config.hostname,
+            advertise=config.advertise_address,
+        )
         await retry_conflicts(self._ensure_node)
-        node = await retry_conflicts(lambda: self._write_status(info))
+        node = await retry_conflicts(lambda: self._write_status(facts))
         self.registered.set()
         log.info("node registered", node=self.name, allocatable=dict(node.status.allocatable))
         return node
@@ -111,26 +119,22 @@ class NodeRegistrar:
             return current
         return await self._client.nodes.update(updated)
 
-    def desired_status(self, current: v1.NodeStatus, docker_info: dict[str, Any]) -> v1.NodeStatus:
-        """The status to write: machine facts, Ready, and everything else of `current` (e.g. throughput)."""
+    def desired_status(self, current: v1.NodeStatus, facts: machine.MachineFacts) -> v1.NodeStatus:
+        """The status to write: the machine's facts, Ready, and everything else of `current` (e.g. throughput)."""
+        config = self._config
         status = v1.NodeStatus()
         status.CopyFrom(current)
-        capacity = machine.machine_capacity(docker_info)
         status.capacity.clear()
-        status.capacity.update(machine.capacity_quantities(capacity))
+        status.capacity.update(machine.capacity_quantities(facts.capacity))
         status.allocatable.clear()
         status.allocatable.update(
             machine.allocatable_quantities(
-                capacity, reserved_cpu=self._config.reserved_cpu, reserved_memory=self._config.reserved_memory
+                facts.capacity, reserved_cpu=config.reserved_cpu, reserved_memory=config.reserved_memory
             )
         )
-        status.node_info.CopyFrom(machine.node_info(docker_info))
+        status.node_info.CopyFrom(facts.node_info)
         del status.network.addresses[:]
-        status.network.addresses.extend(
-            machine.node_addresses(
-                self._config.server, hostname=self._config.hostname, advertise=self._config.advertise_address
-            )
-        )
+        status.network.addresses.extend(facts.addresses)
         status.network.agent_port = self._agent_port
         status.state = v1.NODE_READY
         meta.set_condition(
@@ -143,10 +147,10 @@ class NodeRegistrar:
         )
         return status
 
-    async def _write_status(self, docker_info: dict[str, Any]) -> v1.Node:
+    async def _write_status(self, facts: machine.MachineFacts) -> v1.Node:
         current = await self._client.nodes.get(self.name)
         updated = meta.copy(current)
-        updated.status.CopyFrom(self.desired_status(current.status, docker_info))
+        updated.status.CopyFrom(self.desired_status(current.status, facts))
         return await self._client.nodes.update_status(updated)
 
     async def write_throughput(self, throughput: v1.Throughput) -> v1.Node:
@@ -219,4 +223,9 @@ class Heartbeat:
         return await self._client.leases.update(lease)
 
 
-__all__ = ["REASON_AGENT_READY", "Heartbeat", "NodeRegistrar", "retry_conflicts"]
+__all__ = [
+    "Heartbeat",
+    "NodeRegistrar",
+    "REASON_AGENT_READY",
+    "retry_conflicts",
+]

@@ -218,11 +218,11 @@ async def gather_and_raise(calls: Iterable[Awaitable[object]]) -> None:
 
 
 __all__ = [
+    "Outcome",
+    "ProjectRuntime",
     "REASON_CREATE_FAILED",
     "REASON_IMAGE_PULL_FAILED",
     "REASON_START_FAILED",
-    "Outcome",
-    "ProjectRuntime",
     "ServiceFailure",
     "gather_all",
     "gather_and_raise",

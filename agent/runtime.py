@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import struct
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -36,6 +37,9 @@ UNREACHABLE = 900  # aiodocker's status for a connection failure
 CALL_TIMEOUT = aiohttp.ClientTimeout(total=120, connect=10)
 STREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10, sock_read=None)
 _SUMMARY_KEYS = ("Id", "Names", "Image", "Labels", "State", "Status", "Created")
+# Docker's multiplexed log stream: each frame is an 8-byte header (stream type, 3 zero bytes, big-endian size).
+FRAME_HEADER = struct.Struct(">BxxxL")
+STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
 
 
 class DockerError(CaravanseraiError):
@@ -107,6 +111,12 @@ def observe(info: Mapping[str, Any]) -> Observed:
     )
 
 
+def frame_header(header: bytes) -> tuple[str, int]:
+    """(stream name, payload size) of a multiplexed log frame header."""
+    kind, size = FRAME_HEADER.unpack(header)
+    return STREAM_NAMES.get(kind, "stdout"), size
+
+
 class DockerRuntime:
     """Typed, idempotent Docker operations for the agent. Create with `DockerRuntime.connect(url)`."""
 
@@ -117,7 +127,9 @@ class DockerRuntime:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def connect(cls, url: str = DEFAULT_DOCKER_HOST, *, pull_timeout: float = 600.0) -> AsyncIterator[DockerRuntime]:
+    async def connect(
+        cls, url: str = DEFAULT_DOCKER_HOST, *, pull_timeout: float = 600.0
+    ) -> AsyncIterator[DockerRuntime]:
         """Open both clients for the daemon at `url`; they are closed on exit."""
         api = _client(url, timeout=CALL_TIMEOUT, limit=100)
         streams = _client(url, timeout=STREAM_TIMEOUT, limit=0)
@@ -260,6 +272,34 @@ class DockerRuntime:
                 if exc.status != 404:
                     raise
 
+    async def log_frames(self, container_id: str, *, follow: bool, tail: str) -> AsyncIterator[tuple[str, str]]:
+        """(stream, text) of each log frame of a container, both streams in one request, with timestamps.
+
+        One request keeps Docker's own order and makes `tail` ("all" or a count) count lines of both streams
+        together (Docker filters streams after tailing). aiodocker's `log()` merges the two streams, so the
+        multiplexed response is read here (containers made by the agent have no TTY). Runs on the stream client.
+        An absent container yields nothing.
+        """
+        params = {"stdout": True, "stderr": True, "timestamps": True, "follow": follow, "tail": tail}
+        what = f"logs of {container_id[:12]}"
+        try:
+            async with self.streams._query(f"containers/{container_id}/logs", params=params) as response:
+                try:
+                    while True:
+                        try:
+                            stream, size = frame_header(await response.content.readexactly(FRAME_HEADER.size))
+                            data = await response.content.readexactly(size)
+                        except asyncio.IncompleteReadError:
+                            return
+                        yield stream, data.decode("utf-8", "replace")
+                finally:
+                    response.close()
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                raise wrap_error(exc, what) from exc
+        except (aiohttp.ClientError, OSError) as exc:
+            raise wrap_error(exc, what) from exc
+
     async def remove_container(self, container_id: str, *, timeout: int) -> None:
         """Stop (with `timeout`) and remove a container; absent or already being removed is fine."""
         await self.stop_container(container_id, timeout=timeout)
@@ -278,7 +318,10 @@ __all__ = [
     "DockerRefused",
     "DockerRuntime",
     "DockerUnavailable",
+    "FRAME_HEADER",
     "ImagePullFailed",
+    "STREAM_NAMES",
+    "frame_header",
     "observe",
     "wrap_error",
 ]

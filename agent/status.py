@@ -164,9 +164,11 @@ def apply(project: v1.Project, assessment: Assessment, *, generation: int | None
 
 
 __all__ = [
+    "Assessment",
     "CREATED",
     "DEAD",
     "EXITED",
+    "Observed",
     "PAUSED",
     "PENDING",
     "REASON_EXITED",
@@ -176,8 +178,6 @@ __all__ = [
     "REMOVING",
     "RESTARTING",
     "RUNNING",
-    "Assessment",
-    "Observed",
     "apply",
     "assess",
     "ended_for_good",

@@ -53,7 +53,12 @@ def test_machine_capacity_reads_docker_root(tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.parametrize(
     ("address", "expected"),
-    [("10.0.0.1:7420", ("10.0.0.1", 7420)), ("api.example:80", ("api.example", 80)), ("[::1]:9", ("::1", 9)), ("host", ("host", 7420))],
+    [
+        ("10.0.0.1:7420", ("10.0.0.1", 7420)),
+        ("api.example:80", ("api.example", 80)),
+        ("[::1]:9", ("::1", 9)),
+        ("host", ("host", 7420)),
+    ],
 )
 def test_split_host_port(address: str, expected: tuple[str, int]) -> None:
     assert machine.split_host_port(address) == expected
@@ -68,7 +73,14 @@ def test_addresses_use_the_route_to_the_server() -> None:
 
 @pytest.mark.parametrize(
     ("rate", "text"),
-    [(0.0, "0"), (999.0, "999"), (12_500_000.0, "12.5M"), (850_000.0, "850k"), (1_234_567_890.0, "1.2G"), (1049.9, "1k")],
+    [
+        (0.0, "0"),
+        (999.0, "999"),
+        (12_500_000.0, "12.5M"),
+        (850_000.0, "850k"),
+        (1_234_567_890.0, "1.2G"),
+        (1049.9, "1k"),
+    ],
 )
 def test_format_rate(rate: float, text: str) -> None:
     assert format_rate(rate) == text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from caravanserai import meta, v1
@@ -17,8 +19,8 @@ def spec(*services: tuple[str, str]) -> v1.ProjectSpec:
     return out
 
 
-def seen(service: str, state: str, code: int = 0, **extra: object) -> Observed:
-    return Observed(service=service, container_id=f"id-{service}", status=state, exit_code=code, **extra)  # type: ignore[arg-type]
+def seen(service: str, state: str, code: int = 0, **extra: Any) -> Observed:
+    return Observed(service=service, container_id=f"id-{service}", status=state, exit_code=code, **extra)
 
 
 @pytest.mark.parametrize(
@@ -50,7 +52,14 @@ def test_end_and_start_rules(policy: str, state: str, code: int, ended: bool, st
         ([("a", ""), ("b", "")], [("a", "running", 0), ("b", "running", 0)], v1.RUNNING, "ContainersRunning", True, ()),
         ([("a", ""), ("b", "")], [("a", "running", 0)], None, "", False, ("b",)),
         ([("a", "")], [("a", "restarting", 1)], None, "", False, ("a",)),
-        ([("a", ""), ("b", "Never")], [("a", "running", 0), ("b", "exited", 3)], v1.FAILED, "ContainerExited", False, ("b",)),
+        (
+            [("a", ""), ("b", "Never")],
+            [("a", "running", 0), ("b", "exited", 3)],
+            v1.FAILED,
+            "ContainerExited",
+            False,
+            ("b",),
+        ),
         ([("a", "OnFailure")], [("a", "exited", 0)], v1.FAILED, "ContainerExited", False, ("a",)),
         ([("a", "OnFailure")], [("a", "exited", 1)], None, "", False, ("a",)),
         ([("a", "")], [("a", "created", 0)], None, "", False, ("a",)),

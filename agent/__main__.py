@@ -1,0 +1,125 @@
+"""`cara-agent`: command-line flags and process wiring; the agent itself is `caravanserai.agent.agent.Agent`.
+
+    cara-agent --server 10.0.0.1:7420 --node-name node-1 --label zone=a --reserved-memory 1Gi
+
+SIGTERM and SIGINT stop the agent gracefully: queues drain, the informer stops, the gRPC server gets a grace
+period. Containers keep running: stopping the agent never stops workloads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import sys
+
+import structlog
+
+from caravanserai.agent.agent import Agent
+from caravanserai.agent.config import DEFAULT_LISTEN, AgentConfig
+from caravanserai.agent.runtime import DEFAULT_DOCKER_HOST
+from caravanserai.client import add_client_arguments, server_address
+from caravanserai.logging import configure_logging
+from caravanserai.quantity import parse_quantity
+from caravanserai.selectors import validate_dns_subdomain
+from caravanserai.tls import TLSFiles
+
+log = structlog.get_logger(__name__)
+
+
+def _label(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"invalid label {text!r}: expected key=value")
+    return key, value
+
+
+def _quantity(text: str) -> str:
+    try:
+        parse_quantity(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cara-agent", description="Run this machine's assigned projects on Docker.")
+    add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
+    p.add_argument("--node-name", default=socket.gethostname().lower(), help="name of this node (default: hostname)")
+    p.add_argument("--docker-host", default=DEFAULT_DOCKER_HOST, help="Docker Engine address (unix:// or tcp://)")
+    p.add_argument("--heartbeat-interval", type=_positive, default=10.0, help="seconds between Lease renewals")
+    p.add_argument("--label", type=_label, action="append", default=[], help="node label key=value (repeatable)")
+    p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the Agent gRPC service (logs)")
+    p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
+    p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
+    p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
+    p.add_argument("--workers", type=int, default=4, help="projects reconciled in parallel")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--stop-timeout", type=int, default=10, help="seconds a container gets to stop before SIGKILL")
+    p.add_argument("--pull-timeout", type=_positive, default=600.0, help="seconds an image pull may take")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> AgentConfig:
+    """The AgentConfig for parsed flags; raises ValueError for an invalid node name or worker count."""
+    problem = validate_dns_subdomain(args.node_name)
+    if problem:
+        raise ValueError(f"invalid --node-name {args.node_name!r}: {problem}")
+    if args.workers < 1:
+        raise ValueError("--workers must be at least 1")
+    tls = TLSFiles(cert=args.tls_cert, key=args.tls_key, ca=args.tls_ca)
+    return AgentConfig(
+        server=server_address(args.server),
+        node_name=args.node_name,
+        tls=tls if tls.enabled else None,
+        token=args.token or os.environ.get("CARA_TOKEN") or None,
+        docker_host=args.docker_host,
+        heartbeat_interval=args.heartbeat_interval,
+        labels=dict(args.label),
+        listen=args.listen,
+        advertise_address=args.advertise_address,
+        reserved_cpu=args.reserved_cpu,
+        reserved_memory=args.reserved_memory,
+        workers=args.workers,
+        metrics_port=args.metrics_port,
+        stop_timeout=args.stop_timeout,
+        pull_timeout=args.pull_timeout,
+    )
+
+
+async def run(config: AgentConfig) -> None:
+    """Run the agent until SIGTERM/SIGINT."""
+    agent = Agent(config)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, agent.stop)
+    await agent.run()
+    log.info("agent stopped", node=config.node_name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    configure_logging(args.log_level)
+    try:
+        config = config_from_args(args)
+    except ValueError as exc:
+        print(f"cara-agent: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(run(config))
+    return 0
+
+
+__all__ = ["config_from_args", "main", "parser", "run"]
+
+if __name__ == "__main__":
+    sys.exit(main())

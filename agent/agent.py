@@ -1,0 +1,186 @@
+"""The agent process: every part of cara-agent, wired and run in one TaskGroup.
+
+    await Agent(AgentConfig(server="10.0.0.1:7420", node_name="node-1")).run()
+
+Parts (each `async def run()`-style, independent of the others):
+
+* **Agent gRPC service** on `--listen` (log streaming), started first so the Node can advertise its port. With
+  the agent's TLS certificate and key it is served over TLS with that certificate (and requires client
+  certificates signed by the CA when one is given), as the API server does; otherwise in plain text.
+* **Heartbeat**: registers the Node, then renews its Lease every `heartbeat_interval` seconds.
+* **Throughput**: measured once registered, then every `throughput_interval` seconds.
+* **Manager**: the projects informer (field selector `status.nodeRef=<node>`) and the `ProjectReconciler`'s
+  controller with `workers` workers; /metrics, /healthz and /readyz on `--metrics-port`.
+* **Fencing and Docker events**: once the informer has synced, every project found on Docker (containers,
+  networks, volumes labelled for this node) is queued, so projects that are no longer assigned here, or whose
+  uid changed, are removed; then Docker's events stream queues a project whenever one of its containers
+  changes, and the sweep is repeated after every events reconnect and every `resync_interval` seconds.
+  Projects that leave the assignment while the agent runs (or during a relist) arrive as informer deletions.
+
+Guarantees: the agent never stops or removes a container merely because it stops, loses the API server or
+loses Docker; `stop()` drains the queue (bounded by `shutdown_grace`), and cancelling `run()` stops at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import grpc
+import structlog
+
+from caravanserai import v1
+from caravanserai.agent.config import AgentConfig
+from caravanserai.agent.events import DockerEventWatcher
+from caravanserai.agent.logs import AgentService, LogStreamer
+from caravanserai.agent.node import Heartbeat, NodeRegistrar
+from caravanserai.agent.project import ProjectRuntime
+from caravanserai.agent.reconciler import ProjectReconciler
+from caravanserai.agent.runtime import DockerRuntime
+from caravanserai.agent.throughput import ThroughputMeter, measure_forever
+from caravanserai.api.v1 import api_pb2_grpc
+from caravanserai.client import Client
+from caravanserai.clock import Clock, SystemClock
+from caravanserai.controller import Controller, EventRecorder, Manager
+from caravanserai.errors import CaravanseraiError
+from caravanserai.informer import Informer
+
+log = structlog.get_logger(__name__)
+
+COMPONENT = "cara-agent"
+GRPC_GRACE = 2.0
+
+
+class Agent:
+    """One node's agent. `run()` returns only when cancelled, after `stop()`, or when a part fails."""
+
+    def __init__(self, config: AgentConfig, *, clock: Clock | None = None, shutdown_grace: float = 10.0) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.shutdown_grace = shutdown_grace
+        self.port = 0  # the Agent gRPC service's port, once started
+        self.synced = asyncio.Event()  # set once the informer synced and the first fencing sweep was queued
+        self.controller: Controller | None = None
+        self._manager: Manager | None = None
+        self._stop_requested = False
+
+    def stop(self) -> None:
+        """Ask `run()` to stop cleanly: in-flight reconciles finish (within `shutdown_grace`), then it returns.
+        Safe to call at any time, also before `run()` has set everything up."""
+        self._stop_requested = True
+        if self._manager is not None:
+            self._manager.stop()
+
+    async def run(self) -> None:
+        config = self.config
+        log.info("agent starting", node=config.node_name, server=config.server, docker=config.docker_host)
+        async with (
+            Client(config.server, tls=config.tls, token=config.token) as client,
+            DockerRuntime.connect(config.docker_host, pull_timeout=config.pull_timeout) as docker,
+        ):
+            server = await self._start_grpc(docker)
+            try:
+                await self._run_parts(client, docker)
+            finally:
+                await server.stop(GRPC_GRACE)
+
+    async def _start_grpc(self, docker: DockerRuntime) -> grpc.aio.Server:
+        server = grpc.aio.server()
+        streamer = LogStreamer(docker, node=self.config.node_name)
+        api_pb2_grpc.add_AgentServicer_to_server(AgentService(streamer), server)
+        tls = self.config.tls
+        secure = tls is not None and bool(tls.cert and tls.key)
+        if tls is not None and secure:  # the node's certificate; with a CA, client certificates are required
+            self.port = server.add_secure_port(self.config.listen, tls.server_credentials())
+        else:
+            self.port = server.add_insecure_port(self.config.listen)
+        await server.start()
+        log.info("agent service listening", address=self.config.listen, port=self.port, tls=secure)
+        return server
+
+    async def _run_parts(self, client: Client, docker: DockerRuntime) -> None:
+        config, clock = self.config, self.clock
+        registrar = NodeRegistrar(client, config, docker_info=docker.info, clock=clock, agent_port=self.port)
+        heartbeat = Heartbeat(client, registrar, config, clock=clock)
+        meter = ThroughputMeter(client, clock=clock, size=config.throughput_bytes)
+        projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout)
+        manager = Manager(
+            client,
+            clock=clock,
+            metrics_host="0.0.0.0",
+            metrics_port=config.metrics_port,
+            shutdown_timeout=self.shutdown_grace,
+            cache_sync_timeout=float("inf"),  # an unreachable API server is waited for, never fatal
+        )
+        informer: Informer[v1.Project] = manager.informers.informer(
+            v1.Project, field_selector=f"status.nodeRef={config.node_name}"
+        )
+        reconciler = ProjectReconciler(
+            client=client,
+            projects=projects,
+            lookup=informer.get,
+            node=config.node_name,
+            clock=clock,
+            recorder=EventRecorder(client, component=COMPONENT, host=config.node_name, clock=clock),
+        )
+        controller = Controller(COMPONENT, reconciler, max_concurrent_reconciles=config.workers, clock=clock)
+        controller.watch(informer)
+        manager.add(controller)
+        self.controller, self._manager = controller, manager
+        if self._stop_requested:
+            manager.stop()
+
+        async with asyncio.TaskGroup() as group:
+            background = [
+                group.create_task(heartbeat.run(), name="agent-heartbeat"),
+                group.create_task(self._measure(registrar, meter), name="agent-throughput"),
+                group.create_task(self._fence_and_watch(informer, controller, projects, docker), name="agent-docker"),
+            ]
+            await manager.run()  # returns after stop(); raises when a part of it fails
+            for task in background:
+                task.cancel()
+
+    async def _measure(self, registrar: NodeRegistrar, meter: ThroughputMeter) -> None:
+        await registrar.registered.wait()
+        interval = self.config.throughput_interval
+        await measure_forever(meter, registrar.write_throughput, clock=self.clock, interval=interval)
+
+    async def _fence_and_watch(
+        self, informer: Informer[v1.Project], controller: Controller, projects: ProjectRuntime, docker: DockerRuntime
+    ) -> None:
+        """After the first sync: sweep Docker, then follow Docker events and sweep again periodically."""
+        await informer.wait_synced()
+
+        async def sweep() -> None:
+            await self._sweep(informer, controller, projects)
+
+        await sweep()
+        self.synced.set()
+        watcher = DockerEventWatcher(
+            docker, node=self.config.node_name, clock=self.clock, on_project=controller.enqueue, on_reconnect=sweep
+        )
+        async with asyncio.TaskGroup() as group:
+            group.create_task(watcher.run(), name="agent-docker-events")
+            group.create_task(self._sweep_forever(sweep), name="agent-sweep")
+
+    async def _sweep(self, informer: Informer[v1.Project], controller: Controller, projects: ProjectRuntime) -> None:
+        """Queue every project assigned here and every project that has Docker objects of this node."""
+        try:
+            present = await projects.projects_present()
+        except CaravanseraiError as exc:
+            log.warning("docker sweep failed", error=str(exc))
+            present = set()
+        assigned = {p.metadata.name for p in informer.list()}
+        for name in sorted(present | assigned):
+            controller.enqueue(name)
+        orphans = sorted(present - assigned)
+        if orphans:
+            log.info("fencing projects no longer assigned here", projects=orphans)
+
+    async def _sweep_forever(self, sweep: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await self.clock.sleep(self.config.resync_interval)
+            await sweep()
+
+
+__all__ = ["Agent", "COMPONENT"]

@@ -1,0 +1,224 @@
+"""N one-container projects applied at once until all are Running, next to the same N containers started with
+plain concurrent `docker run -d`, in the same run, on the same Docker engine. Prints JSON.
+
+    .venv/bin/python bench/bench_agent.py [--count 20] [--workers 4] [--scheduler]
+
+The apiserver (`cara-apiserver`) and the agent (`cara-agent`) run as their own processes over a fresh etcd, as in
+production. Each project is created and then bound to the agent's node by the benchmark (UpdateStatus to
+Scheduled, as the scheduler would), or with `--scheduler` by a `cara-scheduler` process. "apply → Running" is
+measured per project from just before its Create to the watch event that shows it Running. The baseline starts
+the same image and command with `docker run -d` CLI processes, all at once, and measures each from launch to
+exit (the container is started when `docker run -d` returns). The agent does more per project than the
+baseline: a network per project, labels, an image check, status reports through the API. Needs the local test
+image (built here if missing) and never pulls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+import structlog
+
+from caravanserai import meta, v1
+from caravanserai.client import Client
+from caravanserai.testing import EtcdServer, ensure_test_image
+from caravanserai.testing.builders import project
+
+NODE = "bench-agent"
+BASELINE_LABEL = "caravanserai.bench=baseline"
+COMMAND = ["sleep", "3600"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) by nearest rank."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return round(ordered[rank - 1], 3)
+
+
+def summary(latencies: list[float], total: float) -> dict[str, float]:
+    return {
+        "total_s": round(total, 3),
+        "p50_s": percentile(latencies, 50),
+        "p99_s": percentile(latencies, 99),
+        "per_container_ms": round(total / len(latencies) * 1000, 1),
+    }
+
+
+def docker_cli(*args: str) -> str:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def remove_labelled(label: str) -> None:
+    """Remove every container, network and volume carrying `label`."""
+    ids = docker_cli("ps", "-aq", "--filter", f"label={label}").split()
+    if ids:
+        docker_cli("rm", "-f", "-v", *ids)
+    for kind in ("network", "volume"):
+        names = docker_cli(kind, "ls", "-q", "--filter", f"label={label}").split()
+        if names:
+            docker_cli(kind, "rm", *names)
+
+
+async def docker_run_baseline(image: str, count: int) -> dict[str, float]:
+    """Start `count` containers with concurrent `docker run -d` processes; time each and the whole."""
+
+    async def one(i: int) -> float:
+        started = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            "docker", "run", "-d", "--name", f"bench_baseline_{i}", "--label", BASELINE_LABEL, image, *COMMAND,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"docker run failed: {err.decode().strip()}")
+        return time.perf_counter() - started
+
+    remove_labelled(BASELINE_LABEL)
+    started = time.perf_counter()
+    latencies = await asyncio.gather(*(one(i) for i in range(count)))
+    total = time.perf_counter() - started
+    remove_labelled(BASELINE_LABEL)
+    return summary(list(latencies), total)
+
+
+def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
+    exe = os.path.join(os.path.dirname(sys.executable), args[0])
+    with open(log_path, "ab") as log_file:
+        return subprocess.Popen([exe, *args[1:]], stdout=subprocess.DEVNULL, stderr=log_file)
+
+
+async def wait_until(check: Any, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if await check():
+                return
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"{what} did not happen within {timeout:g}s")
+
+
+async def bind(client: Client, name: str) -> None:
+    current = meta.copy(await client.projects.get(name))
+    current.status.node_ref = NODE
+    message = f"bound to {NODE} by the benchmark"
+    meta.set_phase(current, v1.SCHEDULED, reason="Scheduled", message=message, now=time.time())
+    await client.projects.update_status(current)
+
+
+async def watch_running(client: Client, names: set[str], since: str, running_at: dict[str, float]) -> None:
+    """Record the time each project is first seen Running, until all are."""
+    async for event in client.projects.watch(resource_version=since):
+        name = event.object.metadata.name
+        if name in names and name not in running_at and event.object.status.phase == v1.RUNNING:
+            running_at[name] = time.perf_counter()
+            if len(running_at) == len(names):
+                return
+        if event.object.status.phase == v1.FAILED and name in names:
+            raise RuntimeError(f"project {name} failed: {list(event.object.status.conditions)}")
+
+
+async def agent_run(client: Client, image: str, count: int, *, bind_here: bool) -> dict[str, Any]:
+    """Apply `count` projects at once and time apply → Running; then delete them and time the teardown."""
+    names = {f"bench-{i:03d}" for i in range(count)}
+    running_at: dict[str, float] = {}
+    applied_at: dict[str, float] = {}
+    since = (await client.projects.list(limit=1)).resource_version
+    watcher = asyncio.create_task(watch_running(client, names, since, running_at))
+
+    async def apply(name: str) -> None:
+        applied_at[name] = time.perf_counter()
+        await client.projects.create(project(name, image=image, command=COMMAND))
+        if bind_here:
+            await bind(client, name)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(apply(n) for n in sorted(names)))
+    await asyncio.wait_for(watcher, timeout=300)
+    total = max(running_at.values()) - started
+    result: dict[str, Any] = summary([running_at[n] - applied_at[n] for n in names], total)
+
+    teardown_started = time.perf_counter()
+    await asyncio.gather(*(client.projects.delete(n) for n in names))
+
+    async def all_terminated() -> bool:
+        listed = await client.projects.list()
+        return all(p.status.phase == v1.TERMINATED for p in listed.items if p.metadata.name in names)
+
+    await wait_until(all_terminated, "teardown", timeout=300)
+    result["teardown_total_s"] = round(time.perf_counter() - teardown_started, 3)
+    return result
+
+
+async def main(opts: argparse.Namespace) -> dict[str, Any]:
+    image = await asyncio.to_thread(ensure_test_image)
+    baseline = await docker_run_baseline(image, opts.count)
+    logs = tempfile.mkdtemp(prefix="bench-agent-")
+    procs: list[subprocess.Popen[bytes]] = []
+    use_scheduler = opts.scheduler and shutil.which("cara-scheduler", path=os.path.dirname(sys.executable))
+    try:
+        async with EtcdServer() as etcd:
+            address = f"127.0.0.1:{free_port()}"
+            procs.append(spawn(["cara-apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address,
+                                "--log-level", "warning"], f"{logs}/apiserver.log"))
+            procs.append(spawn(["cara-agent", "--server", address, "--node-name", NODE, "--listen", "127.0.0.1:0",
+                                "--workers", str(opts.workers), "--stop-timeout", "1", "--log-level", "warning"],
+                               f"{logs}/agent.log"))
+            if use_scheduler:
+                procs.append(spawn(["cara-scheduler", "--server", address], f"{logs}/scheduler.log"))
+            async with Client(address, retry_timeout=5) as client:
+
+                async def node_ready() -> bool:
+                    return (await client.nodes.get(NODE)).status.state == v1.NODE_READY
+
+                await wait_until(node_ready, "agent registration")
+                agent = await agent_run(client, image, opts.count, bind_here=not use_scheduler)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        remove_labelled(f"caravanserai.io/node={NODE}")
+        shutil.rmtree(logs, ignore_errors=True)
+    return {
+        "benchmark": "agent_apply_to_running_vs_docker_run",
+        "count": opts.count,
+        "agent_workers": opts.workers,
+        "binding": "cara-scheduler" if use_scheduler else "benchmark (UpdateStatus Scheduled)",
+        "cpus": os.cpu_count(),
+        "agent": agent,
+        "docker_run": baseline,
+        "ratio_agent_to_docker_run": round(agent["total_s"] / baseline["total_s"], 3),
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--scheduler", action="store_true", help="bind with a cara-scheduler process when installed")
+    logging.basicConfig(level=logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))

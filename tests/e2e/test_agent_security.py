@@ -1,0 +1,90 @@
+"""The agent under mutual TLS with a node identity: everything it does fits the `node:<name>` role, and its
+Agent service requires a client certificate too."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import pathlib
+import subprocess
+import uuid
+
+import grpc
+import pytest
+from agent_harness import NODE_LABEL, bind, docker_list, remove_node_objects, wait_phase
+
+from caravanserai import v1
+from caravanserai.agent.agent import Agent
+from caravanserai.agent.config import AgentConfig
+from caravanserai.api.v1 import api_pb2, api_pb2_grpc
+from caravanserai.client import Client
+from caravanserai.testing.apiserver import apiserver
+from caravanserai.testing.builders import project
+from caravanserai.testing.etcd import EtcdServer
+from caravanserai.testing.wait import wait_for
+from caravanserai.tls import TLSFiles
+
+pytestmark = pytest.mark.docker
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def tls(certs: pathlib.Path, identity: str) -> TLSFiles:
+    name = identity.replace(":", "-")
+    return TLSFiles(cert=str(certs / f"{name}.crt"), key=str(certs / f"{name}.key"), ca=str(certs / "ca.crt"))
+
+
+async def check_logs_need_a_certificate(port: int, files: TLSFiles) -> None:
+    """The Agent service answers over mutual TLS, and refuses a client without a certificate."""
+    request = api_pb2.LogsRequest(project="secure", tail=-1)
+    async with grpc.aio.secure_channel(f"127.0.0.1:{port}", files.channel_credentials()) as channel:
+        lines = [line async for line in api_pb2_grpc.AgentStub(channel).Logs(request, timeout=10)]
+    assert lines == []  # `sleep` prints nothing; the call itself succeeded
+    anonymous = TLSFiles(ca=files.ca).channel_credentials()
+    async with grpc.aio.secure_channel(f"127.0.0.1:{port}", anonymous) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            async for _ in api_pb2_grpc.AgentStub(channel).Logs(request, timeout=10):
+                pass
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_agent_works_with_a_node_identity(etcd: EtcdServer, image: str, tmp_path: pathlib.Path) -> None:
+    node = f"e2e-{uuid.uuid4().hex[:8]}"
+    identities = ["apiserver", "admin", f"node:{node}"]
+    subprocess.run([str(ROOT / "deploy" / "certs.sh"), str(tmp_path), *identities], check=True, capture_output=True)
+    async with (
+        apiserver(etcd.endpoint, tls=tls(tmp_path, "apiserver")) as api,
+        Client(api.address, tls=tls(tmp_path, "admin"), timeout=10, retry_timeout=10) as admin,
+    ):
+        config = AgentConfig(
+            server=api.address,
+            node_name=node,
+            tls=tls(tmp_path, f"node:{node}"),
+            listen="127.0.0.1:0",
+            heartbeat_interval=0.5,
+            stop_timeout=1,
+            throughput_bytes=64 * 1024,
+        )
+        agent = Agent(config)
+        task = asyncio.create_task(agent.run())
+        try:
+
+            async def ready() -> bool:
+                if task.done():
+                    task.result()
+                return (await admin.nodes.get(node)).status.state == v1.NODE_READY and agent.synced.is_set()
+
+            await wait_for(ready, timeout=20, message="the agent to register over mutual TLS")
+            await admin.projects.create(project("secure", image=image))
+            await bind(admin, "secure", node)
+            await wait_phase(admin, "secure", v1.RUNNING)
+            await check_logs_need_a_certificate(agent.port, tls(tmp_path, "admin"))
+            await admin.projects.delete("secure")
+            await wait_phase(admin, "secure", v1.TERMINATED, timeout=20)
+            assert docker_list("container", f"{NODE_LABEL}={node}") == []
+            assert (await admin.leases.get(node)).spec.holder_identity == node
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await asyncio.to_thread(remove_node_objects, node)
