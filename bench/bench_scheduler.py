@@ -109,7 +109,7 @@ async def wait_http_ok(url: str, proc: subprocess.Popen[bytes], timeout: float =
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited during start-up")
+            raise RuntimeError(f"the process serving {url} exited during start-up")
         try:
             await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=2).read())
             return
@@ -315,12 +315,14 @@ async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[
 
 
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     async with EtcdServer() as etcd:
         baseline = await etcd_cas_baseline(etcd.endpoint, opts.baseline_count)
         runs = [await scenario(etcd.endpoint, n, opts) for n in opts.nodes]
     return {
         "benchmark": "scheduler",
         "cpus": os.cpu_count(),
+        "load_average_1m": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
         "etcd_cas_baseline": baseline,
         "runs": runs,
         "zero_overcommit": all(run["overcommitted_nodes"] == 0 for run in runs),

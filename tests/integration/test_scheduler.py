@@ -254,3 +254,25 @@ async def test_only_the_leader_binds(client: Client) -> None:
     }
     assert {hosts[f"first-{i}"] for i in range(10)} == {"replica-a"}
     assert {hosts[f"second-{i}"] for i in range(10)} == {"replica-b"}
+
+
+async def test_a_conflicting_bind_is_decided_again_on_fresh_state(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    await add_node(client, "n1")
+    real_update_status = client.projects.update_status
+    interfered: list[str] = []
+
+    async def someone_writes_first(obj: v1.Project) -> v1.Project:
+        if obj.status.phase == v1.SCHEDULED and not interfered:
+            current = await client.projects.get(obj.metadata.name)
+            current.metadata.labels["touched"] = "yes"
+            interfered.append((await client.projects.update(current)).metadata.resource_version)
+        return await real_update_status(obj)  # the first bind now names a stale version: Conflict
+
+    monkeypatch.setattr(client.projects, "update_status", someone_writes_first)
+    await client.projects.create(project("web", requests={"cpu": "1"}))
+    async with scheduler(client) as (_, parts):
+        web = await wait_bound(client, "web")
+        assert web.metadata.labels["touched"] == "yes" and len(interfered) == 1
+        await wait_for(lambda: parts.state.assumed_count == 0, 5)
+        assert parts.state.requested("n1") == {"cpu": 1000}  # counted once
+        assert parts.reconciler.bound == 1
