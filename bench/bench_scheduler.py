@@ -255,12 +255,50 @@ async def overcommitted_nodes(client: Client) -> tuple[int, int]:
     return over, bound
 
 
+async def measure(client: Client, scheduler_pid: int, nodes: int, opts: argparse.Namespace) -> dict[str, Any]:
+    """The burst, then the paced phase, against a running scheduler; numbers as the module docstring lists."""
+    watch = BindWatch()
+    watching = asyncio.create_task(watch.run(client))
+    try:
+        await asyncio.sleep(0.5)
+        cpu_before = cpu_seconds(scheduler_pid)
+        rng = random.Random(nodes)
+        burst = [f"burst-{i:05d}" for i in range(opts.projects)]
+        sent = await create_projects(client, burst, rng, workers=32, rate=None)
+        await watch.wait_all(burst, 300)
+        first, last = min(sent.values()), max(watch.bound_at[n] for n in burst)
+        paced = [f"paced-{i:05d}" for i in range(opts.paced)]
+        sent_paced = await create_projects(client, paced, rng, workers=64, rate=opts.rate)
+        await watch.wait_all(paced, 120)
+        cpu_used = cpu_seconds(scheduler_pid) - cpu_before
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+    over, bound = await overcommitted_nodes(client)
+    return {
+        "burst": {
+            "projects": len(burst),
+            "bound_per_s": round(len(burst) / (last - first), 1),
+            "create_to_bound": ms([watch.bound_at[n] - sent[n] for n in burst]),
+        },
+        "paced": {
+            "projects": len(paced),
+            "rate_per_s": opts.rate,
+            "create_to_bound": ms([watch.bound_at[n] - sent_paced[n] for n in paced]),
+        },
+        "scheduler_process": {"cpu_s": round(cpu_used, 1), "peak_rss_mib": peak_rss_mib(scheduler_pid)},
+        "projects_bound": bound,
+        "overcommitted_nodes": over,
+    }
+
+
 async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[str, Any]:
+    """A fresh apiserver and scheduler over `nodes` simulated nodes; the measurements of `measure`."""
     address, metrics = f"127.0.0.1:{free_port()}", free_port()
     api = spawn(["cara-apiserver", "--etcd-endpoints", endpoint, "--listen", address,
                  "--etcd-prefix", f"/bench-scheduler-{nodes}", "--log-level", "warning"])  # fmt: skip
     scheduler: subprocess.Popen[bytes] | None = None
-    tasks: list[asyncio.Task[None]] = []
+    renewing: asyncio.Task[None] | None = None
     try:
         await wait_api(address, api)
         async with Client(address, timeout=60, retry_timeout=60) as client:
@@ -268,46 +306,21 @@ async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[
             started = time.perf_counter()
             await sim.create()
             setup_s = time.perf_counter() - started
-            tasks.append(asyncio.create_task(sim.renew_forever(opts.renew_cycle)))
+            renewing = asyncio.create_task(sim.renew_forever(opts.renew_cycle))
             scheduler = spawn(["cara-scheduler", "--server", address, "--no-leader-elect", "--metrics-port",
                                str(metrics), "--log-level", "warning"])  # fmt: skip
             await wait_http_ok(f"http://127.0.0.1:{metrics}/readyz", scheduler)
-            watch = BindWatch()
-            tasks.append(asyncio.create_task(watch.run(client)))
-            await asyncio.sleep(0.5)
-            cpu_before = cpu_seconds(scheduler.pid)
-            rng = random.Random(nodes)
-
-            burst = [f"burst-{i:05d}" for i in range(opts.projects)]
-            sent = await create_projects(client, burst, rng, workers=32, rate=None)
-            await watch.wait_all(burst, 300)
-            first, last = min(sent.values()), max(watch.bound_at[n] for n in burst)
-            burst_latency = [watch.bound_at[n] - sent[n] for n in burst]
-
-            paced = [f"paced-{i:05d}" for i in range(opts.paced)]
-            sent_paced = await create_projects(client, paced, rng, workers=64, rate=opts.rate)
-            await watch.wait_all(paced, 120)
-            paced_latency = [watch.bound_at[n] - sent_paced[n] for n in paced]
-            cpu_used = cpu_seconds(scheduler.pid) - cpu_before
-            over, bound = await overcommitted_nodes(client)
-            return {
-                "nodes": nodes,
-                "node_setup_s": round(setup_s, 1),
-                "lease_renewals_per_s": round(nodes / opts.renew_cycle, 1),
-                "burst": {
-                    "projects": len(burst),
-                    "bound_per_s": round(len(burst) / (last - first), 1),
-                    "create_to_bound": ms(burst_latency),
-                },
-                "paced": {"projects": len(paced), "rate_per_s": opts.rate, "create_to_bound": ms(paced_latency)},
-                "scheduler_process": {"cpu_s": round(cpu_used, 1), "peak_rss_mib": peak_rss_mib(scheduler.pid)},
-                "projects_bound": bound,
-                "overcommitted_nodes": over,
-            }
+            result = await measure(client, scheduler.pid, nodes, opts)
+        return {
+            "nodes": nodes,
+            "node_setup_s": round(setup_s, 1),
+            "lease_renewals_per_s": round(nodes / opts.renew_cycle, 1),
+            **result,
+        }
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if renewing is not None:
+            renewing.cancel()
+            await asyncio.gather(renewing, return_exceptions=True)
         for proc in (scheduler, api):
             if proc is not None:
                 proc.terminate()

@@ -72,5 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sys.exit(run_process(parser(), setup, argv))
 
 
+__all__ = ["LEASE", "METRICS_PORT", "SETUPS", "controller_list", "main", "parser", "setup"]
+
 if __name__ == "__main__":
     main()

@@ -96,9 +96,9 @@ def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argpar
 
 __all__ = [
     "COMPONENT",
-    "NAME",
     "GCOptions",
     "GarbageCollector",
+    "NAME",
     "add_arguments",
     "candidates",
     "options_from_args",

@@ -127,4 +127,4 @@ class GCReconciler:
             return
 
 
-__all__ = ["REASON_EXPIRED", "REASON_NODE_DELETED", "GCReconciler"]
+__all__ = ["GCReconciler", "REASON_EXPIRED", "REASON_NODE_DELETED"]

@@ -105,4 +105,4 @@ class RetryBackoff:
         self._failures.pop(name, None)
 
 
-__all__ = ["DEFAULT_INITIAL_BACKOFF", "DEFAULT_MAX_BACKOFF", "ActiveProjects", "RetryBackoff"]
+__all__ = ["ActiveProjects", "DEFAULT_INITIAL_BACKOFF", "DEFAULT_MAX_BACKOFF", "RetryBackoff"]

@@ -234,4 +234,4 @@ class ClusterState:
         return len(self._assumed)
 
 
-__all__ = ["DEFAULT_ASSUME_TTL", "Assumption", "ClusterState", "ProjectChange"]
+__all__ = ["Assumption", "ClusterState", "DEFAULT_ASSUME_TTL", "ProjectChange"]

@@ -73,8 +73,8 @@ def ordered(names: Iterable[str]) -> list[str]:
 __all__ = [
     "CPU",
     "MEMORY",
-    "UNPARSABLE",
     "Resources",
+    "UNPARSABLE",
     "add_into",
     "amount",
     "ordered",
