@@ -9,7 +9,8 @@ but inform. Memory is the informer process's RSS growth from before the first li
 memory handed back to the OS with malloc_trim first, so only what the cache holds counts), and the Python-level
 allocations traced by tracemalloc for a second informer. Throughput counts notifications delivered to two
 handlers (a counter and a work-queue add, what a controller does) between the first and the last event of the
-update burst; CPU per event is the informer process's CPU time over that window divided by the events.
+update burst; CPU per event is the informer process's CPU time over that window divided by the events. A second
+burst read by a bare `client.projects.watch()` loop gives the CPU per event the informer builds on.
 """
 
 from __future__ import annotations
@@ -180,6 +181,28 @@ async def measure_throughput(informer: Informer[v1.Project], address: str, opts:
     }
 
 
+async def measure_raw_watch(client: Client, address: str, opts: argparse.Namespace) -> dict[str, Any]:
+    """The same update burst read by a bare `client.projects.watch()` loop: the cost the informer builds on."""
+    counter = Counter()
+    version = (await client.projects.list(limit=1)).resource_version
+
+    async def consume() -> None:
+        async for event in client.projects.watch(resource_version=version):
+            if event.type == v1.MODIFIED:
+                counter.hit()
+
+    task = asyncio.create_task(consume())
+    cpu_before = time.process_time()
+    await run_writer(address, "update", opts.updates, opts.clients, opts.objects)
+    deadline = time.perf_counter() + 60
+    while counter.events < opts.updates and time.perf_counter() < deadline:
+        await asyncio.sleep(0.01)
+    cpu = time.process_time() - cpu_before
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return {"events": counter.events, "cpu_us_per_event": round(cpu / max(counter.events, 1) * 1e6, 1)}
+
+
 async def wait_serving(address: str, proc: subprocess.Popen[bytes]) -> None:
     async with Client(address, retry_timeout=0) as c:
         for _ in range(200):
@@ -210,6 +233,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 throughput = await measure_throughput(informer, address, opts)
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+                raw = await measure_raw_watch(client, address, opts)
         finally:
             proc.terminate()
             proc.wait(10)
@@ -219,6 +243,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "create_per_s": creates["per_s"],
         "memory": memory,
         "throughput": throughput,
+        "bare_client_watch_baseline": raw,
     }
 
 
