@@ -52,7 +52,7 @@ async def wait_unschedulable(client: Client, name: str, message: str | None = No
 # score prefers it); the project must land on "ok".
 DECOY_CASES = {
     "unschedulable": {"unschedulable": True},
-    "notready": {"renewed_at": CLOCK.now() - 200, "state": v1.NODE_READY},  # a stale Lease, whatever the state says
+    "notready": {"state": v1.NODE_READY},  # a stale Lease (set below), whatever the state says
     "no-lease": {"renewed_at": -1},
     "selector": {"labels": {"zone": "b"}},
     "taint": {"taints": [("dedicated", "db", "NoSchedule")]},
@@ -66,7 +66,7 @@ DECOY_CASES = {
 async def test_the_only_eligible_node_is_chosen(client: Client, case: str) -> None:
     decoy = {"cpu": "64", "memory": "256Gi", "labels": {"zone": "a"}, "extra": {"gpu": "2"}, **DECOY_CASES[case]}
     if case == "notready":
-        decoy["renewed_at"] = CLOCK.now() - 200
+        decoy["renewed_at"] = CLOCK.now() - 200  # renewed longer ago than the 90 s heartbeat timeout
     await add_node(client, "decoy", **decoy)  # type: ignore[arg-type]
     await add_node(client, "ok", labels={"zone": "a"}, extra={"gpu": "1"})
     if case == "full":
