@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 DEFAULT_INITIAL_BACKOFF = 1.0
 DEFAULT_MAX_BACKOFF = 30.0
+DUE_TOLERANCE = 0.01  # a timer may fire a hair before its deadline
 
 _Entry = tuple[int, float, str]  # (-priority, creation time, name): heap order is urgency
 
@@ -85,17 +86,28 @@ class ActiveProjects:
 
 @dataclass(slots=True)
 class RetryBackoff:
-    """Per-project delays before retrying an unschedulable project: initial · 2ⁿ, capped at `maximum`."""
+    """Per-project delays before retrying an unschedulable project: initial · 2ⁿ, capped at `maximum`.
+
+    It also remembers when each project may be tried next (`due`), so a stale wake-up for a project that was
+    just tried does not try it again before its delay ends. (Cluster changes wake projects regardless.)
+    """
 
     initial: float = DEFAULT_INITIAL_BACKOFF
     maximum: float = DEFAULT_MAX_BACKOFF
     _failures: dict[str, int] = field(default_factory=dict)
+    _not_before: dict[str, float] = field(default_factory=dict)  # monotonic time of the next attempt
 
-    def next_delay(self, name: str) -> float:
-        """Count one more failed attempt of `name` and return how long to wait before the next one."""
+    def next_delay(self, name: str, *, now: float = 0.0) -> float:
+        """Count one more failed attempt of `name` at monotonic `now`; how long to wait before the next one."""
         failures = self._failures.get(name, 0)
         self._failures[name] = failures + 1
-        return float(min(self.maximum, self.initial * 2 ** min(failures, 32)))
+        delay = float(min(self.maximum, self.initial * 2 ** min(failures, 32)))
+        self._not_before[name] = now + delay
+        return delay
+
+    def due(self, name: str, *, now: float) -> bool:
+        """Whether `name` may be tried at monotonic `now` (its delay has run out, or it never failed)."""
+        return now + DUE_TOLERANCE >= self._not_before.get(name, now)
 
     def failures(self, name: str) -> int:
         return self._failures.get(name, 0)
@@ -103,6 +115,7 @@ class RetryBackoff:
     def reset(self, name: str) -> None:
         """`name` was placed or left Pending: its next failure waits `initial` again."""
         self._failures.pop(name, None)
+        self._not_before.pop(name, None)
 
 
-__all__ = ["ActiveProjects", "DEFAULT_INITIAL_BACKOFF", "DEFAULT_MAX_BACKOFF", "RetryBackoff"]
+__all__ = ["ActiveProjects", "DEFAULT_INITIAL_BACKOFF", "DEFAULT_MAX_BACKOFF", "DUE_TOLERANCE", "RetryBackoff"]

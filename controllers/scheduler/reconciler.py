@@ -144,10 +144,11 @@ class SchedulerReconciler:
                 self.wake(project)
 
     def _wake_key(self, key: str) -> None:
-        """The key's own project may be due (its retry delay ran out): it waits with the others. The key being
-        handled is the wake-up for it, so nothing is added to the queue."""
+        """The key's own project waits with the others if it is due (its retry delay ran out; a wake-up for a
+        project another wake-up already tried is stale). The key being handled is its wake-up: nothing is added
+        to the queue."""
         project = self._projects.get(key)
-        if project is not None:
+        if project is not None and self.backoff.due(key, now=self._clock.monotonic()):
             self._activate(project)
 
     def _keep_awake(self) -> None:
@@ -210,7 +211,7 @@ class SchedulerReconciler:
         await self._recorder.warning(project, conditions.EVENT_FAILED_SCHEDULING, message)
 
     def _retry_later(self, name: str) -> None:
-        self._queue.add_after(name, self.backoff.next_delay(name))
+        self._queue.add_after(name, self.backoff.next_delay(name, now=self._clock.monotonic()))
 
 
 __all__ = ["SchedulerConfig", "SchedulerReconciler"]

@@ -201,10 +201,21 @@ def test_active_projects_add_discard_and_compaction() -> None:
 
 def test_retry_backoff_doubles_to_its_cap_and_resets() -> None:
     backoff = RetryBackoff(initial=1.0, maximum=30.0)
-    assert [backoff.next_delay("p") for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    assert [backoff.next_delay("p") for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]  # re-checked at least every 30 s
     assert backoff.failures("p") == 7 and backoff.next_delay("q") == 1
     backoff.reset("p")
     assert backoff.next_delay("p") == 1
+
+
+@pytest.mark.parametrize(("now", "due"), [(100.0, False), (103.98, False), (103.995, True), (104.0, True), (200.0, True)])
+def test_retry_backoff_knows_when_a_project_is_due(now: float, due: bool) -> None:
+    backoff = RetryBackoff(initial=1.0, maximum=30.0)
+    assert backoff.due("p", now=0.0)  # never failed
+    backoff.next_delay("p", now=99.0)
+    backoff.next_delay("p", now=102.0)  # second failure: 2 s
+    assert backoff.due("p", now=now) is due
+    backoff.reset("p")
+    assert backoff.due("p", now=100.0)
 
 
 def test_bound_and_unschedulable_statuses() -> None:
