@@ -139,6 +139,8 @@ _BY_CODE: dict[grpc.StatusCode, type[ApiError]] = {
     )
 }
 _BY_CODE[grpc.StatusCode.DEADLINE_EXCEEDED] = Unavailable
+# A call cut off by a stopping server (or a dropped connection) is an outage, not a bug.
+_BY_CODE[grpc.StatusCode.CANCELLED] = Unavailable
 
 
 def error_class(code: grpc.StatusCode) -> type[ApiError]:

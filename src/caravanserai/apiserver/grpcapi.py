@@ -6,6 +6,7 @@ by a thousand watchers is encoded once, not a thousand times.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -34,8 +35,50 @@ CHUNK = 64 * 1024
 MAX_DOWNLOAD = 64 * 1024 * 1024
 
 
+# An error travels in metadata (the message in grpc-message, percent-encoded; the details in a base64 trailer).
+# gRPC clients refuse metadata over 8 KiB by default (randomly between 8 and 16 KiB), which would turn a refusal
+# naming many fields, or echoing a huge name, into RESOURCE_EXHAUSTED without any field. Both parts are bounded
+# so that even a message of multi-byte characters (x3 percent-encoded) stays under that limit.
+MAX_ERROR_MESSAGE_BYTES = 1024
+MAX_ERROR_DETAILS_BYTES = 2048  # field violations, in the status trailer
+_MAX_FIELD_BYTES, _MAX_DESCRIPTION_BYTES = 256, 512
+
+
+def _cut(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` UTF-8 bytes, ending in "…" when cut."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode("utf-8", "ignore") + "…"
+
+
+def _bounded(err: ApiError) -> ApiError:
+    """`err` small enough to reach any client: message cut, and field violations beyond the budget replaced by one
+    `(more)` entry saying how many were left out."""
+    message = _cut(err.message, MAX_ERROR_MESSAGE_BYTES)
+    if isinstance(err, Invalid):
+        kept: list[FieldViolation] = []
+        budget = MAX_ERROR_DETAILS_BYTES - 64  # room for the "(more)" entry
+        for i, violation in enumerate(err.violations):
+            shown = FieldViolation(
+                _cut(violation.field, _MAX_FIELD_BYTES), _cut(violation.description, _MAX_DESCRIPTION_BYTES)
+            )
+            budget -= len(shown.field.encode()) + len(shown.description.encode()) + 8  # + protobuf framing
+            if kept and budget < 0:
+                kept.append(FieldViolation("(more)", f"{len(err.violations) - i} further violations"))
+                break
+            kept.append(shown)
+        return Invalid(message, kept)
+    if message == err.message:
+        return err
+    bounded = copy.copy(err)
+    bounded.message = message
+    return bounded
+
+
 async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
-    """End the call with `err`'s status code, message and rich details."""
+    """End the call with `err`'s status code, message and rich details, bounded in size (see `_bounded`)."""
+    err = _bounded(err)
     await context.abort(err.code, err.message, trailing_metadata=to_trailer(err))
 
 

@@ -77,6 +77,8 @@ class ApiServer:
                 try:
                     await self._serve(server, health_servicer, caches)
                 finally:
+                    for cache in caches.values():
+                        cache.close("apiserver shutting down")
                     await server.stop(cfg.grace)
                     for task in background:  # the loops end with the server
                         task.cancel()

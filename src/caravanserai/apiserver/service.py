@@ -29,6 +29,7 @@ from caravanserai.clock import Clock
 from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid, NotFound
 from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.storage import Store
+from caravanserai.violations import quote
 
 log = structlog.get_logger(__name__)
 
@@ -76,6 +77,16 @@ class ResourceService:
         if obj.kind and obj.kind != kind.kind:
             raise Invalid.of([FieldViolation("kind", f"must be {kind.kind}")])
         return obj
+
+    @staticmethod
+    def _name(field: str, name: str) -> str:
+        """`name` when it can name a stored object at all; Invalid naming `field` when it is empty or holds a
+        path separator (the store would refuse it without saying which field)."""
+        if not name:
+            raise Invalid.of([FieldViolation(field, "is required")])
+        if "/" in name or name in (".", ".."):
+            raise Invalid.of([FieldViolation(field, f"{quote(name)} cannot be an object name")])
+        return name
 
     def _decode(self, resource: str, value: bytes, revision: int) -> Any:
         obj = meta.kind_for(resource).cls.FromString(value)
@@ -128,6 +139,7 @@ class ResourceService:
 
     async def get(self, resource: str, name: str, *, who: Identity = LOCAL_ADMIN) -> Any:
         self._resource(resource)
+        self._name("name", name)
         item = await self._store.get(resource, name)
         obj = self._decode(resource, item.value, item.mod_revision)
         self._authz.check(who, "get", resource, name=name, obj=obj)
@@ -139,7 +151,8 @@ class ResourceService:
         self._authz.check(who, "list", resource, field_selector=request.field_selector)
         labels = LabelSelector.parse(request.label_selector)
         fields = FieldSelector.parse(request.field_selector)
-        revision, after = _decode_continue(getattr(request, "continue"))
+        token = getattr(request, "continue")
+        revision, after = _decode_continue(token)
         limit = max(0, request.limit)
         response = v1.ListResponse()
         more = False
@@ -148,6 +161,11 @@ class ResourceService:
                 page = await self._store.list(resource, limit=limit or 1000, start_after=after, revision=revision)
             except Expired:
                 raise Expired("the list's continue token has expired (compacted); list again from the start") from None
+            except Invalid:  # etcd refuses a revision it has not reached yet: only a token can name one
+                if not token:
+                    raise
+                unreached = FieldViolation("continue", "names a revision this server has not reached")
+                raise Invalid.of([unreached]) from None
             revision = page.revision
             for index, item in enumerate(page.items):
                 obj = self._decode(resource, item.value, item.mod_revision)
@@ -166,7 +184,8 @@ class ResourceService:
 
     async def update(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         new = self._unwrap(resource, envelope)
-        old = await self._current(resource, new.metadata.name, new.metadata.resource_version)
+        name = self._name("metadata.name", new.metadata.name)
+        old = await self._current(resource, name, new.metadata.resource_version)
         merged = strategy.prepare_update(resource, old, new)
         self._authz.check(who, "update", resource, name=old.metadata.name, obj=merged, old=old)
         validate_object(resource, merged)
@@ -179,7 +198,8 @@ class ResourceService:
 
     async def update_status(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         new = self._unwrap(resource, envelope)
-        old = await self._current(resource, new.metadata.name, new.metadata.resource_version)
+        name = self._name("metadata.name", new.metadata.name)
+        old = await self._current(resource, name, new.metadata.resource_version)
         self._authz.check(who, "update_status", resource, name=old.metadata.name, obj=new, old=old)
         merged = strategy.prepare_status(resource, old, new, now=self._clock.now())
         validate_status(resource, merged)
@@ -190,6 +210,7 @@ class ResourceService:
     async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
         self._resource(resource)
+        self._name("name", name)
         current = await self._current(resource, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
         if resource == "nodes" and not request.force:
@@ -253,12 +274,18 @@ def _encode_continue(revision: int, after: str) -> str:
 
 
 def _decode_continue(token: str) -> tuple[int, str]:
+    """(revision, last name) of a token made by `_encode_continue`; Invalid naming `continue` for anything else,
+    such as a revision outside etcd's range or a name that is not valid Unicode."""
     if not token:
         return 0, ""
     try:
         data = json.loads(base64.urlsafe_b64decode(token.encode()))
-        return int(data["rv"]), str(data["after"])
-    except (ValueError, KeyError, TypeError):
+        revision, after = data["rv"], data["after"]
+        if type(revision) is not int or not 0 < revision < 2**63 or not isinstance(after, str):
+            raise ValueError("not a token of this server")
+        after.encode()  # json.loads lets "\ud800" through; etcd keys must be UTF-8
+        return revision, after
+    except (ValueError, KeyError, TypeError):  # UnicodeError is a ValueError
         raise Invalid.of([FieldViolation("continue", "malformed continue token")]) from None
 
 

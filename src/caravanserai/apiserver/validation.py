@@ -149,7 +149,7 @@ def _port(errors: Violations, path: str, port: v1.ServicePort) -> None:
         try:
             ipaddress.ip_address(port.host_ip)
         except ValueError:
-            errors.add(f"{path}.hostIP", f"must be an IPv4 or IPv6 address, not {quote(port.host_ip)}")
+            errors.add(f"{path}.hostIp", f"must be an IPv4 or IPv6 address, not {quote(port.host_ip)}")
     if port.name:
         errors.check(f"{path}.name", validate_dns_label(port.name))
 

@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 
 from caravanserai import meta, v1
-from caravanserai.errors import Expired, FieldViolation, Invalid
+from caravanserai.errors import Expired, FieldViolation, Invalid, Unavailable
 from caravanserai.storage import Store, StoreEvent
 
 log = structlog.get_logger(__name__)
@@ -118,9 +118,10 @@ class Watcher:
         return self._pending.popleft()
 
     def bookmark(self) -> bytes:
-        """A serialized BOOKMARK event at the cache's current revision."""
+        """A serialized BOOKMARK event at the cache's current revision — never below the version the watch started
+        from (a client that listed from etcd can be ahead of the cache; its version must not go backwards)."""
         obj = meta.kind_for(self._cache.resource).cls()
-        obj.metadata.resource_version = str(self._cache.revision)
+        obj.metadata.resource_version = str(max(self._cache.revision, self._after))
         return v1.WatchEvent(type=v1.BOOKMARK, object=meta.wrap(obj)).SerializeToString()
 
 
@@ -147,6 +148,7 @@ class WatchCache:
         self.revision = 0  # every change up to this revision is applied
         self._oldest = 0  # a watch from any version ≥ this can be served from history
         self.ready = asyncio.Event()
+        self._closed: str | None = None  # set once the apiserver stops: no new watchers, existing ones closed
 
     # ---- reading ------------------------------------------------------------------------------------------
 
@@ -156,6 +158,8 @@ class WatchCache:
     def watch(self, predicate: Predicate, *, resource_version: str, max_pending: int | None = None) -> Watcher:
         """Register a watcher. `resource_version` "" means from now; "0" starts with the current objects as
         ADDED; any other version replays history after it (Expired when it is older than the window)."""
+        if self._closed is not None:
+            raise Unavailable(f"watch refused: {self._closed}")
         limit = max_pending or self._max_pending
         if resource_version in ("", "0"):
             watcher = Watcher(self, predicate, after=self.revision, max_pending=limit)
@@ -186,6 +190,8 @@ class WatchCache:
                 start = await self._relist()
                 await self._follow(start)
             except Expired:
+                # History may now have a hole before our revision: only versions from here on can be replayed.
+                self._oldest = max(self._oldest, self.revision)
                 log.warning("watch cache expired; relisting", resource=self.resource, revision=self.revision)
             except asyncio.CancelledError:
                 self._close_all("apiserver shutting down")
@@ -210,15 +216,26 @@ class WatchCache:
         return revision + 1
 
     async def _history_start(self, revision: int) -> int:
-        """Where the first watch starts: `history_revisions` back when etcd still has that history (so resuming
-        clients need not relist), else right after the list."""
-        start = max(1, revision - self._history_revisions)
+        """Where the first watch starts: `history_revisions` back, or at the oldest revision etcd still keeps
+        (found by bisection) — so clients resuming after an apiserver restart need not relist."""
+        low, high = max(1, revision - self._history_revisions), revision + 1
+        if not await self._readable(low):
+            while high - low > 1:  # invariant: `low` is compacted, `high` is readable (or just past the list)
+                middle = (low + high) // 2
+                if await self._readable(middle):
+                    high = middle
+                else:
+                    low = middle
+            low = high
+        self._oldest = low - 1
+        return low
+
+    async def _readable(self, revision: int) -> bool:
         try:
-            await self._store.list(self.resource, limit=1, revision=start)
+            await self._store.list(self.resource, limit=1, revision=revision)
         except Expired:
-            start = revision + 1
-        self._oldest = start - 1
-        return start
+            return False
+        return True
 
     async def _list_all(self) -> tuple[dict[str, Any], int]:
         objects: dict[str, Any] = {}
@@ -299,6 +316,11 @@ class WatchCache:
         if mod_revision:
             obj.metadata.resource_version = str(mod_revision)
         return obj
+
+    def close(self, reason: str) -> None:
+        """Refuse new watchers and close the existing ones (they end and their clients resume elsewhere)."""
+        self._closed = reason
+        self._close_all(reason)
 
     def _close_all(self, reason: str) -> None:
         for watcher in list(self._watchers):

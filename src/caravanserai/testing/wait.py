@@ -5,18 +5,30 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 
+@overload
 async def wait_for(
-    predicate: Callable[[], T | Awaitable[T]],
+    predicate: Callable[[], Awaitable[T]], timeout: float = ..., *, interval: float = ..., message: str = ...
+) -> T: ...
+
+
+@overload
+async def wait_for(
+    predicate: Callable[[], T], timeout: float = ..., *, interval: float = ..., message: str = ...
+) -> T: ...
+
+
+async def wait_for(
+    predicate: Callable[[], Any],
     timeout: float = 10.0,
     *,
     interval: float = 0.05,
     message: str = "",
-) -> T:
+) -> Any:
     """Call `predicate` (sync or async) until it returns something truthy, and return that.
 
     Exceptions raised by the predicate count as "not yet" until the timeout; then the last one is chained to the
@@ -31,7 +43,7 @@ async def wait_for(
             if inspect.isawaitable(result):
                 result = await result
             if result:
-                return result  # type: ignore[return-value]
+                return result
             last_error = None
         except Exception as exc:  # noqa: BLE001 - reported on timeout
             last_error = exc
