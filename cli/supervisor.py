@@ -63,7 +63,7 @@ class ClusterSpec:
             Child("apiserver", [py, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd_url,
                                 "--listen", self.api_listen]),
             Child("controller-manager", [py, "-m", "caravanserai.controllers.manager", "--server", self.api_listen,
-                                         "--no-leader-elect"]),
+                                         "--no-leader-elect", "--metrics-port", "-1"]),
         ]
         if self.agent:
             result.append(Child("agent", [py, "-m", "caravanserai.agent", "--server", self.api_listen,
