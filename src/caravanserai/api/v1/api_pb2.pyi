@@ -32,13 +32,21 @@ class Object(_message.Message):
     LEASE_FIELD_NUMBER: _builtins.int
     EVENT_FIELD_NUMBER: _builtins.int
     @_builtins.property
-    def project(self) -> _resources_pb2.Project: ...
+    def project(self) -> _resources_pb2.Project:
+        """A project (resource "projects")."""
+
     @_builtins.property
-    def node(self) -> _resources_pb2.Node: ...
+    def node(self) -> _resources_pb2.Node:
+        """A node (resource "nodes")."""
+
     @_builtins.property
-    def lease(self) -> _resources_pb2.Lease: ...
+    def lease(self) -> _resources_pb2.Lease:
+        """A lease (resource "leases")."""
+
     @_builtins.property
-    def event(self) -> _resources_pb2.Event: ...
+    def event(self) -> _resources_pb2.Event:
+        """An event (resource "events")."""
+
     def __init__(
         self,
         *,
@@ -92,7 +100,9 @@ class GetRequest(_message.Message):
     RESOURCE_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
+    """Plural resource name."""
     name: _builtins.str
+    """Object name."""
     def __init__(
         self,
         *,
@@ -117,6 +127,7 @@ class ListRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     CONTINUE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
+    """Plural resource name."""
     label_selector: _builtins.str
     """Label selector: "a=b,c!=d,e in (x,y),f notin (z),g,!h"."""
     field_selector: _builtins.str
@@ -171,6 +182,7 @@ class UpdateRequest(_message.Message):
     RESOURCE_FIELD_NUMBER: _builtins.int
     OBJECT_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
+    """Plural resource name."""
     @_builtins.property
     def object(self) -> Global___Object:
         """The object with the resource_version it was read at; a stale version is refused with ABORTED."""
@@ -198,7 +210,9 @@ class DeleteRequest(_message.Message):
     FORCE_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
+    """Plural resource name."""
     name: _builtins.str
+    """Object name."""
     force: _builtins.bool
     """Remove the record at once, skipping the Terminating phase and finalizers."""
     resource_version: _builtins.str
@@ -255,10 +269,13 @@ class WatchRequest(_message.Message):
     FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
     ALLOW_BOOKMARKS_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
+    """Plural resource name."""
     resource_version: _builtins.str
     """Deliver every change after this version. Empty means "from now" (no replay)."""
     label_selector: _builtins.str
+    """Label selector, as in ListRequest."""
     field_selector: _builtins.str
+    """Field selector, as in ListRequest. Objects leaving the selection arrive as DELETED, entering as ADDED."""
     allow_bookmarks: _builtins.bool
     """Send BOOKMARK events carrying the current version while nothing else happens."""
     def __init__(
@@ -330,6 +347,7 @@ class Chunk(_message.Message):
 
     DATA_FIELD_NUMBER: _builtins.int
     data: _builtins.bytes
+    """Payload bytes (content irrelevant)."""
     def __init__(
         self,
         *,

@@ -516,13 +516,21 @@ class Node(_message.Message):
     SPEC_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     api_version: _builtins.str
+    """Always "caravanserai/v1"."""
     kind: _builtins.str
+    """Always "Node"."""
     @_builtins.property
-    def metadata(self) -> Global___ObjectMeta: ...
+    def metadata(self) -> Global___ObjectMeta:
+        """Name, labels, version and lifecycle timestamps."""
+
     @_builtins.property
-    def spec(self) -> Global___NodeSpec: ...
+    def spec(self) -> Global___NodeSpec:
+        """What is wanted (written with Update)."""
+
     @_builtins.property
-    def status(self) -> Global___NodeStatus: ...
+    def status(self) -> Global___NodeStatus:
+        """What is observed (written with UpdateStatus)."""
+
     def __init__(
         self,
         *,
@@ -615,13 +623,21 @@ class Lease(_message.Message):
     SPEC_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     api_version: _builtins.str
+    """Always "caravanserai/v1"."""
     kind: _builtins.str
+    """Always "Lease"."""
     @_builtins.property
-    def metadata(self) -> Global___ObjectMeta: ...
+    def metadata(self) -> Global___ObjectMeta:
+        """Name, labels, version and lifecycle timestamps."""
+
     @_builtins.property
-    def spec(self) -> Global___LeaseSpec: ...
+    def spec(self) -> Global___LeaseSpec:
+        """What is wanted (written with Update)."""
+
     @_builtins.property
-    def status(self) -> Global___LeaseStatus: ...
+    def status(self) -> Global___LeaseStatus:
+        """What is observed (written with UpdateStatus)."""
+
     def __init__(
         self,
         *,
@@ -1177,13 +1193,21 @@ class Project(_message.Message):
     SPEC_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     api_version: _builtins.str
+    """Always "caravanserai/v1"."""
     kind: _builtins.str
+    """Always "Project"."""
     @_builtins.property
-    def metadata(self) -> Global___ObjectMeta: ...
+    def metadata(self) -> Global___ObjectMeta:
+        """Name, labels, version and lifecycle timestamps."""
+
     @_builtins.property
-    def spec(self) -> Global___ProjectSpec: ...
+    def spec(self) -> Global___ProjectSpec:
+        """What is wanted (written with Update)."""
+
     @_builtins.property
-    def status(self) -> Global___ProjectStatus: ...
+    def status(self) -> Global___ProjectStatus:
+        """What is observed (written with UpdateStatus)."""
+
     def __init__(
         self,
         *,
@@ -1352,13 +1376,21 @@ class Event(_message.Message):
     SPEC_FIELD_NUMBER: _builtins.int
     STATUS_FIELD_NUMBER: _builtins.int
     api_version: _builtins.str
+    """Always "caravanserai/v1"."""
     kind: _builtins.str
+    """Always "Event"."""
     @_builtins.property
-    def metadata(self) -> Global___ObjectMeta: ...
+    def metadata(self) -> Global___ObjectMeta:
+        """Name, labels, version and lifecycle timestamps."""
+
     @_builtins.property
-    def spec(self) -> Global___EventSpec: ...
+    def spec(self) -> Global___EventSpec:
+        """What is wanted (written with Update)."""
+
     @_builtins.property
-    def status(self) -> Global___EventStatus: ...
+    def status(self) -> Global___EventStatus:
+        """What is observed (written with UpdateStatus)."""
+
     def __init__(
         self,
         *,
