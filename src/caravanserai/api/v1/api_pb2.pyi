@@ -160,7 +160,9 @@ class ListResponse(_message.Message):
     resource_version: _builtins.str
     """The snapshot version the list was read at: a Watch from it sees every later change."""
     @_builtins.property
-    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___Object]: ...
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___Object]:
+        """The matching objects, in name order."""
+
     def __init__(
         self,
         *,
