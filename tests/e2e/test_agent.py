@@ -98,9 +98,12 @@ async def test_two_services_reach_each_other_by_name(client: Client, start_agent
     ids = container_ids(f"{NODE_LABEL}={agent.node}")
     assert ids == {"cara_shop_web": statuses["web"].container_id, "cara_shop_client": statuses["client"].container_id}
 
-    body = await asyncio.to_thread(
-        lambda: urllib.request.urlopen(f"http://127.0.0.1:{host_port}/index.html", timeout=5).read()
-    )
+    def fetch() -> bytes:
+        with urllib.request.urlopen(f"http://127.0.0.1:{host_port}/index.html", timeout=5) as response:
+            return bytes(response.read())
+
+    # Running means the containers run; httpd may need a moment more before it answers.
+    body = await wait_for(lambda: asyncio.to_thread(fetch), timeout=10, message="the published port to answer")
     assert body == b"hello-from-web\n"
 
     request = api_pb2.LogsRequest(project="shop", service="client", follow=True, tail=-1)
