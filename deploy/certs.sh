@@ -3,7 +3,8 @@
 #
 #   deploy/certs.sh DIR [NAME ...]
 #
-# NAME is an identity: `apiserver` (server certificate; add hosts with APISERVER_HOSTS="a.example,10.0.0.5"),
+# NAME is an identity: `apiserver` (server certificate; add hosts with APISERVER_HOSTS="a.example,10.0.0.5"; node
+# certificates also serve the agent's log service: add their hosts with NODE_HOSTS),
 # `admin`, `controller:<name>`, `node:<name>` or any user name. The identity is the certificate's common name
 # and the apiserver authorizes by it. Default names: apiserver admin controller:manager.
 # Output per NAME (':' becomes '-' in file names): DIR/NAME.crt, DIR/NAME.key; the CA is DIR/ca.crt, DIR/ca.key.
@@ -24,8 +25,11 @@ for name in "${names[@]}"; do
   file=${name//:/-}
   [ -f "$dir/$file.crt" ] && continue
   san="DNS:localhost,IP:127.0.0.1,IP:::1"
-  if [ "$name" = apiserver ]; then
-    IFS=',' read -ra extra <<<"${APISERVER_HOSTS:-}"
+  hosts=""
+  [ "$name" = apiserver ] && hosts=${APISERVER_HOSTS:-}
+  [[ "$name" == node:* ]] && hosts=${NODE_HOSTS:-}
+  if [ -n "$hosts" ]; then
+    IFS=',' read -ra extra <<<"$hosts"
     for h in "${extra[@]}"; do
       if [[ "$h" =~ ^[0-9.]+$ || "$h" == *:* ]]; then san="$san,IP:$h"; else san="$san,DNS:$h"; fi
     done

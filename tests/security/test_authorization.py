@@ -23,6 +23,13 @@ async def _setup(admin: Client) -> None:
     for name in ("n1", "n2"):
         await admin.nodes.create(node(name))
         await admin.leases.create(lease(name))
+    for host in ("n1", "n2"):
+        ev = v1.Event()
+        ev.metadata.name = f"from-{host}"
+        ev.spec.involved_object.kind, ev.spec.involved_object.name = "Node", host
+        ev.spec.type, ev.spec.reason, ev.spec.count = "Normal", "Tested", 1
+        ev.spec.source.component, ev.spec.source.host = "cara-agent", host
+        await admin.events.create(ev)
     for name, bound in (("p1", "n1"), ("p2", "n2"), ("p3", "")):
         p = await admin.projects.create(project(name))
         if bound:
@@ -62,7 +69,14 @@ def _ops(admin: Client) -> dict[str, Op]:
         ev.spec.type, ev.spec.reason = "Normal", "Tested"
         await c.events.create(ev)
 
+    async def count_event(c: Client, name: str) -> None:
+        ev = await admin.events.get(name)
+        ev.spec.count += 1
+        await c.events.update(ev)
+
     return {
+        "update own event": lambda c: count_event(c, "from-n1"),
+        "update other event": lambda c: count_event(c, "from-n2"),
         "get own project": lambda c: c.projects.get("p1"),
         "get other project": lambda c: c.projects.get("p2"),
         "list all projects": lambda c: c.projects.list(),
@@ -87,9 +101,10 @@ READS = {"get own project", "get other project", "list all projects", "list own 
 ALLOWED: dict[str, set[str] | None] = {
     "admin": None,  # everything
     "controller:manager": READS | {"update own project status", "update other project status", "delete project",
-                                   "update node status", "renew lease", "create event"},
+                                   "update node status", "renew lease", "create event", "update own event",
+                                   "update other event"},
     "node:n1": {"get own project", "list own projects", "watch own projects", "update own project status",
-                "get own node", "update node status", "renew lease", "create event"},
+                "get own node", "update node status", "renew lease", "create event", "update own event"},
     "viewer": READS,
 }
 

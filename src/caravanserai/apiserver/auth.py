@@ -8,7 +8,7 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 | `admin`, group admin| everything                                                                           |
 | `controller:<name>` | read everything; write project status, node status, leases, events; delete projects  |
 | `node:<name>`       | its own Node and Lease; list/watch only projects with `status.nodeRef=<name>`; read and |
-|                     | update the status of projects bound to it; create events                            |
+|                     | update the status of projects bound to it; create events, update its own events      |
 | anyone else         | read-only: get, list, watch                                                          |
 
 With authentication off (no TLS client CA and no token file: a loopback development cluster) every caller is
@@ -164,6 +164,8 @@ def _node_allows(node: str, verb: str, resource: str, *, name: str, obj: Any, ol
             return old is not None and old.status.node_ref == node and obj.status.node_ref == node
         return False
     if resource == "events":
+        if verb == "update":  # counting repeats of its own events (the recorder aggregates)
+            return old is not None and old.spec.source.host == node and obj.spec.source.host == node
         return verb == "create"
     return False
 
