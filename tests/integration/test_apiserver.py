@@ -332,3 +332,27 @@ async def test_events_are_stored_with_a_lease(client: Client, api: RunningApiSer
     await client.events.create(ev)
     leases = api.server.service._event_leases  # type: ignore[union-attr]
     assert leases._lease != 0  # noqa: SLF001
+
+
+async def test_a_watcher_that_cannot_keep_up_is_closed_and_others_are_not(client: Client, api: RunningApiServer) -> None:
+    from caravanserai.apiserver.watchcache import WatcherClosed
+
+    cache = api.server.service.cache("projects")  # type: ignore[union-attr]
+    slow = cache.watch(lambda obj: True, resource_version="", max_pending=5)
+    healthy = cache.watch(lambda obj: True, resource_version="")
+    for i in range(10):
+        await client.projects.create(project(f"s{i}"))
+
+    async def healthy_saw_all() -> bool:
+        return len(healthy._pending) == 10  # noqa: SLF001
+
+    from caravanserai.testing.wait import wait_for
+
+    await wait_for(healthy_saw_all, 5)
+    drained = 0
+    with pytest.raises(WatcherClosed, match="too slow"):
+        while True:
+            await slow.next(timeout=1)
+            drained += 1
+    assert drained == 5  # what was queued before it fell behind is still delivered, then it ends
+    healthy.close("test done")
