@@ -80,7 +80,7 @@ def volume_labels(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[
 def network_config(project: v1.Project, *, node: str) -> dict[str, Any]:
     """The create configuration of the project's bridge network."""
     return {
-        "Name": naming.network_name(project.metadata.name),
+        "Name": naming.network_name(project.metadata.name, node),
         "Driver": "bridge",
         "CheckDuplicate": True,
         "Labels": naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid),
@@ -90,7 +90,7 @@ def network_config(project: v1.Project, *, node: str) -> dict[str, Any]:
 def volume_config(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[str, Any]:
     """The create configuration of a project volume (local driver)."""
     return {
-        "Name": naming.volume_name(project.metadata.name, volume.name),
+        "Name": naming.volume_name(project.metadata.name, volume.name, node),
         "Driver": "local",
         "Labels": volume_labels(project, volume, node=node),
     }
@@ -112,11 +112,11 @@ def _ports(service: v1.Service) -> tuple[dict[str, Any], dict[str, list[dict[str
     return exposed, bindings
 
 
-def _mounts(project: v1.Project, service: v1.Service) -> list[dict[str, Any]]:
+def _mounts(project: v1.Project, service: v1.Service, node: str) -> list[dict[str, Any]]:
     return [
         {
             "Type": "volume",
-            "Source": naming.volume_name(project.metadata.name, mount.name),
+            "Source": naming.volume_name(project.metadata.name, mount.name, node),
             "Target": mount.mount_path,
             "ReadOnly": mount.read_only,
         }
@@ -140,7 +140,7 @@ def resource_settings(resources: v1.ResourceRequirements) -> dict[str, int]:
 
 def container_config(project: v1.Project, service: v1.Service, *, node: str) -> dict[str, Any]:
     """The body of `POST /containers/create` for one service of `project`, run by the agent of `node`."""
-    network = naming.network_name(project.metadata.name)
+    network = naming.network_name(project.metadata.name, node)
     exposed, bindings = _ports(service)
     host_config: dict[str, Any] = {
         "NetworkMode": network,
@@ -149,7 +149,7 @@ def container_config(project: v1.Project, service: v1.Service, *, node: str) -> 
     }
     if bindings:
         host_config["PortBindings"] = bindings
-    mounts = _mounts(project, service)
+    mounts = _mounts(project, service, node)
     if mounts:
         host_config["Mounts"] = mounts
     config: dict[str, Any] = {

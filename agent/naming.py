@@ -5,9 +5,13 @@ restarted agent adopts what it already runs.
 
 Guarantees:
 
-* **No collisions.** Names join their parts with `_` (`cara_<project>_<service>`). Project, service and volume
-  names are DNS labels, which cannot contain `_`, so the parts can be read back unambiguously: project `a-b` with
-  service `c` is `cara_a-b_c`, project `a` with service `b-c` is `cara_a_b-c`.
+* **No collisions.** Names join their parts with `_` (`cara_<project>_<service>_<node>`). Project, service and
+  volume names are DNS labels and node names DNS subdomains, which cannot contain `_`, so the parts can be read
+  back unambiguously: project `a-b` with service `c` is `cara_a-b_c_<node>`, project `a` with service `b-c` is
+  `cara_a_b-c_<node>`.
+* **One name space per node.** Every name ends with the node's name, so agents of different nodes sharing one
+  Docker Engine never meet each other's objects under the names they use, even for the same project (one that
+  moved while its former node was cut off).
 * **Valid Docker names.** Every name matches Docker's `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
 * **Findable.** Every object carries `caravanserai.io/managed=true`, the project, the project's uid and the node
   whose agent made it; containers also carry the service, the spec generation and the spec hash; volumes carry
@@ -37,32 +41,34 @@ MANAGED = "true"
 
 def _check_part(kind: str, value: str) -> str:
     if not value or SEPARATOR in value:
-        raise ValueError(f"invalid {kind} name {value!r}: must be a non-empty DNS label (no {SEPARATOR!r})")
+        raise ValueError(f"invalid {kind} name {value!r}: must be a non-empty DNS name (no {SEPARATOR!r})")
     return value
 
 
-def container_name(project: str, service: str) -> str:
-    """`cara_<project>_<service>`: the one container of a service."""
-    return SEPARATOR.join((PREFIX, _check_part("project", project), _check_part("service", service)))
+def container_name(project: str, service: str, node: str) -> str:
+    """`cara_<project>_<service>_<node>`: the one container of a service on a node."""
+    parts = (_check_part("project", project), _check_part("service", service), _check_part("node", node))
+    return SEPARATOR.join((PREFIX, *parts))
 
 
-def network_name(project: str) -> str:
-    """`cara_<project>`: the project's bridge network, on which each service is reachable by its name."""
-    return SEPARATOR.join((PREFIX, _check_part("project", project)))
+def network_name(project: str, node: str) -> str:
+    """`cara_<project>_<node>`: the project's bridge network, on which each service is reachable by its name."""
+    return SEPARATOR.join((PREFIX, _check_part("project", project), _check_part("node", node)))
 
 
-def volume_name(project: str, volume: str) -> str:
-    """`cara_<project>_<volume>`: a declared project volume."""
-    return SEPARATOR.join((PREFIX, _check_part("project", project), _check_part("volume", volume)))
+def volume_name(project: str, volume: str, node: str) -> str:
+    """`cara_<project>_<volume>_<node>`: a declared project volume."""
+    parts = (_check_part("project", project), _check_part("volume", volume), _check_part("node", node))
+    return SEPARATOR.join((PREFIX, *parts))
 
 
-def parse_container_name(name: str) -> tuple[str, str] | None:
-    """(project, service) of a name made by `container_name` (a leading `/`, as Docker lists names, is
+def parse_container_name(name: str) -> tuple[str, str, str] | None:
+    """(project, service, node) of a name made by `container_name` (a leading `/`, as Docker lists names, is
     ignored); None for any other name."""
     parts = name.lstrip("/").split(SEPARATOR)
-    if len(parts) != 3 or parts[0] != PREFIX or not parts[1] or not parts[2]:
+    if len(parts) != 4 or parts[0] != PREFIX or not all(parts[1:]):
         return None
-    return parts[1], parts[2]
+    return parts[1], parts[2], parts[3]
 
 
 def owner_labels(*, node: str, project: str, project_uid: str) -> dict[str, str]:

@@ -104,7 +104,7 @@ class ProjectRuntime:
 
     async def ensure_service(self, project: v1.Project, service: v1.Service) -> Observed:
         """Adopt, start or (re)create the service's container; returns its observed state."""
-        name = naming.container_name(project.metadata.name, service.name)
+        name = naming.container_name(project.metadata.name, service.name, self.node)
         info = await self.docker.inspect_container(name)
         if info is not None:
             found = observe(info)
@@ -145,15 +145,15 @@ class ProjectRuntime:
         return observe(info)
 
     async def remove_stale(self, project: v1.Project) -> None:
-        """Remove what an older incarnation of the project (other uid) left, and containers of services that
-        are no longer in the spec."""
+        """Remove what an older incarnation of the project (other uid) left, containers of services that are no
+        longer in the spec, and containers not under their service's name (made under an older naming scheme)."""
         name, uid = project.metadata.name, project.metadata.uid
-        services = {s.name for s in project.spec.services}
+        expected = {s.name: f"/{naming.container_name(name, s.name, self.node)}" for s in project.spec.services}
         stale = [
             c["Id"]
             for c in await self.docker.list_containers(self._filter(name))
             if (c.get("Labels") or {}).get(naming.LABEL_PROJECT_UID) != uid
-            or (c.get("Labels") or {}).get(naming.LABEL_SERVICE) not in services
+            or expected.get((c.get("Labels") or {}).get(naming.LABEL_SERVICE, "")) not in (c.get("Names") or [])
         ]
         await gather_and_raise(self.docker.remove_container(cid, timeout=self.stop_timeout) for cid in stale)
         old_volumes = [

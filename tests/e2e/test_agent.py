@@ -96,7 +96,10 @@ async def test_two_services_reach_each_other_by_name(client: Client, start_agent
     assert set(statuses) == {"web", "client"}
     assert all(s.ready and s.state == "running" and s.container_id for s in statuses.values())
     ids = container_ids(f"{NODE_LABEL}={agent.node}")
-    assert ids == {"cara_shop_web": statuses["web"].container_id, "cara_shop_client": statuses["client"].container_id}
+    assert ids == {
+        f"cara_shop_web_{agent.node}": statuses["web"].container_id,
+        f"cara_shop_client_{agent.node}": statuses["client"].container_id,
+    }
 
     def fetch() -> bytes:
         with urllib.request.urlopen(f"http://127.0.0.1:{host_port}/index.html", timeout=5) as response:
@@ -131,7 +134,7 @@ async def test_crash_with_restart_never_fails_with_the_exit_code(
     assert (job_status.exit_code, job_status.state, job_status.ready) == (3, "exited", False)
 
     async def others_stopped() -> bool:  # a Failed project runs nothing
-        return docker("inspect", "-f", "{{.State.Running}}", "cara_crash_steady") == "false"
+        return docker("inspect", "-f", "{{.State.Running}}", f"cara_crash_steady_{agent.node}") == "false"
 
     await wait_for(others_stopped, timeout=15)
 
@@ -160,9 +163,9 @@ async def test_delete_removes_containers_network_and_ephemeral_volumes(
     await bind(client, "gone", agent.node)
     await wait_phase(client, "gone", v1.RUNNING)
     label = f"{NODE_LABEL}={agent.node}"
-    assert docker_list("container", label) == ["cara_gone_svc0", "cara_gone_svc1"]
-    assert docker_list("network", label) == ["cara_gone"]
-    assert docker_list("volume", label) == ["cara_gone_keep", "cara_gone_scratch"]
+    assert docker_list("container", label) == [f"cara_gone_svc0_{agent.node}", f"cara_gone_svc1_{agent.node}"]
+    assert docker_list("network", label) == [f"cara_gone_{agent.node}"]
+    assert docker_list("volume", label) == [f"cara_gone_keep_{agent.node}", f"cara_gone_scratch_{agent.node}"]
 
     response = await client.projects.delete("gone")
     assert not response.deleted
@@ -171,7 +174,7 @@ async def test_delete_removes_containers_network_and_ephemeral_volumes(
     assert phase is not None and phase.reason == "ResourcesRemoved"
     assert docker_list("container", label) == []
     assert docker_list("network", label) == []
-    assert docker_list("volume", label) == ["cara_gone_keep"]
+    assert docker_list("volume", label) == [f"cara_gone_keep_{agent.node}"]
 
     assert (await client.projects.delete("gone")).deleted  # as gc would
     await wait_gone(client, "gone")
@@ -199,8 +202,9 @@ async def test_spec_change_recreates_only_changed_services(
     after = await wait_for(recreated, timeout=20)
     ids = {s.name: s.container_id for s in after.status.services}
     assert ids["a"] == before["a"]
-    assert docker("inspect", "-f", "{{index .Config.Labels \"caravanserai.io/generation\"}}", "cara_edit_b") == "2"
-    assert "VERSION=2" in docker("inspect", "-f", "{{json .Config.Env}}", "cara_edit_b")
+    edited = f"cara_edit_b_{agent.node}"
+    assert docker("inspect", "-f", "{{index .Config.Labels \"caravanserai.io/generation\"}}", edited) == "2"
+    assert "VERSION=2" in docker("inspect", "-f", "{{json .Config.Env}}", edited)
 
 
 async def test_logs_tail_and_follow(client: Client, start_agent: StartAgent, image: str) -> None:

@@ -41,8 +41,8 @@ async def test_restarted_agent_adopts_its_containers(client: Client, start_agent
     p = await client.projects.get("keep")
     assert p.status.phase == v1.RUNNING
     assert {s.name: s.container_id for s in p.status.services} == {
-        "a": before["cara_keep_a"],
-        "b": before["cara_keep_b"],
+        "a": before[f"cara_keep_a_{agent.node}"],
+        "b": before[f"cara_keep_b_{agent.node}"],
     }
 
 
@@ -72,15 +72,17 @@ async def test_projects_moved_away_or_recreated_while_stopped_are_fenced(
     await start_agent(node=agent.node)
 
     async def fenced() -> bool:
-        return "cara_moved_svc0" not in container_ids(label) and "cara_moved" not in docker_list("network", label)
+        container, network = f"cara_moved_svc0_{agent.node}", f"cara_moved_{agent.node}"
+        return container not in container_ids(label) and network not in docker_list("network", label)
 
     await wait_for(fenced, timeout=20, message="the moved project's container and network to be removed")
     reborn = await wait_phase(client, "reborn", v1.RUNNING)
     after = container_ids(label)
-    assert after["cara_stays_svc0"] == before["cara_stays_svc0"]
-    assert after["cara_reborn_svc0"] != before["cara_reborn_svc0"]
-    assert reborn.status.services[0].container_id == after["cara_reborn_svc0"]
-    uid = docker("inspect", "-f", '{{index .Config.Labels "caravanserai.io/project-uid"}}', "cara_reborn_svc0")
+    stays, reborn_name = f"cara_stays_svc0_{agent.node}", f"cara_reborn_svc0_{agent.node}"
+    assert after[stays] == before[stays]
+    assert after[reborn_name] != before[reborn_name]
+    assert reborn.status.services[0].container_id == after[reborn_name]
+    uid = docker("inspect", "-f", '{{index .Config.Labels "caravanserai.io/project-uid"}}', reborn_name)
     assert uid == reborn.metadata.uid
 
 
@@ -101,12 +103,12 @@ async def test_docker_events_update_statuses_and_repair(client: Client, start_ag
     assert (await client.projects.get("loop")).status.phase == v1.RUNNING
 
     for stop in (["kill"], ["stop", "-t", "0"]):  # stopped by hand: Docker leaves it, the agent starts it again
-        docker(*stop, "cara_heal_svc0")
+        docker(*stop, f"cara_heal_svc0_{agent.node}")
 
         async def started_again() -> bool:
-            return running("cara_heal_svc0")
+            return running(f"cara_heal_svc0_{agent.node}")
 
         await wait_for(started_again, timeout=15, message=f"the agent to start the container after docker {stop[0]}")
     p = await wait_phase(client, "heal", v1.RUNNING)
     assert p.status.services[0].container_id == first.container_id
-    assert docker("inspect", "-f", "{{.State.Status}}", "cara_heal_svc0") == "running"
+    assert docker("inspect", "-f", "{{.State.Status}}", f"cara_heal_svc0_{agent.node}") == "running"

@@ -50,14 +50,14 @@ def test_full_service_maps_to_docker_fields() -> None:
     assert config["ExposedPorts"] == {"8080/tcp": {}, "53/udp": {}}
     host = config["HostConfig"]
     assert host["PortBindings"] == {"8080/tcp": [{"HostIp": "127.0.0.1", "HostPort": "18080"}]}
-    assert host["Mounts"] == [{"Type": "volume", "Source": "cara_shop_data", "Target": "/data", "ReadOnly": True}]
+    assert host["Mounts"] == [{"Type": "volume", "Source": "cara_shop_data_n1", "Target": "/data", "ReadOnly": True}]
     assert host["RestartPolicy"] == {"Name": "on-failure", "MaximumRetryCount": 0}
     assert host["NanoCpus"] == 1_500_000_000
     assert host["Memory"] == 256 * 2**20
     assert host["CpuShares"] == 256
     assert host["MemoryReservation"] == 64 * 2**20
-    assert host["NetworkMode"] == "cara_shop"
-    assert config["NetworkingConfig"] == {"EndpointsConfig": {"cara_shop": {"Aliases": ["web"]}}}
+    assert host["NetworkMode"] == "cara_shop_n1"
+    assert config["NetworkingConfig"] == {"EndpointsConfig": {"cara_shop_n1": {"Aliases": ["web"]}}}
     assert config["Labels"] == {
         naming.LABEL_MANAGED: "true",
         naming.LABEL_NODE: "n1",
@@ -119,11 +119,11 @@ def test_spec_hash_tracks_exactly_the_service_spec() -> None:
 def test_network_and_volume_configs_carry_owner_labels() -> None:
     project = make_project(command=["true"])
     network = containers.network_config(project, node="n1")
-    assert network["Name"] == "cara_shop" and network["Driver"] == "bridge"
+    assert network["Name"] == "cara_shop_n1" and network["Driver"] == "bridge"
     assert network["Labels"][naming.LABEL_PROJECT_UID] == "uid-1"
     persistent = containers.volume_config(project, project.spec.volumes[0], node="n1")
     ephemeral = containers.volume_config(project, project.spec.volumes[1], node="n1")
-    assert persistent["Name"] == "cara_shop_data"
+    assert persistent["Name"] == "cara_shop_data_n1"
     assert persistent["Labels"][naming.LABEL_VOLUME_TYPE] == "Persistent"
     assert ephemeral["Labels"][naming.LABEL_VOLUME_TYPE] == "Ephemeral"
     assert ephemeral["Labels"][naming.LABEL_VOLUME] == "cache"

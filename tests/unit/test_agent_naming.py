@@ -11,38 +11,47 @@ from hypothesis import strategies as st
 from caravanserai.agent import naming
 
 DNS_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
+DNS_NAME = st.lists(DNS_LABEL, min_size=1, max_size=3).map(".".join)
 DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]+")
 
 
 def test_names_follow_the_scheme() -> None:
-    assert naming.container_name("web", "db") == "cara_web_db"
-    assert naming.network_name("web") == "cara_web"
-    assert naming.volume_name("web", "data") == "cara_web_data"
+    assert naming.container_name("web", "db", "n1.example") == "cara_web_db_n1.example"
+    assert naming.network_name("web", "n1") == "cara_web_n1"
+    assert naming.volume_name("web", "data", "n1") == "cara_web_data_n1"
 
 
 def test_hyphens_cannot_make_two_projects_collide() -> None:
-    assert naming.container_name("a-b", "c") != naming.container_name("a", "b-c")
-    assert naming.volume_name("a-b", "c") != naming.volume_name("a", "b-c")
+    assert naming.container_name("a-b", "c", "n") != naming.container_name("a", "b-c", "n")
+    assert naming.volume_name("a-b", "c", "n") != naming.volume_name("a", "b-c", "n")
 
 
-@given(DNS_LABEL, DNS_LABEL, DNS_LABEL, DNS_LABEL)
-def test_container_names_are_injective_and_valid(p1: str, s1: str, p2: str, s2: str) -> None:
-    first, second = naming.container_name(p1, s1), naming.container_name(p2, s2)
-    assert (first == second) == ((p1, s1) == (p2, s2))
+def test_agents_sharing_an_engine_never_share_a_name() -> None:
+    assert naming.container_name("web", "db", "n1") != naming.container_name("web", "db", "n2")
+    assert naming.network_name("web", "n1") != naming.network_name("web", "n2")
+    assert naming.volume_name("web", "data", "n1") != naming.volume_name("web", "data", "n2")
+
+
+@given(DNS_LABEL, DNS_LABEL, DNS_NAME, DNS_LABEL, DNS_LABEL, DNS_NAME)
+def test_container_names_are_injective_and_valid(p1: str, s1: str, n1: str, p2: str, s2: str, n2: str) -> None:
+    first, second = naming.container_name(p1, s1, n1), naming.container_name(p2, s2, n2)
+    assert (first == second) == ((p1, s1, n1) == (p2, s2, n2))
     assert DOCKER_NAME.fullmatch(first)
-    assert naming.parse_container_name(first) == (p1, s1)
-    assert naming.parse_container_name("/" + first) == (p1, s1)
+    assert naming.parse_container_name(first) == (p1, s1, n1)
+    assert naming.parse_container_name("/" + first) == (p1, s1, n1)
 
 
-@pytest.mark.parametrize("name", ["web", "cara_web", "cara__x", "other_a_b", "cara_a_b_c", ""])
+@pytest.mark.parametrize("name", ["web", "cara_web", "cara__x", "other_a_b_n", "cara_a_b", "cara_a__n", ""])
 def test_parse_refuses_foreign_names(name: str) -> None:
     assert naming.parse_container_name(name) is None
 
 
-@pytest.mark.parametrize(("project", "service"), [("a_b", "c"), ("a", ""), ("", "b")])
-def test_parts_with_the_separator_or_empty_are_refused(project: str, service: str) -> None:
-    with pytest.raises(ValueError, match="DNS label"):
-        naming.container_name(project, service)
+@pytest.mark.parametrize(
+    ("project", "service", "node"), [("a_b", "c", "n"), ("a", "", "n"), ("", "b", "n"), ("a", "b", "n_1")]
+)
+def test_parts_with_the_separator_or_empty_are_refused(project: str, service: str, node: str) -> None:
+    with pytest.raises(ValueError, match="DNS name"):
+        naming.container_name(project, service, node)
 
 
 def test_owner_labels_and_filters() -> None:
