@@ -1,8 +1,13 @@
 """`cara up` / `cara down` / `cara status`: a whole Caravanserai cluster on this machine with one command.
 
-`cara up` starts a supervisor in the background that runs etcd (data under `--data-dir`), the apiserver, the
-controller manager (scheduler, node health, gc) and an agent for the local Docker engine, restarting any that
-dies; it returns once the API answers (and the local node is Ready). State survives `cara down` + `cara up`.
+`cara up` starts a supervisor in the background (`caravanserai.cli.supervisor`) that runs etcd (data under
+`--data-dir`), the apiserver, the controller manager (scheduler, node health, gc) and an agent for the local Docker
+engine, restarting any that dies; it returns once the API answers and the local node is Ready, and prints the API
+address and the next command to try. Before starting anything it checks that etcd is installed and that a Docker
+engine answers, naming the Debian package to install when one is missing, and that every port is free.
+
+`cara down` stops every process of the cluster; the containers of its projects keep running (stopping an agent
+never stops workloads) and the next `cara up` finds them again, with every object kept in etcd under `--data-dir`.
 """
 
 from __future__ import annotations
@@ -16,129 +21,258 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
+from click.core import ParameterSource
 
 from caravanserai import v1
-from caravanserai.client import Client
-from caravanserai.errors import CaravanseraiError
+from caravanserai.cli.supervisor import (
+    STATE_FILE,
+    SUPERVISOR_MODULE,
+    ClusterSpec,
+    cluster_env,
+    cluster_processes,
+    is_supervisor,
+    process_alive,
+    process_cmdline,
+)
+from caravanserai.client import DEFAULT_SERVER, Client
+from caravanserai.errors import CaravanseraiError, NotFound
+from caravanserai.selectors import validate_dns_subdomain
 
-STATE_FILE = "cara.json"
+DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
+"""Where the agent finds Docker unless `--docker-host` says otherwise (the agent's own default)."""
+
+DEFAULT_ETCD_PORT = 23790
+"""etcd's client port under `cara up` (not etcd's usual 2379, so that a system etcd can run beside it)."""
+
+ETCD_MISSING = "etcd is not installed: install the Debian package etcd-server (apt-get install etcd-server)"
+DOCKER_MISSING = (
+    "Docker is not installed: install the Debian package docker.io (apt-get install docker.io), "
+    "or run `cara up --no-agent` for a control plane without a node"
+)
+
+State = dict[str, Any]
+
+
+# ---------------------------------------------------------------------------------------------- small helpers
 
 
 def default_data_dir() -> Path:
+    """`$XDG_DATA_HOME/caravanserai`, by default `~/.local/share/caravanserai`."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "caravanserai"
 
 
-def _fail(message: str) -> None:
+def _data_dir(option: Path | None) -> Path:
+    return (option or default_data_dir()).expanduser().resolve()
+
+
+def _fail(message: str) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(1)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def split_address(text: str) -> tuple[str, int]:
+    """`host:port` (IPv6 hosts in brackets) → (host, port); ValueError when it is not one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not host:port")
+    return host.strip("[]"), int(port)
 
 
-def _read_state(data_dir: Path) -> dict | None:  # type: ignore[type-arg]
-    path = data_dir / STATE_FILE
+def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     try:
-        state = json.loads(path.read_text())
+        split_address(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """None when a server could listen on host:port now, else why not (a listener holds it, no such address)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return f"cannot resolve {host}: {exc}"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is no obstacle
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- the state file
+
+
+def read_state(data: Path) -> State | None:
+    """The state file of the cluster in `data` while its supervisor runs; None when no supervisor runs."""
+    try:
+        state: State = json.loads((data / STATE_FILE).read_text())
     except (OSError, ValueError):
         return None
-    return state if _alive(int(state.get("supervisor_pid", 0))) else None
+    return state if is_supervisor(int(state.get("supervisor_pid", 0))) else None
 
 
-def _check_prerequisites(agent: bool) -> None:
-    if shutil.which("etcd") is None:
-        _fail("etcd is not installed: install the Debian package etcd-server (apt-get install etcd-server)")
-    if not agent:
-        return
-    if shutil.which("docker") is None and shutil.which("dockerd") is None:
-        _fail("Docker is not installed: install the Debian package docker.io, or run `cara up --no-agent`")
-    probe = subprocess.run(["docker", "info"], capture_output=True, timeout=30, check=False)
-    if probe.returncode != 0:
-        _fail("the Docker engine does not answer: start dockerd (scripts/start-dockerd.sh), or run `cara up --no-agent`")
+def _stale_children(data: Path) -> list[int]:
+    """Children listed in a state file whose supervisor is gone, when they still run what was recorded."""
+    try:
+        state: State = json.loads((data / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return []
+    pids = []
+    for child in state.get("children", {}).values():
+        pid = int(child.get("pid", 0))
+        if process_alive(pid) and process_cmdline(pid) == child.get("argv"):
+            pids.append(pid)
+    return pids
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) != 0
+def leftover_processes(data: Path) -> list[int]:
+    """Processes of the cluster in `data` that still run (every one when its supervisor was killed)."""
+    return sorted(set(cluster_processes(data)) | set(_stale_children(data)))
 
 
-async def _wait_ready(address: str, node: str | None, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    last = "the API server did not answer"
-    async with Client(address, timeout=5, retry_timeout=0) as c:
-        while time.monotonic() < deadline:
+def stop_processes(pids: list[int], grace: float) -> list[int]:
+    """SIGTERM `pids`, SIGKILL those still alive after `grace` seconds; returns those that survived even that."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        for pid in pids:
             try:
-                await c.projects.list(limit=1)
-                if node is None:
-                    return ""
-                n = await c.nodes.get(node)
-                if n.status.state == v1.NODE_READY:
-                    return ""
-                last = f"node {node} is not Ready yet"
-            except CaravanseraiError as exc:
-                last = str(exc)
-            await asyncio.sleep(0.5)
-    return last
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(process_alive(pid) for pid in pids):
+            time.sleep(0.1)
+        pids = [pid for pid in pids if process_alive(pid)]
+        if not pids:
+            break
+    return pids
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
-    """Run a whole Caravanserai cluster on this machine."""
+# ---------------------------------------------------------------------------------------------- prerequisites
 
 
-@cli.command()
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="where etcd data and logs live (default ~/.local/share/caravanserai)")
-@click.option("--listen", default="127.0.0.1:7420", show_default=True, help="API server address")
-@click.option("--etcd-port", default=23790, show_default=True, help="etcd client port (peer port is +1)")
-@click.option("--no-agent", is_flag=True, help="do not run an agent (no local Docker engine)")
-@click.option("--node-name", default=None, help="name of the local node (default: the host name)")
-@click.option("--agent-listen", default="127.0.0.1:7421", show_default=True, help="agent log service address")
-@click.option("--timeout", default=90.0, show_default=True, help="seconds to wait for the cluster to answer")
-def up(data_dir: Path | None, listen: str, etcd_port: int, no_agent: bool, node_name: str | None,
-       agent_listen: str, timeout: float) -> None:
-    """Start etcd, the API server, the controllers and an agent; return once the cluster answers."""
-    data = (data_dir or default_data_dir()).expanduser().resolve()
-    node = (node_name or socket.gethostname().split(".")[0].lower()) if not no_agent else None
-    state = _read_state(data)
-    if state is None:
-        _check_prerequisites(agent=not no_agent)
-        for port in (int(listen.rsplit(":", 1)[1]), etcd_port, etcd_port + 1):
-            if not _port_free(port):
-                _fail(f"port {port} is already in use; choose others with --listen / --etcd-port")
-        _spawn(data, {
-            "data_dir": str(data), "api_listen": listen, "etcd_client_port": etcd_port,
-            "etcd_peer_port": etcd_port + 1, "agent": not no_agent, "agent_listen": agent_listen,
-            "node_name": node or "",
-        })
-    else:
-        listen = state["spec"]["api_listen"]
-        node = state["spec"]["node_name"] or None
-        click.echo(f"Caravanserai is already running (supervisor pid {state['supervisor_pid']}).")
-    problem = asyncio.run(_wait_ready(listen, node, timeout))
-    if problem:
-        _fail(f"the cluster did not become ready within {timeout:g}s: {problem} (logs in {data / 'logs'})")
-    click.echo(f"Caravanserai is up: API at {listen}; data and logs in {data}.")
-    click.echo(f"Try: caractrl --server {listen} apply -f examples/hello.yaml && caractrl get projects")
+def docker_ping(url: str, timeout: float = 5.0) -> str | None:
+    """None when the Docker engine at `url` (unix:// or tcp://) answers GET /_ping with 200, else what went wrong."""
+    scheme, _, rest = url.partition("://")
+    try:
+        if scheme == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            try:
+                sock.connect(rest)
+            except OSError:
+                sock.close()
+                raise
+        elif scheme in ("tcp", "http"):
+            host, port = split_address(rest if ":" in rest else f"{rest}:2375")
+            sock = socket.create_connection((host, port), timeout)
+        else:
+            return f"unsupported Docker address {url} (use unix:// or tcp://)"
+        with sock:
+            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
+            reply = sock.recv(256)
+    except PermissionError:
+        return "permission denied"
+    except (OSError, ValueError) as exc:
+        return getattr(exc, "strerror", None) or str(exc)
+    status = reply.split(b"\r\n", 1)[0].split()
+    return None if len(status) >= 2 and status[1] == b"200" else f"unexpected answer {reply[:40]!r}"
 
 
-def _spawn(data: Path, spec: dict) -> None:  # type: ignore[type-arg]
+def docker_problem(url: str) -> str | None:
+    """None when the agent can use Docker at `url`, else a one-line message saying what to install or start."""
+    problem = docker_ping(url)
+    if problem is None:
+        return None
+    if shutil.which("docker") is None and shutil.which("dockerd") is None:
+        return DOCKER_MISSING
+    if problem == "permission denied":
+        return f"cannot use the Docker engine at {url}: permission denied (run as root or join the docker group)"
+    return (f"no Docker engine answers at {url} ({problem}): start it (systemctl start docker, or "
+            "scripts/start-dockerd.sh in a clone of Caravanserai), or run `cara up --no-agent`")
+
+
+def etcd_binary() -> str:
+    """The absolute path of `etcd`; exits with the package to install when it is missing."""
+    path = shutil.which("etcd")
+    if path is None:
+        _fail(ETCD_MISSING)
+    return path
+
+
+def check_ports(spec: ClusterSpec) -> None:
+    """Exit with a clear message when two components share a port or a port is taken."""
+    wanted = {
+        "--listen": split_address(spec.api_listen),
+        "--etcd-port": ("127.0.0.1", spec.etcd_client_port),
+        "--etcd-peer-port": ("127.0.0.1", spec.etcd_peer_port),
+    }
+    if spec.agent:
+        wanted["--agent-listen"] = split_address(spec.agent_listen)
+    seen: dict[int, str] = {}
+    for flag, (host, port) in wanted.items():
+        if port in seen:
+            _fail(f"{flag} and {seen[port]} both use port {port}")
+        seen[port] = flag
+        problem = port_problem(host, port)
+        if problem:
+            _fail(f"cannot listen on {host}:{port} ({flag}): {problem}; choose another port with {flag}")
+
+
+# ---------------------------------------------------------------------------------------------- the API
+
+
+async def probe(address: str, node: str | None) -> str:
+    """An empty string when the API at `address` answers (and `node`, if any, is Ready), else what is missing.
+
+    One attempt, a few seconds at most."""
+    try:
+        async with Client(address, timeout=3, retry_timeout=0) as c:
+            await c.projects.list(limit=1)
+            if node is None:
+                return ""
+            n = await c.nodes.get(node)
+            if n.status.state != v1.NODE_READY:
+                return f"node {node} is {n.status.state or 'not Ready'}"
+    except NotFound:
+        return f"node {node} has not registered yet"
+    except CaravanseraiError as exc:
+        return str(exc)
+    return ""
+
+
+async def wait_ready(address: str, node: str | None, timeout: float) -> str:
+    """Probe until the cluster answers: an empty string once it does, else the last problem seen in `timeout` s."""
+    deadline = time.monotonic() + timeout
+    problem = "the API server did not answer"
+    while time.monotonic() < deadline:
+        problem = await probe(address, node)
+        if not problem:
+            return ""
+        await asyncio.sleep(0.5)
+    return problem
+
+
+# ---------------------------------------------------------------------------------------------- starting
+
+
+def spawn_supervisor(data: Path, spec: ClusterSpec) -> None:
+    """Start the supervisor in its own session and wait until it has written its state file."""
     (data / "logs").mkdir(parents=True, exist_ok=True)
+    (data / STATE_FILE).unlink(missing_ok=True)  # a file left by a killed supervisor must not count as started
     with open(data / "logs" / "supervisor.log", "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "caravanserai.cli.supervisor", json.dumps(spec)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            [sys.executable, "-m", SUPERVISOR_MODULE, json.dumps(asdict(spec))],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, cwd=data,
+            env=cluster_env(data),
         )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -150,47 +284,196 @@ def _spawn(data: Path, spec: dict) -> None:  # type: ignore[type-arg]
     _fail(f"the supervisor did not start; see {data / 'logs' / 'supervisor.log'}")
 
 
+def default_node_name() -> str:
+    """The host name's first label, lower case."""
+    return socket.gethostname().split(".")[0].lower()
+
+
+def _caractrl() -> str:
+    """How to call caractrl from here: `caractrl` when it is on PATH, else its path beside this program."""
+    if shutil.which("caractrl"):
+        return "caractrl"
+    beside = Path(sys.argv[0]).parent / "caractrl"
+    if not beside.is_file():
+        return "caractrl"
+    relative = os.path.relpath(beside)
+    return relative if not relative.startswith("..") else str(beside.resolve())
+
+
+def next_steps(spec: ClusterSpec) -> list[str]:
+    """The lines `cara up` ends with: what to try next and how to stop."""
+    ctl = _caractrl()
+    if spec.api_listen != DEFAULT_SERVER:
+        ctl += f" --server {spec.api_listen}"
+    lines = [f"Next: {ctl} get nodes"]
+    if not spec.agent:
+        lines.append(f"No agent runs here: projects stay Pending until a node joins (cara-agent --server "
+                     f"{spec.api_listen} --node-name NAME on a machine with Docker).")
+    elif Path("examples/hello.yaml").is_file():
+        lines.append(f"      {ctl} apply -f examples/hello.yaml && {ctl} wait project hello --for phase=Running")
+    data = "" if Path(spec.data_dir) == default_data_dir().resolve() else f" --data-dir {spec.data_dir}"
+    lines.append(f"Stop: cara down{data} (the cluster's state is kept for the next cara up)")
+    return lines
+
+
+def _ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec) -> list[str]:
+    """Flags given on the command line that differ from the running cluster's settings."""
+    fields = {"listen": "api_listen", "etcd_port": "etcd_client_port", "etcd_peer_port": "etcd_peer_port",
+              "no_agent": "agent", "node_name": "node_name", "agent_listen": "agent_listen",
+              "docker_host": "docker_host"}
+    return [f"--{param.replace('_', '-')}" for param, attr in fields.items()
+            if ctx.get_parameter_source(param) == ParameterSource.COMMANDLINE
+            and getattr(running, attr) != getattr(asked, attr)]
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Run a whole Caravanserai cluster on this machine: etcd, the API server, the controllers and an agent."""
+
+
+DATA_DIR_OPTION = click.option(
+    "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="etcd data, logs and the cluster's state file  [default: ~/.local/share/caravanserai]")
+
+
 @cli.command()
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--timeout", default=30.0, show_default=True, help="seconds to wait before killing")
+@DATA_DIR_OPTION
+@click.option("--listen", default=DEFAULT_SERVER, show_default=True, callback=_address, metavar="HOST:PORT",
+              help="API server address (host:port)")
+@click.option("--etcd-port", default=DEFAULT_ETCD_PORT, show_default=True, type=click.IntRange(1, 65535),
+              metavar="PORT",
+              help="etcd client port (on 127.0.0.1)")
+@click.option("--etcd-peer-port", default=None, type=click.IntRange(1, 65535), metavar="PORT",
+              help="etcd peer port  [default: --etcd-port + 1]")
+@click.option("--no-agent", is_flag=True, help="run no agent (a control plane without a local node; no Docker needed)")
+@click.option("--node-name", default=None, metavar="NAME", help="name of the local node  [default: the host name]")
+@click.option("--agent-listen", default="127.0.0.1:7421", show_default=True, callback=_address, metavar="HOST:PORT",
+              help="address of the agent's log service")
+@click.option("--docker-host", default=DEFAULT_DOCKER_HOST, show_default=True, metavar="URL",
+              help="Docker Engine address the agent uses (unix:// or tcp://)")
+@click.option("--timeout", default=90.0, show_default=True, metavar="SECONDS", help="seconds to wait for the cluster to answer")
+@click.pass_context
+def up(ctx: click.Context, data_dir: Path | None, listen: str, etcd_port: int, etcd_peer_port: int | None,
+       no_agent: bool, node_name: str | None, agent_listen: str, docker_host: str, timeout: float) -> None:
+    """Start etcd, the API server, the controllers and an agent in the background; return once the cluster answers.
+
+    Running it again while the cluster is up changes nothing and prints the same summary."""
+    data = _data_dir(data_dir)
+    asked = ClusterSpec(
+        data_dir=str(data), api_listen=listen, etcd_client_port=etcd_port,
+        etcd_peer_port=etcd_peer_port or etcd_port + 1, agent=not no_agent, agent_listen=agent_listen,
+        node_name="" if no_agent else (node_name or default_node_name()), docker_host=docker_host,
+    )
+    state = read_state(data)
+    if state is not None:
+        spec = ClusterSpec(**state["spec"])
+        click.echo(f"Caravanserai is already running (supervisor pid {state['supervisor_pid']}).")
+        ignored = _ignored_flags(ctx, spec, asked)
+        if ignored:
+            click.echo(f"warning: {', '.join(ignored)} ignored: the running cluster keeps its settings "
+                       "(cara down first to change them)", err=True)
+    else:
+        spec = asked
+        _start(data, spec)
+    problem = asyncio.run(wait_ready(spec.api_listen, spec.node_name or None, timeout))
+    if problem:
+        _fail(f"the cluster did not become ready within {timeout:g}s: {problem} (it keeps trying; logs in "
+              f"{data / 'logs'}; `cara status`, `cara down`)")
+    node = f", node {spec.node_name} Ready" if spec.agent else ", no agent"
+    click.echo(f"Caravanserai is up: API at {spec.api_listen}{node}; data and logs in {data}.")
+    for line in next_steps(spec):
+        click.echo(line)
+
+
+def _start(data: Path, spec: ClusterSpec) -> None:
+    """Check everything `cara up` needs, clear what a killed supervisor left, then start the supervisor."""
+    if spec.agent:
+        problem = validate_dns_subdomain(spec.node_name)
+        if problem:
+            _fail(f"invalid node name {spec.node_name!r}: {problem}; choose one with --node-name")
+    spec.etcd_binary = etcd_binary()
+    if spec.agent:
+        problem = docker_problem(spec.docker_host)
+        if problem:
+            _fail(problem)
+    leftovers = leftover_processes(data)
+    if leftovers:
+        click.echo(f"Stopping {len(leftovers)} processes left by a previous run (pids "
+                   f"{' '.join(map(str, leftovers))}).")
+        stop_processes(leftovers, grace=10.0)
+    check_ports(spec)
+    spawn_supervisor(data, spec)
+
+
+@cli.command()
+@DATA_DIR_OPTION
+@click.option("--timeout", default=30.0, show_default=True, metavar="SECONDS", help="seconds to wait for a clean stop before killing")
 def down(data_dir: Path | None, timeout: float) -> None:
-    """Stop the local cluster (its data stays for the next `cara up`)."""
-    data = (data_dir or default_data_dir()).expanduser().resolve()
-    state = _read_state(data)
-    if state is None:
+    """Stop every process of the local cluster; its data stays for the next `cara up`.
+
+    The containers of its projects keep running, as when any agent stops: delete the projects first
+    (`caractrl delete project NAME --wait`) to remove them."""
+    data = _data_dir(data_dir)
+    state = read_state(data)
+    if state is None and not leftover_processes(data):
+        (data / STATE_FILE).unlink(missing_ok=True)
         click.echo("Caravanserai is not running.")
         return
-    pid = int(state["supervisor_pid"])
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # anything left in the supervisor's session
-    except (ProcessLookupError, PermissionError):
-        pass
-    click.echo("Caravanserai is down.")
+    if state is not None:
+        pid = int(state["supervisor_pid"])
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while process_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    survivors = stop_processes(leftover_processes(data), grace=5.0)
+    (data / STATE_FILE).unlink(missing_ok=True)
+    if survivors:
+        _fail(f"processes {' '.join(map(str, survivors))} did not stop")
+    click.echo("Caravanserai is down; its state is kept for the next `cara up`, and the containers of running "
+               "projects keep running.")
 
 
 @cli.command()
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@DATA_DIR_OPTION
 def status(data_dir: Path | None) -> None:
-    """Show the local cluster's processes and whether the API answers."""
-    data = (data_dir or default_data_dir()).expanduser().resolve()
-    state = _read_state(data)
+    """Show the local cluster's processes, whether the API answers and the local node's state.
+
+    Exit status: 0 when everything runs and answers, 1 when something does not, 3 when the cluster is not running."""
+    data = _data_dir(data_dir)
+    state = read_state(data)
     if state is None:
-        click.echo("Caravanserai is not running.")
+        leftovers = leftover_processes(data)
+        if leftovers:
+            click.echo(f"Caravanserai is not running, but processes of it are left (pids "
+                       f"{' '.join(map(str, leftovers))}): run cara down.")
+        else:
+            click.echo("Caravanserai is not running.")
         sys.exit(3)
-    click.echo(f"supervisor   pid {state['supervisor_pid']}   data {data}")
+    spec = ClusterSpec(**state["spec"])
+    healthy = True
+    click.echo(f"{'supervisor':<19}pid {state['supervisor_pid']:<8} running  data {data}")
     for name, child in state["children"].items():
-        mark = "running" if _alive(int(child["pid"])) else "down"
-        click.echo(f"{name:<19}pid {child['pid']:<8} {mark:<8} restarts {child['restarts']}")
-    listen = state["spec"]["api_listen"]
-    problem = asyncio.run(_wait_ready(listen, None, 3))
-    click.echo(f"API {listen}: {'answering' if not problem else problem}")
+        alive = process_alive(int(child["pid"]))
+        healthy &= alive
+        click.echo(f"{name:<19}pid {child['pid']:<8} {'running' if alive else 'down':<8} restarts {child['restarts']}")
+    api = asyncio.run(probe(spec.api_listen, None))
+    healthy &= not api
+    click.echo(f"API {spec.api_listen}: {api or 'answering'}")
+    if spec.agent and not api:
+        node = asyncio.run(probe(spec.api_listen, spec.node_name))
+        healthy &= not node
+        click.echo(f"node {spec.node_name}: {node or 'Ready'}")
+    sys.exit(0 if healthy else 1)
 
 
 def main() -> None:
+    """Entry point of the `cara` console script."""
     cli()
 
 

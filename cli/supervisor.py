@@ -4,11 +4,16 @@ that dies, until SIGTERM.
 Guarantees:
 
 * Children start in dependency order (etcd, apiserver, controller manager, agent) and each one's output goes to
-  `<data-dir>/logs/<name>.log`.
+  `<data-dir>/logs/<name>.log`; the supervisor's own notes go to `<data-dir>/logs/supervisor.log`.
 * A child that exits is restarted with backoff (1 s doubling to 30 s, reset after 60 s of good health).
 * On SIGTERM or SIGINT every child gets SIGTERM in reverse order, then SIGKILL after 10 s; the supervisor exits
   only when all are gone, so `cara down` leaves no process behind.
-* `<data-dir>/cara.json` describes the running cluster (pids, addresses) while the supervisor runs.
+* `<data-dir>/cara.json` describes the running cluster (pids, restarts, addresses) while the supervisor runs.
+* The supervisor and every child carry `CARAVANSERAI_CLUSTER_DIR=<data-dir>` in their environment, so
+  `cluster_processes` finds every process of a cluster, even orphans of a supervisor that was killed.
+
+Stopping the agent never stops containers: the workloads of the node keep running while the control plane is down,
+and the next agent adopts them.
 """
 
 from __future__ import annotations
@@ -19,10 +24,21 @@ import json
 import os
 import signal
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 STATE_FILE = "cara.json"
+"""Name of the state file in the data directory, present while the supervisor runs."""
+
+CLUSTER_ENV = "CARAVANSERAI_CLUSTER_DIR"
+"""Environment variable naming the data directory, set on the supervisor and every process it starts."""
+
+SUPERVISOR_MODULE = "caravanserai.cli.supervisor"
+"""The module the supervisor runs as (`python -m …`)."""
+
+STOP_GRACE = 10.0
+"""Seconds a child gets between SIGTERM and SIGKILL."""
 
 
 @dataclass
@@ -38,7 +54,7 @@ class Child:
 
 @dataclass
 class ClusterSpec:
-    """What `cara up` asked for."""
+    """What `cara up` asked for (stored in the state file as `spec`)."""
 
     data_dir: str
     api_listen: str
@@ -47,31 +63,110 @@ class ClusterSpec:
     agent: bool
     agent_listen: str
     node_name: str
+    etcd_binary: str = "etcd"
+    docker_host: str = ""
 
     def children(self) -> list[Child]:
-        py = sys.executable
-        etcd_url = f"http://127.0.0.1:{self.etcd_client_port}"
-        peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
-        data = Path(self.data_dir)
-        result = [
-            Child("etcd", [
-                "etcd", "--name", "cara", "--data-dir", str(data / "etcd"),
-                "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
-                "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-                "--initial-cluster", f"cara={peer_url}",
-            ]),
-            Child("apiserver", [py, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd_url,
-                                "--listen", self.api_listen]),
-            Child("controller-manager", [py, "-m", "caravanserai.controllers.manager", "--server", self.api_listen,
-                                         "--no-leader-elect", "--metrics-port", "-1"]),
-        ]
+        """The processes of the cluster, in start order."""
+        result = [self._etcd(), self._apiserver(), self._controller_manager()]
         if self.agent:
-            result.append(Child("agent", [py, "-m", "caravanserai.agent", "--server", self.api_listen,
-                                          "--node-name", self.node_name, "--listen", self.agent_listen]))
+            result.append(self._agent())
         return result
+
+    @property
+    def etcd_url(self) -> str:
+        """etcd's client URL."""
+        return f"http://127.0.0.1:{self.etcd_client_port}"
+
+    def _etcd(self) -> Child:
+        peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
+        return Child("etcd", [
+            self.etcd_binary, "--name", "cara", "--data-dir", str(Path(self.data_dir) / "etcd"),
+            "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
+            "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+            "--initial-cluster", f"cara={peer_url}",
+        ])
+
+    def _apiserver(self) -> Child:
+        return Child("apiserver", [sys.executable, "-m", "caravanserai.apiserver",
+                                   "--etcd-endpoints", self.etcd_url, "--listen", self.api_listen])
+
+    def _controller_manager(self) -> Child:
+        return Child("controller-manager", [sys.executable, "-m", "caravanserai.controllers.manager",
+                                            "--server", self.api_listen, "--no-leader-elect", "--metrics-port", "-1"])
+
+    def _agent(self) -> Child:
+        argv = [sys.executable, "-m", "caravanserai.agent", "--server", self.api_listen,
+                "--node-name", self.node_name, "--listen", self.agent_listen]
+        if self.docker_host:
+            argv += ["--docker-host", self.docker_host]
+        return Child("agent", argv)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: trust kill(0)
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def process_cmdline(pid: int) -> list[str]:
+    """The command line of process `pid` ([] when it is gone or unreadable)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _environ_has(pid: int, entry: bytes) -> bool:
+    try:
+        return entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def cluster_processes(data_dir: Path) -> list[int]:
+    """Pids of the live processes of the cluster whose data directory is `data_dir` (Linux /proc; [] elsewhere).
+
+    A process belongs to the cluster when its environment carries `CARAVANSERAI_CLUSTER_DIR=<data_dir>`; the caller
+    itself and its parent are never listed."""
+    entry = f"{CLUSTER_ENV}={data_dir}".encode()
+    mine = {os.getpid(), os.getppid()}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    pids = [int(name) for name in names if name.isdigit() and int(name) not in mine]
+    return sorted(pid for pid in pids if _environ_has(pid, entry) and process_alive(pid))
+
+
+def is_supervisor(pid: int) -> bool:
+    """Whether `pid` is a live supervisor process (not another process that reused the number)."""
+    if not process_alive(pid):
+        return False
+    cmdline = process_cmdline(pid)
+    return not cmdline or SUPERVISOR_MODULE in cmdline  # unreadable /proc: trust the pid
+
+
+def cluster_env(data_dir: Path) -> dict[str, str]:
+    """The environment of the supervisor and its children: ours plus the cluster marker."""
+    return {**os.environ, CLUSTER_ENV: str(data_dir)}
 
 
 class Supervisor:
+    """Starts the children of a `ClusterSpec`, keeps them running and stops them all on SIGTERM/SIGINT."""
+
     def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
         self.data = Path(spec.data_dir)
@@ -79,43 +174,53 @@ class Supervisor:
         self._stopping = asyncio.Event()
 
     async def run(self) -> None:
+        """Run until SIGTERM or SIGINT, then stop every child and remove the state file."""
         (self.data / "logs").mkdir(parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopping.set)
-        tasks = []
+        self._log(f"supervisor {os.getpid()} starting {', '.join(c.name for c in self.children)}")
+        tasks: list[asyncio.Task[None]] = []
         for child in self.children:
+            if self._stopping.is_set():
+                break
             tasks.append(asyncio.create_task(self._keep_running(child)))
-            await asyncio.sleep(1.0 if child.name == "etcd" else 0.3)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), 1.0 if child.name == "etcd" else 0.3)
         await self._stopping.wait()
+        self._log("stopping")
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for child in reversed(self.children):
             await self._stop(child)
         self._state_path().unlink(missing_ok=True)
+        self._log("stopped")
 
     async def _keep_running(self, child: Child) -> None:
         delay = 1.0
         while True:
-            started = asyncio.get_running_loop().time()
+            started = time.monotonic()
             await self._start(child)
             assert child.proc is not None
             code = await child.proc.wait()
-            if asyncio.get_running_loop().time() - started > 60:
+            if time.monotonic() - started > 60:
                 delay = 1.0
-            self._log(f"{child.name} exited with {code}; restarting in {delay:.0f}s")
             child.restarts += 1
+            self._log(f"{child.name} (pid {child.pid}) exited with {code}; restarting in {delay:.0f}s")
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
 
     async def _start(self, child: Child) -> None:
-        log = open(self.data / "logs" / f"{child.name}.log", "ab")  # noqa: SIM115 - owned by the child
+        log = open(self.data / "logs" / f"{child.name}.log", "ab")  # noqa: SIM115 - the child owns it
         try:
-            child.proc = await asyncio.create_subprocess_exec(*child.argv, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL)
+            child.proc = await asyncio.create_subprocess_exec(
+                *child.argv, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, env=cluster_env(self.data),
+            )
         finally:
             log.close()
         child.pid = child.proc.pid
+        self._log(f"{child.name} started (pid {child.pid})")
         self._write_state()
 
     async def _stop(self, child: Child) -> None:
@@ -125,8 +230,9 @@ class Supervisor:
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
         try:
-            await asyncio.wait_for(proc.wait(), 10)
+            await asyncio.wait_for(proc.wait(), STOP_GRACE)
         except TimeoutError:
+            self._log(f"{child.name} (pid {child.pid}) ignored SIGTERM for {STOP_GRACE:g}s; killing it")
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
@@ -145,11 +251,13 @@ class Supervisor:
         tmp.replace(self._state_path())
 
     def _log(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         with open(self.data / "logs" / "supervisor.log", "a") as f:
-            f.write(message + "\n")
+            f.write(f"{stamp} {message}\n")
 
 
 def main() -> None:
+    """Entry point: `python -m caravanserai.cli.supervisor '<ClusterSpec as JSON>'`."""
     spec = ClusterSpec(**json.loads(sys.argv[1]))
     asyncio.run(Supervisor(spec).run())
 

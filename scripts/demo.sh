@@ -1,14 +1,58 @@
 #!/usr/bin/env bash
-# `make demo`: install everything, bring up a one-machine cluster, run examples/hello.yaml and show it Running.
+# `make demo`: install everything, bring up a one-machine cluster (`cara up`, default data dir and ports), run
+# examples/hello.yaml and show it Running and answering on port 18080. Safe to run again while the cluster is up:
+# nothing is started twice and the project is `unchanged`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-.venv/bin/python -c "from caravanserai.testing.docker import ensure_test_image; ensure_test_image('caravanserai/busybox:test')"
+py=.venv/bin/python
+$py -c "from caravanserai.testing.docker import ensure_test_image; ensure_test_image('caravanserai/busybox:test')"
 export PATH="$PWD/.venv/bin:$PATH"
+
 cara up
+echo
+
+# hello publishes port 18080: say so plainly when something else holds it (and hello does not run yet).
+if ! caractrl get project hello -o name >/dev/null 2>&1 && ! $py - <<'EOF'
+import socket, sys
+with socket.socket() as s:
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("0.0.0.0", 18080))
+    except OSError as exc:
+        sys.exit(f"demo: port 18080, which examples/hello.yaml publishes, is in use ({exc.strerror}); free it and run make demo again")
+EOF
+then
+  exit 1
+fi
+
 caractrl apply -f examples/hello.yaml
 caractrl wait project hello --for phase=Running --timeout 120s
-caractrl get projects
+caractrl get projects hello
 echo
-echo "The project answers on this machine: $(wget -qO- http://127.0.0.1:18080/ 2>/dev/null || curl -s http://127.0.0.1:18080/ || true)"
-echo "Next: caractrl describe project hello; caractrl logs hello; cara down"
+
+# The container is up; give its web server a moment to accept connections.
+$py - <<'EOF'
+import time, urllib.request
+url = "http://127.0.0.1:18080/"
+for _ in range(50):
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            print(f"{url} answers: {response.read().decode().strip()}")
+            break
+    except OSError:
+        time.sleep(0.2)
+else:
+    print(f"{url} does not answer yet; see: caractrl describe project hello")
+EOF
+
+cat <<'EOF'
+
+Next: put the CLI on your PATH, then look around:
+  export PATH="$PWD/.venv/bin:$PATH"
+  caractrl get nodes                  # this machine, Ready
+  caractrl describe project hello     # phase, conditions, services, events
+  caractrl logs hello -f              # the web server's log: one line per request (Ctrl-C to stop)
+  cara status                         # the cluster's processes
+  cara down                           # stop the cluster (state and running containers are kept)
+EOF
