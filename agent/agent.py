@@ -43,7 +43,7 @@ from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, Manager
 from caravanserai.errors import CaravanseraiError
-from caravanserai.informer import Informer
+from caravanserai.informer import Backoff, Informer
 
 log = structlog.get_logger(__name__)
 
@@ -111,6 +111,10 @@ class Agent:
             metrics_port=config.metrics_port,
             shutdown_timeout=self.shutdown_grace,
             cache_sync_timeout=float("inf"),  # an unreachable API server is waited for, never fatal
+            # After an outage the assignments watch is what tells a returning agent that its projects moved away:
+            # it is retried at least every heartbeat interval (client-go's 30 s cap, doubled by jitter, would
+            # leave stale copies running for up to a minute after the API server answers again).
+            informer_backoff=Backoff(cap=config.heartbeat_interval),
         )
         informer: Informer[v1.Project] = manager.informers.informer(
             v1.Project, field_selector=f"status.nodeRef={config.node_name}"
