@@ -13,6 +13,8 @@ never stops workloads) and the next `cara up` finds them again, with every objec
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -21,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NoReturn
@@ -54,6 +57,9 @@ DOCKER_MISSING = (
     "Docker is not installed: install the Debian package docker.io (apt-get install docker.io), "
     "or run `cara up --no-agent` for a control plane without a node"
 )
+
+LOCK_FILE = "cara.lock"
+"""Held by `cara up` while it checks and starts, and by `cara down`."""
 
 State = dict[str, Any]
 
@@ -154,6 +160,15 @@ def stop_processes(pids: list[int], grace: float) -> list[int]:
         if not pids:
             break
     return pids
+
+
+@contextlib.contextmanager
+def exclusive(data: Path) -> Iterator[None]:
+    """Serialise `cara up` and `cara down` of one data directory (a lock file; children never inherit it)."""
+    data.mkdir(parents=True, exist_ok=True)
+    with open(data / LOCK_FILE, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 # ---------------------------------------------------------------------------------------------- prerequisites
@@ -289,20 +304,20 @@ def default_node_name() -> str:
     return socket.gethostname().split(".")[0].lower()
 
 
-def _caractrl() -> str:
-    """How to call caractrl from here: `caractrl` when it is on PATH, else its path beside this program."""
-    if shutil.which("caractrl"):
-        return "caractrl"
-    beside = Path(sys.argv[0]).parent / "caractrl"
+def command_name(program: str) -> str:
+    """How to call `program` (caractrl, cara) from here: its name when it is on PATH, else its path beside us."""
+    if shutil.which(program):
+        return program
+    beside = Path(sys.argv[0]).parent / program
     if not beside.is_file():
-        return "caractrl"
+        return program
     relative = os.path.relpath(beside)
     return relative if not relative.startswith("..") else str(beside.resolve())
 
 
 def next_steps(spec: ClusterSpec) -> list[str]:
     """The lines `cara up` ends with: what to try next and how to stop."""
-    ctl = _caractrl()
+    ctl = command_name("caractrl")
     if spec.api_listen != DEFAULT_SERVER:
         ctl += f" --server {spec.api_listen}"
     lines = [f"Next: {ctl} get nodes"]
@@ -312,7 +327,7 @@ def next_steps(spec: ClusterSpec) -> list[str]:
     elif Path("examples/hello.yaml").is_file():
         lines.append(f"      {ctl} apply -f examples/hello.yaml && {ctl} wait project hello --for phase=Running")
     data = "" if Path(spec.data_dir) == default_data_dir().resolve() else f" --data-dir {spec.data_dir}"
-    lines.append(f"Stop: cara down{data} (the cluster's state is kept for the next cara up)")
+    lines.append(f"Stop: {command_name('cara')} down{data} (the cluster's state is kept for the next cara up)")
     return lines
 
 
@@ -367,17 +382,18 @@ def up(ctx: click.Context, data_dir: Path | None, listen: str, etcd_port: int, e
         etcd_peer_port=etcd_peer_port or etcd_port + 1, agent=not no_agent, agent_listen=agent_listen,
         node_name="" if no_agent else (node_name or default_node_name()), docker_host=docker_host,
     )
-    state = read_state(data)
-    if state is not None:
-        spec = ClusterSpec(**state["spec"])
-        click.echo(f"Caravanserai is already running (supervisor pid {state['supervisor_pid']}).")
-        ignored = _ignored_flags(ctx, spec, asked)
-        if ignored:
-            click.echo(f"warning: {', '.join(ignored)} ignored: the running cluster keeps its settings "
-                       "(cara down first to change them)", err=True)
-    else:
-        spec = asked
-        _start(data, spec)
+    with exclusive(data):
+        state = read_state(data)
+        if state is not None:
+            spec = ClusterSpec(**state["spec"])
+            click.echo(f"Caravanserai is already running (supervisor pid {state['supervisor_pid']}).")
+            ignored = _ignored_flags(ctx, spec, asked)
+            if ignored:
+                click.echo(f"warning: {', '.join(ignored)} ignored: the running cluster keeps its settings "
+                           "(cara down first to change them)", err=True)
+        else:
+            spec = asked
+            _start(data, spec)
     problem = asyncio.run(wait_ready(spec.api_listen, spec.node_name or None, timeout))
     if problem:
         _fail(f"the cluster did not become ready within {timeout:g}s: {problem} (it keeps trying; logs in "
@@ -417,6 +433,15 @@ def down(data_dir: Path | None, timeout: float) -> None:
     The containers of its projects keep running, as when any agent stops: delete the projects first
     (`caractrl delete project NAME --wait`) to remove them."""
     data = _data_dir(data_dir)
+    if not data.is_dir():  # nothing to lock; processes of a removed data directory are still found
+        _stop_cluster(data, timeout)
+        return
+    with exclusive(data):
+        _stop_cluster(data, timeout)
+
+
+def _stop_cluster(data: Path, timeout: float) -> None:
+    """SIGTERM the supervisor and wait for it; then stop whatever process of the cluster is left."""
     state = read_state(data)
     if state is None and not leftover_processes(data):
         (data / STATE_FILE).unlink(missing_ok=True)
@@ -424,10 +449,8 @@ def down(data_dir: Path | None, timeout: float) -> None:
         return
     if state is not None:
         pid = int(state["supervisor_pid"])
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + timeout
         while process_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
