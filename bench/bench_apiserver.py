@@ -45,6 +45,12 @@ async def rate(op: Op, count: int, *, workers: int) -> float:
     return round(count / (time.perf_counter() - started), 1)
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds used so far by process `pid` (Linux /proc)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -126,7 +132,15 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         )
         try:
             await wait_serving(address, proc)
+            server_cpu, client_cpu = process_cpu(proc.pid), time.process_time()
+            started = time.perf_counter()
             api = await through_apiserver(address, opts.count, opts.clients, opts.channels)
+            elapsed = time.perf_counter() - started
+            cpu = {
+                "apiserver_cpu_share": round((process_cpu(proc.pid) - server_cpu) / elapsed, 2),
+                "bench_client_cpu_share": round((time.process_time() - client_cpu) / elapsed, 2),
+                "apiserver_cpu_us_per_op": round((process_cpu(proc.pid) - server_cpu) / (3 * opts.count) * 1e6),
+            }
         finally:
             proc.terminate()
             proc.wait(10)
@@ -140,6 +154,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "apiserver": api,
         "direct_store": base,
         "ratio_apiserver_to_direct": ratio,
+        "cpu_during_apiserver_phase": cpu,
     }
 
 
