@@ -15,9 +15,11 @@ Guarantees:
   e.g. `web.yaml, document 2: spec.services[0].imag: unknown field (did you mean "image"?)`.
 * **YAML pitfalls handled.** Unquoted timestamps become RFC 3339 strings; numbers, booleans and timestamps
   in string maps (labels `tier: 1`, requests `cpu: 0.5`) keep their source text (`010` stays "010");
-  int64 values may be strings or numbers.
+  int64 values may be strings or numbers. A raw U+0085, which the YAML reader would turn into a line break even
+  inside quotes, is refused with its place (output writes it as the escape `\\N`).
 * **Bounded.** Nesting deeper than `MAX_DEPTH` and documents that expand (through aliases) to more than
-  `MAX_VALUES` values are refused, so hostile input cannot exhaust memory.
+  `MAX_VALUES` values (all items of a list document together) are refused, so hostile input cannot exhaust
+  memory or time. Whatever the text, the result is objects or `Invalid`: no other exception escapes.
 * **Output** (`to_dict`, `dump_yaml`, `dump_json`) uses camelCase, omits empty fields and writes int64 as
   numbers; loading it again gives equal objects.
 """
@@ -35,8 +37,9 @@ from typing import Any, TextIO, TypeAlias
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from ruamel.yaml import YAML
-from ruamel.yaml.constructor import RoundTripConstructor
+from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.representer import RoundTripRepresenter
 
 from caravanserai import v1
 from caravanserai.errors import FieldViolation, Invalid
@@ -78,7 +81,11 @@ class _Time(str):
 
 
 def _construct_int(constructor: RoundTripConstructor, node: Any) -> _Int:
-    value = _Int(RoundTripConstructor.construct_yaml_int(constructor, node))
+    try:
+        value = _Int(RoundTripConstructor.construct_yaml_int(constructor, node))
+    except ValueError:  # `!!int abc`, or more digits than Python converts (4300): refused with the place
+        problem = f"cannot read {_shown(node.value)} as an integer (at most 4300 digits)"
+        raise ConstructorError(None, None, problem, node.start_mark) from None
     value.source_text = node.value
     return value
 
@@ -97,9 +104,9 @@ def _construct_time(constructor: RoundTripConstructor, node: Any) -> _Time:
     except ValueError:  # YAML-only forms: a date, a space or 't' separator, "-5" offsets, no offset (UTC)
         try:
             when = RoundTripConstructor.construct_yaml_timestamp(constructor, node)
-        except (ValueError, OverflowError):  # looks like a time but is none (month 13): stays a plain string
+            stamp.FromDatetime(when if isinstance(when, dt.datetime) else _midnight(when))
+        except (ValueError, OverflowError):  # no time (month 13), or none in UTC (year 1 at +05:00): a string
             return value
-        stamp.FromDatetime(when if isinstance(when, dt.datetime) else _midnight(when))
     value.rfc3339 = stamp.ToJsonString()
     return value
 
@@ -119,6 +126,11 @@ _Constructor.add_constructor("tag:yaml.org,2002:timestamp", _construct_time)
 
 def _documents(text: str, source: str) -> tuple[list[Any], FieldViolation | None]:
     """Every document of `text` up to the first syntax error (None for empty ones), and that error."""
+    next_line = text.find("\x85")
+    if next_line >= 0:  # ruamel reads U+0085 as a line break even inside quotes: the string would silently change
+        line, column = text.count("\n", 0, next_line) + 1, next_line - text.rfind("\n", 0, next_line)
+        problem = "U+0085 (next line) is read as a line break; write it as \\N or \\u0085 in a double-quoted string"
+        return [], FieldViolation("", f"line {line}, column {column}: invalid YAML: {problem}")
     yaml = YAML(typ="rt")
     yaml.Constructor = _Constructor
     yaml.max_depth = MAX_DEPTH
@@ -131,6 +143,9 @@ def _documents(text: str, source: str) -> tuple[list[Any], FieldViolation | None
         mark = getattr(exc, "problem_mark", None) if isinstance(exc, MarkedYAMLError) else None
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         return documents, FieldViolation("", f"{where}invalid YAML: {problem}")
+    except Exception as exc:  # noqa: BLE001 - ruamel's constructors raise plain Python errors on hostile input
+        # such as `!!float abc`, `!!bool maybe`, `!!int 0x`, `!!set x` or a list holding a mapping used as a key
+        return documents, FieldViolation("", f"invalid YAML: cannot construct a value: {str(exc)[:200]}")
     return documents, None
 
 
@@ -161,6 +176,23 @@ def _shown(value: object) -> str:
     return json.dumps(value[:64]) if isinstance(value, str) else describe(value)
 
 
+def _within(document: object, limit: int) -> bool:
+    """Whether `document` holds at most `limit` values (keys, scalars, mappings, lists), counting each use of an
+    alias; stops counting at the limit, so a recursive or exponential alias structure costs `limit` steps."""
+    pending, count = [document], 0
+    while pending:
+        item = pending.pop()
+        count += 1
+        if count > limit:
+            return False
+        if isinstance(item, Mapping):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True
+
+
 def _elements(document: object) -> list[Any] | None:
     """The objects of a document that holds several: a list, or a `kind: …List` mapping with `items`."""
     if isinstance(document, list):
@@ -180,6 +212,11 @@ def _load(text: str, source: str) -> tuple[list[Resource], list[str], list[Field
     for number, document in enumerate(documents, start=1):
         place = f"{source}, document {number}"
         elements = _elements(document)
+        if elements is not None and not _within(elements, MAX_VALUES):  # one budget for all items together
+            too_large = FieldViolation("", f"too large: more than {MAX_VALUES} values (an alias counts each use)")
+            lines.append(f"{place}: {too_large.description}")
+            violations.append(too_large)
+            continue
         items = [(place, document)]
         if elements is not None:
             items = [(f"{place}, item {i}", element) for i, element in enumerate(elements, start=1)]
@@ -260,9 +297,23 @@ def to_dict(obj: Message) -> dict[str, Any]:
     return to_data(obj)
 
 
+class _Representer(RoundTripRepresenter):
+    """Round-trip representer that double-quotes strings holding U+0085: written raw, the reader would take it for
+    a line break (see `_documents`), so it is written as the escape \\N."""
+
+
+def _represent_str(representer: RoundTripRepresenter, data: str) -> Any:
+    style = '"' if "\x85" in data else None
+    return representer.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Representer.add_representer(str, _represent_str)
+
+
 def dump_yaml(objs: Iterable[Message]) -> str:
     """YAML for `objs`, one document each, separated by `---`."""
     yaml = YAML(typ="rt")
+    yaml.Representer = _Representer
     yaml.default_flow_style = False
     yaml.width = 4096  # no folding of long strings
     out = io.StringIO()

@@ -13,6 +13,8 @@ of json_format's first error. Guarantees:
 * **Protobuf JSON rules.** Fields may use their camelCase or proto names; null leaves a field unset; integers
   (int64 too) may be integral numbers or decimal strings; enums are names or numbers; times are RFC 3339
   strings. Timestamp is the only well-known type with its special JSON form (the v1 resources use no other).
+  Text must be valid Unicode: an unpaired surrogate (which a JSON escape such as "\\ud800" can make) is refused at
+  its path.
 * **Scalars in string maps** (labels, resource lists) are coerced to text: `true` → "true", and a number keeps
   the text it was written with when the parser recorded it in a `source_text` attribute (`010` stays "010").
   A string with an `rfc3339` attribute (a YAML timestamp) gives that value to Timestamp fields.
@@ -77,11 +79,25 @@ class _Decoder(Violations):
             raise _TooLarge
 
 
+def _printable(text: str) -> str:
+    """`text` with unpaired surrogates (which JSON escapes such as "\\ud800" can produce) written as escapes, so
+    that paths and messages holding it can be encoded and printed."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _unicode(decoder: _Decoder, text: str, path: str) -> bool:
+    """Whether `text` is valid Unicode (no unpaired surrogate); records a violation at `path` when not."""
+    if _printable(text) == text:
+        return True
+    decoder.add(path, "must be valid Unicode text, without unpaired surrogates")
+    return False
+
+
 def describe(value: object) -> str:
     """What `value` is, for messages: 'a string "x"', "an integer (3)", "a mapping", "null" …"""
     text = _scalar_text(value)
     if isinstance(value, str):
-        return f"a string {quote(value)}"
+        return f"a string {quote(_printable(value))}"
     if isinstance(value, bool):
         return f"a boolean ({text})"
     if isinstance(value, int):
@@ -96,7 +112,7 @@ def describe(value: object) -> str:
 
 
 def _cut(key: object) -> str:
-    text = str(key)
+    text = _printable(str(key))
     return text if len(text) <= 64 else text[:64] + "…"
 
 
@@ -149,15 +165,18 @@ def _field(decoder: _Decoder, value: object, field: FieldDescriptor, path: str) 
         entries = {}
         for key, item in value.items():
             text = _scalar_text(key)
-            here = key_path(path, str(key) if text is None else text)
+            here = key_path(path, _printable(str(key) if text is None else text))
             if text is None:
                 decoder.add(here, f"keys must be strings, not {describe(key)}")
+            elif not _unicode(decoder, text, here):
+                continue
             elif value_field.type == FieldDescriptor.TYPE_STRING:
                 decoder.count()
                 item_text = _scalar_text(item)
                 if item_text is None:
                     decoder.add(here, f"expected a string, got {describe(item)}")
-                entries[text] = item_text
+                elif _unicode(decoder, item_text, here):
+                    entries[text] = item_text
             else:
                 entries[text] = _single(decoder, item, value_field, here)
         return entries
@@ -179,7 +198,7 @@ def _single(decoder: _Decoder, value: object, field: FieldDescriptor, path: str)
     decoder.count()
     kind = field.type
     if kind in (FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_BYTES) and isinstance(value, str):
-        return str(value)
+        return str(value) if _unicode(decoder, value, path) else None
     if kind == FieldDescriptor.TYPE_BOOL and isinstance(value, bool):
         return value
     if kind in _RANGES:

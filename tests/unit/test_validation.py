@@ -213,7 +213,7 @@ PROJECT_CASES: list[tuple[Mutation, str, str]] = [
     (lambda p: p.spec.services[1].ports.add(container_port=1, host_port=80, protocol="TCP"),
      "spec.services[1].ports[1].hostPort",
      'duplicate host port "80/TCP" (first at spec.services[0].ports[0].hostPort)'),
-    (lambda p: setattr(p.spec.services[0].ports[2], "host_ip", "localhost"), "spec.services[0].ports[2].hostIP",
+    (lambda p: setattr(p.spec.services[0].ports[2], "host_ip", "localhost"), "spec.services[0].ports[2].hostIp",
      'must be an IPv4 or IPv6 address, not "localhost"'),
     (lambda p: setattr(p.spec.services[0].ports[0], "name", "HTTP"), "spec.services[0].ports[0].name",
      "must be a lowercase DNS label"),

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -52,6 +53,14 @@ def _cut(text: str, limit: int) -> str:
     return data[: limit - 3].decode("utf-8", "ignore") + "…"
 
 
+def _left_out(violations: Sequence[FieldViolation]) -> int:
+    """How many violations `violations` stand for: each one, except that a final `(more)` entry (as validation adds
+    beyond its own limit) stands for the number it gives."""
+    last = violations[-1]
+    counted = re.match(r"(\d+) further", last.description) if last.field == "(more)" else None
+    return len(violations) - 1 + (int(counted.group(1)) if counted else 1)
+
+
 def _bounded(err: ApiError) -> ApiError:
     """`err` small enough to reach any client: message cut, and field violations beyond the budget replaced by one
     `(more)` entry saying how many were left out."""
@@ -65,7 +74,7 @@ def _bounded(err: ApiError) -> ApiError:
             )
             budget -= len(shown.field.encode()) + len(shown.description.encode()) + 8  # + protobuf framing
             if kept and budget < 0:
-                kept.append(FieldViolation("(more)", f"{len(err.violations) - i} further violations"))
+                kept.append(FieldViolation("(more)", f"{_left_out(err.violations[i:])} further violations"))
                 break
             kept.append(shown)
         return Invalid(message, kept)
