@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,16 +33,13 @@ from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
 from caravanserai.testing.builders import project
+from benchlib import free_port
 
 NODE = "bench-agent"
 BASELINE_LABEL = "caravanserai.bench=baseline"
 COMMAND = ["sleep", "3600"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from caravanserai.client import Client
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
+from benchlib import free_port, process_cpu, wait_serving
 
 Op = Callable[[int], Awaitable[Any]]
 
@@ -45,16 +45,8 @@ async def rate(op: Op, count: int, *, workers: int) -> float:
     return round(count / (time.perf_counter() - started), 1)
 
 
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds used so far by process `pid` (Linux /proc)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def through_apiserver(address: str, count: int, clients: int, channels: int) -> dict[str, float]:
@@ -107,17 +99,6 @@ async def direct(endpoint: str, count: int, clients: int) -> dict[str, float]:
         }
 
 
-async def wait_serving(address: str, proc: subprocess.Popen[bytes]) -> None:
-    async with Client(address, retry_timeout=0) as c:
-        for _ in range(200):
-            if proc.poll() is not None:
-                raise RuntimeError("cara-apiserver exited during start-up")
-            try:
-                await c.projects.list(limit=1)
-                return
-            except Exception:  # noqa: BLE001 - not up yet
-                await asyncio.sleep(0.1)
-    raise TimeoutError("cara-apiserver did not answer")
 
 
 async def main(opts: argparse.Namespace) -> dict[str, Any]:

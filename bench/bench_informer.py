@@ -23,7 +23,6 @@ import gc
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -39,6 +38,7 @@ from caravanserai.informer import Informer
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
 from caravanserai.workqueue import WorkQueue
+from benchlib import free_port, wait_serving
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
@@ -51,10 +51,6 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def bench_project(i: int) -> v1.Project:
@@ -203,17 +199,6 @@ async def measure_raw_watch(client: Client, address: str, opts: argparse.Namespa
     return {"events": counter.events, "cpu_us_per_event": round(cpu / max(counter.events, 1) * 1e6, 1)}
 
 
-async def wait_serving(address: str, proc: subprocess.Popen[bytes]) -> None:
-    async with Client(address, retry_timeout=0) as c:
-        for _ in range(200):
-            if proc.poll() is not None:
-                raise RuntimeError("cara-apiserver exited during start-up")
-            try:
-                await c.projects.list(limit=1)
-                return
-            except Exception:  # noqa: BLE001 - not up yet
-                await asyncio.sleep(0.1)
-    raise TimeoutError("cara-apiserver did not answer")
 
 
 async def main(opts: argparse.Namespace) -> dict[str, Any]:

@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -47,14 +46,11 @@ from caravanserai.errors import Conflict
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import lease, node, node_status, project
+from benchlib import free_port, process_cpu, wait_serving
 
 SIZES = [("100m", "128Mi"), ("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi")]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -118,23 +114,8 @@ async def wait_http_ok(url: str, proc: subprocess.Popen[bytes], timeout: float =
     raise TimeoutError(f"{url} not ready")
 
 
-async def wait_api(address: str, proc: subprocess.Popen[bytes]) -> None:
-    async with Client(address, retry_timeout=0) as c:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise RuntimeError("cara-apiserver exited during start-up")
-            try:
-                await c.projects.list(limit=1)
-                return
-            except Exception:  # noqa: BLE001 - not up yet
-                await asyncio.sleep(0.1)
-    raise TimeoutError("cara-apiserver did not answer")
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -261,7 +242,7 @@ async def measure(client: Client, scheduler_pid: int, nodes: int, opts: argparse
     watching = asyncio.create_task(watch.run(client))
     try:
         await asyncio.sleep(0.5)
-        cpu_before = cpu_seconds(scheduler_pid)
+        cpu_before = process_cpu(scheduler_pid)
         rng = random.Random(nodes)
         burst = [f"burst-{i:05d}" for i in range(opts.projects)]
         sent = await create_projects(client, burst, rng, workers=32, rate=None)
@@ -270,7 +251,7 @@ async def measure(client: Client, scheduler_pid: int, nodes: int, opts: argparse
         paced = [f"paced-{i:05d}" for i in range(opts.paced)]
         sent_paced = await create_projects(client, paced, rng, workers=64, rate=opts.rate)
         await watch.wait_all(paced, 120)
-        cpu_used = cpu_seconds(scheduler_pid) - cpu_before
+        cpu_used = process_cpu(scheduler_pid) - cpu_before
     finally:
         watching.cancel()
         await asyncio.gather(watching, return_exceptions=True)
@@ -300,7 +281,7 @@ async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[
     scheduler: subprocess.Popen[bytes] | None = None
     renewing: asyncio.Task[None] | None = None
     try:
-        await wait_api(address, api)
+        await wait_serving(address, api)
         async with Client(address, timeout=60, retry_timeout=60) as client:
             sim = SimulatedNodes(client, nodes)
             started = time.perf_counter()
