@@ -59,6 +59,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--heartbeat-interval", type=_positive, default=10.0, help="seconds between Lease renewals")
     p.add_argument("--label", type=_label, action="append", default=[], help="node label key=value (repeatable)")
     p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the Agent gRPC service (logs)")
+    p.add_argument("--allow-insecure", action="store_true",
+                   help="serve the log service over plain TCP on a non-loopback --listen (default: loopback only without TLS)")
     p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
     p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
     p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
@@ -87,6 +89,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         heartbeat_interval=args.heartbeat_interval,
         labels=dict(args.label),
         listen=args.listen,
+        allow_insecure=args.allow_insecure,
         advertise_address=args.advertise_address,
         reserved_cpu=args.reserved_cpu,
         reserved_memory=args.reserved_memory,

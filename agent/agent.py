@@ -44,6 +44,7 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, Manager
 from caravanserai.errors import CaravanseraiError
 from caravanserai.informer import Backoff, Informer
+from caravanserai.tls import is_loopback
 
 log = structlog.get_logger(__name__)
 
@@ -93,10 +94,24 @@ class Agent:
         if tls is not None and secure:  # the node's certificate; with a CA, client certificates are required
             self.port = server.add_secure_port(self.config.listen, tls.server_credentials())
         else:
-            self.port = server.add_insecure_port(self.config.listen)
+            self.port = server.add_insecure_port(self._plain_listen_address())
         await server.start()
         log.info("agent service listening", address=self.config.listen, port=self.port, tls=secure)
         return server
+
+    def _plain_listen_address(self) -> str:
+        """Where plain TCP may listen: `--listen` when it is loopback or `--allow-insecure` was given, otherwise
+        the same port on 127.0.0.1 (logs are not served unauthenticated to the network)."""
+        listen = self.config.listen
+        if is_loopback(listen) or self.config.allow_insecure:
+            return listen
+        port = listen.rpartition(":")[2]
+        log.warning(
+            "no TLS: the log service listens on loopback only; give --tls-cert/--tls-key (and --tls-ca) "
+            "or --allow-insecure to serve it on " + listen,
+            listen=listen,
+        )
+        return f"127.0.0.1:{port}"
 
     async def _run_parts(self, client: Client, docker: DockerRuntime) -> None:
         config, clock = self.config, self.clock

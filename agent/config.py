@@ -25,6 +25,7 @@ class AgentConfig:
     lease_duration: int = LEASE_DURATION_SECONDS
     labels: dict[str, str] = field(default_factory=dict)
     listen: str = DEFAULT_LISTEN
+    allow_insecure: bool = False  # serve the log service over plain TCP on a non-loopback address
     advertise_address: str = ""
     hostname: str = field(default_factory=socket.gethostname)
     reserved_cpu: str = "500m"
