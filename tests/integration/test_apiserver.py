@@ -10,7 +10,7 @@ from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import AlreadyExists, Conflict, Expired, FailedPrecondition, Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer
-from caravanserai.testing.builders import lease, node, node_status, project
+from caravanserai.testing.builders import lease, node, project
 
 
 async def test_crud_round_trip_for_every_kind(client: Client) -> None:

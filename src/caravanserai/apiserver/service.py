@@ -26,7 +26,7 @@ from caravanserai.apiserver.events import EventLeases
 from caravanserai.apiserver.validation import validate_object, validate_status
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock
-from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid, NotFound
+from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid
 from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.storage import Store
 from caravanserai.violations import quote
