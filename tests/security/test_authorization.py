@@ -156,3 +156,25 @@ async def test_plain_tcp_only_on_loopback(etcd) -> None:  # type: ignore[no-unty
         await start_apiserver(etcd.endpoint, listen="0.0.0.0:0")
     allowed = await start_apiserver(etcd.endpoint, listen="0.0.0.0:0", allow_insecure=True)
     await allowed.stop()
+
+
+async def test_apiserver_talks_to_etcd_over_mutual_tls(tls_of: Callable[[str], TLSFiles]) -> None:
+    from caravanserai.testing.apiserver import apiserver
+    from caravanserai.testing.etcd import EtcdServer
+
+    # The apiserver certificate (SANs localhost/127.0.0.1) serves etcd here; the apiserver's own client identity
+    # is the admin certificate.
+    async with EtcdServer(tls=tls_of("apiserver")) as secure_etcd:
+        assert secure_etcd.endpoint.startswith("https://")
+        with pytest.raises((TimeoutError, Unavailable)):  # no client certificate: etcd refuses the connection
+            await start_plain(secure_etcd.endpoint)
+        async with apiserver(secure_etcd.endpoint, etcd_tls=tls_of("admin")) as api, Client(api.address) as c:
+            await c.projects.create(project("over-tls"))
+            assert (await c.projects.get("over-tls")).status.phase == v1.PENDING
+
+
+async def start_plain(endpoint: str) -> None:
+    from caravanserai.testing.apiserver import start_apiserver
+
+    running = await asyncio.wait_for(start_apiserver(endpoint), 8)
+    await running.stop()

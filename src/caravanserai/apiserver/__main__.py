@@ -25,6 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bookmark-interval", type=parse_duration, default=10.0, help="watch bookmark interval")
     p.add_argument("--compaction-interval", type=parse_duration, default=300.0, help="etcd compaction interval; 0 disables")
     p.add_argument("--shutdown-grace", type=parse_duration, default=5.0, help="time in-flight calls get on SIGTERM")
+    p.add_argument("--etcd-cafile", default="", help="CA bundle verifying https:// etcd members")
+    p.add_argument("--etcd-certfile", default="", help="client certificate (PEM) for etcd")
+    p.add_argument("--etcd-keyfile", default="", help="client key (PEM) for etcd")
     p.add_argument("--tls-cert", default="", help="server certificate (PEM)")
     p.add_argument("--tls-key", default="", help="server key (PEM)")
     p.add_argument("--tls-ca", default="", help="CA bundle: client certificates are required and verified")
@@ -65,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         compaction_interval=opts.compaction_interval,
         grace=opts.shutdown_grace,
         tls=TLSFiles(cert=opts.tls_cert, key=opts.tls_key, ca=opts.tls_ca),
+        etcd_tls=TLSFiles(cert=opts.etcd_certfile, key=opts.etcd_keyfile, ca=opts.etcd_cafile),
         token_file=opts.token_file,
         token_listen=opts.token_listen,
         allow_insecure=opts.allow_insecure,

@@ -43,6 +43,7 @@ class ApiServerConfig:
     history_revisions: int = 10_000
     grace: float = 5.0
     tls: TLSFiles = field(default_factory=TLSFiles)
+    etcd_tls: TLSFiles = field(default_factory=TLSFiles)  # client certificate and CA for https:// etcd endpoints
     token_file: str = ""
     token_listen: str = ""  # optional second TLS port without client certificates, for bearer-token clients
     allow_insecure: bool = False  # plain TCP on a non-loopback address
@@ -63,7 +64,8 @@ class ApiServer:
 
     async def run(self) -> None:
         cfg = self.config
-        async with EtcdClient(list(cfg.etcd_endpoints)) as etcd:
+        etcd_tls = cfg.etcd_tls if cfg.etcd_tls.enabled else None
+        async with EtcdClient(list(cfg.etcd_endpoints), tls=etcd_tls) as etcd:
             store = Store(etcd, prefix=cfg.etcd_prefix)
             caches = {r: WatchCache(store, r, history_revisions=cfg.history_revisions) for r in meta.KINDS}
             self.service = ResourceService(

@@ -52,6 +52,7 @@ from caravanserai.storage.etcd_types import (
     TxnResult,
 )
 from caravanserai.storage.etcd_watch import watch_batches
+from caravanserai.tls import TLSFiles
 
 log = structlog.get_logger(__name__)
 
@@ -68,8 +69,9 @@ class EtcdClient:
         dial_timeout: float = 5.0,
         request_timeout: float = 10.0,
         clock: Clock | None = None,
+        tls: TLSFiles | None = None,
     ) -> None:
-        self._pool = ConnectionPool(endpoints, dial_timeout=dial_timeout)
+        self._pool = ConnectionPool(endpoints, dial_timeout=dial_timeout, tls=tls)
         self._request_timeout = request_timeout
         self._clock: Clock = clock or SystemClock()
 

@@ -21,6 +21,7 @@ import structlog
 from caravanserai.api.etcd import rpc_pb2_grpc
 from caravanserai.errors import Unavailable
 from caravanserai.storage.etcd_errors import FAILOVER_CODES, STREAM_RETRY_CODES, etcd_error
+from caravanserai.tls import TLSFiles
 
 if TYPE_CHECKING:
     from caravanserai.api.etcd.rpc_pb2_grpc import (
@@ -52,8 +53,8 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
 def parse_endpoint(endpoint: str) -> tuple[str, bool]:
     """The gRPC target (`host:port`) of an endpoint URL and whether it uses TLS.
 
-    `http://host:port` and a bare `host:port` are plaintext; `https://host:port` uses TLS with the system's
-    root certificates.
+    `http://host:port` and a bare `host:port` are plaintext; `https://host:port` uses TLS (the system's root
+    certificates unless a CA is given, and a client certificate when one is given).
     """
     if "://" not in endpoint:
         return endpoint, False
@@ -66,11 +67,11 @@ def parse_endpoint(endpoint: str) -> tuple[str, bool]:
 class Connection:
     """One channel to one etcd member and the stubs bound to it."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, *, tls: TLSFiles | None = None) -> None:
         target, secure = parse_endpoint(endpoint)
         self.endpoint = endpoint
         if secure:
-            creds = grpc.ssl_channel_credentials()
+            creds = tls.channel_credentials() if tls is not None else grpc.ssl_channel_credentials()
             self.channel = grpc.aio.secure_channel(target, creds, options=CHANNEL_OPTIONS)
         else:
             self.channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
@@ -83,13 +84,14 @@ class Connection:
 class ConnectionPool:
     """The channels to every endpoint of one cluster; see the module docstring for the failover rule."""
 
-    def __init__(self, endpoints: Sequence[str], *, dial_timeout: float) -> None:
+    def __init__(self, endpoints: Sequence[str], *, dial_timeout: float, tls: TLSFiles | None = None) -> None:
         if not endpoints:
             raise ValueError("at least one etcd endpoint is required")
         for endpoint in endpoints:
             parse_endpoint(endpoint)
         self.endpoints: tuple[str, ...] = tuple(endpoints)
         self._dial_timeout = dial_timeout
+        self._tls = tls  # client certificate and CA for https:// endpoints
         self._connections: dict[int, Connection] = {}  # endpoint index -> its channel, created on first use
         self._current = 0  # index of the endpoint calls go to; advanced only by failed()
         self.closed = False  # set by close(); loops that see it stop resuming
@@ -100,7 +102,7 @@ class ConnectionPool:
             raise Unavailable("etcd client is closed")
         conn = self._connections.get(self._current)
         if conn is None:
-            conn = self._connections[self._current] = Connection(self.endpoints[self._current])
+            conn = self._connections[self._current] = Connection(self.endpoints[self._current], tls=self._tls)
         return conn
 
     def failed(self, conn: Connection) -> None:

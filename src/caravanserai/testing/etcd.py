@@ -23,12 +23,15 @@ import pathlib
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 from types import TracebackType
 from typing import IO, Self
 
 import structlog
+
+from caravanserai.tls import TLSFiles
 
 log = structlog.get_logger(__name__)
 
@@ -48,10 +51,10 @@ def free_port() -> int:
         return port
 
 
-async def _healthy(port: int) -> bool:
+async def _healthy(port: int, ssl_context: ssl.SSLContext | None = None) -> bool:
     """Whether etcd's /health endpoint on `port` reports health (false on any connection problem)."""
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ssl_context)
     except OSError:
         return False
     try:
@@ -92,7 +95,9 @@ class EtcdServer:
         startup_timeout: float = 20.0,
         stop_timeout: float = 10.0,
         extra_args: tuple[str, ...] = (),
+        tls: TLSFiles | None = None,
     ) -> None:
+        self._tls = tls  # serve clients over https with this certificate, requiring client certificates
         self._binary = binary
         self._name = name
         self._startup_timeout = startup_timeout
@@ -109,7 +114,8 @@ class EtcdServer:
         """The client URL, e.g. `http://127.0.0.1:41234`."""
         if not self._client_port:
             raise RuntimeError("etcd server not started")
-        return f"http://127.0.0.1:{self._client_port}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self._client_port}"
 
     @property
     def running(self) -> bool:
@@ -148,8 +154,16 @@ class EtcdServer:
         log.info("etcd started", endpoint=self.endpoint, pid=self._pid())
 
     def _command(self, executable: str) -> list[str]:
-        client = f"http://127.0.0.1:{self._client_port}"
+        client = self.endpoint
         peer = f"http://127.0.0.1:{self._peer_port}"
+        tls_args = []
+        if self._tls is not None:
+            tls_args = [
+                f"--cert-file={self._tls.cert}",
+                f"--key-file={self._tls.key}",
+                f"--trusted-ca-file={self._tls.ca}",
+                "--client-cert-auth",
+            ]
         return [
             executable,
             f"--name={self._name}",
@@ -163,6 +177,7 @@ class EtcdServer:
             "--experimental-watch-progress-notify-interval=1s",
             "--logger=zap",
             "--log-level=warn",
+            *tls_args,
             *self._extra_args,
         ]
 
@@ -185,11 +200,18 @@ class EtcdServer:
                 code = None if self._proc is None else self._proc.returncode
                 self._reap()
                 raise EtcdStartError(f"etcd exited during startup (code {code}):\n{self.log_tail()}")
-            if await _healthy(self._client_port):
+            if await _healthy(self._client_port, self._ssl_context()):
                 return
             await asyncio.sleep(_POLL_SECONDS)
         self.kill()
         raise EtcdStartError(f"etcd not healthy after {self._startup_timeout}s:\n{self.log_tail()}")
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        if self._tls is None:
+            return None
+        context = ssl.create_default_context(cafile=self._tls.ca)
+        context.load_cert_chain(self._tls.cert, self._tls.key)
+        return context
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines etcd wrote to its log (empty before the first start)."""
