@@ -7,18 +7,17 @@ import asyncio
 import contextlib
 from typing import Any
 
-from caravanserai import v1
-from caravanserai.client import Client
 import pytest
 
+from caravanserai import v1
+from caravanserai.client import Client
 from caravanserai.errors import AlreadyExists, ApiError, Conflict
 from caravanserai.informer import Informer
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
-from caravanserai.testing.wait import wait_for
-
 from caravanserai.testing.processes import ApiProcess
+from caravanserai.testing.wait import wait_for
 
 
 async def test_etcd_killed_during_500_acknowledged_writes(own_etcd: EtcdServer) -> None:
@@ -36,8 +35,8 @@ async def test_etcd_killed_during_500_acknowledged_writes(own_etcd: EtcdServer) 
                         await c.projects.create(project(name))
                         acknowledged.add(name)
                     except AlreadyExists:
-                        return_value = await c.projects.get(name)  # applied, reply lost: it is there
-                        acknowledged.add(return_value.metadata.name)
+                        stored = await c.projects.get(name)  # applied, reply lost: it is there
+                        acknowledged.add(stored.metadata.name)
                     except ApiError:
                         await asyncio.sleep(0.2)  # etcd down: not acknowledged, try again
 
