@@ -95,9 +95,14 @@ class ResourceService:
 
     @staticmethod
     def _encode(obj: Any) -> bytes:
-        stored = meta.copy(obj)
-        stored.metadata.resource_version = ""
-        data = stored.SerializeToString(deterministic=True)
+        """The stored bytes of `obj`: without resource_version (that is etcd's mod_revision). `obj` is the
+        request's own message (never a cached one), so the field is cleared for serializing and put back."""
+        version = obj.metadata.resource_version
+        obj.metadata.resource_version = ""
+        try:
+            data = obj.SerializeToString(deterministic=True)
+        finally:
+            obj.metadata.resource_version = version
         if len(data) > MAX_OBJECT_BYTES:
             raise Invalid.of([FieldViolation("object", f"is {len(data)} bytes serialized; at most {MAX_OBJECT_BYTES} allowed")])
         return data
