@@ -272,11 +272,15 @@ async def test_scheduler_failovers_mid_binding_never_bind_a_project_twice(
             final = await wait_for(
                 lambda: converged(client, feasible + infeasible), 30, interval=0.2, message="every project decided"
             )
-            await wait_for(
-                lambda: all(log.last_version.get(p.metadata.name) == p.metadata.resource_version for p in final),
-                5,
-                message="the watch to have seen every stored version",
-            )
+
+            async def watch_caught_up() -> list[v1.Project] | None:
+                """The stored projects, once the watch has seen each one's current version (read afresh on every
+                poll: a late status write after convergence is a new version the watch must also see)."""
+                stored = (await client.projects.list()).items
+                seen = all(log.last_version.get(p.metadata.name) == p.metadata.resource_version for p in stored)
+                return stored if seen else None
+
+            final = await wait_for(watch_caught_up, 10, interval=0.2, message="the watch to have seen every stored version")
             final_leader = await leader(client)
         events = (await client.events.list()).items
     scheduled_by = Counter(e.spec.source.host for e in events if e.spec.reason == "Scheduled")
