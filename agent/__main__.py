@@ -19,7 +19,7 @@ import structlog
 
 from caravanserai.agent.agent import Agent
 from caravanserai.agent.config import DEFAULT_LISTEN, AgentConfig
-from caravanserai.agent.runtime import DEFAULT_DOCKER_HOST
+from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
 from caravanserai.client import add_client_arguments, server_address
 from caravanserai.logging import configure_logging
 from caravanserai.quantity import parse_quantity

@@ -31,12 +31,12 @@ import structlog
 
 from caravanserai import v1
 from caravanserai.agent.config import AgentConfig
-from caravanserai.agent.events import DockerEventWatcher
+from caravanserai.agent.dockerevents import DockerEventWatcher
 from caravanserai.agent.logs import AgentService, LogStreamer
 from caravanserai.agent.node import Heartbeat, NodeRegistrar
 from caravanserai.agent.project import ProjectRuntime
 from caravanserai.agent.reconciler import ProjectReconciler
-from caravanserai.agent.runtime import DockerRuntime
+from caravanserai.agent.dockerapi import DockerRuntime
 from caravanserai.agent.throughput import ThroughputMeter, measure_forever
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 
-from caravanserai.agent.runtime import DEFAULT_DOCKER_HOST
+from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
 from caravanserai.tls import TLSFiles
 
 DEFAULT_LISTEN = "0.0.0.0:7421"

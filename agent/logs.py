@@ -27,7 +27,7 @@ import grpc
 import structlog
 
 from caravanserai.agent import naming
-from caravanserai.agent.runtime import DockerError, DockerRuntime
+from caravanserai.agent.dockerapi import DockerError, DockerRuntime
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 
 log = structlog.get_logger(__name__)
@@ -111,7 +111,7 @@ class LogStreamer:
         """(service, container id) of the project's containers, optionally one service, sorted by service."""
         extra = {"project": project, **({"service": service} if service else {})}
         found = await self._runtime.list_containers(naming.node_filter(self._node, **extra))
-        return sorted(((c.get("Labels") or {}).get(naming.LABEL_SERVICE, ""), str(c["Id"])) for c in found)
+        return sorted((c.label(naming.LABEL_SERVICE), c.id) for c in found)
 
     async def entries(self, service: str, container_id: str, *, follow: bool, tail: int) -> AsyncIterator[LogEntry]:
         """One container's lines: the last `tail` (all when negative), then new ones when following."""

@@ -15,11 +15,10 @@ import importlib.metadata
 import os
 import platform
 import socket
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from caravanserai import v1
+from caravanserai.agent.dockertypes import DaemonInfo
 from caravanserai.quantity import cpu_millis, format_cpu, format_quantity, to_int
 
 ADDRESS_INTERNAL_IP = "InternalIP"
@@ -72,13 +71,13 @@ def disk_size(path: str) -> int | None:
     return stats.f_blocks * stats.f_frsize
 
 
-def machine_capacity(docker_info: Mapping[str, Any], *, meminfo: str = "/proc/meminfo") -> Capacity:
+def machine_capacity(docker_info: DaemonInfo, *, meminfo: str = "/proc/meminfo") -> Capacity:
     """The machine's capacity: local cores and memory (Docker's figures when local ones are missing) and the
     size of Docker's data root."""
-    cores = os.cpu_count() or int(docker_info.get("NCPU") or 0)
-    memory = read_meminfo_total(meminfo) or int(docker_info.get("MemTotal") or 0)
-    root = docker_info.get("DockerRootDir")
-    disk = disk_size(str(root)) if root else None
+    cores = os.cpu_count() or docker_info.cpus
+    memory = read_meminfo_total(meminfo) or docker_info.memory_bytes
+    root = docker_info.root_dir
+    disk = disk_size(root) if root else None
     return Capacity(cpu_millis=cores * 1000, memory_bytes=memory, disk_bytes=disk)
 
 
@@ -112,14 +111,14 @@ def agent_version() -> str:
         return "unknown"
 
 
-def node_info(docker_info: Mapping[str, Any], *, os_release: str = "/etc/os-release") -> v1.NodeInfo:
+def node_info(docker_info: DaemonInfo, *, os_release: str = "/etc/os-release") -> v1.NodeInfo:
     """Machine and software facts for `NodeStatus.node_info`."""
     uname = platform.uname()
     return v1.NodeInfo(
-        os_image=read_os_image(os_release) or str(docker_info.get("OperatingSystem", "")),
+        os_image=read_os_image(os_release) or docker_info.operating_system,
         kernel_version=uname.release,
         architecture=uname.machine,
-        docker_version=str(docker_info.get("ServerVersion", "")),
+        docker_version=docker_info.server_version,
         agent_version=agent_version(),
         operating_system=uname.system.lower(),
     )
@@ -165,7 +164,7 @@ class MachineFacts:
     addresses: tuple[v1.NodeAddress, ...]
 
 
-def gather_facts(docker_info: Mapping[str, Any], *, server: str, hostname: str, advertise: str = "") -> MachineFacts:
+def gather_facts(docker_info: DaemonInfo, *, server: str, hostname: str, advertise: str = "") -> MachineFacts:
     """Read the machine's facts. Blocking (files, statvfs, name resolution): run it in a thread."""
     return MachineFacts(
         capacity=machine_capacity(docker_info),

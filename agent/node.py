@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import structlog
 
 from caravanserai import meta, v1
 from caravanserai.agent import machine
 from caravanserai.agent.config import AgentConfig
+from caravanserai.agent.dockertypes import DaemonInfo
 from caravanserai.client import Client
 from caravanserai.clock import Clock, timestamp
 from caravanserai.errors import AlreadyExists, ApiError, CaravanseraiError, Conflict, NotFound
@@ -57,7 +58,7 @@ class NodeRegistrar:
         client: Client,
         config: AgentConfig,
         *,
-        docker_info: Callable[[], Awaitable[dict[str, Any]]],
+        docker_info: Callable[[], Awaitable[DaemonInfo]],
         clock: Clock,
         agent_port: int,
     ) -> None:

@@ -25,9 +25,9 @@ from typing import TypeVar
 import structlog
 
 from caravanserai import v1
-from caravanserai.agent import containers, naming, status
-from caravanserai.agent.runtime import DockerRefused, DockerRuntime, ImagePullFailed, observe
-from caravanserai.agent.status import Observed
+from caravanserai.agent import containers, naming, projectstatus
+from caravanserai.agent.dockerapi import DockerRefused, DockerRuntime, ImagePullFailed
+from caravanserai.agent.dockertypes import Labelled, Observed
 from caravanserai.errors import CaravanseraiError
 
 log = structlog.get_logger(__name__)
@@ -105,11 +105,10 @@ class ProjectRuntime:
     async def ensure_service(self, project: v1.Project, service: v1.Service) -> Observed:
         """Adopt, start or (re)create the service's container; returns its observed state."""
         name = naming.container_name(project.metadata.name, service.name, self.node)
-        info = await self.docker.inspect_container(name)
-        if info is not None:
-            found = observe(info)
+        found = await self.docker.inspect_container(name)
+        if found is not None:
             if self._adoptable(project, service, found):
-                if not status.needs_start(service, found):
+                if not projectstatus.needs_start(service, found):
                     return found
                 await self._start(found.container_id, service)
                 return await self._observe(found.container_id)
@@ -139,10 +138,10 @@ class ProjectRuntime:
             raise ServiceFailure(REASON_START_FAILED, f"service {service.name}: {exc.message}") from exc
 
     async def _observe(self, container_id: str) -> Observed:
-        info = await self.docker.inspect_container(container_id)
-        if info is None:
+        found = await self.docker.inspect_container(container_id)
+        if found is None:
             raise DockerRefused(404, f"container {container_id[:12]} vanished while starting")
-        return observe(info)
+        return found
 
     async def remove_stale(self, project: v1.Project) -> None:
         """Remove what an older incarnation of the project (other uid) left, containers of services that are no
@@ -150,16 +149,15 @@ class ProjectRuntime:
         name, uid = project.metadata.name, project.metadata.uid
         expected = {s.name: f"/{naming.container_name(name, s.name, self.node)}" for s in project.spec.services}
         stale = [
-            c["Id"]
+            c.id
             for c in await self.docker.list_containers(self._filter(name))
-            if (c.get("Labels") or {}).get(naming.LABEL_PROJECT_UID) != uid
-            or expected.get((c.get("Labels") or {}).get(naming.LABEL_SERVICE, "")) not in (c.get("Names") or [])
+            if c.label(naming.LABEL_PROJECT_UID) != uid or expected.get(c.label(naming.LABEL_SERVICE)) not in c.names
         ]
         await gather_and_raise(self.docker.remove_container(cid, timeout=self.stop_timeout) for cid in stale)
         old_volumes = [
-            v["Name"]
+            v.name
             for v in await self.docker.list_volumes(self._filter(name, volume_type=containers.VOLUME_EPHEMERAL))
-            if (v.get("Labels") or {}).get(naming.LABEL_PROJECT_UID) != uid
+            if v.label(naming.LABEL_PROJECT_UID) != uid
         ]
         await gather_and_raise(self.docker.remove_volume(v) for v in old_volumes)
 
@@ -169,10 +167,9 @@ class ProjectRuntime:
         """The containers of the project's current incarnation, by service."""
         found: dict[str, Observed] = {}
         for summary in await self.docker.list_containers(self._filter(project.metadata.name)):
-            info = await self.docker.inspect_container(summary["Id"])
-            if info is None:
+            item = await self.docker.inspect_container(summary.id)
+            if item is None:
                 continue
-            item = observe(info)
             if item.project_uid == project.metadata.uid:
                 found[item.service] = item
         return found
@@ -180,7 +177,7 @@ class ProjectRuntime:
     async def stop(self, project: str) -> None:
         """Stop the project's running containers (they stay, with their logs)."""
         running = [
-            c["Id"] for c in await self.docker.list_containers(self._filter(project)) if c.get("State") == "running"
+            c.id for c in await self.docker.list_containers(self._filter(project)) if c.state == projectstatus.RUNNING
         ]
         await gather_and_raise(self.docker.stop_container(cid, timeout=self.stop_timeout) for cid in running)
 
@@ -189,11 +186,11 @@ class ProjectRuntime:
     async def remove(self, project: str) -> int:
         """Remove the project's containers, networks and ephemeral volumes; returns how many objects went."""
         found = await self.docker.list_containers(self._filter(project))
-        await gather_and_raise(self.docker.remove_container(c["Id"], timeout=self.stop_timeout) for c in found)
+        await gather_and_raise(self.docker.remove_container(c.id, timeout=self.stop_timeout) for c in found)
         networks = await self.docker.list_networks(self._filter(project))
-        await gather_and_raise(self.docker.remove_network(n["Id"]) for n in networks)
+        await gather_and_raise(self.docker.remove_network(n.id) for n in networks)
         volumes = await self.docker.list_volumes(self._filter(project, volume_type=containers.VOLUME_EPHEMERAL))
-        await gather_and_raise(self.docker.remove_volume(v["Name"]) for v in volumes)
+        await gather_and_raise(self.docker.remove_volume(v.name) for v in volumes)
         removed = len(found) + len(networks) + len(volumes)
         if removed:
             log.info("project resources removed", project=project, objects=removed)
@@ -202,12 +199,12 @@ class ProjectRuntime:
     async def projects_present(self) -> set[str]:
         """Names of every project that has a container, network or volume of this node on Docker."""
         labels = naming.node_filter(self.node)
-        listed = [
-            *(c.get("Labels") or {} for c in await self.docker.list_containers(labels)),
-            *(n.get("Labels") or {} for n in await self.docker.list_networks(labels)),
-            *(v.get("Labels") or {} for v in await self.docker.list_volumes(labels)),
+        listed: list[Labelled] = [
+            *await self.docker.list_containers(labels),
+            *await self.docker.list_networks(labels),
+            *await self.docker.list_volumes(labels),
         ]
-        return {item[naming.LABEL_PROJECT] for item in listed if item.get(naming.LABEL_PROJECT)}
+        return {item.project for item in listed if item.project}
 
 
 async def gather_and_raise(calls: Iterable[Awaitable[object]]) -> None:

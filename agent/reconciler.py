@@ -31,7 +31,7 @@ from collections.abc import Callable
 import structlog
 
 from caravanserai import meta, v1
-from caravanserai.agent import status
+from caravanserai.agent import projectstatus
 from caravanserai.agent.project import ProjectRuntime
 from caravanserai.client import Client
 from caravanserai.clock import Clock
@@ -115,12 +115,12 @@ class ProjectReconciler:
         spec = project.spec
         if outcome.failure is not None:
             failure = outcome.failure
-            verdict = status.failure(spec, outcome.observed, reason=failure.reason, message=failure.message)
+            verdict = projectstatus.failure(spec, outcome.observed, reason=failure.reason, message=failure.message)
         else:
-            verdict = status.assess(spec, outcome.observed)
+            verdict = projectstatus.assess(spec, outcome.observed)
         now = self._clock.now()
         generation = project.metadata.generation
-        await self._write(project, lambda p: status.apply(p, verdict, generation=generation, now=now))
+        await self._write(project, lambda p: projectstatus.apply(p, verdict, generation=generation, now=now))
         if verdict.phase is not None and verdict.phase != project.status.phase:
             await self._report(project, verdict.phase, verdict.reason, verdict.message)
         settled = verdict.ready or verdict.phase == v1.FAILED
@@ -130,9 +130,9 @@ class ProjectReconciler:
         """A Failed project runs nothing: stop what still runs and report the final service states."""
         await self._projects.stop(project.metadata.name)
         observed = await self._projects.observe(project)
-        verdict = dataclasses.replace(status.assess(project.spec, observed), phase=None)
+        verdict = dataclasses.replace(projectstatus.assess(project.spec, observed), phase=None)
         now = self._clock.now()
-        await self._write(project, lambda p: status.apply(p, verdict, generation=None, now=now))
+        await self._write(project, lambda p: projectstatus.apply(p, verdict, generation=None, now=now))
 
     async def _terminate(self, project: v1.Project) -> None:
         """Remove every Docker object of the project except persistent volumes, then report Terminated."""

@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 from caravanserai.agent import machine
-from caravanserai.agent.events import event_project, since_text
+from caravanserai.agent.dockertypes import container_event, daemon_info, since_text
 from caravanserai.agent.throughput import format_rate
 from caravanserai.quantity import parse_quantity
 
@@ -43,11 +43,12 @@ def test_capacity_and_allocatable_quantities() -> None:
 def test_machine_capacity_reads_docker_root(tmp_path: pathlib.Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal: 1024 kB\n")
-    capacity = machine.machine_capacity({"DockerRootDir": str(tmp_path)}, meminfo=str(meminfo))
+    capacity = machine.machine_capacity(daemon_info({"DockerRootDir": str(tmp_path)}), meminfo=str(meminfo))
     assert capacity.cpu_millis >= 1000 and capacity.cpu_millis % 1000 == 0
     assert capacity.memory_bytes == 1024 * 1024
     assert capacity.disk_bytes is not None and capacity.disk_bytes > 0
-    fallback = machine.machine_capacity({"MemTotal": 42, "DockerRootDir": "/no/such/dir"}, meminfo="/no/such/file")
+    info = daemon_info({"MemTotal": 42, "DockerRootDir": "/no/such/dir"})
+    fallback = machine.machine_capacity(info, meminfo="/no/such/file")
     assert (fallback.memory_bytes, fallback.disk_bytes) == (42, None)
 
 
@@ -89,6 +90,7 @@ def test_format_rate(rate: float, text: str) -> None:
 
 def test_event_helpers() -> None:
     event = {"Actor": {"Attributes": {"caravanserai.io/project": "web"}}, "timeNano": 1_700_000_000_000_000_123}
-    assert event_project(event) == "web"
-    assert event_project({"Actor": {"Attributes": {}}}) is None
+    assert container_event(event).project == "web"
+    assert container_event(event).time_nano == 1_700_000_000_000_000_123
+    assert container_event({"Actor": {"Attributes": {}}}).project is None
     assert since_text(1_700_000_000_000_000_123) == "1700000000.000000123"

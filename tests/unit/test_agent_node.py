@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from caravanserai import meta, v1
 from caravanserai.agent.config import AgentConfig
+from caravanserai.agent.dockertypes import DaemonInfo
 from caravanserai.agent.machine import Capacity, MachineFacts
 from caravanserai.agent.node import NodeRegistrar
 from caravanserai.client import Client
@@ -11,8 +12,8 @@ from caravanserai.clock import seconds
 from caravanserai.testing import FakeClock
 
 
-async def no_docker() -> dict[str, object]:
-    return {}
+async def no_docker() -> DaemonInfo:
+    return DaemonInfo()
 
 
 def registrar(client: Client, clock: FakeClock) -> NodeRegistrar:

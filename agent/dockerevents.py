@@ -14,14 +14,14 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+import contextlib
+from collections.abc import Awaitable, Callable
 
-import aiodocker
 import structlog
 
 from caravanserai.agent import naming
-from caravanserai.agent.runtime import DockerRuntime
+from caravanserai.agent.dockerapi import DockerError, DockerRuntime
+from caravanserai.agent.dockertypes import ContainerEvent, since_text
 from caravanserai.clock import Clock
 
 log = structlog.get_logger(__name__)
@@ -30,18 +30,6 @@ log = structlog.get_logger(__name__)
 ACTIONS = ("create", "start", "restart", "die", "kill", "oom", "stop", "destroy", "pause", "unpause")
 BACKOFF_START = 0.5
 BACKOFF_MAX = 10.0
-
-
-def event_project(event: Mapping[str, Any]) -> str | None:
-    """The project named by a container event's labels, or None."""
-    attributes = (event.get("Actor") or {}).get("Attributes") or {}
-    project = attributes.get(naming.LABEL_PROJECT)
-    return str(project) if project else None
-
-
-def since_text(time_nano: int) -> str:
-    """Docker's `since` parameter (seconds.nanoseconds) for an event's timeNano."""
-    return f"{time_nano // 1_000_000_000}.{time_nano % 1_000_000_000:09d}"
 
 
 class DockerEventWatcher:
@@ -56,16 +44,13 @@ class DockerEventWatcher:
         on_project: Callable[[str], None],
         on_reconnect: Callable[[], Awaitable[None]],
     ) -> None:
-        self._docker = runtime.streams
+        self._docker = runtime
         self._node = node
         self._clock = clock
         self._on_project = on_project
         self._on_reconnect = on_reconnect
         self._since: str | None = None
         self.connected = asyncio.Event()
-
-    def filters(self) -> dict[str, list[str]]:
-        return {"type": ["container"], "label": naming.node_filter(self._node), "event": list(ACTIONS)}
 
     async def run(self) -> None:
         """Follow events until cancelled."""
@@ -78,9 +63,9 @@ class DockerEventWatcher:
                 if not first:
                     await self._on_reconnect()
                 first = False
-                saw_any = await self._follow_once()
+                saw_any = await self._follow_once(self._since)
                 delay = BACKOFF_START if saw_any else min(delay * 2, BACKOFF_MAX)
-            except aiodocker.DockerError as exc:
+            except DockerError as exc:
                 log.warning("docker events failed; subscribing again", error=exc.message, retry_in=delay)
                 delay = min(delay * 2, BACKOFF_MAX)
             except Exception as exc:  # noqa: BLE001 - a resync hook or transport failure must not end the stream
@@ -89,41 +74,23 @@ class DockerEventWatcher:
             self.connected.clear()
             await self._clock.sleep(delay)
 
-    async def _follow_once(self) -> bool:
+    async def _follow_once(self, since: str) -> bool:
         """One subscription until the stream ends; True when it delivered at least one event."""
-        events = self._docker.events
-        subscriber = events.subscribe(create_task=False)
-        filters = self.filters()
-        reader = asyncio.create_task(
-            events.run(filters=filters, since=self._since), name="docker-events"
-        )
+        labels = naming.node_filter(self._node)
+        stream = self._docker.container_events(labels, actions=ACTIONS, since=since)
         saw_any = False
-        try:
-            self.connected.set()
-            while True:
-                getter = asyncio.ensure_future(subscriber.get())
-                await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if not getter.done():
-                    getter.cancel()
-                    reader.result()  # raises the stream's error
-                    return saw_any
-                event = getter.result()
-                if event is None:
-                    return saw_any
+        self.connected.set()
+        async with contextlib.aclosing(stream):
+            async for event in stream:
                 saw_any = True
                 self._handle(event)
-        finally:
-            if not reader.done():
-                await events.stop()
-                reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+        return saw_any
 
-    def _handle(self, event: Mapping[str, Any]) -> None:
-        if "timeNano" in event:
-            self._since = since_text(int(event["timeNano"]))
-        project = event_project(event)
-        if project:
-            self._on_project(project)
+    def _handle(self, event: ContainerEvent) -> None:
+        if event.time_nano is not None:
+            self._since = since_text(event.time_nano)
+        if event.project:
+            self._on_project(event.project)
 
 
-__all__ = ["ACTIONS", "DockerEventWatcher", "event_project", "since_text"]
+__all__ = ["ACTIONS", "DockerEventWatcher"]

@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 from caravanserai import meta, v1
-from caravanserai.agent import status
-from caravanserai.agent.runtime import observe
-from caravanserai.agent.status import Observed
+from caravanserai.agent import projectstatus
+from caravanserai.agent.dockertypes import Observed, observe
 
 
 def spec(*services: tuple[str, str]) -> v1.ProjectSpec:
@@ -42,8 +41,8 @@ def seen(service: str, state: str, code: int = 0, **extra: Any) -> Observed:
 def test_end_and_start_rules(policy: str, state: str, code: int, ended: bool, start: bool) -> None:
     service = spec(("s", policy)).services[0]
     observed = seen("s", state, code)
-    assert status.ended_for_good(service, observed) is ended
-    assert status.needs_start(service, observed) is start
+    assert projectstatus.ended_for_good(service, observed) is ended
+    assert projectstatus.needs_start(service, observed) is start
 
 
 @pytest.mark.parametrize(
@@ -73,36 +72,36 @@ def test_assess_table(
     ready: bool,
     not_ready: tuple[str, ...],
 ) -> None:
-    verdict = status.assess(spec(*services), {name: seen(name, state, code) for name, state, code in observed})
+    verdict = projectstatus.assess(spec(*services), {name: seen(name, state, code) for name, state, code in observed})
     assert (verdict.phase, verdict.reason, verdict.ready, verdict.not_ready) == (phase, reason, ready, not_ready)
     assert [s.name for s in verdict.services] == [name for name, _ in services]
 
 
 def test_exit_message_names_service_code_and_policy() -> None:
-    verdict = status.assess(spec(("job", "Never")), {"job": seen("job", "exited", 3)})
+    verdict = projectstatus.assess(spec(("job", "Never")), {"job": seen("job", "exited", 3)})
     assert verdict.message == "service job exited with code 3 (restart policy Never)"
-    oom = status.assess(spec(("job", "Never")), {"job": seen("job", "exited", 137, oom_killed=True)})
+    oom = projectstatus.assess(spec(("job", "Never")), {"job": seen("job", "exited", 137, oom_killed=True)})
     assert "exited with code 137 (out of memory)" in oom.message
 
 
 def test_service_status_fields() -> None:
     service = spec(("web", "")).services[0]
-    pending = status.service_status(service, None)
+    pending = projectstatus.service_status(service, None)
     assert (pending.state, pending.ready, pending.image) == ("pending", False, "img")
-    running = status.service_status(
+    running = projectstatus.service_status(
         service, seen("web", "running", restart_count=2, image="img:2", generation=4)
     )
     assert (running.container_id, running.state, running.ready, running.restart_count) == ("id-web", "running", True, 2)
     assert (running.image, running.generation, running.message) == ("img:2", 4, "")
-    exited = status.service_status(service, seen("web", "exited", 1, error="boom"))
+    exited = projectstatus.service_status(service, seen("web", "exited", 1, error="boom"))
     assert exited.message == "exited with code 1: boom" and exited.exit_code == 1
 
 
 def test_apply_records_phase_ready_and_generation() -> None:
     project = v1.Project()
     project.status.phase = v1.SCHEDULED
-    verdict = status.assess(spec(("a", "")), {"a": seen("a", "running")})
-    status.apply(project, verdict, generation=2, now=100.0)
+    verdict = projectstatus.assess(spec(("a", "")), {"a": seen("a", "running")})
+    projectstatus.apply(project, verdict, generation=2, now=100.0)
     assert project.status.phase == v1.RUNNING
     phase = meta.get_condition(project.status.conditions, v1.CONDITION_PHASE)
     assert phase is not None and (phase.reason, phase.message) == ("ContainersRunning", "1 container running")
@@ -113,15 +112,15 @@ def test_apply_records_phase_ready_and_generation() -> None:
 
     before = v1.Project()
     before.CopyFrom(project)
-    status.apply(project, verdict, generation=2, now=200.0)
+    projectstatus.apply(project, verdict, generation=2, now=200.0)
     assert project == before  # the same verdict again changes nothing, not even timestamps
 
 
 def test_apply_keeps_phase_when_verdict_has_none() -> None:
     project = v1.Project()
     project.status.phase = v1.RUNNING
-    verdict = status.assess(spec(("a", "")), {"a": seen("a", "restarting", 1)})
-    status.apply(project, verdict, generation=None, now=1.0)
+    verdict = projectstatus.assess(spec(("a", "")), {"a": seen("a", "restarting", 1)})
+    projectstatus.apply(project, verdict, generation=None, now=1.0)
     assert project.status.phase == v1.RUNNING
     ready = meta.get_condition(project.status.conditions, v1.CONDITION_READY)
     assert ready is not None and (ready.status, ready.message) == (v1.FALSE, "not running: a")
@@ -129,7 +128,7 @@ def test_apply_keeps_phase_when_verdict_has_none() -> None:
 
 
 def test_failure_verdict() -> None:
-    verdict = status.failure(spec(("a", "")), {}, reason="ImagePullFailed", message="service a: no such host")
+    verdict = projectstatus.failure(spec(("a", "")), {}, reason="ImagePullFailed", message="service a: no such host")
     assert (verdict.phase, verdict.reason, verdict.message) == (v1.FAILED, "ImagePullFailed", "service a: no such host")
     assert verdict.services[0].state == "pending"
 
@@ -162,3 +161,18 @@ def test_observe_reads_an_inspect_document() -> None:
         project_uid="u",
         node="n1",
     )
+
+
+def test_summaries_read_docker_listings() -> None:
+    from caravanserai.agent import dockertypes
+
+    container = dockertypes.container_summary(
+        {"Id": "c1", "Names": ["/cara_p_s_n"], "State": "running", "Labels": {"caravanserai.io/project": "p"}}
+    )
+    assert (container.id, container.names, container.state) == ("c1", ("/cara_p_s_n",), "running")
+    assert container.project == "p"
+    assert container.label("caravanserai.io/service") == ""
+    network = dockertypes.network_summary({"Id": "n1", "Name": "cara_p_n", "Labels": None})
+    assert (network.id, network.name, network.project) == ("n1", "cara_p_n", "")
+    volume = dockertypes.volume_summary({"Name": "v", "Labels": {"caravanserai.io/project": "q"}})
+    assert (volume.name, volume.project) == ("v", "q")

@@ -9,6 +9,8 @@ Guarantees:
   and a failed pull is `ImagePullFailed`.
 * **Never pulls what is present.** `ensure_image` inspects first and pulls only a missing image, within
   `pull_timeout` seconds.
+* **Typed results.** Calls return the records of `dockertypes` (summaries, observed state, daemon facts,
+  events), never Docker's JSON; those parsers are the only readers of Docker's documents in the agent.
 * **Two connection pools.** Short calls share a pooled client with a request timeout; long streams (follow
   logs, events) use a second client without a connection limit or read timeout, so streams never starve calls.
 """
@@ -26,8 +28,16 @@ import aiodocker
 import aiohttp
 import structlog
 
-from caravanserai.agent import naming
-from caravanserai.agent.status import Observed
+from caravanserai.agent import dockertypes
+from caravanserai.agent.dockertypes import (
+    ContainerEvent,
+    ContainerSummary,
+    DaemonInfo,
+    NetworkSummary,
+    Observed,
+    VolumeSummary,
+    since_text,
+)
 from caravanserai.errors import CaravanseraiError
 
 log = structlog.get_logger(__name__)
@@ -90,27 +100,6 @@ def _client(url: str, *, timeout: aiohttp.ClientTimeout, limit: int) -> aiodocke
     return aiodocker.Docker(url=url, connector=connector, timeout=timeout)
 
 
-def observe(info: Mapping[str, Any]) -> Observed:
-    """The `Observed` state of a container from its inspect document."""
-    state = info.get("State") or {}
-    labels = (info.get("Config") or {}).get("Labels") or {}
-    generation = labels.get(naming.LABEL_GENERATION, "0")
-    return Observed(
-        service=labels.get(naming.LABEL_SERVICE, ""),
-        container_id=str(info.get("Id", "")),
-        status=str(state.get("Status", "")),
-        exit_code=int(state.get("ExitCode") or 0),
-        restart_count=int(info.get("RestartCount") or 0),
-        image=str((info.get("Config") or {}).get("Image", "")),
-        generation=int(generation) if generation.isdigit() else 0,
-        spec_hash=labels.get(naming.LABEL_SPEC_HASH, ""),
-        project_uid=labels.get(naming.LABEL_PROJECT_UID, ""),
-        node=labels.get(naming.LABEL_NODE, ""),
-        error=str(state.get("Error") or ""),
-        oom_killed=bool(state.get("OOMKilled")),
-    )
-
-
 def frame_header(header: bytes) -> tuple[str, int]:
     """(stream name, payload size) of a multiplexed log frame header."""
     kind, size = FRAME_HEADER.unpack(header)
@@ -143,10 +132,10 @@ class DockerRuntime:
 
     # ---- daemon ------------------------------------------------------------------------------------------
 
-    async def info(self) -> dict[str, Any]:
-        """`docker info` as a dict (ServerVersion, DockerRootDir, NCPU, MemTotal …)."""
+    async def info(self) -> DaemonInfo:
+        """The daemon's facts from `docker info` (version, data root, cpus, memory, OS)."""
         async with _docker_call("docker info"):
-            return dict(await self.api.system.info())
+            return dockertypes.daemon_info(await self.api.system.info())
 
     # ---- images ------------------------------------------------------------------------------------------
 
@@ -223,30 +212,31 @@ class DockerRuntime:
                 if exc.status != 404:
                     raise
 
-    async def list_networks(self, label_filter: list[str]) -> list[dict[str, Any]]:
+    async def list_networks(self, label_filter: list[str]) -> list[NetworkSummary]:
         """Networks carrying every label of `label_filter` (`key=value` strings)."""
         async with _docker_call("list networks"):
-            return list(await self.api.networks.list(filters={"label": label_filter}))
+            found = await self.api.networks.list(filters={"label": label_filter})
+            return [dockertypes.network_summary(n) for n in found]
 
-    async def list_volumes(self, label_filter: list[str]) -> list[dict[str, Any]]:
+    async def list_volumes(self, label_filter: list[str]) -> list[VolumeSummary]:
         """Volumes carrying every label of `label_filter`."""
         async with _docker_call("list volumes"):
             result = await self.api.volumes.list(filters={"label": label_filter})
-            return list(result.get("Volumes") or [])
+            return [dockertypes.volume_summary(v) for v in result.get("Volumes") or []]
 
     # ---- containers --------------------------------------------------------------------------------------
 
-    async def list_containers(self, label_filter: list[str]) -> list[dict[str, Any]]:
+    async def list_containers(self, label_filter: list[str]) -> list[ContainerSummary]:
         """Summaries (`GET /containers/json?all=1`) of the containers carrying every label of `label_filter`."""
         async with _docker_call("list containers"):
             found = await self.api.containers.list(all=True, filters=json.dumps({"label": label_filter}))
-            return [{key: c[key] for key in _SUMMARY_KEYS if key in c} for c in found]
+            return [dockertypes.container_summary({k: c[k] for k in _SUMMARY_KEYS if k in c}) for c in found]
 
-    async def inspect_container(self, name_or_id: str) -> dict[str, Any] | None:
-        """The inspect document of a container, or None when there is none."""
+    async def inspect_container(self, name_or_id: str) -> Observed | None:
+        """The observed state of a container, or None when there is none."""
         async with _docker_call(f"inspect container {name_or_id}"):
             try:
-                return dict(await self.api.containers.container(name_or_id).show())
+                return dockertypes.observe(await self.api.containers.container(name_or_id).show())
             except aiodocker.DockerError as exc:
                 if exc.status == 404:
                     return None
@@ -280,7 +270,9 @@ class DockerRuntime:
         multiplexed response is read here (containers made by the agent have no TTY). Runs on the stream client.
         An absent container yields nothing.
         """
-        params = {"stdout": True, "stderr": True, "timestamps": True, "follow": follow, "tail": tail}
+        params: dict[str, bool | str] = {
+            "stdout": True, "stderr": True, "timestamps": True, "follow": follow, "tail": tail
+        }
         what = f"logs of {container_id[:12]}"
         try:
             async with self.streams._query(f"containers/{container_id}/logs", params=params) as response:
@@ -300,6 +292,36 @@ class DockerRuntime:
         except (aiohttp.ClientError, OSError) as exc:
             raise wrap_error(exc, what) from exc
 
+    async def container_events(
+        self, label_filter: list[str], *, actions: tuple[str, ...], since: str
+    ) -> AsyncIterator[ContainerEvent]:
+        """Container events (`actions` only) of containers carrying every label of `label_filter`, from `since`
+        (Docker's seconds.nanoseconds, see `since_text`) on, until the stream ends. Filtered by Docker; runs on
+        the stream client. A failed stream raises `DockerError`. Use it with `contextlib.aclosing`."""
+        events = self.streams.events
+        subscriber = events.subscribe(create_task=False)
+        filters = {"type": ["container"], "label": label_filter, "event": list(actions)}
+        reader = asyncio.create_task(events.run(filters=filters, since=since), name="docker-events")
+        try:
+            while True:
+                getter = asyncio.ensure_future(subscriber.get())
+                await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    reader.result()  # raises the stream's error
+                    return
+                event = getter.result()
+                if event is None:
+                    return
+                yield dockertypes.container_event(event)
+        except (aiodocker.DockerError, aiohttp.ClientError, OSError) as exc:
+            raise wrap_error(exc, "docker events") from exc
+        finally:
+            if not reader.done():
+                await events.stop()
+                reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
     async def remove_container(self, container_id: str, *, timeout: int) -> None:
         """Stop (with `timeout`) and remove a container; absent or already being removed is fine."""
         await self.stop_container(container_id, timeout=timeout)
@@ -314,14 +336,20 @@ class DockerRuntime:
 
 __all__ = [
     "DEFAULT_DOCKER_HOST",
+    "ContainerEvent",
+    "ContainerSummary",
+    "DaemonInfo",
     "DockerError",
     "DockerRefused",
     "DockerRuntime",
     "DockerUnavailable",
     "FRAME_HEADER",
     "ImagePullFailed",
+    "NetworkSummary",
+    "Observed",
     "STREAM_NAMES",
+    "VolumeSummary",
     "frame_header",
-    "observe",
+    "since_text",
     "wrap_error",
 ]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from caravanserai import meta, v1
 from caravanserai.agent.containers import RESTART_NEVER, RESTART_ON_FAILURE, restart_policy
+from caravanserai.agent.dockertypes import Observed
 
 # Docker's State.Status values.
 CREATED = "created"
@@ -37,24 +38,6 @@ REASON_RUNNING = "ContainersRunning"
 REASON_EXITED = "ContainerExited"
 REASON_READY = "ContainersReady"
 REASON_NOT_READY = "ContainersNotReady"
-
-
-@dataclass(frozen=True, slots=True)
-class Observed:
-    """What Docker reports about one service's container (from `GET /containers/{id}/json`)."""
-
-    service: str
-    container_id: str
-    status: str
-    exit_code: int = 0
-    restart_count: int = 0
-    image: str = ""
-    generation: int = 0
-    spec_hash: str = ""
-    project_uid: str = ""
-    node: str = ""
-    error: str = ""
-    oom_killed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +151,6 @@ __all__ = [
     "CREATED",
     "DEAD",
     "EXITED",
-    "Observed",
     "PAUSED",
     "PENDING",
     "REASON_EXITED",
