@@ -112,7 +112,7 @@ class NodeRegistrar:
             try:
                 return await self._client.nodes.create(wanted)
             except AlreadyExists:
-                raise Conflict(f"node {self.name} was created concurrently") from None
+                raise Conflict.modified(f"Node {self.name} (created concurrently)") from None
         updated = meta.copy(current)
         updated.metadata.labels.update(self._config.labels)
         updated.spec.hostname = self._config.hostname
@@ -213,7 +213,7 @@ class Heartbeat:
             try:
                 return await self._client.leases.create(lease)
             except AlreadyExists:
-                raise Conflict(f"lease {name} was created concurrently") from None
+                raise Conflict.modified(f"Lease {name} (created concurrently)") from None
         lease = meta.copy(current)
         if lease.spec.holder_identity != name:
             lease.spec.holder_identity = name

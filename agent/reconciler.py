@@ -83,7 +83,7 @@ class ProjectReconciler:
                 return await self._sync(name, project)
             except StaleProject:
                 project = await self._fetch(name)
-        raise Conflict(f"project {name} kept changing while being reconciled")
+        raise Conflict.modified(f"Project {name} (kept changing while being reconciled)")
 
     async def _fetch(self, name: str) -> v1.Project | None:
         try:

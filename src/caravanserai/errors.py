@@ -60,10 +60,28 @@ class AlreadyExists(ApiError):
     code = grpc.StatusCode.ALREADY_EXISTS
 
 
+CONFLICT_WORDING = "the object has been modified; please apply your changes to the latest version and try again"
+
+
 class Conflict(ApiError):
-    """The object changed since it was read (stale resource_version). Read it again and retry the decision."""
+    """The object changed since it was read (stale resource_version). Read it again and retry the decision.
+
+    Every Conflict Caravanserai raises is worded by `Conflict.modified`: "<what>: the object has been modified
+    (<details>); please apply your changes to the latest version and try again".
+    """
 
     code = grpc.StatusCode.ABORTED
+    expected: str = ""  # the version the writer expected, when known
+    current: str = ""  # the version found instead, when known
+
+    @classmethod
+    def modified(cls, what: str, *, expected: str | int = "", current: str | int = "") -> Conflict:
+        """The Conflict for `what` (e.g. "Project web") changed since it was read; versions shown when known."""
+        details = f" (expected version {expected}, current {current})" if expected and current else ""
+        head, tail = CONFLICT_WORDING.split(";", 1)
+        error = cls(f"{what}: {head}{details};{tail}")
+        error.expected, error.current = str(expected or ""), str(current or "")
+        return error
 
 
 class Invalid(ApiError):
@@ -151,6 +169,7 @@ def error_class(code: grpc.StatusCode) -> type[ApiError]:
 __all__ = [
     "AlreadyExists",
     "ApiError",
+    "CONFLICT_WORDING",
     "CaravanseraiError",
     "Conflict",
     "Expired",

@@ -82,7 +82,7 @@ async def test_create_of_existing_name_is_already_exists(store: Store) -> None:
 async def test_stale_or_missing_writes_are_refused(store: Store) -> None:
     rev = await store.create("nodes", "n1", b"a")
     rev2 = await store.update("nodes", "n1", b"b", expected_revision=rev)
-    with pytest.raises(Conflict, match=f"current {rev2}"):
+    with pytest.raises(Conflict, match=f"the object has been modified \\(expected version {rev}, current {rev2}\\)"):
         await store.update("nodes", "n1", b"stale", expected_revision=rev)
     with pytest.raises(Conflict):
         await store.delete("nodes", "n1", expected_revision=rev)

@@ -4,6 +4,10 @@ Guarantees:
 
 * **Every write is a compare-and-swap** on the etcd mod_revision (create: the key must not exist). A stale
   resource_version is `Conflict` (ABORTED); nothing is ever written blindly.
+* **Only a caller's precondition yields Conflict.** A write whose caller gave no resource_version (a Delete
+  without one) is a read-modify-write of the server's own: when another writer slips in between its read and its
+  compare-and-swap, the server reads again and decides again (up to `RMW_ATTEMPTS` times) instead of answering
+  Conflict. Update and UpdateStatus always carry the caller's version and are never retried here.
 * **Validation before storage.** An object is defaulted, merged (spec/status split) and validated in full before
   etcd sees it; a refusal names every offending field.
 * **No-op writes are free.** An Update or UpdateStatus that changes nothing returns the stored object without a
@@ -15,7 +19,8 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import structlog
 
@@ -34,7 +39,11 @@ from caravanserai.violations import quote
 log = structlog.get_logger(__name__)
 
 MAX_OBJECT_BYTES = 1024 * 1024
-CONFLICT_MESSAGE = "the object has been modified; please apply your changes to the latest version and try again"
+# Reads and compare-and-swaps a write without a caller precondition makes before it gives up with Conflict (only
+# reached when other writers change the object this often in a row).
+RMW_ATTEMPTS = 32
+
+T = TypeVar("T")
 
 
 class ResourceService:
@@ -119,8 +128,24 @@ class ResourceService:
         item = await self._store.get(resource, name)
         current = self._decode(resource, item.value, item.mod_revision)
         if expected and current.metadata.resource_version != expected:
-            raise Conflict(f"{meta.kind_for(resource).kind} {name}: {CONFLICT_MESSAGE}")
+            raise _conflict(resource, name, expected=expected, current=current.metadata.resource_version)
         return current
+
+    @staticmethod
+    async def _read_modify_write(resource: str, name: str, precondition: str, attempt: Callable[[], Awaitable[T]]) -> T:
+        """`attempt()`, a read followed by a compare-and-swap on the version read.
+
+        With a caller `precondition` a Conflict is the caller's and is raised (worded with the kind). Without one
+        the Conflict can only be with the server's own read, so `attempt` runs again with a fresh read.
+        """
+        for tries in range(1, RMW_ATTEMPTS + 1):
+            try:
+                return await attempt()
+            except Conflict as exc:
+                if precondition or tries == RMW_ATTEMPTS:
+                    raise _conflict(resource, name, expected=exc.expected, current=exc.current) from None
+                log.debug("retrying a write without precondition after a concurrent write", resource=resource, name=name)
+        raise AssertionError("unreachable")
 
     async def _write(self, resource: str, obj: Any, *, expected: str) -> Any:
         revision = await self._store.update(
@@ -190,6 +215,11 @@ class ResourceService:
     async def update(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         new = self._unwrap(resource, envelope)
         name = self._name("metadata.name", new.metadata.name)
+        return await self._read_modify_write(
+            resource, name, new.metadata.resource_version, lambda: self._update_once(resource, new, name, who)
+        )
+
+    async def _update_once(self, resource: str, new: Any, name: str, who: Identity) -> Any:
         old = await self._current(resource, name, new.metadata.resource_version)
         merged = strategy.prepare_update(resource, old, new)
         self._authz.check(who, "update", resource, name=old.metadata.name, obj=merged, old=old)
@@ -204,6 +234,11 @@ class ResourceService:
     async def update_status(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         new = self._unwrap(resource, envelope)
         name = self._name("metadata.name", new.metadata.name)
+        return await self._read_modify_write(
+            resource, name, new.metadata.resource_version, lambda: self._update_status_once(resource, new, name, who)
+        )
+
+    async def _update_status_once(self, resource: str, new: Any, name: str, who: Identity) -> Any:
         old = await self._current(resource, name, new.metadata.resource_version)
         self._authz.check(who, "update_status", resource, name=old.metadata.name, obj=new, old=old)
         merged = strategy.prepare_status(resource, old, new, now=self._clock.now())
@@ -213,9 +248,17 @@ class ResourceService:
         return await self._write(resource, merged, expected=old.metadata.resource_version)
 
     async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
+        """Remove or mark the object (see `strategy`); without `request.resource_version` a concurrent write
+        makes the server read again, never Conflict."""
         resource, name = request.resource, request.name
         self._resource(resource)
         self._name("name", name)
+        return await self._read_modify_write(
+            resource, name, request.resource_version, lambda: self._delete_once(request, who)
+        )
+
+    async def _delete_once(self, request: v1.DeleteRequest, who: Identity) -> v1.DeleteResponse:
+        resource, name = request.resource, request.name
         current = await self._current(resource, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
         if resource == "nodes" and not request.force:
@@ -273,6 +316,10 @@ class ResourceService:
         return self._caches[resource]
 
 
+def _conflict(resource: str, name: str, *, expected: str, current: str) -> Conflict:
+    return Conflict.modified(f"{meta.kind_for(resource).kind} {name}", expected=expected, current=current)
+
+
 def _encode_continue(revision: int, after: str) -> str:
     raw = json.dumps({"rv": revision, "after": after}, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode()
@@ -294,4 +341,4 @@ def _decode_continue(token: str) -> tuple[int, str]:
         raise Invalid.of([FieldViolation("continue", "malformed continue token")]) from None
 
 
-__all__ = ["CONFLICT_MESSAGE", "MAX_OBJECT_BYTES", "ResourceService"]
+__all__ = ["MAX_OBJECT_BYTES", "RMW_ATTEMPTS", "ResourceService"]

@@ -182,9 +182,7 @@ class Store:
         assert isinstance(current, RangeResult)
         if not current.kvs:
             raise NotFound(f"{resource} {name!r} not found")
-        raise Conflict(
-            f"{resource} {name!r} was modified: expected revision {expected}, current {current.kvs[0].mod_revision}"
-        )
+        raise Conflict.modified(f"{resource} {name!r}", expected=expected, current=current.kvs[0].mod_revision)
 
     async def watch(self, resource: str, *, start_revision: int) -> AsyncGenerator[WatchBatch, None]:
         """Changes to `resource` from `start_revision` on (inclusive; 0: from now), as ordered batches.
