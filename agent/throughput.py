@@ -26,7 +26,7 @@ from caravanserai.api.v1 import api_pb2
 from caravanserai.client import Client
 from caravanserai.clock import Clock, timestamp
 from caravanserai.errors import CaravanseraiError
-from caravanserai.status import from_rpc_error
+from caravanserai.grpcstatus import from_rpc_error
 
 log = structlog.get_logger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from caravanserai import meta, v1
-from caravanserai.client import Client, WatchEvent
+from caravanserai.client import Change, Client
 from caravanserai.errors import NotFound
 
 from caravanserai.cli.common import complete_names, complete_resource, output_option, pass_settings, run
@@ -157,7 +157,7 @@ class WatchPrinter:
         if opts.watch_events:  # room for the longest event type from the start, so rows stay aligned
             self.writer.widths[0] = max(len(t) for t in (v1.ADDED, v1.MODIFIED, v1.DELETED))
 
-    async def print(self, events: Sequence[WatchEvent[Any]]) -> None:
+    async def print(self, events: Sequence[Change[Any]]) -> None:
         if not events:
             return
         if self.opts.table:
@@ -172,7 +172,7 @@ class WatchPrinter:
         for event in events:
             click.echo(self._render(event), nl=False)
 
-    def _render(self, event: WatchEvent[Any]) -> str:
+    def _render(self, event: Change[Any]) -> str:
         if self.opts.fmt == "name":
             prefix = f"{event.type} " if self.opts.watch_events else ""
             return f"{prefix}{resource_name(event.object)}\n"
@@ -190,7 +190,7 @@ async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) ->
         printer = WatchPrinter(client, opts)
         if show_current:
             ordered = sorted(current, key=COLUMNS[opts.kind.plural].sort_key)
-            await printer.print([WatchEvent(v1.ADDED, o) for o in ordered])
+            await printer.print([Change(v1.ADDED, o) for o in ordered])
             if not ordered and opts.table:
                 click.echo(NO_RESOURCES, err=True)
         async with aclosing(watcher.events()) as events:

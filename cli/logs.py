@@ -21,7 +21,7 @@ import grpc
 from caravanserai import v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.errors import Unavailable
-from caravanserai.status import from_rpc_error
+from caravanserai.grpcstatus import from_rpc_error
 
 from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
@@ -122,6 +122,7 @@ def logs(settings: Settings, target: str, service: str, follow: bool, tail: int,
     run(_logs(settings, v1.LogsRequest(project=project, service=service, follow=follow, tail=tail, timestamps=timestamps)))
 
 
+# a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
 logs.fixed_resource = "projects"  # type: ignore[attr-defined]
 
 __all__ = ["agent_error", "agent_target", "check_scheduled", "logs", "stream_logs"]

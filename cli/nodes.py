@@ -48,6 +48,7 @@ def _cordon_command(name: str, value: bool, done: str, doc: str) -> click.Comman
         changed = run(set_unschedulable(settings, node, value))
         click.echo(f"node/{node} {done}" if changed else f"node/{node} already {done}")
 
+    # a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
     command.fixed_resource = "nodes"  # type: ignore[attr-defined]
     return command
 
@@ -95,6 +96,7 @@ def drain(settings: Settings, node: str, yes: bool, force: bool, wait: bool, tim
     click.echo(f"node/{node} drained")
 
 
+# a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
 drain.fixed_resource = "nodes"  # type: ignore[attr-defined]
 
 __all__ = ["LEAVING", "cordon", "drain", "set_unschedulable", "uncordon"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from caravanserai import v1
-from caravanserai.client import ObjectList, ResourceClient, WatchEvent
+from caravanserai.client import Change, ObjectList, ResourceClient
 from caravanserai.errors import Expired, Unavailable
 
 INACTIVITY = 60.0
@@ -87,7 +87,7 @@ class Watcher:
             self._backoff.reset()
             return page
 
-    async def events(self) -> AsyncGenerator[WatchEvent[Any], None]:
+    async def events(self) -> AsyncGenerator[Change[Any], None]:
         """Every change after the listed version, forever (call `list_current` first). BOOKMARKs are not yielded."""
         while True:
             try:
@@ -100,9 +100,9 @@ class Watcher:
                 for event in await self._relist():
                     yield event
 
-    async def _stream(self) -> AsyncGenerator[WatchEvent[Any], None]:
+    async def _stream(self) -> AsyncGenerator[Change[Any], None]:
         """One watch stream from `version`, ended by the server or by `inactivity` seconds of silence."""
-        stream = cast(AsyncGenerator[WatchEvent[Any], None], self.resources.watch(
+        stream = cast(AsyncGenerator[Change[Any], None], self.resources.watch(
             resource_version=self.version,
             label_selector=self.selection.label_selector,
             field_selector=self.selection.field_selector,
@@ -122,13 +122,13 @@ class Watcher:
         finally:
             await stream.aclose()
 
-    def _remember(self, event: WatchEvent[Any]) -> None:
+    def _remember(self, event: Change[Any]) -> None:
         if event.type == v1.DELETED:
             self.known.pop(event.object.metadata.name, None)
         else:
             self.known[event.object.metadata.name] = event.object
 
-    async def _relist(self) -> list[WatchEvent[Any]]:
+    async def _relist(self) -> list[Change[Any]]:
         """After Expired: list again and turn the difference from `known` into events."""
         before = self.known
         items = await self.list_current()
@@ -136,10 +136,10 @@ class Watcher:
         for obj in items:
             old = before.get(obj.metadata.name)
             if old is None:
-                events.append(WatchEvent(v1.ADDED, obj))
+                events.append(Change(v1.ADDED, obj))
             elif old.metadata.resource_version != obj.metadata.resource_version:
-                events.append(WatchEvent(v1.MODIFIED, obj))
-        events += [WatchEvent(v1.DELETED, old) for name, old in before.items() if name not in self.known]
+                events.append(Change(v1.MODIFIED, obj))
+        events += [Change(v1.DELETED, old) for name, old in before.items() if name not in self.known]
         return events
 
 

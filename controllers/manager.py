@@ -20,7 +20,7 @@ from caravanserai.clock import Clock
 from caravanserai.controller import Manager
 from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.nodehealth import app as nodehealth_app
-from caravanserai.controllers.runtime import process_parser, run_process
+from caravanserai.controllers.process import process_parser, run_process
 from caravanserai.controllers.scheduler import app as scheduler_app
 
 LEASE = "cara-controller-manager"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (`make test`): install what is missing, start dockerd, check generated code is fresh,
-# check the import layering contract, run the whole pytest suite. Extra arguments go to pytest.
+# check the import layering contracts, type-check (mypy, configured in pyproject.toml), run the whole pytest
+# suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -8,6 +9,8 @@ echo "== generated code"
 .venv/bin/python proto/generate.py --check
 echo "== import layering"
 .venv/bin/lint-imports
+echo "== types"
+.venv/bin/mypy
 echo "== tests"
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

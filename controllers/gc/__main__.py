@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from caravanserai.controllers.gc import app
-from caravanserai.controllers.runtime import process_parser, run_process
+from caravanserai.controllers.process import process_parser, run_process
 
 
 def main(argv: Sequence[str] | None = None) -> None:

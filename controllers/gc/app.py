@@ -17,7 +17,7 @@ from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager, enqueue_matching
 from caravanserai.controllers.gc.policy import DEFAULT_TERMINATED_DELAY, GCConfig, is_candidate
 from caravanserai.controllers.gc.reconciler import GCReconciler
-from caravanserai.controllers.runtime import duration, identity
+from caravanserai.controllers.process import duration, identity
 from caravanserai.informer import NODE_REF_INDEX, NODE_REF_INDEXERS, CacheReader, EventHandler
 from caravanserai.workqueue import WorkQueue
 

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from caravanserai.controllers.nodehealth import app
-from caravanserai.controllers.runtime import process_parser, run_process
+from caravanserai.controllers.process import process_parser, run_process
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -24,7 +24,7 @@ from caravanserai.controllers.nodehealth.policy import (
     HealthConfig,
 )
 from caravanserai.controllers.nodehealth.reconciler import NodeHealthReconciler
-from caravanserai.controllers.runtime import duration, identity
+from caravanserai.controllers.process import duration, identity
 from caravanserai.informer import NODE_REF_INDEXERS, CacheReader
 
 NAME = "node-health"

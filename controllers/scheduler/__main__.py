@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from caravanserai.controllers.runtime import process_parser, run_process
+from caravanserai.controllers.process import process_parser, run_process
 from caravanserai.controllers.scheduler import app
 
 

@@ -15,7 +15,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager
-from caravanserai.controllers.runtime import duration, identity
+from caravanserai.controllers.process import duration, identity
 from caravanserai.controllers.scheduler.algorithm import Policy
 from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT

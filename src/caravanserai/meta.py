@@ -99,6 +99,7 @@ def copy(obj: T) -> T:
 
 
 def name_of(obj: Message) -> str:
+    # Message declares no fields; every kind's message has metadata.name, a str.
     return obj.metadata.name  # type: ignore[attr-defined, no-any-return]
 
 
@@ -132,6 +133,7 @@ def set_condition(
     if existing is not None and (existing.status, existing.reason, existing.message) == (status, reason, message):
         return False
     if existing is None:
+        # conditions is a repeated message field (it has add()), typed by the MutableSequence it also is.
         existing = conditions.add()  # type: ignore[attr-defined]
         existing.type = type_
         transitioned = True

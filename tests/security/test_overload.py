@@ -10,7 +10,7 @@ from caravanserai import v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client
 from caravanserai.errors import ResourceExhausted
-from caravanserai.status import from_rpc_error
+from caravanserai.grpcstatus import from_rpc_error
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 

@@ -18,7 +18,7 @@ from caravanserai.cli.manifests import Source, load_source, split_documents
 from caravanserai.cli.resources import CONFLICT_RETRIES, modify, parse_target
 from caravanserai.cli.wait import hopeless, parse_condition
 from caravanserai.cli.watching import Selection, Watcher
-from caravanserai.client import ObjectList, WatchEvent
+from caravanserai.client import Change, ObjectList
 from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid, Unavailable
 from caravanserai.testing import builders
 
@@ -197,7 +197,7 @@ class FakeResources:
         items = self.lists.pop(0)
         return ObjectList(items, str(100 + len(self.lists)))
 
-    async def watch(self, *, resource_version: str, **_: Any) -> AsyncIterator[WatchEvent[Any]]:
+    async def watch(self, *, resource_version: str, **_: Any) -> AsyncIterator[Change[Any]]:
         self.watched_from.append(resource_version)
         for step in self.streams.pop(0):
             if isinstance(step, Exception):
@@ -219,9 +219,9 @@ async def test_watcher_resumes_after_unavailable_and_relists_after_expired(monke
     fake = FakeResources(
         lists=[[project("a", "1"), project("b", "2")], [project("a", "9"), project("c", "8")]],
         streams=[
-            [WatchEvent(v1.MODIFIED, project("a", "5")), Unavailable("gone")],
-            [WatchEvent(v1.BOOKMARK, project("", "6")), Expired("compacted")],
-            [WatchEvent(v1.ADDED, project("d", "10"))],
+            [Change(v1.MODIFIED, project("a", "5")), Unavailable("gone")],
+            [Change(v1.BOOKMARK, project("", "6")), Expired("compacted")],
+            [Change(v1.ADDED, project("d", "10"))],
         ],
     )
     watcher = Watcher(fake, Selection())  # type: ignore[arg-type]

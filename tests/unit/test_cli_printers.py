@@ -26,7 +26,7 @@ from caravanserai.cli.printers import (
 )
 from caravanserai.cli.schema import documented_values, kind_schema
 from caravanserai.cli.tables import COLUMNS, RowContext, node_address, project_reason, rows, throughput_text
-from caravanserai.client import WatchEvent
+from caravanserai.client import Change
 from caravanserai.clock import rfc3339, timestamp
 from caravanserai.testing import builders
 
@@ -292,8 +292,8 @@ async def test_watch_printer_prefixes_events_and_keeps_alignment(capsys: pytest.
     printer = WatchPrinter(None, opts)  # type: ignore[arg-type]  # project rows look nothing up
     first, second = builders.project("web"), builders.project("a-much-longer-name")
     first.status.phase = second.status.phase = v1.PENDING
-    await printer.print([WatchEvent(v1.ADDED, first)])
-    await printer.print([WatchEvent(v1.DELETED, second)])
+    await printer.print([Change(v1.ADDED, first)])
+    await printer.print([Change(v1.DELETED, second)])
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[:3] for line in out] == [
         ["EVENT", "NAME", "PHASE"], ["ADDED", "web", "Pending"], ["DELETED", "a-much-longer-name", "Pending"],
@@ -304,10 +304,10 @@ async def test_watch_printer_prefixes_events_and_keeps_alignment(capsys: pytest.
 async def test_watch_printer_json_and_name(capsys: pytest.CaptureFixture[str]) -> None:
     project = builders.project("web")
     await WatchPrinter(None, GetOptions(meta.KINDS["projects"], [], "name", watch_events=True)).print(  # type: ignore[arg-type]
-        [WatchEvent(v1.MODIFIED, project)]
+        [Change(v1.MODIFIED, project)]
     )
     await WatchPrinter(None, GetOptions(meta.KINDS["projects"], [], "json")).print(  # type: ignore[arg-type]
-        [WatchEvent(v1.MODIFIED, project)]
+        [Change(v1.MODIFIED, project)]
     )
     out = capsys.readouterr().out
     name_line, json_text = out.split("\n", 1)

@@ -9,7 +9,7 @@ import pytest
 from caravanserai.controllers import manager
 from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.nodehealth import app as nodehealth_app
-from caravanserai.controllers.runtime import duration, process_parser
+from caravanserai.controllers.process import duration, process_parser
 from caravanserai.controllers.scheduler import app as scheduler_app
 
 

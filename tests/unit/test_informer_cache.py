@@ -11,7 +11,7 @@ from typing import Any, cast
 import pytest
 
 from caravanserai import meta, v1
-from caravanserai.client import ObjectList, WatchEvent
+from caravanserai.client import Change, ObjectList
 from caravanserai.errors import Expired, Unavailable
 from caravanserai.informer import (
     LABEL_INDEX,
@@ -41,8 +41,8 @@ class FakeProjects:
         self.objects: dict[str, v1.Project] = {}
         self.revision = 0
         self.oldest = 0  # a watch from a version below this raises Expired
-        self.history: list[WatchEvent[v1.Project]] = []
-        self.streams: list[asyncio.Queue[WatchEvent[v1.Project] | BaseException]] = []
+        self.history: list[Change[v1.Project]] = []
+        self.streams: list[asyncio.Queue[Change[v1.Project] | BaseException]] = []
         self.lists = 0
         self.watch_versions: list[str] = []
         self.down = False  # while True, list and watch raise Unavailable
@@ -55,20 +55,20 @@ class FakeProjects:
             stored.metadata.uid = f"uid-{stored.metadata.name}"
         type_ = v1.MODIFIED if stored.metadata.name in self.objects else v1.ADDED
         self.objects[stored.metadata.name] = stored
-        self._emit(WatchEvent(type_, stored))
+        self._emit(Change(type_, stored))
         return stored
 
     def remove(self, name: str) -> None:
         self.revision += 1
         gone = meta.copy(self.objects.pop(name))
         gone.metadata.resource_version = str(self.revision)
-        self._emit(WatchEvent(v1.DELETED, gone))
+        self._emit(Change(v1.DELETED, gone))
 
     def bookmark(self) -> None:
         mark = v1.Project()
         mark.metadata.resource_version = str(self.revision)
         for stream in self.streams:
-            stream.put_nowait(WatchEvent(v1.BOOKMARK, mark))
+            stream.put_nowait(Change(v1.BOOKMARK, mark))
 
     def break_streams(self, error: BaseException) -> None:
         for stream in self.streams:
@@ -78,7 +78,7 @@ class FakeProjects:
         self.oldest = self.revision
         self.history.clear()
 
-    def _emit(self, event: WatchEvent[v1.Project]) -> None:
+    def _emit(self, event: Change[v1.Project]) -> None:
         self.history.append(event)
         for stream in self.streams:
             stream.put_nowait(event)
@@ -90,14 +90,14 @@ class FakeProjects:
         items = [meta.copy(o) for o in sorted(self.objects.values(), key=lambda o: o.metadata.name)]
         return ObjectList(items, str(self.revision))
 
-    async def watch(self, *, resource_version: str = "", **_: Any) -> AsyncIterator[WatchEvent[v1.Project]]:
+    async def watch(self, *, resource_version: str = "", **_: Any) -> AsyncIterator[Change[v1.Project]]:
         if self.down:
             raise Unavailable("the fake API is down")
         self.watch_versions.append(resource_version)
         after = int(resource_version or self.revision)
         if after < self.oldest:
             raise Expired(f"too old resource version: {after}")
-        stream: asyncio.Queue[WatchEvent[v1.Project] | BaseException] = asyncio.Queue()
+        stream: asyncio.Queue[Change[v1.Project] | BaseException] = asyncio.Queue()
         for event in self.history:
             if int(event.object.metadata.resource_version) > after:
                 stream.put_nowait(event)
@@ -107,7 +107,7 @@ class FakeProjects:
                 item = await stream.get()
                 if isinstance(item, BaseException):
                     raise item
-                yield WatchEvent(item.type, meta.copy(item.object))
+                yield Change(item.type, meta.copy(item.object))
         finally:
             self.streams.remove(stream)
 

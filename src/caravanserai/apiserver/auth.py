@@ -80,7 +80,7 @@ class Authenticator:
     def enabled(self) -> bool:
         return self._client_certs or bool(self._tokens)
 
-    def identify(self, context: grpc.aio.ServicerContext) -> Identity:
+    def identify(self, context: grpc.aio.ServicerContext[Any, Any]) -> Identity:
         if not self.enabled:
             return LOCAL_ADMIN
         for key, value in context.invocation_metadata() or ():
@@ -90,9 +90,9 @@ class Authenticator:
                     raise Unauthenticated("invalid bearer token")
                 return identity
         if self._client_certs:
-            names = context.auth_context().get("x509_common_name") or []
-            if names:
-                return Identity(names[0].decode())
+            name = next(iter(context.auth_context().get("x509_common_name") or ()), None)
+            if name is not None:
+                return Identity(name.decode())
         raise Unauthenticated("no client certificate or bearer token")
 
 

@@ -24,12 +24,14 @@ from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed
 from caravanserai.errors import ApiError, FieldViolation, InternalError, Invalid
 from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
-from caravanserai.status import to_trailer
+from caravanserai.grpcstatus import to_trailer
 
 log = structlog.get_logger(__name__)
 
 Req = TypeVar("Req")
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Context = grpc.aio.ServicerContext[Any, Any]
+"""The servicer context of every method here (requests and responses are typed per method, not per context)."""
+Handler = Callable[[Any, Context], Awaitable[Any]]
 Method = Callable[..., Awaitable[Any]]
 
 CHUNK = 64 * 1024
@@ -85,7 +87,7 @@ def _bounded(err: ApiError) -> ApiError:
     return bounded
 
 
-async def abort(context: grpc.aio.ServicerContext, err: ApiError) -> None:
+async def abort(context: Context, err: ApiError) -> None:
     """End the call with `err`'s status code, message and rich details, bounded in size (see `_bounded`)."""
     err = _bounded(err)
     await context.abort(err.code, err.message, trailing_metadata=to_trailer(err))
@@ -119,7 +121,7 @@ def _unary(fn: Method) -> Method:
     """Turn ApiErrors raised by a servicer method into statuses; anything else is logged and INTERNAL."""
 
     @functools.wraps(fn)
-    async def wrapper(self: ResourcesServicer, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def wrapper(self: ResourcesServicer, request: Any, context: Context) -> Any:
         try:
             _refuse_undecodable(request)
             who = self.authn.identify(context)
@@ -152,35 +154,35 @@ class ResourcesServicer:
         self.authz = authz or Authorizer()
         self.limiter = limiter or InflightLimiter()
 
-    def _client_key(self, who: Identity, context: grpc.aio.ServicerContext) -> str:
+    def _client_key(self, who: Identity, context: Context) -> str:
         """Whose share a request counts against: the identity when authenticated, else the connection."""
         return who.user if self.authn.enabled else (context.peer() or "unknown")
 
     @_unary
-    async def Create(self, request: v1.CreateRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.Object:
+    async def Create(self, request: v1.CreateRequest, context: Context, who: Identity) -> v1.Object:
         return meta.wrap(await self._service.create(request.resource, request.object, who=who))
 
     @_unary
-    async def Get(self, request: v1.GetRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.Object:
+    async def Get(self, request: v1.GetRequest, context: Context, who: Identity) -> v1.Object:
         return meta.wrap(await self._service.get(request.resource, request.name, who=who))
 
     @_unary
-    async def List(self, request: v1.ListRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.ListResponse:
+    async def List(self, request: v1.ListRequest, context: Context, who: Identity) -> v1.ListResponse:
         return await self._service.list(request, who=who)
 
     @_unary
-    async def Update(self, request: v1.UpdateRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.Object:
+    async def Update(self, request: v1.UpdateRequest, context: Context, who: Identity) -> v1.Object:
         return meta.wrap(await self._service.update(request.resource, request.object, who=who))
 
     @_unary
-    async def UpdateStatus(self, request: v1.UpdateRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.Object:
+    async def UpdateStatus(self, request: v1.UpdateRequest, context: Context, who: Identity) -> v1.Object:
         return meta.wrap(await self._service.update_status(request.resource, request.object, who=who))
 
     @_unary
-    async def Delete(self, request: v1.DeleteRequest, context: grpc.aio.ServicerContext, who: Identity) -> v1.DeleteResponse:
+    async def Delete(self, request: v1.DeleteRequest, context: Context, who: Identity) -> v1.DeleteResponse:
         return await self._service.delete(request, who=who)
 
-    async def Watch(self, request: v1.WatchRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+    async def Watch(self, request: v1.WatchRequest, context: Context) -> AsyncIterator[bytes]:
         try:
             _refuse_undecodable(request)
             who = self.authn.identify(context)
@@ -209,7 +211,7 @@ class ResourcesServicer:
             watcher.close("client went away")
 
     def handler(self) -> grpc.GenericRpcHandler:
-        def unary(fn: Handler, req: Any, resp: Any) -> grpc.RpcMethodHandler:
+        def unary(fn: Handler, req: Any, resp: Any) -> grpc.RpcMethodHandler[Any, Any]:
             return grpc.unary_unary_rpc_method_handler(
                 fn, request_deserializer=_decoder(req), response_serializer=resp.SerializeToString
             )
@@ -238,13 +240,13 @@ class NetworkServicer(api_pb2_grpc.NetworkServicer):
     def __init__(self, authn: Authenticator) -> None:
         self._authn = authn
 
-    async def _identify(self, context: grpc.aio.ServicerContext) -> None:
+    async def _identify(self, context: Context) -> None:
         try:
             self._authn.identify(context)
         except ApiError as err:
             await abort(context, err)
 
-    async def Download(self, request: api_pb2.DownloadRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[api_pb2.Chunk]:
+    async def Download(self, request: api_pb2.DownloadRequest, context: Context) -> AsyncIterator[api_pb2.Chunk]:
         await self._identify(context)
         remaining = min(max(0, request.size), MAX_DOWNLOAD)
         block = bytes(CHUNK)
@@ -254,7 +256,7 @@ class NetworkServicer(api_pb2_grpc.NetworkServicer):
             remaining -= n
 
     async def Upload(
-        self, request_iterator: AsyncIterator[api_pb2.Chunk], context: grpc.aio.ServicerContext
+        self, request_iterator: AsyncIterator[api_pb2.Chunk], context: Context
     ) -> api_pb2.UploadSummary:
         await self._identify(context)
         received = 0

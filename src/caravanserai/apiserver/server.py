@@ -17,7 +17,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from caravanserai import meta
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.apiserver.auth import Authenticator, Authorizer, load_token_file
-from caravanserai.apiserver.events import EventLeases
+from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.grpcapi import NetworkServicer, ResourcesServicer
 from caravanserai.apiserver.service import ResourceService

@@ -27,7 +27,7 @@ import structlog
 from caravanserai import meta, v1
 from caravanserai.apiserver import strategy
 from caravanserai.apiserver.auth import LOCAL_ADMIN, Authorizer, Identity
-from caravanserai.apiserver.events import EventLeases
+from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.apiserver.validation import validate_object, validate_status
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock
@@ -109,7 +109,7 @@ class ResourceService:
         version = obj.metadata.resource_version
         obj.metadata.resource_version = ""
         try:
-            data = obj.SerializeToString(deterministic=True)
+            data: bytes = obj.SerializeToString(deterministic=True)
         finally:
             obj.metadata.resource_version = version
         if len(data) > MAX_OBJECT_BYTES:

@@ -9,15 +9,15 @@
 Errors are the tree of `caravanserai.errors`; gRPC exceptions never escape.
 """
 
-from caravanserai.client.client import DEFAULT_SERVER, Client, ObjectList, ResourceClient, WatchEvent, server_address
+from caravanserai.client.client import DEFAULT_SERVER, Change, Client, ObjectList, ResourceClient, server_address
 from caravanserai.client.options import add_client_arguments, client_from_args
 
 __all__ = [
     "DEFAULT_SERVER",
+    "Change",
     "Client",
     "ObjectList",
     "ResourceClient",
-    "WatchEvent",
     "add_client_arguments",
     "client_from_args",
     "server_address",

@@ -2,7 +2,7 @@
 
 Guarantees:
 
-* gRPC errors become `caravanserai.errors` exceptions (mapped in `caravanserai.status`), raised `from` the gRPC
+* gRPC errors become `caravanserai.errors` exceptions (mapped in `caravanserai.grpcstatus`), raised `from` the gRPC
   error; nothing from grpc leaks to callers.
 * RESOURCE_EXHAUSTED (refused for load before any work) is retried after the server's advice, for every call.
 * UNAVAILABLE is retried with jittered exponential backoff (up to `retry_timeout` seconds) for calls that are safe
@@ -26,7 +26,7 @@ import grpc
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.errors import ResourceExhausted, Unavailable
-from caravanserai.status import from_rpc_error
+from caravanserai.grpcstatus import from_rpc_error
 from caravanserai.tls import TLSFiles
 
 DEFAULT_SERVER = "127.0.0.1:7420"
@@ -44,8 +44,9 @@ def server_address(explicit: str | None = None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class WatchEvent(Generic[T]):
-    """One change: type is ADDED, MODIFIED, DELETED or BOOKMARK (then only object.metadata.resource_version)."""
+class Change(Generic[T]):
+    """One change seen by a watch (the typed form of the wire message `v1.WatchEvent`): type is ADDED, MODIFIED,
+    DELETED or BOOKMARK (then only object.metadata.resource_version)."""
 
     type: str
     object: T
@@ -202,7 +203,7 @@ class ResourceClient(Generic[T]):
         label_selector: str = "",
         field_selector: str = "",
         allow_bookmarks: bool = True,
-    ) -> AsyncIterator[WatchEvent[T]]:
+    ) -> AsyncIterator[Change[T]]:
         """Changes after `resource_version` ("" = from now, "0" = current objects as ADDED first), in order.
 
         Raises Expired when the version is too old (list again), Unavailable when the stream breaks.
@@ -217,11 +218,11 @@ class ResourceClient(Generic[T]):
         call = await self._client.open_stream(self._client.stub.Watch, request)
         try:
             async for event in call:
-                yield WatchEvent(event.type, self._unwrap(event.object))
+                yield Change(event.type, self._unwrap(event.object))
         except grpc.aio.AioRpcError as exc:
             raise from_rpc_error(exc, target=self._client.target) from exc
         finally:
             call.cancel()
 
 
-__all__ = ["DEFAULT_SERVER", "Client", "ObjectList", "ResourceClient", "WatchEvent", "server_address"]
+__all__ = ["DEFAULT_SERVER", "Change", "Client", "ObjectList", "ResourceClient", "server_address"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from caravanserai.client.client import Client, server_address
 from caravanserai.tls import TLSFiles
@@ -18,11 +19,11 @@ def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", default=None, help="bearer token (default $CARA_TOKEN)")
 
 
-def client_from_args(opts: argparse.Namespace, **kwargs: object) -> Client:
+def client_from_args(opts: argparse.Namespace, **kwargs: Any) -> Client:
     """A Client configured from the flags added by `add_client_arguments`."""
     tls = TLSFiles(cert=opts.tls_cert, key=opts.tls_key, ca=opts.tls_ca)
     token = opts.token or os.environ.get("CARA_TOKEN") or None
-    return Client(server_address(opts.server), tls=tls if tls.enabled else None, token=token, **kwargs)  # type: ignore[arg-type]
+    return Client(server_address(opts.server), tls=tls if tls.enabled else None, token=token, **kwargs)
 
 
 __all__ = ["add_client_arguments", "client_from_args"]

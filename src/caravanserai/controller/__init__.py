@@ -22,7 +22,7 @@ events.
 """
 
 from caravanserai.controller.controller import Controller
-from caravanserai.controller.events import NORMAL, WARNING, EventRecorder
+from caravanserai.controller.recorder import NORMAL, WARNING, EventRecorder
 from caravanserai.controller.handlers import HandlerFactory, enqueue_mapped, enqueue_matching, enqueue_object
 from caravanserai.controller.leaderelection import LeaderElectionConfig, LeaderElector, default_identity
 from caravanserai.controller.manager import Manager

@@ -288,6 +288,7 @@ class Informer(Generic[T]):
 
     def replace(self, objects: Sequence[T], resource_version: str) -> None:
         """Make the cache hold exactly `objects`, notifying the differences (see the module docstring)."""
+        # T is a kind's message; its bound, Message, declares no metadata (same below).
         fresh: dict[str, Any] = {obj.metadata.name: obj for obj in objects}  # type: ignore[attr-defined]
         handlers = self._handlers
         for name in self._indexer.keys():

@@ -247,6 +247,7 @@ class Reflector(Generic[T]):
                         self._held = False
                         self._last_seen = self._clock.monotonic()
         finally:
+            # the client's watch is an async generator; the AsyncIterator it is typed as declares no aclose.
             await stream.aclose()  # type: ignore[attr-defined]
         raise _StreamEnded()
 
