@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import struct
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import aiodocker
@@ -294,7 +294,7 @@ class DockerRuntime:
 
     async def container_events(
         self, label_filter: list[str], *, actions: tuple[str, ...], since: str
-    ) -> AsyncIterator[ContainerEvent]:
+    ) -> AsyncGenerator[ContainerEvent, None]:
         """Container events (`actions` only) of containers carrying every label of `label_filter`, from `since`
         (Docker's seconds.nanoseconds, see `since_text`) on, until the stream ends. Filtered by Docker; runs on
         the stream client. A failed stream raises `DockerError`. Use it with `contextlib.aclosing`."""
