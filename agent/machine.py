@@ -136,11 +136,12 @@ def split_host_port(address: str, default_port: int = 7420) -> tuple[str, int]:
 
 
 def route_address(server: str) -> str | None:
-    """The local IP address the kernel would use to reach `server` (host:port); None when unroutable.
+    """The local IP address the kernel would use to reach `server` (host:port, or the first of a comma-separated
+    list); None when unroutable.
 
     Connecting a UDP socket sends nothing; it only selects the route and source address.
     """
-    host, port = split_host_port(server)
+    host, port = split_host_port(server.split(",")[0].strip())
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
     except OSError:

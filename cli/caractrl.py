@@ -68,7 +68,7 @@ def _silence_stdout() -> None:
 
 
 @click.group(cls=CaractrlGroup, context_settings=CONTEXT_SETTINGS)
-@click.option("-s", "--server", metavar="HOST:PORT", help="API server address [env CARA_SERVER; default 127.0.0.1:7420].")
+@click.option("-s", "--server", metavar="HOST:PORT", help="API server address, or several separated by commas [env CARA_SERVER; default 127.0.0.1:7420].")
 @output_option()
 @click.option("--config", "config_path", type=_PATH, envvar="CARA_CONFIG",
               help="Config file [env CARA_CONFIG; default $XDG_CONFIG_HOME/caravanserai/config.yaml].")

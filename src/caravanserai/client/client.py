@@ -15,7 +15,6 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -26,21 +25,12 @@ import grpc
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.errors import ResourceExhausted, Unavailable
+from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_address
 from caravanserai.grpcstatus import from_rpc_error
 from caravanserai.tls import TLSFiles
 
-DEFAULT_SERVER = "127.0.0.1:7420"
 T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event)
 R = TypeVar("R")
-
-
-def server_address(explicit: str | None = None) -> str:
-    """The API address: `explicit`, else $CARA_SERVER, else 127.0.0.1:7420 (a leading http:// is dropped)."""
-    address = explicit or os.environ.get("CARA_SERVER") or DEFAULT_SERVER
-    for scheme in ("http://", "https://", "grpc://"):
-        if address.startswith(scheme):
-            address = address[len(scheme) :]
-    return address.rstrip("/")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +58,11 @@ class ObjectList(Generic[T]):
 
 
 class Client:
-    """A connection to the API. Use as `async with Client(address) as c:`; `await c.close()` otherwise."""
+    """A connection to the API. Use as `async with Client(address) as c:`; `await c.close()` otherwise.
+
+    `target` is one `host:port` or a comma-separated list of servers; with several, calls go to the servers that
+    are up and fail over between them (`caravanserai.client.targets`).
+    """
 
     def __init__(
         self,
@@ -83,7 +77,7 @@ class Client:
         self.target = server_address(target)
         self.timeout = timeout
         self.retry_timeout = retry_timeout
-        options = [
+        options: list[tuple[str, Any]] = [
             ("grpc.max_receive_message_length", 256 * 1024 * 1024),
             ("grpc.max_send_message_length", 8 * 1024 * 1024),
             ("grpc.keepalive_time_ms", 20_000),
@@ -94,10 +88,12 @@ class Client:
         ]
         if credentials is None and tls is not None and tls.enabled:
             credentials = tls.channel_credentials()
+        channel = channel_target(self.target)  # several servers: one channel balancing over all of them
+        options.extend(channel.options)
         if credentials is not None:
-            self.channel = grpc.aio.secure_channel(self.target, credentials, options=options)
+            self.channel = grpc.aio.secure_channel(channel.target, credentials, options=options)
         else:
-            self.channel = grpc.aio.insecure_channel(self.target, options=options)
+            self.channel = grpc.aio.insecure_channel(channel.target, options=options)
         self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
         self.stub = api_pb2_grpc.ResourcesStub(self.channel)
         self.network = api_pb2_grpc.NetworkStub(self.channel)
