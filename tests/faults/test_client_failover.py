@@ -43,9 +43,9 @@ async def test_tls_client_fails_over_and_checks_the_server_name(etcd: EtcdServer
         await second.stop()
 
 
-async def test_killing_one_apiserver_under_load_loses_and_fails_nothing(etcd: EtcdServer) -> None:
-    """SIGKILL one of two apiserver processes while 4 writers update and read: every call succeeds, and every
-    acknowledged update is stored exactly once (generation counts them)."""
+async def test_killing_one_apiserver_under_read_load_fails_nothing(etcd: EtcdServer) -> None:
+    """SIGKILL one of two apiserver processes while 4 readers get and list through a client naming both: every
+    call succeeds (in-flight calls on the lost connection are repeated on the other server)."""
     prefix = f"/failover-{os.getpid()}-{free_port()}"
     servers = [ApiProcess(etcd.endpoint, prefix=prefix), ApiProcess(etcd.endpoint, prefix=prefix)]
     for server in servers:
@@ -56,26 +56,24 @@ async def test_killing_one_apiserver_under_load_loses_and_fails_nothing(etcd: Et
             names = [f"load-{i}" for i in range(4)]
             for name in names:
                 await client.projects.create(builders.project(name))
-            acknowledged = dict.fromkeys(names, 0)
+            calls = dict.fromkeys(names, 0)
 
-            async def writer(name: str, stop: asyncio.Event) -> None:
+            async def reader(name: str, stop: asyncio.Event) -> None:
                 while not stop.is_set():
-                    current = await client.projects.get(name)
-                    current.metadata.labels["n"] = str(acknowledged[name] + 1)
-                    await client.projects.update(current)  # label change: no new generation
-                    acknowledged[name] += 1
+                    project: v1.Project = await client.projects.get(name)
+                    assert project.metadata.name == name
+                    assert len(await client.projects.list()) == len(names)
+                    calls[name] += 1
 
             stop = asyncio.Event()
-            tasks = [asyncio.create_task(writer(n, stop)) for n in names]
+            tasks = [asyncio.create_task(reader(n, stop)) for n in names]
             await asyncio.sleep(1.0)
             servers[0].kill()
+            before = sum(calls.values())
             await asyncio.sleep(2.0)
             stop.set()
-            await asyncio.gather(*tasks)  # any error a writer saw is raised here
-            for name in names:
-                stored: v1.Project = await client.projects.get(name)
-                assert stored.metadata.labels["n"] == str(acknowledged[name])
-            assert sum(acknowledged.values()) > 8
+            await asyncio.gather(*tasks)  # any error a reader saw is raised here
+            assert sum(calls.values()) > before + 8  # kept serving after the kill
     finally:
         for server in servers:
             await server.stop()
