@@ -5,9 +5,18 @@ Guarantees:
 * gRPC errors become `caravanserai.errors` exceptions (mapped in `caravanserai.grpcstatus`), raised `from` the gRPC
   error; nothing from grpc leaks to callers.
 * RESOURCE_EXHAUSTED (refused for load before any work) is retried after the server's advice, for every call.
-* UNAVAILABLE is retried with jittered exponential backoff (up to `retry_timeout` seconds) for calls that are safe
-  to repeat: Get, List, Watch start, and writes guarded by a resource_version (Update, UpdateStatus, and Delete
-  with a version). Create and unguarded Delete are not repeated: their outcome after a lost reply is unknown.
+* UNAVAILABLE is retried with jittered exponential backoff (up to `retry_timeout` seconds) in two cases:
+
+  - **The call provably never reached a server**, for every verb (Create and Delete included): gRPC failed it
+    while connecting, before a byte of it was sent: no connection could be made (connection refused, no route,
+    TLS handshake refused, name not resolved) so no channel was ready. gRPC says so with the details "failed to
+    connect to all addresses" (or "Connection refused"); see `never_sent`.
+  - **The call is safe to repeat** whatever happened to it: Get, List, Watch start, and writes guarded by a
+    resource_version (Update, UpdateStatus, and Delete with a version).
+
+  An ambiguous failure after sending (the connection dropped or the deadline passed while the call was in flight,
+  the server stopped mid-call) of Create or of a Delete without a version is raised, not repeated: the server may
+  have carried it out, and only the caller can tell whether that matters (get the object and look).
 * `watch()` is one raw stream: it ends (raises) when the server goes away. `caravanserai.informer` builds the
   resuming list+watch on top of it.
 """
@@ -127,7 +136,8 @@ class Client:
                 err = from_rpc_error(exc, target=self.target)
                 # Refused for load before any work was done: always safe to repeat, after the server's advice.
                 wait = err.retry_after if isinstance(err, ResourceExhausted) else None
-                retryable = (retry and isinstance(err, Unavailable)) or wait is not None
+                unsent = isinstance(err, Unavailable) and (retry or never_sent(exc))
+                retryable = unsent or wait is not None
                 pause = wait if wait is not None else delay * (0.5 + random.random())
                 if not retryable or loop.time() + pause >= deadline:
                     raise err from exc
@@ -137,6 +147,22 @@ class Client:
     async def open_stream(self, method: Callable[..., Any], request: Any, *, timeout: float | None = None) -> Any:
         """Start a server-streaming call; returns the call object once the stream is open."""
         return method(request, timeout=timeout, metadata=self._metadata)
+
+
+# How gRPC words the failure of a call it could not send: the channel had no ready connection and connecting
+# failed ("failed to connect to all addresses; last error: … Connection refused"; newer load-balancing policies say
+# "connections to all backends failing"). Failures of a call in flight read differently ("Socket closed",
+# "Connection reset by peer", "Deadline Exceeded", "GOAWAY received").
+_NEVER_SENT = ("failed to connect to all addresses", "connections to all backends failing", "connection refused")
+
+
+def never_sent(exc: grpc.aio.AioRpcError) -> bool:
+    """True when `exc` proves the call never reached a server (UNAVAILABLE while connecting), so repeating it
+    cannot do anything twice."""
+    if exc.code() != grpc.StatusCode.UNAVAILABLE:
+        return False
+    details = (exc.details() or "").lower()
+    return any(marker in details for marker in _NEVER_SENT)
 
 
 class ResourceClient(Generic[T]):
@@ -152,7 +178,9 @@ class ResourceClient(Generic[T]):
         return obj
 
     async def create(self, obj: T) -> T:
-        """Create `obj`; returns it as stored (uid, version, defaults). AlreadyExists when the name is taken."""
+        """Create `obj`; returns it as stored (uid, version, defaults). AlreadyExists when the name is taken.
+
+        Repeated while the server cannot be reached (the call never left); raised after an ambiguous failure."""
         request = v1.CreateRequest(resource=self.resource, object=meta.wrap(obj))
         return self._unwrap(await self._client.call(self._client.stub.Create, request, retry=False))
 
@@ -188,7 +216,10 @@ class ResourceClient(Generic[T]):
 
     async def delete(self, name: str, *, force: bool = False, resource_version: str = "") -> v1.DeleteResponse:
         """Delete (active projects become Terminating first; `force` removes at once). `.deleted` says whether
-        the record is gone; `.object` holds its last state."""
+        the record is gone; `.object` holds its last state.
+
+        Without `resource_version` the server deletes whatever is there (never Conflict). Repeated while the
+        server cannot be reached; after an ambiguous failure repeated only when `resource_version` is given."""
         request = v1.DeleteRequest(resource=self.resource, name=name, force=force, resource_version=resource_version)
         return await self._client.call(self._client.stub.Delete, request, retry=bool(resource_version))
 
@@ -221,4 +252,4 @@ class ResourceClient(Generic[T]):
             call.cancel()
 
 
-__all__ = ["DEFAULT_SERVER", "Change", "Client", "ObjectList", "ResourceClient", "server_address"]
+__all__ = ["DEFAULT_SERVER", "Change", "Client", "ObjectList", "ResourceClient", "never_sent", "server_address"]
