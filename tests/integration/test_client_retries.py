@@ -20,17 +20,19 @@ from caravanserai.testing.etcd import EtcdServer
 async def test_create_and_delete_wait_out_a_restart(api: RunningApiServer, etcd: EtcdServer) -> None:
     async with Client(api.address, timeout=5, retry_timeout=20) as client:
         await client.projects.create(project("doomed"))
+        kept = await client.projects.create(project("kept"))
         await api.stop()
         create = asyncio.create_task(client.projects.create(project("fresh")))
         delete = asyncio.create_task(client.projects.delete("doomed"))
-        update = asyncio.create_task(client.projects.get("doomed"))
+        kept.metadata.labels["seen"] = "yes"
+        update = asyncio.create_task(client.projects.update(kept))
         await asyncio.sleep(1.0)  # the server is down: each verb keeps trying instead of failing at once
         assert not create.done() and not delete.done() and not update.done()
         restarted = await start_apiserver(etcd.endpoint, prefix=api.prefix, listen=api.address, bookmark_interval=0.2)
         try:
             created = await asyncio.wait_for(create, 20)
             deleted = await asyncio.wait_for(delete, 20)
-            await asyncio.wait_for(update, 20)
+            assert (await asyncio.wait_for(update, 20)).metadata.labels["seen"] == "yes"
             assert created.status.phase == v1.PENDING and deleted.deleted
             with pytest.raises(NotFound):
                 await client.projects.get("doomed")
