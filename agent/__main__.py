@@ -18,7 +18,7 @@ import sys
 import structlog
 
 from caravanserai.agent.agent import Agent
-from caravanserai.agent.config import DEFAULT_LISTEN, AgentConfig
+from caravanserai.agent.config import DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN, AgentConfig
 from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
 from caravanserai.client import add_client_arguments, server_address
 from caravanserai.logging import configure_logging
@@ -44,6 +44,13 @@ def _quantity(text: str) -> str:
     return text
 
 
+def _host_port(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not host:port")
+    return text
+
+
 def _positive(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -65,7 +72,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
     p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
     p.add_argument("--workers", type=int, default=4, help="projects reconciled in parallel")
-    p.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-port", type=int, default=None,
+                   help="serve /metrics, /healthz and /readyz on every interface at this port")
+    p.add_argument("--health-listen", type=_host_port, default=DEFAULT_HEALTH_LISTEN,
+                   help="where /healthz, /readyz and /metrics are served without --metrics-port (host:port)")
     p.add_argument("--stop-timeout", type=int, default=10, help="seconds a container gets to stop before SIGKILL")
     p.add_argument("--pull-timeout", type=_positive, default=600.0, help="seconds an image pull may take")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
@@ -95,6 +105,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         reserved_memory=args.reserved_memory,
         workers=args.workers,
         metrics_port=args.metrics_port,
+        health_listen=args.health_listen,
         stop_timeout=args.stop_timeout,
         pull_timeout=args.pull_timeout,
     )

@@ -4,13 +4,15 @@
 
 Parts (each `async def run()`-style, independent of the others):
 
-* **Agent gRPC service** on `--listen` (log streaming), started first so the Node can advertise its port. With
+* **Agent gRPC service** on `--listen` (log streaming; with the standard health service and server reflection),
+  started first so the Node can advertise its port. With
   the agent's TLS certificate and key it is served over TLS with that certificate (and requires client
   certificates signed by the CA when one is given), as the API server does; otherwise in plain text.
 * **Heartbeat**: registers the Node, then renews its Lease every `heartbeat_interval` seconds.
 * **Throughput**: measured once registered, then every `throughput_interval` seconds.
 * **Manager**: the projects informer (field selector `status.nodeRef=<node>`) and the `ProjectReconciler`'s
-  controller with `workers` workers; /metrics, /healthz and /readyz on `--metrics-port`.
+  controller with `workers` workers; /metrics, /healthz and /readyz always: on `--health-listen` (loopback
+  by default), or on every interface at `--metrics-port` when that is given.
 * **Fencing and Docker events**: once the informer has synced, every project found on Docker (containers,
   networks, volumes labelled for this node) is queued, so projects that are no longer assigned here, or whose
   uid changed, are removed; then Docker's events stream queues a project whenever one of its containers
@@ -44,12 +46,14 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, Manager
 from caravanserai.errors import CaravanseraiError
 from caravanserai.informer import Backoff, Informer
+from caravanserai.introspection import serve_introspection, set_serving
 from caravanserai.tls import is_loopback
 
 log = structlog.get_logger(__name__)
 
 COMPONENT = "cara-agent"
 GRPC_GRACE = 2.0
+SERVICES = ("caravanserai.v1.Agent",)
 
 
 class Agent:
@@ -89,6 +93,7 @@ class Agent:
         server = grpc.aio.server()
         streamer = LogStreamer(docker, node=self.config.node_name)
         api_pb2_grpc.add_AgentServicer_to_server(AgentService(streamer), server)
+        health = await serve_introspection(server, SERVICES)
         tls = self.config.tls
         secure = tls is not None and bool(tls.cert and tls.key)
         if tls is not None and secure:  # the node's certificate; with a CA, client certificates are required
@@ -96,8 +101,22 @@ class Agent:
         else:
             self.port = server.add_insecure_port(self._plain_listen_address())
         await server.start()
+        await set_serving(health, SERVICES)
         log.info("agent service listening", address=self.config.listen, port=self.port, tls=secure)
         return server
+
+    def _http_address(self) -> tuple[str, int]:
+        """Where /healthz, /readyz and /metrics are served: every interface at `metrics_port` when one is given,
+        else `health_listen`."""
+        if self.config.metrics_port is not None:
+            return "0.0.0.0", self.config.metrics_port
+        host, _, port = self.config.health_listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+    @property
+    def http_port(self) -> int:
+        """The port of /healthz (0 until the manager serves it)."""
+        return self._manager.metrics_port if self._manager is not None else 0
 
     def _plain_listen_address(self) -> str:
         """Where plain TCP may listen: `--listen` when it is loopback or `--allow-insecure` was given, otherwise
@@ -122,8 +141,8 @@ class Agent:
         manager = Manager(
             client,
             clock=clock,
-            metrics_host="0.0.0.0",
-            metrics_port=config.metrics_port,
+            metrics_host=self._http_address()[0],
+            metrics_port=self._http_address()[1],
             shutdown_timeout=self.shutdown_grace,
             cache_sync_timeout=float("inf"),  # an unreachable API server is waited for, never fatal
             # After an outage the assignments watch is what tells a returning agent that its projects moved away:

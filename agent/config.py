@@ -9,6 +9,9 @@ from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
 from caravanserai.tls import TLSFiles
 
 DEFAULT_LISTEN = "0.0.0.0:7421"
+DEFAULT_HEALTH_LISTEN = "127.0.0.1:7422"
+"""Where `cara-agent` serves /healthz without flags. `AgentConfig` itself defaults to a free loopback port, so that
+several agents in one process (tests) never compete for it."""
 LEASE_DURATION_SECONDS = 40
 
 
@@ -31,7 +34,8 @@ class AgentConfig:
     reserved_cpu: str = "500m"
     reserved_memory: str = "512Mi"
     workers: int = 4
-    metrics_port: int | None = None
+    metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on every interface at this port
+    health_listen: str = "127.0.0.1:0"  # otherwise here (host:port); they are always served
     stop_timeout: int = 10
     pull_timeout: float = 600.0
     throughput_interval: float = 600.0
@@ -44,4 +48,4 @@ class AgentConfig:
         return int(self.listen.rpartition(":")[2] or 0)
 
 
-__all__ = ["AgentConfig", "DEFAULT_LISTEN", "LEASE_DURATION_SECONDS"]
+__all__ = ["AgentConfig", "DEFAULT_HEALTH_LISTEN", "DEFAULT_LISTEN", "LEASE_DURATION_SECONDS"]

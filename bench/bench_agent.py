@@ -174,9 +174,9 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
     try:
         async with EtcdServer() as etcd:
             address = f"127.0.0.1:{free_port()}"
-            procs.append(spawn(["cara-apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address,
+            procs.append(spawn(["cara-apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address, "--metrics-listen", "off",
                                 "--log-level", "warning"], f"{logs}/apiserver.log"))
-            procs.append(spawn(["cara-agent", "--server", address, "--node-name", NODE, "--listen", "127.0.0.1:0",
+            procs.append(spawn(["cara-agent", "--server", address, "--node-name", NODE, "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0",
                                 "--workers", str(opts.workers), "--stop-timeout", "1", "--log-level", "warning"],
                                f"{logs}/agent.log"))
             if use_scheduler:

@@ -107,7 +107,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         address = f"127.0.0.1:{free_port()}"
         exe = os.path.join(os.path.dirname(sys.executable), "cara-apiserver")
         proc = subprocess.Popen(
-            [exe, "--etcd-endpoints", etcd.endpoint, "--listen", address, "--etcd-prefix", "/bench-api",
+            [exe, "--etcd-endpoints", etcd.endpoint, "--listen", address, "--metrics-listen", "off", "--etcd-prefix", "/bench-api",
              "--log-level", "warning"],
             stderr=subprocess.DEVNULL,
         )

@@ -206,7 +206,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         address = f"127.0.0.1:{free_port()}"
         exe = os.path.join(os.path.dirname(sys.executable), "cara-apiserver")
         proc = subprocess.Popen(
-            [exe, "--etcd-endpoints", etcd.endpoint, "--listen", address, "--etcd-prefix", "/bench-informer",
+            [exe, "--etcd-endpoints", etcd.endpoint, "--listen", address, "--metrics-listen", "off", "--etcd-prefix", "/bench-informer",
              "--log-level", "warning", "--compaction-interval", "0"],
             stderr=subprocess.DEVNULL,
         )

@@ -276,7 +276,7 @@ async def measure(client: Client, scheduler_pid: int, nodes: int, opts: argparse
 async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[str, Any]:
     """A fresh apiserver and scheduler over `nodes` simulated nodes; the measurements of `measure`."""
     address, metrics = f"127.0.0.1:{free_port()}", free_port()
-    api = spawn(["cara-apiserver", "--etcd-endpoints", endpoint, "--listen", address,
+    api = spawn(["cara-apiserver", "--etcd-endpoints", endpoint, "--listen", address, "--metrics-listen", "off",
                  "--etcd-prefix", f"/bench-scheduler-{nodes}", "--log-level", "warning"])  # fmt: skip
     scheduler: subprocess.Popen[bytes] | None = None
     renewing: asyncio.Task[None] | None = None

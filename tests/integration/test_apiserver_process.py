@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import sys
+import urllib.request
 
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 import grpc
@@ -25,9 +26,10 @@ def _free_port() -> int:
 
 async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type: ignore[no-untyped-def]
     address = f"127.0.0.1:{_free_port()}"
+    metrics = f"127.0.0.1:{_free_port()}"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address,
-        "--etcd-prefix", f"/proc-{os.getpid()}",
+        "--etcd-prefix", f"/proc-{os.getpid()}", "--metrics-listen", metrics,
         stderr=asyncio.subprocess.PIPE,
     )
     try:
@@ -42,6 +44,11 @@ async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type
         async with grpc.aio.insecure_channel(address) as channel:
             reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        for path in ("/healthz", "/readyz", "/metrics"):
+            with urllib.request.urlopen(f"http://{metrics}{path}", timeout=5) as response:  # noqa: ASYNC210 - loopback
+                assert response.status == 200
+                if path == "/metrics":
+                    assert b'caravanserai_apiserver_requests_total{code="OK",resource="projects",verb="Create"} 1.0' in response.read()
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 15)
         assert code == 0

@@ -1,6 +1,7 @@
 """cara-apiserver: serve the Caravanserai API from etcd.
 
     cara-apiserver [--etcd-endpoints http://127.0.0.1:2379] [--etcd-prefix /caravanserai] [--listen 127.0.0.1:7420]
+                   [--metrics-listen 127.0.0.1:7423|off]
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-insecure", action="store_true", help="allow plain TCP on a non-loopback address")
     p.add_argument("--max-inflight", type=int, default=400, help="requests in flight before RESOURCE_EXHAUSTED")
     p.add_argument("--max-inflight-per-client", type=int, default=100, help="the same, per client")
+    p.add_argument("--metrics-listen", default="127.0.0.1:7423",
+                   help="address of /metrics, /healthz and /readyz (host:port; off disables them)")
     p.add_argument("--log-level", default="info")
     return p
 
@@ -74,11 +77,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         allow_insecure=opts.allow_insecure,
         max_inflight=opts.max_inflight,
         max_inflight_per_client=opts.max_inflight_per_client,
+        metrics_listen=opts.metrics_listen,
     )
     try:
         asyncio.run(_run(config))
     except (ValueError, OSError) as exc:
         _fatal(str(exc))
+    except ExceptionGroup as group:  # a start-up error inside the server's TaskGroup (a port already taken)
+        refused = group.subgroup((ValueError, OSError))
+        if refused is None:
+            raise
+        _fatal(str(_innermost(refused)))
+
+
+def _innermost(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 if __name__ == "__main__":

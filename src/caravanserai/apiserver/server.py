@@ -12,23 +12,26 @@ from dataclasses import dataclass, field
 
 import grpc
 import structlog
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from caravanserai import meta
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.apiserver.auth import Authenticator, Authorizer, load_token_file
 from caravanserai.apiserver.eventleases import EventLeases
-from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.grpcapi import NetworkServicer, ResourcesServicer
+from caravanserai.apiserver.httpendpoint import MetricsEndpoint
+from caravanserai.apiserver.limits import InflightLimiter
+from caravanserai.apiserver.metrics import ApiMetrics
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.introspection import serve_introspection, set_serving
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.tls import TLSFiles, is_loopback
 
 log = structlog.get_logger(__name__)
 
 MAX_MESSAGE_BYTES = 3 * 1024 * 1024
+SERVICES = ("caravanserai.v1.Resources", "caravanserai.v1.Network")
 
 
 @dataclass
@@ -49,6 +52,7 @@ class ApiServerConfig:
     allow_insecure: bool = False  # plain TCP on a non-loopback address
     max_inflight: int = 400
     max_inflight_per_client: int = 100
+    metrics_listen: str = ""  # host:port of /metrics, /healthz, /readyz; "" or "off": none (the CLI's default is 127.0.0.1:7423)
     server_options: list[tuple[str, object]] = field(default_factory=list)
 
 
@@ -61,23 +65,27 @@ class ApiServer:
         self.port = 0
         self.started = asyncio.Event()
         self.service: ResourceService | None = None
+        self.metrics = ApiMetrics(clock=self.clock)
+        self.metrics_port = 0  # the port of /metrics once started (0: not serving)
+        self._endpoint: MetricsEndpoint | None = None
 
     async def run(self) -> None:
         cfg = self.config
         etcd_tls = cfg.etcd_tls if cfg.etcd_tls.enabled else None
         async with EtcdClient(list(cfg.etcd_endpoints), tls=etcd_tls) as etcd:
-            store = Store(etcd, prefix=cfg.etcd_prefix)
+            store = self.metrics.instrument(Store(etcd, prefix=cfg.etcd_prefix))
             caches = {r: WatchCache(store, r, history_revisions=cfg.history_revisions) for r in meta.KINDS}
             self.service = ResourceService(
                 store, caches, clock=self.clock, event_leases=EventLeases(store, clock=self.clock)
             )
-            server, health_servicer = self._build_server(self.service)
+            server = self._build_server(self.service)
+            self.metrics.watch_caches(caches, self.limiter)
             async with asyncio.TaskGroup() as group:
                 background = [group.create_task(c.run(), name=f"watchcache-{c.resource}") for c in caches.values()]
                 if cfg.compaction_interval > 0:
                     background.append(group.create_task(self._compact_forever(store), name="compaction"))
                 try:
-                    await self._serve(server, health_servicer, caches)
+                    await self._serve(server, caches)
                 finally:
                     for cache in caches.values():
                         cache.close("apiserver shutting down")
@@ -85,7 +93,7 @@ class ApiServer:
                     for task in background:  # the loops end with the server
                         task.cancel()
 
-    def _build_server(self, service: ResourceService) -> tuple[grpc.aio.Server, health.aio.HealthServicer]:
+    def _build_server(self, service: ResourceService) -> grpc.aio.Server:
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", 256 * 1024 * 1024),
@@ -94,7 +102,7 @@ class ApiServer:
             *self.config.server_options,
         ]
         cfg = self.config
-        server = grpc.aio.server(options=options)
+        server = grpc.aio.server(options=options, interceptors=[self.metrics.interceptor()])
         tokens = load_token_file(cfg.token_file) if cfg.token_file else {}
         if cfg.token_listen and not (cfg.tls.enabled and tokens):
             raise ValueError("--token-listen needs --tls-cert/--tls-key and --token-file")
@@ -105,8 +113,6 @@ class ApiServer:
         )
         server.add_generic_rpc_handlers((servicer.handler(),))
         api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(authn), server)
-        health_servicer = health.aio.HealthServicer()
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         if cfg.tls.enabled:
             self.port = server.add_secure_port(cfg.listen, cfg.tls.server_credentials())
             if cfg.token_listen:
@@ -121,21 +127,30 @@ class ApiServer:
             )
         if self.port == 0:
             raise OSError(f"cannot listen on {self.config.listen}")
-        return server, health_servicer
+        self._endpoint = MetricsEndpoint(
+            self.metrics, ready=self.started.is_set, listen=cfg.metrics_listen, allow_insecure=cfg.allow_insecure
+        )
+        return server
 
-    async def _serve(
-        self, server: grpc.aio.Server, health_servicer: health.aio.HealthServicer, caches: dict[str, WatchCache]
-    ) -> None:
-        await server.start()
-        await asyncio.gather(*(c.ready.wait() for c in caches.values()))
-        await health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-        await health_servicer.set("caravanserai.v1.Resources", health_pb2.HealthCheckResponse.SERVING)
-        log.info("apiserver serving", listen=self.config.listen, port=self.port, etcd=list(self.config.etcd_endpoints))
-        self.started.set()
+    async def _serve(self, server: grpc.aio.Server, caches: dict[str, WatchCache]) -> None:
+        health_servicer = await serve_introspection(server, SERVICES)
+        endpoint = self._endpoint
+        assert endpoint is not None, "_build_server makes it"
+        await endpoint.start()
         try:
-            await server.wait_for_termination()
+            self.metrics_port = endpoint.port
+            await server.start()
+            await asyncio.gather(*(c.ready.wait() for c in caches.values()))
+            await set_serving(health_servicer, SERVICES)
+            log.info("apiserver serving", listen=self.config.listen, port=self.port, metrics_port=self.metrics_port,
+                     etcd=list(self.config.etcd_endpoints))
+            self.started.set()
+            try:
+                await server.wait_for_termination()
+            finally:
+                await health_servicer.enter_graceful_shutdown()
         finally:
-            await health_servicer.enter_graceful_shutdown()
+            await endpoint.close()
 
     async def _compact_forever(self, store: Store) -> None:
         """Every interval, compact etcd to the revision seen one interval earlier (history stays ≥ 1 interval)."""

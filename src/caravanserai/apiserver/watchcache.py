@@ -155,6 +155,16 @@ class WatchCache:
     def get(self, name: str) -> Any | None:
         return self.objects.get(name)
 
+    @property
+    def watcher_count(self) -> int:
+        """Open watchers (for metrics)."""
+        return len(self._watchers)
+
+    @property
+    def pending_events(self) -> int:
+        """Events queued to watchers and not yet taken by them (for metrics)."""
+        return sum(len(w._pending) for w in self._watchers)
+
     def watch(self, predicate: Predicate, *, resource_version: str, max_pending: int | None = None) -> Watcher:
         """Register a watcher. `resource_version` "" means from now; "0" starts with the current objects as
         ADDED; any other version replays history after it (Expired when it is older than the window)."""

@@ -1,0 +1,236 @@
+"""What the apiserver measures, in Prometheus form (`prometheus_client`).
+
+Every `ApiMetrics` has its own `CollectorRegistry` (never the process-global one), so several apiservers in one
+process — as in tests — keep separate counts. What is measured:
+
+    caravanserai_apiserver_requests_total{verb,resource,code}            requests answered, by gRPC status name
+    caravanserai_apiserver_request_duration_seconds{verb,resource,code}  histogram of unary requests (Watch: counted
+                                                                         when it ends, not timed: it is long-running)
+    caravanserai_apiserver_inflight_requests                             unary requests being served now
+    caravanserai_apiserver_refused_requests_total                        refused by the in-flight limits
+    caravanserai_apiserver_watchers{resource}                            open watches
+    caravanserai_apiserver_watch_pending_events{resource}                events queued to watchers, not yet sent
+    caravanserai_apiserver_watch_cache_revision{resource}                etcd revision the watch cache has applied
+    caravanserai_apiserver_watch_cache_lag_seconds{resource}             age of the oldest write of this apiserver
+                                                                         the watch cache has not applied yet (0: none)
+    caravanserai_apiserver_etcd_request_duration_seconds{operation}      histogram of store operations (each one
+                                                                         etcd request: get, list, create, update …)
+    caravanserai_apiserver_objects{resource}                             objects stored, as the watch cache holds them
+
+Recording is cheap (a counter and a histogram per request); the gauges are computed when scraped.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from typing import Any
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from caravanserai.apiserver.limits import InflightLimiter
+from caravanserai.apiserver.watchcache import WatchCache
+from caravanserai.clock import Clock
+from caravanserai.storage import Store
+
+PREFIX = "caravanserai_apiserver"
+RESOURCES_SERVICE = "caravanserai.v1.Resources"
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Store operations timed as etcd requests; each is one etcd round trip.
+STORE_OPERATIONS = ("get", "list", "create", "update", "delete", "current_revision", "compact", "grant_lease")
+WRITE_OPERATIONS = ("create", "update", "delete")
+MAX_WRITES_REMEMBERED = 10_000  # per resource, for the lag gauge
+
+
+class ApiMetrics:
+    """The apiserver's metrics. Hooks: `interceptor()` for gRPC, `instrument(store)`, `watch_caches(…)`."""
+
+    def __init__(self, *, clock: Clock) -> None:
+        self.clock = clock
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            f"{PREFIX}_requests", "API requests answered.", ["verb", "resource", "code"], registry=self.registry
+        )
+        self.latency = Histogram(
+            f"{PREFIX}_request_duration_seconds", "Time to answer a unary API request.",
+            ["verb", "resource", "code"], buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.inflight = Gauge(f"{PREFIX}_inflight_requests", "Unary API requests being served.", registry=self.registry)
+        self.etcd_latency = Histogram(
+            f"{PREFIX}_etcd_request_duration_seconds", "Time of one store operation (one etcd request).",
+            ["operation"], buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        # resource → (revision, monotonic time) of writes not yet seen applied by the watch cache, oldest first
+        self._writes: dict[str, collections.deque[tuple[int, float]]] = collections.defaultdict(
+            lambda: collections.deque(maxlen=MAX_WRITES_REMEMBERED)
+        )
+        self._caches: Mapping[str, WatchCache] = {}
+        self._limiter: InflightLimiter | None = None
+        self.registry.register(_StateCollector(self))
+
+    # ---- hooks --------------------------------------------------------------------------------------------
+
+    def watch_caches(self, caches: Mapping[str, WatchCache], limiter: InflightLimiter) -> None:
+        """Report the state of these caches and this limiter when scraped."""
+        self._caches = caches
+        self._limiter = limiter
+
+    def interceptor(self) -> grpc.aio.ServerInterceptor:
+        """A server interceptor that counts and times the calls of the Resources service."""
+        return _RequestInterceptor(self)
+
+    def instrument(self, store: Store) -> Store:
+        """Time every store operation of `store` (in place) and remember writes for the lag gauge; returns it."""
+        for name in STORE_OPERATIONS:
+            method = getattr(store, name, None)
+            if method is not None:
+                setattr(store, name, self._timed(name, method))
+        return store
+
+    def exposition(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)
+
+    # ---- recording ----------------------------------------------------------------------------------------
+
+    def _timed(self, operation: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        histogram = self.etcd_latency.labels(operation)
+
+        @functools.wraps(method)
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            start = self.clock.monotonic()
+            try:
+                result = await method(*args, **kwargs)
+            finally:
+                histogram.observe(self.clock.monotonic() - start)
+            if operation in WRITE_OPERATIONS and isinstance(result, int) and args:
+                self._writes[str(args[0])].append((result, self.clock.monotonic()))
+            return result
+
+        return timed
+
+    def cache_lag(self, resource: str) -> float:
+        """Seconds since the oldest write of `resource` that its watch cache has not applied yet (0 when none)."""
+        cache = self._caches.get(resource)
+        writes = self._writes.get(resource)
+        if cache is None or not writes:
+            return 0.0
+        while writes and writes[0][0] <= cache.revision:
+            writes.popleft()
+        return self.clock.monotonic() - writes[0][1] if writes else 0.0
+
+    def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:
+        """Count one answered request (and time it, unless `seconds` is None)."""
+        self.requests.labels(verb, resource, code).inc()
+        if seconds is not None:
+            self.latency.labels(verb, resource, code).observe(seconds)
+
+
+class _StateCollector(Collector):
+    """The gauges computed at scrape time from the watch caches and the in-flight limiter."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        families = {
+            "watchers": GaugeMetricFamily(f"{PREFIX}_watchers", "Open watches.", labels=["resource"]),
+            "pending": GaugeMetricFamily(
+                f"{PREFIX}_watch_pending_events", "Events queued to watchers, not yet sent.", labels=["resource"]
+            ),
+            "revision": GaugeMetricFamily(
+                f"{PREFIX}_watch_cache_revision", "etcd revision the watch cache has applied.", labels=["resource"]
+            ),
+            "lag": GaugeMetricFamily(
+                f"{PREFIX}_watch_cache_lag_seconds",
+                "Age of the oldest write of this apiserver not yet applied by the watch cache.", labels=["resource"],
+            ),
+            "objects": GaugeMetricFamily(f"{PREFIX}_objects", "Objects stored.", labels=["resource"]),
+        }
+        for resource, cache in sorted(m._caches.items()):
+            families["watchers"].add_metric([resource], cache.watcher_count)
+            families["pending"].add_metric([resource], cache.pending_events)
+            families["revision"].add_metric([resource], cache.revision)
+            families["lag"].add_metric([resource], m.cache_lag(resource))
+            families["objects"].add_metric([resource], len(cache.objects))
+        yield from families.values()
+        refused = CounterMetricFamily(f"{PREFIX}_refused_requests", "Requests refused by the in-flight limits.")
+        refused.add_metric([], m._limiter.refused if m._limiter is not None else 0)
+        yield refused
+
+
+class _RequestInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps the handlers of the Resources service: each call is counted by verb, resource and status code."""
+
+    def __init__(self, metrics: ApiMetrics) -> None:
+        self._metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(handler_call_details)
+        service, _, verb = handler_call_details.method.lstrip("/").rpartition("/")
+        if handler is None or service != RESOURCES_SERVICE:
+            return handler
+        if handler.unary_unary is not None:
+            return handler._replace(unary_unary=self._unary(verb, handler.unary_unary))  # type: ignore[attr-defined, no-any-return]
+        if handler.unary_stream is not None:
+            return handler._replace(unary_stream=self._stream(verb, handler.unary_stream))  # type: ignore[attr-defined, no-any-return]
+        return handler
+
+    def _unary(self, verb: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+        metrics = self._metrics
+
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            start = metrics.clock.monotonic()
+            metrics.inflight.inc()
+            try:
+                return await behavior(request, context)
+            finally:
+                metrics.inflight.dec()
+                elapsed = metrics.clock.monotonic() - start
+                metrics.observe(verb, _resource(request), _code(context), elapsed)
+
+        return wrapped
+
+    def _stream(self, verb: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
+        metrics = self._metrics
+
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            try:
+                async for item in behavior(request, context):
+                    yield item
+            finally:
+                metrics.observe(verb, _resource(request), _code(context), None)
+
+        return wrapped
+
+
+def _resource(request: Any) -> str:
+    return str(getattr(request, "resource", "") or "unknown")
+
+
+def _code(context: grpc.aio.ServicerContext) -> str:
+    """The status the call ended with (OK when the handler returned normally)."""
+    code = context.code()
+    if code is None:
+        return "CANCELLED" if context.cancelled() else "OK"
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    for status in grpc.StatusCode:
+        if status.value[0] == code:
+            return status.name
+    return str(code)
+
+
+__all__ = ["ApiMetrics"]
