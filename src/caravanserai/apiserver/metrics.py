@@ -191,7 +191,7 @@ class _RequestInterceptor(grpc.aio.ServerInterceptor):
     def _unary(self, verb: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         metrics = self._metrics
 
-        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             start = metrics.clock.monotonic()
             metrics.inflight.inc()
             try:
@@ -206,7 +206,7 @@ class _RequestInterceptor(grpc.aio.ServerInterceptor):
     def _stream(self, verb: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
         metrics = self._metrics
 
-        async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
                 async for item in behavior(request, context):
                     yield item
@@ -220,7 +220,7 @@ def _resource(request: Any) -> str:
     return str(getattr(request, "resource", "") or "unknown")
 
 
-def _code(context: grpc.aio.ServicerContext) -> str:
+def _code(context: grpc.aio.ServicerContext[Any, Any]) -> str:
     """The status the call ended with (OK when the handler returned normally)."""
     code = context.code()
     if code is None:
