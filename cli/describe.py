@@ -1,7 +1,7 @@
 """`caractrl describe project|node NAME…`: everything about an object, in a readable layout, with its events.
 
-Events are listed once and matched here on the involved object's kind and name (and uid), as the API has no
-field selector for them.
+The events of the kind are listed once (field selector `involvedObject.kind=…`) and matched here on the involved
+object's name (and uid).
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ async def _describe(settings: Settings, kind: meta.Kind, names: Sequence[str]) -
     async with settings.client() as client:
         if not names:
             names = sorted(o.metadata.name for o in await client.resource(kind.plural).list())
-        events = list(await client.events.list()) if names else []
+        selector = f"involvedObject.kind={kind.kind}"
+        events = list(await client.events.list(field_selector=selector)) if names else []
         for index, name in enumerate(names):
             try:
                 text = await _describe_one(client, kind, name, events)

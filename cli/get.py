@@ -4,6 +4,7 @@
     caractrl get p web -o yaml                   # one object as YAML
     caractrl get no -o wide -l zone=a            # wide table, label selector
     caractrl get projects -w                     # the table, then one line per change (survives restarts)
+    caractrl get events --for project/web        # the events about one object
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from caravanserai.cli.common import complete_names, complete_resource, output_op
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
-from caravanserai.cli.resources import get_object, parse_target
+from caravanserai.cli.resources import get_object, parse_target, split_target
 from caravanserai.cli.tables import COLUMNS, load_context, rows
 from caravanserai.cli.watching import Selection, Watcher
 
@@ -53,7 +54,11 @@ class GetOptions:
 @click.argument("names", nargs=-1, shell_complete=complete_names)
 @output_option()
 @click.option("-l", "--selector", "label_selector", default="", help="Label selector, e.g. app=web,tier!=db.")
-@click.option("--field-selector", default="", help="Field selector over status.phase, status.nodeRef, metadata.name.")
+@click.option("--field-selector", default="",
+              help="Field selector: metadata.name for every kind; status.phase, status.nodeRef for projects; "
+                   "involvedObject.kind, involvedObject.name, reason, type for events.")
+@click.option("--for", "for_object", metavar="KIND/NAME", default="",
+              help="Only the events about this object, e.g. project/web (events only).")
 @click.option("-w", "--watch", is_flag=True, help="After listing, print every change (resumes after disconnects).")
 @click.option("--watch-only", is_flag=True, help="Print only changes, not the current objects.")
 @click.option("--output-watch-events", is_flag=True, help="Prefix watched objects with ADDED/MODIFIED/DELETED.")
@@ -67,6 +72,7 @@ def get(
     output: str | None,
     label_selector: str,
     field_selector: str,
+    for_object: str,
     watch: bool,
     watch_only: bool,
     output_watch_events: bool,
@@ -75,6 +81,8 @@ def get(
 ) -> None:
     """Show nodes, projects, events or leases."""
     kind, wanted = parse_target(resource, names)
+    if for_object:
+        field_selector = ",".join(filter(None, (field_selector, events_for(kind, for_object))))
     if wanted and (label_selector or field_selector) and not (watch or watch_only):
         raise click.UsageError("names cannot be given together with a selector")
     opts = GetOptions(
@@ -85,6 +93,14 @@ def get(
         run(_watch(settings, opts, show_current=not watch_only))
     else:
         run(_get(settings, opts))
+
+
+def events_for(kind: meta.Kind, target: str) -> str:
+    """The field selector of `get events --for KIND/NAME`."""
+    if kind.plural != "events":
+        raise click.UsageError("--for selects events; use it with `get events`")
+    about, name = split_target(target)
+    return f"involvedObject.kind={about.kind},involvedObject.name={name}"
 
 
 async def _get(settings: Settings, opts: GetOptions) -> None:
@@ -198,4 +214,4 @@ async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) ->
                 await printer.print([event])
 
 
-__all__ = ["NO_RESOURCES", "GetOptions", "WatchPrinter", "get"]
+__all__ = ["NO_RESOURCES", "GetOptions", "WatchPrinter", "events_for", "get"]

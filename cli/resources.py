@@ -48,6 +48,11 @@ def parse_target(
     return pairs[0][0], [name for _, name in pairs]
 
 
+def split_target(item: str) -> tuple[meta.Kind, str]:
+    """(kind, name) of one `KIND/NAME` argument such as `project/web`; a usage error otherwise."""
+    return _split_pair(item, None)
+
+
 def _split_pair(item: str, allowed: Sequence[str] | None) -> tuple[meta.Kind, str]:
     type_, sep, name = item.partition("/")
     if not sep or not type_ or not name:
@@ -89,4 +94,4 @@ async def modify(
             attempt += 1
 
 
-__all__ = ["CONFLICT_RETRIES", "get_object", "modify", "parse_target", "resolve_kind"]
+__all__ = ["CONFLICT_RETRIES", "get_object", "modify", "parse_target", "resolve_kind", "split_target"]

@@ -251,8 +251,18 @@ class _LabelParser:
 
 # ---- field selectors ----------------------------------------------------------------------------------------
 
-FIELDS = ("metadata.name", "status.nodeRef", "status.phase")
-"""The fields a field selector may name."""
+FIELDS_OF_KIND: dict[str, tuple[str, ...]] = {
+    "Project": ("metadata.name", "status.nodeRef", "status.phase"),
+    "Event": ("involvedObject.kind", "involvedObject.name", "metadata.name", "reason", "type"),
+}
+"""The fields a field selector may name, per kind; a kind not listed has only `metadata.name`."""
+FIELDS = tuple(sorted({field for fields in FIELDS_OF_KIND.values() for field in fields}))
+"""Every field some kind can be selected by."""
+
+
+def fields_of(kind: str) -> tuple[str, ...]:
+    """The selectable fields of `kind` (e.g. "Event")."""
+    return FIELDS_OF_KIND.get(kind, ("metadata.name",))
 
 _FIELD_TERM = re.compile(r"\s*(?P<field>[^\s!=]*)\s*(?P<op>==|!=|=)\s*(?P<value>[A-Za-z0-9._-]*)\s*", re.ASCII)
 
@@ -280,21 +290,25 @@ class FieldSelector:
     requirements: tuple[FieldRequirement, ...] = ()
 
     @classmethod
-    def parse(cls, text: str) -> FieldSelector:
+    def parse(cls, text: str, *, kind: str = "") -> FieldSelector:
         """Parse `field=value`, `field==value` and `field!=value` terms joined by commas.
 
-        Raises `Invalid` (field `fieldSelector`) for a syntax error or a field outside `FIELDS`.
+        Raises `Invalid` (field `fieldSelector`) for a syntax error or a field outside `fields_of(kind)` (outside
+        `FIELDS` when no kind is given).
         """
         if not text.strip():
             return cls()
+        supported = fields_of(kind) if kind else FIELDS
+        of_kind = f" of {kind}" if kind else ""
         requirements = []
         for term in text.split(","):
             match = _FIELD_TERM.fullmatch(term)
             if match is None:
                 expected = "expected 'field=value', 'field==value' or 'field!=value'"
                 raise _field_error(f"{expected}, found {_short(term.strip())}")
-            if match["field"] not in FIELDS:
-                raise _field_error(f"unknown field {_short(match['field'])}: supported fields are {', '.join(FIELDS)}")
+            if match["field"] not in supported:
+                field = _short(match["field"])
+                raise _field_error(f"unknown field {field}: supported fields{of_kind} are {', '.join(supported)}")
             operator: Literal["=", "!="] = "!=" if match["op"] == "!=" else "="
             requirements.append(FieldRequirement(match["field"], operator, match["value"]))
         return cls(tuple(requirements))
@@ -317,18 +331,22 @@ def _field_error(description: str) -> Invalid:
 
 
 def object_fields(obj: Message) -> dict[str, str]:
-    """The selectable fields of any v1 object; every key of `FIELDS` is present, "" where the kind lacks it.
-
-    `status.phase` and `status.nodeRef` exist only on projects.
-    """
-    fields = dict.fromkeys(FIELDS, "")
+    """The selectable fields of a v1 object: the keys of `fields_of` its kind ("" where unset)."""
+    fields = {"metadata.name": ""}
     metadata = getattr(obj, "metadata", None)
     if metadata is not None:
         fields["metadata.name"] = metadata.name
-    if obj.DESCRIPTOR.full_name == "caravanserai.v1.Project":
+    full_name = obj.DESCRIPTOR.full_name
+    if full_name == "caravanserai.v1.Project":
         status = getattr(obj, "status")
         fields["status.phase"] = status.phase
         fields["status.nodeRef"] = status.node_ref
+    elif full_name == "caravanserai.v1.Event":
+        spec = getattr(obj, "spec")
+        fields["involvedObject.kind"] = spec.involved_object.kind
+        fields["involvedObject.name"] = spec.involved_object.name
+        fields["reason"] = spec.reason
+        fields["type"] = spec.type
     return fields
 
 
@@ -336,11 +354,13 @@ __all__ = [
     "DNS_LABEL_MESSAGE",
     "DNS_SUBDOMAIN_MESSAGE",
     "FIELDS",
+    "FIELDS_OF_KIND",
     "FieldRequirement",
     "FieldSelector",
     "LabelOperator",
     "LabelRequirement",
     "LabelSelector",
+    "fields_of",
     "object_fields",
     "validate_dns_label",
     "validate_dns_subdomain",

@@ -16,18 +16,15 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
 import pytest
-import structlog
-from click.testing import CliRunner, Result
 
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.cli.apply import LAST_APPLIED
-from caravanserai.cli.caractrl import caractrl
 from caravanserai.client import Client
 from caravanserai.clock import timestamp
 from caravanserai.errors import NotFound
@@ -36,6 +33,8 @@ from caravanserai.testing.apiserver import RunningApiServer, start_apiserver
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
 from caravanserai.tls import TLSFiles
+
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 CARACTRL = str(Path(sysconfig.get_path("scripts")) / "caractrl")
 WEB = """\
@@ -49,38 +48,6 @@ spec:
   - name: web
     image: nginx:1.27
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def server_logs_to_stderr() -> Iterator[None]:
-    """Keep the in-process apiserver's log lines out of the output CliRunner captures (it swaps sys.stdout)."""
-    previous = structlog.get_config()
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.__stderr__))
-    yield
-    structlog.configure(**previous)
-
-
-class Caractrl:
-    """Runs caractrl commands against one apiserver, with an empty config directory."""
-
-    def __init__(self, address: str, config_home: Path) -> None:
-        self.address = address
-        self.env = {"XDG_CONFIG_HOME": str(config_home), "CARA_SERVER": None, "CARA_CONFIG": None, "CARA_TOKEN": None}
-
-    async def __call__(self, *args: str, input: str | None = None, server: bool = True) -> Result:
-        argv = (["--server", self.address] if server else []) + list(args)
-        result = await asyncio.to_thread(CliRunner(env=self.env).invoke, caractrl, argv, input=input)
-        assert "Traceback" not in result.output, result.output
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return result
-
-
-@pytest.fixture
-def cli(api: RunningApiServer, tmp_path: Path) -> Caractrl:
-    config_home = tmp_path / "config"
-    config_home.mkdir()
-    return Caractrl(api.address, config_home)
 
 
 def write(tmp_path: Path, name: str, text: str) -> str:

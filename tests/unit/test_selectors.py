@@ -11,6 +11,7 @@ from caravanserai.errors import Invalid
 from caravanserai.selectors import (
     FieldRequirement,
     FieldSelector,
+    fields_of,
     LabelRequirement,
     LabelSelector,
     object_fields,
@@ -180,8 +181,8 @@ def test_field_selector_round_trips() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("spec.hostname=x", "unknown field 'spec.hostname': supported fields are metadata.name, status.nodeRef, "
-                            "status.phase"),
+        ("spec.hostname=x", "unknown field 'spec.hostname': supported fields are involvedObject.kind, "
+                            "involvedObject.name, metadata.name, reason, status.nodeRef, status.phase, type"),
         ("status.phase", "expected 'field=value', 'field==value' or 'field!=value', found 'status.phase'"),
         ("status.phase=a b", "found 'status.phase=a b'"),
         ("status.phase=Pending,", "found ''"),
@@ -201,11 +202,32 @@ def test_object_fields_for_every_kind() -> None:
     assert object_fields(project) == {"metadata.name": "web", "status.phase": "Running", "status.nodeRef": "n1"}
     assert object_fields(v1.Project()) == {"metadata.name": "", "status.phase": "", "status.nodeRef": ""}
     node = v1.Node(metadata=v1.ObjectMeta(name="n1"), status=v1.NodeStatus(state="Ready"))
-    assert object_fields(node) == {"metadata.name": "n1", "status.phase": "", "status.nodeRef": ""}
-    for obj in (v1.Lease(metadata=v1.ObjectMeta(name="l")), v1.Event(metadata=v1.ObjectMeta(name="l"))):
-        assert object_fields(obj) == {"metadata.name": "l", "status.phase": "", "status.nodeRef": ""}
+    assert object_fields(node) == {"metadata.name": "n1"}
+    assert object_fields(v1.Lease(metadata=v1.ObjectMeta(name="l"))) == {"metadata.name": "l"}
+    event = v1.Event(metadata=v1.ObjectMeta(name="web.1"))
+    event.spec.involved_object.kind = "Project"
+    event.spec.involved_object.name = "web"
+    event.spec.reason = "Scheduled"
+    event.spec.type = "Normal"
+    assert object_fields(event) == {
+        "metadata.name": "web.1", "involvedObject.kind": "Project", "involvedObject.name": "web",
+        "reason": "Scheduled", "type": "Normal",
+    }
+    for kind in ("Project", "Node", "Lease", "Event"):
+        assert set(fields_of(kind)) >= {"metadata.name"}
     assert FieldSelector.parse("status.nodeRef=n1").matches(object_fields(project))
     assert not FieldSelector.parse("status.phase=Running").matches(object_fields(node))
+    selector = FieldSelector.parse("involvedObject.kind=Project,involvedObject.name=web,type!=Warning", kind="Event")
+    assert selector.matches(object_fields(event))
+    assert not FieldSelector.parse("reason=Failed", kind="Event").matches(object_fields(event))
+
+
+def test_field_selector_of_a_kind_names_only_its_fields() -> None:
+    with pytest.raises(Invalid, match="unknown field 'reason': supported fields of Project are metadata.name, "
+                                      "status.nodeRef, status.phase"):
+        FieldSelector.parse("reason=Scheduled", kind="Project")
+    with pytest.raises(Invalid, match="supported fields of Node are metadata.name$"):
+        FieldSelector.parse("status.phase=Running", kind="Node")
 
 
 def test_label_selector_accepts_protobuf_maps() -> None:

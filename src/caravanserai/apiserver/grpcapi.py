@@ -189,7 +189,7 @@ class ResourcesServicer:
             self.authz.check(who, "watch", request.resource, field_selector=request.field_selector)
             cache = self._service.cache(request.resource)
             labels = LabelSelector.parse(request.label_selector)
-            fields = FieldSelector.parse(request.field_selector)
+            fields = FieldSelector.parse(request.field_selector, kind=meta.kind_for(request.resource).kind)
             await cache.ready.wait()
 
             def predicate(obj: Any) -> bool:

@@ -180,7 +180,7 @@ class ResourceService:
         self._resource(resource)
         self._authz.check(who, "list", resource, field_selector=request.field_selector)
         labels = LabelSelector.parse(request.label_selector)
-        fields = FieldSelector.parse(request.field_selector)
+        fields = FieldSelector.parse(request.field_selector, kind=meta.kind_for(request.resource).kind)
         token = getattr(request, "continue")
         revision, after = _decode_continue(token)
         limit = max(0, request.limit)
