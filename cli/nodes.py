@@ -13,31 +13,25 @@ from __future__ import annotations
 
 import click
 
-from caravanserai import meta, v1
+from caravanserai import meta
+from caravanserai.client import nodeops
+from caravanserai.client.nodeops import LEAVING
 from caravanserai.durations import parse_duration
+from caravanserai.errors import NotFound
 
 from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.delete import DeleteOptions, Target, delete_targets
-from caravanserai.cli.errors import PartialFailure
-from caravanserai.cli.resources import modify
-
-# Projects in these phases are already on their way out: drain leaves them alone.
-LEAVING = (v1.TERMINATING, v1.TERMINATED)
+from caravanserai.cli.errors import PartialFailure, not_found
 
 
 async def set_unschedulable(settings: Settings, node: str, value: bool) -> bool:
     """Set spec.unschedulable of `node`; returns whether it changed."""
-
-    def mutate(obj: v1.Node) -> bool:
-        if obj.spec.unschedulable == value:
-            return False
-        obj.spec.unschedulable = value
-        return True
-
     async with settings.client() as client:
-        _, changed = await modify(client.nodes, node, mutate)
-    return changed
+        try:
+            return await nodeops.set_unschedulable(client, node, value)
+        except NotFound:
+            raise not_found("nodes", node) from None
 
 
 def _cordon_command(name: str, value: bool, done: str, doc: str) -> click.Command:
@@ -59,8 +53,7 @@ uncordon = _cordon_command("uncordon", False, "uncordoned", "Mark NODE schedulab
 
 async def _bound_projects(settings: Settings, node: str) -> list[str]:
     async with settings.client() as client:
-        page = await client.projects.list(field_selector=f"status.nodeRef={node}")
-    return sorted(p.metadata.name for p in page if p.status.phase not in LEAVING)
+        return await nodeops.drainable_projects(client, node)
 
 
 async def _drain(settings: Settings, projects: list[str], opts: DeleteOptions) -> bool:

@@ -12,13 +12,11 @@ import click
 
 from caravanserai import meta
 from caravanserai.client import ResourceClient
-from caravanserai.errors import Conflict, NotFound
+from caravanserai.client import apply as client_apply
+from caravanserai.client.apply import CONFLICT_RETRIES
+from caravanserai.errors import NotFound
 
 from caravanserai.cli.errors import not_found
-
-# How often a write that keeps meeting Conflict is re-read and retried before the Conflict is reported.
-CONFLICT_RETRIES = 5
-
 
 def resolve_kind(resource: str, *, allowed: Sequence[str] | None = None) -> meta.Kind:
     """The Kind named by `resource` (plural, singular, short or kind name); a usage error otherwise."""
@@ -73,25 +71,11 @@ async def modify(
     name: str,
     mutate: Callable[[Any], bool | Awaitable[bool]],
 ) -> tuple[Any, bool]:
-    """Read `name`, let `mutate` change a copy of it in place, write it with its version; on Conflict read again.
-
-    `mutate` returns False when nothing needs to change (then nothing is written). Returns (object, changed).
-    """
-    attempt = 1
-    while True:
-        current = await get_object(resources, name)
-        wanted = meta.copy(current)
-        changed = mutate(wanted)
-        if not isinstance(changed, bool):
-            changed = await changed
-        if not changed:
-            return current, False
-        try:
-            return await resources.update(wanted), True
-        except Conflict:
-            if attempt == CONFLICT_RETRIES:
-                raise
-            attempt += 1
+    """`caravanserai.client.apply.modify`, with NotFound worded as kubectl does."""
+    try:
+        return await client_apply.modify(resources, name, mutate)
+    except NotFound:
+        raise not_found(resources.resource, name) from None
 
 
 __all__ = ["CONFLICT_RETRIES", "get_object", "modify", "parse_target", "resolve_kind", "split_target"]

@@ -19,6 +19,7 @@ from typing import Any
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
+from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import seconds
 from caravanserai.durations import format_duration
 from caravanserai.quantity import cpu_millis, format_bytes, format_cpu, to_int
@@ -76,15 +77,6 @@ def throughput_text(node: v1.Node) -> str:
     if not measured.download and not measured.upload:
         return NONE
     return f"↓{bytes_text(measured.download)}/s ↑{bytes_text(measured.upload)}/s"
-
-
-def node_address(node: v1.Node) -> str:
-    """The address to reach a node at: InternalIP first, then ExternalIP, then Hostname; "" when none."""
-    by_type = {a.type: a.address for a in reversed(node.status.network.addresses) if a.address}
-    for wanted in ("InternalIP", "ExternalIP", "Hostname"):
-        if wanted in by_type:
-            return by_type[wanted]
-    return next((a.address for a in node.status.network.addresses if a.address), "")
 
 
 # ---- rows ---------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import click
 import pytest
 
 from caravanserai import meta, v1
-from caravanserai.cli.apply import LAST_APPLIED, applied_form, configuration, merged, same
+from caravanserai.client.apply import LAST_APPLIED, applied_form, configuration, merged, same
 from caravanserai.cli.config import ConfigError, Settings, channel_credentials, load_config
 from caravanserai.cli.errors import describe_error, invalid, not_found
 from caravanserai.cli.manifests import Source, load_source, split_documents
