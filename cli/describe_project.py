@@ -15,8 +15,8 @@ from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities
 from caravanserai.cli.printers import NONE, or_none
 from caravanserai.cli.tables import project_reason, services_ready
 
-SERVICE_STATUS_HEADERS = ("NAME", "STATE", "READY", "RESTARTS", "EXIT CODE", "CONTAINER", "IMAGE", "GENERATION",
-                          "MESSAGE")
+SERVICE_STATUS_HEADERS = ("NAME", "STATE", "READY", "HEALTH", "RESTARTS", "EXIT CODE", "LAST EXIT", "CONTAINER",
+                          "IMAGE", "GENERATION", "WAITING FOR", "MESSAGE")
 
 
 def _header(project: v1.Project) -> list[tuple[str, str]]:
@@ -29,7 +29,11 @@ def _header(project: v1.Project) -> list[tuple[str, str]]:
         ("Node", or_none(status.node_ref)),
         ("Ready", f"{services_ready(project)} services"),
         ("Observed Generation", str(status.observed_generation)),
+        ("Bound Generation", str(status.scheduled_generation)),
     ]
+    if status.previous_node_ref or status.HasField("handoff_deadline"):
+        deadline = rfc3339(status.handoff_deadline) if status.HasField("handoff_deadline") else NONE
+        pairs.append(("Handoff", f"old containers on {or_none(status.previous_node_ref)} until it runs, at most until {deadline}"))
     return pairs
 
 
@@ -51,6 +55,9 @@ def _service(out: Writer, service: v1.Service) -> None:
             ("Args", " ".join(service.args) or NONE),
             ("Working Dir", or_none(service.working_dir)),
             ("Restart Policy", service.restart_policy or "Always (default)"),
+            ("Depends On", listing(f"{d.service} ({d.condition or 'started'})" for d in service.depends_on)),
+            ("Healthcheck", healthcheck_text(service.healthcheck) if service.HasField("healthcheck") else NONE),
+            ("Restarted At", rfc3339(service.restarted_at) if service.HasField("restarted_at") else NONE),
             ("Env", listing(f"{e.name}={e.value}" for e in service.env)),
             ("Ports", listing(_port(p) for p in service.ports)),
             ("Volume Mounts", listing(
@@ -63,10 +70,27 @@ def _service(out: Writer, service: v1.Service) -> None:
     )
 
 
+def healthcheck_text(check: v1.HealthCheck) -> str:
+    """One line, e.g. `http GET :8080/healthz (200-399) every 10s, timeout 5s, 3 retries, start period 0s`."""
+    probes = []
+    if check.HasField("exec"):
+        probes.append("exec " + " ".join(check.exec.command))
+    if check.HasField("http"):
+        probes.append(f"http GET :{check.http.port}{check.http.path or '/'} ({check.http.expected_status or '200-399'})")
+    if check.HasField("tcp"):
+        probes.append(f"tcp :{check.tcp.port}")
+    probe = ", ".join(probes) or "<no probe>"
+    return (
+        f"{probe} every {check.interval or '10s'}, timeout {check.timeout or '5s'}, {check.retries or 3} retries, "
+        f"start period {check.start_period or '0s'}"
+    )
+
+
 def _toleration(t: v1.Toleration) -> str:
     operator = t.operator or "Equal"
     match = f"{t.key or '*'}" + (f"={t.value}" if t.value else "")
-    return f"{match}:{t.effect or '*'} ({operator})"
+    text = f"{match}:{t.effect or '*'} ({operator})"
+    return text + (f" for {t.toleration_seconds}s" if t.HasField("toleration_seconds") else "")
 
 
 def _spec(out: Writer, spec: v1.ProjectSpec) -> None:
@@ -99,11 +123,14 @@ def service_status_rows(services: Sequence[v1.ServiceStatus]) -> list[list[str]]
             s.name,
             or_none(s.state),
             "true" if s.ready else "false",
+            or_none(s.health),
             str(s.restart_count),
             str(s.exit_code),
+            str(s.last_exit_code),
             or_none(s.container_id[:12]),
             or_none(s.image),
             str(s.generation),
+            or_none(s.waiting_for),
             or_none(s.message),
         ]
         for s in services
@@ -122,4 +149,4 @@ def describe_project(project: v1.Project, events: Sequence[v1.Event], now: float
     return out.text()
 
 
-__all__ = ["SERVICE_STATUS_HEADERS", "describe_project", "service_status_rows"]
+__all__ = ["SERVICE_STATUS_HEADERS", "describe_project", "healthcheck_text", "service_status_rows"]

@@ -1,7 +1,7 @@
 """The columns `caractrl get` prints for each kind (`-o table` and `-o wide`).
 
     nodes     NAME STATE SCHEDULABLE CPU MEMORY PROJECTS AGE   (+ LABELS ADDRESS THROUGHPUT LAST-HEARTBEAT)
-    projects  NAME PHASE NODE SERVICES AGE                      (+ REASON MESSAGE)
+    projects  NAME PHASE NODE READY RESTARTS AGE                (+ REASON MESSAGE)
     events    LAST SEEN TYPE REASON OBJECT MESSAGE              (+ SOURCE COUNT FIRST SEEN NAME, before MESSAGE)
     leases    NAME HOLDER AGE                                   (+ DURATION RENEWED TRANSITIONS)
 
@@ -109,9 +109,14 @@ def project_reason(project: v1.Project) -> v1.Condition | None:
 
 
 def services_ready(project: v1.Project) -> str:
-    """`ready/total`: services whose container is running over services declared."""
+    """`ready/total`: ready services (running, and healthy when they have a health check) over services declared."""
     ready = sum(1 for s in project.status.services if s.ready)
     return f"{ready}/{len(project.spec.services)}"
+
+
+def restarts(project: v1.Project) -> str:
+    """Restarts of all services (by Docker's restart policy and by the agent for failed health checks)."""
+    return str(sum(s.restart_count for s in project.status.services))
 
 
 def project_row(project: v1.Project, ctx: RowContext, wide: bool) -> list[str]:
@@ -120,6 +125,7 @@ def project_row(project: v1.Project, ctx: RowContext, wide: bool) -> list[str]:
         or_none(project.status.phase, UNKNOWN),
         or_none(project.status.node_ref),
         services_ready(project),
+        restarts(project),
         age(project.metadata.creation_timestamp, ctx.now),
     ]
     if wide:
@@ -183,8 +189,8 @@ COLUMNS: dict[str, Columns] = {
         node_row,
     ),
     "projects": Columns(
-        ("NAME", "PHASE", "NODE", "SERVICES", "AGE"),
-        ("NAME", "PHASE", "NODE", "SERVICES", "AGE", "REASON", "MESSAGE"),
+        ("NAME", "PHASE", "NODE", "READY", "RESTARTS", "AGE"),
+        ("NAME", "PHASE", "NODE", "READY", "RESTARTS", "AGE", "REASON", "MESSAGE"),
         project_row,
     ),
     "events": Columns(

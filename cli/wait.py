@@ -33,7 +33,7 @@ from caravanserai.cli.watching import Selection, Watcher
 
 WAITABLE = ("nodes", "projects")
 DEFAULT_TIMEOUT = "30s"
-_FINAL_PHASES = (v1.FAILED, v1.TERMINATED)
+_FINAL_PHASES = (v1.SUCCEEDED, v1.FAILED, v1.TERMINATED)
 
 Predicate = Callable[[Any], bool]
 
@@ -79,6 +79,8 @@ def hopeless(obj: Any, conditions: Sequence[Condition]) -> str | None:
     """Why waiting is pointless (a project reached a final phase the conditions do not ask for), or None."""
     if not isinstance(obj, v1.Project) or obj.status.phase not in _FINAL_PHASES:
         return None
+    if obj.status.phase != v1.TERMINATED and 0 < obj.status.observed_generation < obj.metadata.generation:
+        return None  # a changed spec (or a restart) returns a finished project to Pending
     if any(c.wants_absent or c.phase.lower() == obj.status.phase.lower() for c in conditions):
         return None
     cond = meta.get_condition(obj.status.conditions, v1.CONDITION_PHASE)

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import lifecycle, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import EventRecorder, Result
-from caravanserai.controllers import transitions
 from caravanserai.controllers.gc.policy import GCConfig, Step, Verdict, may_be_orphan, plan
 from caravanserai.errors import NotFound
 from caravanserai.informer import CacheReader
@@ -108,11 +107,11 @@ class GCReconciler:
         else:
             message = f"Node {node} no longer exists"
             if verdict is Verdict.FINISH_ORPHAN:
-                updated = transitions.force_terminated(
+                updated = lifecycle.terminate(
                     project, reason=REASON_NODE_DELETED, message=f"{message}; nothing is left to stop", now=now
                 )
             else:
-                updated = transitions.return_to_pending(
+                updated = lifecycle.return_to_pending(
                     project, reason=REASON_NODE_DELETED, message=f"{message}; returned to Pending", now=now
                 )
             stored = await self._client.projects.update_status(updated)

@@ -4,15 +4,14 @@ None when nothing would change (so an unchanged verdict is never written again).
 Node: state Ready/NotReady with condition Ready (True: reason HeartbeatResumed after an outage, AgentReady for a
 node that was never marked NotReady; False: reason HeartbeatTimeout).
 Projects: the NotReadyAt condition (True, reason NodeNotReady, transition time = the outage start); removal of
-it when the node recovers; the evictions of `caravanserai.controllers.transitions` with reasons NodeNotReady
+it when the node recovers; the evictions (`caravanserai.lifecycle` constructors) with reasons NodeNotReady
 and TerminationTimeout.
 """
 
 from __future__ import annotations
 
-from caravanserai import meta, v1
+from caravanserai import lifecycle, meta, v1
 from caravanserai.clock import rfc3339, timestamp
-from caravanserai.controllers import transitions
 from caravanserai.durations import format_duration
 
 REASON_HEARTBEAT_TIMEOUT = "HeartbeatTimeout"
@@ -77,7 +76,7 @@ def project_cleared(project: v1.Project) -> v1.Project | None:
 
 def project_evicted(project: v1.Project, *, node: str, now: float) -> v1.Project:
     """A copy of a Scheduled or Running `project` back in Pending because its node is NotReady."""
-    return transitions.return_to_pending(
+    return lifecycle.return_to_pending(
         project,
         reason=REASON_NODE_NOT_READY,
         message=f"Node {node} is NotReady; returned to Pending to be placed on another node",
@@ -87,7 +86,7 @@ def project_evicted(project: v1.Project, *, node: str, now: float) -> v1.Project
 
 def project_terminated(project: v1.Project, *, node: str, now: float, terminating_timeout: float) -> v1.Project:
     """A copy of a Terminating `project` forced to Terminated: its node stayed NotReady too long."""
-    return transitions.force_terminated(
+    return lifecycle.terminate(
         project,
         reason=REASON_TERMINATION_TIMEOUT,
         message=f"Node {node} stayed NotReady for {format_duration(terminating_timeout)} while the project was "

@@ -11,10 +11,10 @@ Both return a copy: the cached project is never changed.
 
 from __future__ import annotations
 
-from caravanserai import meta, v1
+from caravanserai import lifecycle, meta, v1
 
-REASON_SCHEDULED = "Scheduled"
-REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULED = lifecycle.REASON_SCHEDULED
+REASON_UNSCHEDULABLE = lifecycle.REASON_UNSCHEDULABLE
 EVENT_SCHEDULED = "Scheduled"
 EVENT_FAILED_SCHEDULING = "FailedScheduling"
 
@@ -24,15 +24,8 @@ def bound_message(node: str) -> str:
 
 
 def bound(project: v1.Project, node: str, *, now: float) -> v1.Project:
-    """`project` bound to `node` (a copy, to be written with UpdateStatus)."""
-    out = meta.copy(project)
-    out.status.node_ref = node
-    message = bound_message(node)
-    meta.set_condition(
-        out.status.conditions, v1.CONDITION_SCHEDULED, v1.TRUE, reason=REASON_SCHEDULED, message=message, now=now
-    )
-    meta.set_phase(out, v1.SCHEDULED, reason=REASON_SCHEDULED, message=message, now=now)
-    return out
+    """`project` bound to `node` (a copy, to be written with UpdateStatus): `lifecycle.bind`."""
+    return lifecycle.bind(project, node, now=now)
 
 
 def says_unschedulable(project: v1.Project, message: str) -> bool:
@@ -48,20 +41,11 @@ def says_unschedulable(project: v1.Project, message: str) -> bool:
 
 
 def unschedulable(project: v1.Project, message: str, *, now: float) -> v1.Project | None:
-    """`project` marked Unschedulable with `message` (a copy), or None when it already is."""
+    """`project` marked Unschedulable with `message` (a copy, `lifecycle.unschedulable`), or None when it
+    already is."""
     if says_unschedulable(project, message):
         return None
-    out = meta.copy(project)
-    meta.set_condition(
-        out.status.conditions,
-        v1.CONDITION_SCHEDULED,
-        v1.FALSE,
-        reason=REASON_UNSCHEDULABLE,
-        message=message,
-        now=now,
-    )
-    meta.set_phase(out, v1.PENDING, reason=REASON_UNSCHEDULABLE, message=message, now=now)
-    return out
+    return lifecycle.unschedulable(project, message, now=now)
 
 
 __all__ = [

@@ -20,7 +20,8 @@ Guarantees:
 * An Unschedulable verdict is written only when its message changed (with one aggregated FailedScheduling
   Warning event); the project is retried after 1 s, 2 s … at most 30 s, and at once when the cluster changes in
   a way that may let it fit (handlers call `wake_all_pending`).
-* `Failed` and bound projects are never touched; a project is only ever moved Pending → Scheduled.
+* `Failed` and bound projects are never touched, nor projects being deleted; a project is only ever moved
+  Pending → Scheduled.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ from caravanserai.informer import PHASE_INDEX, CacheReader
 from caravanserai.workqueue import WorkQueue
 
 log = structlog.get_logger(__name__)
+
+
+def waits_for_node(project: v1.Project) -> bool:
+    """Whether the scheduler should place `project`: Pending and not being deleted (a project with a
+    deletionTimestamp, kept by a finalizer, is never bound)."""
+    return project.status.phase == v1.PENDING and not project.metadata.HasField("deletion_timestamp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +104,7 @@ class SchedulerReconciler:
     def _activate(self, project: v1.Project) -> bool:
         """Let `project` wait for a decision (in priority order); False when it needs none."""
         name = project.metadata.name
-        if project.status.phase != v1.PENDING or self.state.is_assumed(name):
+        if not waits_for_node(project) or self.state.is_assumed(name):
             return False
         self.active.add(name, priority=project.spec.priority, created=seconds(project.metadata.creation_timestamp))
         return True
@@ -122,7 +129,7 @@ class SchedulerReconciler:
             return Result()
         self._keep_awake()
         project = self._projects.get(name)
-        if project is None or project.status.phase != v1.PENDING or self.state.is_assumed(name):
+        if project is None or not waits_for_node(project) or self.state.is_assumed(name):
             return Result()
         try:
             info = project_info(project)
@@ -214,4 +221,4 @@ class SchedulerReconciler:
         self._queue.add_after(name, self.backoff.next_delay(name, now=self._clock.monotonic()))
 
 
-__all__ = ["SchedulerConfig", "SchedulerReconciler"]
+__all__ = ["SchedulerConfig", "SchedulerReconciler", "waits_for_node"]

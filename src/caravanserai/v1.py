@@ -27,6 +27,9 @@ from caravanserai.api.v1.resources_pb2 import (
     EventSource,
     EventSpec,
     EventStatus,
+    ExecCheck,
+    HealthCheck,
+    HttpCheck,
     Ingress,
     IngressAccess,
     IngressTarget,
@@ -46,9 +49,11 @@ from caravanserai.api.v1.resources_pb2 import (
     ProjectStatus,
     ResourceRequirements,
     Service,
+    ServiceDependency,
     ServicePort,
     ServiceStatus,
     Taint,
+    TcpCheck,
     Throughput,
     Toleration,
     Volume,
@@ -61,10 +66,11 @@ API_VERSION = "caravanserai/v1"
 PENDING = "Pending"
 SCHEDULED = "Scheduled"
 RUNNING = "Running"
+SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 TERMINATING = "Terminating"
 TERMINATED = "Terminated"
-PHASES = (PENDING, SCHEDULED, RUNNING, FAILED, TERMINATING, TERMINATED)
+PHASES = (PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, TERMINATING, TERMINATED)
 # Phases in which a project occupies its node's resources.
 BOUND_PHASES = (SCHEDULED, RUNNING, TERMINATING)
 
@@ -78,6 +84,7 @@ CONDITION_READY = "Ready"
 CONDITION_SCHEDULED = "Scheduled"
 CONDITION_NOT_READY_AT = "NotReadyAt"
 CONDITION_PHASE = "Phase"
+CONDITION_DEGRADED = "Degraded"
 CONDITION_MEMORY_PRESSURE = "MemoryPressure"
 CONDITION_DISK_PRESSURE = "DiskPressure"
 TRUE = "True"
@@ -95,6 +102,7 @@ __all__ = [
     "API_VERSION",
     "BOOKMARK",
     "BOUND_PHASES",
+    "CONDITION_DEGRADED",
     "CONDITION_DISK_PRESSURE",
     "CONDITION_MEMORY_PRESSURE",
     "CONDITION_NOT_READY_AT",
@@ -111,9 +119,12 @@ __all__ = [
     "EventSource",
     "EventSpec",
     "EventStatus",
+    "ExecCheck",
     "FAILED",
     "FALSE",
     "GetRequest",
+    "HealthCheck",
+    "HttpCheck",
     "Ingress",
     "IngressAccess",
     "IngressTarget",
@@ -145,13 +156,16 @@ __all__ = [
     "RUNNING",
     "ResourceRequirements",
     "SCHEDULED",
+    "SUCCEEDED",
     "Service",
+    "ServiceDependency",
     "ServicePort",
     "ServiceStatus",
     "TERMINATED",
     "TERMINATING",
     "TRUE",
     "Taint",
+    "TcpCheck",
     "Throughput",
     "Toleration",
     "UNKNOWN",

@@ -211,9 +211,9 @@ async def test_get_tables(cli: Caractrl, client: Client) -> None:
 
     projects = await cli("get", "p")
     assert lines(projects.stdout) == [
-        "NAME   PHASE       NODE     SERVICES   AGE",
-        "db     Pending     <none>   0/1        0s",
-        "web    Scheduled   n1       0/2        0s",
+        "NAME   PHASE       NODE     READY   RESTARTS   AGE",
+        "db     Pending     <none>   0/1     0          0s",
+        "web    Scheduled   n1       0/2     0          0s",
     ]
     leases = await cli("get", "leases")
     assert lines(leases.stdout)[1].split() == ["n1", "n1", "0s"]
@@ -544,7 +544,7 @@ async def test_get_watch_survives_an_apiserver_restart(api: RunningApiServer, cl
     restarted: RunningApiServer | None = None
     try:
         seen = await read_until(proc.stdout, "first")
-        assert seen[0].split() == ["NAME", "PHASE", "NODE", "SERVICES", "AGE"]
+        assert seen[0].split() == ["NAME", "PHASE", "NODE", "READY", "RESTARTS", "AGE"]
         await client.projects.create(builders.project("second"))
         assert (await read_until(proc.stdout, "second"))[-1].split()[:2] == ["second", "Pending"]
 

@@ -371,7 +371,7 @@ def test_other_kinds(resource: str, make: Callable[[], Any], mutate: Mutation, p
 PROJECT_STATUS_CASES: list[tuple[Mutation, str, str]] = [
     (lambda p: setattr(p.status, "phase", ""), "status.phase", "is required"),
     (lambda p: setattr(p.status, "phase", "Done"), "status.phase",
-     'must be one of "Pending", "Scheduled", "Running", "Failed", "Terminating", "Terminated", not "Done"'),
+     'must be one of "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Terminating", "Terminated", not "Done"'),
     (lambda p: setattr(p.status, "node_ref", "Node 1"), "status.nodeRef", "must be a lowercase DNS subdomain"),
     (lambda p: setattr(p.status.conditions[0], "type", ""), "status.conditions[0].type", "is required"),
     (lambda p: setattr(p.status.conditions[1], "type", "Scheduled"), "status.conditions[1].type",

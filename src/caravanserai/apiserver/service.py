@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from caravanserai import meta, v1
+from caravanserai import lifecycle, meta, v1
 from caravanserai.apiserver import strategy
 from caravanserai.apiserver.auth import LOCAL_ADMIN, Authorizer, Identity
 from caravanserai.apiserver.eventleases import EventLeases
@@ -272,7 +272,7 @@ class ResourceService:
             return v1.DeleteResponse(object=meta.wrap(current), deleted=True)
         now = self._clock.now()
         if resource == "projects" and action == "mark":
-            marked = strategy.mark_terminating(current, now=now)
+            marked = lifecycle.mark_terminating(current, now=now)
         else:
             marked = strategy.mark_deleted(current, now=now)
         stored = await self._write(resource, marked, expected=current.metadata.resource_version)
@@ -282,7 +282,7 @@ class ResourceService:
     @staticmethod
     def _delete_action(resource: str, obj: Any, *, force: bool) -> str:
         if resource == "projects":
-            plan = strategy.project_delete_plan(obj, force=force)
+            plan = lifecycle.delete_plan(obj, force=force)
             if plan == "remove" and obj.metadata.finalizers and not force:
                 return "noop" if obj.metadata.HasField("deletion_timestamp") else "finalize"
             return plan

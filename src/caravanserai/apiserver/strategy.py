@@ -1,5 +1,5 @@
 """What the apiserver does to an object on each verb, per kind: defaulting, the spec/status split, generation,
-the project phase transition table (DESIGN §4) and delete semantics.
+delete semantics; project phase changes are checked against `caravanserai.lifecycle`.
 
 Everything here is pure: the servicer reads, calls these, and writes with a compare-and-swap.
 """
@@ -9,22 +9,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from caravanserai import meta, v1
+from caravanserai import lifecycle, meta, v1
 from caravanserai.clock import timestamp
 from caravanserai.errors import FailedPrecondition, FieldViolation, Invalid
-
-# Legal project phase changes made through UpdateStatus (old → allowed new). Staying in a phase is always legal
-# except for Terminated. Entering Terminating happens only through Delete.
-TRANSITIONS: dict[str, frozenset[str]] = {
-    v1.PENDING: frozenset({v1.SCHEDULED}),
-    v1.SCHEDULED: frozenset({v1.RUNNING, v1.FAILED, v1.PENDING}),
-    v1.RUNNING: frozenset({v1.FAILED, v1.PENDING}),
-    v1.FAILED: frozenset(),
-    v1.TERMINATING: frozenset({v1.TERMINATED}),
-    v1.TERMINATED: frozenset(),
-}
-# Phases whose project is removed at once by Delete (nothing runs anywhere).
-DELETE_AT_ONCE = frozenset({v1.PENDING, v1.FAILED, v1.TERMINATED, ""})
 
 
 def _clear_status(obj: Any) -> None:
@@ -50,7 +37,7 @@ def prepare_create(resource: str, obj: Any, *, now: float) -> None:
     obj.metadata.generation = 1
     obj.metadata.creation_timestamp.CopyFrom(timestamp(now))
     if resource == "projects":
-        meta.set_phase(obj, v1.PENDING, reason="Created", message="Project accepted; waiting to be scheduled", now=now)
+        lifecycle.created(obj, now=now)
     elif resource == "nodes":
         obj.status.state = v1.NODE_NOT_READY
 
@@ -95,64 +82,8 @@ def prepare_status(resource: str, old: Any, new: Any, *, now: float) -> Any:
     merged = meta.copy(old)
     merged.status.CopyFrom(new.status)
     if resource == "projects":
-        _check_project_transition(old, merged, now=now)
+        lifecycle.check(old, merged, now=now)
     return merged
-
-
-def _check_project_transition(old: v1.Project, new: v1.Project, *, now: float) -> None:
-    before, after = old.status.phase, new.status.phase
-    name = old.metadata.name
-    if before != after and after not in TRANSITIONS.get(before, frozenset()):
-        raise FailedPrecondition(f"project {name}: phase {before} cannot change to {after}")
-    if before == after == v1.TERMINATED and new.status != old.status:
-        raise FailedPrecondition(f"project {name} is Terminated; its status is final")
-    if after == v1.PENDING and new.status.node_ref:
-        raise FailedPrecondition(f"project {name}: a Pending project cannot have status.nodeRef")
-    if after == v1.SCHEDULED and before == v1.PENDING and not new.status.node_ref:
-        raise Invalid.of([FieldViolation("status.nodeRef", "required when binding a project (phase Scheduled)")])
-    if before == after and before != v1.PENDING and new.status.node_ref != old.status.node_ref:
-        raise FailedPrecondition(f"project {name}: status.nodeRef cannot change while {before}")
-    if before != after:
-        cond = meta.get_condition(new.status.conditions, v1.CONDITION_PHASE)
-        old_cond = meta.get_condition(old.status.conditions, v1.CONDITION_PHASE)
-        if cond is None or (old_cond is not None and cond == old_cond):
-            meta.set_condition(
-                new.status.conditions,
-                v1.CONDITION_PHASE,
-                v1.TRUE,
-                reason=after,
-                message=f"Phase changed from {before} to {after}",
-                now=now,
-            )
-        elif not cond.HasField("last_transition_time") or (
-            old_cond is not None and cond.last_transition_time == old_cond.last_transition_time
-        ):
-            cond.last_transition_time.CopyFrom(timestamp(now))
-
-
-def project_delete_plan(project: v1.Project, *, force: bool) -> str:
-    """What Delete does to a project: "remove" (the record goes now), "mark" (becomes Terminating) or "noop"
-    (already Terminating)."""
-    if force or project.status.phase in DELETE_AT_ONCE:
-        return "remove"
-    if project.status.phase == v1.TERMINATING:
-        return "noop"
-    return "mark"
-
-
-def mark_terminating(project: v1.Project, *, now: float) -> v1.Project:
-    """A copy of `project` marked for deletion: deletion_timestamp and phase Terminating (reason
-    DeletionRequested)."""
-    marked = meta.copy(project)
-    marked.metadata.deletion_timestamp.CopyFrom(timestamp(now))
-    meta.set_phase(
-        marked,
-        v1.TERMINATING,
-        reason="DeletionRequested",
-        message="Deletion requested; waiting for the agent to remove the containers",
-        now=now,
-    )
-    return marked
 
 
 def mark_deleted(obj: Any, *, now: float) -> Any:
@@ -169,18 +100,14 @@ def removable_after_update(resource: str, obj: Any) -> bool:
     if not obj.metadata.HasField("deletion_timestamp") or obj.metadata.finalizers:
         return False
     if resource == "projects":
-        return bool(obj.status.phase in DELETE_AT_ONCE)
+        return bool(obj.status.phase in lifecycle.DELETE_AT_ONCE)
     return True
 
 
 __all__ = [
-    "DELETE_AT_ONCE",
-    "TRANSITIONS",
     "mark_deleted",
-    "mark_terminating",
     "prepare_create",
     "prepare_status",
     "prepare_update",
-    "project_delete_plan",
     "removable_after_update",
 ]

@@ -27,6 +27,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from caravanserai import v1
+from caravanserai.apiserver import servicerules
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.quantity import parse_quantity
 from caravanserai.selectors import (
@@ -113,6 +114,8 @@ def _project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
     _labels(errors, "spec.nodeSelector", spec.node_selector)
     for i, toleration in enumerate(spec.tolerations):
         _toleration(errors, f"spec.tolerations[{i}]", toleration)
+        servicerules.toleration_seconds(errors, f"spec.tolerations[{i}]", toleration)
+    servicerules.dependencies(errors, spec)
 
 
 def _service(errors: Violations, path: str, service: v1.Service, volumes: set[str]) -> None:
@@ -139,6 +142,8 @@ def _service(errors: Violations, path: str, service: v1.Service, volumes: set[st
     errors.choice(f"{path}.restartPolicy", service.restart_policy, ("Always", "OnFailure", "Never"), empty="for Always")
     if service.working_dir:
         _absolute(errors, f"{path}.workingDir", service.working_dir)
+    if service.HasField("healthcheck"):
+        servicerules.healthcheck(errors, f"{path}.healthcheck", service.healthcheck)
 
 
 def _port(errors: Violations, path: str, port: v1.ServicePort) -> None:

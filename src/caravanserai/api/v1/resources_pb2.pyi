@@ -145,7 +145,9 @@ class Condition(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     MESSAGE_FIELD_NUMBER: _builtins.int
     type: _builtins.str
-    """Kind of condition: Ready, MemoryPressure, DiskPressure (nodes); Scheduled, Ready, NotReadyAt, Phase (projects)."""
+    """Kind of condition: Ready, MemoryPressure, DiskPressure (nodes); Scheduled, Ready, Degraded, NotReadyAt, Phase
+    (projects).
+    """
     status: _builtins.str
     """"True", "False" or "Unknown"."""
     reason: _builtins.str
@@ -218,6 +220,7 @@ class Toleration(_message.Message):
     OPERATOR_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
     EFFECT_FIELD_NUMBER: _builtins.int
+    TOLERATION_SECONDS_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     """Taint key to match; empty with operator Exists matches every taint."""
     operator: _builtins.str
@@ -226,6 +229,10 @@ class Toleration(_message.Message):
     """Value compared with Equal."""
     effect: _builtins.str
     """Effect to match; empty matches every effect."""
+    toleration_seconds: _builtins.int
+    """For effect NoExecute: how long a running project stays on a node after a matching taint appears (then it
+    is moved). Unset: forever.
+    """
     def __init__(
         self,
         *,
@@ -233,12 +240,15 @@ class Toleration(_message.Message):
         operator: _builtins.str = ...,
         value: _builtins.str = ...,
         effect: _builtins.str = ...,
+        toleration_seconds: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds", "toleration_seconds", b"toleration_seconds"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect", "key", b"key", "operator", b"operator", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds", "effect", b"effect", "key", b"key", "operator", b"operator", "toleration_seconds", b"toleration_seconds", "value", b"value"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__toleration_seconds: _TypeAlias = _typing.Literal["toleration_seconds"]  # noqa: Y015
+    _WhichOneofArgType__toleration_seconds: _TypeAlias = _typing.Literal["_toleration_seconds", b"_toleration_seconds"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__toleration_seconds) -> _WhichOneofReturnType__toleration_seconds | None: ...
 
 Global___Toleration: _TypeAlias = Toleration  # noqa: Y015
 
@@ -826,6 +836,162 @@ class ResourceRequirements(_message.Message):
 Global___ResourceRequirements: _TypeAlias = ResourceRequirements  # noqa: Y015
 
 @_typing.final
+class ServiceDependency(_message.Message):
+    """ServiceDependency makes a service wait for another service of the same project (Compose's depends_on)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVICE_FIELD_NUMBER: _builtins.int
+    CONDITION_FIELD_NUMBER: _builtins.int
+    service: _builtins.str
+    """Name of another service of the project."""
+    condition: _builtins.str
+    """What the other service must have reached: "started" (default: its container runs), "healthy" (its health
+    check passes; requires a healthcheck) or "completed" (it exited with code 0).
+    """
+    def __init__(
+        self,
+        *,
+        service: _builtins.str = ...,
+        condition: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["condition", b"condition", "service", b"service"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ServiceDependency: _TypeAlias = ServiceDependency  # noqa: Y015
+
+@_typing.final
+class ExecCheck(_message.Message):
+    """ExecCheck runs a command inside the container (Docker's HEALTHCHECK); exit code 0 is healthy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COMMAND_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The command, run without a shell, e.g. ["cat", "/tmp/ready"]."""
+
+    def __init__(
+        self,
+        *,
+        command: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExecCheck: _TypeAlias = ExecCheck  # noqa: Y015
+
+@_typing.final
+class HttpCheck(_message.Message):
+    """HttpCheck is an HTTP GET by the agent against the container's address on the project network."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    EXPECTED_STATUS_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Path of the request, e.g. "/healthz" (default "/")."""
+    port: _builtins.int
+    """Container port (1-65535)."""
+    expected_status: _builtins.str
+    """Status codes counted as healthy: one code "204" or a range "200-399" (the default)."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        port: _builtins.int = ...,
+        expected_status: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expected_status", b"expected_status", "path", b"path", "port", b"port"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HttpCheck: _TypeAlias = HttpCheck  # noqa: Y015
+
+@_typing.final
+class TcpCheck(_message.Message):
+    """TcpCheck is a TCP connection by the agent to the container's address on the project network."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PORT_FIELD_NUMBER: _builtins.int
+    port: _builtins.int
+    """Container port (1-65535)."""
+    def __init__(
+        self,
+        *,
+        port: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["port", b"port"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TcpCheck: _TypeAlias = TcpCheck  # noqa: Y015
+
+@_typing.final
+class HealthCheck(_message.Message):
+    """HealthCheck tells when a running service is healthy. Exactly one of exec, http and tcp is set."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EXEC_FIELD_NUMBER: _builtins.int
+    HTTP_FIELD_NUMBER: _builtins.int
+    TCP_FIELD_NUMBER: _builtins.int
+    INTERVAL_FIELD_NUMBER: _builtins.int
+    TIMEOUT_FIELD_NUMBER: _builtins.int
+    RETRIES_FIELD_NUMBER: _builtins.int
+    START_PERIOD_FIELD_NUMBER: _builtins.int
+    interval: _builtins.str
+    """Time between checks, a duration such as "10s" (default "10s")."""
+    timeout: _builtins.str
+    """Time one check may take (default "5s")."""
+    retries: _builtins.int
+    """Consecutive failures that make the service unhealthy (default 3)."""
+    start_period: _builtins.str
+    """Time after start during which failures are not counted (default "0s")."""
+    @_builtins.property
+    def exec(self) -> Global___ExecCheck:
+        """Command inside the container."""
+
+    @_builtins.property
+    def http(self) -> Global___HttpCheck:
+        """HTTP GET from the agent."""
+
+    @_builtins.property
+    def tcp(self) -> Global___TcpCheck:
+        """TCP connect from the agent."""
+
+    def __init__(
+        self,
+        *,
+        exec: Global___ExecCheck | None = ...,
+        http: Global___HttpCheck | None = ...,
+        tcp: Global___TcpCheck | None = ...,
+        interval: _builtins.str = ...,
+        timeout: _builtins.str = ...,
+        retries: _builtins.int = ...,
+        start_period: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["exec", b"exec", "http", b"http", "tcp", b"tcp"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exec", b"exec", "http", b"http", "interval", b"interval", "retries", b"retries", "start_period", b"start_period", "tcp", b"tcp", "timeout", b"timeout"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HealthCheck: _TypeAlias = HealthCheck  # noqa: Y015
+
+@_typing.final
 class Service(_message.Message):
     """Service is one container of a project."""
 
@@ -841,6 +1007,9 @@ class Service(_message.Message):
     RESOURCES_FIELD_NUMBER: _builtins.int
     RESTART_POLICY_FIELD_NUMBER: _builtins.int
     WORKING_DIR_FIELD_NUMBER: _builtins.int
+    DEPENDS_ON_FIELD_NUMBER: _builtins.int
+    HEALTHCHECK_FIELD_NUMBER: _builtins.int
+    RESTARTED_AT_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """DNS label, unique within the project; also the container's DNS alias on the project network."""
     image: _builtins.str
@@ -873,6 +1042,18 @@ class Service(_message.Message):
     def resources(self) -> Global___ResourceRequirements:
         """Resource requests and limits."""
 
+    @_builtins.property
+    def depends_on(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServiceDependency]:
+        """Services that must have started, become healthy or completed before this one is started."""
+
+    @_builtins.property
+    def healthcheck(self) -> Global___HealthCheck:
+        """How to tell that the running service is healthy; without one, a running service is ready."""
+
+    @_builtins.property
+    def restarted_at(self) -> _timestamp_pb2.Timestamp:
+        """Set by `caractrl restart`: a new value recreates the service's container (like kubectl rollout restart)."""
+
     def __init__(
         self,
         *,
@@ -886,10 +1067,13 @@ class Service(_message.Message):
         resources: Global___ResourceRequirements | None = ...,
         restart_policy: _builtins.str = ...,
         working_dir: _builtins.str = ...,
+        depends_on: _abc.Iterable[Global___ServiceDependency] | None = ...,
+        healthcheck: Global___HealthCheck | None = ...,
+        restarted_at: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["healthcheck", b"healthcheck", "resources", b"resources", "restarted_at", b"restarted_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command", "env", b"env", "image", b"image", "name", b"name", "ports", b"ports", "resources", b"resources", "restart_policy", b"restart_policy", "volume_mounts", b"volume_mounts", "working_dir", b"working_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command", "depends_on", b"depends_on", "env", b"env", "healthcheck", b"healthcheck", "image", b"image", "name", b"name", "ports", b"ports", "resources", b"resources", "restart_policy", b"restart_policy", "restarted_at", b"restarted_at", "volume_mounts", b"volume_mounts", "working_dir", b"working_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1100,14 +1284,19 @@ class ServiceStatus(_message.Message):
     READY_FIELD_NUMBER: _builtins.int
     IMAGE_FIELD_NUMBER: _builtins.int
     GENERATION_FIELD_NUMBER: _builtins.int
+    HEALTH_FIELD_NUMBER: _builtins.int
+    WAITING_FOR_FIELD_NUMBER: _builtins.int
+    LAST_EXIT_CODE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Service name."""
     container_id: _builtins.str
     """Docker container id."""
     state: _builtins.str
-    """Docker state: created, running, restarting, exited, dead …"""
+    """pending, waiting (for its dependencies), created, running, restarting, exited, dead, completed (exited 0
+    and not restarted) or crashloop (restarted repeatedly within a short window).
+    """
     restart_count: _builtins.int
-    """Restarts counted by Docker."""
+    """Restarts of the service: by Docker's restart policy and by the agent (unhealthy containers)."""
     exit_code: _builtins.int
     """Exit code of the last exit."""
     message: _builtins.str
@@ -1118,6 +1307,12 @@ class ServiceStatus(_message.Message):
     """Image the container runs."""
     generation: _builtins.int
     """Spec generation the container was created from."""
+    health: _builtins.str
+    """"healthy", "unhealthy" or "starting" for a service with a healthcheck; empty without one."""
+    waiting_for: _builtins.str
+    """What a service in state waiting waits for, e.g. "db to be healthy"."""
+    last_exit_code: _builtins.int
+    """Exit code of the last exit before the current run (kept across restarts, for crash loops)."""
     def __init__(
         self,
         *,
@@ -1130,10 +1325,13 @@ class ServiceStatus(_message.Message):
         ready: _builtins.bool = ...,
         image: _builtins.str = ...,
         generation: _builtins.int = ...,
+        health: _builtins.str = ...,
+        waiting_for: _builtins.str = ...,
+        last_exit_code: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_id", b"container_id", "exit_code", b"exit_code", "generation", b"generation", "image", b"image", "message", b"message", "name", b"name", "ready", b"ready", "restart_count", b"restart_count", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_id", b"container_id", "exit_code", b"exit_code", "generation", b"generation", "health", b"health", "image", b"image", "last_exit_code", b"last_exit_code", "message", b"message", "name", b"name", "ready", b"ready", "restart_count", b"restart_count", "state", b"state", "waiting_for", b"waiting_for"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1150,19 +1348,32 @@ class ProjectStatus(_message.Message):
     CONDITIONS_FIELD_NUMBER: _builtins.int
     SERVICES_FIELD_NUMBER: _builtins.int
     OBSERVED_GENERATION_FIELD_NUMBER: _builtins.int
+    SCHEDULED_GENERATION_FIELD_NUMBER: _builtins.int
+    PREVIOUS_NODE_REF_FIELD_NUMBER: _builtins.int
+    HANDOFF_DEADLINE_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
-    """Pending, Scheduled, Running, Failed, Terminating or Terminated."""
+    """Pending, Scheduled, Running, Succeeded, Failed, Terminating or Terminated."""
     node_ref: _builtins.str
     """Name of the node the project is bound to; empty while Pending."""
     observed_generation: _builtins.int
     """The spec generation the agent last acted on."""
+    scheduled_generation: _builtins.int
+    """The spec generation the project had when it was bound to node_ref (0 while unbound)."""
+    previous_node_ref: _builtins.str
+    """The node a moved project (drained, tainted) left; its agent keeps the old containers running until the project
+    runs again elsewhere or handoff_deadline passes.
+    """
     @_builtins.property
     def conditions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Condition]:
-        """Scheduled, Ready, NotReadyAt, Phase."""
+        """Scheduled, Ready, Degraded, NotReadyAt, Phase."""
 
     @_builtins.property
     def services(self) -> _containers.RepeatedCompositeFieldContainer[Global___ServiceStatus]:
         """Per-service container status."""
+
+    @_builtins.property
+    def handoff_deadline(self) -> _timestamp_pb2.Timestamp:
+        """Until when previous_node_ref keeps the old containers."""
 
     def __init__(
         self,
@@ -1172,10 +1383,13 @@ class ProjectStatus(_message.Message):
         conditions: _abc.Iterable[Global___Condition] | None = ...,
         services: _abc.Iterable[Global___ServiceStatus] | None = ...,
         observed_generation: _builtins.int = ...,
+        scheduled_generation: _builtins.int = ...,
+        previous_node_ref: _builtins.str = ...,
+        handoff_deadline: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["handoff_deadline", b"handoff_deadline"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "node_ref", b"node_ref", "observed_generation", b"observed_generation", "phase", b"phase", "services", b"services"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "handoff_deadline", b"handoff_deadline", "node_ref", b"node_ref", "observed_generation", b"observed_generation", "phase", b"phase", "previous_node_ref", b"previous_node_ref", "scheduled_generation", b"scheduled_generation", "services", b"services"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,248 @@
+"""The project lifecycle: the phase transition table and one constructor per phase change.
+
+    Pending ──bind──▶ Scheduled ──run──▶ Running ──succeed──▶ Succeeded
+       ▲                 │  │              │  │
+       │                 │  └──fail──▶ Failed ◀──fail┘
+       └─return_to_pending (node lost, drained, tainted, no longer eligible; Failed/Succeeded: spec changed)
+    Scheduled, Running, Succeeded, Failed ──mark_terminating (Delete)──▶ Terminating ──terminate──▶ Terminated
+
+Guarantees:
+
+* **One table.** `TRANSITIONS` is the only list of legal phase changes; the apiserver refuses every other change
+  through `check` (FailedPrecondition), and `tests/unit/test_lifecycle.py` walks every pair.
+* **One constructor per change** (`bind`, `unschedulable`, `run`, `fail`, `succeed`, `return_to_pending`,
+  `mark_terminating`, `terminate`): each returns a copy of the project in its new phase with the `Phase`
+  condition recording the reason and message; the project passed in is never changed (informer caches are
+  read-only). Writers (scheduler, node health, gc, the agent, `caractrl`) only call these.
+* **Deletion wins.** A project with `metadata.deletionTimestamp` is never bound, started or moved: `check`
+  refuses Pending → Scheduled, → Running and → Pending for it.
+* **Delete** (`delete_plan`): Pending and Terminated projects are removed at once (nothing runs anywhere); a
+  project bound to a node (Scheduled, Running, Succeeded, Failed) becomes Terminating and the agent removes its
+  containers before it is Terminated; `force` removes at once whatever the phase.
+* **Hand-off.** `return_to_pending(..., handoff_until=t)` records the node the project leaves in
+  `status.previousNodeRef` and the deadline in `status.handoffDeadline`: that node's agent keeps the old
+  containers until the project runs again elsewhere (`run` clears both) or the deadline passes.
+
+This module sits below the client layer: the apiserver, the controllers, the agent and the CLI import it.
+"""
+
+from __future__ import annotations
+
+from caravanserai import meta, v1
+from caravanserai.clock import timestamp
+from caravanserai.errors import FailedPrecondition, FieldViolation, Invalid
+
+# Legal phase changes (old → allowed new). Staying in a phase is legal except for Terminated (final). Terminating
+# is entered only through Delete (`mark_terminating`).
+TRANSITIONS: dict[str, frozenset[str]] = {
+    v1.PENDING: frozenset({v1.SCHEDULED}),
+    v1.SCHEDULED: frozenset({v1.RUNNING, v1.SUCCEEDED, v1.FAILED, v1.PENDING, v1.TERMINATING}),
+    v1.RUNNING: frozenset({v1.SUCCEEDED, v1.FAILED, v1.PENDING, v1.TERMINATING}),
+    v1.SUCCEEDED: frozenset({v1.PENDING, v1.TERMINATING}),
+    v1.FAILED: frozenset({v1.PENDING, v1.TERMINATING}),
+    v1.TERMINATING: frozenset({v1.TERMINATED}),
+    v1.TERMINATED: frozenset(),
+}
+# Phases whose project Delete removes at once (nothing of it runs on any node).
+DELETE_AT_ONCE = frozenset({v1.PENDING, v1.TERMINATED, ""})
+# Phases a project never leaves by itself (only a spec change, a restart or Delete moves it on).
+FINISHED = frozenset({v1.SUCCEEDED, v1.FAILED})
+
+REASON_CREATED = "Created"
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_DELETION_REQUESTED = "DeletionRequested"
+REASON_NODE_DRAINED = "NodeDrained"
+REASON_NODE_NO_LONGER_ELIGIBLE = "NodeNoLongerEligible"
+REASON_TAINT_EVICTION = "TaintEviction"
+REASON_SPEC_CHANGED = "SpecChanged"
+REASON_RESTARTED = "Restarted"
+
+
+def is_allowed(before: str, after: str) -> bool:
+    """Whether a project may go from phase `before` to phase `after` (staying is allowed, except Terminated)."""
+    if before == after:
+        return before != v1.TERMINATED
+    return after in TRANSITIONS.get(before, frozenset())
+
+
+def _phase(project: v1.Project, phase: str, *, reason: str, message: str, now: float) -> v1.Project:
+    out = meta.copy(project)
+    meta.set_phase(out, phase, reason=reason, message=message, now=now)
+    return out
+
+
+def created(project: v1.Project, *, now: float) -> None:
+    """Give a new project (being created, owned by the caller) its first phase, Pending."""
+    meta.set_phase(project, v1.PENDING, reason=REASON_CREATED, message="Project accepted; waiting to be scheduled", now=now)
+
+
+def bind(project: v1.Project, node: str, *, now: float) -> v1.Project:
+    """Pending → Scheduled on `node`: node_ref, Scheduled=True and the bound generation recorded."""
+    message = f"Bound to node {node}"
+    out = _phase(project, v1.SCHEDULED, reason=REASON_SCHEDULED, message=message, now=now)
+    out.status.node_ref = node
+    out.status.scheduled_generation = project.metadata.generation
+    meta.set_condition(
+        out.status.conditions, v1.CONDITION_SCHEDULED, v1.TRUE, reason=REASON_SCHEDULED, message=message, now=now
+    )
+    return out
+
+
+def unschedulable(project: v1.Project, message: str, *, now: float) -> v1.Project:
+    """Pending stays Pending with Scheduled=False and the Phase condition saying why (reason Unschedulable)."""
+    out = _phase(project, v1.PENDING, reason=REASON_UNSCHEDULABLE, message=message, now=now)
+    meta.set_condition(
+        out.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason=REASON_UNSCHEDULABLE, message=message, now=now
+    )
+    return out
+
+
+def run(project: v1.Project, *, reason: str, message: str, now: float) -> v1.Project:
+    """→ Running (the agent: every long-running service runs). Ends a hand-off: the previous node may clean up."""
+    out = _phase(project, v1.RUNNING, reason=reason, message=message, now=now)
+    out.status.previous_node_ref = ""
+    out.status.ClearField("handoff_deadline")
+    return out
+
+
+def fail(project: v1.Project, *, reason: str, message: str, now: float) -> v1.Project:
+    """→ Failed (the agent: a service ended for good with an error, or could not be created)."""
+    return _phase(project, v1.FAILED, reason=reason, message=message, now=now)
+
+
+def succeed(project: v1.Project, *, reason: str, message: str, now: float) -> v1.Project:
+    """→ Succeeded (the agent: every service completed, i.e. exited 0 and will not be restarted)."""
+    out = _phase(project, v1.SUCCEEDED, reason=reason, message=message, now=now)
+    out.status.previous_node_ref = ""
+    out.status.ClearField("handoff_deadline")
+    return out
+
+
+def return_to_pending(
+    project: v1.Project, *, reason: str, message: str, now: float, handoff_until: float | None = None
+) -> v1.Project:
+    """→ Pending, unbound (node lost, drained, tainted, no longer eligible, or a finished project's spec changed),
+    so the scheduler places it again. With `handoff_until`, the node it leaves keeps the old containers until
+    the project runs elsewhere or that time passes."""
+    out = _phase(project, v1.PENDING, reason=reason, message=message, now=now)
+    if handoff_until is not None and project.status.node_ref:
+        out.status.previous_node_ref = project.status.node_ref
+        out.status.handoff_deadline.CopyFrom(timestamp(handoff_until))
+    out.status.node_ref = ""
+    out.status.scheduled_generation = 0
+    meta.remove_condition(out.status.conditions, v1.CONDITION_NOT_READY_AT)
+    meta.set_condition(out.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason=reason, message=message, now=now)
+    return out
+
+
+def mark_terminating(project: v1.Project, *, now: float) -> v1.Project:
+    """→ Terminating with deletionTimestamp (Delete of a project bound to a node)."""
+    out = _phase(
+        project,
+        v1.TERMINATING,
+        reason=REASON_DELETION_REQUESTED,
+        message="Deletion requested; waiting for the agent to remove the containers",
+        now=now,
+    )
+    if not out.metadata.HasField("deletion_timestamp"):
+        out.metadata.deletion_timestamp.CopyFrom(timestamp(now))
+    return out
+
+
+def terminate(project: v1.Project, *, reason: str, message: str, now: float) -> v1.Project:
+    """Terminating → Terminated (the agent removed everything, or the node is gone or dead)."""
+    out = _phase(project, v1.TERMINATED, reason=reason, message=message, now=now)
+    meta.remove_condition(out.status.conditions, v1.CONDITION_NOT_READY_AT)
+    return out
+
+
+def delete_plan(project: v1.Project, *, force: bool) -> str:
+    """What Delete does to a project: "remove" (the record goes now), "mark" (becomes Terminating) or "noop"
+    (already Terminating)."""
+    if force or project.status.phase in DELETE_AT_ONCE:
+        return "remove"
+    if project.status.phase == v1.TERMINATING:
+        return "noop"
+    return "mark"
+
+
+def check(old: v1.Project, new: v1.Project, *, now: float) -> None:
+    """Refuse a status change of `old` to `new` that the lifecycle does not allow (FailedPrecondition, or Invalid
+    naming the field); record a generic Phase condition on `new` when a phase change came without one."""
+    before, after = old.status.phase, new.status.phase
+    name = old.metadata.name
+    if after == v1.TERMINATING and before != after:
+        raise FailedPrecondition(f"project {name}: Terminating is entered only through Delete")
+    if not is_allowed(before, after):
+        if before == after:
+            if new.status != old.status:
+                raise FailedPrecondition(f"project {name} is Terminated; its status is final")
+            return
+        raise FailedPrecondition(f"project {name}: phase {before} cannot change to {after}")
+    _check_binding(old, new)
+    if before != after:
+        _record_phase_condition(old, new, now=now)
+
+
+def _check_binding(old: v1.Project, new: v1.Project) -> None:
+    before, after = old.status.phase, new.status.phase
+    name = old.metadata.name
+    deleting = old.metadata.HasField("deletion_timestamp")
+    if deleting and before != after and after in (v1.SCHEDULED, v1.RUNNING, v1.PENDING):
+        raise FailedPrecondition(f"project {name} is being deleted; it cannot become {after}")
+    if after == v1.PENDING and new.status.node_ref:
+        raise FailedPrecondition(f"project {name}: a Pending project cannot have status.nodeRef")
+    if after == v1.SCHEDULED and before == v1.PENDING and not new.status.node_ref:
+        raise Invalid.of([FieldViolation("status.nodeRef", "required when binding a project (phase Scheduled)")])
+    if before == after and before != v1.PENDING and new.status.node_ref != old.status.node_ref:
+        raise FailedPrecondition(f"project {name}: status.nodeRef cannot change while {before}")
+    if after != v1.PENDING and before != v1.PENDING and new.status.node_ref != old.status.node_ref:
+        raise FailedPrecondition(f"project {name}: status.nodeRef cannot change from {before} to {after}")
+
+
+def _record_phase_condition(old: v1.Project, new: v1.Project, *, now: float) -> None:
+    cond = meta.get_condition(new.status.conditions, v1.CONDITION_PHASE)
+    old_cond = meta.get_condition(old.status.conditions, v1.CONDITION_PHASE)
+    before, after = old.status.phase, new.status.phase
+    if cond is None or (old_cond is not None and cond == old_cond):
+        meta.set_condition(
+            new.status.conditions,
+            v1.CONDITION_PHASE,
+            v1.TRUE,
+            reason=after,
+            message=f"Phase changed from {before} to {after}",
+            now=now,
+        )
+    elif not cond.HasField("last_transition_time") or (
+        old_cond is not None and cond.last_transition_time == old_cond.last_transition_time
+    ):
+        cond.last_transition_time.CopyFrom(timestamp(now))
+
+
+__all__ = [
+    "DELETE_AT_ONCE",
+    "FINISHED",
+    "REASON_CREATED",
+    "REASON_DELETION_REQUESTED",
+    "REASON_NODE_DRAINED",
+    "REASON_NODE_NO_LONGER_ELIGIBLE",
+    "REASON_RESTARTED",
+    "REASON_SCHEDULED",
+    "REASON_SPEC_CHANGED",
+    "REASON_TAINT_EVICTION",
+    "REASON_UNSCHEDULABLE",
+    "TRANSITIONS",
+    "bind",
+    "check",
+    "created",
+    "delete_plan",
+    "fail",
+    "is_allowed",
+    "mark_terminating",
+    "return_to_pending",
+    "run",
+    "succeed",
+    "terminate",
+    "unschedulable",
+]

@@ -1,0 +1,126 @@
+"""The lifecycle table and its constructors: every ordered pair of phases is either allowed or refused by
+`lifecycle.check`, and each constructor makes exactly the change its name says."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from caravanserai import lifecycle, meta, v1
+from caravanserai.errors import FailedPrecondition
+from caravanserai.testing.builders import project
+
+# The whole table, written out: (before, after) pairs a status update may make. Anything else is refused.
+ALLOWED = {
+    (v1.PENDING, v1.PENDING),
+    (v1.PENDING, v1.SCHEDULED),
+    (v1.SCHEDULED, v1.SCHEDULED),
+    (v1.SCHEDULED, v1.RUNNING),
+    (v1.SCHEDULED, v1.SUCCEEDED),
+    (v1.SCHEDULED, v1.FAILED),
+    (v1.SCHEDULED, v1.PENDING),
+    (v1.RUNNING, v1.RUNNING),
+    (v1.RUNNING, v1.SUCCEEDED),
+    (v1.RUNNING, v1.FAILED),
+    (v1.RUNNING, v1.PENDING),
+    (v1.SUCCEEDED, v1.SUCCEEDED),
+    (v1.SUCCEEDED, v1.PENDING),
+    (v1.FAILED, v1.FAILED),
+    (v1.FAILED, v1.PENDING),
+    (v1.TERMINATING, v1.TERMINATING),
+    (v1.TERMINATING, v1.TERMINATED),
+}
+# Entered only through Delete, never by a status update.
+BY_DELETE = {(before, v1.TERMINATING) for before in (v1.SCHEDULED, v1.RUNNING, v1.SUCCEEDED, v1.FAILED)}
+
+
+def in_phase(phase: str, *, deleting: bool = False) -> v1.Project:
+    p = project("p")
+    p.metadata.generation = 1
+    meta.set_phase(p, phase, reason="Test", message="test", now=1.0)
+    if phase != v1.PENDING:
+        p.status.node_ref = "n1"
+    if deleting:
+        p.metadata.deletion_timestamp.FromSeconds(1)
+    return p
+
+
+def moved(p: v1.Project, phase: str) -> v1.Project:
+    out = meta.copy(p)
+    out.status.phase = phase
+    out.status.node_ref = "" if phase == v1.PENDING else "n1"
+    return out
+
+
+@pytest.mark.parametrize(("before", "after"), list(itertools.product(v1.PHASES, repeat=2)))
+def test_every_pair_is_allowed_or_refused_by_the_table(before: str, after: str) -> None:
+    old = in_phase(before)
+    new = moved(old, after)
+    if before == after == v1.TERMINATED:
+        new.status.services.add(name="late")  # any change of a Terminated status
+    expected = (before, after) in ALLOWED
+    assert lifecycle.is_allowed(before, after) == (expected or (before, after) in BY_DELETE)
+    if expected:
+        lifecycle.check(old, new, now=2.0)
+        if before != after:
+            assert meta.get_condition(new.status.conditions, v1.CONDITION_PHASE).reason == after
+    else:
+        with pytest.raises(FailedPrecondition):
+            lifecycle.check(old, new, now=2.0)
+
+
+@pytest.mark.parametrize("after", [v1.SCHEDULED, v1.RUNNING, v1.PENDING])
+def test_a_project_being_deleted_is_never_bound_started_or_moved(after: str) -> None:
+    before = v1.PENDING if after == v1.SCHEDULED else v1.SCHEDULED if after == v1.RUNNING else v1.RUNNING
+    old = in_phase(before, deleting=True)
+    with pytest.raises(FailedPrecondition, match="being deleted"):
+        lifecycle.check(old, moved(old, after), now=2.0)
+
+
+def test_constructors_make_the_change_their_name_says_and_leave_the_input_alone() -> None:
+    pending = in_phase(v1.PENDING)
+    pending.metadata.generation = 4
+    before = meta.copy(pending)
+    bound = lifecycle.bind(pending, "n2", now=5.0)
+    assert pending == before
+    assert (bound.status.phase, bound.status.node_ref, bound.status.scheduled_generation) == (v1.SCHEDULED, "n2", 4)
+    assert meta.get_condition(bound.status.conditions, v1.CONDITION_SCHEDULED).status == v1.TRUE
+    stuck = lifecycle.unschedulable(pending, "0/1 nodes", now=5.0)
+    assert stuck.status.phase == v1.PENDING
+    assert meta.get_condition(stuck.status.conditions, v1.CONDITION_PHASE).reason == lifecycle.REASON_UNSCHEDULABLE
+
+    moved_away = lifecycle.return_to_pending(bound, reason="NodeDrained", message="drained", now=6.0, handoff_until=66.0)
+    lifecycle.check(bound, moved_away, now=6.0)
+    assert (moved_away.status.node_ref, moved_away.status.previous_node_ref) == ("", "n2")
+    assert moved_away.status.handoff_deadline.seconds == 66
+    rebound = lifecycle.bind(moved_away, "n3", now=7.0)
+    running = lifecycle.run(rebound, reason="ContainersRunning", message="1 running", now=8.0)
+    assert running.status.previous_node_ref == "" and not running.status.HasField("handoff_deadline")
+
+    for make, phase in ((lifecycle.fail, v1.FAILED), (lifecycle.succeed, v1.SUCCEEDED)):
+        out = make(running, reason="R", message="m", now=9.0)
+        lifecycle.check(running, out, now=9.0)
+        assert out.status.phase == phase and out.status.node_ref == "n3"
+    terminating = lifecycle.mark_terminating(running, now=10.0)
+    assert terminating.status.phase == v1.TERMINATING and terminating.metadata.HasField("deletion_timestamp")
+    done = lifecycle.terminate(terminating, reason="ResourcesRemoved", message="gone", now=11.0)
+    lifecycle.check(terminating, done, now=11.0)
+    assert done.status.phase == v1.TERMINATED
+
+
+@pytest.mark.parametrize(
+    ("phase", "plan"),
+    [
+        (v1.PENDING, "remove"),
+        (v1.SCHEDULED, "mark"),
+        (v1.RUNNING, "mark"),
+        (v1.SUCCEEDED, "mark"),
+        (v1.FAILED, "mark"),
+        (v1.TERMINATING, "noop"),
+        (v1.TERMINATED, "remove"),
+    ],
+)
+def test_delete_plan_routes_bound_projects_through_terminating(phase: str, plan: str) -> None:
+    assert lifecycle.delete_plan(in_phase(phase), force=False) == plan
+    assert lifecycle.delete_plan(in_phase(phase), force=True) == "remove"
