@@ -3,9 +3,10 @@
 #
 #   deploy/certs.sh DIR [NAME ...]
 #
-# NAME is an identity: `apiserver` (server certificate; add hosts with APISERVER_HOSTS="a.example,10.0.0.5"; node
-# certificates also serve the agent's log service: add their hosts with NODE_HOSTS),
-# `admin`, `controller:<name>`, `node:<name>` or any user name. The identity is the certificate's common name
+# NAME is an identity: `apiserver` (server certificate; add hosts with APISERVER_HOSTS="a.example,10.0.0.5"; with
+# several apiservers list all of them: one certificate serves every apiserver), `etcd` (the members' server and
+# peer certificate; their hosts in ETCD_HOSTS), `admin`, `controller:<name>`, `node:<name>` (node certificates
+# also serve the agent's log service: add the node's hosts with NODE_HOSTS) or any user name. The identity is the certificate's common name
 # and the apiserver authorizes by it. Default names: apiserver admin controller:manager.
 # Output per NAME (':' becomes '-' in file names): DIR/NAME.crt, DIR/NAME.key; the CA is DIR/ca.crt, DIR/ca.key.
 # Existing files are kept, so the script can add identities to an existing CA.
@@ -27,6 +28,7 @@ for name in "${names[@]}"; do
   san="DNS:localhost,IP:127.0.0.1,IP:::1"
   hosts=""
   [ "$name" = apiserver ] && hosts=${APISERVER_HOSTS:-}
+  [ "$name" = etcd ] && hosts=${ETCD_HOSTS:-}
   [[ "$name" == node:* ]] && hosts=${NODE_HOSTS:-}
   if [ -n "$hosts" ]; then
     IFS=',' read -ra extra <<<"$hosts"

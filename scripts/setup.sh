@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what Caravanserai needs on a Debian/Ubuntu machine, skipping what is already there:
-#   apt: etcd-server (etcd), docker.io (Docker Engine), busybox-static (test image); a .venv with the package.
+#   apt: etcd-server (etcd), docker.io (Docker Engine), busybox-static (test image), iproute2/iptables/util-linux
+#   (the fleet tier's namespaces); a .venv with the package.
 # Then make sure dockerd runs (removing a stale pid file left by a killed daemon).
 # Usage: scripts/setup.sh [--no-docker]
 set -euo pipefail
@@ -16,6 +17,10 @@ missing=()
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# the fleet tier (tests/fleet): network namespaces, a bridge, iptables, nsenter
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
   dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)

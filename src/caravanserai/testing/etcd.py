@@ -51,14 +51,14 @@ def free_port() -> int:
         return port
 
 
-async def _healthy(port: int, ssl_context: ssl.SSLContext | None = None) -> bool:
-    """Whether etcd's /health endpoint on `port` reports health (false on any connection problem)."""
+async def endpoint_healthy(host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> bool:
+    """Whether etcd's /health endpoint at host:port reports health (false on any connection problem)."""
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ssl_context)
-    except OSError:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=ssl_context), 5.0)
+    except (OSError, TimeoutError):
         return False
     try:
-        writer.write(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        writer.write(f"GET /health HTTP/1.0\r\nHost: {host}\r\n\r\n".encode())
         await writer.drain()
         body = await asyncio.wait_for(reader.read(), timeout=2.0)
     except (OSError, TimeoutError):
@@ -200,7 +200,7 @@ class EtcdServer:
                 code = None if self._proc is None else self._proc.returncode
                 self._reap()
                 raise EtcdStartError(f"etcd exited during startup (code {code}):\n{self.log_tail()}")
-            if await _healthy(self._client_port, self._ssl_context()):
+            if await endpoint_healthy("127.0.0.1", self._client_port, self._ssl_context()):
                 return
             await asyncio.sleep(_POLL_SECONDS)
         self.kill()
@@ -262,4 +262,4 @@ class EtcdServer:
             self._client_port = self._peer_port = 0
 
 
-__all__ = ["EtcdServer", "EtcdStartError", "free_port"]
+__all__ = ["EtcdServer", "EtcdStartError", "endpoint_healthy", "free_port"]
