@@ -22,14 +22,15 @@ import structlog
 from caravanserai.agent import naming
 from caravanserai.agent.dockerapi import DockerError, DockerRuntime
 from caravanserai.agent.dockertypes import ContainerEvent, since_text
+from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock
 
 log = structlog.get_logger(__name__)
 
 # Container actions that can change a project's observed state.
 ACTIONS = ("create", "start", "restart", "die", "kill", "oom", "stop", "destroy", "pause", "unpause")
-BACKOFF_START = 0.5
-BACKOFF_MAX = 10.0
+# Subscribing again waits 0.5 s after a stream that delivered events, else doubling up to 10 s.
+RESUBSCRIBE_BACKOFF = Backoff(initial=0.5, cap=10.0, jitter=0.0, reset_after=None)
 
 
 class DockerEventWatcher:
@@ -54,7 +55,7 @@ class DockerEventWatcher:
 
     async def run(self) -> None:
         """Follow events until cancelled."""
-        delay = BACKOFF_START
+        backoff = RESUBSCRIBE_BACKOFF.start(self._clock)
         first = True
         while True:
             if self._since is None:
@@ -63,16 +64,14 @@ class DockerEventWatcher:
                 if not first:
                     await self._on_reconnect()
                 first = False
-                saw_any = await self._follow_once(self._since)
-                delay = BACKOFF_START if saw_any else min(delay * 2, BACKOFF_MAX)
+                if await self._follow_once(self._since):
+                    backoff.reset()
             except DockerError as exc:
-                log.warning("docker events failed; subscribing again", error=exc.message, retry_in=delay)
-                delay = min(delay * 2, BACKOFF_MAX)
+                log.warning("docker events failed; subscribing again", error=exc.message)
             except Exception as exc:  # noqa: BLE001 - a resync hook or transport failure must not end the stream
-                log.warning("docker events interrupted; subscribing again", error=str(exc), retry_in=delay)
-                delay = min(delay * 2, BACKOFF_MAX)
+                log.warning("docker events interrupted; subscribing again", error=str(exc))
             self.connected.clear()
-            await self._clock.sleep(delay)
+            await backoff.wait()
 
     async def _follow_once(self, since: str) -> bool:
         """One subscription until the stream ends; True when it delivered at least one event."""

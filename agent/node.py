@@ -26,6 +26,7 @@ from caravanserai import meta, v1
 from caravanserai.agent import machine
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.dockertypes import DaemonInfo
+from caravanserai.backoff import Backoff
 from caravanserai.client import Client
 from caravanserai.clock import Clock, timestamp
 from caravanserai.errors import AlreadyExists, ApiError, CaravanseraiError, Conflict, NotFound
@@ -34,8 +35,8 @@ log = structlog.get_logger(__name__)
 
 REASON_AGENT_READY = "AgentReady"
 CONFLICT_ATTEMPTS = 5
-REGISTER_BACKOFF_START = 1.0
-REGISTER_BACKOFF_MAX = 30.0
+# Registration is retried after 1 s, doubling to 30 s.
+REGISTER_BACKOFF = Backoff(initial=1.0, cap=30.0, jitter=0.0, reset_after=None)
 
 T = TypeVar("T")
 
@@ -92,14 +93,14 @@ class NodeRegistrar:
 
     async def register_until_done(self) -> v1.Node:
         """`register`, retried with backoff until it succeeds (API or Docker unreachable, …)."""
-        delay = REGISTER_BACKOFF_START
+        backoff = REGISTER_BACKOFF.start(self._clock)
         while True:
             try:
                 return await self.register()
             except (CaravanseraiError, OSError) as exc:  # API or Docker unreachable, refused …: keep trying
+                delay = backoff.next_delay()
                 log.warning("node registration failed; retrying", node=self.name, error=str(exc), retry_in=delay)
-            await self._clock.sleep(delay)
-            delay = min(delay * 2, REGISTER_BACKOFF_MAX)
+                await self._clock.sleep(delay)
 
     async def _ensure_node(self) -> v1.Node:
         try:

@@ -28,6 +28,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from caravanserai.backoff import Backoff
+from caravanserai.clock import Clock, SystemClock
+
 STATE_FILE = "cara.json"
 """Name of the state file in the data directory, present while the supervisor runs."""
 
@@ -39,6 +42,11 @@ SUPERVISOR_MODULE = "caravanserai.cli.supervisor"
 
 STOP_GRACE = 10.0
 """Seconds a child gets between SIGTERM and SIGKILL."""
+
+# A child that exits is restarted after 1 s, doubling to 30 s; a run longer than HEALTHY_RUN seconds starts again
+# from 1 s. No jitter: the children of one supervisor do not crowd a shared server.
+RESTART_BACKOFF = Backoff(initial=1.0, cap=30.0, jitter=0.0, reset_after=None)
+HEALTHY_RUN = 60.0
 
 
 @dataclass
@@ -167,8 +175,9 @@ def cluster_env(data_dir: Path) -> dict[str, str]:
 class Supervisor:
     """Starts the children of a `ClusterSpec`, keeps them running and stops them all on SIGTERM/SIGINT."""
 
-    def __init__(self, spec: ClusterSpec) -> None:
+    def __init__(self, spec: ClusterSpec, *, clock: Clock | None = None) -> None:
         self.spec = spec
+        self.clock: Clock = clock or SystemClock()
         self.data = Path(spec.data_dir)
         self.children = spec.children()
         self._stopping = asyncio.Event()
@@ -198,18 +207,18 @@ class Supervisor:
         self._log("stopped")
 
     async def _keep_running(self, child: Child) -> None:
-        delay = 1.0
+        backoff = RESTART_BACKOFF.start(self.clock)
         while True:
-            started = time.monotonic()
+            started = self.clock.monotonic()
             await self._start(child)
             assert child.proc is not None
             code = await child.proc.wait()
-            if time.monotonic() - started > 60:
-                delay = 1.0
+            if self.clock.monotonic() - started > HEALTHY_RUN:
+                backoff.reset()
             child.restarts += 1
+            delay = backoff.next_delay()
             self._log(f"{child.name} (pid {child.pid}) exited with {code}; restarting in {delay:.0f}s")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
+            await self.clock.sleep(delay)
 
     async def _start(self, child: Child) -> None:
         log = open(self.data / "logs" / f"{child.name}.log", "ab")  # noqa: SIM115 - the child owns it

@@ -15,7 +15,8 @@ a worker pops it for a decision.
 * **O(log n)** add and pop (a heap with lazy deletion), O(1) membership and discard.
 
 `RetryBackoff`: an unschedulable project is retried after 1 s, 2 s, 4 s … capped at 30 s (so it is re-checked at
-least every 30 s however little changes), and its count is reset when it leaves Pending.
+least every 30 s however little changes), and its count is reset when it leaves Pending. It is not
+`caravanserai.backoff` (one loop's reconnect delays): it is per project and also answers whether one is `due`.
 """
 
 from __future__ import annotations

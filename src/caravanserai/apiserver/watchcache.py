@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import random
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,10 +27,15 @@ from typing import Any
 import structlog
 
 from caravanserai import meta, v1
+from caravanserai.backoff import Backoff
+from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import Expired, FieldViolation, Invalid, Unavailable
 from caravanserai.storage import Store, StoreEvent
 
 log = structlog.get_logger(__name__)
+
+# A failing store is retried after 0.1–0.2 s, doubling to 5–10 s; a success starts again from the bottom.
+RETRY_BACKOFF = Backoff(initial=0.1, cap=5.0, jitter=1.0, reset_after=None)
 
 Predicate = Callable[[Any], bool]
 
@@ -136,8 +140,10 @@ class WatchCache:
         history_revisions: int = 10_000,
         history_events: int = 100_000,
         max_pending: int = 10_000,
+        clock: Clock | None = None,
     ) -> None:
         self.resource = resource
+        self._clock: Clock = clock or SystemClock()  # for retry delays only; never for stored timestamps
         self._store = store
         self._cls = meta.kind_for(resource).cls
         self._history_revisions = history_revisions
@@ -194,7 +200,7 @@ class WatchCache:
 
     async def run(self) -> None:
         """List, then watch; relist when the watch expires. Returns only when cancelled."""
-        delay = 0.1
+        backoff = RETRY_BACKOFF.start(self._clock)
         while True:
             try:
                 start = await self._relist()
@@ -208,10 +214,9 @@ class WatchCache:
                 raise
             except Exception as exc:  # noqa: BLE001 - the cache must survive any store error
                 log.warning("watch cache error; retrying", resource=self.resource, error=str(exc))
-                await asyncio.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 5.0)
+                await backoff.wait()
                 continue
-            delay = 0.1
+            backoff.reset()
 
     async def _relist(self) -> int:
         """Load the current objects; on a relist, dispatch the differences. Returns the revision to watch from."""

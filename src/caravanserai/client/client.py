@@ -5,7 +5,8 @@ Guarantees:
 * gRPC errors become `caravanserai.errors` exceptions (mapped in `caravanserai.grpcstatus`), raised `from` the gRPC
   error; nothing from grpc leaks to callers.
 * RESOURCE_EXHAUSTED (refused for load before any work) is retried after the server's advice, for every call.
-* UNAVAILABLE is retried with jittered exponential backoff (up to `retry_timeout` seconds) in two cases:
+* UNAVAILABLE is retried with jittered exponential backoff (25–75 ms doubling to 1–3 s, for up to `retry_timeout`
+  seconds of the client's clock) in two cases:
 
   - **The call provably never reached a server**, for every verb (Create and Delete included): gRPC failed it
     while connecting, before a byte of it was sent: no connection could be made (connection refused, no route,
@@ -23,8 +24,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import asyncio
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -33,6 +32,8 @@ import grpc
 
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
+from caravanserai.backoff import Backoff
+from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import ResourceExhausted, Unavailable
 from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_address
 from caravanserai.grpcstatus import from_rpc_error
@@ -40,6 +41,8 @@ from caravanserai.tls import TLSFiles
 
 T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event)
 R = TypeVar("R")
+# Retries of UNAVAILABLE: 25–75 ms, doubling to 1–3 s (jitter spreads the clients of one restarted server).
+RETRY_BACKOFF = Backoff(initial=0.025, cap=1.0, jitter=2.0, reset_after=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +85,10 @@ class Client:
         token: str | None = None,
         timeout: float = 30.0,
         retry_timeout: float = 30.0,
+        clock: Clock | None = None,
     ) -> None:
         self.target = server_address(target)
+        self.clock: Clock = clock or SystemClock()
         self.timeout = timeout
         self.retry_timeout = retry_timeout
         options: list[tuple[str, Any]] = [
@@ -126,9 +131,8 @@ class Client:
 
     async def call(self, method: Callable[..., Awaitable[R]], request: Any, *, retry: bool) -> R:
         """Invoke a unary method, mapping errors and retrying UNAVAILABLE when `retry`."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.retry_timeout
-        delay = 0.05
+        deadline = self.clock.monotonic() + self.retry_timeout
+        backoff = RETRY_BACKOFF.start(self.clock)
         while True:
             try:
                 return await method(request, timeout=self.timeout, metadata=self._metadata)
@@ -138,11 +142,11 @@ class Client:
                 wait = err.retry_after if isinstance(err, ResourceExhausted) else None
                 unsent = isinstance(err, Unavailable) and (retry or never_sent(exc))
                 retryable = unsent or wait is not None
-                pause = wait if wait is not None else delay * (0.5 + random.random())
-                if not retryable or loop.time() + pause >= deadline:
+                delay = backoff.next_delay()  # grows on every retry, also those paused by the server's advice
+                pause = wait if wait is not None else delay
+                if not retryable or self.clock.monotonic() + pause >= deadline:
                     raise err from exc
-            await asyncio.sleep(pause)
-            delay = min(delay * 2, 2.0)
+            await self.clock.sleep(pause)
 
     async def open_stream(self, method: Callable[..., Any], request: Any, *, timeout: float | None = None) -> Any:
         """Start a server-streaming call; returns the call object once the stream is open."""

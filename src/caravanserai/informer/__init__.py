@@ -34,7 +34,8 @@ from caravanserai.informer.indexer import (
 )
 from caravanserai.informer.informer import EventHandler, Informer, Registration
 from caravanserai.informer.mutation import CacheMutationError, MutationDetector
-from caravanserai.informer.reflector import Backoff, Reflector, WatchIdle
+from caravanserai.backoff import Backoff
+from caravanserai.informer.reflector import Reflector, WatchIdle
 
 __all__ = [
     "Backoff",

@@ -28,7 +28,8 @@ from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.informer.indexer import IndexFunc
 from caravanserai.informer.informer import Informer
-from caravanserai.informer.reflector import DEFAULT_PAGE_SIZE, DEFAULT_WATCH_IDLE_TIMEOUT, Backoff
+from caravanserai.backoff import Backoff
+from caravanserai.informer.reflector import DEFAULT_PAGE_SIZE, DEFAULT_WATCH_IDLE_TIMEOUT
 
 T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event)
 

@@ -37,6 +37,7 @@ import structlog
 
 from caravanserai import v1
 from caravanserai.client import ResourceClient
+from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.informer.indexer import CacheReader, Indexer, IndexFunc
 from caravanserai.informer.mutation import MutationDetector
@@ -44,7 +45,6 @@ from caravanserai.informer.reflector import (
     DEFAULT_PAGE_SIZE,
     DEFAULT_WATCH_DURATION,
     DEFAULT_WATCH_IDLE_TIMEOUT,
-    Backoff,
     Reflector,
 )
 

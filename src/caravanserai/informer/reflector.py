@@ -31,12 +31,12 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
 from caravanserai import v1
+from caravanserai.backoff import Backoff
 from caravanserai.client import ResourceClient
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import Expired, Unavailable
@@ -68,36 +68,6 @@ class Sink(Protocol[T_contra]):
         ...
 
     async def wait_for_room(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Delays between failed attempts: `initial · factor^n` capped at `cap`, then stretched by a random factor in
-    [1, 1 + jitter); n returns to 0 after `reset_after` seconds without a failure."""
-
-    initial: float = 0.8
-    factor: float = 2.0
-    cap: float = 30.0
-    jitter: float = 1.0
-    reset_after: float = 120.0
-
-
-class _BackoffState:
-    def __init__(self, policy: Backoff, clock: Clock) -> None:
-        self._policy = policy
-        self._clock = clock
-        self._steps = 0
-        self._last_failure = float("-inf")
-
-    def next_delay(self) -> float:
-        p = self._policy
-        now = self._clock.monotonic()
-        if now - self._last_failure >= p.reset_after:
-            self._steps = 0
-        self._last_failure = now
-        delay = min(p.cap, p.initial * p.factor**self._steps)
-        self._steps += 1
-        return delay * (1.0 + p.jitter * random.random())
 
 
 class WatchIdle(Unavailable):
@@ -135,7 +105,7 @@ class Reflector(Generic[T]):
         self._clock: Clock = clock or SystemClock()
         self._idle_timeout = watch_idle_timeout
         self._watch_duration = watch_duration
-        self._backoff = _BackoffState(backoff, self._clock)
+        self._backoff = backoff.start(self._clock)
         self._page_size = page_size
         # Everything up to this version has been handed to the sink ("" before the first list).
         self.resource_version = ""
@@ -263,7 +233,6 @@ class Reflector(Generic[T]):
 
 
 __all__ = [
-    "Backoff",
     "DEFAULT_PAGE_SIZE",
     "DEFAULT_WATCH_DURATION",
     "DEFAULT_WATCH_IDLE_TIMEOUT",

@@ -34,9 +34,9 @@ import grpc
 import structlog
 
 from caravanserai.api.etcd import rpc_pb2
+from caravanserai.backoff import Backoff, BackoffState
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import NotFound, Unavailable
-from caravanserai.storage.backoff import Backoff
 from caravanserai.storage.etcd_connection import Connection, ConnectionPool
 from caravanserai.storage.etcd_errors import FAILOVER_CODES, etcd_error
 from caravanserai.storage.etcd_types import (
@@ -194,7 +194,8 @@ class EtcdClient:
     async def keep_alive(self, lease_id: int, *, ttl: int) -> None:
         """Keep a lease alive until cancelled: one stream renewing every ttl/3 seconds, reopened after
         failures with backoff. Raises NotFound once etcd says the lease is gone (expired or revoked)."""
-        backoff = Backoff(maximum=max(0.2, ttl / 6))
+        # Delays of 50–100 ms doubling to ttl/12–ttl/6 (at least 0.1–0.2 s): renewals resume well within the ttl.
+        backoff = Backoff(initial=0.05, cap=max(0.1, ttl / 12), jitter=1.0, reset_after=None).start(self._clock)
         while True:
             conn = self._pool.current()
             call = conn.lease.LeaseKeepAlive()
@@ -208,7 +209,7 @@ class EtcdClient:
                 raise
             finally:
                 call.cancel()
-            await self._clock.sleep(backoff.next())
+            await backoff.wait()
 
     async def _renew_forever(
         self,
@@ -216,7 +217,7 @@ class EtcdClient:
         lease_id: int,
         *,
         interval: float,
-        backoff: Backoff,
+        backoff: BackoffState,
     ) -> None:
         """Renew on `call` every `interval` seconds; returns when the server ends the stream."""
         while True:

@@ -7,6 +7,9 @@ never limited. Every number is configurable.
 
 A limiter remembers failures per key until `forget(key)`: call it when a key succeeds, or the memory of its
 failures (and its next delay) lives on.
+
+Not `caravanserai.backoff`: that paces one loop's reconnects; this is a queue's fairness tool, keyed by object
+and combined with a shared bucket.
 """
 
 from __future__ import annotations
