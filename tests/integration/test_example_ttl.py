@@ -52,6 +52,11 @@ async def events_for(client: Client, name: str) -> list[tuple[str, str]]:
     )
 
 
+async def has_events(client: Client, name: str, expected: list[tuple[str, str]]) -> bool:
+    """Events are recorded in the background (the recorder aggregates them), so tests wait for them."""
+    return await events_for(client, name) == expected
+
+
 async def test_expired_projects_are_deleted_and_the_rest_wait_for_their_time(client: Client) -> None:
     example = load_example()
     clock = FakeClock(start=time.time())  # the controller's clock; creation times come from the server's
@@ -62,11 +67,11 @@ async def test_expired_projects_are_deleted_and_the_rest_wait_for_their_time(cli
     run = asyncio.create_task(manager.run())
     try:
         await wait_for(lambda: controller.queue.delayed == 2, 5)  # short and long wait for their expiry
-        assert await events_for(client, "bad") == [("Warning", "InvalidTTL")]
+        await wait_for(lambda: has_events(client, "bad", [("Warning", "InvalidTTL")]), 5)
 
         clock.advance(31.0)
         await wait_for(lambda: _gone(client, "short"), 5)
-        assert await events_for(client, "short") == [("Normal", "TTLExpired")]
+        await wait_for(lambda: has_events(client, "short", [("Normal", "TTLExpired")]), 5)
         assert await exists(client, "long") and await exists(client, "keep") and await exists(client, "bad")
 
         clock.advance(3600.0)

@@ -188,7 +188,9 @@ def test_deeply_nested_yaml_is_refused_quickly(deep: str) -> None:
     started = time.monotonic()
     with pytest.raises(Invalid) as info:
         load_manifests(HEADER + "spec: " + deep + "\n", source="deep.yaml")
-    assert time.monotonic() - started < 2
+    # A parser that recursed or backtracked would take minutes here; the bound is loose so that a loaded
+    # machine does not fail it (speed itself is measured in bench/, not here).
+    assert time.monotonic() - started < 15
     assert str(info.value).startswith("deep.yaml, document 1: line ")
     assert "maximum depth of data structure exceeded" in str(info.value)
 
