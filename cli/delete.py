@@ -7,8 +7,10 @@
 
 An active project (Scheduled, Running) is first marked Terminating — its agent removes the containers, then the
 record goes: `project/web marked for deletion (Terminating)`. Pending and Failed projects go at once:
-`project/web deleted`. `--force` removes the record at once in every case (containers still running on a live
-node are then cleaned up by its agent's fencing). `--wait` blocks until the records are gone (`--timeout`,
+`project/web deleted`. An object with finalizers is only marked (deletion requested) and stays until the last
+finalizer is removed: `project/web marked for deletion (stays Pending until its finalizers are removed:
+example.com/backup)`; a Pending project so marked is no longer scheduled. `--force` removes the record at once
+in every case (containers still running on a live node are then cleaned up by its agent's fencing). `--wait` blocks until the records are gone (`--timeout`,
 default 60s) and then prints `deleted`.
 """
 
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
-from caravanserai import meta
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.durations import parse_duration
 from caravanserai.errors import CaravanseraiError, NotFound
@@ -146,10 +149,20 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
         elif opts.wait:
             pending.append(target)
         else:
-            click.echo(f"{target} marked for deletion (Terminating)")
+            click.echo(f"{target} marked for deletion ({deletion_state(meta.unwrap(response.object))})")
     if pending:
         failed = await _wait_gone(client, pending, opts.timeout) or failed
     return failed
+
+
+def deletion_state(obj: Any) -> str:
+    """What happens next to `obj`, marked for deletion but not yet removed, in a few words."""
+    phase = getattr(getattr(obj, "status", None), "phase", "")
+    if phase == v1.TERMINATING:
+        return "Terminating"
+    waiting = ", ".join(obj.metadata.finalizers)
+    stays = f"stays {phase}" if phase else "stays"
+    return f"{stays} until its finalizers are removed: {waiting}" if waiting else stays
 
 
 async def _wait_gone(client: Client, targets: Sequence[Target], timeout: float) -> bool:
@@ -167,4 +180,4 @@ async def _wait_gone(client: Client, targets: Sequence[Target], timeout: float) 
     return bool(late)
 
 
-__all__ = ["DELETABLE", "DeleteOptions", "Target", "delete", "delete_targets"]
+__all__ = ["DELETABLE", "DeleteOptions", "Target", "delete", "delete_targets", "deletion_state"]

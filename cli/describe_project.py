@@ -25,6 +25,9 @@ def _header(project: v1.Project) -> list[tuple[str, str]]:
     cond = project_reason(project)
     if cond is not None and (status.phase != v1.RUNNING or cond.status == v1.FALSE):
         pairs += [("Reason", or_none(cond.reason)), ("Message", or_none(cond.message))]
+    deletion = deletion_outlook(project)
+    if deletion:
+        pairs.append(("Deletion", deletion))
     pairs += [
         ("Node", or_none(status.node_ref)),
         ("Ready", f"{services_ready(project)} services"),
@@ -35,6 +38,21 @@ def _header(project: v1.Project) -> list[tuple[str, str]]:
         deadline = rfc3339(status.handoff_deadline) if status.HasField("handoff_deadline") else NONE
         pairs.append(("Handoff", f"old containers on {or_none(status.previous_node_ref)} until it runs, at most until {deadline}"))
     return pairs
+
+
+def deletion_outlook(project: v1.Project) -> str:
+    """What happens to a project whose deletion was requested ("" when it was not)."""
+    if not project.metadata.HasField("deletion_timestamp"):
+        return ""
+    phase = project.status.phase
+    finalizers = ", ".join(project.metadata.finalizers)
+    if phase == v1.TERMINATING:
+        after = f" and its finalizers are removed ({finalizers})" if finalizers else ""
+        return f"the agent removes the containers; the record is removed once it is Terminated{after}"
+    if phase == v1.PENDING:
+        return (f"requested; the project stays Pending and is not scheduled until its finalizers are removed "
+                f"({finalizers}), then its record is removed")
+    return f"requested; the record is removed when its finalizers are removed ({finalizers})"
 
 
 def _port(port: v1.ServicePort) -> str:
@@ -149,4 +167,4 @@ def describe_project(project: v1.Project, events: Sequence[v1.Event], now: float
     return out.text()
 
 
-__all__ = ["SERVICE_STATUS_HEADERS", "describe_project", "healthcheck_text", "service_status_rows"]
+__all__ = ["SERVICE_STATUS_HEADERS", "deletion_outlook", "describe_project", "healthcheck_text", "service_status_rows"]

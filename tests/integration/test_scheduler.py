@@ -276,3 +276,18 @@ async def test_a_conflicting_bind_is_decided_again_on_fresh_state(client: Client
         await wait_for(lambda: parts.state.assumed_count == 0, 5)
         assert parts.state.requested("n1") == {"cpu": 1000}  # counted once
         assert parts.reconciler.bound == 1
+
+
+async def test_a_pending_project_being_deleted_is_not_scheduled(client: Client) -> None:
+    await add_node(client, "ok")
+    held = project("held")
+    held.metadata.finalizers.append("example.com/backup")
+    await client.projects.create(held)
+    await client.projects.delete("held")  # deletion requested; the finalizer keeps the record, Pending
+    await client.projects.create(project("free"))
+    async with scheduler(client):
+        await wait_bound(client, "free")
+        await asyncio.sleep(0.5)  # a decision for "held" would have been made alongside "free"
+        still = await client.projects.get("held")
+    assert still.status.phase == v1.PENDING and not still.status.node_ref
+    assert await events_for(client, "held", "FailedScheduling") == []

@@ -4,13 +4,16 @@ How `apply_object` computes an update (kubectl's client-side apply, at the granu
 
 * The manifest as applied is remembered in the annotation `caravanserai.io/last-applied-configuration`.
 * Labels and annotations of the manifest are set; keys the previous apply set and the manifest no longer has
-  are removed; keys set by others (an agent's labels on its Node) are kept.
+  are removed; keys set by others (an agent's labels on its Node) are kept. `metadata.finalizers` are merged the
+  same way: the manifest's are added, those the previous apply added and the manifest dropped are removed,
+  those added by others (a controller's) are kept.
 * Each top-level spec field the manifest sets replaces the live one; a field the previous apply set and the
   manifest dropped is cleared; other fields keep their live value.
 * Status is never written (apply uses Update, which changes metadata and spec only).
 * The write carries the version read; on Conflict (or a lost create race) the object is read again and the merge
   redone, up to `CONFLICT_RETRIES` times.
-* `unchanged` means spec, labels and annotations already equal the merged result: nothing is written.
+* `unchanged` means spec, labels, annotations and finalizers already equal the merged result: nothing is
+  written.
 
 `modify` is the read-modify-write loop of single-field changes (cordon): read, change a copy, write with the
 version read, read again on Conflict.
@@ -19,7 +22,7 @@ version read, read again on Conflict.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, MutableSequence, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,10 +50,12 @@ class Applied:
 
 
 def applied_form(obj: Any) -> Any:
-    """What apply declares of `obj`: name, labels, annotations and spec (never status or server fields)."""
+    """What apply declares of `obj`: name, labels, annotations, finalizers and spec (never status or server
+    fields)."""
     out = meta.with_type_meta(type(obj)())
     out.metadata.name = obj.metadata.name
     out.metadata.labels.update(obj.metadata.labels)
+    out.metadata.finalizers.extend(obj.metadata.finalizers)
     out.metadata.annotations.update({k: v for k, v in obj.metadata.annotations.items() if k != LAST_APPLIED})
     out.spec.CopyFrom(obj.spec)
     return out
@@ -76,6 +81,14 @@ def merge_map(live: MutableMapping[str, str], declared: Mapping[str, str], previ
         if key not in declared:
             live.pop(key, None)
     live.update(declared)
+
+
+def merge_list(live: MutableSequence[str], declared: Sequence[str], previous: Sequence[Any]) -> None:
+    """Add the declared items (in order, after the live ones); drop items declared last time but not now; keep
+    everyone else's."""
+    kept = [item for item in live if item in declared or item not in previous]
+    del live[:]
+    live.extend(kept + [item for item in declared if item not in kept])
 
 
 def copy_field(target: Message, source: Message, name: str) -> None:
@@ -106,6 +119,9 @@ def merged(live: Any, declared: Any) -> Any:
     out = meta.copy(live)
     merge_map(out.metadata.labels, declared.metadata.labels, previous_meta.get("labels") or {})
     merge_map(out.metadata.annotations, declared.metadata.annotations, previous_meta.get("annotations") or {})
+    previous_finalizers = previous_meta.get("finalizers")
+    merge_list(out.metadata.finalizers, declared.metadata.finalizers,
+               previous_finalizers if isinstance(previous_finalizers, list) else [])
     out.metadata.annotations[LAST_APPLIED] = configuration(declared)
     spec_before: dict[str, Any] = previous["spec"] if isinstance(previous.get("spec"), dict) else {}
     merge_spec(out.spec, declared.spec, spec_before)
@@ -113,9 +129,10 @@ def merged(live: Any, declared: Any) -> Any:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether spec, labels and annotations are equal (what apply may change)."""
+    """Whether spec, labels, annotations and finalizers are equal (what apply may change)."""
     return bool(
         a.spec == b.spec and a.metadata.labels == b.metadata.labels and a.metadata.annotations == b.metadata.annotations
+        and list(a.metadata.finalizers) == list(b.metadata.finalizers)
     )
 
 
