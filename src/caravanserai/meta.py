@@ -29,6 +29,13 @@ class Kind:
     cls: type[Any]  # the message class, e.g. v1.Project
     field: str  # the field of v1.Object holding it, e.g. "project"
     short_names: tuple[str, ...] = ()
+    cluster_scoped: bool = True  # every kind is cluster-scoped today (there are no namespaces)
+
+    def wrap(self, obj: Message) -> v1.Object:
+        """`obj` (of this kind) in the `v1.Object` envelope (copied)."""
+        envelope = v1.Object()
+        getattr(envelope, self.field).CopyFrom(obj)
+        return envelope
 
 
 KINDS: dict[str, Kind] = {
@@ -71,9 +78,7 @@ def kind_named(kind: str) -> Kind:
 
 def wrap(obj: Message) -> v1.Object:
     """Put an object into the `v1.Object` envelope (copying it)."""
-    envelope = v1.Object()
-    getattr(envelope, kind_of(obj).field).CopyFrom(obj)
-    return envelope
+    return kind_of(obj).wrap(obj)
 
 
 def unwrap(envelope: v1.Object) -> Any:

@@ -26,8 +26,8 @@ from typing import Any
 import grpc
 import structlog
 
+from caravanserai.apiserver.kinds import KindTable
 from caravanserai.errors import Forbidden, Unauthenticated
-from caravanserai.selectors import FieldSelector
 
 log = structlog.get_logger(__name__)
 
@@ -97,7 +97,11 @@ class Authenticator:
 
 
 class Authorizer:
-    """The table above, as code. `check` raises Forbidden (and logs) or returns."""
+    """The table above, as code: the role rules here, the per-kind rules in each kind's strategy
+    (`controller_writes`, `node_allows`). `check` raises Forbidden (and logs) or returns."""
+
+    def __init__(self, kinds: KindTable) -> None:
+        self._kinds = kinds
 
     def check(
         self,
@@ -119,55 +123,12 @@ class Authorizer:
     def _allowed(self, who: Identity, verb: str, resource: str, **ctx: Any) -> bool:
         if who.is_admin:
             return True
+        strategy = self._kinds.get(resource)
         if who.node is not None:
-            return _node_allows(who.node, verb, resource, **ctx)
+            return strategy is not None and strategy.node_allows(who.node, verb, **ctx)
         if who.is_controller:
-            return verb in READ_VERBS or (resource, verb) in _CONTROLLER_WRITES
+            return verb in READ_VERBS or (strategy is not None and verb in strategy.controller_writes)
         return verb in READ_VERBS
-
-
-_CONTROLLER_WRITES = frozenset(
-    {
-        ("projects", "update_status"),
-        ("projects", "delete"),
-        ("nodes", "update_status"),
-        ("leases", "create"),
-        ("leases", "update"),
-        ("leases", "delete"),
-        ("events", "create"),
-        ("events", "update"),
-    }
-)
-
-
-def _selects_node(field_selector: str, node: str) -> bool:
-    selector = FieldSelector.parse(field_selector)
-    return any(r.field == "status.nodeRef" and r.operator == "=" and r.value == node for r in selector.requirements)
-
-
-def _selects_name(field_selector: str, name: str) -> bool:
-    selector = FieldSelector.parse(field_selector)
-    return any(r.field == "metadata.name" and r.operator == "=" and r.value == name for r in selector.requirements)
-
-
-def _node_allows(node: str, verb: str, resource: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
-    if resource in ("nodes", "leases"):
-        if verb in ("list", "watch"):
-            return _selects_name(field_selector, node)
-        return verb in ("get", "create", "update", "update_status") and name == node
-    if resource == "projects":
-        if verb in ("list", "watch"):
-            return _selects_node(field_selector, node)
-        if verb == "get":
-            return obj is not None and obj.status.node_ref == node
-        if verb == "update_status":
-            return old is not None and old.status.node_ref == node and obj.status.node_ref == node
-        return False
-    if resource == "events":
-        if verb == "update":  # counting repeats of its own events (the recorder aggregates)
-            return old is not None and old.spec.source.host == node and obj.spec.source.host == node
-        return verb == "create"
-    return False
 
 
 __all__ = ["Authenticator", "Authorizer", "Identity", "LOCAL_ADMIN", "load_token_file"]

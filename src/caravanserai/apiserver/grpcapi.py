@@ -16,7 +16,7 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from caravanserai import meta, v1
+from caravanserai import v1
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.apiserver.auth import Authenticator, Authorizer, Identity
 from caravanserai.apiserver.limits import InflightLimiter
@@ -151,7 +151,7 @@ class ResourcesServicer:
         self._service = service
         self._bookmark_interval = bookmark_interval
         self.authn = authn or Authenticator(client_certs=False)
-        self.authz = authz or Authorizer()
+        self.authz = authz or Authorizer(service.kinds)
         self.limiter = limiter or InflightLimiter()
 
     def _client_key(self, who: Identity, context: Context) -> str:
@@ -160,11 +160,11 @@ class ResourcesServicer:
 
     @_unary
     async def Create(self, request: v1.CreateRequest, context: Context, who: Identity) -> v1.Object:
-        return meta.wrap(await self._service.create(request.resource, request.object, who=who))
+        return self._service.wrap(request.resource, await self._service.create(request.resource, request.object, who=who))
 
     @_unary
     async def Get(self, request: v1.GetRequest, context: Context, who: Identity) -> v1.Object:
-        return meta.wrap(await self._service.get(request.resource, request.name, who=who))
+        return self._service.wrap(request.resource, await self._service.get(request.resource, request.name, who=who))
 
     @_unary
     async def List(self, request: v1.ListRequest, context: Context, who: Identity) -> v1.ListResponse:
@@ -172,11 +172,11 @@ class ResourcesServicer:
 
     @_unary
     async def Update(self, request: v1.UpdateRequest, context: Context, who: Identity) -> v1.Object:
-        return meta.wrap(await self._service.update(request.resource, request.object, who=who))
+        return self._service.wrap(request.resource, await self._service.update(request.resource, request.object, who=who))
 
     @_unary
     async def UpdateStatus(self, request: v1.UpdateRequest, context: Context, who: Identity) -> v1.Object:
-        return meta.wrap(await self._service.update_status(request.resource, request.object, who=who))
+        return self._service.wrap(request.resource, await self._service.update_status(request.resource, request.object, who=who))
 
     @_unary
     async def Delete(self, request: v1.DeleteRequest, context: Context, who: Identity) -> v1.DeleteResponse:
@@ -189,7 +189,7 @@ class ResourcesServicer:
             self.authz.check(who, "watch", request.resource, field_selector=request.field_selector)
             cache = self._service.cache(request.resource)
             labels = LabelSelector.parse(request.label_selector)
-            fields = FieldSelector.parse(request.field_selector, kind=meta.kind_for(request.resource).kind)
+            fields = FieldSelector.parse(request.field_selector, kind=cache.kind.kind)
             await cache.ready.wait()
 
             def predicate(obj: Any) -> bool:

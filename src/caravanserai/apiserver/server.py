@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 import grpc
 import structlog
 
-from caravanserai import meta
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.apiserver.auth import Authenticator, Authorizer, load_token_file
 from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.apiserver.grpcapi import NetworkServicer, ResourcesServicer
 from caravanserai.apiserver.httpendpoint import MetricsEndpoint
+from caravanserai.apiserver.kinds import builtin_kinds
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.metrics import ApiMetrics
 from caravanserai.apiserver.service import ResourceService
@@ -74,9 +74,10 @@ class ApiServer:
         etcd_tls = cfg.etcd_tls if cfg.etcd_tls.enabled else None
         async with EtcdClient(list(cfg.etcd_endpoints), tls=etcd_tls) as etcd:
             store = self.metrics.instrument(Store(etcd, prefix=cfg.etcd_prefix))
-            caches = {r: WatchCache(store, r, history_revisions=cfg.history_revisions) for r in meta.KINDS}
+            kinds = builtin_kinds()
+            caches = {k.plural: WatchCache(store, k.kind, history_revisions=cfg.history_revisions) for k in kinds}
             self.service = ResourceService(
-                store, caches, clock=self.clock, event_leases=EventLeases(store, clock=self.clock)
+                store, kinds, caches, clock=self.clock, event_leases=EventLeases(store, clock=self.clock)
             )
             server = self._build_server(self.service)
             self.metrics.watch_caches(caches, self.limiter)
@@ -109,7 +110,7 @@ class ApiServer:
         authn = Authenticator(client_certs=bool(cfg.tls.ca), tokens=tokens)
         self.limiter = InflightLimiter(total=cfg.max_inflight, per_client=cfg.max_inflight_per_client)
         servicer = ResourcesServicer(
-            service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=Authorizer(), limiter=self.limiter
+            service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=Authorizer(service.kinds), limiter=self.limiter
         )
         server.add_generic_rpc_handlers((servicer.handler(),))
         api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(authn), server)

@@ -24,21 +24,21 @@ from typing import Any, TypeVar
 
 import structlog
 
-from caravanserai import lifecycle, meta, v1
-from caravanserai.apiserver import strategy
+from caravanserai import meta, v1
+from caravanserai.apiserver import codec
 from caravanserai.apiserver.auth import LOCAL_ADMIN, Authorizer, Identity
 from caravanserai.apiserver.eventleases import EventLeases
-from caravanserai.apiserver.validation import validate_object, validate_status
+from caravanserai.apiserver.kinds import NOOP, REMOVE, KindContext, KindStrategy, KindTable
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock
-from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid
+from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid
 from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.storage import Store
 from caravanserai.violations import quote
 
 log = structlog.get_logger(__name__)
 
-MAX_OBJECT_BYTES = 1024 * 1024
+MAX_OBJECT_BYTES = codec.MAX_OBJECT_BYTES
 # Reads and compare-and-swaps a write without a caller precondition makes before it gives up with Conflict (only
 # reached when other writers change the object this often in a row).
 RMW_ATTEMPTS = 32
@@ -47,42 +47,42 @@ T = TypeVar("T")
 
 
 class ResourceService:
-    """The verbs, independent of gRPC plumbing (see `grpcapi` for the wire side)."""
+    """The verbs, independent of gRPC plumbing (see `grpcapi` for the wire side). Everything that differs per kind
+    is asked of the kind's strategy in `kinds`."""
 
     def __init__(
         self,
         store: Store,
+        kinds: KindTable,
         caches: dict[str, WatchCache],
         *,
         clock: Clock,
         event_leases: EventLeases,
         authorizer: Authorizer | None = None,
     ) -> None:
-        self._authz = authorizer or Authorizer()
+        self.kinds = kinds
+        self._authz = authorizer or Authorizer(kinds)
         self._store = store
         self._caches = caches
         self._clock = clock
         self._event_leases = event_leases
+        self._ctx = KindContext(store=store, event_leases=event_leases)
 
     # ---- helpers ------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _resource(resource: str) -> meta.Kind:
-        kind = meta.KINDS.get(resource)
-        if kind is None:
-            known = ", ".join(sorted(meta.KINDS))
-            raise Invalid.of([FieldViolation("resource", f"unknown resource {resource!r}; known: {known}")])
-        return kind
+    def wrap(self, resource: str, obj: Any) -> v1.Object:
+        """`obj` of `resource` in the `v1.Object` envelope."""
+        return self.kinds.require(resource).kind.wrap(obj)
 
-    def _unwrap(self, resource: str, envelope: v1.Object) -> Any:
-        kind = self._resource(resource)
+    def _unwrap(self, strategy: KindStrategy, envelope: v1.Object) -> Any:
+        kind = strategy.kind
         field = envelope.WhichOneof("object")
         if field != kind.field:
             got = field or "nothing"
-            raise Invalid.of([FieldViolation("kind", f"request for {resource} carries {got}")])
+            raise Invalid.of([FieldViolation("kind", f"request for {kind.plural} carries {got}")])
         obj = meta.copy(getattr(envelope, field))
-        if obj.api_version and obj.api_version != v1.API_VERSION:
-            raise Invalid.of([FieldViolation("apiVersion", f"must be {v1.API_VERSION}")])
+        if obj.api_version and obj.api_version != strategy.api_version:
+            raise Invalid.of([FieldViolation("apiVersion", f"must be {strategy.api_version}")])
         if obj.kind and obj.kind != kind.kind:
             raise Invalid.of([FieldViolation("kind", f"must be {kind.kind}")])
         return obj
@@ -97,42 +97,23 @@ class ResourceService:
             raise Invalid.of([FieldViolation(field, f"{quote(name)} cannot be an object name")])
         return name
 
-    def _decode(self, resource: str, value: bytes, revision: int) -> Any:
-        obj = meta.kind_for(resource).cls.FromString(value)
-        obj.metadata.resource_version = str(revision)
-        return obj
-
-    @staticmethod
-    def _encode(obj: Any) -> bytes:
-        """The stored bytes of `obj`: without resource_version (that is etcd's mod_revision). `obj` is the
-        request's own message (never a cached one), so the field is cleared for serializing and put back."""
-        version = obj.metadata.resource_version
-        obj.metadata.resource_version = ""
-        try:
-            data: bytes = obj.SerializeToString(deterministic=True)
-        finally:
-            obj.metadata.resource_version = version
-        if len(data) > MAX_OBJECT_BYTES:
-            raise Invalid.of([FieldViolation("object", f"is {len(data)} bytes serialized; at most {MAX_OBJECT_BYTES} allowed")])
-        return data
-
-    async def _current(self, resource: str, name: str, expected: str) -> Any:
+    async def _current(self, strategy: KindStrategy, name: str, expected: str) -> Any:
         """The stored object, which must be at version `expected` (Conflict otherwise).
 
         Served from the watch cache when the cache already holds exactly that version (the following CAS proves it
         is still current), from etcd otherwise.
         """
+        resource = strategy.plural
         cached = self._caches[resource].get(name)
         if cached is not None and expected and cached.metadata.resource_version == expected:
             return cached
         item = await self._store.get(resource, name)
-        current = self._decode(resource, item.value, item.mod_revision)
+        current = codec.decode(strategy.kind.cls, item.value, item.mod_revision)
         if expected and current.metadata.resource_version != expected:
-            raise _conflict(resource, name, expected=expected, current=current.metadata.resource_version)
+            raise _conflict(self.kinds, resource, name, expected=expected, current=current.metadata.resource_version)
         return current
 
-    @staticmethod
-    async def _read_modify_write(resource: str, name: str, precondition: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def _read_modify_write(self, resource: str, name: str, precondition: str, attempt: Callable[[], Awaitable[T]]) -> T:
         """`attempt()`, a read followed by a compare-and-swap on the version read.
 
         With a caller `precondition` a Conflict is the caller's and is raised (worded with the kind). Without one
@@ -143,13 +124,13 @@ class ResourceService:
                 return await attempt()
             except Conflict as exc:
                 if precondition or tries == RMW_ATTEMPTS:
-                    raise _conflict(resource, name, expected=exc.expected, current=exc.current) from None
+                    raise _conflict(self.kinds, resource, name, expected=exc.expected, current=exc.current) from None
                 log.debug("retrying a write without precondition after a concurrent write", resource=resource, name=name)
         raise AssertionError("unreachable")
 
     async def _write(self, resource: str, obj: Any, *, expected: str) -> Any:
         revision = await self._store.update(
-            resource, obj.metadata.name, self._encode(obj), expected_revision=int(expected)
+            resource, obj.metadata.name, codec.encode(obj), expected_revision=int(expected)
         )
         obj.metadata.resource_version = str(revision)
         return obj
@@ -157,167 +138,136 @@ class ResourceService:
     # ---- verbs --------------------------------------------------------------------------------------------
 
     async def create(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
-        obj = self._unwrap(resource, envelope)
+        strategy = self.kinds.require(resource)
+        obj = self._unwrap(strategy, envelope)
         self._authz.check(who, "create", resource, name=obj.metadata.name, obj=obj)
-        strategy.prepare_create(resource, obj, now=self._clock.now())
-        validate_object(resource, obj)
-        lease = await self._event_leases.current() if resource == "events" else 0
-        revision = await self._store.create(resource, obj.metadata.name, self._encode(obj), lease=lease)
+        strategy.prepare_create(obj, now=self._clock.now())
+        strategy.validate(obj)
+        lease = await strategy.create_lease(self._ctx)
+        revision = await self._store.create(resource, obj.metadata.name, codec.encode(obj), lease=lease)
         obj.metadata.resource_version = str(revision)
         log.debug("created", resource=resource, name=obj.metadata.name, revision=revision)
         return obj
 
     async def get(self, resource: str, name: str, *, who: Identity = LOCAL_ADMIN) -> Any:
-        self._resource(resource)
+        strategy = self.kinds.require(resource)
         self._name("name", name)
         item = await self._store.get(resource, name)
-        obj = self._decode(resource, item.value, item.mod_revision)
+        obj = codec.decode(strategy.kind.cls, item.value, item.mod_revision)
         self._authz.check(who, "get", resource, name=name, obj=obj)
         return obj
 
     async def list(self, request: v1.ListRequest, *, who: Identity = LOCAL_ADMIN) -> v1.ListResponse:
         resource = request.resource
-        self._resource(resource)
+        strategy = self.kinds.require(resource)
         self._authz.check(who, "list", resource, field_selector=request.field_selector)
         labels = LabelSelector.parse(request.label_selector)
-        fields = FieldSelector.parse(request.field_selector, kind=meta.kind_for(request.resource).kind)
+        fields = FieldSelector.parse(request.field_selector, kind=strategy.kind.kind)
         token = getattr(request, "continue")
         revision, after = _decode_continue(token)
         limit = max(0, request.limit)
         response = v1.ListResponse()
         more = False
-        while not more:
-            try:
-                page = await self._store.list(resource, limit=limit or 1000, start_after=after, revision=revision)
-            except Expired:
-                raise Expired("the list's continue token has expired (compacted); list again from the start") from None
-            except Invalid:  # etcd refuses a revision it has not reached yet: only a token can name one
-                if not token:
-                    raise
-                unreached = FieldViolation("continue", "names a revision this server has not reached")
-                raise Invalid.of([unreached]) from None
-            revision = page.revision
-            for index, item in enumerate(page.items):
-                obj = self._decode(resource, item.value, item.mod_revision)
-                if labels.matches(obj.metadata.labels) and fields.matches(object_fields(obj)):
-                    response.items.append(meta.wrap(obj))
-                after = item.name
+        pages = self._store.pages(resource, start_after=after, revision=revision, page_size=limit or 1000)
+        try:
+            async for page in pages:
+                revision = page.revision
+                for index, item in enumerate(page.items):
+                    obj = codec.decode(strategy.kind.cls, item.value, item.mod_revision)
+                    if labels.matches(obj.metadata.labels) and fields.matches(object_fields(obj)):
+                        response.items.append(strategy.kind.wrap(obj))
+                    after = item.name
+                    if limit and len(response.items) == limit:
+                        more = page.more or index < len(page.items) - 1
+                        break
                 if limit and len(response.items) == limit:
-                    more = page.more or index < len(page.items) - 1
                     break
-            if not page.more or not page.items or (limit and len(response.items) == limit):
-                break
+        except Expired:
+            raise Expired("the list's continue token has expired (compacted); list again from the start") from None
+        except Invalid:  # etcd refuses a revision it has not reached yet: only a token can name one
+            if not token:
+                raise
+            raise Invalid.of([FieldViolation("continue", "names a revision this server has not reached")]) from None
+        finally:
+            await pages.aclose()
         response.resource_version = str(revision)
         if limit and more:
             setattr(response, "continue", _encode_continue(revision, after))
         return response
 
     async def update(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
-        new = self._unwrap(resource, envelope)
+        strategy = self.kinds.require(resource)
+        new = self._unwrap(strategy, envelope)
         name = self._name("metadata.name", new.metadata.name)
         return await self._read_modify_write(
-            resource, name, new.metadata.resource_version, lambda: self._update_once(resource, new, name, who)
+            resource, name, new.metadata.resource_version, lambda: self._update_once(strategy, new, name, who)
         )
 
-    async def _update_once(self, resource: str, new: Any, name: str, who: Identity) -> Any:
-        old = await self._current(resource, name, new.metadata.resource_version)
-        merged = strategy.prepare_update(resource, old, new)
+    async def _update_once(self, strategy: KindStrategy, new: Any, name: str, who: Identity) -> Any:
+        resource = strategy.plural
+        old = await self._current(strategy, name, new.metadata.resource_version)
+        merged = strategy.prepare_update(old, new)
         self._authz.check(who, "update", resource, name=old.metadata.name, obj=merged, old=old)
-        validate_object(resource, merged)
+        strategy.validate(merged)
         if merged == old:
             return old
-        if strategy.removable_after_update(resource, merged):
+        if strategy.removable_after_update(merged):
             await self._store.delete(resource, merged.metadata.name, expected_revision=int(old.metadata.resource_version))
             return merged
         return await self._write(resource, merged, expected=old.metadata.resource_version)
 
     async def update_status(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
-        new = self._unwrap(resource, envelope)
+        strategy = self.kinds.require(resource)
+        new = self._unwrap(strategy, envelope)
         name = self._name("metadata.name", new.metadata.name)
         return await self._read_modify_write(
-            resource, name, new.metadata.resource_version, lambda: self._update_status_once(resource, new, name, who)
+            resource, name, new.metadata.resource_version, lambda: self._update_status_once(strategy, new, name, who)
         )
 
-    async def _update_status_once(self, resource: str, new: Any, name: str, who: Identity) -> Any:
-        old = await self._current(resource, name, new.metadata.resource_version)
+    async def _update_status_once(self, strategy: KindStrategy, new: Any, name: str, who: Identity) -> Any:
+        resource = strategy.plural
+        old = await self._current(strategy, name, new.metadata.resource_version)
         self._authz.check(who, "update_status", resource, name=old.metadata.name, obj=new, old=old)
-        merged = strategy.prepare_status(resource, old, new, now=self._clock.now())
-        validate_status(resource, merged)
+        merged = strategy.prepare_status(old, new, now=self._clock.now())
+        strategy.validate_status(merged)
         if merged == old:
             return old
         return await self._write(resource, merged, expected=old.metadata.resource_version)
 
     async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
-        """Remove or mark the object (see `strategy`); without `request.resource_version` a concurrent write
+        """Remove or mark the object (as the kind's delete plan says); without `request.resource_version` a concurrent write
         makes the server read again, never Conflict."""
         resource, name = request.resource, request.name
-        self._resource(resource)
+        strategy = self.kinds.require(resource)
         self._name("name", name)
         return await self._read_modify_write(
-            resource, name, request.resource_version, lambda: self._delete_once(request, who)
+            resource, name, request.resource_version, lambda: self._delete_once(strategy, request, who)
         )
 
-    async def _delete_once(self, request: v1.DeleteRequest, who: Identity) -> v1.DeleteResponse:
+    async def _delete_once(self, strategy: KindStrategy, request: v1.DeleteRequest, who: Identity) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
-        current = await self._current(resource, name, request.resource_version)
+        current = await self._current(strategy, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
-        if resource == "nodes" and not request.force:
-            await self._refuse_busy_node(name)
-        action = self._delete_action(resource, current, force=request.force)
-        if action == "noop":
-            return v1.DeleteResponse(object=meta.wrap(current), deleted=False)
-        if action == "remove":
+        await strategy.before_delete(self._ctx, current, force=request.force)
+        plan = strategy.delete_plan(current, force=request.force)
+        if plan == NOOP:
+            return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=False)
+        if plan == REMOVE:
             await self._store.delete(resource, name, expected_revision=int(current.metadata.resource_version))
             log.info("deleted", resource=resource, name=name, force=request.force)
-            return v1.DeleteResponse(object=meta.wrap(current), deleted=True)
-        now = self._clock.now()
-        if resource == "projects" and action == "mark":
-            marked = lifecycle.mark_terminating(current, now=now)
-        else:
-            marked = strategy.mark_deleted(current, now=now)
+            return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=True)
+        marked = strategy.mark_deleted(current, plan, now=self._clock.now())
         stored = await self._write(resource, marked, expected=current.metadata.resource_version)
         log.info("marked for deletion", resource=resource, name=name, phase=getattr(stored.status, "phase", ""))
-        return v1.DeleteResponse(object=meta.wrap(stored), deleted=False)
-
-    @staticmethod
-    def _delete_action(resource: str, obj: Any, *, force: bool) -> str:
-        if resource == "projects":
-            plan = lifecycle.delete_plan(obj, force=force)
-            if plan == "remove" and obj.metadata.finalizers and not force:
-                return "noop" if obj.metadata.HasField("deletion_timestamp") else "finalize"
-            return plan
-        if obj.metadata.finalizers and not force:
-            return "noop" if obj.metadata.HasField("deletion_timestamp") else "finalize"
-        return "remove"
-
-    async def _refuse_busy_node(self, node: str) -> None:
-        """FailedPrecondition when projects are bound to `node`. Reads etcd, not the watch cache: a binding
-        acknowledged a moment ago must count even if the cache has not seen it yet."""
-        busy: list[str] = []
-        revision, after = 0, ""
-        while True:
-            page = await self._store.list("projects", limit=1000, start_after=after, revision=revision)
-            revision = page.revision
-            for item in page.items:
-                project = v1.Project.FromString(item.value)
-                if project.status.node_ref == node and project.status.phase in v1.BOUND_PHASES:
-                    busy.append(item.name)
-            if not page.more or not page.items:
-                break
-            after = page.items[-1].name
-        if busy:
-            shown = ", ".join(busy[:5]) + (" …" if len(busy) > 5 else "")
-            raise FailedPrecondition(
-                f"node {node} still has {len(busy)} project(s) ({shown}); drain it first or delete with --force"
-            )
+        return v1.DeleteResponse(object=strategy.kind.wrap(stored), deleted=False)
 
     def cache(self, resource: str) -> WatchCache:
-        self._resource(resource)
+        self.kinds.require(resource)
         return self._caches[resource]
 
 
-def _conflict(resource: str, name: str, *, expected: str, current: str) -> Conflict:
-    return Conflict.modified(f"{meta.kind_for(resource).kind} {name}", expected=expected, current=current)
+def _conflict(kinds: KindTable, resource: str, name: str, *, expected: str, current: str) -> Conflict:
+    return Conflict.modified(f"{kinds.require(resource).kind.kind} {name}", expected=expected, current=current)
 
 
 def _encode_continue(revision: int, after: str) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -76,9 +75,9 @@ def _metadata(errors: Violations, meta: v1.ObjectMeta, name_rule: Callable[[str]
         errors.check(f"metadata.finalizers[{i}]", validate_label_key(finalizer), prefix="must be a qualified name: ")
 
 
-def _type_meta(errors: Violations, obj: Any, kind: str) -> None:
-    if obj.api_version not in ("", v1.API_VERSION):
-        errors.add("apiVersion", f"must be {quote(v1.API_VERSION)}, not {quote(obj.api_version)}")
+def _type_meta(errors: Violations, obj: Any, kind: str, api_version: str) -> None:
+    if obj.api_version not in ("", api_version):
+        errors.add("apiVersion", f"must be {quote(api_version)}, not {quote(obj.api_version)}")
     if obj.kind not in ("", kind):
         errors.add("kind", f"must be {quote(kind)}, not {quote(obj.kind)}")
 
@@ -86,7 +85,7 @@ def _type_meta(errors: Violations, obj: Any, kind: str) -> None:
 # ---- projects -----------------------------------------------------------------------------------------------
 
 
-def _project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
+def project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
     if not spec.services:
         errors.add("spec.services", "at least one service is required")
     volumes = {volume.name for volume in spec.volumes}
@@ -217,7 +216,7 @@ def _toleration(errors: Violations, path: str, toleration: v1.Toleration) -> Non
     errors.choice(f"{path}.effect", toleration.effect, _TAINT_EFFECTS, empty="for every effect")
 
 
-def _project_status(errors: Violations, status: v1.ProjectStatus) -> None:
+def project_status(errors: Violations, status: v1.ProjectStatus) -> None:
     errors.choice("status.phase", status.phase, v1.PHASES)
     if status.node_ref:
         errors.check("status.nodeRef", validate_dns_subdomain(status.node_ref))
@@ -240,7 +239,7 @@ def _conditions(errors: Violations, path: str, conditions: Iterable[v1.Condition
 # ---- nodes, leases, events ----------------------------------------------------------------------------------
 
 
-def _node_spec(errors: Violations, spec: v1.NodeSpec) -> None:
+def node_spec(errors: Violations, spec: v1.NodeSpec) -> None:
     for i, taint in enumerate(spec.taints):
         if errors.required(f"spec.taints[{i}].key", taint.key):
             errors.check(f"spec.taints[{i}].key", validate_label_key(taint.key), prefix="invalid key: ")
@@ -249,7 +248,7 @@ def _node_spec(errors: Violations, spec: v1.NodeSpec) -> None:
     errors.unique(((f"spec.taints[{i}]", f"{t.key}:{t.effect}") for i, t in enumerate(spec.taints)), "taint")
 
 
-def _node_status(errors: Violations, status: v1.NodeStatus) -> None:
+def node_status(errors: Violations, status: v1.NodeStatus) -> None:
     errors.choice("status.state", status.state, v1.NODE_STATES, empty="while unknown")
     _conditions(errors, "status.conditions", status.conditions)
     _quantities(errors, "status.capacity", status.capacity)
@@ -263,7 +262,7 @@ def _node_status(errors: Violations, status: v1.NodeStatus) -> None:
             _quantity(errors, f"status.network.throughput.{name}", text)
 
 
-def _lease_spec(errors: Violations, spec: v1.LeaseSpec) -> None:
+def lease_spec(errors: Violations, spec: v1.LeaseSpec) -> None:
     if spec.lease_duration_seconds < 0 or not spec.holder_identity:
         errors.non_negative("spec.leaseDurationSeconds", spec.lease_duration_seconds)
     elif spec.lease_duration_seconds < 1:
@@ -272,7 +271,7 @@ def _lease_spec(errors: Violations, spec: v1.LeaseSpec) -> None:
     errors.non_negative("spec.leaseTransitions", spec.lease_transitions)
 
 
-def _event_spec(errors: Violations, spec: v1.EventSpec) -> None:
+def event_spec(errors: Violations, spec: v1.EventSpec) -> None:
     errors.required("spec.involvedObject.kind", spec.involved_object.kind)
     errors.required("spec.involvedObject.name", spec.involved_object.name)
     errors.choice("spec.type", spec.type, ("Normal", "Warning"))
@@ -323,64 +322,65 @@ def _limit_string(errors: Violations, path: str, value: str, *, what: str) -> No
 # ---- entry points -------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Rules:
-    kind: str
-    cls: type[Message]
-    name: Callable[[str], str | None]  # rule for metadata.name
-    spec: Callable[[Violations, Any], None]
-    status: Callable[[Violations, Any], None]
+SpecRule = Callable[[Violations, Any], None]
 
 
-_RULES = {
-    "events": _Rules("Event", v1.Event, validate_dns_subdomain, _event_spec, lambda errors, status: None),
-    "leases": _Rules("Lease", v1.Lease, validate_dns_subdomain, _lease_spec, lambda errors, status: None),
-    "nodes": _Rules("Node", v1.Node, validate_dns_subdomain, _node_spec, _node_status),
-    "projects": _Rules("Project", v1.Project, validate_dns_label, _project_spec, _project_status),
-}
+def _what(kind: str, obj: Any) -> str:
+    return f"{kind.lower()} {quote(obj.metadata.name)}" if obj.metadata.name else kind.lower()
 
 
-def _rules_for(resource: str, obj: Message) -> _Rules:
-    rules = _RULES.get(resource)
-    if rules is None:
-        known = ", ".join(sorted(_RULES))
+def check_object(
+    obj: Any, *, kind: str, name_rule: Callable[[str], str | None], spec_rule: SpecRule, api_version: str = v1.API_VERSION
+) -> None:
+    """Check type meta, metadata and spec of an object of `kind` for Create or Update (status is not looked at):
+    the common rules plus `name_rule` for metadata.name and `spec_rule` for the spec. Raises `Invalid` listing
+    every violation. Kind strategies call this with their own rules."""
+    errors = Violations()
+    _type_meta(errors, obj, kind, api_version)
+    _metadata(errors, obj.metadata, name_rule)
+    spec_rule(errors, obj.spec)
+    _limits(errors, obj.metadata, "metadata")
+    _limits(errors, obj.spec, "spec")
+    errors.raise_if_any(what=_what(kind, obj))
+
+
+def check_status(obj: Any, *, kind: str, status_rule: SpecRule) -> None:
+    """Check the status of an object of `kind` for UpdateStatus (metadata and spec are not looked at): `status_rule`
+    plus the size limits. Raises `Invalid` listing every violation."""
+    errors = Violations()
+    status_rule(errors, obj.status)
+    _limits(errors, obj.status, "status")
+    errors.raise_if_any(what=_what(kind, obj))
+
+
+def no_rules(errors: Violations, part: Any) -> None:
+    """The rule of a part without rules of its own (only the common size limits apply)."""
+
+
+def _builtin(resource: str, obj: Message) -> Any:
+    from caravanserai.apiserver.kinds import builtin_kinds  # the kinds import this module's rules
+
+    strategy = builtin_kinds().get(resource)
+    if strategy is None:
+        known = ", ".join(builtin_kinds().plurals())
         raise Invalid.of([FieldViolation("resource", f"unknown resource {quote(resource)}; known: {known}")])
-    if not isinstance(obj, rules.cls):
-        raise TypeError(f"{resource} holds {rules.cls.__name__} objects, not {type(obj).__name__}")
-    return rules
-
-
-def _what(rules: _Rules, obj: Any) -> str:
-    return f"{rules.kind.lower()} {quote(obj.metadata.name)}" if obj.metadata.name else rules.kind.lower()
+    if not isinstance(obj, strategy.kind.cls):
+        raise TypeError(f"{resource} holds {strategy.kind.cls.__name__} objects, not {type(obj).__name__}")
+    return strategy
 
 
 def validate_object(resource: str, obj: Message) -> None:
-    """Check type meta, metadata and spec of an object for Create or Update (the status is not looked at).
+    """Check type meta, metadata and spec of a built-in kind's object for Create or Update, as its strategy does.
 
     `resource` is the plural ("projects", "nodes", "leases", "events"). Raises `Invalid` listing every violation.
     """
-    rules = _rules_for(resource, obj)
-    errors = Violations()
-    item: Any = obj
-    _type_meta(errors, item, rules.kind)
-    _metadata(errors, item.metadata, rules.name)
-    rules.spec(errors, item.spec)
-    _limits(errors, item.metadata, "metadata")
-    _limits(errors, item.spec, "spec")
-    errors.raise_if_any(what=_what(rules, item))
+    _builtin(resource, obj).validate(obj)
 
 
 def validate_status(resource: str, obj: Message) -> None:
-    """Check the status of an object for UpdateStatus (metadata and spec are not looked at).
-
-    Raises `Invalid` listing every violation.
-    """
-    rules = _rules_for(resource, obj)
-    errors = Violations()
-    item: Any = obj
-    rules.status(errors, item.status)
-    _limits(errors, item.status, "status")
-    errors.raise_if_any(what=_what(rules, item))
+    """Check the status of a built-in kind's object for UpdateStatus, as its strategy does (metadata and spec are
+    not looked at). Raises `Invalid` listing every violation."""
+    _builtin(resource, obj).validate_status(obj)
 
 
 __all__ = [
@@ -389,6 +389,16 @@ __all__ = [
     "MAX_MAP_ENTRIES",
     "MAX_STRING_BYTES",
     "MAX_VIOLATIONS",
+    "SpecRule",
+    "check_object",
+    "check_status",
+    "event_spec",
+    "lease_spec",
+    "no_rules",
+    "node_spec",
+    "node_status",
+    "project_spec",
+    "project_status",
     "validate_object",
     "validate_status",
 ]

@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from caravanserai import meta, v1
+from caravanserai.apiserver import codec
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import Expired, FieldViolation, Invalid, Unavailable
@@ -48,13 +49,14 @@ class CacheEvent:
     type: str  # ADDED | MODIFIED | DELETED
     obj: Any
     prev: Any | None
+    kind: meta.Kind
     _encoded: dict[str, bytes] = field(default_factory=dict)
 
     def encode(self, type_: str) -> bytes:
         """The serialized v1.WatchEvent for this change as `type_`, computed once and shared by all watchers."""
         data = self._encoded.get(type_)
         if data is None:
-            data = v1.WatchEvent(type=type_, object=meta.wrap(self.obj)).SerializeToString()
+            data = v1.WatchEvent(type=type_, object=self.kind.wrap(self.obj)).SerializeToString()
             self._encoded[type_] = data
         return data
 
@@ -124,9 +126,10 @@ class Watcher:
     def bookmark(self) -> bytes:
         """A serialized BOOKMARK event at the cache's current revision — never below the version the watch started
         from (a client that listed from etcd can be ahead of the cache; its version must not go backwards)."""
-        obj = meta.kind_for(self._cache.resource).cls()
+        kind = self._cache.kind
+        obj = kind.cls()
         obj.metadata.resource_version = str(max(self._cache.revision, self._after))
-        return v1.WatchEvent(type=v1.BOOKMARK, object=meta.wrap(obj)).SerializeToString()
+        return v1.WatchEvent(type=v1.BOOKMARK, object=kind.wrap(obj)).SerializeToString()
 
 
 class WatchCache:
@@ -135,17 +138,17 @@ class WatchCache:
     def __init__(
         self,
         store: Store,
-        resource: str,
+        kind: meta.Kind,
         *,
         history_revisions: int = 10_000,
         history_events: int = 100_000,
         max_pending: int = 10_000,
         clock: Clock | None = None,
     ) -> None:
-        self.resource = resource
+        self.kind = kind
+        self.resource = kind.plural
         self._clock: Clock = clock or SystemClock()  # for retry delays only; never for stored timestamps
         self._store = store
-        self._cls = meta.kind_for(resource).cls
         self._history_revisions = history_revisions
         self._history: collections.deque[CacheEvent] = collections.deque(maxlen=history_events)
         self._max_pending = max_pending
@@ -182,7 +185,7 @@ class WatchCache:
             if resource_version == "0":
                 for obj in list(self.objects.values()):
                     if predicate(obj):
-                        watcher._pending.append(v1.WatchEvent(type=v1.ADDED, object=meta.wrap(obj)).SerializeToString())
+                        watcher._pending.append(v1.WatchEvent(type=v1.ADDED, object=self.kind.wrap(obj)).SerializeToString())
         else:
             after = _parse_version(resource_version)
             if after < self._oldest:
@@ -254,15 +257,12 @@ class WatchCache:
 
     async def _list_all(self) -> tuple[dict[str, Any], int]:
         objects: dict[str, Any] = {}
-        revision, after = 0, ""
-        while True:
-            page = await self._store.list(self.resource, limit=1000, start_after=after, revision=revision)
+        revision = 0
+        async for page in self._store.pages(self.resource):
             revision = page.revision
             for item in page.items:
-                objects[item.name] = self._decode(item.value, item.mod_revision)
-            if not page.more or not page.items:
-                return objects, revision
-            after = page.items[-1].name
+                objects[item.name] = codec.decode(self.kind.cls, item.value, item.mod_revision)
+        return objects, revision
 
     async def _follow(self, start: int) -> None:
         stream = self._store.watch(self.resource, start_revision=start)
@@ -285,14 +285,15 @@ class WatchCache:
                 return
             obj = meta.copy(prev)
             obj.metadata.resource_version = str(event.mod_revision)
-            change = CacheEvent(event.mod_revision, v1.DELETED, obj, prev)
+            change = CacheEvent(event.mod_revision, v1.DELETED, obj, prev, self.kind)
             if not history_only:
                 self.objects.pop(event.name, None)
         else:
             obj = self._decode(event.value, event.mod_revision)
             prev = self._previous(event, history_only)
             created = event.create_revision == event.mod_revision
-            change = CacheEvent(event.mod_revision, v1.ADDED if created else v1.MODIFIED, obj, None if created else prev)
+            type_ = v1.ADDED if created else v1.MODIFIED
+            change = CacheEvent(event.mod_revision, type_, obj, None if created else prev, self.kind)
             if not history_only:
                 self.objects[event.name] = obj
         self._record(change)
@@ -317,20 +318,17 @@ class WatchCache:
             if name not in fresh:
                 gone = meta.copy(old)
                 gone.metadata.resource_version = str(revision)
-                self._record(CacheEvent(revision, v1.DELETED, gone, old))
+                self._record(CacheEvent(revision, v1.DELETED, gone, old, self.kind))
         for name, obj in fresh.items():
             old = self.objects.get(name)
             if old is None:
-                self._record(CacheEvent(revision, v1.ADDED, obj, None))
+                self._record(CacheEvent(revision, v1.ADDED, obj, None, self.kind))
             elif old.metadata.resource_version != obj.metadata.resource_version:
-                self._record(CacheEvent(revision, v1.MODIFIED, obj, old))
+                self._record(CacheEvent(revision, v1.MODIFIED, obj, old, self.kind))
         self.objects = fresh
 
     def _decode(self, value: bytes, mod_revision: int) -> Any:
-        obj = self._cls.FromString(value)
-        if mod_revision:
-            obj.metadata.resource_version = str(mod_revision)
-        return obj
+        return codec.decode(self.kind.cls, value, mod_revision)
 
     def close(self, reason: str) -> None:
         """Refuse new watchers and close the existing ones (they end and their clients resume elsewhere)."""

@@ -128,6 +128,19 @@ class Store:
         items = [self._object(kv, len(directory)) for kv in result.kvs]
         return ListPage(items, revision or result.revision, result.more)
 
+    async def pages(
+        self, resource: str, *, start_after: str = "", revision: int = 0, page_size: int = 1000
+    ) -> AsyncGenerator[ListPage, None]:
+        """Every object after `start_after`, page by page, all read at one snapshot (the first page's revision,
+        or `revision` when given). The caller may stop early; each page's `revision` is the snapshot's."""
+        while True:
+            page = await self.list(resource, limit=page_size, start_after=start_after, revision=revision)
+            revision = page.revision
+            yield page
+            if not page.more or not page.items:
+                return
+            start_after = page.items[-1].name
+
     async def create(self, resource: str, name: str, value: bytes, *, lease: int = 0) -> int:
         """Store a new object (bound to `lease` when non-zero); its mod_revision. AlreadyExists if taken."""
         key = self._key(resource, name)

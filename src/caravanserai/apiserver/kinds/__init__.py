@@ -1,0 +1,19 @@
+"""The kinds an apiserver serves: one strategy object per kind (see `base`), found through a `KindTable`.
+
+Built-in kinds live in this package, one module each; `builtin_kinds()` is a fresh table of them.
+"""
+
+from __future__ import annotations
+
+from caravanserai.apiserver.kinds import event, lease, node, project
+from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
+
+BUILTIN: tuple[KindStrategy, ...] = (project.STRATEGY, node.STRATEGY, lease.STRATEGY, event.STRATEGY)
+
+
+def builtin_kinds() -> KindTable:
+    """A new table holding the built-in kinds."""
+    return KindTable(list(BUILTIN))
+
+
+__all__ = ["BUILTIN", "FINALIZE", "KindContext", "KindStrategy", "KindTable", "MARK", "NOOP", "REMOVE", "builtin_kinds"]

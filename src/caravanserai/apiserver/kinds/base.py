@@ -1,0 +1,195 @@
+"""The server-side strategy of a kind, and the table of kinds an apiserver serves.
+
+A `KindStrategy` owns everything the apiserver does differently per kind: defaulting on create, validation, the
+spec/status split on update, the delete plan and the authorization rules for nodes and controllers. The generic
+verbs (`ResourceService`), the watch cache and the authorizer dispatch through a `KindTable` and never name a
+kind. The base class implements the common behaviour; each kind's module overrides only what differs.
+
+Guarantees of the base behaviour:
+
+* Create refuses client-set resource_version and deletion_timestamp (and status, for kinds with
+  `status_on_create=False`), then sets type meta, a fresh uid, generation 1 and the creation time.
+* Update takes metadata (labels, annotations, finalizers) and spec from the request, everything else from the
+  stored object, and bumps generation only when the spec changed. UpdateStatus takes only the status.
+* Delete removes the record at once unless finalizers remain (then the object is marked with a
+  deletion_timestamp and removed once an update empties them).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from caravanserai import meta, v1
+from caravanserai.apiserver.eventleases import EventLeases
+from caravanserai.clock import timestamp
+from caravanserai.errors import FieldViolation, Invalid
+from caravanserai.storage import Store
+
+# Delete plans.
+REMOVE, MARK, FINALIZE, NOOP = "remove", "mark", "finalize", "noop"
+
+
+@dataclass(frozen=True, slots=True)
+class KindContext:
+    """What the few non-pure hooks of a strategy may use: the store (read only) and the event leases."""
+
+    store: Store
+    event_leases: EventLeases
+
+
+class KindStrategy:
+    """What the apiserver does to objects of one kind on each verb. Pure except for `before_delete` and
+    `create_lease`, which may read the store."""
+
+    #: May a client set status on Create (kinds whose status is unused or written by their creator)?
+    status_on_create = True
+    #: Verbs `controller:*` identities may use besides reading.
+    controller_writes: frozenset[str] = frozenset()
+
+    def __init__(self, kind: meta.Kind) -> None:
+        self.kind = kind
+
+    @property
+    def plural(self) -> str:
+        return self.kind.plural
+
+    # ---- create ---------------------------------------------------------------------------------------------
+
+    def prepare_create(self, obj: Any, *, now: float) -> None:
+        """Default a new object in place (see the module docstring); Invalid for fields a client may not set."""
+        violations: list[FieldViolation] = []
+        if obj.metadata.resource_version:
+            violations.append(FieldViolation("metadata.resourceVersion", "must not be set on create"))
+        if obj.metadata.HasField("deletion_timestamp"):
+            violations.append(FieldViolation("metadata.deletionTimestamp", "must not be set on create"))
+        if not self.status_on_create and obj.HasField("status") and obj.status.ByteSize():
+            violations.append(FieldViolation("status", "must not be set on create; use UpdateStatus"))
+        if violations:
+            raise Invalid.of(violations, what=self.kind.kind)
+        obj.api_version = self.api_version
+        obj.kind = self.kind.kind
+        obj.metadata.uid = str(uuid.uuid4())
+        obj.metadata.generation = 1
+        obj.metadata.creation_timestamp.CopyFrom(timestamp(now))
+        self.default_new(obj, now=now)
+
+    @property
+    def api_version(self) -> str:
+        return v1.API_VERSION
+
+    def default_new(self, obj: Any, *, now: float) -> None:
+        """Kind-specific defaults of a new object (after the common ones)."""
+
+    async def create_lease(self, ctx: KindContext) -> int:
+        """The etcd lease a new object is bound to (0: none, the object lives until deleted)."""
+        return 0
+
+    # ---- validation -----------------------------------------------------------------------------------------
+
+    def validate(self, obj: Any) -> None:
+        """Invalid listing every violation of type meta, metadata and spec (Create and Update)."""
+        raise NotImplementedError
+
+    def validate_status(self, obj: Any) -> None:
+        """Invalid listing every violation of the status (UpdateStatus)."""
+        raise NotImplementedError
+
+    # ---- update ---------------------------------------------------------------------------------------------
+
+    def prepare_update(self, old: Any, new: Any) -> Any:
+        """The object to store for an Update of `old` with `new` (a fresh message; neither input changes)."""
+        self.require_version(new)
+        merged = meta.copy(old)
+        merged.spec.CopyFrom(new.spec)
+        merged.metadata.labels.clear()
+        merged.metadata.labels.update(new.metadata.labels)
+        merged.metadata.annotations.clear()
+        merged.metadata.annotations.update(new.metadata.annotations)
+        del merged.metadata.finalizers[:]
+        merged.metadata.finalizers.extend(new.metadata.finalizers)
+        if merged.spec != old.spec:
+            merged.metadata.generation = old.metadata.generation + 1
+        return merged
+
+    def prepare_status(self, old: Any, new: Any, *, now: float) -> Any:
+        """The object to store for an UpdateStatus of `old` with `new`: new status, everything else from `old`."""
+        self.require_version(new)
+        merged = meta.copy(old)
+        merged.status.CopyFrom(new.status)
+        return merged
+
+    def require_version(self, obj: Any) -> None:
+        if not obj.metadata.resource_version:
+            raise Invalid.of(
+                [FieldViolation("metadata.resourceVersion", "required: pass the version you read")], what=self.kind.kind
+            )
+
+    # ---- delete ---------------------------------------------------------------------------------------------
+
+    async def before_delete(self, ctx: KindContext, obj: Any, *, force: bool) -> None:
+        """Refuse (FailedPrecondition) a delete that must not happen now."""
+
+    def delete_plan(self, obj: Any, *, force: bool) -> str:
+        """REMOVE (the record goes now), MARK/FINALIZE (the record is marked for deletion) or NOOP (already
+        marked)."""
+        if obj.metadata.finalizers and not force:
+            return NOOP if obj.metadata.HasField("deletion_timestamp") else FINALIZE
+        return REMOVE
+
+    def mark_deleted(self, obj: Any, plan: str, *, now: float) -> Any:
+        """A copy of `obj` marked for deletion under `plan` (MARK or FINALIZE)."""
+        marked = meta.copy(obj)
+        if not marked.metadata.HasField("deletion_timestamp"):
+            marked.metadata.deletion_timestamp.CopyFrom(timestamp(now))
+        return marked
+
+    def removable_after_update(self, obj: Any) -> bool:
+        """True when an updated object should now disappear: deletion was requested and no finalizer is left."""
+        return obj.metadata.HasField("deletion_timestamp") and not obj.metadata.finalizers
+
+    # ---- authorization ----------------------------------------------------------------------------------------
+
+    def node_allows(self, node: str, verb: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
+        """May identity `node:<node>` do `verb`? Nodes have no access unless a kind says so."""
+        return False
+
+
+class KindTable:
+    """The kinds one apiserver serves, by plural. The one place requests find their kind's strategy."""
+
+    def __init__(self, strategies: list[KindStrategy] | None = None) -> None:
+        self._by_plural: dict[str, KindStrategy] = {}
+        for strategy in strategies or ():
+            self.add(strategy)
+
+    def add(self, strategy: KindStrategy) -> None:
+        self._by_plural[strategy.plural] = strategy
+
+    def remove(self, plural: str) -> None:
+        self._by_plural.pop(plural, None)
+
+    def get(self, plural: str) -> KindStrategy | None:
+        return self._by_plural.get(plural)
+
+    def __contains__(self, plural: object) -> bool:
+        return plural in self._by_plural
+
+    def __iter__(self) -> Iterator[KindStrategy]:
+        return iter(list(self._by_plural.values()))
+
+    def plurals(self) -> list[str]:
+        return sorted(self._by_plural)
+
+    def require(self, plural: str) -> KindStrategy:
+        """The strategy for `plural`; Invalid naming the field `resource` and the known resources otherwise."""
+        strategy = self._by_plural.get(plural)
+        if strategy is None:
+            known = ", ".join(self.plurals())
+            raise Invalid.of([FieldViolation("resource", f"unknown resource {plural!r}; known: {known}")])
+        return strategy
+
+
+__all__ = ["FINALIZE", "KindContext", "KindStrategy", "KindTable", "MARK", "NOOP", "REMOVE"]

@@ -1,0 +1,71 @@
+"""Projects: phase Pending on create, the phase table of `caravanserai.lifecycle` on UpdateStatus (DESIGN §4),
+Terminating on delete while anything may run, and nodes reaching only the projects bound to them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from caravanserai import lifecycle, meta
+from caravanserai.apiserver import validation
+from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindStrategy
+from caravanserai.errors import FailedPrecondition
+from caravanserai.selectors import FieldSelector, validate_dns_label
+
+KIND = meta.KINDS["projects"]
+
+
+class ProjectStrategy(KindStrategy):
+    status_on_create = False
+    controller_writes = frozenset({"update_status", "delete"})
+
+    def default_new(self, obj: Any, *, now: float) -> None:
+        lifecycle.created(obj, now=now)
+
+    def validate(self, obj: Any) -> None:
+        validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_label, spec_rule=validation.project_spec)
+
+    def validate_status(self, obj: Any) -> None:
+        validation.check_status(obj, kind=KIND.kind, status_rule=validation.project_status)
+
+    def prepare_update(self, old: Any, new: Any) -> Any:
+        merged = super().prepare_update(old, new)
+        if old.metadata.HasField("deletion_timestamp") and merged.spec != old.spec:
+            raise FailedPrecondition(f"project {old.metadata.name} is being deleted; its spec cannot change")
+        return merged
+
+    def prepare_status(self, old: Any, new: Any, *, now: float) -> Any:
+        """New status, checked against the lifecycle's phase table (which also records phase changes)."""
+        merged = super().prepare_status(old, new, now=now)
+        lifecycle.check(old, merged, now=now)
+        return merged
+
+    def delete_plan(self, obj: Any, *, force: bool) -> str:
+        plan = lifecycle.delete_plan(obj, force=force)
+        if plan == REMOVE and obj.metadata.finalizers and not force:
+            return NOOP if obj.metadata.HasField("deletion_timestamp") else FINALIZE
+        return plan
+
+    def mark_deleted(self, obj: Any, plan: str, *, now: float) -> Any:
+        return lifecycle.mark_terminating(obj, now=now) if plan == MARK else super().mark_deleted(obj, plan, now=now)
+
+    def removable_after_update(self, obj: Any) -> bool:
+        return super().removable_after_update(obj) and obj.status.phase in lifecycle.DELETE_AT_ONCE
+
+    def node_allows(self, node: str, verb: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
+        """A node lists and watches only with `status.nodeRef=<itself>`, reads projects bound to it and writes
+        their status while they stay bound to it."""
+        if verb in ("list", "watch"):
+            selector = FieldSelector.parse(field_selector)
+            return any(
+                r.field == "status.nodeRef" and r.operator == "=" and r.value == node for r in selector.requirements
+            )
+        if verb == "get":
+            return obj is not None and obj.status.node_ref == node
+        if verb == "update_status":
+            return old is not None and old.status.node_ref == node and obj.status.node_ref == node
+        return False
+
+
+STRATEGY = ProjectStrategy(KIND)
+
+__all__ = ["STRATEGY", "ProjectStrategy"]
