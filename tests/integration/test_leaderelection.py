@@ -224,3 +224,28 @@ def test_timings_must_leave_room_for_renewal() -> None:
     host, pid, suffix = config.identity.rsplit("_", 2)
     assert host and pid.isdigit() and len(suffix) == 6
 
+
+
+async def test_shutdown_while_the_api_is_down_gives_up_the_release_quickly(etcd: EtcdServer) -> None:
+    """Releasing the lease is a courtesy: with the API gone, a graceful stop gives it up after release_timeout
+    instead of retrying for the client's whole retry_timeout."""
+    api = await start_apiserver(etcd.endpoint, bookmark_interval=0.2)
+    try:
+        async with Client(api.address, timeout=5, retry_timeout=20) as client:
+            config = LeaderElectionConfig(name="courteous", identity="solo")  # release_timeout 2 s
+            manager = Manager(client, leader_election=config, shutdown_timeout=30)
+            controller = Controller("idle", Busy("solo", []))
+            controller.watch(manager.informers.informer(v1.Project))
+            manager.add(controller)
+            run = asyncio.create_task(manager.run())
+            assert manager.elector is not None
+            elector = manager.elector
+            await wait_for(lambda: elector.is_leader, 10)
+            await api.stop()
+            started = time.monotonic()
+            manager.stop()
+            await asyncio.wait_for(run, 15)
+            took = time.monotonic() - started
+        assert took < 2.0 + 1.5  # the release timeout and a little; the client alone would retry for 20 s
+    finally:
+        await api.stop()

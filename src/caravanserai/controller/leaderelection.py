@@ -17,7 +17,9 @@ The protocol (client-go's, on our Lease through the API):
   `on_leading` is cancelled at once and has finished before `run` campaigns again. Because renew_deadline <
   lease_duration, the old leader has stopped before any other candidate can take over.
 * **Release.** When `on_leading` returns (a graceful stop), the lease is released (holder cleared) so a standby
-  takes over at once instead of after a lease duration.
+  takes over at once instead of after a lease duration. The release is given at most `release_timeout` (2 s): a
+  shutdown while the API is unreachable does not wait for it, and the lease then expires by itself after
+  `lease_duration`.
 * Times written into the lease (renew_time, acquire_time) come from the injected clock's `now()`; expiry and
   sleeps use its `monotonic()` and `sleep()`.
 
@@ -64,8 +66,11 @@ class LeaderElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    release_timeout: float = 2.0  # a graceful release not done by then is abandoned (the lease expires by itself)
 
     def __post_init__(self) -> None:
+        if self.release_timeout <= 0:
+            raise ValueError(f"leader election needs release_timeout > 0, got {self.release_timeout:g}")
         if not self.lease_duration > self.renew_deadline > self.retry_period * JITTER:
             raise ValueError(
                 "leader election needs lease_duration > renew_deadline > retry_period × 1.2, got "
@@ -212,7 +217,18 @@ class LeaderElector:
         return self._clock.monotonic() >= self._observed_at + lease.spec.lease_duration_seconds
 
     async def release(self) -> bool:
-        """Give the lease up if we hold it (holder cleared, compare-and-swap). True when released."""
+        """Give the lease up if we hold it (holder cleared, compare-and-swap). True when released.
+
+        Gives up after `config.release_timeout` seconds of the clock (the API unreachable, say): False then, and
+        the lease expires by itself after its duration."""
+        try:
+            return await run_within(self._clock, self._release(), self.config.release_timeout)
+        except TimeoutError:
+            self._log.info("could not release the lease in time; it expires by itself",
+                           timeout=self.config.release_timeout)
+            return False
+
+    async def _release(self) -> bool:
         current = self._observed
         if current is None or current.spec.holder_identity != self.config.identity:
             return False
