@@ -28,6 +28,7 @@ from caravanserai.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXPECTED_ERR
 from caravanserai.cli.get import get
 from caravanserai.cli.logs import logs
 from caravanserai.cli.nodes import cordon, drain, uncordon
+from caravanserai.cli.restart import restart
 from caravanserai.cli.schema import schema
 from caravanserai.cli.version import VERSION, version
 from caravanserai.cli.wait import wait
@@ -100,7 +101,9 @@ def caractrl(
     )
 
 
-for command in (apply, completion, cordon, delete, describe, drain, get, logs, schema, uncordon, version, wait):
+for command in (
+    apply, completion, cordon, delete, describe, drain, get, logs, restart, schema, uncordon, version, wait
+):
     caractrl.add_command(command)
 
 

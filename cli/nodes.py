@@ -3,19 +3,24 @@
 * `cordon` sets `spec.unschedulable` (read, change, write with the version read; re-read on Conflict): the
   scheduler places nothing new there; what runs keeps running.
 * `uncordon` clears it.
-* `drain` cordons, then deletes every project bound to the node, after confirmation (`--yes` skips the
-  prompt). The phase table has no way back from Running to Pending for a client, so a drained project is
-  *deleted* (its containers are stopped by the agent), not moved: re-apply its manifest to run it elsewhere.
-  `--force` removes the records at once; `--wait` waits until they are gone.
+* `drain` cordons, then moves every Scheduled or Running project bound to the node: it returns to Pending
+  (reason NodeDrained) and the scheduler places it elsewhere, while the node's agent keeps the old containers
+  running until the project runs on its new node or `--timeout` (default 5m) passes. It waits (unless
+  `--no-wait`) until each moved project runs elsewhere.
+* `drain --delete` deletes the projects instead, after confirmation (`--yes` skips the prompt); `--force`
+  removes the records at once; `--wait` waits until they are gone.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 import click
 
-from caravanserai import meta
+from caravanserai import meta, v1
 from caravanserai.client import nodeops
 from caravanserai.client.nodeops import LEAVING
+from caravanserai.clock import SystemClock
 from caravanserai.durations import parse_duration
 from caravanserai.errors import NotFound
 
@@ -23,6 +28,11 @@ from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.delete import DeleteOptions, Target, delete_targets
 from caravanserai.cli.errors import PartialFailure, not_found
+
+
+PLACED = (v1.SCHEDULED, v1.RUNNING, v1.SUCCEEDED, v1.FAILED)
+"""A moved project has arrived once it is in one of these phases on another node."""
+POLL_INTERVAL = 0.5
 
 
 async def set_unschedulable(settings: Settings, node: str, value: bool) -> bool:
@@ -56,40 +66,101 @@ async def _bound_projects(settings: Settings, node: str) -> list[str]:
         return await nodeops.drainable_projects(client, node)
 
 
-async def _drain(settings: Settings, projects: list[str], opts: DeleteOptions) -> bool:
+async def _delete(settings: Settings, projects: list[str], opts: DeleteOptions) -> bool:
     kind = meta.KINDS["projects"]
     async with settings.client() as client:
         return await delete_targets(client, [Target(kind, name) for name in projects], opts)
 
 
+async def _move(settings: Settings, node: str, timeout: float) -> list[str]:
+    """Send the movable projects of `node` back to Pending with a hand-off of `timeout`; the names moved."""
+    clock = SystemClock()
+    async with settings.client() as client:
+        names = nodeops.movable_projects(list(await client.projects.list(field_selector=f"status.nodeRef={node}")), node)
+        moved = []
+        for name in names:
+            now = clock.now()
+            if await nodeops.move_project(client, name, node, now=now, handoff_until=now + timeout):
+                moved.append(name)
+                click.echo(f"project/{name} moving off node/{node}")
+    return moved
+
+
+async def _wait_moved(settings: Settings, names: list[str], node: str, timeout: float) -> list[str]:
+    """Wait until every project in `names` runs (or finished) on another node; the names still not there."""
+    clock = SystemClock()
+    deadline = clock.monotonic() + timeout
+    waiting = list(names)
+    async with settings.client() as client:
+        while waiting:
+            for name in list(waiting):
+                try:
+                    project = await client.projects.get(name)
+                except NotFound:
+                    waiting.remove(name)
+                    continue
+                status = project.status
+                if status.node_ref and status.node_ref != node and status.phase in PLACED:
+                    click.echo(f"project/{name} {status.phase.lower()} on node/{status.node_ref}")
+                    waiting.remove(name)
+            if not waiting or clock.monotonic() >= deadline:
+                break
+            await asyncio.sleep(POLL_INTERVAL)
+    return waiting
+
+
 @click.command("drain")
 @click.argument("node", shell_complete=complete_names)
-@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--force", is_flag=True, help="Remove the project records at once, skipping Terminating.")
-@click.option("--wait/--no-wait", default=False, show_default=True, help="Wait until the projects are gone.")
-@click.option("--timeout", default="60s", show_default=True, help="How long --wait waits (0: forever).")
+@click.option("--delete", "delete_", is_flag=True, help="Delete the projects instead of moving them (asks first).")
+@click.option("-y", "--yes", is_flag=True, help="With --delete: do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="With --delete: remove the records at once, skipping Terminating.")
+@click.option("--wait/--no-wait", default=None,
+              help="Wait until the projects run elsewhere (or, with --delete, are gone). Default: wait when moving.")
+@click.option("--timeout", default="5m", show_default=True,
+              help="How long the old containers keep running while a moved project starts elsewhere, and how long "
+              "--wait waits.")
 @pass_settings
-def drain(settings: Settings, node: str, yes: bool, force: bool, wait: bool, timeout: str) -> None:
-    """Cordon NODE, then delete every project bound to it (they are not moved: re-apply them)."""
+def drain(
+    settings: Settings, node: str, delete_: bool, yes: bool, force: bool, wait: bool | None, timeout: str
+) -> None:
+    """Cordon NODE and move its projects to other nodes (Pending, reason NodeDrained).
+
+    The old containers keep running until a project runs on its new node, or until --timeout passes. With
+    --delete, the projects are deleted instead (the old behaviour).
+    """
     try:
-        opts = DeleteOptions(force=force, wait=wait, timeout=parse_duration(timeout), ignore_not_found=True)
+        seconds = parse_duration(timeout)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--timeout'") from None
     changed = run(set_unschedulable(settings, node, True))
     click.echo(f"node/{node} cordoned" if changed else f"node/{node} already cordoned")
-    projects = run(_bound_projects(settings, node))
-    if projects:
-        listed = ", ".join(projects)
-        question = f"Delete {len(projects)} project(s) on node/{node} ({listed})?"
-        if not yes and not click.confirm(question, err=True):
-            click.echo(f"node/{node} stays cordoned; undo with: caractrl uncordon {node}", err=True)
-            raise PartialFailure()
-        if run(_drain(settings, projects, opts)):
-            raise PartialFailure()
+    if delete_:
+        _drain_by_deleting(settings, node, yes, DeleteOptions(force=force, wait=bool(wait), timeout=seconds,
+                                                                ignore_not_found=True))
+    else:
+        moved = run(_move(settings, node, seconds))
+        if moved and wait is not False:
+            late = run(_wait_moved(settings, moved, node, seconds))
+            if late:
+                click.echo(f"error: not running elsewhere after {timeout}: {', '.join(late)}", err=True)
+                raise PartialFailure()
     click.echo(f"node/{node} drained")
+
+
+def _drain_by_deleting(settings: Settings, node: str, yes: bool, opts: DeleteOptions) -> None:
+    projects = run(_bound_projects(settings, node))
+    if not projects:
+        return
+    listed = ", ".join(projects)
+    question = f"Delete {len(projects)} project(s) on node/{node} ({listed})?"
+    if not yes and not click.confirm(question, err=True):
+        click.echo(f"node/{node} stays cordoned; undo with: caractrl uncordon {node}", err=True)
+        raise PartialFailure()
+    if run(_delete(settings, projects, opts)):
+        raise PartialFailure()
 
 
 # a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
 drain.fixed_resource = "nodes"  # type: ignore[attr-defined]
 
-__all__ = ["LEAVING", "cordon", "drain", "set_unschedulable", "uncordon"]
+__all__ = ["LEAVING", "PLACED", "cordon", "drain", "set_unschedulable", "uncordon"]

@@ -1,10 +1,10 @@
-"""cara-controller-manager: the scheduler, node health and the garbage collector in one process.
+"""cara-controller-manager: the scheduler, node health, the garbage collector and placement upkeep in one process.
 
-    cara-controller-manager [--controllers scheduler,node-health,gc] [--server HOST:PORT] [--no-leader-elect]
+    cara-controller-manager [--controllers scheduler,node-health,gc,placement] [--server HOST:PORT] [--no-leader-elect]
 
 A convenience for small clusters (`cara up` runs it): one process, one Manager, one set of shared informers and
 one leader election (Lease `cara-controller-manager`), so the replicas of the combined process take turns as a
-whole. Every flag of the three controllers is accepted; the ones they share (`--heartbeat-timeout`) mean the
+whole. Every flag of the controllers is accepted; the ones they share (`--heartbeat-timeout`) mean the
 same for both.
 """
 
@@ -20,6 +20,7 @@ from caravanserai.clock import Clock
 from caravanserai.controller import Manager
 from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.nodehealth import app as nodehealth_app
+from caravanserai.controllers.placement import app as placement_app
 from caravanserai.controllers.process import process_parser, run_process
 from caravanserai.controllers.scheduler import app as scheduler_app
 
@@ -30,6 +31,7 @@ SETUPS: dict[str, Callable[[Manager, Client, Clock, argparse.Namespace], Any]] =
     scheduler_app.NAME: scheduler_app.setup_from_args,
     nodehealth_app.NAME: nodehealth_app.setup_from_args,
     gc_app.NAME: gc_app.setup_from_args,
+    placement_app.NAME: placement_app.setup_from_args,
 }
 """Every controller this process can run, by the name `--controllers` uses."""
 
@@ -57,7 +59,7 @@ def parser() -> argparse.ArgumentParser:
         default=list(SETUPS),
         help=f"comma-separated controllers to run (default: {','.join(SETUPS)})",
     )
-    for app in (scheduler_app, nodehealth_app, gc_app):
+    for app in (scheduler_app, nodehealth_app, gc_app, placement_app):
         app.add_arguments(p)
     return p
 

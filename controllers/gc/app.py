@@ -48,11 +48,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="delete Terminated projects this long after they finished (default 5s)",
     )
+    group.add_argument(
+        "--succeeded-ttl",
+        type=duration(),
+        default=None,
+        metavar="DURATION",
+        help="delete Succeeded projects this long after they succeeded (default: keep them until deleted)",
+    )
     group.add_argument("--gc-workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles")
 
 
 def options_from_args(opts: argparse.Namespace) -> GCOptions:
-    return GCOptions(GCConfig(terminated_delay=opts.terminated_delay), workers=opts.gc_workers, identity=identity(opts))
+    config = GCConfig(terminated_delay=opts.terminated_delay, succeeded_ttl=opts.succeeded_ttl)
+    return GCOptions(config, workers=opts.gc_workers, identity=identity(opts))
 
 
 def candidates(nodes: CacheReader[v1.Node]) -> Callable[[Any], bool]:

@@ -7,6 +7,9 @@ In order of precedence:
 * **Bound to a node that no longer exists** (Scheduled, Running or Terminating with a `node_ref` naming no Node)
   → at once: Terminating ones are finished (Terminated; nothing can run on a node that is gone), Scheduled and
   Running ones go back to Pending to be placed elsewhere. Failed ones are left for their owner to delete.
+* **Succeeded**, when `succeeded_ttl` is set (`--succeeded-ttl`) → deleted that long after it succeeded (the
+  transition time of its Phase condition) through a normal Delete (Terminating: the agent removes the exited
+  containers).
 * **Past `spec.expire_at`** → deleted at that moment through a normal Delete: an active project becomes
   Terminating (the agent stops it), an inactive one is removed. A Terminating one is already on its way.
 * Anything else → kept; nothing to wait for.
@@ -28,6 +31,7 @@ DEFAULT_TERMINATED_DELAY = 5.0
 @dataclass(frozen=True, slots=True)
 class GCConfig:
     terminated_delay: float = DEFAULT_TERMINATED_DELAY
+    succeeded_ttl: float | None = None  # None: Succeeded projects are kept until deleted
 
 
 class Verdict(enum.Enum):
@@ -36,6 +40,7 @@ class Verdict(enum.Enum):
     FINISH_ORPHAN = "finish-orphan"  # Terminating on a deleted node → Terminated
     UNBIND_ORPHAN = "unbind-orphan"  # Scheduled/Running on a deleted node → Pending
     EXPIRE = "expire"
+    DELETE_SUCCEEDED = "delete-succeeded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +52,8 @@ class Step:
 
 
 def terminated_at(project: v1.Project) -> float:
-    """When the project became Terminated: its Phase condition's transition time (else its deletion request)."""
+    """When the project entered its phase (Terminated, Succeeded): its Phase condition's transition time (else its
+    deletion request)."""
     cond = meta.get_condition(project.status.conditions, v1.CONDITION_PHASE)
     if cond is not None and cond.HasField("last_transition_time"):
         return seconds(cond.last_transition_time)
@@ -64,6 +70,8 @@ def plan(project: v1.Project, *, node_exists: bool, config: GCConfig = GCConfig(
     phase = project.status.phase
     if phase == v1.TERMINATED:
         return Step(Verdict.DELETE_TERMINATED, terminated_at(project) + config.terminated_delay)
+    if phase == v1.SUCCEEDED and config.succeeded_ttl is not None:
+        return Step(Verdict.DELETE_SUCCEEDED, terminated_at(project) + config.succeeded_ttl)
     if may_be_orphan(project) and not node_exists:
         return Step(Verdict.FINISH_ORPHAN if phase == v1.TERMINATING else Verdict.UNBIND_ORPHAN)
     if project.spec.HasField("expire_at") and phase != v1.TERMINATING:
@@ -73,7 +81,7 @@ def plan(project: v1.Project, *, node_exists: bool, config: GCConfig = GCConfig(
 
 def is_candidate(project: v1.Project, *, node_known: bool) -> bool:
     """Whether the project may ever need the collector (to filter informer events cheaply)."""
-    if project.status.phase == v1.TERMINATED or project.spec.HasField("expire_at"):
+    if project.status.phase in (v1.TERMINATED, v1.SUCCEEDED) or project.spec.HasField("expire_at"):
         return True
     return may_be_orphan(project) and not node_known
 

@@ -31,6 +31,7 @@ log = structlog.get_logger(__name__)
 
 REASON_NODE_DELETED = "NodeDeleted"
 REASON_EXPIRED = "Expired"
+REASON_SUCCEEDED_TTL = "SucceededTTLExpired"
 
 
 class GCReconciler:
@@ -101,6 +102,9 @@ class GCReconciler:
         verdict = step.verdict
         if verdict is Verdict.DELETE_TERMINATED:
             await self._delete(project)
+        elif verdict is Verdict.DELETE_SUCCEEDED:
+            await self._recorder.normal(project, REASON_SUCCEEDED_TTL, "Succeeded longer than --succeeded-ttl; deleting")
+            await self._delete(project)
         elif verdict is Verdict.EXPIRE:
             await self._recorder.normal(project, REASON_EXPIRED, "spec.expireAt has passed; deleting the project")
             await self._delete(project)
@@ -126,4 +130,4 @@ class GCReconciler:
             return
 
 
-__all__ = ["GCReconciler", "REASON_EXPIRED", "REASON_NODE_DELETED"]
+__all__ = ["GCReconciler", "REASON_EXPIRED", "REASON_NODE_DELETED", "REASON_SUCCEEDED_TTL"]

@@ -389,12 +389,12 @@ async def test_cordon_uncordon_drain(cli: Caractrl, client: Client) -> None:
 
     await client.projects.create(builders.project("web"))
     await bind(client, "web", "n1")
-    declined = await cli("drain", "n1", input="n\n")
+    declined = await cli("drain", "n1", "--delete", input="n\n")
     assert declined.exit_code == 1
     assert "stays cordoned" in declined.stderr
     assert (await client.projects.get("web")).status.phase == v1.SCHEDULED
 
-    drained = await cli("drain", "n1", "--yes")
+    drained = await cli("drain", "n1", "--delete", "--yes")
     assert lines(drained.stdout) == [
         "node/n1 already cordoned", "project/web marked for deletion (Terminating)", "node/n1 drained",
     ]

@@ -147,3 +147,23 @@ async def test_absence_is_confirmed_with_a_live_read(client: Client) -> None:
     await reconciler.reconcile("run")
     assert (await client.projects.get("run")).status.phase == v1.PENDING
     assert reconciler.actions == {Verdict.UNBIND_ORPHAN: 1}
+
+
+async def test_succeeded_projects_are_deleted_after_the_ttl_when_one_is_set(client: Client) -> None:
+    await add_node(client, "n1")
+    await place(client, "job", v1.RUNNING)
+    await set_phase(client, "job", v1.SUCCEEDED)
+    await place(client, "kept", v1.RUNNING)
+    options = app.GCOptions(GCConfig(succeeded_ttl=0.5))
+    async with running_manager(client, lambda m: app.setup(m, client, CLOCK, options)):
+
+        async def terminating() -> bool:
+            return (await client.projects.get("job")).status.phase == v1.TERMINATING
+
+        await wait_for(terminating, 5)  # a normal Delete: the agent removes the exited containers first
+        assert [e.spec.reason for e in await events_for(client, "job", "SucceededTTLExpired")] == ["SucceededTTLExpired"]
+        assert (await client.projects.get("kept")).status.phase == v1.RUNNING
+    await set_phase(client, "kept", v1.SUCCEEDED)
+    async with collector(client):  # no --succeeded-ttl: Succeeded projects stay until deleted
+        await asyncio.sleep(0.8)
+        assert (await client.projects.get("kept")).status.phase == v1.SUCCEEDED

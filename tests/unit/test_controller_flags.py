@@ -62,8 +62,8 @@ def test_defaults() -> None:
         ("scheduler", ["scheduler"]),
         ("gc, scheduler", ["gc", "scheduler"]),
         ("scheduler,scheduler", ["scheduler"]),
-        ("all", ["scheduler", "node-health", "gc"]),
-        ("*", ["scheduler", "node-health", "gc"]),
+        ("all", ["scheduler", "node-health", "gc", "placement"]),
+        ("*", ["scheduler", "node-health", "gc", "placement"]),
     ],
 )
 def test_controller_list(text: str, expected: list[str]) -> None:
@@ -72,7 +72,7 @@ def test_controller_list(text: str, expected: list[str]) -> None:
 
 @pytest.mark.parametrize("text", ["", "scheduler,nope", ","])
 def test_controller_list_refuses_unknown_names(text: str) -> None:
-    with pytest.raises(argparse.ArgumentTypeError, match="choose from scheduler, node-health, gc"):
+    with pytest.raises(argparse.ArgumentTypeError, match="choose from scheduler, node-health, gc, placement"):
         manager.controller_list(text)
 
 

@@ -8,6 +8,7 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 | `admin`, group admin| everything                                                                           |
 | `controller:<name>` | read everything; write project status, node status, leases, events; delete projects  |
 | `node:<name>`       | its own Node and Lease; list/watch only projects with `status.nodeRef=<name>`; read and |
+|                     | (read only) projects moved away from it (`status.previousNodeRef=<name>`);              |
 |                     | update the status of projects bound to it; create events, update its own events      |
 | anyone else         | read-only: get, list, watch                                                          |
 

@@ -59,8 +59,8 @@ class ProjectStrategy(KindStrategy):
             return any(
                 r.field == "status.nodeRef" and r.operator == "=" and r.value == node for r in selector.requirements
             )
-        if verb == "get":
-            return obj is not None and obj.status.node_ref == node
+        if verb == "get":  # also a project moved away from it, while the hand-off lasts (old containers run)
+            return obj is not None and node in (obj.status.node_ref, obj.status.previous_node_ref)
         if verb == "update_status":
             return old is not None and old.status.node_ref == node and obj.status.node_ref == node
         return False

@@ -1,0 +1,157 @@
+"""What placement upkeep does to one project, and when, as a pure function (`plan`).
+
+In order of precedence:
+
+* **Being deleted** (`metadata.deletionTimestamp`) → nothing: a project on its way out is never moved.
+* **Failed or Succeeded with a new generation** (the spec changed, or `caractrl restart` stamped a service,
+  after the agent last acted: `0 < status.observedGeneration < metadata.generation`) → back to Pending (reason
+  SpecChanged) at once; the scheduler places it again, possibly on another node, and the old node's agent
+  removes the old containers.
+* **Scheduled or Running on a node with a `NoExecute` taint it does not tolerate** → back to Pending (reason
+  TaintEviction) with a hand-off: the old containers run until the project runs elsewhere (or the hand-off
+  timeout). A toleration with `tolerationSeconds` delays this: the first sighting is stamped on the project
+  (condition `TaintedAt`, transition time = first seen) and the move is due that many seconds later; the
+  stamp is removed when the taint goes away.
+* **Scheduled or Running, spec changed since binding** (`metadata.generation != status.scheduledGeneration`)
+  → if the node no longer passes the node selector, its NoSchedule taints or the resources (requests of the
+  project plus the others bound there against allocatable): back to Pending (reason NodeNoLongerEligible);
+  else the binding is confirmed for the new generation (`scheduledGeneration` updated).
+* Anything else → nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from caravanserai import lifecycle, meta, v1
+from caravanserai.clock import seconds
+from caravanserai.controllers.scheduler.filters import (
+    FilterContext,
+    node_selector_matches,
+    resources_fit,
+    taints_tolerated,
+)
+from caravanserai.controllers.scheduler.snapshot import (
+    NO_EXECUTE,
+    NodeInfo,
+    TaintInfo,
+    TolerationInfo,
+    node_spec_fields,
+    project_info,
+)
+
+CONDITION_TAINTED_AT = "TaintedAt"
+
+
+class Action(enum.Enum):
+    NONE = "none"
+    TO_PENDING = "to-pending"
+    STAMP_TAINTED = "stamp-tainted"  # a tolerated-for-a-while NoExecute taint was first seen
+    CLEAR_TAINTED = "clear-tainted"  # the taint is gone
+    CONFIRM = "confirm"  # the node still fits the new generation
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """`action` due at `due` (wall-clock seconds), with the reason and message to record; `handoff` says whether
+    the old containers keep running until the project runs elsewhere."""
+
+    action: Action
+    due: float = 0.0
+    reason: str = ""
+    message: str = ""
+    handoff: bool = False
+
+
+def _tolerations(project: v1.Project, taint: TaintInfo) -> list[v1.Toleration]:
+    return [
+        t
+        for t in project.spec.tolerations
+        if TolerationInfo(t.key, t.operator or "Equal", t.value, t.effect).tolerates(taint)
+    ]
+
+
+def no_execute_deadline(project: v1.Project, node: v1.Node) -> tuple[float | None, str]:
+    """Seconds the project may stay after first seeing the node's NoExecute taints (0: must go now; None: may stay
+    forever), and the taint that decides it."""
+    _, _, taints, _ = node_spec_fields(node)
+    shortest: float | None = None
+    which = ""
+    for taint in taints:
+        if taint.effect != NO_EXECUTE:
+            continue
+        matching = _tolerations(project, taint)
+        if not matching:
+            return 0.0, str(taint)
+        if any(not t.HasField("toleration_seconds") for t in matching):
+            continue  # tolerated forever
+        limit = float(max(t.toleration_seconds for t in matching))
+        if shortest is None or limit < shortest:
+            shortest, which = limit, str(taint)
+    return shortest, which
+
+
+def still_eligible(project: v1.Project, node: v1.Node, others_requested: Mapping[str, int]) -> str | None:
+    """None when `node` still takes `project` as its spec is now; else why not ("node selector mismatch" …)."""
+    labels, _, taints, allocatable = node_spec_fields(node)
+    info = project_info(project)
+    node_info = NodeInfo(node.metadata.name, labels, taints=taints, allocatable=allocatable,
+                         requested=dict(others_requested))
+    ctx = FilterContext(now=0.0)
+    for check in (node_selector_matches, taints_tolerated, resources_fit):
+        rejection = check(info, node_info, ctx)
+        if rejection is not None:
+            return rejection.reason
+    return None
+
+
+def plan(project: v1.Project, node: v1.Node | None, *, others_requested: Mapping[str, int], now: float) -> Step:
+    """The step for `project` bound to `node` (None: unknown node, the garbage collector's case)."""
+    status, generation = project.status, project.metadata.generation
+    if project.metadata.HasField("deletion_timestamp"):
+        return Step(Action.NONE)
+    if status.phase in lifecycle.FINISHED and 0 < status.observed_generation < generation:
+        message = f"Spec changed (generation {generation}) after the project was {status.phase}; placing it again"
+        return Step(Action.TO_PENDING, now, lifecycle.REASON_SPEC_CHANGED, message)
+    if status.phase not in (v1.SCHEDULED, v1.RUNNING) or node is None:
+        return Step(Action.NONE)
+    taint_step = _taint_step(project, node, now)
+    if taint_step.action is Action.TO_PENDING and taint_step.due <= now:
+        return taint_step
+    if status.scheduled_generation and status.scheduled_generation != generation:
+        why = still_eligible(project, node, others_requested)
+        if why is not None:
+            message = f"Node {node.metadata.name} no longer fits the changed spec ({why}); placing it again"
+            return Step(Action.TO_PENDING, now, lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE, message)
+        if taint_step.action is Action.NONE:
+            return Step(Action.CONFIRM, now)
+    return taint_step
+
+
+def _taint_step(project: v1.Project, node: v1.Node, now: float) -> Step:
+    limit, taint = no_execute_deadline(project, node)
+    stamp = meta.get_condition(project.status.conditions, CONDITION_TAINTED_AT)
+    name = node.metadata.name
+    if limit is None:
+        return Step(Action.CLEAR_TAINTED, now) if stamp is not None else Step(Action.NONE)
+    message = f"Node {name} has taint {taint} that the project does not tolerate"
+    if limit == 0:
+        return Step(Action.TO_PENDING, now, lifecycle.REASON_TAINT_EVICTION, message + "; moving it", handoff=True)
+    if stamp is None or not stamp.HasField("last_transition_time"):
+        return Step(Action.STAMP_TAINTED, now, lifecycle.REASON_TAINT_EVICTION,
+                    f"Node {name} has taint {taint}, tolerated for {limit:g}s")
+    due = seconds(stamp.last_transition_time) + limit
+    return Step(Action.TO_PENDING, due, lifecycle.REASON_TAINT_EVICTION,
+                f"Node {name} has taint {taint}, tolerated for {limit:g}s; moving it", handoff=True)
+
+
+__all__ = [
+    "Action",
+    "CONDITION_TAINTED_AT",
+    "Step",
+    "no_execute_deadline",
+    "plan",
+    "still_eligible",
+]

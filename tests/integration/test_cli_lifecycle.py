@@ -1,0 +1,106 @@
+"""caractrl's lifecycle commands against a real apiserver over a real etcd: drain moves projects (with a hand-off
+to the drained node), restart stamps services, and wait knows a changed Failed project is not hopeless."""
+
+from __future__ import annotations
+
+import asyncio
+
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
+
+from caravanserai import lifecycle, meta, v1
+from caravanserai.client import Client
+from caravanserai.clock import SystemClock, seconds
+from caravanserai.testing import builders
+
+CLOCK = SystemClock()
+
+
+async def ready_node(client: Client, name: str) -> None:
+    node = await client.nodes.create(builders.node(name))
+    await client.nodes.update_status(builders.node_status(node))
+
+
+async def running_on(client: Client, name: str, node: str) -> v1.Project:
+    p = await client.projects.get(name)
+    p = await client.projects.update_status(lifecycle.bind(p, node, now=CLOCK.now()))
+    return await client.projects.update_status(lifecycle.run(p, reason="ContainersRunning", message="up", now=CLOCK.now()))
+
+
+async def test_drain_moves_projects_with_a_hand_off_and_waits_for_them_elsewhere(cli: Caractrl, client: Client) -> None:
+    await ready_node(client, "n1")
+    await ready_node(client, "n2")
+    for name in ("web", "db", "done"):
+        await client.projects.create(builders.project(name))
+        await running_on(client, name, "n1")
+    done = await client.projects.get("done")
+    await client.projects.update_status(lifecycle.succeed(done, reason="Completed", message="ok", now=CLOCK.now()))
+
+    async def scheduler() -> None:  # what cara-scheduler would do: place the moved projects on n2
+        placed: set[str] = set()
+        while placed != {"web", "db"}:
+            for p in (await client.projects.list(field_selector="status.phase=Pending")).items:
+                await running_on(client, p.metadata.name, "n2")
+                placed.add(p.metadata.name)
+            await asyncio.sleep(0.1)
+
+    before = CLOCK.now()
+    placing = asyncio.create_task(scheduler())
+    result = await cli("drain", "n1", "--timeout", "2m")
+    await placing
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "node/n1 cordoned"
+    assert "project/db moving off node/n1" in result.stdout and "project/web running on node/n2" in result.stdout
+    assert result.stdout.splitlines()[-1] == "node/n1 drained"
+    web = await client.projects.get("web")
+    assert (web.status.node_ref, web.status.previous_node_ref) == ("n2", "")  # Running again: hand-off over
+    events = [c for c in web.status.conditions if c.type == v1.CONDITION_SCHEDULED]
+    assert events and events[0].reason == "Scheduled"
+    assert (await client.projects.get("done")).status.phase == v1.SUCCEEDED  # finished: left alone
+    assert (await client.nodes.get("n1")).spec.unschedulable
+    assert CLOCK.now() - before < 60
+
+
+async def test_drain_without_waiting_leaves_the_hand_off_on_the_project(cli: Caractrl, client: Client) -> None:
+    await ready_node(client, "n1")
+    await client.projects.create(builders.project("web"))
+    await running_on(client, "web", "n1")
+    now = CLOCK.now()
+    result = await cli("drain", "n1", "--no-wait", "--timeout", "90s")
+    assert result.stdout.splitlines() == ["node/n1 cordoned", "project/web moving off node/n1", "node/n1 drained"]
+    web = await client.projects.get("web")
+    assert (web.status.phase, web.status.node_ref, web.status.previous_node_ref) == (v1.PENDING, "", "n1")
+    assert abs(seconds(web.status.handoff_deadline) - (now + 90)) < 10
+    phase = meta.get_condition(web.status.conditions, v1.CONDITION_PHASE)
+    assert phase is not None and phase.reason == "NodeDrained"
+
+
+async def test_restart_stamps_the_named_services_or_all(cli: Caractrl, client: Client) -> None:
+    await client.projects.create(builders.project("app", services=["web", "db"]))
+    one = await cli("restart", "project", "app", "web")
+    assert one.stdout == "project/app restarted (web; generation 2)\n"
+    app = await client.projects.get("app")
+    assert app.spec.services[0].HasField("restarted_at") and not app.spec.services[1].HasField("restarted_at")
+    every = await cli("restart", "project", "app")
+    assert every.stdout == "project/app restarted (all services; generation 3)\n"
+    app = await client.projects.get("app")
+    assert all(s.HasField("restarted_at") for s in app.spec.services)
+    wrong = await cli("restart", "project", "app", "cache")
+    assert (wrong.exit_code, wrong.stderr) == (1, "error: project app has no service cache (it has web, db)\n")
+    missing = await cli("restart", "project", "nope")
+    assert (missing.exit_code, missing.stderr) == (1, 'Error from server (NotFound): projects "nope" not found\n')
+    assert (await client.projects.get("app")).metadata.generation == 3
+
+
+async def test_wait_keeps_waiting_for_a_failed_project_whose_spec_changed(cli: Caractrl, client: Client) -> None:
+    await client.projects.create(builders.project("web"))
+    p = await running_on(client, "web", "n1")
+    p.status.observed_generation = 1
+    p = await client.projects.update_status(lifecycle.fail(p, reason="ContainerExited", message="exit 1", now=CLOCK.now()))
+    await cli("restart", "project", "web")
+    waiting = asyncio.create_task(cli("wait", "project", "web", "--for", "phase=Pending", "--timeout", "20s"))
+    await asyncio.sleep(0.5)
+    p = await client.projects.get("web")
+    await client.projects.update_status(
+        lifecycle.return_to_pending(p, reason="SpecChanged", message="changed", now=CLOCK.now())
+    )
+    assert (await waiting).stdout == "project/web condition met\n"

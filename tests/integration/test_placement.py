@@ -1,0 +1,118 @@
+"""Placement upkeep against a real apiserver: NoExecute taints move projects (after tolerationSeconds), a spec
+change that the node no longer fits moves it, a changed Failed project returns to Pending, and a project being
+deleted is never moved."""
+
+from __future__ import annotations
+
+import asyncio
+
+from cluster_sim import add_node, condition, events_for, running_manager
+
+from caravanserai import lifecycle, v1
+from caravanserai.client import Client
+from caravanserai.clock import SystemClock
+from caravanserai.controllers.placement import app
+from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT
+from caravanserai.testing.builders import project
+from caravanserai.testing.wait import wait_for
+
+CLOCK = SystemClock()
+
+
+def upkeep(client: Client, handoff: float = 60.0):  # type: ignore[no-untyped-def]
+    options = app.PlacementOptions(handoff_timeout=handoff)
+    return running_manager(client, lambda m: app.setup(m, client, CLOCK, options))
+
+
+async def running(client: Client, obj: v1.Project, node: str = "n1") -> v1.Project:
+    p = await client.projects.create(obj)
+    p = await client.projects.update_status(lifecycle.bind(p, node, now=CLOCK.now()))
+    p.status.observed_generation = p.metadata.generation
+    return await client.projects.update_status(lifecycle.run(p, reason="ContainersRunning", message="up", now=CLOCK.now()))
+
+
+async def taint(client: Client, node: str, key: str, effect: str = "NoExecute") -> None:
+    n = await client.nodes.get(node)
+    n.spec.taints.add(key=key, effect=effect)
+    await client.nodes.update(n)
+
+
+async def phase_of(client: Client, name: str) -> str:
+    return (await client.projects.get(name)).status.phase
+
+
+async def test_no_execute_taint_moves_untolerating_projects_after_their_toleration_seconds(client: Client) -> None:
+    await add_node(client, "n1")
+    await running(client, project("plain"))
+    patient = project("patient")
+    patient.spec.tolerations.add(key="maint", operator="Exists", effect="NoExecute", toleration_seconds=1)
+    await running(client, patient)
+    forever = project("forever")
+    forever.spec.tolerations.add(key="maint", operator="Exists", effect="NoExecute")
+    await running(client, forever)
+    async with upkeep(client, handoff=120):
+        await taint(client, "n1", "maint")
+        await wait_for(lambda: _is(client, "plain", v1.PENDING), 5)
+        plain = await client.projects.get("plain")
+        assert (plain.status.previous_node_ref, condition(plain, v1.CONDITION_PHASE).reason) == ("n1", "TaintEviction")
+        assert plain.status.handoff_deadline.seconds > CLOCK.now() + 100
+        stamped = await client.projects.get("patient")
+        assert stamped.status.phase == v1.RUNNING and condition(stamped, CONDITION_TAINTED_AT) is not None
+        await wait_for(lambda: _is(client, "patient", v1.PENDING), 5)
+        await asyncio.sleep(0.5)
+        assert await phase_of(client, "forever") == v1.RUNNING
+        assert await events_for(client, "plain", "TaintEviction")
+
+
+async def test_a_spec_change_the_node_no_longer_fits_moves_the_project(client: Client) -> None:
+    await add_node(client, "n1", labels={"zone": "a"})
+    await running(client, project("web", node_selector={"zone": "a"}))
+    await running(client, project("api", node_selector={"zone": "a"}))
+    async with upkeep(client):
+        web = await client.projects.get("web")
+        web.spec.node_selector["zone"] = "b"
+        await client.projects.update(web)
+        api = await client.projects.get("api")
+        api.spec.services[0].image = "busybox:other"  # still fits: the binding is confirmed for generation 2
+        await client.projects.update(api)
+        await wait_for(lambda: _is(client, "web", v1.PENDING), 5)
+        moved = await client.projects.get("web")
+        assert condition(moved, v1.CONDITION_PHASE).reason == "NodeNoLongerEligible"
+        assert moved.status.previous_node_ref == ""  # no hand-off: the old containers are of the old spec
+
+        async def confirmed() -> bool:
+            return (await client.projects.get("api")).status.scheduled_generation == 2
+
+        await wait_for(confirmed, 5)
+        assert await phase_of(client, "api") == v1.RUNNING
+
+
+async def test_a_failed_project_with_a_new_generation_returns_to_pending(client: Client) -> None:
+    await add_node(client, "n1")
+    p = await running(client, project("job"))
+    await client.projects.update_status(lifecycle.fail(p, reason="ContainerExited", message="exit 1", now=CLOCK.now()))
+    async with upkeep(client):
+        await asyncio.sleep(0.5)
+        assert await phase_of(client, "job") == v1.FAILED  # unchanged spec: stays Failed
+        job = await client.projects.get("job")
+        job.spec.services[0].command[:] = ["true"]
+        await client.projects.update(job)
+        await wait_for(lambda: _is(client, "job", v1.PENDING), 5)
+        assert condition(await client.projects.get("job"), v1.CONDITION_PHASE).reason == "SpecChanged"
+
+
+async def test_a_project_being_deleted_is_never_moved(client: Client) -> None:
+    await add_node(client, "n1")
+    p = project("kept")
+    p.metadata.finalizers.append("example.com/keep")
+    await running(client, p)
+    await client.projects.delete("kept")  # Terminating, held by its finalizer
+    async with upkeep(client):
+        await taint(client, "n1", "maint")
+        await asyncio.sleep(1.0)
+        kept = await client.projects.get("kept")
+        assert (kept.status.phase, kept.status.node_ref) == (v1.TERMINATING, "n1")
+
+
+async def _is(client: Client, name: str, phase: str) -> bool:
+    return await phase_of(client, name) == phase
