@@ -24,10 +24,13 @@ from caravanserai.cli.completion import completion
 from caravanserai.cli.config import Settings
 from caravanserai.cli.delete import delete
 from caravanserai.cli.describe import describe
+from caravanserai.cli.edit import edit
 from caravanserai.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXPECTED_ERRORS, as_command_error, usage_problem
 from caravanserai.cli.get import get
 from caravanserai.cli.logs import logs
+from caravanserai.cli.metadata import annotate, label
 from caravanserai.cli.nodes import cordon, drain, uncordon
+from caravanserai.cli.patch import patch
 from caravanserai.cli.restart import restart
 from caravanserai.cli.schema import schema
 from caravanserai.cli.version import VERSION, version
@@ -102,7 +105,8 @@ def caractrl(
 
 
 for command in (
-    apply, completion, cordon, delete, describe, drain, get, logs, restart, schema, uncordon, version, wait
+    annotate, apply, completion, cordon, delete, describe, drain, edit, get, label, logs, patch, restart, schema,
+    uncordon, version, wait,
 ):
     caractrl.add_command(command)
 

@@ -1,4 +1,5 @@
-"""`caractrl describe project|node NAME…`: everything about an object, in a readable layout, with its events.
+"""`caractrl describe RESOURCE NAME…`: everything about an object of any kind, in a readable layout, with its
+events (projects, nodes, leases and events have layouts of their own; other kinds show metadata, spec, status).
 
 The events of the kind are listed once (field selector `involvedObject.kind=…`) and matched here on the involved
 object's name (and uid).
@@ -19,12 +20,12 @@ from caravanserai.errors import NotFound
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.describe_node import describe_node
+from caravanserai.cli.describe_other import describe_event, describe_generic, describe_lease
 from caravanserai.cli.describe_project import describe_project
 from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.layout import events_about
 from caravanserai.cli.resources import get_object, parse_target
 
-DESCRIBABLE = ("nodes", "projects")
 
 
 async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list[v1.Event]) -> str:
@@ -33,6 +34,12 @@ async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list
     about = events_about(events, obj)
     if kind.plural == "projects":
         return describe_project(obj, about, now)
+    if kind.plural == "leases":
+        return describe_lease(obj, about, now)
+    if kind.plural == "events":
+        return describe_event(obj, about, now)
+    if kind.plural != "nodes":
+        return describe_generic(obj, about, now)
     bound = await client.projects.list(field_selector=f"status.nodeRef={name}")
     try:
         lease: v1.Lease | None = await client.leases.get(name)
@@ -65,9 +72,9 @@ async def _describe(settings: Settings, kind: meta.Kind, names: Sequence[str]) -
 @click.argument("names", nargs=-1, shell_complete=complete_names)
 @pass_settings
 def describe(settings: Settings, resource: str, names: Sequence[str]) -> None:
-    """Show every detail of projects or nodes (all of the kind when no NAME is given), with their events."""
-    kind, wanted = parse_target(resource, names, allowed=DESCRIBABLE)
+    """Show every detail of objects of any kind (all of the kind when no NAME is given), with their events."""
+    kind, wanted = parse_target(resource, names)
     run(_describe(settings, kind, wanted))
 
 
-__all__ = ["DESCRIBABLE", "describe"]
+__all__ = ["describe"]
