@@ -25,6 +25,7 @@ from caravanserai.logging import configure_logging
 from caravanserai.quantity import parse_quantity
 from caravanserai.selectors import validate_dns_subdomain
 from caravanserai.tls import TLSFiles
+from caravanserai.helpformat import DefaultsHelpFormatter
 
 log = structlog.get_logger(__name__)
 
@@ -59,7 +60,7 @@ def _positive(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cara-agent", description="Run this machine's assigned projects on Docker.")
+    p = argparse.ArgumentParser(prog="cara-agent", description="Run this machine's assigned projects on Docker.", formatter_class=DefaultsHelpFormatter)
     add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="name of this node (default: hostname)")
     p.add_argument("--docker-host", default=DEFAULT_DOCKER_HOST, help="Docker Engine address (unix:// or tcp://)")

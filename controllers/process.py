@@ -31,6 +31,7 @@ from caravanserai.controller import LeaderElectionConfig, Manager, default_ident
 from caravanserai.durations import parse_duration
 from caravanserai.errors import CaravanseraiError
 from caravanserai.logging import configure_logging
+from caravanserai.helpformat import DefaultsHelpFormatter
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +54,7 @@ def duration(minimum: float = 0.0) -> Callable[[str], float]:
 
 def process_parser(prog: str, *, description: str, lease: str, metrics_port: int) -> argparse.ArgumentParser:
     """A parser with the flags every controller process has (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, conflict_handler="resolve")
+    parser = argparse.ArgumentParser(prog=prog, description=description, conflict_handler="resolve", formatter_class=DefaultsHelpFormatter)
     add_client_arguments(parser)
     election = parser.add_argument_group("leader election")
     election.add_argument(

@@ -16,10 +16,11 @@ from caravanserai.apiserver.server import ApiServer, ApiServerConfig
 from caravanserai.durations import parse_duration
 from caravanserai.logging import configure_logging
 from caravanserai.tls import TLSFiles
+from caravanserai.helpformat import DefaultsHelpFormatter
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cara-apiserver", description="Serve the Caravanserai API from etcd.")
+    p = argparse.ArgumentParser(prog="cara-apiserver", description="Serve the Caravanserai API from etcd.", formatter_class=DefaultsHelpFormatter)
     p.add_argument("--etcd-endpoints", default="http://127.0.0.1:2379", help="comma-separated etcd client URLs")
     p.add_argument("--etcd-prefix", default="/caravanserai", help="key prefix of every object in etcd")
     p.add_argument("--listen", default="127.0.0.1:7420", help="address to serve gRPC on (host:port)")
