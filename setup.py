@@ -1,14 +1,19 @@
 """Package discovery for the mapped folders; all metadata lives in pyproject.toml.
 
-`src/caravanserai/` is the library; `controllers/`, `agent/` and `cli/` at the top of the repository install as
-`caravanserai.controllers`, `caravanserai.agent` and `caravanserai.cli`.
+`src/caravanserai/` is the library; `controllers/`, `agent/`, `cli/` and `dashboard/` at the top of the repository
+install as `caravanserai.controllers`, `caravanserai.agent`, `caravanserai.cli` and `caravanserai.dashboard`.
 """
 
 from setuptools import find_packages, setup
 
-MAPPED = {"caravanserai.controllers": "controllers", "caravanserai.agent": "agent", "caravanserai.cli": "cli"}
+MAPPED = {
+    "caravanserai.controllers": "controllers",
+    "caravanserai.agent": "agent",
+    "caravanserai.cli": "cli",
+    "caravanserai.dashboard": "dashboard",
+}
 
-# src/caravanserai/{controllers,agent,cli} are symlinks to the mapped folders so that tools which walk the source
+# src/caravanserai/{controllers,agent,cli,dashboard} are symlinks to the mapped folders so that tools which walk the source
 # tree (import-linter, mypy) see one package; the mapping below is what installs them.
 packages = [
     p

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import Decimal
-
 from caravanserai import v1
-from caravanserai.quantity import format_quantity, parse_quantity
+from caravanserai.client.nodeops import requested
+from caravanserai.quantity import format_quantity
 
 from caravanserai.cli.layout import Writer, listing, metadata_fields, write_conditions, write_events
 from caravanserai.cli.printers import NONE, age, or_none, when
@@ -35,15 +34,7 @@ def _resources(out: Writer, title: str, values: dict[str, str]) -> None:
 
 def allocated(node: v1.Node, projects: Sequence[v1.Project]) -> dict[str, str]:
     """The sum of the requests of the projects bound to `node` (what the scheduler counts as taken)."""
-    totals: dict[str, Decimal] = {}
-    for project in projects:
-        for service in project.spec.services:
-            for name, text in service.resources.requests.items():
-                try:
-                    totals[name] = totals.get(name, Decimal(0)) + parse_quantity(text)
-                except ValueError:
-                    continue
-    return {k: format_quantity(v, binary=k == "memory") for k, v in totals.items()}
+    return {k: format_quantity(v, binary=k == "memory") for k, v in requested(projects).items()}
 
 
 def _heartbeat(out: Writer, lease: v1.Lease | None, now: float) -> None:

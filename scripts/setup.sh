@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Install what Caravanserai needs on a Debian/Ubuntu machine, skipping what is already there:
 #   apt: etcd-server (etcd), docker.io (Docker Engine), busybox-static (test image), iproute2/iptables/util-linux
-#   (the fleet tier's namespaces); a .venv with the package.
+#   (the fleet tier's namespaces); with --browser also chromium and chromium-driver (the dashboard's browser tests);
+#   a .venv with the package.
 # Then make sure dockerd runs (removing a stale pid file left by a killed daemon).
-# Usage: scripts/setup.sh [--no-docker]
+# Usage: scripts/setup.sh [--no-docker] [--browser]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_docker=1
-[ "${1:-}" = "--no-docker" ] && want_docker=0
+want_browser=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-docker) want_docker=0 ;;
+    --browser) want_browser=1 ;;
+    *) echo "setup: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
 
 sudo_cmd=()
 [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
@@ -24,6 +32,10 @@ command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
   dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+fi
+if [ "$want_browser" = 1 ]; then
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"

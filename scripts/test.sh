@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The one test command (`make test`): install what is missing, start dockerd, check generated code is fresh,
-# check the import layering contracts, type-check (mypy, configured in pyproject.toml), run the whole pytest
+# The one test command (`make test`): install what is missing (with Chromium for the dashboard tests), start
+# dockerd, check generated code is fresh, check the import layering contracts, type-check (mypy, configured in pyproject.toml), run the whole pytest
 # suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --browser
 echo "== generated code"
 .venv/bin/python proto/generate.py --check
 echo "== import layering"

@@ -12,7 +12,7 @@ is `Unavailable` naming the node and address; what the agent refuses keeps its o
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import grpc
 
@@ -62,7 +62,7 @@ async def agent_logs(
     *,
     credentials: grpc.ChannelCredentials | None = None,
     token: str | None = None,
-) -> AsyncIterator[v1.LogLine]:
+) -> AsyncGenerator[v1.LogLine, None]:
     """The log lines the agent of `node` sends for `request` (ends when the agent does; follows with
     `request.follow`). The channel is closed when the iteration ends or is abandoned (`aclose`)."""
     target = agent_target(node)

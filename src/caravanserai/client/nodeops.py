@@ -9,17 +9,20 @@
   until the project runs on its new node or `handoff_until` passes.
 * `restart_services` stamps `restartedAt` on the named services (all when none are named): a spec change, so
   the agent recreates exactly those containers, and a Failed or Succeeded project returns to Pending.
+* `requested` sums the resource requests of the projects bound to a node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
 
 from caravanserai import lifecycle, v1
 from caravanserai.client.apply import CONFLICT_RETRIES, modify
 from caravanserai.client.client import Client
 from caravanserai.clock import timestamp
 from caravanserai.errors import Conflict
+from caravanserai.quantity import parse_quantity
 
 LEAVING = (v1.TERMINATING, v1.TERMINATED)
 """Projects in these phases are already on their way out: a drain leaves them alone."""
@@ -97,11 +100,26 @@ async def restart_services(client: Client, project: str, services: Sequence[str]
     return stored
 
 
+def requested(projects: Iterable[v1.Project]) -> dict[str, Decimal]:
+    """The sum of the resource requests of `projects` per resource name (what the scheduler counts as taken on
+    their node); unparsable quantities are skipped (the apiserver refuses them anyway)."""
+    totals: dict[str, Decimal] = {}
+    for project in projects:
+        for service in project.spec.services:
+            for name, text in service.resources.requests.items():
+                try:
+                    totals[name] = totals.get(name, Decimal(0)) + parse_quantity(text)
+                except ValueError:
+                    continue
+    return totals
+
+
 __all__ = [
     "LEAVING",
     "drainable_projects",
     "move_project",
     "movable_projects",
+    "requested",
     "restart_services",
     "set_unschedulable",
 ]

@@ -1,0 +1,146 @@
+"""`cara-dashboard`: flags and process wiring.
+
+    cara-dashboard [--listen 127.0.0.1:7480] [--server 127.0.0.1:7420] [--read-only]
+                   [--https-cert cert.pem --https-key key.pem | --allow-insecure]
+                   [--tls-cert … --tls-key … --tls-ca … | --token …]   # how the dashboard reaches the API
+
+The dashboard listens on loopback by default; a non-loopback `--listen` needs `--https-cert/--https-key` (HTTPS)
+or `--allow-insecure`, as the apiserver. SIGTERM and SIGINT stop it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import ssl
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import structlog
+from aiohttp import web
+
+from caravanserai.client import add_client_arguments, client_from_args
+from caravanserai.clock import Clock, SystemClock
+from caravanserai.dashboard.actions import Actions
+from caravanserai.dashboard.logstream import LogSource
+from caravanserai.dashboard.server import Dashboard
+from caravanserai.dashboard.state import ClusterState
+from caravanserai.logging import configure_logging
+from caravanserai.tls import TLSFiles, is_loopback
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_LISTEN = "127.0.0.1:7480"
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """Where and how the dashboard serves (the API side is the client flags)."""
+
+    listen: str = DEFAULT_LISTEN
+    https_cert: str = ""
+    https_key: str = ""
+    allow_insecure: bool = False
+    read_only: bool = False
+
+    def address(self) -> tuple[str, int]:
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"--listen: {self.listen!r} is not host:port")
+        return host.strip("[]"), int(port)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The HTTPS context, None for plain HTTP; ValueError when plain HTTP is not allowed on `listen`."""
+        if bool(self.https_cert) != bool(self.https_key):
+            raise ValueError("--https-cert and --https-key go together")
+        if self.https_cert:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(self.https_cert, self.https_key)
+            return context
+        if not (is_loopback(self.listen) or self.allow_insecure):
+            raise ValueError(f"refusing plain HTTP on {self.listen}: give --https-cert/--https-key, or --allow-insecure")
+        return None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cara-dashboard", description="Serve a live web dashboard of a cluster.")
+    add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
+    p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the web page (host:port)")
+    p.add_argument("--https-cert", default="", help="certificate (PEM) to serve HTTPS with")
+    p.add_argument("--https-key", default="", help="its key (PEM)")
+    p.add_argument("--allow-insecure", action="store_true", help="allow plain HTTP on a non-loopback --listen")
+    p.add_argument("--read-only", action="store_true", help="hide and refuse every action")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    return p
+
+
+class DashboardProcess:
+    """Runs the informers and the web server; `port` is known once `started` is set (listen port 0)."""
+
+    def __init__(self, opts: argparse.Namespace, serve: ServeOptions, *, clock: Clock | None = None) -> None:
+        self._opts = opts
+        self.serve = serve
+        self.clock: Clock = clock or SystemClock()
+        self.port = 0
+        self.started = asyncio.Event()
+
+    async def run(self) -> None:
+        host, port = self.serve.address()
+        context = self.serve.ssl_context()
+        tls = TLSFiles(cert=self._opts.tls_cert, key=self._opts.tls_key, ca=self._opts.tls_ca)
+        token = self._opts.token or os.environ.get("CARA_TOKEN") or None
+        async with client_from_args(self._opts) as client:
+            state = ClusterState(client, clock=self.clock)
+            logs = LogSource(state.get, credentials=tls.channel_credentials() if tls.enabled else None, token=token)
+            dashboard = Dashboard(state, Actions(client, read_only=self.serve.read_only), logs, server=client.target)
+            runner = web.AppRunner(dashboard.app(), access_log=None, shutdown_timeout=1.0)
+            await runner.setup()
+            try:
+                await web.TCPSite(runner, host, port, ssl_context=context).start()
+                self.port = runner.addresses[0][1]
+                scheme = "https" if context else "http"
+                log.info("dashboard serving", url=f"{scheme}://{host}:{self.port}/", server=client.target,
+                         read_only=self.serve.read_only)
+                self.started.set()
+                await state.run()
+            finally:
+                await runner.cleanup()
+
+
+def serve_options(opts: argparse.Namespace) -> ServeOptions:
+    return ServeOptions(listen=opts.listen, https_cert=opts.https_cert, https_key=opts.https_key,
+                        allow_insecure=opts.allow_insecure, read_only=opts.read_only)
+
+
+async def _run(process: DashboardProcess) -> None:
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await process.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    opts = parser().parse_args(argv)
+    configure_logging(opts.log_level)
+    serve = serve_options(opts)
+    try:
+        serve.address()
+        serve.ssl_context()
+        asyncio.run(_run(DashboardProcess(opts, serve)))
+    except (ValueError, OSError) as exc:
+        print(f"cara-dashboard: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+__all__ = ["DEFAULT_LISTEN", "DashboardProcess", "ServeOptions", "main", "parser", "serve_options"]
+
+if __name__ == "__main__":
+    sys.exit(main())

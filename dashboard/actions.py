@@ -1,0 +1,143 @@
+"""What the dashboard may change, with its own identity (the client flags it was started with).
+
+Each action goes through the same library code as caractrl (`caravanserai.client.apply`, `nodeops`), so the API
+decides what is allowed: a refusal comes back as the API's one-line error (`ActionError`, with an HTTP status),
+never as a traceback. With `--read-only` every action is refused before anything is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+
+from caravanserai import manifest, meta
+from caravanserai.client import Client
+from caravanserai.client.apply import APPLICABLE, apply_object
+from caravanserai.client.nodeops import drainable_projects, set_unschedulable
+from caravanserai.errors import ApiError, Invalid, NotFound
+
+MAX_MANIFEST_BYTES = 1024 * 1024
+READ_ONLY = "the dashboard is read-only (started with --read-only)"
+
+# gRPC status → HTTP status of the dashboard's JSON answer.
+HTTP_STATUS = {
+    grpc.StatusCode.INVALID_ARGUMENT: 422,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.FAILED_PRECONDITION: 409,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.OUT_OF_RANGE: 410,
+}
+
+
+class ActionError(Exception):
+    """An action was refused: `status` is the HTTP status, `message` one line for the page."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def api_error(err: ApiError) -> ActionError:
+    """The ActionError for an API refusal: the server's message, one line, field violations included."""
+    message = err.message
+    if isinstance(err, Invalid) and err.violations:
+        fields = "; ".join(str(v) for v in err.violations)
+        message = fields if fields in message else f"{message}: {fields}"
+    return ActionError(HTTP_STATUS.get(err.code, 500), " ".join(message.split()))
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One object applied: `project/web created`."""
+
+    object: str
+    action: str
+
+
+class Actions:
+    """The dashboard's writes. Every method raises ActionError when refused."""
+
+    def __init__(self, client: Client, *, read_only: bool) -> None:
+        self._client = client
+        self.read_only = read_only
+
+    def _check_allowed(self) -> None:
+        if self.read_only:
+            raise ActionError(403, READ_ONLY)
+
+    async def apply(self, text: str) -> list[Outcome]:
+        """Create or update every object of a pasted manifest (YAML or JSON, several documents allowed), in order;
+        the first refusal stops and is reported with the objects applied before it."""
+        self._check_allowed()
+        if len(text.encode()) > MAX_MANIFEST_BYTES:
+            raise ActionError(413, f"the manifest is larger than {MAX_MANIFEST_BYTES} bytes")
+        try:
+            objects = manifest.load_manifests(text, source="manifest")
+        except Invalid as err:
+            raise api_error(err) from None
+        if not objects:
+            raise ActionError(422, "the manifest holds no object")
+        outcomes: list[Outcome] = []
+        for obj in objects:
+            kind = meta.kind_of(obj)
+            label = f"{kind.kind.lower()}/{obj.metadata.name}"
+            if kind.plural not in APPLICABLE:
+                raise ActionError(422, _after(outcomes, f"{label}: kind {kind.kind} cannot be applied (only Project and Node)"))
+            try:
+                applied = await apply_object(self._client, obj)
+            except ApiError as err:
+                raise ActionError(api_error(err).status, _after(outcomes, f"{label}: {api_error(err).message}")) from None
+            outcomes.append(Outcome(label, applied.action))
+        return outcomes
+
+    async def delete_project(self, name: str) -> bool:
+        """Delete a project (active ones become Terminating first); returns whether the record is gone."""
+        self._check_allowed()
+        try:
+            response = await self._client.projects.delete(name)
+        except NotFound:
+            raise ActionError(404, f'projects "{name}" not found') from None
+        except ApiError as err:
+            raise api_error(err) from None
+        return bool(response.deleted)
+
+    async def cordon(self, node: str, value: bool) -> bool:
+        """Set (cordon) or clear (uncordon) spec.unschedulable; returns whether it changed."""
+        self._check_allowed()
+        try:
+            return await set_unschedulable(self._client, node, value)
+        except NotFound:
+            raise ActionError(404, f'nodes "{node}" not found') from None
+        except ApiError as err:
+            raise api_error(err) from None
+
+    async def drain(self, node: str) -> list[str]:
+        """Cordon `node`, then delete every project bound to it that is not already leaving; returns their names."""
+        await self.cordon(node, True)
+        try:
+            names = await drainable_projects(self._client, node)
+            for name in names:
+                try:
+                    await self._client.projects.delete(name)
+                except NotFound:
+                    continue  # gone meanwhile: that is what a drain wants
+        except ApiError as err:
+            raise api_error(err) from None
+        return names
+
+
+def _after(outcomes: list[Outcome], message: str) -> str:
+    if not outcomes:
+        return message
+    done = ", ".join(f"{o.object} {o.action}" for o in outcomes)
+    return f"{message} (before it: {done})"
+
+
+__all__ = ["ActionError", "Actions", "Outcome", "READ_ONLY", "api_error"]

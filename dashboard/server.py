@@ -1,0 +1,272 @@
+"""The dashboard's HTTP side (aiohttp): the page, its JSON endpoints, the change stream and the actions.
+
+The endpoints are documented for `curl` users in docs/dashboard.md. Guarantees:
+
+* Reads are served from the informer caches (`ClusterState`), never by a call per request to the API server; a
+  read before the caches synced waits for them (503 after `SYNC_WAIT` seconds).
+* `/api/v1/stream` is a server-sent-events stream: `change` events name what changed (see `state.Subscription`);
+  a comment every `KEEPALIVE` seconds keeps proxies from closing it.
+* Writes need an `Origin`, when the browser sends one, equal to the dashboard's own, and a POST needs
+  `Content-Type: application/json` (which no HTML form can send; a cross-site script sending it, or a DELETE, has
+  to pass a CORS preflight the dashboard never grants): a page of another site cannot act through the dashboard. Refusals are
+  JSON `{"error": "one line"}` with a fitting HTTP status.
+* Every answer carries a Content-Security-Policy allowing only the dashboard's own scripts and styles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from caravanserai import manifest, v1
+from caravanserai.dashboard import views
+from caravanserai.dashboard.actions import ActionError, Actions
+from caravanserai.dashboard.logstream import LogSource
+from caravanserai.dashboard.state import ClusterState
+from caravanserai.errors import Invalid
+
+log = structlog.get_logger(__name__)
+
+STATIC = Path(str(resources.files("caravanserai.dashboard") / "static"))
+SYNC_WAIT = 10.0
+KEEPALIVE = 15.0
+COALESCE = 0.1
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, ensure_ascii=False))
+
+
+def _refuse(status: int, message: str) -> web.Response:
+    return _json({"error": message}, status)
+
+
+@web.middleware
+async def _guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Security headers on every answer; the write rules of the module docstring; ActionError → JSON."""
+    if request.method not in ("GET", "HEAD"):
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"{request.scheme}://{request.host}":
+            response: web.StreamResponse = _refuse(403, f"refused: a request from {origin} may not act here")
+        elif request.method == "POST" and request.content_type != "application/json":
+            response = _refuse(415, "refused: a POST must be sent as application/json")
+        else:
+            response = await _answer(request, handler)
+    else:
+        response = await _answer(request, handler)
+    if not response.prepared:
+        response.headers.update(SECURITY_HEADERS)
+    return response
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ActionError as err:
+        return _refuse(err.status, err.message)
+
+
+class Dashboard:
+    """The aiohttp application over a `ClusterState`, `Actions` and a `LogSource`."""
+
+    def __init__(self, state: ClusterState, actions: Actions, logs: LogSource, *, server: str) -> None:
+        self.state = state
+        self.actions = actions
+        self.logs = logs
+        self.server = server
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[_guard], client_max_size=2 * 1024 * 1024)
+        get, r = app.router.add_get, self
+        for path, handler in (
+            ("/", r.index), ("/healthz", r.healthz), ("/readyz", r.readyz), ("/api/v1/config", r.config),
+            ("/api/v1/cluster", r.cluster), ("/api/v1/projects", r.projects), ("/api/v1/projects/{name}", r.project),
+            ("/api/v1/projects/{name}/logs", r.project_logs), ("/api/v1/events", r.events),
+            ("/api/v1/kinds", r.kinds), ("/api/v1/kinds/{plural}", r.kind), ("/api/v1/kinds/{plural}/{name}", r.object),
+            ("/api/v1/stream", r.stream),
+        ):
+            get(path, handler)
+        app.router.add_post("/api/v1/apply", r.apply)
+        app.router.add_delete("/api/v1/projects/{name}", r.delete_project)
+        app.router.add_post("/api/v1/nodes/{name}/{action:cordon|uncordon|drain}", r.node_action)
+        app.router.add_static("/static/", STATIC, append_version=False)
+        return app
+
+    # ---- the page and health ----------------------------------------------------------------------------
+
+    async def index(self, _request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def healthz(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def readyz(self, _request: web.Request) -> web.Response:
+        if self.state.synced():
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text="not ready: the caches are still filling\n")
+
+    async def config(self, _request: web.Request) -> web.Response:
+        return _json({"readOnly": self.actions.read_only, "server": self.server})
+
+    # ---- reads --------------------------------------------------------------------------------------------
+
+    async def _synced(self) -> float:
+        """The time now, once the caches are synced; ActionError 503 when they do not sync in time."""
+        try:
+            await asyncio.wait_for(self.state.factory.wait_synced(), SYNC_WAIT)
+        except TimeoutError:
+            raise ActionError(503, "the dashboard has not reached the API server yet") from None
+        return self.state.clock.now()
+
+    async def cluster(self, _request: web.Request) -> web.Response:
+        now = await self._synced()
+        s = self.state
+        return _json(views.cluster_view(s.objects("nodes"), s.objects("leases"), s.objects("projects"), now))
+
+    async def projects(self, request: web.Request) -> web.Response:
+        now = await self._synced()
+        label, phase = request.query.get("label", ""), request.query.get("phase", "")
+        try:
+            return _json(views.projects_view(self.state.objects("projects"), now, label=label, phase=phase))
+        except Invalid as err:
+            raise ActionError(422, f"label: {err.message}") from None
+
+    async def project(self, request: web.Request) -> web.Response:
+        now = await self._synced()
+        project = self._project(request.match_info["name"])
+        node = self.state.get("nodes", project.status.node_ref) if project.status.node_ref else None
+        return _json(views.project_view(project, node, self.state.objects("events"), now))
+
+    def _project(self, name: str) -> v1.Project:
+        project = self.state.get("projects", name)
+        if project is None:
+            raise ActionError(404, f'projects "{name}" not found')
+        return project  # type: ignore[no-any-return]
+
+    async def events(self, request: web.Request) -> web.Response:
+        now = await self._synced()
+        q = request.query
+        return _json(views.events_view(self.state.objects("events"), now, type_=q.get("type", ""),
+                                       obj=q.get("object", "")))
+
+    async def kinds(self, _request: web.Request) -> web.Response:
+        return _json(views.kinds_view(self.state.kinds.values()))
+
+    def _kind(self, plural: str) -> Any:
+        kind = self.state.kinds.get(plural)
+        if kind is None:
+            raise ActionError(404, f'the dashboard knows no resource "{plural}" (known: {", ".join(sorted(self.state.kinds))})')
+        return kind
+
+    async def kind(self, request: web.Request) -> web.Response:
+        kind = self._kind(request.match_info["plural"])
+        now = await self._synced()
+        return _json(views.kind_table(kind, self.state.objects(kind.plural), now))
+
+    async def object(self, request: web.Request) -> web.Response:
+        kind = self._kind(request.match_info["plural"])
+        await self._synced()
+        name = request.match_info["name"]
+        obj = self.state.get(kind.plural, name)
+        if obj is None:
+            raise ActionError(404, f'{kind.plural} "{name}" not found')
+        return _json(manifest.to_dict(obj))
+
+    # ---- streams ----------------------------------------------------------------------------------------
+
+    async def stream(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: `change` with {"resources": [...], "objects": [{resource, name, type}]}."""
+        response = await _event_stream(request)
+        with self.state.subscribe() as subscription:
+            await response.write(b"event: hello\ndata: {}\n\n")
+            while True:
+                change = await subscription.next(clock=self.state.clock, coalesce=COALESCE, timeout=KEEPALIVE)
+                if change is None:
+                    await response.write(b": keepalive\n\n")
+                    continue
+                data = json.dumps({"resources": change.resources, "objects": change.objects})
+                await response.write(f"event: change\ndata: {data}\n\n".encode())
+
+    async def project_logs(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: `line` with {"service", "text"} per log line (following), `failed` with
+        {"error"} when the agent cannot be reached or refuses, then the stream ends."""
+        await self._synced()
+        project = self._project(request.match_info["name"])
+        service = request.query.get("service", "")
+        tail = _int(request.query.get("tail", "100"), "tail")
+        lines = self.logs.open(project, service, tail=tail)  # ActionError before the stream opens
+        response = await _event_stream(request)
+        try:
+            async for line in lines:
+                data = json.dumps({"service": line.service, "text": line.data.decode("utf-8", "replace")})
+                await response.write(f"event: line\ndata: {data}\n\n".encode())
+        except ActionError as err:
+            await response.write(f"event: failed\ndata: {json.dumps({'error': err.message})}\n\n".encode())
+        finally:
+            await lines.aclose()
+        return response
+
+    # ---- writes ---------------------------------------------------------------------------------------------
+
+    async def apply(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        text = body.get("manifest")
+        if not isinstance(text, str):
+            raise ActionError(422, 'manifest: expected the manifest text as a string ({"manifest": "..."})')
+        outcomes = await self.actions.apply(text)
+        return _json({"applied": [{"object": o.object, "action": o.action} for o in outcomes]})
+
+    async def delete_project(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        deleted = await self.actions.delete_project(name)
+        return _json({"object": f"project/{name}", "deleted": deleted})
+
+    async def node_action(self, request: web.Request) -> web.Response:
+        name, action = request.match_info["name"], request.match_info["action"]
+        if action == "drain":
+            return _json({"object": f"node/{name}", "drained": True, "deleted": await self.actions.drain(name)})
+        changed = await self.actions.cordon(name, action == "cordon")
+        return _json({"object": f"node/{name}", "action": action, "changed": changed})
+
+
+async def _event_stream(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={
+        "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+        **SECURITY_HEADERS,
+    })
+    await response.prepare(request)
+    return response
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ActionError(400, "the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise ActionError(400, "the body must be a JSON object")
+    return body
+
+
+def _int(text: str, name: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ActionError(422, f"{name}: {text!r} is not a whole number") from None
+
+
+__all__ = ["Dashboard"]

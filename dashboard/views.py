@@ -1,0 +1,256 @@
+"""What the dashboard shows, as JSON-ready dicts: pure functions over cached objects and the time `now`.
+
+Every function takes read-only objects (from the informer caches) and returns fresh plain data; nothing here does
+I/O, so the pages' content is tested with tables of objects. Times are seconds since the epoch; ages are seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from caravanserai import manifest, meta, v1
+from caravanserai.client.agentlogs import node_address
+from caravanserai.client.nodeops import requested
+from caravanserai.clock import seconds
+from caravanserai.quantity import parse_quantity
+from caravanserai.selectors import LabelSelector
+
+Json = dict[str, Any]
+
+
+def _age(ts: Any, now: float) -> float | None:
+    when = seconds(ts)
+    return max(0.0, now - when) if when else None
+
+
+def _number(value: Decimal) -> float:
+    return float(value)
+
+
+def _resources(node: v1.Node, bound: Sequence[v1.Project]) -> list[Json]:
+    """Allocatable vs requested per resource, as numbers in base units (cpu in cores, memory in bytes)."""
+    taken = requested(bound)
+    rows = []
+    for name in sorted(set(node.status.allocatable) | set(taken)):
+        try:
+            allocatable = _number(parse_quantity(node.status.allocatable.get(name, "0")))
+        except ValueError:
+            allocatable = 0.0
+        rows.append({"name": name, "allocatable": allocatable, "requested": _number(taken.get(name, Decimal(0)))})
+    return rows
+
+
+def node_view(node: v1.Node, lease: v1.Lease | None, bound: Sequence[v1.Project], now: float) -> Json:
+    """One node of the cluster page: state, schedulable, lease age, resources, its projects."""
+    renew = lease.spec.renew_time if lease is not None else None
+    return {
+        "name": node.metadata.name,
+        "state": node.status.state or "Unknown",
+        "schedulable": not node.spec.unschedulable,
+        "leaseAge": _age(renew, now) if renew is not None else None,
+        "address": node_address(node),
+        "resources": _resources(node, bound),
+        "projects": sorted(p.metadata.name for p in bound),
+        "labels": dict(node.metadata.labels),
+    }
+
+
+def cluster_view(
+    nodes: Iterable[v1.Node], leases: Iterable[v1.Lease], projects: Iterable[v1.Project], now: float
+) -> Json:
+    """The cluster page: every node (by name) with what is bound to it, and the phase counts of all projects."""
+    by_node: dict[str, list[v1.Project]] = {}
+    phases: dict[str, int] = {}
+    for project in projects:
+        phases[project.status.phase or "Unknown"] = phases.get(project.status.phase or "Unknown", 0) + 1
+        if project.status.node_ref and project.status.phase in v1.BOUND_PHASES:
+            by_node.setdefault(project.status.node_ref, []).append(project)
+    lease_of = {lease.metadata.name: lease for lease in leases}
+    rows = [
+        node_view(node, lease_of.get(node.metadata.name), by_node.get(node.metadata.name, []), now)
+        for node in sorted(nodes, key=lambda n: n.metadata.name)
+    ]
+    return {"nodes": rows, "phases": phases, "now": now}
+
+
+def pending_reason(project: v1.Project) -> Json | None:
+    """Why a project is where it is: the Scheduled=False condition of a Pending project (Unschedulable and its
+    message), else the Phase condition; None when it has neither."""
+    scheduled = meta.get_condition(project.status.conditions, v1.CONDITION_SCHEDULED)
+    condition = scheduled if (project.status.phase == v1.PENDING and scheduled is not None
+                              and scheduled.status == v1.FALSE) else None
+    condition = condition or meta.get_condition(project.status.conditions, v1.CONDITION_PHASE) or scheduled
+    if condition is None or not (condition.reason or condition.message):
+        return None
+    return {"reason": condition.reason, "message": condition.message}
+
+
+def project_row(project: v1.Project, now: float) -> Json:
+    """One row of the projects page."""
+    ready = sum(1 for s in project.status.services if s.ready)
+    return {
+        "name": project.metadata.name,
+        "phase": project.status.phase or "Unknown",
+        "node": project.status.node_ref,
+        "ready": f"{ready}/{len(project.spec.services)}",
+        "restarts": sum(s.restart_count for s in project.status.services),
+        "age": _age(project.metadata.creation_timestamp, now),
+        "labels": dict(project.metadata.labels),
+        "reason": pending_reason(project),
+    }
+
+
+def projects_view(projects: Iterable[v1.Project], now: float, *, label: str = "", phase: str = "") -> Json:
+    """The projects page, filtered by a label selector (`app=web,tier!=db`) and a phase; Invalid for a bad
+    selector."""
+    selector = LabelSelector.parse(label)
+    rows = [
+        project_row(p, now)
+        for p in sorted(projects, key=lambda p: p.metadata.name)
+        if selector.matches(p.metadata.labels) and (not phase or p.status.phase == phase)
+    ]
+    return {"projects": rows, "now": now}
+
+
+def event_row(event: v1.Event, now: float) -> Json:
+    spec = event.spec
+    last = seconds(spec.last_timestamp) or seconds(spec.first_timestamp) or seconds(event.metadata.creation_timestamp)
+    ref = spec.involved_object
+    return {
+        "name": event.metadata.name,
+        "type": spec.type,
+        "reason": spec.reason,
+        "object": f"{ref.kind.lower()}/{ref.name}",
+        "message": spec.message,
+        "count": max(spec.count, 1),
+        "source": ",".join(p for p in (spec.source.component, spec.source.host) if p),
+        "lastSeen": last,
+        "age": max(0.0, now - last) if last else None,
+    }
+
+
+def events_view(events: Iterable[v1.Event], now: float, *, type_: str = "", obj: str = "", limit: int = 500) -> Json:
+    """Events, newest first, filtered by type (Normal, Warning) and involved object (`project/web`)."""
+    rows = [event_row(e, now) for e in events]
+    rows = [r for r in rows if (not type_ or r["type"] == type_) and (not obj or r["object"] == obj.lower())]
+    rows.sort(key=lambda r: r["lastSeen"] or 0.0, reverse=True)
+    return {"events": rows[:limit], "now": now}
+
+
+def _urls(project: v1.Project, node: v1.Node | None) -> list[str]:
+    """Where a project answers: its ingress hosts, and the host ports its services publish on its node."""
+    urls = [f"http://{ingress.host}/" for ingress in project.spec.ingress if ingress.host]
+    address = node_address(node) if node is not None else ""
+    for service in project.spec.services:
+        for port in service.ports:
+            if port.host_port and (port.protocol or "tcp").lower() == "tcp":
+                host = port.host_ip if port.host_ip not in ("", "0.0.0.0", "::") else address or "127.0.0.1"
+                urls.append(f"http://{host}:{port.host_port}/")
+    return urls
+
+
+def project_view(project: v1.Project, node: v1.Node | None, events: Iterable[v1.Event], now: float) -> Json:
+    """The project page: its row, conditions, per-service status, URLs and the events about it."""
+    statuses = {s.name: s for s in project.status.services}
+    services = []
+    for service in project.spec.services:
+        status = statuses.get(service.name)
+        services.append({
+            "name": service.name,
+            "image": service.image,
+            "state": status.state if status is not None else "",
+            "ready": bool(status is not None and status.ready),
+            "restarts": status.restart_count if status is not None else 0,
+            "exitCode": status.exit_code if status is not None else 0,
+            "message": status.message if status is not None else "",
+        })
+    name = project.metadata.name
+    about = [e for e in events if e.spec.involved_object.kind == "Project" and e.spec.involved_object.name == name]
+    return {
+        **project_row(project, now),
+        "conditions": [
+            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
+             "age": _age(c.last_transition_time, now)}
+            for c in project.status.conditions
+        ],
+        "services": services,
+        "urls": _urls(project, node),
+        "events": events_view(about, now)["events"],
+        "now": now,
+    }
+
+
+# ---- any kind ------------------------------------------------------------------------------------------------
+
+
+def printer_columns(kind: meta.Kind) -> list[tuple[str, str]]:
+    """(header, JSON path) of the extra columns a kind's table row offers (`printer_columns` of the kind table,
+    e.g. from a ResourceDefinition's additionalPrinterColumns); none when the kind declares none."""
+    columns = getattr(kind, "printer_columns", ()) or ()
+    out = []
+    for column in columns:
+        name = getattr(column, "name", None)
+        path = getattr(column, "json_path", None)
+        if name is None and isinstance(column, Sequence) and len(column) == 2:
+            name, path = column
+        if name and path:
+            out.append((str(name), str(path)))
+    return out
+
+
+def json_path(data: Any, path: str) -> Any:
+    """The value at a simple JSON path (`.status.readyReplicas`, `.spec.services[0].name`); None when absent."""
+    current = data
+    for part in path.strip().lstrip("$").lstrip(".").replace("[", ".[").split("."):
+        if not part:
+            continue
+        if part.startswith("[") and part.endswith("]"):
+            index = part[1:-1]
+            if not (isinstance(current, list) and index.isdigit() and int(index) < len(current)):
+                return None
+            current = current[int(index)]
+        elif isinstance(current, Mapping) and part in current:
+            current = current[part]
+        else:
+            return None
+    return current
+
+
+def kinds_view(kinds: Iterable[meta.Kind]) -> Json:
+    """The kinds the dashboard knows (those of the client's kind table)."""
+    return {"kinds": [
+        {"plural": k.plural, "kind": k.kind, "shortNames": list(k.short_names),
+         "columns": [name for name, _ in printer_columns(k)]}
+        for k in sorted(kinds, key=lambda k: k.plural)
+    ]}
+
+
+def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
+    """Any kind as a table: NAME, the kind's printer columns, AGE; each row also carries the object as JSON."""
+    columns = printer_columns(kind)
+    rows = []
+    for obj in sorted(objects, key=lambda o: o.metadata.name):
+        data = manifest.to_dict(obj)
+        cells = [json_path(data, path) for _, path in columns]
+        rows.append({"name": obj.metadata.name, "cells": cells, "age": _age(obj.metadata.creation_timestamp, now),
+                     "object": data})
+    return {"kind": kind.kind, "plural": kind.plural, "columns": [name for name, _ in columns], "rows": rows,
+            "now": now}
+
+
+__all__ = [
+    "cluster_view",
+    "event_row",
+    "events_view",
+    "json_path",
+    "kind_table",
+    "kinds_view",
+    "node_view",
+    "pending_reason",
+    "printer_columns",
+    "project_row",
+    "project_view",
+    "projects_view",
+]

@@ -1,0 +1,183 @@
+"""cara-dashboard's JSON endpoints, change stream and actions, over a real apiserver and etcd (no browser here:
+tests/e2e/test_dashboard_browser.py drives the page in Chromium)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from caravanserai import meta, v1
+from caravanserai.client import Client
+from caravanserai.clock import SystemClock
+from caravanserai.testing.apiserver import RunningApiServer
+from caravanserai.testing.builders import node, node_status, project
+from caravanserai.testing.dashboard import RunningDashboard, dashboard
+from caravanserai.testing.wait import wait_for
+
+NODE = "dash-node"
+
+
+@pytest.fixture
+async def cluster(api: RunningApiServer) -> AsyncIterator[Client]:
+    """A Ready node with 4 cpu, a project bound to it requesting 500m, and a Pending one labelled tier=db."""
+    async with Client(api.address) as c:
+        created = await c.nodes.create(node(NODE, labels={"zone": "a"}))
+        node_status(created)
+        await c.nodes.update_status(created)
+        bound = await c.projects.create(project("web", requests={"cpu": "500m", "memory": "1Gi"}, labels={"app": "web"}))
+        bound.status.node_ref = NODE
+        meta.set_phase(bound, v1.SCHEDULED, reason="Scheduled", message="", now=SystemClock().now())
+        await c.projects.update_status(bound)
+        waiting = await c.projects.create(project("db", labels={"tier": "db"}))
+        meta.set_condition(waiting.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
+                           message="0/1 nodes fit: 1 insufficient cpu", now=SystemClock().now())
+        await c.projects.update_status(waiting)
+        yield c
+
+
+@pytest.fixture
+async def dash(api: RunningApiServer, cluster: Client) -> AsyncIterator[RunningDashboard]:
+    async with dashboard(api.address) as running:
+        yield running
+
+
+async def get(d: RunningDashboard, path: str) -> tuple[int, Any]:
+    async with aiohttp.ClientSession() as s, s.get(d.url + path.lstrip("/")) as r:
+        return r.status, await r.json()
+
+
+async def send(d: RunningDashboard, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
+    if body is None and method == "POST":
+        body = {}  # a POST is refused unless it is JSON
+    async with aiohttp.ClientSession() as s, s.request(method, d.url + path.lstrip("/"), json=body, **kwargs) as r:
+        return r.status, await r.json()
+
+
+async def eventually(d: RunningDashboard, path: str, check: Any, timeout: float = 5) -> Any:
+    async def ready() -> Any:
+        status, body = await get(d, path)
+        return body if status == 200 and check(body) else None
+
+    return await wait_for(ready, timeout, message=f"{path} as expected")
+
+
+async def test_cluster_page_data(dash: RunningDashboard) -> None:
+    body = await eventually(dash, "/api/v1/cluster", lambda b: b["nodes"] and b["nodes"][0]["projects"])
+    (n,) = body["nodes"]
+    assert n["name"] == NODE and n["state"] == v1.NODE_READY and n["schedulable"] is True
+    resources = {r["name"]: r for r in n["resources"]}
+    assert resources["cpu"] == {"name": "cpu", "allocatable": 4.0, "requested": 0.5}
+    assert resources["memory"]["requested"] == 1024**3
+    assert n["projects"] == ["web"]
+    assert body["phases"] == {"Scheduled": 1, "Pending": 1}
+
+
+async def test_projects_filters_and_pending_reason(dash: RunningDashboard) -> None:
+    body = await eventually(dash, "/api/v1/projects", lambda b: len(b["projects"]) == 2)
+    rows = {p["name"]: p for p in body["projects"]}
+    assert rows["web"]["node"] == NODE and rows["web"]["ready"] == "0/1"
+    assert rows["db"]["reason"] == {"reason": "Unschedulable", "message": "0/1 nodes fit: 1 insufficient cpu"}
+    _, by_label = await get(dash, "/api/v1/projects?label=tier%3Ddb")
+    assert [p["name"] for p in by_label["projects"]] == ["db"]
+    _, by_phase = await get(dash, "/api/v1/projects?phase=Scheduled")
+    assert [p["name"] for p in by_phase["projects"]] == ["web"]
+    status, bad = await get(dash, "/api/v1/projects?label=%3D%3D")
+    assert status == 422 and bad["error"].startswith("label:")
+    _, detail = await get(dash, "/api/v1/projects/db")
+    assert detail["reason"]["reason"] == "Unschedulable"
+    assert [c["type"] for c in detail["conditions"]] == ["Phase", "Scheduled"]
+
+
+async def test_generic_kind_table_and_object(dash: RunningDashboard) -> None:
+    _, kinds = await get(dash, "/api/v1/kinds")
+    assert {k["plural"] for k in kinds["kinds"]} >= set(meta.KINDS)
+    body = await eventually(dash, "/api/v1/kinds/nodes", lambda b: b["rows"])
+    assert body["kind"] == "Node" and [r["name"] for r in body["rows"]] == [NODE]
+    _, obj = await get(dash, f"/api/v1/kinds/nodes/{NODE}")
+    assert obj["metadata"]["labels"] == {"zone": "a"} and obj["status"]["allocatable"]["cpu"] == "4"
+    status, missing = await get(dash, "/api/v1/kinds/widgets")
+    assert status == 404 and "widgets" in missing["error"]
+
+
+async def test_stream_pushes_a_phase_change_within_a_second(dash: RunningDashboard, cluster: Client) -> None:
+    await eventually(dash, "/api/v1/projects", lambda b: len(b["projects"]) == 2)
+    async with aiohttp.ClientSession() as s, s.get(dash.url + "api/v1/stream") as stream:
+        assert stream.headers["Content-Type"] == "text/event-stream"
+        assert await stream.content.readline() == b"event: hello\n"
+        live = await cluster.projects.get("web")
+        meta.set_phase(live, v1.RUNNING, reason="Started", message="", now=SystemClock().now())
+        started = asyncio.get_running_loop().time()
+        await cluster.projects.update_status(live)
+        change = await asyncio.wait_for(_next_change(stream), 1.0)
+        assert asyncio.get_running_loop().time() - started < 1.0
+    assert {"resource": "projects", "name": "web", "type": "MODIFIED"} in change["objects"]
+    _, rows = await get(dash, "/api/v1/projects?phase=Running")
+    assert [p["name"] for p in rows["projects"]] == ["web"]
+
+
+async def _next_change(stream: aiohttp.ClientResponse) -> dict[str, Any]:
+    event = ""
+    while True:
+        line = (await stream.content.readline()).decode().rstrip("\n")
+        if line.startswith("event: "):
+            event = line[len("event: "):]
+        elif line.startswith("data: ") and event == "change":
+            return json.loads(line[len("data: "):])  # type: ignore[no-any-return]
+
+
+async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Client) -> None:
+    manifest = "apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: api\nspec:\n  services:\n  - name: a\n    image: busybox:test\n"
+    assert await send(dash, "POST", "/api/v1/apply", {"manifest": manifest}) == (
+        200, {"applied": [{"object": "project/api", "action": "created"}]})
+    assert (await send(dash, "POST", "/api/v1/apply", {"manifest": manifest}))[1]["applied"][0]["action"] == "unchanged"
+    status, refused = await send(dash, "POST", "/api/v1/apply", {"manifest": manifest.replace("name: api", "name: Bad_Name")})
+    assert status == 422 and "metadata.name" in refused["error"] and "\n" not in refused["error"]
+    assert await send(dash, "DELETE", "/api/v1/projects/api") == (200, {"object": "project/api", "deleted": True})
+    status, gone = await send(dash, "DELETE", "/api/v1/projects/api")
+    assert status == 404 and gone["error"] == 'projects "api" not found'
+    assert (await send(dash, "POST", f"/api/v1/nodes/{NODE}/cordon"))[1]["changed"] is True
+    assert (await cluster.nodes.get(NODE)).spec.unschedulable
+    assert (await send(dash, "POST", f"/api/v1/nodes/{NODE}/uncordon"))[1]["changed"] is True
+    _, drained = await send(dash, "POST", f"/api/v1/nodes/{NODE}/drain")
+    assert drained["deleted"] == ["web"]
+    assert (await cluster.nodes.get(NODE)).spec.unschedulable
+    assert (await cluster.projects.get("web")).status.phase == v1.TERMINATING
+    status, unknown = await send(dash, "POST", "/api/v1/nodes/nowhere/cordon")
+    assert status == 404 and unknown["error"] == 'nodes "nowhere" not found'
+
+
+async def test_writes_need_json_and_the_dashboards_own_origin(dash: RunningDashboard) -> None:
+    status, body = await send(dash, "POST", f"/api/v1/nodes/{NODE}/cordon", headers={"Origin": "http://evil.example"})
+    assert status == 403 and "evil.example" in body["error"]
+    async with aiohttp.ClientSession() as s, s.post(dash.url + f"api/v1/nodes/{NODE}/cordon", data="x=1") as r:
+        assert r.status == 415
+        assert r.headers["Content-Security-Policy"].startswith("default-src 'self'")
+
+
+async def test_read_only_refuses_every_action(api: RunningApiServer, cluster: Client) -> None:
+    async with dashboard(api.address, "--read-only") as d:
+        _, config = await get(d, "/api/v1/config")
+        assert config["readOnly"] is True
+        for method, path, body in (
+            ("POST", "/api/v1/apply", {"manifest": "kind: Project"}),
+            ("DELETE", "/api/v1/projects/web", None),
+            ("POST", f"/api/v1/nodes/{NODE}/cordon", None),
+            ("POST", f"/api/v1/nodes/{NODE}/drain", None),
+        ):
+            status, refused = await send(d, method, path, body)
+            assert (status, refused) == (403, {"error": "the dashboard is read-only (started with --read-only)"})
+    assert (await cluster.projects.get("web")).status.phase == v1.SCHEDULED
+    assert not (await cluster.nodes.get(NODE)).spec.unschedulable
+
+
+async def test_off_loopback_needs_https_or_allow_insecure(api: RunningApiServer) -> None:
+    with pytest.raises(ValueError, match="refusing plain HTTP on 0.0.0.0:0"):
+        async with dashboard(api.address, "--listen", "0.0.0.0:0"):
+            pass
+    async with dashboard(api.address, "--listen", "0.0.0.0:0", "--allow-insecure") as d:
+        assert (await get(d, "/api/v1/config"))[0] == 200

@@ -1,0 +1,130 @@
+"""The dashboard's pages as data: pure functions over objects (caravanserai.dashboard.views)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from caravanserai import meta, v1
+from caravanserai.clock import timestamp
+from caravanserai.dashboard import views
+from caravanserai.dashboard.server import STATIC
+from caravanserai.errors import Invalid
+from caravanserai.testing.builders import lease, node, node_status, project
+
+NOW = 1_800_000_000.0
+
+
+def bound(name: str, node_name: str, phase: str = v1.RUNNING, **kwargs: object) -> v1.Project:
+    p = project(name, **kwargs)  # type: ignore[arg-type]
+    p.status.node_ref = node_name
+    p.status.phase = phase
+    p.metadata.creation_timestamp.CopyFrom(timestamp(NOW - 90))
+    return p
+
+
+def test_cluster_view_sums_requests_of_bound_projects_only() -> None:
+    n = node_status(node("n1"), cpu="4", memory="8Gi")
+    l = lease("n1")
+    l.spec.renew_time.CopyFrom(timestamp(NOW - 3))
+    projects = [
+        bound("a", "n1", requests={"cpu": "500m", "memory": "1Gi"}),
+        bound("b", "n1", v1.SCHEDULED, requests={"cpu": "1"}),
+        bound("gone", "n1", v1.TERMINATED, requests={"cpu": "2"}),  # no longer occupies the node
+        project("waiting"),
+    ]
+    view = views.cluster_view([n], [l], projects, NOW)
+    (row,) = view["nodes"]
+    assert row["leaseAge"] == pytest.approx(3.0)
+    assert row["projects"] == ["a", "b"]
+    assert {r["name"]: (r["allocatable"], r["requested"]) for r in row["resources"]} == {
+        "cpu": (4.0, 1.5), "memory": (8 * 1024**3, 1024**3)}
+    assert view["phases"] == {"Running": 1, "Scheduled": 1, "Terminated": 1, "Unknown": 1}
+
+
+def test_pending_reason_prefers_the_unschedulable_verdict() -> None:
+    p = project("p")
+    p.status.phase = v1.PENDING
+    meta.set_phase(p, v1.PENDING, reason="Created", message="", now=NOW)
+    assert views.pending_reason(p) == {"reason": "Created", "message": ""}
+    meta.set_condition(p.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
+                       message="0/3 nodes fit", now=NOW)
+    assert views.pending_reason(p) == {"reason": "Unschedulable", "message": "0/3 nodes fit"}
+
+
+def test_projects_view_filters_by_label_and_phase() -> None:
+    projects = [bound("a", "n1", labels={"app": "web"}), bound("b", "n1", v1.FAILED, labels={"app": "db"})]
+    assert [r["name"] for r in views.projects_view(projects, NOW, label="app=web")["projects"]] == ["a"]
+    assert [r["name"] for r in views.projects_view(projects, NOW, phase="Failed")["projects"]] == ["b"]
+    assert views.projects_view(projects, NOW)["projects"][0]["age"] == pytest.approx(90)
+    with pytest.raises(Invalid):
+        views.projects_view(projects, NOW, label="==")
+
+
+def test_events_view_newest_first_and_filtered() -> None:
+    def event(name: str, type_: str, kind: str, obj: str, at: float) -> v1.Event:
+        e = v1.Event()
+        e.metadata.name = name
+        e.spec.type, e.spec.reason = type_, "R"
+        e.spec.involved_object.kind, e.spec.involved_object.name = kind, obj
+        e.spec.last_timestamp.CopyFrom(timestamp(at))
+        return e
+
+    events = [event("e1", "Normal", "Project", "web", NOW - 10), event("e2", "Warning", "Node", "n1", NOW - 5)]
+    assert [r["name"] for r in views.events_view(events, NOW)["events"]] == ["e2", "e1"]
+    assert [r["name"] for r in views.events_view(events, NOW, type_="Normal")["events"]] == ["e1"]
+    assert [r["name"] for r in views.events_view(events, NOW, obj="Node/n1")["events"]] == ["e2"]
+
+
+def test_project_view_lists_urls_of_ingress_and_host_ports() -> None:
+    p = bound("web", "n1")
+    p.spec.services[0].ports.add(container_port=80, host_port=18080)
+    p.spec.ingress.add(name="site", host="web.example")
+    n = node("n1")
+    n.status.network.addresses.add(type="InternalIP", address="10.0.0.5")
+    view = views.project_view(p, n, [], NOW)
+    assert view["urls"] == ["http://web.example/", "http://10.0.0.5:18080/"]
+    assert view["services"][0]["name"] == "svc0" and view["services"][0]["state"] == ""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    json_path: str
+
+
+@dataclass(frozen=True)
+class CustomKind:
+    """Stands in for a kind-table row that offers printer columns (as ResourceDefinitions do)."""
+
+    kind: str
+    plural: str
+    short_names: tuple[str, ...]
+    printer_columns: tuple[Column, ...]
+
+
+def test_any_kind_table_uses_the_kinds_printer_columns() -> None:
+    kind = CustomKind("Node", "nodes", (), (Column("Zone", ".metadata.labels.zone"), Column("CPU", ".status.allocatable.cpu")))
+    n = node_status(node("n1", labels={"zone": "a"}))
+    table = views.kind_table(kind, [n], NOW)  # type: ignore[arg-type]
+    assert table["columns"] == ["Zone", "CPU"]
+    assert table["rows"][0]["cells"] == ["a", "4"]
+    assert views.kind_table(meta.KINDS["nodes"], [n], NOW)["columns"] == []
+
+
+def test_json_path() -> None:
+    data = {"spec": {"services": [{"name": "a"}]}, "status": {"readyReplicas": 2}}
+    assert views.json_path(data, ".status.readyReplicas") == 2
+    assert views.json_path(data, "$.spec.services[0].name") == "a"
+    assert views.json_path(data, ".spec.services[3].name") is None
+    assert views.json_path(data, ".nothing.here") is None
+
+
+def test_page_files_are_package_data() -> None:
+    """The page is served from the installed package: its files must be listed as package data."""
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert "static/*" in pyproject["tool"]["setuptools"]["package-data"]["caravanserai.dashboard"]
+    assert {p.name for p in STATIC.iterdir()} >= {"index.html", "app.js", "style.css"}
