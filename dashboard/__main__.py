@@ -96,7 +96,7 @@ class DashboardProcess:
         async with client_from_args(self._opts) as client:
             state = ClusterState(client, clock=self.clock)
             logs = LogSource(state.get, credentials=tls.channel_credentials() if tls.enabled else None, token=token)
-            dashboard = Dashboard(state, Actions(client, read_only=self.serve.read_only), logs, server=client.target)
+            dashboard = Dashboard(state, Actions(client, read_only=self.serve.read_only, clock=self.clock), logs, server=client.target)
             runner = web.AppRunner(dashboard.app(), access_log=None, shutdown_timeout=1.0)
             await runner.setup()
             try:

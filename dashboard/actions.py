@@ -14,11 +14,14 @@ import grpc
 from caravanserai import manifest, meta
 from caravanserai.client import Client
 from caravanserai.client.apply import APPLICABLE, apply_object
-from caravanserai.client.nodeops import drainable_projects, set_unschedulable
+from caravanserai.client.nodeops import move_project, movable_projects, set_unschedulable
+from caravanserai.clock import Clock
 from caravanserai.errors import ApiError, Invalid, NotFound
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 READ_ONLY = "the dashboard is read-only (started with --read-only)"
+DRAIN_HANDOFF = 300.0
+"""Seconds a drained node keeps a moved project's old containers while it starts elsewhere (caractrl's default)."""
 
 # gRPC status → HTTP status of the dashboard's JSON answer.
 HTTP_STATUS = {
@@ -64,9 +67,10 @@ class Outcome:
 class Actions:
     """The dashboard's writes. Every method raises ActionError when refused."""
 
-    def __init__(self, client: Client, *, read_only: bool) -> None:
+    def __init__(self, client: Client, *, read_only: bool, clock: Clock) -> None:
         self._client = client
         self.read_only = read_only
+        self._clock = clock
 
     def _check_allowed(self) -> None:
         if self.read_only:
@@ -119,18 +123,19 @@ class Actions:
             raise api_error(err) from None
 
     async def drain(self, node: str) -> list[str]:
-        """Cordon `node`, then delete every project bound to it that is not already leaving; returns their names."""
+        """Cordon `node`, then move its Scheduled and Running projects back to Pending (reason NodeDrained) with a
+        hand-off of `DRAIN_HANDOFF` seconds, as `caractrl drain`; returns the names moved."""
         await self.cordon(node, True)
+        moved = []
         try:
-            names = await drainable_projects(self._client, node)
-            for name in names:
-                try:
-                    await self._client.projects.delete(name)
-                except NotFound:
-                    continue  # gone meanwhile: that is what a drain wants
+            page = await self._client.projects.list(field_selector=f"status.nodeRef={node}")
+            for name in movable_projects(list(page), node):
+                now = self._clock.now()
+                if await move_project(self._client, name, node, now=now, handoff_until=now + DRAIN_HANDOFF):
+                    moved.append(name)
         except ApiError as err:
             raise api_error(err) from None
-        return names
+        return moved
 
 
 def _after(outcomes: list[Outcome], message: str) -> str:

@@ -238,7 +238,7 @@ class Dashboard:
     async def node_action(self, request: web.Request) -> web.Response:
         name, action = request.match_info["name"], request.match_info["action"]
         if action == "drain":
-            return _json({"object": f"node/{name}", "drained": True, "deleted": await self.actions.drain(name)})
+            return _json({"object": f"node/{name}", "drained": True, "moved": await self.actions.drain(name)})
         changed = await self.actions.cordon(name, action == "cordon")
         return _json({"object": f"node/{name}", "action": action, "changed": changed})
 

@@ -116,7 +116,7 @@ async function renderCluster() {
       node.schedulable
         ? el("button", { onclick: () => action(`node/${node.name} cordoned`, () => act(`/api/v1/nodes/${encodeURIComponent(node.name)}/cordon`, "POST")) }, "Cordon")
         : el("button", { onclick: () => action(`node/${node.name} uncordoned`, () => act(`/api/v1/nodes/${encodeURIComponent(node.name)}/uncordon`, "POST")) }, "Uncordon"),
-      el("button", { class: "danger", onclick: () => confirm(`Drain node ${node.name}? Its projects are deleted.`) &&
+      el("button", { class: "danger", onclick: () => confirm(`Drain node ${node.name}? Its projects move to other nodes.`) &&
         action(`node/${node.name} drained`, () => act(`/api/v1/nodes/${encodeURIComponent(node.name)}/drain`, "POST")) }, "Drain"));
     return el("div", { class: "node", "data-name": node.name },
       el("h3", {}, node.name, badge(node.state), node.schedulable ? null : badge("cordoned")),

@@ -144,9 +144,11 @@ async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Cl
     assert (await cluster.nodes.get(NODE)).spec.unschedulable
     assert (await send(dash, "POST", f"/api/v1/nodes/{NODE}/uncordon"))[1]["changed"] is True
     _, drained = await send(dash, "POST", f"/api/v1/nodes/{NODE}/drain")
-    assert drained["deleted"] == ["web"]
+    assert drained["moved"] == ["web"]
     assert (await cluster.nodes.get(NODE)).spec.unschedulable
-    assert (await cluster.projects.get("web")).status.phase == v1.TERMINATING
+    moved = await cluster.projects.get("web")
+    assert moved.status.phase == v1.PENDING
+    assert meta.get_condition(moved.status.conditions, v1.CONDITION_PHASE).reason == "NodeDrained"  # type: ignore[union-attr]
     status, unknown = await send(dash, "POST", "/api/v1/nodes/nowhere/cordon")
     assert status == 404 and unknown["error"] == 'nodes "nowhere" not found'
 
