@@ -73,6 +73,13 @@ async def test_metrics_count_known_traffic_per_server(api: Mapping[str, RunningA
         first_event = await anext(stream)
         assert first_event.type == v1.ADDED
         try:
+
+            async def caches_caught_up() -> bool:
+                mine, theirs = await samples(first), await samples(second)
+                return (value(mine, "caravanserai_apiserver_objects", resource="projects") == 3
+                        and value(theirs, "caravanserai_apiserver_objects", resource="projects") == 1)
+
+            await wait_for(caches_caught_up, 5, message="both watch caches hold the projects written")
             s = await samples(first)
             assert requests(s, "Create") == 3
             assert requests(s, "Get") == 2
