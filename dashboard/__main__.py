@@ -69,12 +69,12 @@ class ServeOptions:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cara-dashboard", description="Serve a live web dashboard of a cluster.")
     add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
-    p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the web page (host:port)")
+    p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the web page (host:port; default %(default)s)")
     p.add_argument("--https-cert", default="", help="certificate (PEM) to serve HTTPS with")
     p.add_argument("--https-key", default="", help="its key (PEM)")
     p.add_argument("--allow-insecure", action="store_true", help="allow plain HTTP on a non-loopback --listen")
     p.add_argument("--read-only", action="store_true", help="hide and refuse every action")
-    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error (default %(default)s)")
     return p
 
 
