@@ -1,9 +1,9 @@
 """`cara up` / `cara down` / `cara status`: a whole Caravanserai cluster on this machine with one command.
 
 `cara up` starts a supervisor in the background (`caravanserai.cli.supervisor`) that runs etcd (data under
-`--data-dir`), the apiserver, the controller manager (scheduler, node health, gc) and an agent for the local Docker
-engine, restarting any that dies; it returns once the API answers and the local node is Ready, and prints the API
-address and the next command to try. Before starting anything it checks that etcd is installed and that a Docker
+`--data-dir`), the apiserver, the controller manager (scheduler, node health, gc), an agent for the local Docker
+engine and the web dashboard (`cara-dashboard`, unless `--no-dashboard`), restarting any that dies; it returns once the API answers and the local node is Ready, and prints the API
+address, the dashboard's URL and the next command to try. Before starting anything it checks that etcd is installed and that a Docker
 engine answers, naming the Debian package to install when one is missing, and that every port is free.
 
 `cara down` stops every process of the cluster; the containers of its projects keep running (stopping an agent
@@ -68,6 +68,10 @@ def _fail(message: str) -> NoReturn:
     sys.exit(1)
 
 
+def _address_or_off(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    return value if value == "off" else _address(ctx, param, value)
+
+
 def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     try:
         split_address(value)
@@ -97,8 +101,13 @@ def check_ports(spec: ClusterSpec) -> None:
         "--etcd-port": ("127.0.0.1", spec.etcd_client_port),
         "--etcd-peer-port": ("127.0.0.1", spec.etcd_peer_port),
     }
+    if spec.metrics_listen != "off":
+        wanted["--metrics-listen"] = split_address(spec.metrics_listen)
     if spec.agent:
         wanted["--agent-listen"] = split_address(spec.agent_listen)
+        wanted["--agent-health-listen"] = split_address(spec.agent_health_listen)
+    if spec.dashboard:
+        wanted["--dashboard-listen"] = split_address(spec.dashboard_listen)
     seen: dict[int, str] = {}
     for flag, (host, port) in wanted.items():
         if port in seen:
@@ -141,6 +150,8 @@ def next_steps(spec: ClusterSpec) -> list[str]:
     if spec.api_listen != DEFAULT_SERVER:
         ctl += f" --server {spec.api_listen}"
     lines = [f"Next: {ctl} get nodes"]
+    if spec.dashboard:
+        lines.append(f"      open http://{spec.dashboard_listen}/ (the live dashboard)")
     if not spec.agent:
         lines.append(f"No agent runs here: projects stay Pending until a node joins (cara-agent --server "
                      f"{spec.api_listen} --node-name NAME on a machine with Docker).")
@@ -155,6 +166,8 @@ def _ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec)
     """Flags given on the command line that differ from the running cluster's settings."""
     fields = {"listen": "api_listen", "etcd_port": "etcd_client_port", "etcd_peer_port": "etcd_peer_port",
               "no_agent": "agent", "node_name": "node_name", "agent_listen": "agent_listen",
+              "metrics_listen": "metrics_listen", "agent_health_listen": "agent_health_listen",
+              "no_dashboard": "dashboard", "dashboard_listen": "dashboard_listen",
               "docker_host": "docker_host"}
     return [f"--{param.replace('_', '-')}" for param, attr in fields.items()
             if ctx.get_parameter_source(param) == ParameterSource.COMMANDLINE
@@ -166,7 +179,8 @@ def _ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec)
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
-    """Run a whole Caravanserai cluster on this machine: etcd, the API server, the controllers and an agent."""
+    """Run a whole Caravanserai cluster on this machine: etcd, the API server, the controllers, an agent and the
+    web dashboard."""
 
 
 DATA_DIR_OPTION = click.option(
@@ -187,13 +201,22 @@ DATA_DIR_OPTION = click.option(
 @click.option("--node-name", default=None, metavar="NAME", help="name of the local node  [default: the host name]")
 @click.option("--agent-listen", default="127.0.0.1:7421", show_default=True, callback=_address, metavar="HOST:PORT",
               help="address of the agent's log service")
+@click.option("--agent-health-listen", default="127.0.0.1:7422", show_default=True, callback=_address,
+              metavar="HOST:PORT", help="address of the agent's /healthz")
 @click.option("--docker-host", default=DEFAULT_DOCKER_HOST, show_default=True, metavar="URL",
               help="Docker Engine address the agent uses (unix:// or tcp://)")
+@click.option("--metrics-listen", default="127.0.0.1:7423", show_default=True, callback=_address_or_off,
+              metavar="HOST:PORT", help="address of the API server's /metrics, /healthz and /readyz (off: none)")
+@click.option("--no-dashboard", is_flag=True, help="run no web dashboard")
+@click.option("--dashboard-listen", default="127.0.0.1:7480", show_default=True, callback=_address,
+              metavar="HOST:PORT", help="address of the web dashboard")
 @click.option("--timeout", default=90.0, show_default=True, metavar="SECONDS", help="seconds to wait for the cluster to answer")
 @click.pass_context
 def up(ctx: click.Context, data_dir: Path | None, listen: str, etcd_port: int, etcd_peer_port: int | None,
-       no_agent: bool, node_name: str | None, agent_listen: str, docker_host: str, timeout: float) -> None:
-    """Start etcd, the API server, the controllers and an agent in the background; return once the cluster answers.
+       no_agent: bool, node_name: str | None, agent_listen: str, agent_health_listen: str, docker_host: str,
+       metrics_listen: str, no_dashboard: bool, dashboard_listen: str, timeout: float) -> None:
+    """Start etcd, the API server, the controllers, an agent and the dashboard in the background; return once the
+    cluster answers.
 
     Running it again while the cluster is up changes nothing and prints the same summary."""
     data = _data_dir(data_dir)
@@ -201,6 +224,8 @@ def up(ctx: click.Context, data_dir: Path | None, listen: str, etcd_port: int, e
         data_dir=str(data), api_listen=listen, etcd_client_port=etcd_port,
         etcd_peer_port=etcd_peer_port or etcd_port + 1, agent=not no_agent, agent_listen=agent_listen,
         node_name="" if no_agent else (node_name or default_node_name()), docker_host=docker_host,
+        metrics_listen=metrics_listen, agent_health_listen=agent_health_listen, dashboard=not no_dashboard,
+        dashboard_listen=dashboard_listen,
     )
     with exclusive(data):
         state = read_state(data)

@@ -73,12 +73,18 @@ class ClusterSpec:
     node_name: str
     etcd_binary: str = "etcd"
     docker_host: str = ""
+    metrics_listen: str = "127.0.0.1:7423"  # the apiserver's /metrics, /healthz, /readyz
+    agent_health_listen: str = "127.0.0.1:7422"  # the agent's /healthz
+    dashboard: bool = True
+    dashboard_listen: str = "127.0.0.1:7480"
 
     def children(self) -> list[Child]:
         """The processes of the cluster, in start order."""
         result = [self._etcd(), self._apiserver(), self._controller_manager()]
         if self.agent:
             result.append(self._agent())
+        if self.dashboard:
+            result.append(self._dashboard())
         return result
 
     @property
@@ -97,7 +103,8 @@ class ClusterSpec:
 
     def _apiserver(self) -> Child:
         return Child("apiserver", [sys.executable, "-m", "caravanserai.apiserver",
-                                   "--etcd-endpoints", self.etcd_url, "--listen", self.api_listen])
+                                   "--etcd-endpoints", self.etcd_url, "--listen", self.api_listen,
+                                   "--metrics-listen", self.metrics_listen])
 
     def _controller_manager(self) -> Child:
         return Child("controller-manager", [sys.executable, "-m", "caravanserai.controllers.manager",
@@ -105,10 +112,15 @@ class ClusterSpec:
 
     def _agent(self) -> Child:
         argv = [sys.executable, "-m", "caravanserai.agent", "--server", self.api_listen,
-                "--node-name", self.node_name, "--listen", self.agent_listen]
+                "--node-name", self.node_name, "--listen", self.agent_listen,
+                "--health-listen", self.agent_health_listen]
         if self.docker_host:
             argv += ["--docker-host", self.docker_host]
         return Child("agent", argv)
+
+    def _dashboard(self) -> Child:
+        return Child("dashboard", [sys.executable, "-m", "caravanserai.dashboard", "--server", self.api_listen,
+                                   "--listen", self.dashboard_listen])
 
 
 def process_alive(pid: int) -> bool:

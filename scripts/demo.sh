@@ -48,6 +48,9 @@ EOF
 
 cat <<'EOF'
 
+The live dashboard: open http://127.0.0.1:7480/ in a browser on this machine
+(from another machine: ssh -L 7480:127.0.0.1:7480 THIS-HOST, then open the same address).
+
 Next: put the CLI on your PATH, then look around:
   export PATH="$PWD/.venv/bin:$PATH"
   caractrl get nodes                  # this machine, Ready

@@ -161,11 +161,16 @@ class Cluster:
     agent_listen: str
     node: str
     env: dict[str, str]
+    metrics_listen: str = ""
+    agent_health_listen: str = ""
+    dashboard_listen: str = ""
 
     def up_args(self, *extra: str) -> list[str]:
         return [script("cara"), "up", "--data-dir", str(self.data_dir), "--listen", self.api,
                 "--etcd-port", str(self.etcd_port), "--etcd-peer-port", str(self.etcd_peer_port),
-                "--node-name", self.node, "--agent-listen", self.agent_listen, *extra]
+                "--node-name", self.node, "--agent-listen", self.agent_listen,
+                "--metrics-listen", self.metrics_listen, "--agent-health-listen", self.agent_health_listen,
+                "--dashboard-listen", self.dashboard_listen, *extra]
 
     def cara(self, command: str, *extra: str) -> subprocess.CompletedProcess[str]:
         if command == "up":
@@ -204,9 +209,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "share")}
     env.pop("CARA_SERVER", None)
-    api, etcd, peer, agent = free_ports(4)
+    api, etcd, peer, agent, metrics, health, dash = free_ports(7)
     c = Cluster(data_dir=data_dir, api=f"127.0.0.1:{api}", etcd_port=etcd, etcd_peer_port=peer,
-                agent_listen=f"127.0.0.1:{agent}", node=f"cara-up-{uuid.uuid4().hex[:8]}", env=env)
+                agent_listen=f"127.0.0.1:{agent}", node=f"cara-up-{uuid.uuid4().hex[:8]}", env=env,
+                metrics_listen=f"127.0.0.1:{metrics}", agent_health_listen=f"127.0.0.1:{health}",
+                dashboard_listen=f"127.0.0.1:{dash}")
     try:
         yield c
     finally:
@@ -235,6 +242,13 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
     assert f"Next: caractrl --server {cluster.api} get nodes" in out
     nodes = ok(cluster.ctl("get", "nodes"))
     assert table_row(nodes, cluster.node)[1] == "Ready"
+    # The next steps name the dashboard, which shows the node; the apiserver and the agent answer /healthz.
+    dashboard = f"http://{cluster.dashboard_listen}/"
+    assert f"open {dashboard} (the live dashboard)" in out
+    shown = eventually(lambda: dashboard_nodes(dashboard), 30, "the dashboard to show the node")
+    assert shown == [cluster.node]
+    assert http_get(f"http://{cluster.metrics_listen}/healthz") == "ok\n"
+    assert http_get(f"http://{cluster.agent_health_listen}/healthz").startswith("ok")
 
     # A second cara up changes nothing.
     again = ok(cluster.cara("up"))
@@ -266,7 +280,7 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
 
     # cara down: no process of the cluster is left; the project's container keeps running and serving.
     pids = cluster.pids()
-    assert len(pids) >= 5  # supervisor, etcd, apiserver, controller manager, agent
+    assert len(pids) >= 6  # supervisor, etcd, apiserver, controller manager, agent, dashboard
     down = ok(cluster.cara("down"))
     assert "Caravanserai is down" in down
     assert [pid for pid in pids if alive(pid)] == []
@@ -289,6 +303,15 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
     assert docker("network", "ls", "--filter", f"label={PROJECT_LABEL}={name}", "--format", "{{.ID}}") == ""
     ok(cluster.cara("down"))
     cluster.assert_no_process_left()
+
+
+def dashboard_nodes(url: str) -> list[str] | None:
+    """The node names the dashboard's cluster page shows, once it shows any."""
+    try:
+        names = [n["name"] for n in json.loads(http_get(url + "api/v1/cluster"))["nodes"]]
+    except (OSError, ValueError, KeyError):
+        return None
+    return names or None
 
 
 def logs_with(cluster: Cluster, name: str, text: str) -> str | None:
@@ -318,7 +341,7 @@ def restarted_child(cluster: Cluster, child: str, old_pid: int) -> dict[str, Any
 def assert_status_running(output: str, cluster: Cluster) -> None:
     """`cara status` lists every component running, the API answering and the node Ready."""
     lines = {line.split()[0]: line for line in output.splitlines() if line.strip()}
-    for component in ("supervisor", "etcd", "apiserver", "controller-manager", "agent"):
+    for component in ("supervisor", "etcd", "apiserver", "controller-manager", "agent", "dashboard"):
         assert "running" in lines[component].split(), output
     assert f"API {cluster.api}: answering" in output
     assert f"node {cluster.node}: Ready" in output
@@ -384,10 +407,11 @@ def test_up_refuses_a_port_in_use(cluster: Cluster) -> None:
 @pytest.mark.timeout(180)
 def test_up_no_agent_runs_the_control_plane_without_docker(cluster: Cluster, tmp_path: Path) -> None:
     env = {**cluster.env, "PATH": only_etcd_path(tmp_path)}
-    argv = cluster.up_args("--no-agent", "--docker-host", f"unix://{tmp_path}/no-docker.sock")
+    argv = cluster.up_args("--no-agent", "--no-dashboard", "--docker-host", f"unix://{tmp_path}/no-docker.sock")
     out = ok(run(argv, env))
     assert f"Caravanserai is up: API at {cluster.api}, no agent" in out
     assert "No agent runs here" in out
+    assert "dashboard" not in out
     assert sorted(cluster.state()["children"]) == ["apiserver", "controller-manager", "etcd"]
 
     status = cluster.cara("status")
