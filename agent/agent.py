@@ -36,6 +36,7 @@ from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.dockerevents import DockerEventWatcher
 from caravanserai.agent.logs import AgentService, LogStreamer
 from caravanserai.agent.node import Heartbeat, NodeRegistrar
+from caravanserai.agent.health import HealthProber
 from caravanserai.agent.project import ProjectRuntime
 from caravanserai.agent.reconciler import ProjectReconciler
 from caravanserai.agent.dockerapi import DockerRuntime
@@ -153,6 +154,8 @@ class Agent:
         informer: Informer[v1.Project] = manager.informers.informer(
             v1.Project, field_selector=f"status.nodeRef={config.node_name}"
         )
+        enqueue: list[Callable[[str], None]] = []  # the prober wakes projects through the controller made below
+        prober = HealthProber(clock=clock, on_change=lambda name: [add(name) for add in enqueue])
         reconciler = ProjectReconciler(
             client=client,
             projects=projects,
@@ -160,8 +163,10 @@ class Agent:
             node=config.node_name,
             clock=clock,
             recorder=EventRecorder(client, component=COMPONENT, host=config.node_name, clock=clock),
+            prober=prober,
         )
         controller = Controller(COMPONENT, reconciler, max_concurrent_reconciles=config.workers, clock=clock)
+        enqueue.append(controller.enqueue)
         controller.watch(informer)
         manager.add(controller)
         self.controller, self._manager = controller, manager
@@ -171,6 +176,7 @@ class Agent:
         async with asyncio.TaskGroup() as group:
             background = [
                 group.create_task(heartbeat.run(), name="agent-heartbeat"),
+                group.create_task(prober.run(), name="agent-health-probes"),
                 group.create_task(self._measure(registrar, meter), name="agent-throughput"),
                 group.create_task(self._fence_and_watch(informer, controller, projects, docker), name="agent-docker"),
             ]

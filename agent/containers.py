@@ -11,6 +11,8 @@ Guarantees:
 * **Resources**: limits are enforced (`cpu` → NanoCpus, `memory` → Memory); requests become soft reservations
   (`cpu` → CpuShares relative to 1024 per core, `memory` → MemoryReservation). Other resource names (custom
   counts such as `gpu`) are for the scheduler only.
+* **Health**: an `exec` healthcheck becomes Docker's HEALTHCHECK (`CMD` form, interval, timeout, retries and
+  start period in nanoseconds); http and tcp checks are run by the agent itself (`agent/health.py`).
 * **Networking**: every container joins the project network with its service name as DNS alias; ports with a
   host port are published on the node, the others only exposed on the project network.
 """
@@ -26,6 +28,7 @@ from google.protobuf import json_format
 from caravanserai import v1
 from caravanserai.agent import naming
 from caravanserai.quantity import cpu_millis, to_int
+from caravanserai.servicegraph import HealthSettings
 
 RESTART_ALWAYS = "Always"
 RESTART_ON_FAILURE = "OnFailure"
@@ -138,6 +141,21 @@ def resource_settings(resources: v1.ResourceRequirements) -> dict[str, int]:
     return settings
 
 
+def docker_healthcheck(check: v1.HealthCheck) -> dict[str, Any] | None:
+    """Docker's `Healthcheck` for an exec check (None for http/tcp checks, which the agent runs)."""
+    if not check.HasField("exec"):
+        return None
+    settings = HealthSettings.of(check)
+    nanos = 1_000_000_000
+    return {
+        "Test": ["CMD", *check.exec.command],
+        "Interval": int(settings.interval * nanos),
+        "Timeout": int(settings.timeout * nanos),
+        "Retries": settings.retries,
+        "StartPeriod": int(settings.start_period * nanos),
+    }
+
+
 def container_config(project: v1.Project, service: v1.Service, *, node: str) -> dict[str, Any]:
     """The body of `POST /containers/create` for one service of `project`, run by the agent of `node`."""
     network = naming.network_name(project.metadata.name, node)
@@ -168,6 +186,9 @@ def container_config(project: v1.Project, service: v1.Service, *, node: str) -> 
         config["ExposedPorts"] = exposed
     if service.working_dir:
         config["WorkingDir"] = service.working_dir
+    healthcheck = docker_healthcheck(service.healthcheck) if service.HasField("healthcheck") else None
+    if healthcheck is not None:
+        config["Healthcheck"] = healthcheck
     return config
 
 
@@ -180,6 +201,7 @@ __all__ = [
     "VOLUME_PERSISTENT",
     "container_config",
     "container_labels",
+    "docker_healthcheck",
     "network_config",
     "port_key",
     "resource_settings",

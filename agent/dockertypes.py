@@ -8,8 +8,10 @@ fields (a field Docker leaves out reads as empty, zero or False).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from caravanserai.agent import naming
@@ -77,6 +79,10 @@ class Observed:
     node: str = ""
     error: str = ""
     oom_killed: bool = False
+    health: str = ""  # Docker's health status for a HEALTHCHECK: starting, healthy, unhealthy ("" without one)
+    started_at: float = 0.0  # seconds since the epoch of the current (or last) start; 0 when never started
+    finished_at: float = 0.0  # seconds since the epoch of the last exit; 0 when it never exited
+    ip: str = ""  # the container's address on its (project) network
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,35 @@ def volume_summary(item: Mapping[str, Any]) -> VolumeSummary:
     return VolumeSummary(name=str(item.get("Name", "")), labels=_labels(item.get("Labels")))
 
 
+def docker_time(text: Any) -> float:
+    """Seconds since the epoch of one of Docker's RFC 3339 times (nanosecond precision); 0 for the zero time
+    ("0001-01-01T00:00:00Z") or anything unreadable."""
+    value = str(text or "")
+    if not value or value.startswith("0001-"):
+        return 0.0
+    head, _, rest = value.partition(".")
+    fraction, zone = "0", "Z"
+    if rest:
+        digits = "".join(itertools.takewhile(str.isdigit, rest))
+        fraction, zone = digits or "0", rest[len(digits):] or "Z"
+    elif head.endswith("Z"):
+        head = head[:-1]
+    try:
+        moment = datetime.fromisoformat(head + (zone if zone != "Z" else "+00:00"))
+    except ValueError:
+        return 0.0
+    return moment.timestamp() + float("0." + fraction)
+
+
+def _first_ip(info: Mapping[str, Any]) -> str:
+    networks = ((info.get("NetworkSettings") or {}).get("Networks")) or {}
+    for network in networks.values():
+        address = (network or {}).get("IPAddress")
+        if address:
+            return str(address)
+    return ""
+
+
 def observe(info: Mapping[str, Any]) -> Observed:
     """The `Observed` state of a container from its inspect document."""
     state = info.get("State") or {}
@@ -140,6 +175,10 @@ def observe(info: Mapping[str, Any]) -> Observed:
         node=labels.get(naming.LABEL_NODE, ""),
         error=str(state.get("Error") or ""),
         oom_killed=bool(state.get("OOMKilled")),
+        health=str((state.get("Health") or {}).get("Status") or ""),
+        started_at=docker_time(state.get("StartedAt")),
+        finished_at=docker_time(state.get("FinishedAt")),
+        ip=_first_ip(info),
     )
 
 
@@ -182,6 +221,7 @@ __all__ = [
     "container_event",
     "container_summary",
     "daemon_info",
+    "docker_time",
     "network_summary",
     "observe",
     "since_text",

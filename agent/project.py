@@ -10,7 +10,9 @@ Guarantees:
 * **Never pulls a present image**; a missing image that cannot be pulled is a `ServiceFailure` with reason
   ImagePullFailed and Docker's message; a refused create or start is a `ServiceFailure` too (CreateFailed,
   StartFailed). A Docker daemon that does not answer raises `DockerUnavailable`: the caller retries.
-* **Services start in parallel**, and stops and removals run in parallel.
+* **Services start in parallel**, in waves that follow `dependsOn` (`ordering.unmet`): a service whose
+  dependencies are not met is neither created nor started; what it waits for is returned. Stops and removals
+  run in parallel.
 * **Removal** takes containers (stop with the configured timeout, then remove), the network and the ephemeral
   volumes; persistent volumes are kept. Only objects labelled for this node are touched.
 """
@@ -18,14 +20,14 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import structlog
 
 from caravanserai import v1
-from caravanserai.agent import containers, naming, projectstatus
+from caravanserai.agent import containers, naming, ordering, projectstatus
 from caravanserai.agent.dockerapi import DockerRefused, DockerRuntime, ImagePullFailed
 from caravanserai.agent.dockertypes import Labelled, Observed
 from caravanserai.errors import CaravanseraiError
@@ -50,10 +52,20 @@ class ServiceFailure(CaravanseraiError):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What bringing a project up found: the containers by service, and the first lasting failure if any."""
+    """What bringing a project up found: the containers by service, the first lasting failure if any, and what
+    each service not started yet waits for (dependsOn)."""
 
     observed: dict[str, Observed]
     failure: ServiceFailure | None = None
+    waiting: dict[str, str] = field(default_factory=dict)
+
+
+HealthView = Callable[[v1.Service, Observed], Observed]
+"""Fills in the health of a service's container (the agent's own http/tcp checks); identity by default."""
+
+
+def _as_observed(service: v1.Service, observed: Observed) -> Observed:
+    return observed
 
 
 async def gather_all(calls: Iterable[Awaitable[T]]) -> list[T | BaseException]:
@@ -81,19 +93,50 @@ class ProjectRuntime:
 
     # ---- up ----------------------------------------------------------------------------------------------
 
-    async def ensure(self, project: v1.Project) -> Outcome:
-        """Make every service of `project` run as its spec says; returns what each container looks like."""
+    async def ensure(self, project: v1.Project, *, with_health: HealthView = _as_observed) -> Outcome:
+        """Make every service of `project` run as its spec says, in `dependsOn` order; returns what each container
+        looks like and what the services not started yet wait for. `with_health` fills in the health of
+        containers whose checks the agent runs."""
         await self.remove_stale(project)
         await self.docker.ensure_network(containers.network_config(project, node=self.node))
         await gather_and_raise(
             self.docker.ensure_volume(containers.volume_config(project, volume, node=self.node))
             for volume in project.spec.volumes
         )
-        results = await gather_all(self.ensure_service(project, service) for service in project.spec.services)
-        _raise_unexpected(results)
-        observed = {r.service: r for r in results if isinstance(r, Observed)}
-        failures = [r for r in results if isinstance(r, ServiceFailure)]
-        return Outcome(observed, failures[0] if failures else None)
+        by_name = {s.name: s for s in project.spec.services}
+        observed = {k: with_health(by_name[k], o) for k, o in (await self.observe(project)).items() if k in by_name}
+        pending, waiting = list(project.spec.services), dict[str, str]()
+        failures: list[ServiceFailure] = []
+        while pending:  # waves: what may start now starts in parallel; what it unblocks goes in the next wave
+            wave, waiting = self._next_wave(project, pending, observed)
+            if not wave:
+                break
+            results = await gather_all(self.ensure_service(project, service) for service in wave)
+            _raise_unexpected(results)
+            for service, result in zip(wave, results, strict=True):
+                if isinstance(result, Observed):
+                    observed[service.name] = with_health(service, result)
+                elif isinstance(result, ServiceFailure):
+                    failures.append(result)
+            pending = [s for s in pending if s.name in waiting]
+        return Outcome(observed, failures[0] if failures else None, waiting)
+
+    def _next_wave(
+        self, project: v1.Project, pending: list[v1.Service], observed: dict[str, Observed]
+    ) -> tuple[list[v1.Service], dict[str, str]]:
+        """The services of `pending` that may be ensured now, and what the others wait for."""
+        wave: list[v1.Service] = []
+        waiting: dict[str, str] = {}
+        for service in pending:
+            found = observed.get(service.name)
+            held = "" if found is not None and self._adoptable(project, service, found) else ordering.unmet(
+                service, project.spec, observed
+            )
+            if held:
+                waiting[service.name] = held
+            else:
+                wave.append(service)
+        return wave, waiting
 
     def _adoptable(self, project: v1.Project, service: v1.Service, found: Observed) -> bool:
         return (
@@ -174,6 +217,12 @@ class ProjectRuntime:
                 found[item.service] = item
         return found
 
+    async def restart_service(self, container_id: str) -> None:
+        """Restart one container (stop with the configured timeout, then start): Docker does not restart
+        unhealthy containers itself."""
+        await self.docker.stop_container(container_id, timeout=self.stop_timeout)
+        await self.docker.start_container(container_id)
+
     async def stop(self, project: str) -> None:
         """Stop the project's running containers (they stay, with their logs)."""
         running = [
@@ -215,6 +264,7 @@ async def gather_and_raise(calls: Iterable[Awaitable[object]]) -> None:
 
 
 __all__ = [
+    "HealthView",
     "Outcome",
     "ProjectRuntime",
     "REASON_CREATE_FAILED",

@@ -5,8 +5,11 @@ its phase:
 
 | project                              | Docker                                          | status written              |
 |--------------------------------------|-------------------------------------------------|-----------------------------|
-| absent, or bound to another node     | remove everything labelled for it (fencing)     | none                        |
-| Scheduled / Running                  | adopt, start or create each service's container | Running / Failed, services  |
+| absent, or bound to another node     | remove everything labelled for it (fencing),    | none                        |
+|                                      | unless moved away with a hand-off still running |                             |
+| Scheduled / Running                  | adopt, start or create each service's container | Running / Succeeded /       |
+|                                      | in dependsOn order; restart unhealthy ones      | Failed, services, Degraded  |
+| Succeeded                            | nothing (every service completed)               | service statuses            |
 | Failed                               | stop what still runs (containers and logs stay) | service statuses            |
 | Terminating                          | remove containers, network, ephemeral volumes   | Terminated, ResourcesRemoved|
 | Terminated                           | make sure everything is gone                    | none                        |
@@ -18,6 +21,13 @@ Guarantees:
 * **Compare-and-swap writes, stale reads re-read**: a Conflict, or a FailedPrecondition such as a late Running
   refused because the project is now Terminating, makes reconcile read the project from the API server and
   decide again (at most `STALE_ATTEMPTS` times, then the key is retried with backoff).
+* **Phase changes only through `caravanserai.lifecycle`** (run, succeed, fail, terminate).
+* **Hand-off**: a project moved away from this node (`status.previousNodeRef`, drained or tainted) keeps its
+  containers here until it runs on its new node or `status.handoffDeadline` passes; it is looked at every
+  `HANDOFF_POLL` seconds meanwhile.
+* **Health**: an unhealthy container is restarted by the agent (Docker does not), counted in the service's
+  restart count and recorded as a Warning Event (Unhealthy); a service that starts crash-looping gets a Warning
+  Event (CrashLoop); both make the project Degraded.
 * **Retries**: Docker unreachable or an API error raises, so the controller retries with backoff; a project that
   is not yet settled (containers starting or restarting) is looked at again after `resync` seconds even if no
   Docker event arrives.
@@ -30,11 +40,14 @@ from collections.abc import Callable
 
 import structlog
 
-from caravanserai import meta, v1
-from caravanserai.agent import projectstatus
-from caravanserai.agent.project import ProjectRuntime
+from caravanserai import lifecycle, meta, v1
+from caravanserai.agent import health, projectstatus
+from caravanserai.agent.dockertypes import Observed
+from caravanserai.agent.health import HealthProber
+from caravanserai.agent.ledger import RestartLedger
+from caravanserai.agent.project import HealthView, ProjectRuntime
 from caravanserai.client import Client
-from caravanserai.clock import Clock
+from caravanserai.clock import Clock, seconds
 from caravanserai.controller import NORMAL, WARNING, EventRecorder, Result
 from caravanserai.errors import Conflict, FailedPrecondition, Forbidden, NotFound
 
@@ -42,6 +55,8 @@ log = structlog.get_logger(__name__)
 
 REASON_RESOURCES_REMOVED = "ResourcesRemoved"
 STALE_ATTEMPTS = 3
+UNSETTLED_RECHECK = 2.0  # seconds: a project waiting, starting, unhealthy or crash-looping is looked at again
+HANDOFF_POLL = 2.0  # seconds between looks at a project moved away whose old containers still run here
 
 
 class StaleProject(Exception):
@@ -62,6 +77,7 @@ class ProjectReconciler:
         clock: Clock,
         recorder: EventRecorder | None = None,
         resync: float = 30.0,
+        prober: HealthProber | None = None,
     ) -> None:
         self._client = client
         self._recorder = recorder
@@ -70,6 +86,8 @@ class ProjectReconciler:
         self._node = node
         self._clock = clock
         self._resync = resync
+        self._prober = prober
+        self._ledger = RestartLedger()
 
     async def reconcile(self, key: str) -> Result:
         """Reconcile the project named `key` (see the module docstring)."""
@@ -93,8 +111,7 @@ class ProjectReconciler:
 
     async def _sync(self, name: str, project: v1.Project | None) -> float | None:
         if project is None or project.status.node_ref != self._node:
-            await self._projects.remove(name)
-            return None
+            return await self._release(name, project)
         phase = project.status.phase
         if phase == v1.TERMINATING:
             await self._terminate(project)
@@ -102,56 +119,128 @@ class ProjectReconciler:
         if phase == v1.TERMINATED:
             await self._projects.remove(name)
             return None
-        if phase == v1.FAILED:
-            await self._settle_failed(project)
+        if phase in lifecycle.FINISHED:
+            await self._settle(project, stop=phase == v1.FAILED)
             return None
-        if phase in (v1.SCHEDULED, v1.RUNNING):
+        if phase in (v1.SCHEDULED, v1.RUNNING) and not project.metadata.HasField("deletion_timestamp"):
             return await self._run(project)
         return None
 
+    async def _release(self, name: str, project: v1.Project | None) -> float | None:
+        """The project is not (any more) bound here: remove its Docker objects, unless it was moved away with a
+        hand-off that still lasts (its old containers run until it runs elsewhere or the deadline passes)."""
+        if project is None:
+            project = await self._fetch(name)
+        if project is not None and project.status.previous_node_ref == self._node:
+            left = seconds(project.status.handoff_deadline) - self._clock.now()
+            if left > 0 and project.status.phase not in (v1.RUNNING, v1.TERMINATING, v1.TERMINATED):
+                return min(left, HANDOFF_POLL)
+        self._ledger.forget(name)
+        if self._prober is not None:
+            self._prober.forget_except(name, ())
+        await self._projects.remove(name)
+        return None
+
+    def _with_health(self, project: v1.Project) -> HealthView:
+        """Observed containers with the health of the agent's own http/tcp checks filled in."""
+        prober, name = self._prober, project.metadata.name
+
+        def view(service: v1.Service, found: Observed) -> Observed:
+            check = service.healthcheck
+            if prober is None or not (check.HasField("http") or check.HasField("tcp")):
+                return found
+            if found.status != projectstatus.RUNNING or not found.ip:
+                return found
+            prober.track(name, service.name, container_id=found.container_id, address=found.ip, check=check)
+            return dataclasses.replace(found, health=prober.status(found.container_id) or health.STARTING)
+
+        return view
+
     async def _run(self, project: v1.Project) -> float | None:
-        """Bring the project's containers to their spec and report the verdict."""
-        outcome = await self._projects.ensure(project)
-        spec = project.spec
+        """Bring the project's containers to their spec (in dependsOn order), restart unhealthy ones, report."""
+        name, spec = project.metadata.name, project.spec
+        outcome = await self._projects.ensure(project, with_health=self._with_health(project))
+        if self._prober is not None:
+            self._prober.forget_except(name, {o.container_id for o in outcome.observed.values()})
+        restarted = await self._restart_unhealthy(project, outcome.observed)
+        now = self._clock.now()
         if outcome.failure is not None:
             failure = outcome.failure
             verdict = projectstatus.failure(spec, outcome.observed, reason=failure.reason, message=failure.message)
         else:
-            verdict = projectstatus.assess(spec, outcome.observed)
-        now = self._clock.now()
+            context = self._ledger.context(project, outcome.observed, outcome.waiting, now=now)
+            verdict = projectstatus.assess(spec, outcome.observed, context)
         generation = project.metadata.generation
-        await self._write(project, lambda p: projectstatus.apply(p, verdict, generation=generation, now=now))
+        updated = projectstatus.apply(project, verdict, generation=generation, now=now)
+        await self._write(project, updated)
         if verdict.phase is not None and verdict.phase != project.status.phase:
             await self._report(project, verdict.phase, verdict.reason, verdict.message)
-        settled = verdict.ready or verdict.phase == v1.FAILED
-        return None if settled else self._resync
+        await self._report_services(project, updated, restarted)
+        settled = (verdict.ready and verdict.degraded is None) or verdict.phase in lifecycle.FINISHED
+        return None if settled else min(self._resync, UNSETTLED_RECHECK)
 
-    async def _settle_failed(self, project: v1.Project) -> None:
-        """A Failed project runs nothing: stop what still runs and report the final service states."""
-        await self._projects.stop(project.metadata.name)
+    async def _restart_unhealthy(self, project: v1.Project, observed: dict[str, Observed]) -> list[str]:
+        """Restart the running containers that failed their health check (Docker does not); the services."""
+        restarted = []
+        for service in project.spec.services:
+            found = observed.get(service.name)
+            if found is None or found.status != projectstatus.RUNNING:
+                continue
+            self._ledger.saw_health(project.metadata.name, service.name, found.health)
+            if found.health != projectstatus.UNHEALTHY:
+                continue
+            log.warning("restarting unhealthy container", project=project.metadata.name, service=service.name)
+            await self._projects.restart_service(found.container_id)
+            self._ledger.restarted(project.metadata.name, service.name, found.container_id)
+            if self._prober is not None:
+                self._prober.forget_except(project.metadata.name, {
+                    o.container_id for o in observed.values() if o.container_id != found.container_id
+                })
+            restarted.append(service.name)
+            observed[service.name] = dataclasses.replace(found, health=health.STARTING)
+        return restarted
+
+    async def _report_services(self, before: v1.Project, after: v1.Project, restarted: list[str]) -> None:
+        """Warning Events for services restarted for their health and services that started crash-looping."""
+        if self._recorder is None:
+            return
+        old = {s.name: s for s in before.status.services}
+        for status in after.status.services:
+            if status.name in restarted:
+                message = f"service {status.name} failed its health check; restarted ({status.restart_count} restarts)"
+                await self._recorder.event(before, WARNING, projectstatus.REASON_UNHEALTHY, message)
+            was = old.get(status.name)
+            if status.state == projectstatus.CRASHLOOP and (was is None or was.state != projectstatus.CRASHLOOP):
+                message = f"service {status.name} is crash-looping: {status.message}"
+                await self._recorder.event(before, WARNING, projectstatus.REASON_CRASHLOOP, message)
+
+    async def _settle(self, project: v1.Project, *, stop: bool) -> None:
+        """A Failed or Succeeded project runs nothing: stop what still runs (Failed) and report the final
+        service states."""
+        if stop:
+            await self._projects.stop(project.metadata.name)
         observed = await self._projects.observe(project)
-        verdict = dataclasses.replace(projectstatus.assess(project.spec, observed), phase=None)
+        context = projectstatus.Context(previous={s.name: s for s in project.status.services}, now=self._clock.now())
+        verdict = dataclasses.replace(projectstatus.assess(project.spec, observed, context), phase=None)
         now = self._clock.now()
-        await self._write(project, lambda p: projectstatus.apply(p, verdict, generation=None, now=now))
+        await self._write(project, projectstatus.apply(project, verdict, generation=None, now=now))
 
     async def _terminate(self, project: v1.Project) -> None:
         """Remove every Docker object of the project except persistent volumes, then report Terminated."""
         removed = await self._projects.remove(project.metadata.name)
+        self._ledger.forget(project.metadata.name)
         message = f"removed {removed} Docker object(s): containers, network and ephemeral volumes"
         now = self._clock.now()
-
-        def terminated(p: v1.Project) -> None:
-            meta.set_phase(p, v1.TERMINATED, reason=REASON_RESOURCES_REMOVED, message=message, now=now)
-            del p.status.services[:]
-            meta.set_condition(
-                p.status.conditions,
-                v1.CONDITION_READY,
-                v1.FALSE,
-                reason=REASON_RESOURCES_REMOVED,
-                message="project terminated",
-                now=now,
-            )
-
+        terminated = lifecycle.terminate(project, reason=REASON_RESOURCES_REMOVED, message=message, now=now)
+        del terminated.status.services[:]
+        meta.set_condition(
+            terminated.status.conditions,
+            v1.CONDITION_READY,
+            v1.FALSE,
+            reason=REASON_RESOURCES_REMOVED,
+            message="project terminated",
+            now=now,
+        )
         await self._write(project, terminated)
         await self._report(project, v1.TERMINATED, REASON_RESOURCES_REMOVED, message)
 
@@ -162,10 +251,8 @@ class ProjectReconciler:
         if self._recorder is not None:
             await self._recorder.event(project, WARNING if phase == v1.FAILED else NORMAL, reason, message)
 
-    async def _write(self, project: v1.Project, mutate: Callable[[v1.Project], None]) -> None:
-        """Apply `mutate` to a copy and store its status if anything changed (CAS on the version read)."""
-        updated = meta.copy(project)
-        mutate(updated)
+    async def _write(self, project: v1.Project, updated: v1.Project) -> None:
+        """Store `updated`'s status if it differs from `project`'s (CAS on the version read)."""
         if updated.status == project.status:
             return
         try:

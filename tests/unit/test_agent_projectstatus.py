@@ -59,7 +59,14 @@ def test_end_and_start_rules(policy: str, state: str, code: int, ended: bool, st
             False,
             ("b",),
         ),
-        ([("a", "OnFailure")], [("a", "exited", 0)], v1.FAILED, "ContainerExited", False, ("a",)),
+        ([("a", "OnFailure")], [("a", "exited", 0)], v1.SUCCEEDED, "Completed", True, ()),
+        ([("a", "Never"), ("b", "OnFailure")], [("a", "exited", 0), ("b", "exited", 0)], v1.SUCCEEDED, "Completed",
+         True, ()),
+        ([("a", "Never"), ("b", "")], [("a", "exited", 0), ("b", "running", 0)], v1.RUNNING, "ContainersRunning",
+         True, ()),
+        ([("a", "Never"), ("b", "")], [("a", "exited", 0)], None, "", False, ("b",)),
+        ([("a", "Never"), ("b", "Never")], [("a", "exited", 0), ("b", "exited", 1)], v1.FAILED, "ContainerExited",
+         False, ("b",)),
         ([("a", "OnFailure")], [("a", "exited", 1)], None, "", False, ("a",)),
         ([("a", "")], [("a", "created", 0)], None, "", False, ("a",)),
     ],
@@ -101,7 +108,7 @@ def test_apply_records_phase_ready_and_generation() -> None:
     project = v1.Project()
     project.status.phase = v1.SCHEDULED
     verdict = projectstatus.assess(spec(("a", "")), {"a": seen("a", "running")})
-    projectstatus.apply(project, verdict, generation=2, now=100.0)
+    project = projectstatus.apply(project, verdict, generation=2, now=100.0)
     assert project.status.phase == v1.RUNNING
     phase = meta.get_condition(project.status.conditions, v1.CONDITION_PHASE)
     assert phase is not None and (phase.reason, phase.message) == ("ContainersRunning", "1 container running")
@@ -112,7 +119,7 @@ def test_apply_records_phase_ready_and_generation() -> None:
 
     before = v1.Project()
     before.CopyFrom(project)
-    projectstatus.apply(project, verdict, generation=2, now=200.0)
+    project = projectstatus.apply(project, verdict, generation=2, now=200.0)
     assert project == before  # the same verdict again changes nothing, not even timestamps
 
 
@@ -120,10 +127,10 @@ def test_apply_keeps_phase_when_verdict_has_none() -> None:
     project = v1.Project()
     project.status.phase = v1.RUNNING
     verdict = projectstatus.assess(spec(("a", "")), {"a": seen("a", "restarting", 1)})
-    projectstatus.apply(project, verdict, generation=None, now=1.0)
+    project = projectstatus.apply(project, verdict, generation=None, now=1.0)
     assert project.status.phase == v1.RUNNING
     ready = meta.get_condition(project.status.conditions, v1.CONDITION_READY)
-    assert ready is not None and (ready.status, ready.message) == (v1.FALSE, "not running: a")
+    assert ready is not None and (ready.status, ready.message) == (v1.FALSE, "not ready: a")
     assert project.status.observed_generation == 0
 
 
@@ -176,3 +183,45 @@ def test_summaries_read_docker_listings() -> None:
     assert (network.id, network.name, network.project) == ("n1", "cara_p_n", "")
     volume = dockertypes.volume_summary({"Name": "v", "Labels": {"caravanserai.io/project": "q"}})
     assert (volume.name, volume.project) == ("v", "q")
+
+
+def test_completed_crashloop_health_and_degraded() -> None:
+    jobs = spec(("job", "Never"), ("web", ""))
+    jobs.services[1].healthcheck.tcp.port = 80
+    now = 1000.0
+    context = projectstatus.Context(now=now)
+    looping = seen("web", "running", restart_count=4, started_at=now - 1, finished_at=now - 1.5)
+    verdict = projectstatus.assess(jobs, {"job": seen("job", "exited", 0), "web": looping}, context)
+    job, web = verdict.services
+    assert (job.state, job.ready) == ("completed", False)
+    assert (web.state, web.ready, web.restart_count) == ("crashloop", False, 4)
+    assert verdict.degraded is not None and verdict.degraded[0] == "CrashLoop"
+    assert verdict.phase is None  # a crash loop is not Running
+
+    stable = seen("web", "running", restart_count=4, started_at=now - 30, finished_at=now - 31, health="healthy")
+    verdict = projectstatus.assess(jobs, {"job": seen("job", "exited", 0), "web": stable}, context)
+    assert (verdict.phase, verdict.ready, verdict.degraded) == (v1.RUNNING, True, None)
+    assert verdict.message == "1 container running, 1 completed"
+
+    sick = seen("web", "running", health="unhealthy")
+    verdict = projectstatus.assess(jobs, {"job": seen("job", "exited", 0), "web": sick}, context)
+    assert verdict.services[1].health == "unhealthy" and not verdict.services[1].ready
+    assert verdict.degraded is not None and verdict.degraded[0] == "Unhealthy"
+    restarted = projectstatus.Context(now=now, health_restarted={"web"}, agent_restarts={"web": 2})
+    starting = seen("web", "running", health="starting", restart_count=1)
+    verdict = projectstatus.assess(jobs, {"job": seen("job", "exited", 0), "web": starting}, restarted)
+    assert verdict.services[1].restart_count == 3  # Docker's 1 + the agent's 2
+    assert verdict.degraded is not None and verdict.degraded[0] == "Unhealthy"  # not healthy since its restart
+
+
+def test_last_exit_code_is_kept_across_restarts_and_waiting_services_say_why() -> None:
+    web = spec(("web", "")).services[0]
+    died = projectstatus.service_status(web, seen("web", "restarting", 3, finished_at=5.0))
+    assert died.last_exit_code == 3
+    previous = {"web": died}
+    running = projectstatus.service_status(web, seen("web", "running", 0, finished_at=5.0),
+                                           projectstatus.Context(previous=previous))
+    assert running.last_exit_code == 3
+    waiting = projectstatus.service_status(web, None, projectstatus.Context(waiting={"web": "db to be healthy"}))
+    assert (waiting.state, waiting.waiting_for, waiting.message) == ("waiting", "db to be healthy",
+                                                                      "waiting for db to be healthy")
