@@ -1,9 +1,9 @@
 """The dashboard's view of the cluster: one shared informer per kind of the client's kind table, and change
 notifications for every connected browser.
 
-* **Generic over kinds.** Informers are made for every entry of `caravanserai.meta.KINDS` (built-in and custom
-  kinds alike); `refresh_kinds()` — run every `kinds_interval` seconds — adds informers for kinds the table gained
-  since, so a kind defined at run time appears without a dashboard change.
+* **Generic over kinds.** Informers are made for every kind of the client's kind table (built-in and custom kinds
+  alike); every `kinds_interval` seconds the client discovers the custom kinds the server serves (when it can) and
+  informers are added for kinds the table gained, so a kind defined at run time appears without a dashboard change.
 * **Pushed, coalesced.** Each browser holds a `Subscription`. Every informer change is added to every
   subscription's pending set (resource and name → change type) and wakes it; the stream sends what accumulated,
   at most once per `coalesce` seconds, so a burst of changes is one message and a change reaches the browser
@@ -26,6 +26,7 @@ import structlog
 from caravanserai import meta
 from caravanserai.client import Client
 from caravanserai.clock import Clock
+from caravanserai.errors import CaravanseraiError
 from caravanserai.informer import EventHandler, Informer, SharedInformerFactory
 
 log = structlog.get_logger(__name__)
@@ -78,6 +79,12 @@ class Subscription:
         return change
 
 
+def known_kinds() -> list[meta.Kind]:
+    """Every kind of this process's kind table: the built-in ones and custom kinds registered (by discovery)."""
+    registered = getattr(meta, "registered", None)
+    return list(registered()) if registered is not None else list(meta.KINDS.values())
+
+
 class ClusterState:
     """Informers over every known kind; `run()` runs them until cancelled."""
 
@@ -86,6 +93,7 @@ class ClusterState:
         self.clock = clock
         self.factory = SharedInformerFactory(client, clock=clock)
         self.informers: dict[str, Informer[Any]] = {}
+        self._kinds: dict[str, meta.Kind] = {}
         self._subscriptions: set[Subscription] = set()
         self._kinds_interval = kinds_interval
         self.refresh_kinds()
@@ -93,16 +101,27 @@ class ClusterState:
     @property
     def kinds(self) -> dict[str, meta.Kind]:
         """The kinds watched, by plural."""
-        return {plural: meta.KINDS[plural] for plural in self.informers if plural in meta.KINDS}
+        return dict(self._kinds)
 
     def refresh_kinds(self) -> None:
         """Make an informer for every kind of the kind table that has none yet."""
-        for plural in list(meta.KINDS):
-            if plural not in self.informers:
-                informer: Informer[Any] = self.factory.informer(plural)
-                informer.add_event_handler(self._handler(plural))
-                self.informers[plural] = informer
-                log.info("dashboard watches a kind", resource=plural)
+        for kind in known_kinds():
+            if kind.plural not in self.informers:
+                informer: Informer[Any] = self.factory.informer(kind.plural)
+                informer.add_event_handler(self._handler(kind.plural))
+                self.informers[kind.plural] = informer
+                self._kinds[kind.plural] = kind
+                log.info("dashboard watches a kind", resource=kind.plural)
+
+    async def discover_kinds(self) -> None:
+        """Ask the server for the custom kinds it serves (when the client can), then watch any new one."""
+        discover = getattr(self.client, "discover", None)
+        if discover is not None:
+            try:
+                await discover()
+            except CaravanseraiError as exc:
+                log.warning("discovering custom kinds failed; retrying later", error=str(exc))
+        self.refresh_kinds()
 
     def objects(self, resource: str) -> list[Any]:
         """The cached objects of `resource` (read-only). KeyError for a kind not watched."""
@@ -121,8 +140,8 @@ class ClusterState:
 
     async def _refresh_forever(self) -> None:
         while True:
+            await self.discover_kinds()
             await self.clock.sleep(self._kinds_interval)
-            self.refresh_kinds()
 
     @contextlib.contextmanager
     def subscribe(self) -> Iterator[Subscription]:

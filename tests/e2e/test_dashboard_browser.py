@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_harness import RunningAgent, StartAgent
+from agent_harness import RunningAgent, StartAgent, bind
 
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
@@ -106,9 +107,11 @@ async def screenshot(driver: Driver, name: str) -> Path:
 
 
 def manifest(name: str, image: str, *, selector: str = "") -> str:
+    """A one-service project that logs `started <name>` and then a tick a second."""
     extra = f"  nodeSelector:\n    {selector}\n" if selector else ""
+    script = f"echo started {name}; while true; do echo tick; sleep 1; done"
     return (f"apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\n"
-            f"spec:\n{extra}  services:\n  - name: main\n    image: {image}\n    command: [sleep, '3600']\n"
+            f"spec:\n{extra}  services:\n  - name: main\n    image: {image}\n    command: [sh, -c, '{script}']\n"
             f"    resources:\n      requests:\n        cpu: 250m\n        memory: 64Mi\n")
 
 
@@ -120,7 +123,20 @@ async def apply_through_page(driver: Driver, text: str) -> str:
     return str(await until(driver, "the apply result", lambda d: (r := text_of(d, "#apply-result")) not in ("", "applying…") and r))
 
 
-async def test_dashboard_live_in_a_browser(browser: Driver, api: RunningApiServer, node: RunningAgent, image: str) -> None:
+# Records (in the page, on the machine's clock) when the phase cell of a project first shows something else.
+WATCH_PHASE = """
+    const [name, from] = arguments;
+    window.__phaseChangedAt = null;
+    new MutationObserver((_, observer) => {
+      const cell = document.querySelector(`tr[data-name="${name}"] .phase`);
+      if (cell && cell.textContent.trim() !== from) { window.__phaseChangedAt = Date.now(); observer.disconnect(); }
+    }).observe(document.getElementById("main"), {childList: true, subtree: true, characterData: true});
+"""
+
+
+async def test_dashboard_live_in_a_browser(
+    browser: Driver, api: RunningApiServer, client: Client, node: RunningAgent, image: str
+) -> None:
     web, waiting = f"web-{uuid.uuid4().hex[:6]}", f"queued-{uuid.uuid4().hex[:6]}"
     async with dashboard(api.address) as d:
         await call(browser.get, d.url + "#/cluster")
@@ -143,6 +159,21 @@ async def test_dashboard_live_in_a_browser(browser: Driver, api: RunningApiServe
         assert text_of(browser, f'tr[data-name="{waiting}"] .phase') == "Pending"
         assert await call(browser.execute_script, "return window.__notReloaded === true;")
         await screenshot(browser, "projects")
+
+        # A phase change made elsewhere shows on the page within a second (bound by hand, as a scheduler would).
+        await call(browser.execute_script, WATCH_PHASE, waiting, "Pending")
+        changed = time.time()
+        await bind(client, waiting, node.node)
+        seen_at = await until(browser, "the phase change", lambda b: b.execute_script("return window.__phaseChangedAt;"))
+        assert seen_at / 1000 - changed < 1.0, f"the page showed the change after {seen_at / 1000 - changed:.2f} s"
+
+        # The project page: its services, conditions and a live log tail from the node's agent.
+        await call(browser.get, d.url + f"#/project/{web}")
+        await until(browser, "the service's log", lambda b: f"started {web}" in text_of(b, "#logs"), timeout=30)
+        assert "main" in text_of(browser, "#services-table")
+        ticks = text_of(browser, "#logs").count("tick")
+        await until(browser, "more log lines, followed", lambda b: text_of(b, "#logs").count("tick") > ticks + 1)
+        await screenshot(browser, "project")
 
         await call(browser.get, d.url + "#/cluster")
         await until(browser, f"{web} on the node card", lambda b: web in text_of(b, card))
