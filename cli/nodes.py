@@ -126,7 +126,7 @@ def drain(
     """Cordon NODE and move its projects to other nodes (Pending, reason NodeDrained).
 
     The old containers keep running until a project runs on its new node, or until --timeout passes. With
-    --delete, the projects are deleted instead (the old behaviour).
+    --delete, the projects are deleted instead (asks first).
     """
     try:
         seconds = parse_duration(timeout)
