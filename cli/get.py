@@ -200,8 +200,7 @@ class WatchPrinter:
 
 
 async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) -> None:
-    async with settings.client() as client:
-        watcher = Watcher(client.resource(opts.kind.plural), _selection(opts))
+    async with settings.client() as client, Watcher(client.resource(opts.kind.plural), _selection(opts)) as watcher:
         current = await watcher.list_current()
         printer = WatchPrinter(client, opts)
         if show_current:

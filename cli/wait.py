@@ -92,18 +92,18 @@ async def wait_for_object(
     resources: ResourceClient[Any], name: str, conditions: Sequence[Condition], *, must_exist: bool
 ) -> None:
     """Return once every condition holds for `name` (watching); raise CommandError when that cannot happen."""
-    watcher = Watcher(resources, Selection(field_selector=f"metadata.name={name}"))
-    items = await watcher.list_current()
-    current = items[0] if items else None
-    if current is None and must_exist:
-        raise not_found(resources.resource, name)
-    if _check(current, conditions):
-        return
-    async with aclosing(watcher.events()) as events:
-        async for event in events:
-            current = None if event.type == v1.DELETED else event.object
-            if _check(current, conditions):
-                return
+    async with Watcher(resources, Selection(field_selector=f"metadata.name={name}")) as watcher:
+        items = await watcher.list_current()
+        current = items[0] if items else None
+        if current is None and must_exist:
+            raise not_found(resources.resource, name)
+        if _check(current, conditions):
+            return
+        async with aclosing(watcher.events()) as events:
+            async for event in events:
+                current = None if event.type == v1.DELETED else event.object
+                if _check(current, conditions):
+                    return
 
 
 def _check(obj: Any, conditions: Sequence[Condition]) -> bool:

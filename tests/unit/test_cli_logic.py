@@ -11,6 +11,7 @@ import click
 import pytest
 
 from caravanserai import meta, v1
+from caravanserai.backoff import Backoff
 from caravanserai.client.apply import LAST_APPLIED, applied_form, configuration, merged, same
 from caravanserai.cli.config import ConfigError, Settings, channel_credentials, load_config
 from caravanserai.cli.errors import describe_error, invalid, not_found
@@ -212,10 +213,7 @@ def project(name: str, version: str) -> v1.Project:
 
 
 async def test_watcher_resumes_after_unavailable_and_relists_after_expired(monkeypatch: pytest.MonkeyPatch) -> None:
-    async def no_sleep(_: float) -> None:
-        return None
-
-    monkeypatch.setattr("caravanserai.cli.watching.asyncio.sleep", no_sleep)
+    monkeypatch.setattr("caravanserai.cli.watching.BACKOFF", Backoff(initial=1e-6, cap=1e-6, jitter=0.0))
     fake = FakeResources(
         lists=[[project("a", "1"), project("b", "2")], [project("a", "9"), project("c", "8")]],
         streams=[
@@ -224,13 +222,13 @@ async def test_watcher_resumes_after_unavailable_and_relists_after_expired(monke
             [Change(v1.ADDED, project("d", "10"))],
         ],
     )
-    watcher = Watcher(fake, Selection())  # type: ignore[arg-type]
-    assert [o.metadata.name for o in await watcher.list_current()] == ["a", "b"]
-    seen = []
-    async for event in watcher.events():
-        seen.append((event.type, event.object.metadata.name, event.object.metadata.resource_version))
-        if event.object.metadata.name == "d":
-            break
+    async with Watcher(fake, Selection()) as watcher:  # type: ignore[arg-type]
+        assert [o.metadata.name for o in await watcher.list_current()] == ["a", "b"]
+        seen = []
+        async for event in watcher.events():
+            seen.append((event.type, event.object.metadata.name, event.object.metadata.resource_version))
+            if event.object.metadata.name == "d":
+                break
     assert seen == [
         ("MODIFIED", "a", "5"),
         ("MODIFIED", "a", "9"), ("ADDED", "c", "8"), ("DELETED", "b", "2"),  # synthesized by the relist
