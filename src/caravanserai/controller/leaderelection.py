@@ -42,6 +42,7 @@ import structlog
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from caravanserai import meta, v1
+from caravanserai.backoff import Backoff
 from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock, timestamp
 from caravanserai.controller.clocktime import run_within
@@ -114,13 +115,15 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         self._log.info("waiting to acquire the lease")
+        period = self.config.retry_period  # a constant delay (factor 1), jittered up to +20 %
+        retry = Backoff(initial=period, factor=1.0, cap=period, jitter=JITTER - 1.0, reset_after=None).start(self._clock)
         while True:
             started = self._clock.monotonic()
             if await self._attempt(self.config.renew_deadline):
                 self.last_renew = started
                 self._log.info("acquired the lease; leading")
                 return
-            await self._clock.sleep(self.config.retry_period * (1.0 + (JITTER - 1.0) * random.random()))
+            await retry.wait()
 
     async def _lead(self, on_leading: Callable[[], Awaitable[object]]) -> bool:
         """Run `on_leading` while renewing; True when it returned by itself, False when the lease was lost."""
