@@ -11,15 +11,18 @@ from caravanserai.storage import EtcdClient, Store
 from caravanserai.logging import configure_logging
 from caravanserai.testing import EtcdServer
 
+# The plugin's fixtures (cara_etcd, cara_apiserver, cara_client, fake_clock), named here too so that the suite
+# runs in an environment installed before the plugin's entry point existed.
+from caravanserai.testing.plugin import cara_apiserver, cara_client, cara_etcd, fake_clock  # noqa: F401
+
 # Logs of in-process servers go to stderr (pytest shows them for failing tests), never into captured stdout.
 configure_logging("info", json=False)
 
 
 @pytest.fixture(scope="session")
-async def etcd() -> AsyncIterator[EtcdServer]:
-    """A real etcd server (loopback ports, temporary data dir) shared by the whole session."""
-    async with EtcdServer() as server:
-        yield server
+def etcd(cara_etcd: EtcdServer) -> EtcdServer:
+    """The session's real etcd server (loopback ports, temporary data dir): the plugin's `cara_etcd`."""
+    return cara_etcd
 
 
 @pytest.fixture

@@ -1,0 +1,87 @@
+"""The pytest plugin of `caravanserai.testing`: fixtures for testing controllers against a real etcd and a real
+apiserver. Installing caravanserai registers it (entry point `pytest11`), so a user's tests need no conftest:
+
+    async def test_my_controller(cara_client, fake_clock):
+        await cara_client.projects.create(builders.project("web"))
+        ...
+
+Fixtures:
+
+* `cara_etcd` (session): a real `etcd` server (`EtcdServer`: the `etcd` binary on free loopback ports, a
+  temporary data directory), shared by the whole session and removed at its end.
+* `cara_apiserver`: a real apiserver in process on a free loopback port over `cara_etcd`, with a key prefix of
+  its own (tests never see each other's objects); stopped after the test. A `RunningApiServer`.
+* `cara_client`: a `Client` of `cara_apiserver`, closed after the test.
+* `fake_clock`: a `FakeClock` starting at the real time (creation times come from the apiserver's clock).
+
+The async fixtures are pytest-asyncio fixtures (`pip install 'caravanserai[testing]'` brings pytest and
+pytest-asyncio), so they work in pytest-asyncio's strict mode and in `asyncio_mode = auto` alike; tests using
+them must be asyncio tests (`@pytest.mark.asyncio`, or any `async def` test in auto mode). Without
+pytest-asyncio installed the fixtures fail with a message saying so, and pytest itself is unaffected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from caravanserai.client import Client
+from caravanserai.clock import SystemClock
+from caravanserai.testing.apiserver import RunningApiServer, apiserver
+from caravanserai.testing.clock import FakeClock
+from caravanserai.testing.etcd import EtcdServer
+
+try:
+    import pytest_asyncio
+
+    HAVE_PYTEST_ASYNCIO = True
+except ImportError:  # pragma: no cover - exercised only where pytest-asyncio is missing
+    HAVE_PYTEST_ASYNCIO = False
+
+MISSING = "the caravanserai fixtures need pytest-asyncio: pip install 'caravanserai[testing]'"
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A FakeClock at the real time; it moves only when the test calls `advance`."""
+    return FakeClock(start=SystemClock().now())
+
+
+if HAVE_PYTEST_ASYNCIO:
+
+    @pytest_asyncio.fixture(scope="session", loop_scope="session")
+    async def cara_etcd() -> AsyncIterator[EtcdServer]:
+        """A real etcd server for the whole session."""
+        async with EtcdServer() as server:
+            yield server
+
+    @pytest_asyncio.fixture
+    async def cara_apiserver(cara_etcd: EtcdServer) -> AsyncIterator[RunningApiServer]:
+        """A real apiserver in process over `cara_etcd`, under a key prefix of its own."""
+        async with apiserver(cara_etcd.endpoint) as running:
+            yield running
+
+    @pytest_asyncio.fixture
+    async def cara_client(cara_apiserver: RunningApiServer) -> AsyncIterator[Client]:
+        """A client of `cara_apiserver`."""
+        async with Client(cara_apiserver.address, timeout=10, retry_timeout=10) as client:
+            yield client
+
+else:  # pragma: no cover
+
+    @pytest.fixture(scope="session")
+    def cara_etcd() -> Any:
+        pytest.fail(MISSING)
+
+    @pytest.fixture
+    def cara_apiserver() -> Any:
+        pytest.fail(MISSING)
+
+    @pytest.fixture
+    def cara_client() -> Any:
+        pytest.fail(MISSING)
+
+
+__all__ = ["cara_apiserver", "cara_client", "cara_etcd", "fake_clock"]
