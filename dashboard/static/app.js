@@ -192,8 +192,11 @@ function makeApplyPanel() {
 
 async function renderProject(name) {
   const p = await api("/api/v1/projects/" + encodeURIComponent(name));
+  // For these condition types False is the healthy state: shown green, True shown red.
+  const inverted = ["Degraded", "MemoryPressure", "DiskPressure", "NotReadyAt"];
+  const shown = (c) => (inverted.includes(c.type) ? { True: "False", False: "True" }[c.status] || c.status : c.status);
   const conditions = p.conditions.map((c) => el("tr", {},
-    el("td", { text: c.type }), el("td", {}, badge(c.status)), el("td", { text: c.reason }),
+    el("td", { text: c.type }), el("td", {}, el("span", { class: "badge " + shown(c), text: c.status })), el("td", { text: c.reason }),
     el("td", { text: c.message }), el("td", { text: age(c.age) })));
   const services = p.services.map((s) => el("tr", { "data-name": s.name },
     el("td", { text: s.name }), el("td", {}, el("code", { text: s.image })), el("td", { text: s.state || "—" }),
@@ -202,7 +205,8 @@ async function renderProject(name) {
   return [
     el("h1", {}, "Project ", name, " ", badge(p.phase)),
     el("p", { class: "muted" }, `node ${p.node || "—"} · ready ${p.ready} · restarts ${p.restarts} · age ${age(p.age)}`,
-      p.reason ? el("div", { class: "reason", id: "project-reason", text: `${p.reason.reason}: ${p.reason.message}` }) : null),
+      p.reason ? el("div", { class: p.phase === "Pending" ? "reason" : "muted", id: "project-reason",
+        text: `${p.reason.reason}: ${p.reason.message}` }) : null),
     p.urls.length ? el("p", {}, "Reach it at ", p.urls.map((u, i) => [i ? ", " : "", el("a", { href: u, text: u, target: "_blank", rel: "noopener" })])) : null,
     el("h2", { text: "Conditions" }), table(["Type", "Status", "Reason", "Message", "Age"], conditions),
     el("h2", { text: "Services" }), table(["Service", "Image", "State", "Ready", "Restarts", "Message"], services, "services-table"),
