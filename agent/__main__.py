@@ -18,9 +18,10 @@ import sys
 import structlog
 
 from caravanserai.agent.agent import Agent
-from caravanserai.agent.config import DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN, AgentConfig
+from caravanserai.agent.config import DEFAULT_FENCE_AFTER, DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN, AgentConfig
 from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
 from caravanserai.client import add_client_arguments, server_address
+from caravanserai.durations import parse_duration
 from caravanserai.logging import configure_logging
 from caravanserai.quantity import parse_quantity
 from caravanserai.selectors import validate_dns_subdomain
@@ -59,6 +60,13 @@ def _positive(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cara-agent", description="Run this machine's assigned projects on Docker.", formatter_class=DefaultsHelpFormatter)
     add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
@@ -79,6 +87,10 @@ def parser() -> argparse.ArgumentParser:
                    help="where /healthz, /readyz and /metrics are served without --metrics-port (host:port)")
     p.add_argument("--stop-timeout", type=int, default=10, help="seconds a container gets to stop before SIGKILL")
     p.add_argument("--pull-timeout", type=_positive, default=600.0, help="seconds an image pull may take")
+    p.add_argument("--fence-after", type=_duration, default=DEFAULT_FENCE_AFTER,
+                   help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
+                   "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
+                   "period; 0: never)")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
     return p
 
@@ -109,6 +121,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         health_listen=args.health_listen,
         stop_timeout=args.stop_timeout,
         pull_timeout=args.pull_timeout,
+        fence_after=args.fence_after,
     )
 
 

@@ -19,8 +19,12 @@ Parts (each `async def run()`-style, independent of the others):
   changes, and the sweep is repeated after every events reconnect and every `resync_interval` seconds.
   Projects that leave the assignment while the agent runs (or during a relist) arrive as informer deletions.
 
-Guarantees: the agent never stops or removes a container merely because it stops, loses the API server or
-loses Docker; `stop()` drains the queue (bounded by `shutdown_grace`), and cancelling `run()` stops at once.
+* **Self-fencing** (`selffence`): with no answered heartbeat for `fence_after` seconds the agent stops its
+  containers (keeping them) and leaves everything alone until the API answers again; then the projects still bound
+  here start again and every project is queued.
+
+Guarantees: the agent never stops or removes a container merely because it stops or loses Docker, and loses the
+API server for less than `fence_after`; `stop()` drains the queue (bounded by `shutdown_grace`), and cancelling `run()` stops at once.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from caravanserai.agent.node import Heartbeat, NodeRegistrar
 from caravanserai.agent.health import HealthProber
 from caravanserai.agent.project import ProjectRuntime
 from caravanserai.agent.reconciler import ProjectReconciler
+from caravanserai.agent.selffence import SelfFence
 from caravanserai.agent.dockerapi import DockerRuntime
 from caravanserai.agent.throughput import ThroughputMeter, measure_forever
 from caravanserai.api.v1 import api_pb2_grpc
@@ -136,9 +141,12 @@ class Agent:
     async def _run_parts(self, client: Client, docker: DockerRuntime) -> None:
         config, clock = self.config, self.clock
         registrar = NodeRegistrar(client, config, docker_info=docker.info, clock=clock, agent_port=self.port)
-        heartbeat = Heartbeat(client, registrar, config, clock=clock)
         meter = ThroughputMeter(client, clock=clock, size=config.throughput_bytes)
         projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout)
+        fence = SelfFence(
+            fence_after=config.fence_after, clock=clock, projects=projects, client=client, node=config.node_name
+        )
+        heartbeat = Heartbeat(client, registrar, config, clock=clock, on_contact=fence.contact)
         manager = Manager(
             client,
             clock=clock,
@@ -164,10 +172,12 @@ class Agent:
             clock=clock,
             recorder=EventRecorder(client, component=COMPONENT, host=config.node_name, clock=clock),
             prober=prober,
+            fenced=lambda: fence.fenced,
         )
         controller = Controller(COMPONENT, reconciler, max_concurrent_reconciles=config.workers, clock=clock)
         enqueue.append(controller.enqueue)
         controller.watch(informer)
+        fence.on_unfenced = lambda: self._sweep(informer, controller, projects)
         manager.add(controller)
         self.controller, self._manager = controller, manager
         if self._stop_requested:
@@ -177,6 +187,7 @@ class Agent:
             background = [
                 group.create_task(heartbeat.run(), name="agent-heartbeat"),
                 group.create_task(prober.run(), name="agent-health-probes"),
+                group.create_task(fence.run(), name="agent-self-fence"),
                 group.create_task(self._measure(registrar, meter), name="agent-throughput"),
                 group.create_task(self._fence_and_watch(informer, controller, projects, docker), name="agent-docker"),
             ]

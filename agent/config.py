@@ -13,6 +13,9 @@ DEFAULT_HEALTH_LISTEN = "127.0.0.1:7422"
 """Where `cara-agent` serves /healthz without flags. `AgentConfig` itself defaults to a free loopback port, so that
 several agents in one process (tests) never compete for it."""
 LEASE_DURATION_SECONDS = 40
+DEFAULT_FENCE_AFTER = 90.0 + 180.0
+"""`--fence-after`: node health's default heartbeat timeout (90 s) plus its default grace period (3 min), the moment
+the control plane moves a silent node's Running projects elsewhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,7 @@ class AgentConfig:
     throughput_interval: float = 600.0
     throughput_bytes: int = 8 * 1024 * 1024
     resync_interval: float = 300.0
+    fence_after: float = DEFAULT_FENCE_AFTER  # stop this node's containers after this long without the API; 0: never
 
     @property
     def listen_port(self) -> int:
@@ -48,4 +52,4 @@ class AgentConfig:
         return int(self.listen.rpartition(":")[2] or 0)
 
 
-__all__ = ["AgentConfig", "DEFAULT_HEALTH_LISTEN", "DEFAULT_LISTEN", "LEASE_DURATION_SECONDS"]
+__all__ = ["AgentConfig", "DEFAULT_FENCE_AFTER", "DEFAULT_HEALTH_LISTEN", "DEFAULT_LISTEN", "LEASE_DURATION_SECONDS"]

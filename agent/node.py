@@ -170,7 +170,16 @@ class NodeRegistrar:
 class Heartbeat:
     """Registers the node, then renews its Lease every `heartbeat_interval` seconds until cancelled."""
 
-    def __init__(self, client: Client, registrar: NodeRegistrar, config: AgentConfig, *, clock: Clock) -> None:
+    def __init__(
+        self,
+        client: Client,
+        registrar: NodeRegistrar,
+        config: AgentConfig,
+        *,
+        clock: Clock,
+        on_contact: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._on_contact = on_contact  # called after every beat the API answered (self-fencing)
         self._client = client
         self._registrar = registrar
         self._config = config
@@ -191,6 +200,8 @@ class Heartbeat:
             await retry_conflicts(self.renew_lease)
             await self._client.nodes.get(self._config.node_name)
             self.beats += 1
+            if self._on_contact is not None:
+                await self._on_contact()
         except NotFound:
             log.warning("node object is gone; registering again", node=self._config.node_name)
             await self._registrar.register_until_done()

@@ -28,6 +28,8 @@ Guarantees:
 * **Health**: an unhealthy container is restarted by the agent (Docker does not), counted in the service's
   restart count and recorded as a Warning Event (Unhealthy); a service that starts crash-looping gets a Warning
   Event (CrashLoop); both make the project Degraded.
+* **Self-fenced, hands off**: while the agent is fenced (`selffence`), reconcile does nothing; every project is
+  queued again when the fence is lifted.
 * **Retries**: Docker unreachable or an API error raises, so the controller retries with backoff; a project that
   is not yet settled (containers starting or restarting) is looked at again after `resync` seconds even if no
   Docker event arrives.
@@ -78,7 +80,9 @@ class ProjectReconciler:
         recorder: EventRecorder | None = None,
         resync: float = 30.0,
         prober: HealthProber | None = None,
+        fenced: Callable[[], bool] = lambda: False,
     ) -> None:
+        self._fenced = fenced  # while true (self-fenced, see selffence), Docker and statuses are left alone
         self._client = client
         self._recorder = recorder
         self._projects = projects
@@ -95,6 +99,8 @@ class ProjectReconciler:
 
     async def sync(self, name: str) -> float | None:
         """Reconcile the project `name`; returns seconds after which to look again (None: only on change)."""
+        if self._fenced():  # all is queued again when the fence is lifted
+            return None
         project = self._lookup(name)
         for _ in range(STALE_ATTEMPTS):
             try:

@@ -1,5 +1,6 @@
 """A partitioned host: its node goes NotReady, its projects run elsewhere within timeout + grace + 3 s, and on
-heal the stale copies go and nothing runs twice."""
+heal the stale copies go and nothing runs twice. Self-fencing is off here (`--fence-after 0`), so the stale copy
+runs for the whole partition: the overlap measured is what self-fencing (test_selffence) removes."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 import time
 
 from conftest import GRACE_PERIOD, HEARTBEAT_TIMEOUT
-from fleet_helpers import QUICK_STOP, copies, wait_running
+from fleet_helpers import QUICK_STOP, container_times, copies, wait_running
 
 from caravanserai import v1
 from caravanserai.testing import builders
@@ -19,6 +20,9 @@ FIGURES: dict[str, float] = {}
 
 async def test_partitioned_host_loses_its_projects_and_fences_them_on_heal(fleet: Fleet) -> None:
     names = ["part-a", "part-b"]
+    for host in fleet.workers:
+        await fleet.restart_agent(host, "--fence-after", "0")
+    await fleet.wait_nodes_ready()
     async with fleet.client(timeout=5, retry_timeout=30) as client:
         for name in names:
             await client.projects.create(
@@ -45,7 +49,10 @@ async def test_partitioned_host_loses_its_projects_and_fences_them_on_heal(fleet
         new_node = await wait_for(moved, budget + 2.0, interval=0.1, message=f"{victim_name} Running elsewhere")
         FIGURES["running_elsewhere_after"] = time.monotonic() - cut_at
         assert FIGURES["running_elsewhere_after"] <= budget, FIGURES
-        assert list(await copies(fleet, victim_name)) != []
+        running = await copies(fleet, victim_name)
+        assert victim_node in running, "without self-fencing the partitioned copy keeps running"
+        new_started, _ = await container_times(fleet, new_node, running[new_node][0].id)
+        await asyncio.sleep(2.0)
 
         fleet.heal(victim_node)
         healed_at = time.monotonic()
@@ -56,6 +63,7 @@ async def test_partitioned_host_loses_its_projects_and_fences_them_on_heal(fleet
 
         await wait_for(single_copies, 30, interval=0.2, message="stale copy removed after heal")
         FIGURES["stale_copy_removed_after_heal"] = time.monotonic() - healed_at
+        FIGURES["overlap_without_self_fencing"] = time.time() - new_started
         for _ in range(10):  # and it stays that way
             assert await single_copies()
             await asyncio.sleep(0.3)

@@ -58,6 +58,7 @@ class FleetConfig:
     heartbeat_interval: float = 1.0
     heartbeat_timeout: float = 5.0
     grace_period: float = 5.0
+    fence_after: float | None = None  # the agents' --fence-after; None: heartbeat_timeout + grace_period
     image: str = DEFAULT_IMAGE
     agent_args: tuple[str, ...] = ()
     controller_args: tuple[str, ...] = ()
@@ -209,14 +210,25 @@ class Fleet:
             "--log-format", "console", *cfg.controller_args,
         )  # fmt: skip
 
-    def agent_argv(self, host: Host) -> list[str]:
+    def agent_argv(self, host: Host, *extra: str) -> list[str]:
+        """The agent's command line on `host`, with `extra` flags after the fleet's own."""
         cfg = self.config
+        fence_after = cfg.heartbeat_timeout + cfg.grace_period if cfg.fence_after is None else cfg.fence_after
         return _python(
             "caravanserai.agent", "--server", self.server, *self._tls_args(f"node:{host.name}"),
             "--node-name", host.name, "--docker-host", self.dockers[host.name].url,
             "--heartbeat-interval", str(cfg.heartbeat_interval), "--listen", f"{host.address}:{AGENT_PORT}",
-            "--stop-timeout", "1", "--log-level", "info", *cfg.agent_args,
+            "--stop-timeout", "1", "--fence-after", _seconds(fence_after), "--log-level", "info", *cfg.agent_args,
+            *extra,
         )  # fmt: skip
+
+    async def restart_agent(self, host: Host | str, *extra: str) -> None:
+        """Stop the agent of `host` and start it again with `extra` flags (none: as configured)."""
+        host = self._host(host)
+        process = self.agents[host.name]
+        await process.stop()
+        process.argv = self.agent_argv(host, *extra)
+        await process.start()
 
     async def _start_agents(self) -> None:
         for host in self.workers:
@@ -267,6 +279,11 @@ class Fleet:
         for docker in self.dockers.values():
             if not docker.process.running:
                 await docker.start()
+        for host in self.workers:
+            process = self.agents[host.name]
+            if process.argv != self.agent_argv(host):
+                await process.stop()
+                process.argv = self.agent_argv(host)
         for process in processes:
             await process.start()
         await self.wait_serving()
