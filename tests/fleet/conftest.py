@@ -13,10 +13,7 @@ from collections.abc import AsyncIterator, Generator
 import pytest
 
 from caravanserai.testing.fleet import Fleet, FleetConfig, NamespacesUnavailable, check_available
-from fleet_helpers import reset
-
-HEARTBEAT_TIMEOUT = 5.0
-GRACE_PERIOD = 5.0
+from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, reset
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

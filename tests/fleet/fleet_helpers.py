@@ -12,6 +12,8 @@ from caravanserai.testing.fleet import EngineContainer, Fleet
 from caravanserai.testing.wait import wait_for
 
 PROJECT_LABEL = "caravanserai.io/project"
+HEARTBEAT_TIMEOUT = 5.0  # the fleet's node-health timings (short, to keep the tier within minutes)
+GRACE_PERIOD = 5.0
 
 # A service that exits at once on SIGTERM (busybox sh as PID 1 only gets signals it traps).
 QUICK_STOP = ["sh", "-c", "trap 'exit 0' TERM; echo started on $(hostname); sleep 3600 & wait"]
@@ -94,4 +96,4 @@ async def container_times(fleet: Fleet, host: str, container_id: str) -> tuple[f
     return _epoch(started), _epoch(finished)
 
 
-__all__ = ["QUICK_STOP", "all_containers", "container_times", "copies", "phases", "reset", "wait_running"]
+__all__ = ["GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "QUICK_STOP", "all_containers", "container_times", "copies", "phases", "reset", "wait_running"]

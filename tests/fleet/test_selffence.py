@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from conftest import GRACE_PERIOD, HEARTBEAT_TIMEOUT
-from fleet_helpers import QUICK_STOP, container_times, copies, wait_running
+from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container_times, copies, wait_running
 
 from caravanserai import v1
 from caravanserai.testing import builders
