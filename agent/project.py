@@ -111,7 +111,9 @@ class ProjectRuntime:
             wave, waiting = self._next_wave(project, pending, observed)
             if not wave:
                 break
-            results = await gather_all(self.ensure_service(project, service) for service in wave)
+            results = await gather_all(
+                self.ensure_service(project, service, known=observed.get(service.name)) for service in wave
+            )
             _raise_unexpected(results)
             for service, result in zip(wave, results, strict=True):
                 if isinstance(result, Observed):
@@ -145,8 +147,15 @@ class ProjectRuntime:
             and found.spec_hash == containers.spec_hash(service)
         )
 
-    async def ensure_service(self, project: v1.Project, service: v1.Service) -> Observed:
-        """Adopt, start or (re)create the service's container; returns its observed state."""
+    async def ensure_service(
+        self, project: v1.Project, service: v1.Service, *, known: Observed | None = None
+    ) -> Observed:
+        """Adopt, start or (re)create the service's container; returns its observed state. `known` is the
+        container as just inspected: an adoptable one that needs nothing is returned without asking Docker again."""
+        if known is not None and self._adoptable(project, service, known) and not projectstatus.needs_start(
+            service, known
+        ):
+            return known
         name = naming.container_name(project.metadata.name, service.name, self.node)
         found = await self.docker.inspect_container(name)
         if found is not None:

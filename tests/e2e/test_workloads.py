@@ -157,7 +157,8 @@ async def test_failing_http_healthcheck_restarts_the_service_and_degrades_the_pr
 
     sick = await wait_for(degraded, timeout=30, message="an unhealthy restart and Degraded")
     cond = meta.get_condition(sick.status.conditions, v1.CONDITION_DEGRADED)
-    assert cond is not None and cond.reason == "Unhealthy" and "web failed its health check" in cond.message
+    # Unhealthy at first; after three quick restarts the service also counts as crash-looping
+    assert cond is not None and cond.reason in ("Unhealthy", "CrashLoop") and "service web" in cond.message
     assert not sick.status.services[0].ready
     assert await wait_for(lambda: events(client, "sick", "Unhealthy"), timeout=10)
     assert sick.status.phase == v1.RUNNING  # the process is alive; Ready and Degraded tell the rest
@@ -186,20 +187,32 @@ async def test_crash_loop_is_visible(client: Client, start_agent: StartAgent, im
     assert crash_events[0].spec.type == "Warning"
 
 
+FIXME = """\
+apiVersion: caravanserai/v1
+kind: Project
+metadata: {{name: fixme}}
+spec:
+  services:
+  - name: job
+    image: {image}
+    command: {command}
+    restartPolicy: {policy}
+"""
+
+
 async def test_failed_project_recovers_when_a_fixed_manifest_is_applied(
-    client: Client, start_agent: StartAgent, image: str, api: object
+    client: Client, start_agent: StartAgent, image: str, api: object, tmp_path: Path
 ) -> None:
     await start_agent()
-    p = empty("fixme")
-    service(p, "job", image, ["sh", "-c", "exit 2"], policy="Never")
-    await client.projects.create(p)
+    server = api.address  # type: ignore[attr-defined]
+    manifest = tmp_path / "fixme.yaml"
+    manifest.write_text(FIXME.format(image=image, command='["sh", "-c", "exit 2"]', policy="Never"))
+    assert await asyncio.to_thread(ctl, server, "apply", "-f", str(manifest)) == "project/fixme created\n"
     async with controllers(client):
         failed = await wait_phase(client, "fixme", v1.FAILED, timeout=30)
         assert failed.status.observed_generation == 1
-        fixed = await client.projects.get("fixme")
-        fixed.spec.services[0].restart_policy = "Always"
-        fixed.spec.services[0].command[:] = ["sleep", "3600"]
-        await client.projects.update(fixed)
+        manifest.write_text(FIXME.format(image=image, command='["sleep", "3600"]', policy="Always"))
+        assert await asyncio.to_thread(ctl, server, "apply", "-f", str(manifest)) == "project/fixme configured\n"
         running = await wait_phase(client, "fixme", v1.RUNNING, timeout=30)
         assert running.status.observed_generation == 2
         assert [(s.state, s.generation) for s in running.status.services] == [("running", 2)]
