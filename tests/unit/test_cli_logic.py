@@ -185,10 +185,19 @@ def test_a_failed_project_makes_waiting_for_running_hopeless() -> None:
 # ---- watch resume -----------------------------------------------------------------------------------------------
 
 
+class NeverDisconnected:
+    """The `Client` behind `FakeResources`: its connection never drops, so a retry waits its full delay."""
+
+    async def retry_pause(self, delay: float, *, clock: Any) -> bool:
+        await clock.sleep(delay)
+        return False
+
+
 class FakeResources:
     """A ResourceClient stand-in: scripted lists and watch streams (an exception ends a stream with it)."""
 
     resource = "projects"
+    client = NeverDisconnected()
 
     def __init__(self, lists: list[list[Any]], streams: list[list[Any]]) -> None:
         self.lists, self.streams = lists, streams

@@ -12,6 +12,7 @@ import pytest
 
 from caravanserai import meta, v1
 from caravanserai.client import Change, ObjectList
+from caravanserai.clock import Clock
 from caravanserai.errors import Expired, Unavailable
 from caravanserai.informer import (
     LABEL_INDEX,
@@ -31,11 +32,20 @@ from caravanserai.testing.clock import FakeClock
 FAST = Backoff(initial=0.001, cap=0.01, jitter=0.0)
 
 
+class FakeConnection:
+    """The `Client` behind a fake resource client: its connection never drops, so a retry waits its full delay."""
+
+    async def retry_pause(self, delay: float, *, clock: Clock) -> bool:
+        await clock.sleep(delay)
+        return False
+
+
 class FakeProjects:
     """Projects in memory, with the list and watch semantics of `ResourceClient` (no selectors)."""
 
     resource = "projects"
     kind = meta.KINDS["projects"]
+    client = FakeConnection()
 
     def __init__(self) -> None:
         self.objects: dict[str, v1.Project] = {}

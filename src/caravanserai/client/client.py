@@ -18,12 +18,17 @@ Guarantees:
   An ambiguous failure after sending (the connection dropped or the deadline passed while the call was in flight,
   the server stopped mid-call) of Create or of a Delete without a version is raised, not repeated: the server may
   have carried it out, and only the caller can tell whether that matters (get the object and look).
+* **A retry waits for the server, not for the backoff** (`retry_pause`, also used by every resumable watch): when
+  the channel has lost its connection, the wait ends as soon as gRPC has a ready connection again (it reconnects
+  within `grpc.max_reconnect_backoff_ms`, 2 s); the backoff is slept out in full only while the channel stays
+  connected, i.e. for a server that answers with errors.
 * `watch()` is one raw stream: it ends (raises) when the server goes away. `caravanserai.informer` builds the
   resuming list+watch on top of it.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -146,7 +151,38 @@ class Client:
                 pause = wait if wait is not None else delay
                 if not retryable or self.clock.monotonic() + pause >= deadline:
                     raise err from exc
-            await self.clock.sleep(pause)
+            if wait is not None:
+                await self.clock.sleep(pause)  # the server's advice is honoured in full
+            elif await self.retry_pause(pause):
+                backoff.reset()
+
+    def connected(self) -> bool:
+        """Whether the channel has a ready connection to a server now."""
+        return self.channel.get_state() == grpc.ChannelConnectivity.READY
+
+    async def retry_pause(self, delay: float, *, clock: Clock | None = None) -> bool:
+        """Wait `delay` seconds of `clock` (default: the client's) before a retry, or less: if the channel loses its
+        connection (or has none now), return as soon as it has a ready one again. True when a reconnect ended the
+        wait (the caller may then reset its backoff: its failures were the outage, not the server's answers)."""
+        sleeping = asyncio.ensure_future((clock or self.clock).sleep(delay))
+        reconnected = asyncio.ensure_future(self._reconnected())
+        try:
+            await asyncio.wait({sleeping, reconnected}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeping, reconnected):
+                task.cancel()
+            await asyncio.gather(sleeping, reconnected, return_exceptions=True)
+        return reconnected.done() and not reconnected.cancelled() and reconnected.exception() is None
+
+    async def _reconnected(self) -> None:
+        """Return once the channel, having lost its connection (now or later), has a ready one again. Asks gRPC
+        to connect whenever the channel is idle. Never returns while the connection holds."""
+        state = self.channel.get_state(try_to_connect=True)
+        lost = state != grpc.ChannelConnectivity.READY
+        while not (lost and state == grpc.ChannelConnectivity.READY):
+            await self.channel.wait_for_state_change(state)
+            state = self.channel.get_state(try_to_connect=True)
+            lost = lost or state != grpc.ChannelConnectivity.READY
 
     async def open_stream(self, method: Callable[..., Any], request: Any, *, timeout: float | None = None) -> Any:
         """Start a server-streaming call; returns the call object once the stream is open."""
@@ -176,6 +212,11 @@ class ResourceClient(Generic[T]):
         self._client = client
         self.resource = resource
         self.kind = meta.KINDS[resource]
+
+    @property
+    def client(self) -> Client:
+        """The connection this resource client calls through."""
+        return self._client
 
     def _unwrap(self, envelope: v1.Object) -> T:
         obj: T = meta.unwrap(envelope)

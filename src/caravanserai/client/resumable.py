@@ -18,7 +18,8 @@ does:
    here was handed over".
 3. **A broken stream resumes where it stopped.** A retryable error (`retry_on`: anything for the reflector,
    Unavailable for the CLI) ends the stream: wait a jittered backoff (`caravanserai.backoff`; reset by every
-   list and every change or bookmark), then watch again from the last version. No relist, nothing missed,
+   list and every change or bookmark) — or, when the channel lost its connection, only until it is connected
+   again (then the backoff starts over) — and watch again from the last version. No relist, nothing missed,
    nothing twice. Errors that are not retryable are raised to the consumer.
 4. **An expired version relists.** `Expired` (the server's history no longer reaches back to our version: it was
    compacted while we were away, or the server restarted with a short window) is normal: go to step 1 at once.
@@ -175,9 +176,13 @@ class ResumableWatch(Generic[T]):
                 await self.pause(delay)
 
     async def pause(self, delay: float) -> None:
-        """Wait before the next attempt: `delay` seconds of the clock. Every retry of the loop waits here, so how
-        a retry waits (e.g. for the channel to be ready again) is decided in this one place."""
-        await self._clock.sleep(delay)
+        """Wait before the next attempt. Every retry of the loop waits here.
+
+        `delay` seconds of the clock while the channel stays connected (the server answered with an error: back
+        off); when the channel has lost its connection, only until it is ready again (`Client.retry_pause`), and
+        the backoff then starts again from its first delay: the failures were the outage, not the server."""
+        if await self._resources.client.retry_pause(delay, clock=self._clock):
+            self._backoff.reset()
 
     async def _list(self) -> Listed[T]:
         items: list[Any] = []
