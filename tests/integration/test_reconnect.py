@@ -38,7 +38,7 @@ async def test_informer_catches_up_as_soon_as_the_api_is_back(etcd: EtcdServer) 
             await wait_for(lambda: informer.get("after") is not None, 15)
             caught_up = loop.time() - back
             # gRPC reconnects within its 2 s reconnect backoff; sleeping out the backoff would take about 7 s.
-            assert caught_up < 3.5, f"caught up {caught_up:.1f}s after the API was back"
+            assert caught_up < 5.0, f"caught up {caught_up:.1f}s after the API was back"
         finally:
             running.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -67,7 +67,7 @@ async def test_a_retry_is_cut_short_only_by_a_reconnect(etcd: EtcdServer) -> Non
                                               bookmark_interval=0.2)
             back = loop.time()
             assert await asyncio.wait_for(pausing, 10) is True
-            assert loop.time() - back < 3.0
+            assert loop.time() - back < 4.5
             assert client.connected()
     finally:
         if restarted is not None:
