@@ -51,7 +51,13 @@ async def test_registration_and_heartbeat(client: Client, start_agent: StartAgen
     assert node.status.network.agent_port == agent.agent.port
     assert [a.type for a in node.status.network.addresses] == ["InternalIP", "Hostname"]
 
-    first = await client.leases.get(agent.node)
+    async def lease() -> v1.Lease | None:
+        try:
+            return await client.leases.get(agent.node)
+        except NotFound:
+            return None  # the heartbeat task creates the Lease alongside registration, not before it
+
+    first = await wait_for(lease, timeout=10)
     assert (first.spec.holder_identity, first.spec.lease_duration_seconds) == (agent.node, 40)
 
     async def renewed() -> bool:
