@@ -31,10 +31,10 @@ from caravanserai.cli.common import complete_names, complete_resource, pass_sett
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found, report
 from caravanserai.cli.manifests import manifest_sources, read_manifests
-from caravanserai.cli.resources import parse_target
+from caravanserai.cli.resources import CUSTOM_KINDS, is_allowed, parse_target
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
 
-DELETABLE = ("nodes", "projects")
+DELETABLE = ("nodes", "projects", "resourcedefinitions", CUSTOM_KINDS)
 DEFAULT_TIMEOUT = "60s"
 GONE = Condition("delete", lambda obj: obj is None, wants_absent=True)
 
@@ -80,7 +80,7 @@ def delete(
     timeout: str,
     ignore_not_found: bool,
 ) -> None:
-    """Delete projects or nodes."""
+    """Delete projects, nodes, resourcedefinitions or objects of custom kinds."""
     try:
         opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found)
     except ValueError as exc:
@@ -116,7 +116,7 @@ async def _delete_files(settings: Settings, sources: Sequence[str], opts: Delete
     targets = []
     for doc in documents:
         kind = meta.kind_of(doc.object)
-        if kind.plural not in DELETABLE:
+        if not is_allowed(kind, DELETABLE):
             report(ValueError(f"{doc.origin}: {kind.kind} objects cannot be deleted with caractrl"))
             failed = True
             continue
@@ -145,7 +145,8 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
             failed = True
             continue
         if response.deleted:
-            click.echo(f"{target} deleted")
+            cascaded = f" with {response.deleted_instances} object(s) of its kind" if response.deleted_instances else ""
+            click.echo(f"{target} deleted{cascaded}")
         elif opts.wait:
             pending.append(target)
         else:

@@ -27,7 +27,6 @@ from caravanserai.cli.layout import events_about
 from caravanserai.cli.resources import get_object, parse_target
 
 
-
 async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list[v1.Event]) -> str:
     obj: Any = await get_object(client.resource(kind.plural), name)
     now = time.time()

@@ -25,7 +25,7 @@ from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
-from caravanserai.cli.tables import COLUMNS, load_context, rows
+from caravanserai.cli.tables import columns_of, load_context, rows
 from caravanserai.cli.watching import Selection, Watcher
 
 NO_RESOURCES = "No resources found."
@@ -79,7 +79,7 @@ def get(
     no_headers: bool,
     ignore_not_found: bool,
 ) -> None:
-    """Show nodes, projects, events or leases."""
+    """Show nodes, projects, events, leases, resourcedefinitions or objects of a custom kind."""
     kind, wanted = parse_target(resource, names)
     if for_object:
         field_selector = ",".join(filter(None, (field_selector, events_for(kind, for_object))))
@@ -140,7 +140,7 @@ async def _print(client: Client, opts: GetOptions, objects: list[Any], *, listin
         return
     context = await load_context(client, opts.kind)
     wide = opts.fmt == "wide"
-    writer = TableWriter(COLUMNS[opts.kind.plural].header(wide), show_headers=not opts.no_headers)
+    writer = TableWriter(columns_of(opts.kind).header(wide), show_headers=not opts.no_headers)
     for line in writer.lines(rows(opts.kind, objects, context, wide=wide)):
         click.echo(line)
 
@@ -166,7 +166,7 @@ class WatchPrinter:
         self.client = client
         self.opts = opts
         self.wide = opts.fmt == "wide"
-        headers = COLUMNS[opts.kind.plural].header(self.wide)
+        headers = columns_of(opts.kind).header(self.wide)
         if opts.watch_events:
             headers = ["EVENT", *headers]
         self.writer = TableWriter(headers, show_headers=not opts.no_headers)
@@ -204,7 +204,7 @@ async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) ->
         current = await watcher.list_current()
         printer = WatchPrinter(client, opts)
         if show_current:
-            ordered = sorted(current, key=COLUMNS[opts.kind.plural].sort_key)
+            ordered = sorted(current, key=columns_of(opts.kind).sort_key)
             await printer.print([Change(v1.ADDED, o) for o in ordered])
             if not ordered and opts.table:
                 click.echo(NO_RESOURCES, err=True)

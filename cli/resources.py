@@ -5,6 +5,7 @@ Every verb takes kubectl's forms: `get projects`, `get project web db`, `get p`,
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -14,20 +15,58 @@ from caravanserai import meta
 from caravanserai.client import ResourceClient
 from caravanserai.client import apply as client_apply
 from caravanserai.client.apply import CONFLICT_RETRIES
-from caravanserai.errors import NotFound
+from caravanserai.errors import CaravanseraiError, NotFound
 
+from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import not_found
 
+CUSTOM_KINDS = "<custom kinds>"
+"""In an `allowed` list: every custom kind is allowed too."""
+
+
+def is_allowed(kind: meta.Kind, allowed: Sequence[str]) -> bool:
+    """Whether a verb that takes `allowed` kinds takes `kind`."""
+    return kind.plural in allowed or (kind.custom and CUSTOM_KINDS in allowed)
+
+
 def resolve_kind(resource: str, *, allowed: Sequence[str] | None = None) -> meta.Kind:
-    """The Kind named by `resource` (plural, singular, short or kind name); a usage error otherwise."""
+    """The Kind named by `resource` (plural, singular, short or kind name; custom kinds are learnt from the
+    server's ResourceDefinitions when the name is not known yet); a usage error otherwise."""
+    kind: meta.Kind | None
     try:
         kind = meta.kind_for(resource)
     except KeyError:
-        known = ", ".join(allowed or sorted(meta.KINDS))
+        kind = _discovered(resource)
+    if kind is None:
+        known = ", ".join(p for p in allowed or sorted(k.plural for k in meta.registered()) if p != CUSTOM_KINDS)
         raise click.UsageError(f'the server doesn\'t have a resource type "{resource}" (known: {known})') from None
-    if allowed is not None and kind.plural not in allowed:
+    if allowed is not None and not is_allowed(kind, allowed):
         raise click.UsageError(f"{kind.plural} are not supported here; use one of: {', '.join(allowed)}")
     return kind
+
+
+def _discovered(resource: str) -> meta.Kind | None:
+    """The custom kind named `resource` after asking the server for its definitions (None when it has none, or
+    when there is no server to ask from here)."""
+    ctx = click.get_current_context(silent=True)
+    settings = ctx.find_object(Settings) if ctx is not None else None
+    if settings is None:
+        return None
+    try:
+        asyncio.get_running_loop()
+        return None  # inside a command's event loop: the command discovers itself
+    except RuntimeError:
+        pass
+    try:
+        asyncio.run(_discover(settings))
+        return meta.kind_for(resource)
+    except (KeyError, CaravanseraiError):
+        return None
+
+
+async def _discover(settings: Settings) -> None:
+    async with settings.client() as client:
+        await client.discover()
 
 
 def parse_target(

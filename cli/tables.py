@@ -11,11 +11,14 @@ them once per table, not once per row.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from google.protobuf import json_format
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -204,9 +207,56 @@ COLUMNS: dict[str, Columns] = {
 }
 
 
+def definition_row(definition: v1.ResourceDefinition, ctx: RowContext, wide: bool) -> list[str]:
+    spec = definition.spec
+    row = [definition.metadata.name, spec.kind, or_none(",".join(spec.short_names)), age(definition.metadata.creation_timestamp, ctx.now)]
+    if wide:
+        row += [or_none(",".join(c.name for c in spec.printer_columns)), or_none(",".join(spec.node_verbs))]
+    return row
+
+
+COLUMNS["resourcedefinitions"] = Columns(
+    ("NAME", "KIND", "SHORTNAMES", "AGE"), ("NAME", "KIND", "SHORTNAMES", "AGE", "COLUMNS", "NODE-VERBS"), definition_row
+)
+
+
+def json_path_value(obj: Any, path: str) -> str:
+    """The value at a printer column's JSON path (`.status.readyReplicas`, `.spec.items[0].name`) in the object's
+    JSON form, defaults included; `<none>` when absent."""
+    value: Any = json_format.MessageToDict(obj, always_print_fields_with_no_presence=True)
+    for part in path.strip(".").split("."):
+        name, _, index = part.partition("[")
+        value = value.get(name) if isinstance(value, dict) else None
+        if index and isinstance(value, list):
+            position = int(index.rstrip("]"))
+            value = value[position] if position < len(value) else None
+        if value is None:
+            return NONE
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def custom_columns(kind: meta.Kind) -> Columns:
+    """NAME, the definition's printer columns, AGE (wide: + LABELS) for a custom kind."""
+    names = tuple(name for name, _ in kind.printer_columns)
+
+    def row(obj: Any, ctx: RowContext, wide: bool) -> list[str]:
+        cells = [obj.metadata.name, *(json_path_value(obj, path) for _, path in kind.printer_columns)]
+        cells.append(age(obj.metadata.creation_timestamp, ctx.now))
+        return cells + [key_values(obj.metadata.labels)] if wide else cells
+
+    return Columns(("NAME", *names, "AGE"), ("NAME", *names, "AGE", "LABELS"), row)
+
+
+def columns_of(kind: meta.Kind) -> Columns:
+    """The table of `kind`: its own for built-in kinds, from the definition's printer columns for custom kinds."""
+    return COLUMNS.get(kind.plural) or custom_columns(kind)
+
+
 def rows(kind: meta.Kind, objects: Sequence[Any], ctx: RowContext, *, wide: bool) -> list[list[str]]:
     """The rows for `objects` of `kind`, in the kind's order (names; events by time)."""
-    columns = COLUMNS[kind.plural]
+    columns = columns_of(kind)
     return [columns.row(o, ctx, wide) for o in sorted(objects, key=columns.sort_key)]
 
 
@@ -215,9 +265,12 @@ __all__ = [
     "Columns",
     "RowContext",
     "bytes_text",
+    "columns_of",
+    "custom_columns",
     "cpu_text",
     "event_last_seen",
     "involved",
+    "json_path_value",
     "load_context",
     "node_address",
     "project_reason",

@@ -17,25 +17,57 @@ from caravanserai import v1
 from caravanserai.clock import timestamp
 
 Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event
-T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event)
+T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event, v1.ResourceDefinition)
 
 
 @dataclass(frozen=True, slots=True)
 class Kind:
-    """One kind served by the API."""
+    """One kind served by the API: a built-in one (`group` empty, apiVersion caravanserai/v1) or a custom kind
+    defined by a ResourceDefinition (apiVersion `<group>/v1`, carried in the envelope's `custom` branch)."""
 
     kind: str  # "Project"
     plural: str  # "projects": the resource name used in requests and etcd keys
     cls: type[Any]  # the message class, e.g. v1.Project
-    field: str  # the field of v1.Object holding it, e.g. "project"
+    field: str  # the field of v1.Object holding it, e.g. "project" ("custom" for custom kinds)
     short_names: tuple[str, ...] = ()
     cluster_scoped: bool = True  # every kind is cluster-scoped today (there are no namespaces)
+    group: str = ""  # API group of a custom kind, e.g. "example.com"; "" for built-in kinds
+    printer_columns: tuple[tuple[str, str], ...] = ()  # (header, JSON path) extra columns of `caractrl get`
 
-    def wrap(self, obj: Message) -> v1.Object:
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/v1" if self.group else v1.API_VERSION
+
+    @property
+    def custom(self) -> bool:
+        return bool(self.group)
+
+    def names(self) -> tuple[str, ...]:
+        """Every lowercase name the kind answers to: plural, kind, short names."""
+        return (self.plural, self.kind.lower(), *self.short_names)
+
+    def wrap(self, obj: Any) -> v1.Object:
         """`obj` (of this kind) in the `v1.Object` envelope (copied)."""
         envelope = v1.Object()
-        getattr(envelope, self.field).CopyFrom(obj)
+        if self.custom:
+            custom = envelope.custom
+            custom.api_version = self.api_version
+            custom.kind = self.kind
+            custom.object = obj.SerializeToString()
+        else:
+            getattr(envelope, self.field).CopyFrom(obj)
         return envelope
+
+    def unwrap(self, envelope: v1.Object) -> Any:
+        """The object of this kind inside `envelope` (custom kinds: a fresh message; built-in kinds: the envelope's
+        own sub-message). ValueError when the envelope holds another kind; DecodeError for undecodable bytes."""
+        field = envelope.WhichOneof("object")
+        if field != self.field or (self.custom and envelope.custom.kind not in ("", self.kind)):
+            got = envelope.custom.kind if field == "custom" else field or "nothing"
+            raise ValueError(f"expected a {self.kind}, got {got}")
+        if self.custom:
+            return self.cls.FromString(envelope.custom.object)
+        return getattr(envelope, field)
 
 
 KINDS: dict[str, Kind] = {
@@ -45,35 +77,68 @@ KINDS: dict[str, Kind] = {
         Kind("Node", "nodes", v1.Node, "node", ("node", "no")),
         Kind("Lease", "leases", v1.Lease, "lease", ("lease",)),
         Kind("Event", "events", v1.Event, "event", ("event", "ev")),
+        Kind(
+            "ResourceDefinition",
+            "resourcedefinitions",
+            v1.ResourceDefinition,
+            "resource_definition",
+            ("resourcedefinition", "rd"),
+        ),
     )
 }
-_BY_KIND = {k.kind: k for k in KINDS.values()}
-_BY_CLASS: dict[type[Any], Kind] = {k.cls: k for k in KINDS.values()}
+"""The built-in kinds, by plural."""
+_CUSTOM: dict[str, Kind] = {}  # custom kinds this process registered (client side), by plural
+
+
+def register(kind: Kind) -> Kind:
+    """Make a custom kind known to this process, so that `kind_for`, `kind_of` and `wrap` find it (a client does this
+    in `Client.define` and `Client.resource(cls)`). Re-registering a plural replaces the entry. Returns `kind`."""
+    if kind.plural in KINDS or not kind.custom:
+        raise ValueError(f"{kind.plural} is a built-in kind")
+    _CUSTOM[kind.plural] = kind
+    return kind
+
+
+def registered() -> list[Kind]:
+    """Every kind this process knows: the built-in ones, then registered custom kinds."""
+    return [*KINDS.values(), *_CUSTOM.values()]
 
 
 def kind_for(resource: str) -> Kind:
-    """The Kind for a plural resource name, a singular/short name or a kind name (case-insensitive).
+    """The Kind for a plural resource name, a singular/short name or a kind name (case-insensitive), built-in or
+    registered.
 
     Raises KeyError naming the known resources when nothing matches.
     """
     wanted = resource.lower()
-    for k in KINDS.values():
-        if wanted in (k.plural, k.kind.lower(), *k.short_names):
+    for k in registered():
+        if wanted in k.names():
             return k
-    raise KeyError(f"unknown resource {resource!r}; known: {', '.join(sorted(KINDS))}")
+    raise KeyError(f"unknown resource {resource!r}; known: {', '.join(sorted(k.plural for k in registered()))}")
 
 
 def kind_of(obj: Message) -> Kind:
-    """The Kind of a message instance (v1.Project → projects …)."""
-    try:
-        return _BY_CLASS[type(obj)]
-    except KeyError:
-        raise TypeError(f"{type(obj).__name__} is not a caravanserai/v1 kind") from None
+    """The Kind of a message instance (v1.Project → projects …; a registered custom class → its kind)."""
+    return kind_of_class(type(obj))
+
+
+def kind_of_class(cls: type[Any]) -> Kind:
+    """The Kind whose message class is `cls`; TypeError naming what to do when it is not known."""
+    for k in registered():
+        if cls is k.cls:
+            return k
+    raise TypeError(
+        f"{cls.__name__} is not a known kind: define it (Client.define) or register it "
+        "(caravanserai.customkinds.register) first"
+    )
 
 
 def kind_named(kind: str) -> Kind:
     """The Kind for an exact kind name ("Project"); KeyError otherwise."""
-    return _BY_KIND[kind]
+    for k in registered():
+        if k.kind == kind:
+            return k
+    raise KeyError(kind)
 
 
 def wrap(obj: Message) -> v1.Object:
@@ -82,17 +147,21 @@ def wrap(obj: Message) -> v1.Object:
 
 
 def unwrap(envelope: v1.Object) -> Any:
-    """The object inside a `v1.Object` envelope (the envelope's own sub-message, not a copy)."""
+    """The object inside a `v1.Object` envelope (built-in kinds: the envelope's own sub-message, not a copy; custom
+    kinds: decoded with the registered class)."""
     field = envelope.WhichOneof("object")
     if field is None:
         raise ValueError("empty object envelope")
+    if field == "custom":
+        return kind_named(envelope.custom.kind).unwrap(envelope)
     return getattr(envelope, field)
 
 
 def with_type_meta(obj: T) -> T:
     """Set api_version and kind on `obj` (in place) and return it."""
-    obj.api_version = v1.API_VERSION
-    obj.kind = kind_of(obj).kind
+    kind = kind_of(obj)
+    obj.api_version = kind.api_version
+    obj.kind = kind.kind
     return obj
 
 
@@ -177,7 +246,10 @@ __all__ = [
     "kind_for",
     "kind_named",
     "kind_of",
+    "kind_of_class",
     "name_of",
+    "register",
+    "registered",
     "remove_condition",
     "set_condition",
     "set_phase",

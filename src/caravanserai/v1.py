@@ -20,6 +20,13 @@ from caravanserai.api.v1.api_pb2 import (
     WatchEvent,
     WatchRequest,
 )
+from caravanserai.api.v1.definitions_pb2 import (
+    CustomObject,
+    PrinterColumn,
+    ResourceDefinition,
+    ResourceDefinitionSpec,
+    ResourceDefinitionStatus,
+)
 from caravanserai.api.v1.resources_pb2 import (
     Condition,
     EnvVar,
@@ -111,6 +118,7 @@ __all__ = [
     "CONDITION_SCHEDULED",
     "Condition",
     "CreateRequest",
+    "CustomObject",
     "DELETED",
     "DeleteRequest",
     "DeleteResponse",
@@ -150,10 +158,14 @@ __all__ = [
     "ObjectReference",
     "PENDING",
     "PHASES",
+    "PrinterColumn",
     "Project",
     "ProjectSpec",
     "ProjectStatus",
     "RUNNING",
+    "ResourceDefinition",
+    "ResourceDefinitionSpec",
+    "ResourceDefinitionStatus",
     "ResourceRequirements",
     "SCHEDULED",
     "SUCCEEDED",

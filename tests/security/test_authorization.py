@@ -178,3 +178,71 @@ async def start_plain(endpoint: str) -> None:
 
     running = await asyncio.wait_for(start_apiserver(endpoint), 8)
     await running.stop()
+
+
+# ---- custom kinds: only admin manages definitions; admin and controllers write objects and status; others read;
+# nodes get only the verbs a definition grants them.
+
+def _custom_ops(admin: Client) -> dict[str, Op]:
+    from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
+
+    sets = lambda c: c.resource(projectset_messages().ProjectSet)  # noqa: E731
+
+    async def update_spec(c: Client) -> None:
+        obj = await sets(admin).get("s1")
+        obj.spec.replicas += 1
+        await sets(c).update(obj)
+
+    async def update_status(c: Client) -> None:
+        obj = await sets(admin).get("s1")
+        obj.status.ready_replicas += 1
+        await sets(c).update_status(obj)
+
+    async def redefine(c: Client) -> None:
+        await define_projectset(c, short_names=("ps", "pset"))
+
+    async def watch(c: Client) -> None:
+        async for _ in sets(c).watch(resource_version="0"):
+            return
+
+    return {
+        "get set": lambda c: sets(c).get("s1"),
+        "list sets": lambda c: sets(c).list(),
+        "watch sets": watch,
+        "create set": lambda c: sets(c).create(projectset("s9")),
+        "update set": update_spec,
+        "update set status": update_status,
+        "delete set": lambda c: sets(c).delete("s2"),
+        "list definitions": lambda c: c.resourcedefinitions.list(),
+        "update definition": redefine,
+        "delete definition": lambda c: c.resourcedefinitions.delete("projectsets.example.com"),
+    }
+
+
+CUSTOM_READS = {"get set", "list sets", "watch sets", "list definitions"}
+CUSTOM_ALLOWED: dict[str, set[str] | None] = {
+    "admin": None,
+    "controller:manager": CUSTOM_READS | {"create set", "update set", "update set status", "delete set"},
+    "node:n1": {"get set"},  # the definition grants nodes `get` only
+    "viewer": CUSTOM_READS,
+}
+
+
+@pytest.mark.parametrize("identity", sorted(CUSTOM_ALLOWED))
+async def test_authorization_matrix_of_custom_kinds(
+    secure_api: RunningApiServer, tls_of: Callable[[str], TLSFiles], identity: str
+) -> None:
+    from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
+
+    async with Client(secure_api.address, tls=tls_of("admin")) as admin:
+        await define_projectset(admin, node_verbs=("get",))
+        for name in ("s1", "s2"):
+            await admin.resource(projectset_messages().ProjectSet).create(projectset(name))
+        allowed = CUSTOM_ALLOWED[identity]
+        async with Client(secure_api.address, tls=tls_of(identity), retry_timeout=1) as c:
+            for label, op in _custom_ops(admin).items():
+                if allowed is None or label in allowed:
+                    await asyncio.wait_for(op(c), 10)
+                else:
+                    with pytest.raises(Forbidden):
+                        await asyncio.wait_for(op(c), 10)

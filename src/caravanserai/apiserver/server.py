@@ -15,6 +15,7 @@ import structlog
 
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.apiserver.auth import Authenticator, Authorizer, load_token_file
+from caravanserai.apiserver.definitions import DefinitionServer
 from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.apiserver.grpcapi import NetworkServicer, ResourcesServicer
 from caravanserai.apiserver.httpendpoint import MetricsEndpoint
@@ -81,14 +82,16 @@ class ApiServer:
             )
             server = self._build_server(self.service)
             self.metrics.watch_caches(caches, self.limiter)
+            definitions = DefinitionServer(self.service, store, history_revisions=cfg.history_revisions)
             async with asyncio.TaskGroup() as group:
                 background = [group.create_task(c.run(), name=f"watchcache-{c.resource}") for c in caches.values()]
+                background.append(group.create_task(definitions.run(), name="definitions"))
                 if cfg.compaction_interval > 0:
                     background.append(group.create_task(self._compact_forever(store), name="compaction"))
                 try:
-                    await self._serve(server, caches)
+                    await self._serve(server, caches, definitions.synced)
                 finally:
-                    for cache in caches.values():
+                    for cache in list(caches.values()):
                         cache.close("apiserver shutting down")
                     await server.stop(cfg.grace)
                     for task in background:  # the loops end with the server
@@ -133,7 +136,7 @@ class ApiServer:
         )
         return server
 
-    async def _serve(self, server: grpc.aio.Server, caches: dict[str, WatchCache]) -> None:
+    async def _serve(self, server: grpc.aio.Server, caches: dict[str, WatchCache], definitions: asyncio.Event) -> None:
         health_servicer = await serve_introspection(server, SERVICES)
         endpoint = self._endpoint
         assert endpoint is not None, "_build_server makes it"
@@ -141,7 +144,9 @@ class ApiServer:
         try:
             self.metrics_port = endpoint.port
             await server.start()
-            await asyncio.gather(*(c.ready.wait() for c in caches.values()))
+            await asyncio.gather(*(c.ready.wait() for c in list(caches.values())))
+            await definitions.wait()  # custom kinds stored before the start are served from the first request on
+            await asyncio.gather(*(c.ready.wait() for c in list(caches.values())))
             await set_serving(health_servicer, SERVICES)
             log.info("apiserver serving", listen=self.config.listen, port=self.port, metrics_port=self.metrics_port,
                      etcd=list(self.config.etcd_endpoints))

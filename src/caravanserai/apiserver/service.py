@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from caravanserai import meta, v1
+from caravanserai import v1
 from caravanserai.apiserver import codec
 from caravanserai.apiserver.auth import LOCAL_ADMIN, Authorizer, Identity
 from caravanserai.apiserver.eventleases import EventLeases
@@ -75,16 +75,11 @@ class ResourceService:
         return self.kinds.require(resource).kind.wrap(obj)
 
     def _unwrap(self, strategy: KindStrategy, envelope: v1.Object) -> Any:
-        kind = strategy.kind
-        field = envelope.WhichOneof("object")
-        if field != kind.field:
-            got = field or "nothing"
-            raise Invalid.of([FieldViolation("kind", f"request for {kind.plural} carries {got}")])
-        obj = meta.copy(getattr(envelope, field))
+        obj = strategy.unwrap(envelope)
         if obj.api_version and obj.api_version != strategy.api_version:
             raise Invalid.of([FieldViolation("apiVersion", f"must be {strategy.api_version}")])
-        if obj.kind and obj.kind != kind.kind:
-            raise Invalid.of([FieldViolation("kind", f"must be {kind.kind}")])
+        if obj.kind and obj.kind != strategy.kind.kind:
+            raise Invalid.of([FieldViolation("kind", f"must be {strategy.kind.kind}")])
         return obj
 
     @staticmethod
@@ -143,6 +138,7 @@ class ResourceService:
         self._authz.check(who, "create", resource, name=obj.metadata.name, obj=obj)
         strategy.prepare_create(obj, now=self._clock.now())
         strategy.validate(obj)
+        await strategy.before_create(self._ctx, obj)
         lease = await strategy.create_lease(self._ctx)
         revision = await self._store.create(resource, obj.metadata.name, codec.encode(obj), lease=lease)
         obj.metadata.resource_version = str(revision)
@@ -211,6 +207,7 @@ class ResourceService:
         strategy.validate(merged)
         if merged == old:
             return old
+        await strategy.before_update(self._ctx, old, merged)
         if strategy.removable_after_update(merged):
             await self._store.delete(resource, merged.metadata.name, expected_revision=int(old.metadata.resource_version))
             return merged
@@ -253,13 +250,23 @@ class ResourceService:
         if plan == NOOP:
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=False)
         if plan == REMOVE:
-            await self._store.delete(resource, name, expected_revision=int(current.metadata.resource_version))
-            log.info("deleted", resource=resource, name=name, force=request.force)
-            return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=True)
+            cascaded = await strategy.remove(self._ctx, current)
+            log.info("deleted", resource=resource, name=name, force=request.force, instances=cascaded)
+            return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=True, deleted_instances=cascaded)
         marked = strategy.mark_deleted(current, plan, now=self._clock.now())
         stored = await self._write(resource, marked, expected=current.metadata.resource_version)
         log.info("marked for deletion", resource=resource, name=name, phase=getattr(stored.status, "phase", ""))
         return v1.DeleteResponse(object=strategy.kind.wrap(stored), deleted=False)
+
+    def serve(self, strategy: KindStrategy, cache: WatchCache) -> None:
+        """Start serving a kind (a custom kind whose definition appeared) with its watch cache."""
+        self._caches[strategy.plural] = cache
+        self.kinds.add(strategy)
+
+    def unserve(self, plural: str) -> WatchCache | None:
+        """Stop serving a kind; its watch cache (for the caller to close), if it was served."""
+        self.kinds.remove(plural)
+        return self._caches.pop(plural, None)
 
     def cache(self, resource: str) -> WatchCache:
         self.kinds.require(resource)

@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from caravanserai import v1
 from caravanserai.apiserver import servicerules
@@ -292,9 +293,9 @@ def _limits(errors: Violations, message: Message, path: str) -> None:
                 errors.add(here, f"must have at most {MAX_MAP_ENTRIES} entries, not {len(value)}")
             value_field = field.message_type.fields_by_name["value"]
             for key, item in value.items():
-                _limit_string(errors, key_path(here, key), key, what="key")
+                _limit_string(errors, key_path(here, str(key)), str(key), what="key")
                 if not annotations:
-                    _limit_value(errors, key_path(here, key), value_field, item)
+                    _limit_value(errors, key_path(here, str(key)), value_field, item)
         elif field.is_repeated:
             if len(value) > MAX_ITEMS:
                 errors.add(here, f"must have at most {MAX_ITEMS} entries, not {len(value)}")
@@ -317,6 +318,49 @@ def _limit_value(errors: Violations, path: str, field: Any, value: Any) -> None:
 def _limit_string(errors: Violations, path: str, value: str, *, what: str) -> None:
     if len(value) > MAX_STRING_BYTES // 4 and (size := len(value.encode())) > MAX_STRING_BYTES:
         errors.add(path, f"{what} must be at most {MAX_STRING_BYTES} bytes (64 KiB), not {size}")
+
+
+# ---- custom kinds: what the descriptor says -------------------------------------------------------------------
+
+
+def schema_rules(errors: Violations, message: Message, path: str) -> None:
+    """Check `message` (of a custom kind) against its descriptor: fields the descriptor does not know, fields sent
+    with the wrong wire type (both arrive as unknown fields) and enum numbers the enum does not define."""
+    unknowns: Any = UnknownFieldSet(message)  # iterable at run time; the stubs do not say so
+    for unknown in unknowns:
+        known = message.DESCRIPTOR.fields_by_number.get(unknown.field_number)
+        if known is not None:
+            errors.add(f"{path}.{known.json_name}", f"has the wrong type (wire type {unknown.wire_type}); expected {_type_of(known)}")
+        else:
+            errors.add(path, f"unknown field number {unknown.field_number}")
+    for field, value in message.ListFields():
+        here = f"{path}.{field.json_name}"
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            for key in value:
+                _schema_value(errors, key_path(here, str(key)), value_field, value[key])
+        elif field.is_repeated:
+            for i, item in enumerate(value):
+                _schema_value(errors, f"{here}[{i}]", field, item)
+        else:
+            _schema_value(errors, here, field, value)
+
+
+def _schema_value(errors: Violations, path: str, field: Any, value: Any) -> None:
+    if field.message_type is not None:
+        schema_rules(errors, value, path)
+    elif field.enum_type is not None and value not in field.enum_type.values_by_number:
+        names = ", ".join(v.name for v in field.enum_type.values)
+        errors.add(path, f"{value} is not a value of {field.enum_type.name} ({names})")
+
+
+def _type_of(field: Any) -> str:
+    if field.message_type is not None:
+        return str(field.message_type.full_name)
+    if field.enum_type is not None:
+        return str(field.enum_type.full_name)
+    names = {v: k.removeprefix("TYPE_").lower() for k, v in vars(type(field)).items() if k.startswith("TYPE_")}
+    return str(names.get(field.type, field.type))
 
 
 # ---- entry points -------------------------------------------------------------------------------------------
@@ -399,6 +443,7 @@ __all__ = [
     "node_status",
     "project_spec",
     "project_status",
+    "schema_rules",
     "validate_object",
     "validate_status",
 ]

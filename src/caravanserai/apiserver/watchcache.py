@@ -158,6 +158,7 @@ class WatchCache:
         self._oldest = 0  # a watch from any version ≥ this can be served from history
         self.ready = asyncio.Event()
         self._closed: str | None = None  # set once the apiserver stops: no new watchers, existing ones closed
+        self._listeners: list[Callable[[], None]] = []  # told (synchronously) after every change of `objects`
 
     # ---- reading ------------------------------------------------------------------------------------------
 
@@ -196,6 +197,11 @@ class WatchCache:
         self._watchers.add(watcher)
         return watcher
 
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` after every change this cache applies (and after every relist). It must not block;
+        it reads `objects` itself (the server's definition watcher sets an event)."""
+        self._listeners.append(listener)
+
     def _detach(self, watcher: Watcher) -> None:
         self._watchers.discard(watcher)
 
@@ -229,6 +235,7 @@ class WatchCache:
             self._dispatch_diff(objects, revision)
         self.objects = objects
         self.revision = max(self.revision, revision)
+        self._tell()
         if first:
             return await self._history_start(revision)
         return revision + 1
@@ -312,6 +319,11 @@ class WatchCache:
             self.revision = change.revision
         for watcher in list(self._watchers):
             watcher.offer(change)
+        self._tell()
+
+    def _tell(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def _dispatch_diff(self, fresh: dict[str, Any], revision: int) -> None:
         for name, old in list(self.objects.items()):

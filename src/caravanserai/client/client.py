@@ -29,9 +29,9 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import grpc
 
@@ -44,7 +44,7 @@ from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_a
 from caravanserai.grpcstatus import from_rpc_error
 from caravanserai.tls import TLSFiles
 
-T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event)
+T = TypeVar("T")  # the message class of a kind: v1.Project …, or a custom kind's generated class
 R = TypeVar("R")
 # Retries of UNAVAILABLE: 25–75 ms, doubling to 1–3 s (jitter spreads the clients of one restarted server).
 RETRY_BACKOFF = Backoff(initial=0.025, cap=1.0, jitter=2.0, reset_after=None)
@@ -120,10 +120,59 @@ class Client:
         self.nodes: ResourceClient[v1.Node] = ResourceClient(self, "nodes")
         self.leases: ResourceClient[v1.Lease] = ResourceClient(self, "leases")
         self.events: ResourceClient[v1.Event] = ResourceClient(self, "events")
+        self.resourcedefinitions: ResourceClient[v1.ResourceDefinition] = ResourceClient(self, "resourcedefinitions")
 
-    def resource(self, name: str) -> ResourceClient[Any]:
-        """The client for a resource by plural, singular or short name ("projects", "project", "p")."""
-        return ResourceClient(self, meta.kind_for(name).plural)
+    @overload
+    def resource(self, kind: str) -> ResourceClient[Any]: ...
+
+    @overload
+    def resource(self, kind: type[T]) -> ResourceClient[T]: ...
+
+    def resource(self, kind: str | type[T]) -> ResourceClient[Any]:
+        """The typed client of a kind: by message class (`v1.Project`, or a custom kind's generated class once
+        `define`d or registered with `caravanserai.customkinds.register`), or by plural, singular or short name
+        ("projects", "project", "p"; custom kinds once known to this process, see `discover`)."""
+        if isinstance(kind, str):
+            return ResourceClient(self, meta.kind_for(kind))
+        return ResourceClient(self, meta.kind_of_class(kind))
+
+    async def define(
+        self,
+        cls: type[T],
+        *,
+        spec: type[Any],
+        status: type[Any],
+        group: str,
+        plural: str = "",
+        short_names: Sequence[str] = (),
+        printer_columns: Sequence[tuple[str, str]] = (),
+        node_verbs: Sequence[str] = (),
+        timeout: float = 10.0,
+    ) -> v1.ResourceDefinition:
+        """Define (or update) the custom kind of the generated class `cls` with its `spec` and `status` classes,
+        register it in this process and wait (up to `timeout` seconds) until the server serves it. Idempotent;
+        an incompatible schema change is refused (Invalid naming the field). Returns the stored definition."""
+        from caravanserai.client.definitions import define  # noqa: PLC0415 - keeps this module small
+
+        return await define(
+            self,
+            cls,
+            spec=spec,
+            status=status,
+            group=group,
+            plural=plural,
+            short_names=short_names,
+            printer_columns=printer_columns,
+            node_verbs=node_verbs,
+            timeout=timeout,
+        )
+
+    async def discover(self) -> list[meta.Kind]:
+        """Register every custom kind the server serves (classes built from the definitions' schemas, unless a
+        class of that kind is already registered) so that names like "projectsets" work; the kinds found."""
+        from caravanserai.client.definitions import discover  # noqa: PLC0415
+
+        return await discover(self)
 
     async def __aenter__(self) -> Client:
         return self
@@ -208,10 +257,10 @@ def never_sent(exc: grpc.aio.AioRpcError) -> bool:
 class ResourceClient(Generic[T]):
     """Typed verbs on one kind. Returned objects are fresh messages the caller owns."""
 
-    def __init__(self, client: Client, resource: str) -> None:
+    def __init__(self, client: Client, kind: str | meta.Kind) -> None:
         self._client = client
-        self.resource = resource
-        self.kind = meta.KINDS[resource]
+        self.kind = meta.kind_for(kind) if isinstance(kind, str) else kind
+        self.resource = self.kind.plural
 
     @property
     def client(self) -> Client:
@@ -219,14 +268,14 @@ class ResourceClient(Generic[T]):
         return self._client
 
     def _unwrap(self, envelope: v1.Object) -> T:
-        obj: T = meta.unwrap(envelope)
+        obj: T = self.kind.unwrap(envelope)
         return obj
 
     async def create(self, obj: T) -> T:
         """Create `obj`; returns it as stored (uid, version, defaults). AlreadyExists when the name is taken.
 
         Repeated while the server cannot be reached (the call never left); raised after an ambiguous failure."""
-        request = v1.CreateRequest(resource=self.resource, object=meta.wrap(obj))
+        request = v1.CreateRequest(resource=self.resource, object=self.kind.wrap(obj))
         return self._unwrap(await self._client.call(self._client.stub.Create, request, retry=False))
 
     async def get(self, name: str) -> T:
@@ -251,12 +300,12 @@ class ResourceClient(Generic[T]):
 
     async def update(self, obj: T) -> T:
         """Store new metadata and spec. `obj.metadata.resource_version` must be the version read (Conflict)."""
-        request = v1.UpdateRequest(resource=self.resource, object=meta.wrap(obj))
+        request = v1.UpdateRequest(resource=self.resource, object=self.kind.wrap(obj))
         return self._unwrap(await self._client.call(self._client.stub.Update, request, retry=True))
 
     async def update_status(self, obj: T) -> T:
         """Store a new status (phase transitions are checked). Requires the version read (Conflict)."""
-        request = v1.UpdateRequest(resource=self.resource, object=meta.wrap(obj))
+        request = v1.UpdateRequest(resource=self.resource, object=self.kind.wrap(obj))
         return self._unwrap(await self._client.call(self._client.stub.UpdateStatus, request, retry=True))
 
     async def delete(self, name: str, *, force: bool = False, resource_version: str = "") -> v1.DeleteResponse:

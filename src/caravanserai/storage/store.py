@@ -30,6 +30,7 @@ from caravanserai.storage.etcd import EtcdClient
 from caravanserai.storage.etcd_types import (
     Compare,
     DeleteOp,
+    DeleteResult,
     Event,
     KeyValue,
     PutOp,
@@ -187,6 +188,22 @@ class Store:
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)
         return result.revision
+
+    async def delete_with_contents(self, resource: str, name: str, *, expected_revision: int, contents: str) -> int:
+        """Delete the object (guarded on `expected_revision` as in `delete`) and, in the same transaction, every
+        object of resource `contents`; how many of those went. Either all of it happens or nothing."""
+        key = self._key(resource, name)
+        directory = self._dir(contents)
+        result = await self._client.txn(
+            compare=[Compare.mod_revision(key, "==", expected_revision)],
+            success=[DeleteOp(key), DeleteOp(directory, prefix_end(directory))],
+            failure=[RangeOp(key, keys_only=True)],
+        )
+        if not result.succeeded:
+            self._raise_guard_failed(result, resource, name, expected_revision)
+        removed = result.responses[1]
+        assert isinstance(removed, DeleteResult)
+        return removed.deleted
 
     @staticmethod
     def _raise_guard_failed(result: TxnResult, resource: str, name: str, expected: int) -> None:

@@ -3,6 +3,7 @@
 isort:skip_file
 The Caravanserai API: one generic resource service for every kind, plus small helpers."""
 
+from caravanserai.api.v1 import definitions_pb2 as _definitions_pb2
 from caravanserai.api.v1 import resources_pb2 as _resources_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
@@ -31,6 +32,8 @@ class Object(_message.Message):
     NODE_FIELD_NUMBER: _builtins.int
     LEASE_FIELD_NUMBER: _builtins.int
     EVENT_FIELD_NUMBER: _builtins.int
+    RESOURCE_DEFINITION_FIELD_NUMBER: _builtins.int
+    CUSTOM_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -47,6 +50,14 @@ class Object(_message.Message):
     def event(self) -> _resources_pb2.Event:
         """An event (resource "events")."""
 
+    @_builtins.property
+    def resource_definition(self) -> _definitions_pb2.ResourceDefinition:
+        """A definition of a custom kind (resource "resourcedefinitions")."""
+
+    @_builtins.property
+    def custom(self) -> _definitions_pb2.CustomObject:
+        """An object of a custom kind (resource: the definition's plural)."""
+
     def __init__(
         self,
         *,
@@ -54,12 +65,14 @@ class Object(_message.Message):
         node: _resources_pb2.Node | None = ...,
         lease: _resources_pb2.Lease | None = ...,
         event: _resources_pb2.Event | None = ...,
+        resource_definition: _definitions_pb2.ResourceDefinition | None = ...,
+        custom: _definitions_pb2.CustomObject | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 
@@ -241,8 +254,11 @@ class DeleteResponse(_message.Message):
 
     OBJECT_FIELD_NUMBER: _builtins.int
     DELETED_FIELD_NUMBER: _builtins.int
+    DELETED_INSTANCES_FIELD_NUMBER: _builtins.int
     deleted: _builtins.bool
     """True when the record is gone; false when it was only marked for deletion."""
+    deleted_instances: _builtins.int
+    """Deleting a ResourceDefinition deletes every object of its kind: how many went with it."""
     @_builtins.property
     def object(self) -> Global___Object:
         """The object as it was removed, or as it is now (marked Terminating) when removal must wait."""
@@ -252,10 +268,11 @@ class DeleteResponse(_message.Message):
         *,
         object: Global___Object | None = ...,
         deleted: _builtins.bool = ...,
+        deleted_instances: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "object", b"object"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "deleted_instances", b"deleted_instances", "object", b"object"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from caravanserai import meta, v1
 from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.clock import timestamp
@@ -38,6 +40,13 @@ class KindContext:
 
     store: Store
     event_leases: EventLeases
+
+
+def stamp(field: Any, now: float) -> None:
+    """Set the Timestamp message `field` to `now`, whatever descriptor pool its class comes from (custom kinds'
+    classes are built in a private pool, so CopyFrom of a `google.protobuf.Timestamp` would be refused)."""
+    value = timestamp(now)
+    field.seconds, field.nanos = value.seconds, value.nanos
 
 
 class KindStrategy:
@@ -73,12 +82,27 @@ class KindStrategy:
         obj.kind = self.kind.kind
         obj.metadata.uid = str(uuid.uuid4())
         obj.metadata.generation = 1
-        obj.metadata.creation_timestamp.CopyFrom(timestamp(now))
+        stamp(obj.metadata.creation_timestamp, now)
         self.default_new(obj, now=now)
 
     @property
     def api_version(self) -> str:
-        return v1.API_VERSION
+        return self.kind.api_version
+
+    async def before_create(self, ctx: KindContext, obj: Any) -> None:
+        """Refuse a create that conflicts with other stored objects (checked after validation)."""
+
+    async def before_update(self, ctx: KindContext, old: Any, new: Any) -> None:
+        """Refuse an update that conflicts with stored objects (checked after validation; `new` changed)."""
+
+    def unwrap(self, envelope: v1.Object) -> Any:
+        """The request's object of this kind (a copy the service owns); Invalid naming `kind` for another kind."""
+        try:
+            return meta.copy(self.kind.unwrap(envelope))
+        except DecodeError as exc:
+            raise Invalid.of([FieldViolation("object", f"not a valid {self.kind.kind} message: {exc}")]) from None
+        except ValueError as exc:
+            raise Invalid.of([FieldViolation("kind", f"request for {self.plural} carries {exc}")]) from None
 
     def default_new(self, obj: Any, *, now: float) -> None:
         """Kind-specific defaults of a new object (after the common ones)."""
@@ -132,6 +156,11 @@ class KindStrategy:
     async def before_delete(self, ctx: KindContext, obj: Any, *, force: bool) -> None:
         """Refuse (FailedPrecondition) a delete that must not happen now."""
 
+    async def remove(self, ctx: KindContext, obj: Any) -> int:
+        """Remove the record of `obj` (compare-and-swap on its version); how many other objects went with it."""
+        await ctx.store.delete(self.plural, obj.metadata.name, expected_revision=int(obj.metadata.resource_version))
+        return 0
+
     def delete_plan(self, obj: Any, *, force: bool) -> str:
         """REMOVE (the record goes now), MARK/FINALIZE (the record is marked for deletion) or NOOP (already
         marked)."""
@@ -143,7 +172,7 @@ class KindStrategy:
         """A copy of `obj` marked for deletion under `plan` (MARK or FINALIZE)."""
         marked = meta.copy(obj)
         if not marked.metadata.HasField("deletion_timestamp"):
-            marked.metadata.deletion_timestamp.CopyFrom(timestamp(now))
+            stamp(marked.metadata.deletion_timestamp, now)
         return marked
 
     def removable_after_update(self, obj: Any) -> bool:
@@ -192,4 +221,4 @@ class KindTable:
         return strategy
 
 
-__all__ = ["FINALIZE", "KindContext", "KindStrategy", "KindTable", "MARK", "NOOP", "REMOVE"]
+__all__ = ["FINALIZE", "KindContext", "KindStrategy", "KindTable", "MARK", "NOOP", "REMOVE", "stamp"]

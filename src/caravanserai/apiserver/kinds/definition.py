@@ -1,0 +1,117 @@
+"""ResourceDefinitions: a kind defined at run time. Only `admin` writes them.
+
+* Named `<plural>.<group>`; the schema must build (`customkinds.Schema`), and plural, kind and short names must not
+  clash with a built-in kind or another definition.
+* Group, kind and plural never change; a schema update must keep reading stored objects
+  (`apiserver.schemaevolution`).
+* Deleting a definition deletes every object of its kind in the same etcd transaction; the response counts them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from caravanserai import meta, v1
+from caravanserai.apiserver import validation
+from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
+from caravanserai.apiserver.schemaevolution import breaking_changes
+from caravanserai.customkinds import Schema, SchemaError, definition_name
+from caravanserai.errors import FieldViolation, Invalid
+from caravanserai.selectors import validate_dns_subdomain
+from caravanserai.violations import Violations, quote
+
+KIND = meta.KINDS["resourcedefinitions"]
+VERBS = ("get", "list", "watch", "create", "update", "update_status", "delete")
+_KIND_NAME = re.compile(r"[A-Z][A-Za-z0-9]{0,62}")
+_LOWER_NAME = re.compile(r"[a-z][a-z0-9]{0,62}")
+_JSON_PATH = re.compile(r"(\.[A-Za-z_][A-Za-z0-9_]*(\[\d+\])?)+")
+
+
+def definition_spec(errors: Violations, spec: v1.ResourceDefinitionSpec) -> None:
+    """The rules of a definition's spec (not its name, which `check_name` compares with group and plural)."""
+    if errors.required("spec.group", spec.group):
+        problem = validate_dns_subdomain(spec.group)
+        errors.check("spec.group", problem or (None if "." in spec.group else "must contain a dot, e.g. example.com"))
+    if errors.required("spec.kind", spec.kind) and not _KIND_NAME.fullmatch(spec.kind):
+        errors.add("spec.kind", f"{quote(spec.kind)} must be CamelCase letters and digits, starting with a capital")
+    if errors.required("spec.plural", spec.plural) and not _LOWER_NAME.fullmatch(spec.plural):
+        errors.add("spec.plural", f"{quote(spec.plural)} must be lowercase letters and digits, starting with a letter")
+    for i, short in enumerate(spec.short_names):
+        if not _LOWER_NAME.fullmatch(short):
+            errors.add(f"spec.shortNames[{i}]", f"{quote(short)} must be lowercase letters and digits")
+    for i, column in enumerate(spec.printer_columns):
+        errors.required(f"spec.printerColumns[{i}].name", column.name)
+        if not _JSON_PATH.fullmatch(column.json_path):
+            errors.add(f"spec.printerColumns[{i}].jsonPath", f"{quote(column.json_path)} must look like .status.readyReplicas")
+    for i, verb in enumerate(spec.node_verbs):
+        if verb not in VERBS:
+            errors.add(f"spec.nodeVerbs[{i}]", f"{quote(verb)} is not one of {', '.join(VERBS)}")
+    if spec.kind and spec.plural and spec.group:
+        try:
+            Schema.compile(spec)
+        except SchemaError as exc:
+            errors.add(exc.field, exc.message)
+
+
+def _names(spec: v1.ResourceDefinitionSpec) -> list[tuple[str, str]]:
+    """(field path, name) of every name the kind answers to."""
+    names = [("spec.plural", spec.plural), ("spec.kind", spec.kind.lower())]
+    return names + [(f"spec.shortNames[{i}]", s) for i, s in enumerate(spec.short_names)]
+
+
+class ResourceDefinitionStrategy(KindStrategy):
+    """Only admin writes definitions (no controller writes, no node access); everyone else reads them."""
+
+    def validate(self, obj: Any) -> None:
+        validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_subdomain, spec_rule=definition_spec)
+        expected = definition_name(obj.spec.plural, obj.spec.group)
+        if obj.metadata.name != expected:
+            raise Invalid.of([FieldViolation("metadata.name", f"must be {quote(expected)} (<plural>.<group>)")])
+
+    def validate_status(self, obj: Any) -> None:
+        validation.check_status(obj, kind=KIND.kind, status_rule=validation.no_rules)
+
+    async def before_create(self, ctx: KindContext, obj: Any) -> None:
+        await self._refuse_clashes(ctx, obj)
+
+    async def before_update(self, ctx: KindContext, old: Any, new: Any) -> None:
+        """Kind never changes (group and plural are fixed by the name); the new schema must read stored objects."""
+        if new.spec.kind != old.spec.kind:
+            raise Invalid.of([FieldViolation("spec.kind", f"cannot change (was {quote(old.spec.kind)})")])
+        violations = breaking_changes(Schema.compile(old.spec), Schema.compile(new.spec))
+        if violations:
+            raise Invalid.of(violations, what=f"schema update of {new.metadata.name}")
+        await self._refuse_clashes(ctx, new)
+
+    async def _refuse_clashes(self, ctx: KindContext, obj: Any) -> None:
+        """Invalid when a name of the kind is taken by a built-in kind or another stored definition."""
+        taken: dict[str, str] = {}
+        for builtin in meta.KINDS.values():
+            taken.update(dict.fromkeys(builtin.names(), f"built-in kind {builtin.kind}"))
+        async for page in ctx.store.pages(self.plural):
+            for item in page.items:
+                if item.name != obj.metadata.name:
+                    other = v1.ResourceDefinition.FromString(item.value)
+                    taken.update({name: f"definition {item.name}" for _, name in _names(other.spec)})
+        violations = [
+            FieldViolation(path, f"{quote(name)} is taken by {taken[name]}")
+            for path, name in _names(obj.spec)
+            if name in taken
+        ]
+        if violations:
+            raise Invalid.of(violations, what=f"definition {obj.metadata.name}")
+
+    async def remove(self, ctx: KindContext, obj: Any) -> int:
+        """Delete the definition and every object of its kind in one transaction; how many objects went."""
+        return await ctx.store.delete_with_contents(
+            self.plural,
+            obj.metadata.name,
+            expected_revision=int(obj.metadata.resource_version),
+            contents=obj.spec.plural,
+        )
+
+
+STRATEGY = ResourceDefinitionStrategy(KIND)
+
+__all__ = ["STRATEGY", "VERBS", "ResourceDefinitionStrategy", "definition_spec"]

@@ -1,0 +1,263 @@
+"""Custom kinds: from protobuf messages to a ResourceDefinition, and from a ResourceDefinition back to classes.
+
+    definition = definition_for(ProjectSet, spec=ProjectSetSpec, status=ProjectSetStatus, group="example.com")
+    schema = Schema.compile(definition.spec)     # message classes built from the definition's descriptors
+    kind = kind_for_definition(definition)        # a meta.Kind (dynamic class) for generic code such as the CLI
+
+Conventions of a custom kind's object message (the same as built-in kinds): `api_version = 1`, `kind = 2`,
+`metadata = 3` (caravanserai.v1.ObjectMeta), `spec = 4`, `status = 5`. A definition names only the spec and status
+messages; the object message is derived from them, so every party builds the same wire format.
+
+Guarantees:
+
+* `Schema.compile` never raises anything but `SchemaError`, which names the definition field at fault
+  (`spec.schema`, `spec.specMessage`, …); it uses a private descriptor pool, so definitions never collide.
+* The schema of `definition_for` holds the files of the spec and status messages and every file they import,
+  dependencies first (a FileDescriptorSet as `protoc --include_imports` writes it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.descriptor import Descriptor, FileDescriptor
+from google.protobuf.message import DecodeError
+
+from caravanserai import meta, v1
+from caravanserai.api.v1 import resources_pb2
+
+VERSION = "v1"
+OBJECT_FIELDS = ("api_version", "kind", "metadata", "spec", "status")
+_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+class SchemaError(ValueError):
+    """A definition's schema cannot be built: `field` is the definition field at fault (camelCase path)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def default_plural(kind: str) -> str:
+    """The plural a kind gets unless told otherwise: lowercase kind + "s" ("ProjectSet" → "projectsets")."""
+    return kind.lower() + "s"
+
+
+def definition_name(plural: str, group: str) -> str:
+    """The name a definition must have: `<plural>.<group>`."""
+    return f"{plural}.{group}"
+
+
+def file_descriptor_set(messages: Iterable[Descriptor]) -> bytes:
+    """A serialized FileDescriptorSet with the files of `messages` and everything they import, dependencies first."""
+    out = descriptor_pb2.FileDescriptorSet()
+    seen: set[str] = set()
+
+    def add(file: FileDescriptor) -> None:
+        if file.name in seen:
+            return
+        seen.add(file.name)
+        for dependency in file.dependencies:
+            add(dependency)
+        file.CopyToProto(out.file.add())
+
+    for message in messages:
+        add(message.file)
+    return out.SerializeToString(deterministic=True)
+
+
+def definition_for(
+    cls: type[Any],
+    *,
+    spec: type[Any],
+    status: type[Any],
+    group: str,
+    plural: str = "",
+    short_names: Sequence[str] = (),
+    printer_columns: Sequence[tuple[str, str]] = (),
+    node_verbs: Sequence[str] = (),
+) -> v1.ResourceDefinition:
+    """The ResourceDefinition of the generated message class `cls` (the object) with its `spec` and `status` classes.
+
+    Raises ValueError when `cls` does not follow the object conventions (see the module docstring)."""
+    _check_object_message(cls.DESCRIPTOR, spec.DESCRIPTOR, status.DESCRIPTOR)
+    kind = cls.DESCRIPTOR.name
+    plural = plural or default_plural(kind)
+    definition = v1.ResourceDefinition(api_version=v1.API_VERSION, kind="ResourceDefinition")
+    definition.metadata.name = definition_name(plural, group)
+    body = definition.spec
+    body.group, body.kind, body.plural = group, kind, plural
+    body.short_names.extend(short_names)
+    body.schema = file_descriptor_set([spec.DESCRIPTOR, status.DESCRIPTOR])
+    body.spec_message = spec.DESCRIPTOR.full_name
+    body.status_message = status.DESCRIPTOR.full_name
+    for name, path in printer_columns:
+        body.printer_columns.add(name=name, json_path=path)
+    body.node_verbs.extend(node_verbs)
+    return definition
+
+
+def _check_object_message(obj: Descriptor, spec: Descriptor, status: Descriptor) -> None:
+    expected = {
+        "api_version": (1, None),
+        "kind": (2, None),
+        "metadata": (3, "caravanserai.v1.ObjectMeta"),
+        "spec": (4, spec.full_name),
+        "status": (5, status.full_name),
+    }
+    for name, (number, type_name) in expected.items():
+        field = obj.fields_by_name.get(name)
+        got = field.message_type.full_name if field is not None and field.message_type is not None else None
+        if field is None or field.number != number or got != type_name:
+            wanted = f"{type_name} {name} = {number}" if type_name else f"string {name} = {number}"
+            raise ValueError(f"{obj.full_name} must have the field `{wanted}`")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The message classes of one definition, built in a private descriptor pool."""
+
+    object_cls: type[Any]
+    spec: Descriptor
+    status: Descriptor
+    pool: descriptor_pool.DescriptorPool
+
+    @classmethod
+    def compile(cls, spec: v1.ResourceDefinitionSpec) -> Schema:
+        """Build the classes of `spec`'s kind; SchemaError naming the field at fault."""
+        pool = descriptor_pool.DescriptorPool()
+        known = _add_own_files(pool)
+        try:
+            files = descriptor_pb2.FileDescriptorSet.FromString(spec.schema).file
+        except DecodeError:
+            raise SchemaError("spec.schema", "is not a serialized google.protobuf.FileDescriptorSet") from None
+        _add_files(pool, [f for f in files if f.name not in known])
+        spec_desc = _find_message(pool, spec.spec_message, "spec.specMessage")
+        status_desc = _find_message(pool, spec.status_message, "spec.statusMessage")
+        object_desc = _object_message(pool, spec, spec_desc, status_desc)
+        return cls(message_factory.GetMessageClass(object_desc), spec_desc, status_desc, pool)
+
+
+def _add_own_files(pool: descriptor_pool.DescriptorPool) -> set[str]:
+    """Add caravanserai/api/v1/resources.proto and its imports (ObjectMeta, Condition, Timestamp) to `pool`."""
+    added: set[str] = set()
+
+    def add(file: FileDescriptor) -> None:
+        if file.name in added:
+            return
+        for dependency in file.dependencies:
+            add(dependency)
+        proto = descriptor_pb2.FileDescriptorProto()
+        file.CopyToProto(proto)
+        pool.Add(proto)
+        added.add(file.name)
+
+    add(resources_pb2.DESCRIPTOR)
+    return added
+
+
+def _add_files(pool: descriptor_pool.DescriptorPool, files: Sequence[descriptor_pb2.FileDescriptorProto]) -> None:
+    """Add `files` in an order where every import comes first; SchemaError for a missing import or a bad file."""
+    pending = {f.name: f for f in files}
+    present = {f.name for f in files}
+    while pending:
+        ready = [f for f in pending.values() if not any(d in pending for d in f.dependency)]
+        if not ready:
+            raise SchemaError("spec.schema", f"import cycle among {', '.join(sorted(pending))}")
+        for file in ready:
+            try:
+                pool.Add(file)
+            except (TypeError, ValueError, KeyError) as exc:
+                missing = [d for d in file.dependency if d not in present]
+                why = f"imports {', '.join(missing)}, which the set does not hold" if missing else str(exc)
+                raise SchemaError("spec.schema", f"file {file.name}: {why}") from None
+            del pending[file.name]
+
+
+def _find_message(pool: descriptor_pool.DescriptorPool, name: str, field: str) -> Descriptor:
+    if not name:
+        raise SchemaError(field, "is required")
+    try:
+        return pool.FindMessageTypeByName(name)
+    except KeyError:
+        raise SchemaError(field, f"message {name} is not in spec.schema") from None
+
+
+def _object_message(
+    pool: descriptor_pool.DescriptorPool, spec: v1.ResourceDefinitionSpec, spec_desc: Descriptor, status_desc: Descriptor
+) -> Descriptor:
+    """Derive the object message (`api_version`, `kind`, `metadata`, `spec`, `status`) in its own file."""
+    package = "caravanserai.custom." + _IDENT.sub("_", f"{spec.group}.{spec.plural}")
+    file = descriptor_pb2.FileDescriptorProto(
+        name=f"caravanserai/custom/{spec.plural}.{spec.group}.proto",
+        package=package,
+        syntax="proto3",
+        dependency=sorted({resources_pb2.DESCRIPTOR.name, spec_desc.file.name, status_desc.file.name}),
+    )
+    message = file.message_type.add(name=spec.kind or "Object")
+    string, nested = descriptor_pb2.FieldDescriptorProto.TYPE_STRING, descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE
+    optional = descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+    message.field.add(name="api_version", number=1, type=string, label=optional, json_name="apiVersion")
+    message.field.add(name="kind", number=2, type=string, label=optional, json_name="kind")
+    for name, number, type_name in (
+        ("metadata", 3, "caravanserai.v1.ObjectMeta"),
+        ("spec", 4, spec_desc.full_name),
+        ("status", 5, status_desc.full_name),
+    ):
+        message.field.add(name=name, number=number, type=nested, label=optional, type_name="." + type_name, json_name=name)
+    try:
+        pool.Add(file)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise SchemaError("spec.kind", f"cannot build the object message: {exc}") from None
+    return pool.FindMessageTypeByName(f"{package}.{message.name}")
+
+
+def register(
+    cls: type[Any], *, group: str, plural: str = "", short_names: Sequence[str] = (),
+    printer_columns: Sequence[tuple[str, str]] = (),
+) -> meta.Kind:
+    """Make the generated class `cls` known to this process as a custom kind of `group` (what `Client.define` does
+    after defining it), so that `Client.resource(cls)`, informers and `EventRecorder` take its objects."""
+    kind = cls.DESCRIPTOR.name
+    return meta.register(
+        meta.Kind(
+            kind, plural or default_plural(kind), cls, "custom", tuple(short_names), group=group,
+            printer_columns=tuple(printer_columns),
+        )
+    )
+
+
+def kind_for_definition(definition: v1.ResourceDefinition, cls: type[Any] | None = None) -> meta.Kind:
+    """The meta.Kind of a definition's objects: with `cls` (the user's generated class) or a class compiled from
+    the definition's schema. SchemaError when the schema does not build."""
+    spec = definition.spec
+    object_cls = cls if cls is not None else Schema.compile(spec).object_cls
+    return meta.Kind(
+        spec.kind,
+        spec.plural,
+        object_cls,
+        "custom",
+        tuple(spec.short_names),
+        group=spec.group,
+        printer_columns=tuple((c.name, c.json_path) for c in spec.printer_columns),
+    )
+
+
+__all__ = [
+    "OBJECT_FIELDS",
+    "Schema",
+    "SchemaError",
+    "VERSION",
+    "default_plural",
+    "definition_for",
+    "definition_name",
+    "file_descriptor_set",
+    "kind_for_definition",
+    "register",
+]
