@@ -25,6 +25,7 @@ from caravanserai.client.apply import (
     APPLICABLE,
     LAST_APPLIED,
     Applied,
+    applicable,
     apply_object,
     merged,
 )
@@ -35,6 +36,7 @@ from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, invalid, one_line, reason, report
 from caravanserai.cli.manifests import Document, manifest_sources, read_manifests
 from caravanserai.cli.printers import render_objects, resource_name
+from caravanserai.cli.resources import discover_kinds
 
 
 def failure_line(doc: Document, exc: ApiError) -> str:
@@ -50,8 +52,9 @@ async def apply_documents(client: Client, documents: Sequence[Document], *, dry_
     failed = False
     for doc in documents:
         kind = meta.kind_of(doc.object)
-        if kind.plural not in APPLICABLE:
-            report(ValueError(f"{doc.origin}: kind {kind.kind} cannot be applied (only Project and Node)"))
+        if not applicable(kind):
+            report(ValueError(f"{doc.origin}: kind {kind.kind} cannot be applied (only Project, Node, "
+                              "ResourceDefinition and custom kinds)"))
             failed = True
             continue
         try:
@@ -71,11 +74,13 @@ async def apply_documents(client: Client, documents: Sequence[Document], *, dry_
 @click.option("--dry-run", is_flag=True, help="Show what would happen without writing anything.")
 @pass_settings
 def apply(settings: Settings, filenames: Sequence[str], output: str | None, dry_run: bool) -> None:
-    """Create or update projects and nodes from YAML or JSON manifests."""
+    """Create or update projects, nodes, resourcedefinitions and objects of custom kinds from YAML or JSON
+    manifests."""
     run(_apply(settings, filenames, settings.output_format(output).lower(), dry_run))
 
 
 async def _apply(settings: Settings, filenames: Sequence[str], fmt: str, dry_run: bool) -> None:
+    await discover_kinds(settings)
     documents, failed = read_manifests(manifest_sources(filenames))
     if not documents and not failed:
         raise CommandError("error: no objects passed to apply")

@@ -57,16 +57,21 @@ def _discovered(resource: str) -> meta.Kind | None:
         return None  # inside a command's event loop: the command discovers itself
     except RuntimeError:
         pass
+    asyncio.run(discover_kinds(settings))
     try:
-        asyncio.run(_discover(settings))
         return meta.kind_for(resource)
-    except (KeyError, CaravanseraiError):
+    except KeyError:
         return None
 
 
-async def _discover(settings: Settings) -> None:
-    async with settings.client() as client:
-        await client.discover()
+async def discover_kinds(settings: Settings) -> None:
+    """Learn the server's custom kinds (see `Client.discover`); nothing when the server cannot tell (unreachable,
+    or the caller may not read definitions): commands then report unknown kinds themselves."""
+    try:
+        async with settings.client() as client:
+            await client.discover()
+    except CaravanseraiError:
+        return
 
 
 def parse_target(

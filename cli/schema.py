@@ -31,6 +31,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from caravanserai import meta, v1
 
+from caravanserai.cli.resources import CUSTOM_KINDS, resolve_kind
+
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_KINDS = ("nodes", "projects")
 _STUBS = ("resources_pb2.pyi",)
@@ -182,30 +184,35 @@ class SchemaBuilder:
 
 
 def kind_schema(resource: str) -> dict[str, Any]:
-    """The JSON Schema of a manifest of `resource` ("projects" or "nodes")."""
-    kind = meta.KINDS[resource]
+    """The JSON Schema of a manifest of a built-in `resource` ("projects" or "nodes")."""
+    return schema_of(meta.KINDS[resource])
+
+
+def schema_of(kind: meta.Kind) -> dict[str, Any]:
+    """The JSON Schema of a manifest of `kind` (built-in, or custom with its `<group>/v1` apiVersion)."""
     builder = SchemaBuilder()
     builder.ref(kind.cls.DESCRIPTOR)
     top = builder.defs[kind.kind]
-    top["properties"]["apiVersion"] = {"description": "API group and version.", "const": v1.API_VERSION}
+    top["properties"]["apiVersion"] = {"description": "API group and version.", "const": kind.api_version}
     top["properties"]["kind"] = {"description": "Kind of the object.", "const": kind.kind}
-    top["required"] = ["apiVersion", "kind", "metadata"] + (["spec"] if resource == "projects" else [])
+    top["required"] = ["apiVersion", "kind", "metadata"] + (["spec"] if kind.plural == "projects" else [])
     return {
         "$schema": DRAFT,
         "$id": f"{kind.kind.lower()}.json",
-        "title": f"Caravanserai {kind.kind} manifest ({v1.API_VERSION})",
+        "title": f"Caravanserai {kind.kind} manifest ({kind.api_version})",
         "$ref": f"#/$defs/{kind.kind}",
         "$defs": dict(sorted(builder.defs.items())),
     }
 
 
 @click.command("schema")
-@click.argument("kind", type=click.Choice(["project", "projects", "node", "nodes"]))
+@click.argument("kind", metavar="KIND")
 def schema(kind: str) -> None:
-    """Print the JSON Schema (draft 2020-12) of project or node manifests."""
-    plural = meta.kind_for(kind).plural
-    click.echo(json.dumps(kind_schema(plural), indent=2, ensure_ascii=False))
+    """Print the JSON Schema (draft 2020-12) of manifests of KIND: project, node, or a custom kind (by plural,
+    kind or short name)."""
+    resolved = resolve_kind(kind, allowed=(*SCHEMA_KINDS, CUSTOM_KINDS))
+    click.echo(json.dumps(schema_of(resolved), indent=2, ensure_ascii=False))
 
 
 __all__ = ["DRAFT", "REQUIRED", "SCHEMA_KINDS", "SchemaBuilder", "documented_values", "kind_schema", "proto_docs",
-           "schema"]
+           "schema", "schema_of"]

@@ -28,10 +28,10 @@ from caravanserai.durations import parse_duration
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, not_found
-from caravanserai.cli.resources import parse_target
+from caravanserai.cli.resources import CUSTOM_KINDS, parse_target
 from caravanserai.cli.watching import Selection, Watcher
 
-WAITABLE = ("nodes", "projects")
+WAITABLE = ("nodes", "projects", CUSTOM_KINDS)
 DEFAULT_TIMEOUT = "30s"
 _FINAL_PHASES = (v1.SUCCEEDED, v1.FAILED, v1.TERMINATED)
 
@@ -61,15 +61,16 @@ def parse_condition(text: str, kind: meta.Kind) -> Condition:
     if what == "condition" and value:
         type_, _, status = value.partition("=")
         return Condition(text, _has_condition(type_, status or v1.TRUE))
-    hint = "phase=PHASE" if kind.plural == "projects" else "state=STATE"
-    raise click.BadParameter(f"{text!r}: use delete, condition=TYPE[=STATUS] or {hint}", param_hint="'--for'")
+    hint = {"projects": " or phase=PHASE", "nodes": " or state=STATE"}.get(kind.plural, "")
+    raise click.BadParameter(f"{text!r}: use delete, condition=TYPE[=STATUS]{hint}", param_hint="'--for'")
 
 
 def _has_condition(type_: str, status: str) -> Predicate:
     def test(obj: Any) -> bool:
         if obj is None:
             return False
-        cond = next((c for c in obj.status.conditions if c.type.lower() == type_.lower()), None)
+        conditions = getattr(obj.status, "conditions", ())  # a custom kind's status may have none
+        cond = next((c for c in conditions if c.type.lower() == type_.lower()), None)
         return cond is not None and cond.status.lower() == status.lower()
 
     return test

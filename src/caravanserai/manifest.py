@@ -41,7 +41,7 @@ from ruamel.yaml.constructor import ConstructorError, RoundTripConstructor
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.representer import RoundTripRepresenter
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.protojson import describe, from_data, to_data
 
@@ -56,7 +56,9 @@ MAX_VALUES = 500_000
 MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
 """Files `load_manifest_files` reads from a directory."""
 
-_KINDS: dict[str, type[Resource]] = {"Event": v1.Event, "Lease": v1.Lease, "Node": v1.Node, "Project": v1.Project}
+def _kind_names() -> str:
+    """The kinds a manifest may hold: the built-in ones, then custom kinds known to this process."""
+    return ", ".join(k.kind for k in sorted(meta.registered(), key=lambda k: (k.custom, k.kind)))
 
 
 # ---- reading YAML -------------------------------------------------------------------------------------------
@@ -158,18 +160,23 @@ def _resource(data: object) -> Resource:
         raise Invalid.of([FieldViolation("", f"expected a mapping with apiVersion and kind, got {describe(data)}")])
     violations = []
     api_version, kind = data.get("apiVersion"), data.get("kind")
+    try:
+        found: meta.Kind | None = meta.kind_named(kind) if isinstance(kind, str) else None
+    except KeyError:
+        found = None
+    expected = found.api_version if found is not None else v1.API_VERSION
     if api_version is None:
-        violations.append(FieldViolation("apiVersion", f"is required ({v1.API_VERSION})"))
-    elif api_version != v1.API_VERSION:
-        violations.append(FieldViolation("apiVersion", f"must be {v1.API_VERSION}, not {_shown(api_version)}"))
-    cls = _KINDS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        kinds = ", ".join(_KINDS)
+        violations.append(FieldViolation("apiVersion", f"is required ({expected})"))
+    elif api_version != expected:
+        violations.append(FieldViolation("apiVersion", f"must be {expected}, not {_shown(api_version)}"))
+    if found is None:
+        kinds = _kind_names()
         problem = f"unknown kind {_shown(kind)}: expected one of {kinds}" if kind is not None else ""
         violations.append(FieldViolation("kind", problem or f"is required (one of {kinds})"))
-    if violations or cls is None:
+    if violations or found is None:
         raise Invalid.of(violations)
-    return from_data(data, cls, max_values=MAX_VALUES)
+    obj: Resource = from_data(data, found.cls, max_values=MAX_VALUES)
+    return obj
 
 
 def _shown(value: object) -> str:

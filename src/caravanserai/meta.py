@@ -88,6 +88,7 @@ KINDS: dict[str, Kind] = {
 }
 """The built-in kinds, by plural."""
 _CUSTOM: dict[str, Kind] = {}  # custom kinds this process registered (client side), by plural
+_BY_NAME: dict[str, Kind] = {k.kind: k for k in KINDS.values()}  # every known kind by kind name
 
 
 def register(kind: Kind) -> Kind:
@@ -96,6 +97,8 @@ def register(kind: Kind) -> Kind:
     if kind.plural in KINDS or not kind.custom:
         raise ValueError(f"{kind.plural} is a built-in kind")
     _CUSTOM[kind.plural] = kind
+    _BY_NAME.clear()
+    _BY_NAME.update({k.kind: k for k in registered()})
     return kind
 
 
@@ -135,10 +138,7 @@ def kind_of_class(cls: type[Any]) -> Kind:
 
 def kind_named(kind: str) -> Kind:
     """The Kind for an exact kind name ("Project"); KeyError otherwise."""
-    for k in registered():
-        if k.kind == kind:
-            return k
-    raise KeyError(kind)
+    return _BY_NAME[kind]
 
 
 def wrap(obj: Message) -> v1.Object:

@@ -46,3 +46,13 @@ async def test_get_resourcedefinitions_and_delete_of_a_custom_object(cli: Caract
     deleted = await cli("delete", "ps", "gone")
     assert deleted.exit_code == 0, deleted.stderr
     assert "No resources found." in (await cli("get", "ps")).stderr
+
+
+async def test_describe_a_custom_object(cli: Caractrl, client: Client) -> None:
+    await define_projectset(client)
+    await client.resource(projectset_messages().ProjectSet).create(projectset("web", replicas=3))
+    result = await cli("describe", "ps", "web")
+    assert result.exit_code == 0, result.stderr
+    text = result.stdout
+    assert lines(text)[0].split() == ["Name:", "web"] and lines(text)[1].split() == ["Kind:", "ProjectSet"]
+    assert "replicas: 3" in text

@@ -133,6 +133,8 @@ def _scalar(draw: Draw, fd: FieldDescriptor) -> Any:
         return draw(_INT64)
     if fd.type == FieldDescriptor.TYPE_INT32:
         return draw(_INT32)
+    if fd.type == FieldDescriptor.TYPE_BYTES:  # a custom object's bytes, a definition's schema
+        return draw(st.binary(max_size=64))
     raise AssertionError(f"no values for {fd.full_name}")  # the v1 requests use no other scalar types
 
 

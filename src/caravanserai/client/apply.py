@@ -34,8 +34,13 @@ from caravanserai.errors import AlreadyExists, Conflict, NotFound
 
 # How often a write that keeps meeting Conflict is re-read and retried before the Conflict is reported.
 CONFLICT_RETRIES = 5
-APPLICABLE = ("nodes", "projects")
-"""The kinds a manifest may create or update."""
+APPLICABLE = ("nodes", "projects", "resourcedefinitions")
+"""The built-in kinds a manifest may create or update (custom kinds may be applied too, see `applicable`)."""
+
+
+def applicable(kind: meta.Kind) -> bool:
+    """Whether manifests of `kind` may be applied: the built-in kinds of `APPLICABLE` and every custom kind."""
+    return kind.plural in APPLICABLE or kind.custom
 
 LAST_APPLIED = "caravanserai.io/last-applied-configuration"
 CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"
@@ -194,6 +199,7 @@ async def modify(
 __all__ = [
     "APPLICABLE",
     "Applied",
+    "applicable",
     "CONFIGURED",
     "CONFLICT_RETRIES",
     "CREATED",
