@@ -16,6 +16,7 @@ The endpoints are documented for `curl` users in docs/dashboard.md. Guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -191,7 +192,7 @@ class Dashboard:
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: `change` with {"resources": [...], "objects": [{resource, name, type}]}."""
         response = await _event_stream(request)
-        with self.state.subscribe() as subscription:
+        with self.state.subscribe() as subscription, contextlib.suppress(ConnectionResetError):
             await response.write(b"event: hello\ndata: {}\n\n")
             while True:
                 change = await subscription.next(clock=self.state.clock, coalesce=COALESCE, timeout=KEEPALIVE)
@@ -200,6 +201,7 @@ class Dashboard:
                     continue
                 data = json.dumps({"resources": change.resources, "objects": change.objects})
                 await response.write(f"event: change\ndata: {data}\n\n".encode())
+        return response  # the browser went away
 
     async def project_logs(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: `line` with {"service", "text"} per log line (following), `failed` with
@@ -216,6 +218,8 @@ class Dashboard:
                 await response.write(f"event: line\ndata: {data}\n\n".encode())
         except ActionError as err:
             await response.write(f"event: failed\ndata: {json.dumps({'error': err.message})}\n\n".encode())
+        except ConnectionResetError:
+            pass  # the browser went away
         finally:
             await lines.aclose()
         return response
