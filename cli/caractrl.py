@@ -22,6 +22,7 @@ from caravanserai.cli.apply import apply
 from caravanserai.cli.common import output_option
 from caravanserai.cli.completion import completion
 from caravanserai.cli.config import Settings
+from caravanserai.cli.define import define
 from caravanserai.cli.delete import delete
 from caravanserai.cli.describe import describe
 from caravanserai.cli.edit import edit
@@ -105,7 +106,7 @@ def caractrl(
 
 
 for command in (
-    annotate, apply, completion, cordon, delete, describe, drain, edit, get, label, logs, patch, restart, schema,
+    annotate, apply, completion, cordon, define, delete, describe, drain, edit, get, label, logs, patch, restart, schema,
     uncordon, version, wait,
 ):
     caractrl.add_command(command)

@@ -103,6 +103,47 @@ def definition_for(
     return definition
 
 
+def definition_from_schema(
+    schema: bytes,
+    *,
+    kind: str,
+    group: str,
+    plural: str = "",
+    short_names: Sequence[str] = (),
+    printer_columns: Sequence[tuple[str, str]] = (),
+    node_verbs: Sequence[str] = (),
+) -> v1.ResourceDefinition:
+    """The ResourceDefinition of the object message named `kind` in the serialized FileDescriptorSet `schema` (as
+    `protoc --include_imports --descriptor_set_out` writes it). ValueError when it is not there or does not follow
+    the object conventions."""
+    pool = descriptor_pool.DescriptorPool()
+    known = _add_own_files(pool)
+    try:
+        files = descriptor_pb2.FileDescriptorSet.FromString(schema).file
+        _add_files(pool, [f for f in files if f.name not in known])
+    except (DecodeError, SchemaError) as exc:
+        raise ValueError(f"not a usable FileDescriptorSet: {exc}") from None
+    found = [f"{f.package}.{m.name}".lstrip(".") for f in files for m in f.message_type if m.name == kind]
+    if not found:
+        raise ValueError(f"no message {kind} in the schema")
+    obj = pool.FindMessageTypeByName(found[-1])
+    spec_field, status_field = obj.fields_by_name.get("spec"), obj.fields_by_name.get("status")
+    if spec_field is None or spec_field.message_type is None or status_field is None or status_field.message_type is None:
+        raise ValueError(f"{obj.full_name} must have message fields spec = 4 and status = 5")
+    spec = message_factory.GetMessageClass(spec_field.message_type)
+    status = message_factory.GetMessageClass(status_field.message_type)
+    return definition_for(
+        message_factory.GetMessageClass(obj),
+        spec=spec,
+        status=status,
+        group=group,
+        plural=plural,
+        short_names=short_names,
+        printer_columns=printer_columns,
+        node_verbs=node_verbs,
+    )
+
+
 def _check_object_message(obj: Descriptor, spec: Descriptor, status: Descriptor) -> None:
     expected = {
         "api_version": (1, None),
@@ -256,6 +297,7 @@ __all__ = [
     "VERSION",
     "default_plural",
     "definition_for",
+    "definition_from_schema",
     "definition_name",
     "file_descriptor_set",
     "kind_for_definition",

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
+
+import pytest
 
 from caravanserai.client import Client
-from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
+from caravanserai.testing.customkinds import define_projectset, example_proto, projectset, projectset_messages
 
 from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
@@ -56,3 +60,61 @@ async def test_describe_a_custom_object(cli: Caractrl, client: Client) -> None:
     text = result.stdout
     assert lines(text)[0].split() == ["Name:", "web"] and lines(text)[1].split() == ["Kind:", "ProjectSet"]
     assert "replicas: 3" in text
+
+
+async def test_define_from_a_proto_then_apply_get_wait_schema(cli: Caractrl, client: Client, tmp_path: Path) -> None:
+    proto = str(example_proto())
+    manifest = await cli("define", "--proto", proto, "--kind", "ProjectSet", "--group", "example.com",
+                         "--short-name", "ps", "--column", "REPLICAS=.spec.replicas", "-o", "yaml")
+    assert manifest.exit_code == 0, manifest.stderr
+    assert manifest.stdout.startswith("apiVersion: caravanserai/v1\nkind: ResourceDefinition\n")
+    assert "name: projectsets.example.com" in manifest.stdout and "schema: " in manifest.stdout
+    applied = await cli("apply", "-f", "-", input=manifest.stdout)  # the base64 schema travels in the manifest
+    assert (applied.exit_code, applied.stdout) == (0, "resourcedefinition/projectsets.example.com created\n"), applied.stderr
+    again = await cli("define", "--proto", proto, "--kind", "ProjectSet", "--group", "example.com",
+                      "--short-name", "ps", "--column", "REPLICAS=.spec.replicas")
+    assert (again.exit_code, again.stdout) == (0, "resourcedefinition/projectsets.example.com unchanged\n")
+
+    created = await cli("apply", "-f", "-", input=SET)
+    assert (created.exit_code, created.stdout) == (0, "projectset/web created\n"), created.stderr
+    unchanged = await cli("apply", "-f", "-", input=SET)
+    assert unchanged.stdout == "projectset/web unchanged\n"
+    bad = await cli("apply", "-f", "-", input=SET.replace("replicas: 2", "replicas: two"))
+    assert bad.exit_code == 1 and "spec.replicas" in bad.stderr, bad.stderr
+    table = lines((await cli("get", "ps")).stdout)
+    assert table[0].split() == ["NAME", "REPLICAS", "AGE"] and table[1].split()[:2] == ["web", "2"]
+
+    sets = client.resource("projectsets")
+    obj = await sets.get("web")
+    ready = obj.status.conditions.add()
+    ready.type, ready.status = "Ready", "True"
+    await sets.update_status(obj)
+    waited = await cli("wait", "ps", "web", "--for", "condition=Ready", "--timeout", "10s")
+    assert waited.exit_code == 0, waited.stderr
+
+    schema = json.loads((await cli("schema", "ps")).stdout)
+    top = schema["$defs"]["ProjectSet"]["properties"]
+    assert top["apiVersion"]["const"] == "example.com/v1" and "replicas" in json.dumps(schema["$defs"])
+
+
+async def test_define_without_grpcio_tools_names_the_extra(cli: Caractrl, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "grpc_tools", None)  # as if not installed
+    result = await cli("define", "--proto", str(example_proto()), "--kind", "ProjectSet", "--group", "example.com")
+    assert result.exit_code == 1
+    assert result.stderr == "error: compiling .proto files needs grpcio-tools: pip install 'caravanserai[proto]'\n"
+
+
+SET = """\
+apiVersion: example.com/v1
+kind: ProjectSet
+metadata:
+  name: web
+spec:
+  replicas: 2
+  selector: {set: web}
+  template:
+    spec:
+      services:
+      - name: main
+        image: busybox
+"""
