@@ -20,6 +20,7 @@ import structlog
 from caravanserai.agent.agent import Agent
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER, DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN, AgentConfig
 from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
+from caravanserai.agent.ingress import add_ingress_arguments, limits_from_args
 from caravanserai.client import add_client_arguments, server_address
 from caravanserai.durations import parse_duration
 from caravanserai.logging import configure_logging
@@ -77,6 +78,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the Agent gRPC service (logs)")
     p.add_argument("--allow-insecure", action="store_true",
                    help="serve the log service over plain TCP on a non-loopback --listen (default: loopback only without TLS)")
+    p.add_argument("--token-file", default="",
+                   help="bearer tokens of callers of the Agent service (token,user[,groups] lines; admin may exec/port-forward)")
+    add_ingress_arguments(p)
     p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
     p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
     p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
@@ -113,6 +117,9 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         labels=dict(args.label),
         listen=args.listen,
         allow_insecure=args.allow_insecure,
+        token_file=args.token_file,
+        ingress_listen=args.ingress_listen,
+        ingress_limits=limits_from_args(args),
         advertise_address=args.advertise_address,
         reserved_cpu=args.reserved_cpu,
         reserved_memory=args.reserved_memory,

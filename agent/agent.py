@@ -38,9 +38,14 @@ import structlog
 from caravanserai import v1
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.dockerevents import DockerEventWatcher
-from caravanserai.agent.logs import AgentService, LogStreamer
+from caravanserai.agent.agentservice import AgentService
+from caravanserai.agent.endpoints import ServiceEndpoints
+from caravanserai.agent.execrunner import ExecRunner
+from caravanserai.agent.ingress import Ingress
+from caravanserai.agent.logs import LogStreamer
 from caravanserai.agent.node import Heartbeat, NodeRegistrar
 from caravanserai.agent.health import HealthProber
+from caravanserai.agent.portforward import PortForwarder
 from caravanserai.agent.project import ProjectRuntime
 from caravanserai.agent.reconciler import ProjectReconciler
 from caravanserai.agent.selffence import SelfFence
@@ -51,6 +56,7 @@ from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, Manager
 from caravanserai.errors import CaravanseraiError
+from caravanserai.identity import Authenticator, load_token_file
 from caravanserai.informer import Backoff, Informer
 from caravanserai.introspection import serve_introspection, set_serving
 from caravanserai.tls import is_loopback
@@ -70,6 +76,7 @@ class Agent:
         self.clock: Clock = clock or SystemClock()
         self.shutdown_grace = shutdown_grace
         self.port = 0  # the Agent gRPC service's port, once started
+        self.ingress_port = 0  # the ingress proxy's port, once started (0: --ingress-listen off)
         self.synced = asyncio.Event()  # set once the informer synced and the first fencing sweep was queued
         self.controller: Controller | None = None
         self._manager: Manager | None = None
@@ -88,20 +95,28 @@ class Agent:
         async with (
             Client(config.server, tls=config.tls, token=config.token) as client,
             DockerRuntime.connect(config.docker_host, pull_timeout=config.pull_timeout) as docker,
+            Ingress(docker, node=config.node_name, listen=config.ingress_listen,
+                    limits=config.ingress_limits).serving() as ingress,
         ):
+            self.ingress_port = ingress.port
             server = await self._start_grpc(docker)
             try:
-                await self._run_parts(client, docker)
+                await self._run_parts(client, docker, ingress)
             finally:
                 await server.stop(GRPC_GRACE)
 
     async def _start_grpc(self, docker: DockerRuntime) -> grpc.aio.Server:
         server = grpc.aio.server()
-        streamer = LogStreamer(docker, node=self.config.node_name)
-        api_pb2_grpc.add_AgentServicer_to_server(AgentService(streamer), server)
-        health = await serve_introspection(server, SERVICES)
-        tls = self.config.tls
+        node, tls = self.config.node_name, self.config.tls
         secure = tls is not None and bool(tls.cert and tls.key)
+        endpoints = ServiceEndpoints(docker, node=node)
+        tokens = load_token_file(self.config.token_file) if self.config.token_file else {}
+        authenticator = Authenticator(client_certs=secure and tls is not None and bool(tls.ca), tokens=tokens)
+        service = AgentService(
+            LogStreamer(docker, node=node), PortForwarder(endpoints), ExecRunner(endpoints), authenticator=authenticator
+        )
+        api_pb2_grpc.add_AgentServicer_to_server(service, server)
+        health = await serve_introspection(server, SERVICES)
         if tls is not None and secure:  # the node's certificate; with a CA, client certificates are required
             self.port = server.add_secure_port(self.config.listen, tls.server_credentials())
         else:
@@ -138,9 +153,11 @@ class Agent:
         )
         return f"127.0.0.1:{port}"
 
-    async def _run_parts(self, client: Client, docker: DockerRuntime) -> None:
+    async def _run_parts(self, client: Client, docker: DockerRuntime, ingress: Ingress) -> None:
         config, clock = self.config, self.clock
-        registrar = NodeRegistrar(client, config, docker_info=docker.info, clock=clock, agent_port=self.port)
+        registrar = NodeRegistrar(
+            client, config, docker_info=docker.info, clock=clock, agent_port=self.port, ingress_port=ingress.port
+        )
         meter = ThroughputMeter(client, clock=clock, size=config.throughput_bytes)
         projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout)
         fence = SelfFence(
@@ -178,6 +195,7 @@ class Agent:
         enqueue.append(controller.enqueue)
         controller.watch(informer)
         fence.on_unfenced = lambda: self._sweep(informer, controller, projects)
+        ingress.follow(manager.informers)
         manager.add(controller)
         self.controller, self._manager = controller, manager
         if self._stop_requested:

@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass, field
 
 from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
+from caravanserai.agent.ingresshttp import IngressLimits
 from caravanserai.tls import TLSFiles
 
 DEFAULT_LISTEN = "0.0.0.0:7421"
@@ -32,6 +33,11 @@ class AgentConfig:
     labels: dict[str, str] = field(default_factory=dict)
     listen: str = DEFAULT_LISTEN
     allow_insecure: bool = False  # serve the log service over plain TCP on a non-loopback address
+    token_file: str = ""  # bearer tokens of callers of the Agent service (`token,user[,group;group]` lines)
+    # HOST:PORT of the ingress proxy, or "off". cara-agent's flag defaults to 0.0.0.0:8081; an AgentConfig made in code
+    # gets a private ingress on a free loopback port.
+    ingress_listen: str = "127.0.0.1:0"
+    ingress_limits: IngressLimits = field(default_factory=IngressLimits)
     advertise_address: str = ""
     hostname: str = field(default_factory=socket.gethostname)
     reserved_cpu: str = "500m"

@@ -84,6 +84,31 @@ class Observed:
     finished_at: float = 0.0  # seconds since the epoch of the last exit; 0 when it never exited
     ip: str = ""  # the container's address on its (project) network
 
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+@dataclass(frozen=True, slots=True)
+class ExecOptions:
+    """A command to run in a container (Docker exec): arguments, KEY=VALUE environment, working directory ("" for
+    the image's), whether stdin is attached, whether a TTY is allocated and its initial size."""
+
+    command: tuple[str, ...]
+    env: tuple[str, ...] = ()
+    workdir: str = ""
+    stdin: bool = False
+    tty: bool = False
+    width: int = 0
+    height: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExecChunk:
+    """Output of an exec'd command: "stdout" or "stderr", and the bytes."""
+
+    stream: str
+    data: bytes
+
 
 @dataclass(frozen=True, slots=True)
 class DaemonInfo:
@@ -214,6 +239,8 @@ __all__ = [
     "ContainerEvent",
     "ContainerSummary",
     "DaemonInfo",
+    "ExecChunk",
+    "ExecOptions",
     "Labelled",
     "NetworkSummary",
     "Observed",

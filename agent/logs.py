@@ -1,4 +1,4 @@
-"""The agent's gRPC `Agent` service: `Logs` streams the stdout and stderr of a project's containers.
+"""`Agent.Logs` (served by `agentservice`) streams the stdout and stderr of a project's containers.
 
 Guarantees:
 
@@ -23,14 +23,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-import grpc
-import structlog
 
 from caravanserai.agent import naming
-from caravanserai.agent.dockerapi import DockerError, DockerRuntime
-from caravanserai.api.v1 import api_pb2, api_pb2_grpc
-
-log = structlog.get_logger(__name__)
+from caravanserai.agent.dockerapi import DockerRuntime
+from caravanserai.api.v1 import api_pb2
 
 STDOUT = "stdout"
 STDERR = "stderr"
@@ -135,29 +131,7 @@ class LogStreamer:
             yield entry
 
 
-class AgentService(api_pb2_grpc.AgentServicer):
-    """caravanserai.v1.Agent on the agent's --listen address."""
-
-    def __init__(self, streamer: LogStreamer) -> None:
-        self._streamer = streamer
-
-    async def Logs(  # noqa: N802 - gRPC method name
-        self, request: api_pb2.LogsRequest, context: grpc.aio.ServicerContext[api_pb2.LogsRequest, api_pb2.LogLine]
-    ) -> AsyncIterator[api_pb2.LogLine]:
-        if not request.project:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "project is required")
-        try:
-            async for entry in self._streamer.stream(request):
-                yield entry.to_proto(timestamps=request.timestamps)
-        except LookupError as exc:
-            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
-        except DockerError as exc:
-            log.warning("log stream failed", project=request.project, service=request.service, error=str(exc))
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-
-
 __all__ = [
-    "AgentService",
     "LogEntry",
     "LogStreamer",
     "STDERR",

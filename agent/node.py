@@ -62,12 +62,14 @@ class NodeRegistrar:
         docker_info: Callable[[], Awaitable[DaemonInfo]],
         clock: Clock,
         agent_port: int,
+        ingress_port: int = 0,
     ) -> None:
         self._client = client
         self._config = config
         self._docker_info = docker_info
         self._clock = clock
         self._agent_port = agent_port
+        self._ingress_port = ingress_port
         self.registered = asyncio.Event()
 
     @property
@@ -138,6 +140,7 @@ class NodeRegistrar:
         del status.network.addresses[:]
         status.network.addresses.extend(facts.addresses)
         status.network.agent_port = self._agent_port
+        status.network.ingress_port = self._ingress_port
         status.state = v1.NODE_READY
         meta.set_condition(
             status.conditions,

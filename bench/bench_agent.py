@@ -177,6 +177,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
             procs.append(spawn(["cara-apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address, "--metrics-listen", "off",
                                 "--log-level", "warning"], f"{logs}/apiserver.log"))
             procs.append(spawn(["cara-agent", "--server", address, "--node-name", NODE, "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0",
+                                "--ingress-listen", "127.0.0.1:0",
                                 "--workers", str(opts.workers), "--stop-timeout", "1", "--log-level", "warning"],
                                f"{logs}/agent.log"))
             if use_scheduler:

@@ -55,6 +55,8 @@ from caravanserai.cli.supervisor import (
 from caravanserai.client import DEFAULT_SERVER
 from caravanserai.selectors import validate_dns_subdomain
 
+OFF = "off"
+
 
 # ---------------------------------------------------------------------------------------------- small helpers
 
@@ -69,7 +71,7 @@ def _fail(message: str) -> NoReturn:
 
 
 def _address_or_off(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    return value if value == "off" else _address(ctx, param, value)
+    return OFF if value.strip().lower() == OFF else _address(ctx, param, value)
 
 
 def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
@@ -101,11 +103,13 @@ def check_ports(spec: ClusterSpec) -> None:
         "--etcd-port": ("127.0.0.1", spec.etcd_client_port),
         "--etcd-peer-port": ("127.0.0.1", spec.etcd_peer_port),
     }
-    if spec.metrics_listen != "off":
+    if spec.metrics_listen != OFF:
         wanted["--metrics-listen"] = split_address(spec.metrics_listen)
     if spec.agent:
         wanted["--agent-listen"] = split_address(spec.agent_listen)
         wanted["--agent-health-listen"] = split_address(spec.agent_health_listen)
+        if spec.ingress_listen != OFF:
+            wanted["--ingress-listen"] = split_address(spec.ingress_listen)
     if spec.dashboard:
         wanted["--dashboard-listen"] = split_address(spec.dashboard_listen)
     seen: dict[int, str] = {}
@@ -168,7 +172,7 @@ def _ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec)
               "no_agent": "agent", "node_name": "node_name", "agent_listen": "agent_listen",
               "metrics_listen": "metrics_listen", "agent_health_listen": "agent_health_listen",
               "no_dashboard": "dashboard", "dashboard_listen": "dashboard_listen",
-              "docker_host": "docker_host"}
+              "docker_host": "docker_host", "ingress_listen": "ingress_listen"}
     return [f"--{param.replace('_', '-')}" for param, attr in fields.items()
             if ctx.get_parameter_source(param) == ParameterSource.COMMANDLINE
             and getattr(running, attr) != getattr(asked, attr)]
@@ -203,6 +207,8 @@ DATA_DIR_OPTION = click.option(
               help="address of the agent's log service")
 @click.option("--agent-health-listen", default="127.0.0.1:7422", show_default=True, callback=_address,
               metavar="HOST:PORT", help="address of the agent's /healthz")
+@click.option("--ingress-listen", default="127.0.0.1:8081", show_default=True, callback=_address_or_off,
+              metavar="HOST:PORT", help="address of the agent's ingress HTTP proxy, or off")
 @click.option("--docker-host", default=DEFAULT_DOCKER_HOST, show_default=True, metavar="URL",
               help="Docker Engine address the agent uses (unix:// or tcp://)")
 @click.option("--metrics-listen", default="127.0.0.1:7423", show_default=True, callback=_address_or_off,
@@ -213,8 +219,8 @@ DATA_DIR_OPTION = click.option(
 @click.option("--timeout", default=90.0, show_default=True, metavar="SECONDS", help="seconds to wait for the cluster to answer")
 @click.pass_context
 def up(ctx: click.Context, data_dir: Path | None, listen: str, etcd_port: int, etcd_peer_port: int | None,
-       no_agent: bool, node_name: str | None, agent_listen: str, agent_health_listen: str, docker_host: str,
-       metrics_listen: str, no_dashboard: bool, dashboard_listen: str, timeout: float) -> None:
+       no_agent: bool, node_name: str | None, agent_listen: str, agent_health_listen: str, ingress_listen: str,
+       docker_host: str, metrics_listen: str, no_dashboard: bool, dashboard_listen: str, timeout: float) -> None:
     """Start etcd, the API server, the controllers, an agent and the dashboard in the background; return once the
     cluster answers.
 
@@ -225,7 +231,7 @@ def up(ctx: click.Context, data_dir: Path | None, listen: str, etcd_port: int, e
         etcd_peer_port=etcd_peer_port or etcd_port + 1, agent=not no_agent, agent_listen=agent_listen,
         node_name="" if no_agent else (node_name or default_node_name()), docker_host=docker_host,
         metrics_listen=metrics_listen, agent_health_listen=agent_health_listen, dashboard=not no_dashboard,
-        dashboard_listen=dashboard_listen,
+        dashboard_listen=dashboard_listen, ingress_listen=ingress_listen,
     )
     with exclusive(data):
         state = read_state(data)

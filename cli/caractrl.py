@@ -27,11 +27,13 @@ from caravanserai.cli.delete import delete
 from caravanserai.cli.describe import describe
 from caravanserai.cli.edit import edit
 from caravanserai.cli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXPECTED_ERRORS, as_command_error, usage_problem
+from caravanserai.cli.execcmd import exec_command
 from caravanserai.cli.get import get
 from caravanserai.cli.logs import logs
 from caravanserai.cli.metadata import annotate, label
 from caravanserai.cli.nodes import cordon, drain, uncordon
 from caravanserai.cli.patch import patch
+from caravanserai.cli.portforward import port_forward
 from caravanserai.cli.restart import restart
 from caravanserai.cli.schema import schema
 from caravanserai.cli.version import VERSION, version
@@ -106,7 +108,8 @@ def caractrl(
 
 
 for command in (
-    annotate, apply, completion, cordon, define, delete, describe, drain, edit, get, label, logs, patch, restart, schema,
+    annotate, apply, completion, cordon, define, delete, describe, drain, edit, exec_command, get, label, logs, patch,
+    port_forward, restart, schema,
     uncordon, version, wait,
 ):
     caractrl.add_command(command)

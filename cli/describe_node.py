@@ -62,6 +62,7 @@ def _network(out: Writer, network: v1.NodeNetwork, now: float) -> None:
         [
             ("Addresses", listing(f"{a.type or 'Address'}: {a.address}" for a in network.addresses)),
             ("Agent Port", str(network.agent_port) if network.agent_port else NONE),
+            ("Ingress", f"port {network.ingress_port}" if network.ingress_port else "<off>"),
             ("Download", f"{bytes_text(throughput.download)}/s" if throughput.download else NONE),
             ("Upload", f"{bytes_text(throughput.upload)}/s" if throughput.upload else NONE),
             ("Measured", when(throughput.measured_at, now)),

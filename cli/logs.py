@@ -19,6 +19,7 @@ from caravanserai import v1
 from caravanserai.client.agentlogs import agent_logs
 from caravanserai.errors import ApiError, FailedPrecondition, Unavailable
 
+from caravanserai.cli.agents import check_service
 from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError
@@ -33,9 +34,7 @@ def check_scheduled(project: v1.Project, service: str) -> None:
         cond = project_reason(project)
         why = f": {cond.message}" if cond is not None and cond.message else ""
         raise CommandError(f'error: project "{name}" is not on a node (phase {project.status.phase}){why}')
-    services = [s.name for s in project.spec.services]
-    if service and service not in services:
-        raise CommandError(f'error: project "{name}" has no service "{service}" (services: {", ".join(services)})')
+    check_service(project, service)
 
 
 async def stream_logs(

@@ -77,6 +77,7 @@ class ClusterSpec:
     agent_health_listen: str = "127.0.0.1:7422"  # the agent's /healthz
     dashboard: bool = True
     dashboard_listen: str = "127.0.0.1:7480"
+    ingress_listen: str = "127.0.0.1:8081"  # the agent's ingress proxy, or "off"
 
     def children(self) -> list[Child]:
         """The processes of the cluster, in start order."""
@@ -113,7 +114,7 @@ class ClusterSpec:
     def _agent(self) -> Child:
         argv = [sys.executable, "-m", "caravanserai.agent", "--server", self.api_listen,
                 "--node-name", self.node_name, "--listen", self.agent_listen,
-                "--health-listen", self.agent_health_listen]
+                "--health-listen", self.agent_health_listen, "--ingress-listen", self.ingress_listen]
         if self.docker_host:
             argv += ["--docker-host", self.docker_host]
         return Child("agent", argv)

@@ -159,6 +159,7 @@ class Cluster:
     etcd_port: int
     etcd_peer_port: int
     agent_listen: str
+    ingress_listen: str
     node: str
     env: dict[str, str]
     metrics_listen: str = ""
@@ -170,7 +171,7 @@ class Cluster:
                 "--etcd-port", str(self.etcd_port), "--etcd-peer-port", str(self.etcd_peer_port),
                 "--node-name", self.node, "--agent-listen", self.agent_listen,
                 "--metrics-listen", self.metrics_listen, "--agent-health-listen", self.agent_health_listen,
-                "--dashboard-listen", self.dashboard_listen, *extra]
+                "--dashboard-listen", self.dashboard_listen, "--ingress-listen", self.ingress_listen, *extra]
 
     def cara(self, command: str, *extra: str) -> subprocess.CompletedProcess[str]:
         if command == "up":
@@ -209,9 +210,10 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "share")}
     env.pop("CARA_SERVER", None)
-    api, etcd, peer, agent, metrics, health, dash = free_ports(7)
+    api, etcd, peer, agent, metrics, health, dash, ingress = free_ports(8)
     c = Cluster(data_dir=data_dir, api=f"127.0.0.1:{api}", etcd_port=etcd, etcd_peer_port=peer,
-                agent_listen=f"127.0.0.1:{agent}", node=f"cara-up-{uuid.uuid4().hex[:8]}", env=env,
+                agent_listen=f"127.0.0.1:{agent}", ingress_listen=f"127.0.0.1:{ingress}",
+                node=f"cara-up-{uuid.uuid4().hex[:8]}", env=env,
                 metrics_listen=f"127.0.0.1:{metrics}", agent_health_listen=f"127.0.0.1:{health}",
                 dashboard_listen=f"127.0.0.1:{dash}")
     try:

@@ -139,6 +139,7 @@ def agent_argv(server: str, node: str, *, metrics_port: int) -> list[str]:
         "--node-name", node,
         "--heartbeat-interval", "0.5",
         "--listen", "127.0.0.1:0",
+        "--ingress-listen", "127.0.0.1:0",
         "--stop-timeout", "1",
         "--metrics-port", str(metrics_port),
         "--log-level", "info",

@@ -103,8 +103,9 @@ ALLOWED: dict[str, set[str] | None] = {
     "controller:manager": READS | {"update own project status", "update other project status", "delete project",
                                    "update node status", "renew lease", "create event", "update own event",
                                    "update other event"},
-    "node:n1": {"get own project", "list own projects", "watch own projects", "update own project status",
-                "get own node", "update node status", "renew lease", "create event", "update own event"},
+    # A node reads every project and node: its ingress forwards any host to the node that runs the project.
+    "node:n1": READS | {"update own project status", "update node status", "renew lease", "create event",
+                        "update own event"},
     "viewer": READS,
 }
 

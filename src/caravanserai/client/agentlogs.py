@@ -56,6 +56,20 @@ def agent_error(exc: grpc.aio.AioRpcError, node: str, target: str) -> ApiError:
     return err
 
 
+def agent_channel(node: v1.Node, *, credentials: grpc.ChannelCredentials | None = None) -> tuple[grpc.aio.Channel, str]:
+    """A channel to the agent of `node` (TLS with `credentials`, plain text without) and its `host:port`. Every
+    call to an agent (Logs here; Exec and PortForward in caractrl) opens its channel this way."""
+    target = agent_target(node)
+    if credentials is not None:
+        return grpc.aio.secure_channel(target, credentials), target
+    return grpc.aio.insecure_channel(target), target
+
+
+def bearer_metadata(token: str | None) -> tuple[tuple[str, str], ...]:
+    """Call metadata carrying `token` as a bearer token (nothing without one)."""
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
 async def agent_logs(
     node: v1.Node,
     request: v1.LogsRequest,
@@ -65,12 +79,8 @@ async def agent_logs(
 ) -> AsyncGenerator[v1.LogLine, None]:
     """The log lines the agent of `node` sends for `request` (ends when the agent does; follows with
     `request.follow`). The channel is closed when the iteration ends or is abandoned (`aclose`)."""
-    target = agent_target(node)
-    metadata = (("authorization", f"Bearer {token}"),) if token else ()
-    if credentials is not None:
-        channel = grpc.aio.secure_channel(target, credentials)
-    else:
-        channel = grpc.aio.insecure_channel(target)
+    channel, target = agent_channel(node, credentials=credentials)
+    metadata = bearer_metadata(token)
     async with channel:
         call = api_pb2_grpc.AgentStub(channel).Logs(request, metadata=metadata)
         try:
@@ -82,4 +92,4 @@ async def agent_logs(
             call.cancel()
 
 
-__all__ = ["agent_error", "agent_logs", "agent_target", "node_address"]
+__all__ = ["agent_channel", "agent_error", "agent_logs", "agent_target", "bearer_metadata", "node_address"]

@@ -463,3 +463,218 @@ class LogLine(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LogLine: _TypeAlias = LogLine  # noqa: Y015
+
+@_typing.final
+class PortForwardRequest(_message.Message):
+    """PortForwardRequest is one message of a port-forward stream from the client. The first message names the target
+    (project, service, port) and may carry data; later ones carry data only. The client ending its stream closes the
+    connection's write side (half-close); cancelling the call aborts the connection.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    SERVICE_FIELD_NUMBER: _builtins.int
+    PORT_FIELD_NUMBER: _builtins.int
+    DATA_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project name (first message only)."""
+    service: _builtins.str
+    """Service name (first message only)."""
+    port: _builtins.int
+    """Container port to dial on the project network, 1-65535 (first message only)."""
+    data: _builtins.bytes
+    """Bytes to write to the connection."""
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        service: _builtins.str = ...,
+        port: _builtins.int = ...,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "port", b"port", "project", b"project", "service", b"service"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PortForwardRequest: _TypeAlias = PortForwardRequest  # noqa: Y015
+
+@_typing.final
+class PortForwardResponse(_message.Message):
+    """PortForwardResponse carries bytes read from the connection; the stream ends when the container closes its side."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DATA_FIELD_NUMBER: _builtins.int
+    data: _builtins.bytes
+    """Bytes read from the connection."""
+    def __init__(
+        self,
+        *,
+        data: _builtins.bytes = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PortForwardResponse: _TypeAlias = PortForwardResponse  # noqa: Y015
+
+@_typing.final
+class ExecStart(_message.Message):
+    """ExecStart is the first message of an Exec stream: what to run and where."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    SERVICE_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    ENV_FIELD_NUMBER: _builtins.int
+    WORKDIR_FIELD_NUMBER: _builtins.int
+    STDIN_FIELD_NUMBER: _builtins.int
+    TTY_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project name."""
+    service: _builtins.str
+    """Service name."""
+    workdir: _builtins.str
+    """Working directory inside the container; empty means the image's."""
+    stdin: _builtins.bool
+    """Attach the command's stdin to the stream's stdin messages."""
+    tty: _builtins.bool
+    """Allocate a TTY (stdout and stderr arrive merged as stdout)."""
+    @_builtins.property
+    def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The command and its arguments; at least one element."""
+
+    @_builtins.property
+    def env(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Environment variables as KEY=VALUE."""
+
+    @_builtins.property
+    def size(self) -> Global___TerminalSize:
+        """Initial TTY size (with tty)."""
+
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        service: _builtins.str = ...,
+        command: _abc.Iterable[_builtins.str] | None = ...,
+        env: _abc.Iterable[_builtins.str] | None = ...,
+        workdir: _builtins.str = ...,
+        stdin: _builtins.bool = ...,
+        tty: _builtins.bool = ...,
+        size: Global___TerminalSize | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["size", b"size"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "env", b"env", "project", b"project", "service", b"service", "size", b"size", "stdin", b"stdin", "tty", b"tty", "workdir", b"workdir"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExecStart: _TypeAlias = ExecStart  # noqa: Y015
+
+@_typing.final
+class TerminalSize(_message.Message):
+    """TerminalSize is a TTY's size in character cells."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WIDTH_FIELD_NUMBER: _builtins.int
+    HEIGHT_FIELD_NUMBER: _builtins.int
+    width: _builtins.int
+    height: _builtins.int
+    def __init__(
+        self,
+        *,
+        width: _builtins.int = ...,
+        height: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["height", b"height", "width", b"width"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TerminalSize: _TypeAlias = TerminalSize  # noqa: Y015
+
+@_typing.final
+class ExecRequest(_message.Message):
+    """ExecRequest is one message of an Exec stream from the client: the start, then stdin bytes, stdin's end and
+    resizes in any order.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    START_FIELD_NUMBER: _builtins.int
+    STDIN_FIELD_NUMBER: _builtins.int
+    STDIN_EOF_FIELD_NUMBER: _builtins.int
+    RESIZE_FIELD_NUMBER: _builtins.int
+    stdin: _builtins.bytes
+    """Bytes for the command's stdin."""
+    stdin_eof: _builtins.bool
+    """The command's stdin is at its end (EOF); later stdin bytes are refused."""
+    @_builtins.property
+    def start(self) -> Global___ExecStart:
+        """First message only."""
+
+    @_builtins.property
+    def resize(self) -> Global___TerminalSize:
+        """The TTY's new size."""
+
+    def __init__(
+        self,
+        *,
+        start: Global___ExecStart | None = ...,
+        stdin: _builtins.bytes = ...,
+        stdin_eof: _builtins.bool = ...,
+        resize: Global___TerminalSize | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["request", b"request", "resize", b"resize", "start", b"start", "stdin", b"stdin", "stdin_eof", b"stdin_eof"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["request", b"request", "resize", b"resize", "start", b"start", "stdin", b"stdin", "stdin_eof", b"stdin_eof"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_request: _TypeAlias = _typing.Literal["start", "stdin", "stdin_eof", "resize"]  # noqa: Y015
+    _WhichOneofArgType_request: _TypeAlias = _typing.Literal["request", b"request"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_request) -> _WhichOneofReturnType_request | None: ...
+
+Global___ExecRequest: _TypeAlias = ExecRequest  # noqa: Y015
+
+@_typing.final
+class ExecResponse(_message.Message):
+    """ExecResponse is one message of an Exec stream to the client: output, then exactly one exit code as the last
+    message.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STDOUT_FIELD_NUMBER: _builtins.int
+    STDERR_FIELD_NUMBER: _builtins.int
+    EXIT_CODE_FIELD_NUMBER: _builtins.int
+    stdout: _builtins.bytes
+    """Bytes the command wrote to stdout (with tty: to the terminal)."""
+    stderr: _builtins.bytes
+    """Bytes the command wrote to stderr."""
+    exit_code: _builtins.int
+    """The command's exit code; the last message of the stream."""
+    def __init__(
+        self,
+        *,
+        stdout: _builtins.bytes = ...,
+        stderr: _builtins.bytes = ...,
+        exit_code: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["exit_code", b"exit_code", "response", b"response", "stderr", b"stderr", "stdout", b"stdout"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exit_code", b"exit_code", "response", b"response", "stderr", b"stderr", "stdout", b"stdout"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_response: _TypeAlias = _typing.Literal["stdout", "stderr", "exit_code"]  # noqa: Y015
+    _WhichOneofArgType_response: _TypeAlias = _typing.Literal["response", b"response"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_response) -> _WhichOneofReturnType_response | None: ...
+
+Global___ExecResponse: _TypeAlias = ExecResponse  # noqa: Y015

@@ -479,7 +479,8 @@ class Network:
 
 
 class AgentStub:
-    """Agent is served by each cara-agent on its --listen address.
+    """Agent is served by each cara-agent on its --listen address. PortForward and Exec are allowed only to `admin`
+    (certificate common name, or a bearer token the agent's --token-file maps to admin).
     """
 
     def __init__(self, channel):
@@ -493,14 +494,39 @@ class AgentStub:
                 request_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.LogsRequest.SerializeToString,
                 response_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.LogLine.FromString,
                 _registered_method=True)
+        self.PortForward = channel.stream_stream(
+                '/caravanserai.v1.Agent/PortForward',
+                request_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.PortForwardRequest.SerializeToString,
+                response_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.PortForwardResponse.FromString,
+                _registered_method=True)
+        self.Exec = channel.stream_stream(
+                '/caravanserai.v1.Agent/Exec',
+                request_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.ExecRequest.SerializeToString,
+                response_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.ExecResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServicer:
-    """Agent is served by each cara-agent on its --listen address.
+    """Agent is served by each cara-agent on its --listen address. PortForward and Exec are allowed only to `admin`
+    (certificate common name, or a bearer token the agent's --token-file maps to admin).
     """
 
     def Logs(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PortForward(self, request_iterator, context):
+        """One TCP connection to a container port on the project network, as a bidirectional byte stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Exec(self, request_iterator, context):
+        """Run a command in a service's container (Docker exec): stdin, stdout/stderr, resize, exit code.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -513,6 +539,16 @@ def add_AgentServicer_to_server(servicer, server):
                     request_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.LogsRequest.FromString,
                     response_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.LogLine.SerializeToString,
             ),
+            'PortForward': grpc.stream_stream_rpc_method_handler(
+                    servicer.PortForward,
+                    request_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.PortForwardRequest.FromString,
+                    response_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.PortForwardResponse.SerializeToString,
+            ),
+            'Exec': grpc.stream_stream_rpc_method_handler(
+                    servicer.Exec,
+                    request_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.ExecRequest.FromString,
+                    response_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.ExecResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'caravanserai.v1.Agent', rpc_method_handlers)
@@ -522,7 +558,8 @@ def add_AgentServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Agent:
-    """Agent is served by each cara-agent on its --listen address.
+    """Agent is served by each cara-agent on its --listen address. PortForward and Exec are allowed only to `admin`
+    (certificate common name, or a bearer token the agent's --token-file maps to admin).
     """
 
     @staticmethod
@@ -542,6 +579,60 @@ class Agent:
             '/caravanserai.v1.Agent/Logs',
             caravanserai_dot_api_dot_v1_dot_api__pb2.LogsRequest.SerializeToString,
             caravanserai_dot_api_dot_v1_dot_api__pb2.LogLine.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PortForward(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/caravanserai.v1.Agent/PortForward',
+            caravanserai_dot_api_dot_v1_dot_api__pb2.PortForwardRequest.SerializeToString,
+            caravanserai_dot_api_dot_v1_dot_api__pb2.PortForwardResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exec(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/caravanserai.v1.Agent/Exec',
+            caravanserai_dot_api_dot_v1_dot_api__pb2.ExecRequest.SerializeToString,
+            caravanserai_dot_api_dot_v1_dot_api__pb2.ExecResponse.FromString,
             options,
             channel_credentials,
             insecure,

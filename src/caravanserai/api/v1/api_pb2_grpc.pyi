@@ -152,23 +152,37 @@ class NetworkServicer(metaclass=_abc_1.ABCMeta):
 def add_NetworkServicer_to_server(servicer: NetworkServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 
 class AgentStub:
-    """Agent is served by each cara-agent on its --listen address."""
+    """Agent is served by each cara-agent on its --listen address. PortForward and Exec are allowed only to `admin`
+    (certificate common name, or a bearer token the agent's --token-file maps to admin).
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> AgentAsyncStub: ...
     Logs: _grpc.UnaryStreamMultiCallable[_api_pb2.LogsRequest, _api_pb2.LogLine]
+    PortForward: _grpc.StreamStreamMultiCallable[_api_pb2.PortForwardRequest, _api_pb2.PortForwardResponse]
+    """One TCP connection to a container port on the project network, as a bidirectional byte stream."""
+    Exec: _grpc.StreamStreamMultiCallable[_api_pb2.ExecRequest, _api_pb2.ExecResponse]
+    """Run a command in a service's container (Docker exec): stdin, stdout/stderr, resize, exit code."""
 
 @_typing.type_check_only
 class AgentAsyncStub(AgentStub):
-    """Agent is served by each cara-agent on its --listen address."""
+    """Agent is served by each cara-agent on its --listen address. PortForward and Exec are allowed only to `admin`
+    (certificate common name, or a bearer token the agent's --token-file maps to admin).
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Logs: _aio.UnaryStreamMultiCallable[_api_pb2.LogsRequest, _api_pb2.LogLine]  # type: ignore[assignment]
+    PortForward: _aio.StreamStreamMultiCallable[_api_pb2.PortForwardRequest, _api_pb2.PortForwardResponse]  # type: ignore[assignment]
+    """One TCP connection to a container port on the project network, as a bidirectional byte stream."""
+    Exec: _aio.StreamStreamMultiCallable[_api_pb2.ExecRequest, _api_pb2.ExecResponse]  # type: ignore[assignment]
+    """Run a command in a service's container (Docker exec): stdin, stdout/stderr, resize, exit code."""
 
 class AgentServicer(metaclass=_abc_1.ABCMeta):
-    """Agent is served by each cara-agent on its --listen address."""
+    """Agent is served by each cara-agent on its --listen address. PortForward and Exec are allowed only to `admin`
+    (certificate common name, or a bearer token the agent's --token-file maps to admin).
+    """
 
     @_abc_1.abstractmethod
     def Logs(
@@ -176,5 +190,21 @@ class AgentServicer(metaclass=_abc_1.ABCMeta):
         request: _api_pb2.LogsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_api_pb2.LogLine], _abc.AsyncIterator[_api_pb2.LogLine]]: ...
+
+    @_abc_1.abstractmethod
+    def PortForward(
+        self,
+        request_iterator: _MaybeAsyncIterator[_api_pb2.PortForwardRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_api_pb2.PortForwardResponse], _abc.AsyncIterator[_api_pb2.PortForwardResponse]]:
+        """One TCP connection to a container port on the project network, as a bidirectional byte stream."""
+
+    @_abc_1.abstractmethod
+    def Exec(
+        self,
+        request_iterator: _MaybeAsyncIterator[_api_pb2.ExecRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_api_pb2.ExecResponse], _abc.AsyncIterator[_api_pb2.ExecResponse]]:
+        """Run a command in a service's container (Docker exec): stdin, stdout/stderr, resize, exit code."""
 
 def add_AgentServicer_to_server(servicer: AgentServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -397,8 +397,11 @@ class NodeNetwork(_message.Message):
     ADDRESSES_FIELD_NUMBER: _builtins.int
     AGENT_PORT_FIELD_NUMBER: _builtins.int
     THROUGHPUT_FIELD_NUMBER: _builtins.int
+    INGRESS_PORT_FIELD_NUMBER: _builtins.int
     agent_port: _builtins.int
     """Port of the agent's gRPC service (logs)."""
+    ingress_port: _builtins.int
+    """Port of the agent's HTTP ingress proxy; 0 when the node serves no ingress (--ingress-listen off)."""
     @_builtins.property
     def addresses(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeAddress]:
         """Addresses of the node."""
@@ -413,10 +416,11 @@ class NodeNetwork(_message.Message):
         addresses: _abc.Iterable[Global___NodeAddress] | None = ...,
         agent_port: _builtins.int = ...,
         throughput: Global___Throughput | None = ...,
+        ingress_port: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["throughput", b"throughput"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addresses", b"addresses", "agent_port", b"agent_port", "throughput", b"throughput"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addresses", b"addresses", "agent_port", b"agent_port", "ingress_port", b"ingress_port", "throughput", b"throughput"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -9,7 +9,7 @@ from caravanserai import lifecycle, meta
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindStrategy
 from caravanserai.errors import FailedPrecondition
-from caravanserai.selectors import FieldSelector, validate_dns_label
+from caravanserai.selectors import validate_dns_label
 
 KIND = meta.KINDS["projects"]
 
@@ -52,15 +52,10 @@ class ProjectStrategy(KindStrategy):
         return super().removable_after_update(obj) and obj.status.phase in lifecycle.DELETE_AT_ONCE
 
     def node_allows(self, node: str, verb: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
-        """A node lists and watches only with `status.nodeRef=<itself>`, reads projects bound to it and writes
-        their status while they stay bound to it."""
-        if verb in ("list", "watch"):
-            selector = FieldSelector.parse(field_selector)
-            return any(
-                r.field == "status.nodeRef" and r.operator == "=" and r.value == node for r in selector.requirements
-            )
-        if verb == "get":  # also a project moved away from it, while the hand-off lasts (old containers run)
-            return obj is not None and node in (obj.status.node_ref, obj.status.previous_node_ref)
+        """A node reads every project (its ingress answers for any host and forwards to the node that runs the
+        project) and writes the status of projects while they stay bound to it."""
+        if verb in ("get", "list", "watch"):
+            return True
         if verb == "update_status":
             return old is not None and old.status.node_ref == node and obj.status.node_ref == node
         return False

@@ -1,0 +1,139 @@
+"""`caractrl port-forward PROJECT/SERVICE [LOCAL:]REMOTE [--address 127.0.0.1]`: a local port into a container.
+
+    caractrl port-forward shop/db 13306:3306     # 127.0.0.1:13306 → the db container's port 3306
+    caractrl port-forward hello/web 8080         # the same port number on both ends
+    caractrl port-forward hello/web :8080        # a free local port, printed
+
+caractrl listens locally; each accepted connection becomes one bidirectional gRPC stream to the agent of the
+project's node (`Agent.PortForward`), which dials the container's port on the project network. Connections are
+independent: many at once, one failing or aborting leaves the others and the listener alone (its error is one
+line on stderr). The local client closing its sending side half-closes the container's connection; the
+container closing its side closes the local connection. Ctrl-C stops listening. Only `admin` may forward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import sys
+from collections.abc import AsyncIterator
+
+import click
+import grpc
+
+from caravanserai.api.v1 import api_pb2
+
+from caravanserai.cli.agents import AgentConnection, connect, find_project_node, split_target
+from caravanserai.cli.common import pass_settings, run
+from caravanserai.cli.config import Settings
+from caravanserai.cli.errors import CommandError
+
+CHUNK = 64 * 1024
+
+
+def parse_ports(text: str) -> tuple[int, int]:
+    """`[LOCAL:]REMOTE` → (local, remote); LOCAL empty or 0 means a free port. CommandError names the bad part."""
+    local_text, sep, remote_text = text.rpartition(":")
+    if not sep:
+        local_text = remote_text
+    remote = _port(remote_text, "remote", allow_zero=False)
+    local = _port(local_text, "local", allow_zero=True) if local_text else 0
+    return local, remote
+
+
+def _port(text: str, what: str, *, allow_zero: bool) -> int:
+    if not text.isdigit() or not (0 if allow_zero else 1) <= int(text) <= 65535:
+        raise CommandError(f"error: invalid {what} port {text!r}: expected 1-65535")
+    return int(text)
+
+
+class Forwarder:
+    """Serves accepted local connections over one agent connection."""
+
+    def __init__(self, agent: AgentConnection, *, project: str, service: str, port: int) -> None:
+        self.agent = agent
+        self.target = api_pb2.PortForwardRequest(project=project, service=service, port=port)
+
+    async def _requests(
+        self, reader: asyncio.StreamReader, aborted: asyncio.Event
+    ) -> AsyncIterator[api_pb2.PortForwardRequest]:
+        yield self.target
+        try:
+            while chunk := await reader.read(CHUNK):
+                yield api_pb2.PortForwardRequest(data=chunk)
+        except (ConnectionError, OSError):  # the local client aborted: so does the remote connection
+            aborted.set()
+        # otherwise the local client's end of sending: the request stream ends, the agent half-closes
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Copy one local connection to and from its own stream; errors become one line on stderr."""
+        peer = writer.get_extra_info("peername")
+        aborted = asyncio.Event()
+        call = self.agent.stub.PortForward(self._requests(reader, aborted), metadata=self.agent.metadata)
+        watcher = asyncio.create_task(aborted.wait())
+        watcher.add_done_callback(lambda _: call.cancel())
+        try:
+            async for response in call:
+                writer.write(response.data)
+                await writer.drain()
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.CANCELLED:
+                print(f"{self.agent.error(exc).message} (connection from {_address(peer)})", file=sys.stderr, flush=True)
+        except (ConnectionError, OSError):
+            call.cancel()  # the local client went away: abort the remote connection
+        finally:
+            watcher.cancel()
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+
+def _address(peer: object) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
+async def _serve(settings: Settings, project: str, service: str, local: int, remote: int, address: str) -> None:
+    _, node = await find_project_node(settings, project, service)
+    async with connect(settings, node) as agent:
+        forwarder = Forwarder(agent, project=project, service=service, port=remote)
+        try:
+            server = await asyncio.start_server(forwarder.handle, address, local, reuse_address=True)
+        except OSError as exc:
+            raise CommandError(f"error: cannot listen on {address}:{local}: {exc.strerror or exc}") from None
+        async with server:
+            bound = server.sockets[0].getsockname()
+            print(f"Forwarding from {_host(address)}:{bound[1]} -> {project}/{service}:{remote}", flush=True)
+            await server.serve_forever()
+
+
+def _host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def _check_address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    try:
+        socket.getaddrinfo(value, None, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        raise click.BadParameter(f"{value!r} is not an IP address") from None
+    return value
+
+
+@click.command("port-forward")
+@click.argument("target", metavar="PROJECT/SERVICE")
+@click.argument("ports", metavar="[LOCAL:]REMOTE")
+@click.option("--address", default="127.0.0.1", show_default=True, callback=_check_address,
+              help="Local address to listen on.")
+@pass_settings
+def port_forward(settings: Settings, target: str, ports: str, address: str) -> None:
+    """Forward a local port to a port of a service's container."""
+    project, service = split_target(target)
+    local, remote = parse_ports(ports)
+    run(_serve(settings, project, service, local, remote, address))
+
+
+port_forward.fixed_resource = "projects"  # type: ignore[attr-defined]
+
+__all__ = ["Forwarder", "parse_ports", "port_forward"]
