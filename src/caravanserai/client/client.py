@@ -16,8 +16,9 @@ Guarantees:
     resource_version (Update, UpdateStatus, and Delete with a version).
 
   An ambiguous failure after sending (the connection dropped or the deadline passed while the call was in flight,
-  the server stopped mid-call) of Create or of a Delete without a version is raised, not repeated: the server may
-  have carried it out, and only the caller can tell whether that matters (get the object and look).
+  the server stopped mid-call) of a Delete without a version is raised, not repeated: the server may have carried
+  it out. Create is exact instead: it proposes the object's uid, and after an ambiguous failure looks the object
+  up and recognises its own by that uid (see `ResourceClient.create`), so a failover never surfaces as an error.
 * **A retry waits for the server, not for the backoff** (`retry_pause`, also used by every resumable watch): when
   the channel has lost its connection, the wait ends as soon as gRPC has a ready connection again (it reconnects
   within `grpc.max_reconnect_backoff_ms`, 2 s); the backoff is slept out in full only while the channel stays
@@ -29,6 +30,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
@@ -39,7 +41,7 @@ from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
-from caravanserai.errors import ResourceExhausted, Unavailable
+from caravanserai.errors import AlreadyExists, NotFound, ResourceExhausted, Unavailable
 from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_address
 from caravanserai.grpcstatus import from_rpc_error
 from caravanserai.tls import TLSFiles
@@ -274,9 +276,39 @@ class ResourceClient(Generic[T]):
     async def create(self, obj: T) -> T:
         """Create `obj`; returns it as stored (uid, version, defaults). AlreadyExists when the name is taken.
 
-        Repeated while the server cannot be reached (the call never left); raised after an ambiguous failure."""
-        request = v1.CreateRequest(resource=self.resource, object=self.kind.wrap(obj))
-        return self._unwrap(await self._client.call(self._client.stub.Create, request, retry=False))
+        Exactly once, also across failovers: the request carries a uid of its own (`obj`'s, else a fresh one; the
+        server keeps a proposed uid). Repeated while the server cannot be reached (the call never left); after an
+        ambiguous failure (the connection dropped while the call was in flight) the object is looked up: stored
+        with our uid means the lost attempt succeeded, absent means it is created again, stored with another uid
+        is AlreadyExists. Gives up (raising Unavailable) after `retry_timeout`."""
+        wrapped = self.kind.wrap(obj)
+        uid = obj.metadata.uid or str(uuid.uuid4())
+        meta.unwrap(wrapped).metadata.uid = uid
+        request = v1.CreateRequest(resource=self.resource, object=wrapped)
+        try:
+            return self._unwrap(await self._client.call(self._client.stub.Create, request, retry=False))
+        except Unavailable as exc:
+            return await self._create_after_ambiguity(request, obj.metadata.name, uid, exc)
+
+    async def _create_after_ambiguity(self, request: v1.CreateRequest, name: str, uid: str, error: Unavailable) -> T:
+        clock = self._client.clock
+        deadline = clock.monotonic() + self._client.retry_timeout
+        backoff = RETRY_BACKOFF.start(clock)
+        while clock.monotonic() < deadline:
+            await self._client.retry_pause(backoff.next_delay())
+            try:
+                stored = await self.get(name)
+            except NotFound:
+                try:
+                    return self._unwrap(await self._client.call(self._client.stub.Create, request, retry=False))
+                except (Unavailable, AlreadyExists):
+                    continue  # lost again, or the first attempt landed meanwhile: look again
+            except Unavailable:
+                continue
+            if stored.metadata.uid == uid:
+                return stored
+            raise AlreadyExists(f"{self.kind.kind} {name} already exists")
+        raise error
 
     async def get(self, name: str) -> T:
         """The current object (a linearizable read). NotFound when absent."""

@@ -8,7 +8,9 @@ kind. The base class implements the common behaviour; each kind's module overrid
 Guarantees of the base behaviour:
 
 * Create refuses client-set resource_version and deletion_timestamp (and status, for kinds with
-  `status_on_create=False`), then sets type meta, a fresh uid, generation 1 and the creation time.
+  `status_on_create=False`), then sets type meta, a uid (the one the client proposed, which must be a UUID, else
+  a fresh one: a client that repeats a Create after losing the reply recognises its object by it), generation 1
+  and the creation time.
 * Update takes metadata (labels, annotations, finalizers) and spec from the request, everything else from the
   stored object, and bumps generation only when the spec changed. UpdateStatus takes only the status.
 * Delete removes the record at once unless finalizers remain (then the object is marked with a
@@ -32,6 +34,14 @@ from caravanserai.storage import Store
 
 # Delete plans.
 REMOVE, MARK, FINALIZE, NOOP = "remove", "mark", "finalize", "noop"
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +86,13 @@ class KindStrategy:
             violations.append(FieldViolation("metadata.deletionTimestamp", "must not be set on create"))
         if not self.status_on_create and obj.HasField("status") and obj.status.ByteSize():
             violations.append(FieldViolation("status", "must not be set on create; use UpdateStatus"))
+        if obj.metadata.uid and not _is_uuid(obj.metadata.uid):
+            violations.append(FieldViolation("metadata.uid", "must be a UUID, or empty (the server picks one)"))
         if violations:
             raise Invalid.of(violations, what=self.kind.kind)
         obj.api_version = self.api_version
         obj.kind = self.kind.kind
-        obj.metadata.uid = str(uuid.uuid4())
+        obj.metadata.uid = obj.metadata.uid or str(uuid.uuid4())  # a client's own uid makes its retries exact
         obj.metadata.generation = 1
         stamp(obj.metadata.creation_timestamp, now)
         self.default_new(obj, now=now)
