@@ -281,14 +281,14 @@ class ResourceClient(Generic[T]):
         ambiguous failure (the connection dropped while the call was in flight) the object is looked up: stored
         with our uid means the lost attempt succeeded, absent means it is created again, stored with another uid
         is AlreadyExists. Gives up (raising Unavailable) after `retry_timeout`."""
-        wrapped = self.kind.wrap(obj)
-        uid = obj.metadata.uid or str(uuid.uuid4())
-        meta.unwrap(wrapped).metadata.uid = uid
-        request = v1.CreateRequest(resource=self.resource, object=wrapped)
+        sent: Any = type(obj)()  # a copy: the caller's object is not changed
+        sent.CopyFrom(obj)
+        sent.metadata.uid = sent.metadata.uid or str(uuid.uuid4())
+        request = v1.CreateRequest(resource=self.resource, object=self.kind.wrap(sent))
         try:
             return self._unwrap(await self._client.call(self._client.stub.Create, request, retry=False))
         except Unavailable as exc:
-            return await self._create_after_ambiguity(request, obj.metadata.name, uid, exc)
+            return await self._create_after_ambiguity(request, sent.metadata.name, sent.metadata.uid, exc)
 
     async def _create_after_ambiguity(self, request: v1.CreateRequest, name: str, uid: str, error: Unavailable) -> T:
         clock = self._client.clock
@@ -305,7 +305,7 @@ class ResourceClient(Generic[T]):
                     continue  # lost again, or the first attempt landed meanwhile: look again
             except Unavailable:
                 continue
-            if stored.metadata.uid == uid:
+            if getattr(stored, "metadata").uid == uid:
                 return stored
             raise AlreadyExists(f"{self.kind.kind} {name} already exists")
         raise error
