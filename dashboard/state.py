@@ -2,8 +2,8 @@
 notifications for every connected browser.
 
 * **Generic over kinds.** Informers are made for every kind of the client's kind table (built-in and custom kinds
-  alike); every `kinds_interval` seconds the client discovers the custom kinds the server serves (when it can) and
-  informers are added for kinds the table gained, so a kind defined at run time appears without a dashboard change.
+  alike); every `kinds_interval` seconds the client discovers the custom kinds the server serves (`Client.discover`)
+  and informers are added for kinds the table gained, so a kind defined at run time appears without a dashboard change.
 * **Pushed, coalesced.** Each browser holds a `Subscription`. Every informer change is added to every
   subscription's pending set (resource and name → change type) and wakes it; the stream sends what accumulated,
   at most once per `coalesce` seconds, so a burst of changes is one message and a change reaches the browser
@@ -80,9 +80,8 @@ class Subscription:
 
 
 def known_kinds() -> list[meta.Kind]:
-    """Every kind of this process's kind table: the built-in ones and custom kinds registered (by discovery)."""
-    registered = getattr(meta, "registered", None)
-    return list(registered()) if registered is not None else list(meta.KINDS.values())
+    """Every kind of this process's kind table: the built-in ones and the custom kinds registered."""
+    return meta.registered()
 
 
 class ClusterState:
@@ -94,14 +93,15 @@ class ClusterState:
         self.factory = SharedInformerFactory(client, clock=clock)
         self.informers: dict[str, Informer[Any]] = {}
         self._kinds: dict[str, meta.Kind] = {}
+        self._served: set[str] = set()  # custom kinds the server serves, as last discovered
         self._subscriptions: set[Subscription] = set()
         self._kinds_interval = kinds_interval
         self.refresh_kinds()
 
     @property
     def kinds(self) -> dict[str, meta.Kind]:
-        """The kinds watched, by plural."""
-        return dict(self._kinds)
+        """The kinds watched and served, by plural (a custom kind whose definition is gone is left out)."""
+        return {p: k for p, k in self._kinds.items() if not k.custom or p in self._served}
 
     def refresh_kinds(self) -> None:
         """Make an informer for every kind of the kind table that has none yet."""
@@ -115,12 +115,12 @@ class ClusterState:
 
     async def discover_kinds(self) -> None:
         """Ask the server for the custom kinds it serves (when the client can), then watch any new one."""
-        discover = getattr(self.client, "discover", None)
-        if discover is not None:
-            try:
-                await discover()
-            except CaravanseraiError as exc:
-                log.warning("discovering custom kinds failed; retrying later", error=str(exc))
+        try:
+            found = await self.client.discover()
+        except CaravanseraiError as exc:
+            log.warning("discovering custom kinds failed; retrying later", error=str(exc))
+        else:
+            self._served = {k.plural for k in found if k.custom}
         self.refresh_kinds()
 
     def objects(self, resource: str) -> list[Any]:

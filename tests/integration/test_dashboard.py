@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +18,7 @@ from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import node, node_status, project
+from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
 from caravanserai.testing.dashboard import RunningDashboard, dashboard
 from caravanserai.testing.wait import wait_for
 
@@ -46,9 +49,13 @@ async def dash(api: RunningApiServer, cluster: Client) -> AsyncIterator[RunningD
         yield running
 
 
-async def get(d: RunningDashboard, path: str) -> tuple[int, Any]:
-    async with aiohttp.ClientSession() as s, s.get(d.url + path.lstrip("/")) as r:
-        return r.status, await r.json()
+async def get(d: RunningDashboard | str, path: str) -> tuple[int, Any]:
+    base = d if isinstance(d, str) else d.url
+    try:
+        async with aiohttp.ClientSession() as s, s.get(base + path.lstrip("/")) as r:
+            return r.status, await r.json()
+    except aiohttp.ClientConnectionError:
+        return 0, None  # not listening yet
 
 
 async def send(d: RunningDashboard, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
@@ -58,7 +65,7 @@ async def send(d: RunningDashboard, method: str, path: str, body: Any = None, **
         return r.status, await r.json()
 
 
-async def eventually(d: RunningDashboard, path: str, check: Any, timeout: float = 5) -> Any:
+async def eventually(d: RunningDashboard | str, path: str, check: Any, timeout: float = 5) -> Any:
     async def ready() -> Any:
         status, body = await get(d, path)
         return body if status == 200 and check(body) else None
@@ -183,3 +190,36 @@ async def test_off_loopback_needs_https_or_allow_insecure(api: RunningApiServer)
             pass
     async with dashboard(api.address, "--listen", "0.0.0.0:0", "--allow-insecure") as d:
         assert (await get(d, "/api/v1/config"))[0] == 200
+
+
+async def test_the_process_lists_a_custom_kind_defined_later_with_its_printer_columns(
+    api: RunningApiServer, cluster: Client
+) -> None:
+    """cara-dashboard as its own process: it learns the kind from the server (nothing is registered in it)."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "caravanserai.dashboard", "--server", api.address, "--listen", f"127.0.0.1:{port}",
+        "--log-level", "warning", stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        await define_projectset(cluster)
+        await cluster.resource(projectset_messages().ProjectSet).create(projectset("blue", replicas=3))
+        kinds = await eventually(url, "/api/v1/kinds",
+                                 lambda b: any(k["plural"] == "projectsets" for k in b["kinds"]), timeout=20)
+        (listed,) = [k for k in kinds["kinds"] if k["plural"] == "projectsets"]
+        assert listed["kind"] == "ProjectSet" and listed["columns"] == ["REPLICAS", "READY"]
+        table = await eventually(url, "/api/v1/kinds/projectsets", lambda b: b["rows"])
+        assert table["columns"] == ["REPLICAS", "READY"]
+        assert [(r["name"], r["cells"]) for r in table["rows"]] == [("blue", [3, None])]
+        _, obj = await get(url, "/api/v1/kinds/projectsets/blue")
+        assert obj["spec"]["replicas"] == 3
+    finally:
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 15) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
