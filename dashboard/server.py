@@ -125,21 +125,21 @@ class Dashboard:
 
     # ---- reads --------------------------------------------------------------------------------------------
 
-    async def _synced(self) -> float:
-        """The time now, once the caches are synced; ActionError 503 when they do not sync in time."""
+    async def _synced(self, *resources: str) -> float:
+        """The time now, once the caches of `resources` are synced; ActionError 503 when they do not sync in time."""
         try:
-            await asyncio.wait_for(self.state.factory.wait_synced(), SYNC_WAIT)
+            await asyncio.wait_for(self.state.wait_synced(*resources), SYNC_WAIT)
         except TimeoutError:
             raise ActionError(503, "the dashboard has not reached the API server yet") from None
         return self.state.clock.now()
 
     async def cluster(self, _request: web.Request) -> web.Response:
-        now = await self._synced()
+        now = await self._synced("nodes", "leases", "projects")
         s = self.state
         return _json(views.cluster_view(s.objects("nodes"), s.objects("leases"), s.objects("projects"), now))
 
     async def projects(self, request: web.Request) -> web.Response:
-        now = await self._synced()
+        now = await self._synced("projects")
         label, phase = request.query.get("label", ""), request.query.get("phase", "")
         try:
             return _json(views.projects_view(self.state.objects("projects"), now, label=label, phase=phase))
@@ -147,7 +147,7 @@ class Dashboard:
             raise ActionError(422, f"label: {err.message}") from None
 
     async def project(self, request: web.Request) -> web.Response:
-        now = await self._synced()
+        now = await self._synced("projects", "nodes", "events")
         project = self._project(request.match_info["name"])
         node = self.state.get("nodes", project.status.node_ref) if project.status.node_ref else None
         return _json(views.project_view(project, node, self.state.objects("events"), now))
@@ -159,7 +159,7 @@ class Dashboard:
         return project  # type: ignore[no-any-return]
 
     async def events(self, request: web.Request) -> web.Response:
-        now = await self._synced()
+        now = await self._synced("events")
         q = request.query
         return _json(views.events_view(self.state.objects("events"), now, type_=q.get("type", ""),
                                        obj=q.get("object", "")))
@@ -175,12 +175,12 @@ class Dashboard:
 
     async def kind(self, request: web.Request) -> web.Response:
         kind = self._kind(request.match_info["plural"])
-        now = await self._synced()
+        now = await self._synced(kind.plural)
         return _json(views.kind_table(kind, self.state.objects(kind.plural), now))
 
     async def object(self, request: web.Request) -> web.Response:
         kind = self._kind(request.match_info["plural"])
-        await self._synced()
+        await self._synced(kind.plural)
         name = request.match_info["name"]
         obj = self.state.get(kind.plural, name)
         if obj is None:
@@ -206,7 +206,7 @@ class Dashboard:
     async def project_logs(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: `line` with {"service", "text"} per log line (following), `failed` with
         {"error"} when the agent cannot be reached or refuses, then the stream ends."""
-        await self._synced()
+        await self._synced("projects", "nodes")
         project = self._project(request.match_info["name"])
         service = request.query.get("service", "")
         tail = _int(request.query.get("tail", "100"), "tail")

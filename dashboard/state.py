@@ -104,8 +104,11 @@ class ClusterState:
         return {p: k for p, k in self._kinds.items() if not k.custom or p in self._served}
 
     def refresh_kinds(self) -> None:
-        """Make an informer for every kind of the kind table that has none yet."""
+        """Make an informer for every kind of the kind table that has none yet (custom kinds: once discovered on the
+        server)."""
         for kind in known_kinds():
+            if kind.custom and kind.plural not in self._served:
+                continue  # registered in this process, but not (or no longer) served by our API server
             if kind.plural not in self.informers:
                 informer: Informer[Any] = self.factory.informer(kind.plural)
                 informer.add_event_handler(self._handler(kind.plural))
@@ -132,6 +135,11 @@ class ClusterState:
 
     def synced(self) -> bool:
         return self.factory.has_synced()
+
+    async def wait_synced(self, *resources: str) -> None:
+        """Wait until the informers of `resources` have synced (KeyError for a kind not watched)."""
+        for resource in resources:
+            await self.informers[resource].wait_synced()
 
     async def run(self) -> None:
         async with asyncio.TaskGroup() as group:
