@@ -14,6 +14,7 @@ from typing import Any
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.protoc import load_proto
+from caravanserai.testing.docker import DEFAULT_IMAGE
 
 GROUP = "example.com"
 PRINTER_COLUMNS = (("REPLICAS", ".spec.replicas"), ("READY", ".status.readyReplicas"))
@@ -42,8 +43,11 @@ async def define_projectset(client: Client, **kwargs: Any) -> v1.ResourceDefinit
     return await client.define(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, **options)
 
 
-def projectset(name: str, *, replicas: int = 1, image: str = "busybox", labels: dict[str, str] | None = None) -> Any:
-    """A ProjectSet object: `replicas` projects of one service running `image`, selected by `set=<name>`."""
+def projectset(
+    name: str, *, replicas: int = 1, image: str = DEFAULT_IMAGE, labels: dict[str, str] | None = None
+) -> Any:
+    """A ProjectSet object: `replicas` projects of one service running `image` (`sleep 3600`), selected by
+    `set=<name>`."""
     m = projectset_messages()
     obj = m.ProjectSet()
     obj.metadata.name = name
@@ -53,6 +57,7 @@ def projectset(name: str, *, replicas: int = 1, image: str = "busybox", labels: 
     service = obj.spec.template.spec.services.add()
     service.name = "main"
     service.image = image
+    service.command.extend(["sleep", "3600"])
     return obj
 
 

@@ -1,0 +1,132 @@
+"""The ProjectSet example operator (examples/projectset) as a separate process, with the scheduler, two real
+agents and real Docker: 3 replicas Running, a deleted one replaced, scaled to 1, the set deleted → all gone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from agent_harness import StartAgent
+
+from caravanserai import meta, v1
+from caravanserai.client import Client
+from caravanserai.clock import SystemClock
+from caravanserai.controller import Manager
+from caravanserai.controllers.scheduler import app as scheduler_app
+from caravanserai.errors import Invalid, NotFound
+from caravanserai.testing.apiserver import RunningApiServer
+from caravanserai.customkinds import register
+from caravanserai.testing.customkinds import GROUP, projectset, projectset_messages
+from caravanserai.testing.wait import wait_for
+
+OPERATOR = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
+SET_LABEL = "projectset.example.com/set"
+
+
+@contextlib.asynccontextmanager
+async def scheduler(client: Client) -> AsyncIterator[None]:
+    manager = Manager(client, clock=SystemClock(), shutdown_timeout=5.0)
+    scheduler_app.setup(manager, client, SystemClock())
+    task = asyncio.create_task(manager.run(), name="e2e-scheduler")
+    try:
+        yield
+    finally:
+        manager.stop()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, 10)
+
+
+@contextlib.asynccontextmanager
+async def operator(api: RunningApiServer) -> AsyncIterator[asyncio.subprocess.Process]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(OPERATOR), "--server", api.address, "--leader-elect", "--metrics-port", "0",
+        "--log-level", "warning", stdout=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def _projects(client: Client, name: str) -> dict[str, v1.Project]:
+    listed = await client.projects.list(label_selector=f"{SET_LABEL}={name}")
+    return {p.metadata.name: p for p in listed.items}
+
+
+def _ready(obj: Any) -> str:
+    cond = meta.get_condition(obj.status.conditions, "Ready")
+    return cond.status if cond is not None else ""
+
+
+async def test_projectset_operator_keeps_scales_and_cleans_up(
+    api: RunningApiServer, client: Client, start_agent: StartAgent
+) -> None:
+    agents = {(await start_agent()).node, (await start_agent()).node}
+    register(projectset_messages().ProjectSet, group=GROUP)  # the operator defines the kind; we only use it
+    sets = client.resource(projectset_messages().ProjectSet)
+    async with scheduler(client), operator(api) as proc:
+
+        async def served() -> bool:
+            assert proc.returncode is None, "the operator exited"
+            try:
+                await sets.list()
+            except Invalid:  # unknown resource until the operator defined it
+                return False
+            return True
+
+        await wait_for(served, timeout=30, message="the operator defined projectsets")
+        await sets.create(projectset("web", replicas=3))
+
+        async def all_running() -> bool:
+            found = await _projects(client, "web")
+            obj = await sets.get("web")
+            running = sorted(n for n, p in found.items() if p.status.phase == v1.RUNNING)
+            return running == ["web-0", "web-1", "web-2"] and obj.status.ready_replicas == 3 and _ready(obj) == v1.TRUE
+
+        await wait_for(all_running, timeout=90, message="3 replicas Running and the set Ready")
+        nodes = {p.status.node_ref for p in (await _projects(client, "web")).values()}
+        assert nodes <= agents and nodes, f"the scheduler placed the replicas on the agents' nodes, got {nodes}"
+
+        old_uid = (await client.projects.get("web-1")).metadata.uid
+        await client.projects.delete("web-1")
+
+        async def replaced() -> bool:
+            try:
+                p = await client.projects.get("web-1")
+            except NotFound:
+                return False
+            return p.metadata.uid != old_uid and p.status.phase == v1.RUNNING
+
+        await wait_for(replaced, timeout=90, message="web-1 replaced and Running")
+
+        obj = await sets.get("web")
+        obj.spec.replicas = 1
+        await sets.update(obj)
+
+        async def scaled_down() -> bool:
+            found = await _projects(client, "web")
+            current = await sets.get("web")
+            return list(found) == ["web-0"] and current.status.replicas == 1 and _ready(current) == v1.TRUE
+
+        await wait_for(scaled_down, timeout=90, message="scaled to one replica")
+
+        await sets.delete("web")
+
+        async def all_gone() -> bool:
+            try:
+                await sets.get("web")
+                return False
+            except NotFound:
+                return not await _projects(client, "web")
+
+        await wait_for(all_gone, timeout=90, message="the set and its projects gone")
