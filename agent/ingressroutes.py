@@ -4,8 +4,8 @@ Fed by informers (projects and nodes of the whole cluster), read by the ingress 
 
 Guarantees:
 
-* **Host names**: an ingress host without a dot means `{host}.{project}.local`; a dotted host is used verbatim;
-  an empty host means `{ingress name}.{project}.local`. Lookups ignore case, a trailing dot and a `:port`.
+* **Host names** follow `caravanserai.ingresshosts` (`{host}.{project}.local`, dotted hosts verbatim); lookups
+  ignore case, a trailing dot and a `:port`.
 * **Every declared route is known**, whatever the project's phase, so that the proxy can tell an unknown host
   (404) from a known host whose project is not Running (503). A project leaves the table when it is deleted.
 * **Conflicts are stable**: when two projects declare the same host, the older project (creation time, then
@@ -22,28 +22,9 @@ from dataclasses import dataclass
 
 from caravanserai import v1
 from caravanserai.informer import Informer
+from caravanserai.ingresshosts import INTERNAL, PUBLIC, normalize_host, route_host
 
-LOCAL_SUFFIX = ".local"
-PUBLIC = "Public"
-INTERNAL = "Internal"
 ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")
-
-
-def route_host(host: str, *, project: str, name: str) -> str:
-    """The host name a request must carry for an ingress of `project` (see the module docstring)."""
-    if "." in host:
-        return normalize_host(host)
-    return f"{(host or name).lower()}.{project}{LOCAL_SUFFIX}"
-
-
-def normalize_host(header: str) -> str:
-    """A Host header without port, trailing dot or upper case ("Web.Shop.local:8081" → "web.shop.local")."""
-    host = header.strip()
-    if host.startswith("["):  # an IPv6 literal
-        host = host[: host.find("]") + 1]
-    elif ":" in host:
-        host = host.rsplit(":", 1)[0]
-    return host.rstrip(".").lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,13 +171,9 @@ class RouteTable:
 
 
 __all__ = [
-    "INTERNAL",
     "NodeEndpoint",
-    "PUBLIC",
     "Route",
     "RouteTable",
     "node_endpoint",
-    "normalize_host",
     "project_routes",
-    "route_host",
 ]

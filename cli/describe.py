@@ -15,7 +15,7 @@ import click
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
-from caravanserai.errors import NotFound
+from caravanserai.errors import Forbidden, NotFound
 
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
@@ -32,7 +32,7 @@ async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list
     now = time.time()
     about = events_about(events, obj)
     if kind.plural == "projects":
-        return describe_project(obj, about, now)
+        return describe_project(obj, about, now, node=await _node_of(client, obj))
     if kind.plural == "leases":
         return describe_lease(obj, about, now)
     if kind.plural == "events":
@@ -45,6 +45,16 @@ async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list
     except NotFound:
         lease = None
     return describe_node(obj, lease, [p for p in bound if p.status.phase in v1.BOUND_PHASES], about, now)
+
+
+async def _node_of(client: Client, project: v1.Project) -> v1.Node | None:
+    """The project's node (None when it has none or it cannot be read)."""
+    if not project.status.node_ref or not project.spec.ingress:
+        return None
+    try:
+        return await client.nodes.get(project.status.node_ref)
+    except (NotFound, Forbidden):
+        return None
 
 
 async def _describe(settings: Settings, kind: meta.Kind, names: Sequence[str]) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from caravanserai import v1
+from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import rfc3339
+from caravanserai.ingresshosts import INTERNAL, ingress_host
 
 from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities, write_conditions, write_events
 from caravanserai.cli.printers import NONE, or_none
@@ -155,16 +157,52 @@ def service_status_rows(services: Sequence[v1.ServiceStatus]) -> list[list[str]]
     ]
 
 
-def describe_project(project: v1.Project, events: Sequence[v1.Event], now: float) -> str:
-    """The full description of `project`, with its `events`."""
+INGRESS_HEADERS = ("HOST", "TARGET", "SCOPE", "URL", "SERVED")
+
+
+def ingress_rows(project: v1.Project, node: v1.Node | None) -> list[list[str]]:
+    """One row per ingress: its host, target, scope, URL on the project's node and whether it is served there.
+    Every node's ingress answers for every host, forwarding to the project's node."""
+    port = node.status.network.ingress_port if node is not None else 0
+    address = node_address(node) if node is not None else ""
+    if project.status.phase != v1.RUNNING:
+        served = f"no: the project is {project.status.phase or 'Pending'}"
+    elif node is None:
+        served = f"unknown: node {project.status.node_ref} not readable"
+    elif not port:
+        served = f"no: node {node.metadata.name} runs no ingress (any other node's ingress forwards)"
+    else:
+        served = f"yes, by node {node.metadata.name} ({address}:{port})"
+    rows = []
+    for ingress in project.spec.ingress:
+        host = ingress_host(project, ingress)
+        url = f"http://{host}:{port}/" if port else f"http://{host}/"
+        target = f"{ingress.target.service}:{ingress.target.port}"
+        rows.append([host, target, ingress.access.scope or INTERNAL, url, served])
+    return rows
+
+
+def describe_project(project: v1.Project, events: Sequence[v1.Event], now: float, *, node: v1.Node | None = None) -> str:
+    """The full description of `project`, with its `events`; `node` is the project's node (for its ingress)."""
     out = Writer()
     out.fields(_header(project) + metadata_fields(project, now))
     _spec(out, project.spec)
     write_conditions(out, project.status.conditions, now)
     out.heading("Service Status")
     out.table(SERVICE_STATUS_HEADERS, service_status_rows(project.status.services))
+    if project.spec.ingress:
+        out.heading("Ingress Routes")
+        out.table(INGRESS_HEADERS, ingress_rows(project, node))
     write_events(out, events, now)
     return out.text()
 
 
-__all__ = ["SERVICE_STATUS_HEADERS", "deletion_outlook", "describe_project", "healthcheck_text", "service_status_rows"]
+__all__ = [
+    "INGRESS_HEADERS",
+    "SERVICE_STATUS_HEADERS",
+    "deletion_outlook",
+    "describe_project",
+    "healthcheck_text",
+    "ingress_rows",
+    "service_status_rows",
+]

@@ -1,7 +1,7 @@
 """The columns `caractrl get` prints for each kind (`-o table` and `-o wide`).
 
     nodes     NAME STATE SCHEDULABLE CPU MEMORY PROJECTS AGE   (+ LABELS ADDRESS THROUGHPUT LAST-HEARTBEAT)
-    projects  NAME PHASE NODE READY RESTARTS AGE                (+ REASON MESSAGE)
+    projects  NAME PHASE NODE READY RESTARTS AGE                (+ HOSTS REASON MESSAGE)
     events    LAST SEEN TYPE REASON OBJECT MESSAGE              (+ SOURCE COUNT FIRST SEEN NAME, before MESSAGE)
     leases    NAME HOLDER AGE                                   (+ DURATION RENEWED TRANSITIONS)
 
@@ -25,6 +25,7 @@ from caravanserai.client import Client
 from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import seconds
 from caravanserai.durations import format_duration
+from caravanserai.ingresshosts import ingress_host
 from caravanserai.quantity import cpu_millis, format_bytes, format_cpu, to_int
 
 from caravanserai.cli.printers import NONE, UNKNOWN, age, key_values, or_none
@@ -133,7 +134,10 @@ def project_row(project: v1.Project, ctx: RowContext, wide: bool) -> list[str]:
     ]
     if wide:
         cond = project_reason(project)
-        row += [or_none(cond.reason if cond else ""), or_none(cond.message if cond else "")]
+        hosts = ",".join(
+            f"{ingress_host(project, i)}->{i.target.service}:{i.target.port}" for i in project.spec.ingress
+        )
+        row += [or_none(hosts), or_none(cond.reason if cond else ""), or_none(cond.message if cond else "")]
     return row
 
 
@@ -193,7 +197,7 @@ COLUMNS: dict[str, Columns] = {
     ),
     "projects": Columns(
         ("NAME", "PHASE", "NODE", "READY", "RESTARTS", "AGE"),
-        ("NAME", "PHASE", "NODE", "READY", "RESTARTS", "AGE", "REASON", "MESSAGE"),
+        ("NAME", "PHASE", "NODE", "READY", "RESTARTS", "AGE", "HOSTS", "REASON", "MESSAGE"),
         project_row,
     ),
     "events": Columns(

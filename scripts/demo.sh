@@ -44,6 +44,17 @@ for _ in range(50):
         time.sleep(0.2)
 else:
     print(f"{url} does not answer yet; see: caractrl describe project hello")
+# The same page by host name, through the agent's ingress (cara up: 127.0.0.1:8081).
+request = urllib.request.Request("http://127.0.0.1:8081/", headers={"Host": "web.hello.local"})
+for _ in range(25):
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            print(f"web.hello.local through the ingress at 127.0.0.1:8081 answers: {response.read().decode().strip()}")
+            break
+    except OSError:
+        time.sleep(0.2)
+else:
+    print("the ingress at 127.0.0.1:8081 does not answer for web.hello.local yet; see: caractrl describe project hello")
 EOF
 
 cat <<'EOF'
@@ -56,6 +67,9 @@ Next: put the CLI on your PATH, then look around:
   caractrl get nodes                  # this machine, Ready
   caractrl describe project hello     # phase, conditions, services, events
   caractrl logs hello -f              # the web server's log: one line per request (Ctrl-C to stop)
+  curl -H 'Host: web.hello.local' http://127.0.0.1:8081/   # by host name, through the node's ingress
+  caractrl port-forward hello/web 9090:8080                  # then http://127.0.0.1:9090/ reaches the container
+  caractrl exec hello/web -- ls /tmp                         # a command inside the container
   cara status                         # the cluster's processes
   cara down                           # stop the cluster (state and running containers are kept)
 EOF

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install what Caravanserai needs on a Debian/Ubuntu machine, skipping what is already there:
 #   apt: etcd-server (etcd), docker.io (Docker Engine), busybox-static (test image), iproute2/iptables/util-linux
-#   (the fleet tier's namespaces); with --browser also chromium and chromium-driver (the dashboard's browser tests);
+#   (the fleet tier's namespaces), wrk (the ingress benchmark); with --browser also chromium and chromium-driver (the dashboard's browser tests);
 #   a .venv with the package.
 # Then make sure dockerd runs (removing a stale pid file left by a killed daemon).
 # Usage: scripts/setup.sh [--no-docker] [--browser]
@@ -29,6 +29,8 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
+# the load generator of bench/bench_ingress.py
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
   dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from caravanserai import v1
-from caravanserai.agent.ingressroutes import RouteTable, normalize_host, route_host
+from caravanserai.agent.ingressroutes import RouteTable
+from caravanserai.ingresshosts import normalize_host, route_host
 from caravanserai.testing.builders import project
 
 
