@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 import subprocess
+import urllib.request
 
 from fleet_helpers import QUICK_STOP, copies, wait_running
 
@@ -44,3 +47,46 @@ async def test_projects_spread_over_three_hosts_and_logs_cross_hosts(fleet: Flee
             message=f"logs of {name}",
         )
         assert "started on" in result.stdout
+
+
+WEB = ["sh", "-c", "echo hello-from-caravanserai > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"]
+INGRESS_PORT = 8081  # the agents' default --ingress-listen, inside each host's namespace
+
+
+async def test_ingress_and_port_forward_reach_a_project_on_another_host(fleet: Fleet) -> None:
+    project = builders.project("site", image=fleet.config.image, command=WEB, requests={"cpu": "100m"})
+    route = project.spec.ingress.add(name="web", host="web")
+    route.target.service, route.target.port, route.access.scope = project.spec.services[0].name, 8080, "Public"
+    async with fleet.client() as client:
+        await client.projects.create(project)
+        node = (await wait_running(client, ["site"]))["site"]
+    elsewhere = next(h for h in fleet.workers if h.name != node)
+
+    def via_ingress() -> bytes:
+        request = urllib.request.Request(f"http://{elsewhere.address}:{INGRESS_PORT}/index.html",
+                                         headers={"Host": "web.site.local"})
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - a harness address
+            return bytes(response.read())
+
+    body = await wait_for(lambda: asyncio.to_thread(via_ingress), 30, interval=0.5, message="ingress answers")
+    assert body == b"hello-from-caravanserai\n"
+
+    forward = await asyncio.create_subprocess_exec(
+        *fleet.caractrl_argv("port-forward", f"site/{project.spec.services[0].name}", ":8080"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert forward.stdout is not None
+        line = (await asyncio.wait_for(forward.stdout.readline(), 30)).decode()
+        local = re.search(r"Forwarding from (\S+):(\d+)", line)
+        assert local, line
+
+        def via_forward() -> bytes:
+            url = f"http://{local.group(1)}:{local.group(2)}/index.html"
+            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
+                return bytes(response.read())
+
+        assert await asyncio.to_thread(via_forward) == b"hello-from-caravanserai\n"
+    finally:
+        forward.terminate()
+        await forward.wait()

@@ -114,10 +114,13 @@ class Fleet:
         """A client of every apiserver with `identity`'s certificate."""
         return Client(self.server, tls=self.tls(identity), timeout=timeout, retry_timeout=retry_timeout)
 
+    def caractrl_argv(self, *args: str) -> list[str]:
+        """The command line of `caractrl ARGS…` as an admin against every apiserver."""
+        return _python("caravanserai.cli", "--server", self.server, *self._tls_args("admin"), *args)
+
     def caractrl(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """Run `caractrl` as an admin against every apiserver (blocking); the completed process."""
-        argv = _python("caravanserai.cli", "--server", self.server, *self._tls_args("admin"), *args)
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        return subprocess.run(self.caractrl_argv(*args), capture_output=True, text=True, timeout=timeout, check=False)
 
     # ---- lifecycle --------------------------------------------------------------------------------------------
 
