@@ -55,6 +55,8 @@ class HostDocker:
                 f"--pidfile={workdir / 'docker.pid'}",
                 f"--host=unix://{self.socket}",
                 f"--cgroup-parent=/{cgroup_parent}",
+                # room for thousands of project networks (the defaults give about 30); private to the namespace
+                "--default-address-pool=base=172.80.0.0/12,size=24",
                 "--log-level=warn",
             ],
             log_path=workdir / "dockerd.log",
