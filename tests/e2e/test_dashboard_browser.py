@@ -179,6 +179,12 @@ async def test_dashboard_live_in_a_browser(
         await until(browser, f"{web} on the node card", lambda b: web in text_of(b, card))
         await screenshot(browser, "cluster")
 
+        # Events (filtered by object) and the generic table of any kind.
+        await call(browser.get, d.url + f"#/events?object=project%2F{web}")
+        await until(browser, f"the events of {web}", lambda b: f"project/{web}" in text_of(b, "#events-table tbody"))
+        await call(browser.get, d.url + "#/kinds/nodes")
+        await until(browser, "the node in the generic table", lambda b: b.find_elements(By.CSS_SELECTOR, f'#kind-table tr[data-name="{node.node}"]'))
+
         # Deleting it through the page removes it (Terminating, stopped by the agent, then collected).
         await call(browser.get, d.url + "#/projects")
         button = await until(browser, "the delete button", lambda b: b.find_elements(By.CSS_SELECTOR, f'button.delete[data-name="{web}"]'))
