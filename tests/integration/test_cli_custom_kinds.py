@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from caravanserai.client import Client
+from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.customkinds import define_projectset, example_proto, projectset, projectset_messages
 
 from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
@@ -118,3 +120,33 @@ spec:
       - name: main
         image: busybox
 """
+
+
+async def test_get_watch_on_a_custom_kind(api: RunningApiServer, client: Client) -> None:
+    await define_projectset(client)
+    sets = client.resource(projectset_messages().ProjectSet)
+    await sets.create(projectset("first", replicas=2))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "caravanserai.cli", "--server", api.address, "get", "ps", "-w",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    try:
+        seen = await _read_until(proc.stdout, "first")
+        assert seen[0].split() == ["NAME", "REPLICAS", "READY", "AGE"]
+        await sets.create(projectset("second", replicas=5))
+        assert (await _read_until(proc.stdout, "second"))[-1].split()[:2] == ["second", "5"]
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+async def _read_until(stream: asyncio.StreamReader, word: str) -> list[str]:
+    got: list[str] = []
+    async with asyncio.timeout(20):
+        while True:
+            line = (await stream.readline()).decode()
+            assert line, "caractrl get -w ended"
+            got.append(line)
+            if word in line:
+                return got

@@ -112,14 +112,16 @@ Global___ResourceDefinitionSpec: _TypeAlias = ResourceDefinitionSpec  # noqa: Y0
 
 @_typing.final
 class ResourceDefinitionStatus(_message.Message):
-    """ResourceDefinitionStatus is what the apiserver reports about a definition."""
+    """ResourceDefinitionStatus holds observations about a definition made by tools or controllers (written with
+    UpdateStatus by admin; the apiserver itself writes none: a stored definition is served within a second).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
     CONDITIONS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def conditions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Condition]:
-        """Established (the kind is served)."""
+        """Conditions recorded by whoever observes the definition."""
 
     def __init__(
         self,
@@ -159,7 +161,7 @@ class ResourceDefinition(_message.Message):
 
     @_builtins.property
     def status(self) -> Global___ResourceDefinitionStatus:
-        """What the apiserver reports."""
+        """Observations of tools or controllers (the apiserver writes none)."""
 
     def __init__(
         self,

@@ -1,0 +1,94 @@
+"""The ProjectSet example controller in process (informers, work queue, Controller, Manager, EventRecorder on a
+custom kind) against a real apiserver, without agents: projects are created from the template, scaled, updated
+in place, and removed with the set through its finalizer."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from caravanserai import meta, v1
+from caravanserai.client import Client
+from caravanserai.errors import NotFound
+from caravanserai.testing.customkinds import projectset
+from caravanserai.testing.wait import wait_for
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
+
+
+@pytest.fixture(scope="module")
+def operator_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("projectset_controller", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.asynccontextmanager
+async def running(module: ModuleType, client: Client) -> AsyncIterator[None]:
+    await module.define_kind(client)
+    manager = module.build(client)
+    task = asyncio.create_task(manager.run(), name="projectset-manager")
+    try:
+        yield
+    finally:
+        manager.stop()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, 10)
+
+
+async def _names(client: Client) -> list[str]:
+    listed = await client.projects.list(label_selector="projectset.example.com/set=web")
+    return sorted(p.metadata.name for p in listed.items)
+
+
+async def test_controller_creates_scales_updates_and_cleans_up(operator_module: ModuleType, client: Client) -> None:
+    async with running(operator_module, client):
+        sets = client.resource(operator_module.ProjectSet)
+        web = projectset("web", replicas=3)
+        web.spec.template.labels["tier"] = "front"
+        await sets.create(web)
+
+        async def three() -> bool:
+            obj = await sets.get("web")
+            cond = meta.get_condition(obj.status.conditions, "Ready")
+            return (await _names(client) == ["web-0", "web-1", "web-2"] and obj.status.replicas == 3
+                    and cond is not None and cond.status == v1.FALSE and obj.status.observed_generation == 1)
+
+        await wait_for(three, timeout=20, message="three projects and a status")
+        p = await client.projects.get("web-1")
+        assert p.metadata.labels["tier"] == "front" and p.metadata.labels["set"] == "web"
+        events = await client.events.list(field_selector="involvedObject.kind=ProjectSet,involvedObject.name=web")
+        assert sorted(e.spec.message for e in events.items) == [f"created project web-{i}" for i in range(3)]
+
+        obj = await sets.get("web")
+        obj.spec.replicas = 1
+        obj.spec.template.spec.services[0].image = "caravanserai/busybox:other"
+        await sets.update(obj)
+
+        async def scaled_and_updated() -> bool:
+            if await _names(client) != ["web-0"]:
+                return False
+            return (await client.projects.get("web-0")).spec.services[0].image == "caravanserai/busybox:other"
+
+        await wait_for(scaled_and_updated, timeout=20, message="one project with the new template")
+
+        await sets.delete("web")
+
+        async def gone() -> bool:
+            try:
+                await sets.get("web")
+            except NotFound:
+                return await _names(client) == []
+            return False
+
+        await wait_for(gone, timeout=20, message="the set and its projects deleted")
