@@ -20,7 +20,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -29,7 +29,7 @@ import structlog
 from caravanserai import v1
 from caravanserai.agent import containers, naming, ordering, projectstatus
 from caravanserai.agent.dockerapi import DockerRefused, DockerRuntime, ImagePullFailed
-from caravanserai.agent.dockertypes import Labelled, Observed
+from caravanserai.agent.dockertypes import ContainerSummary, Labelled, Observed
 from caravanserai.errors import CaravanseraiError
 
 log = structlog.get_logger(__name__)
@@ -97,14 +97,15 @@ class ProjectRuntime:
         """Make every service of `project` run as its spec says, in `dependsOn` order; returns what each container
         looks like and what the services not started yet wait for. `with_health` fills in the health of
         containers whose checks the agent runs."""
-        await self.remove_stale(project)
+        kept = await self.remove_stale(project)
         await self.docker.ensure_network(containers.network_config(project, node=self.node))
         await gather_and_raise(
             self.docker.ensure_volume(containers.volume_config(project, volume, node=self.node))
             for volume in project.spec.volumes
         )
         by_name = {s.name: s for s in project.spec.services}
-        observed = {k: with_health(by_name[k], o) for k, o in (await self.observe(project)).items() if k in by_name}
+        current = await self.observe(project, kept)
+        observed = {k: with_health(by_name[k], o) for k, o in current.items() if k in by_name}
         pending, waiting = list(project.spec.services), dict[str, str]()
         failures: list[ServiceFailure] = []
         while pending:  # waves: what may start now starts in parallel; what it unblocks goes in the next wave
@@ -195,14 +196,16 @@ class ProjectRuntime:
             raise DockerRefused(404, f"container {container_id[:12]} vanished while starting")
         return found
 
-    async def remove_stale(self, project: v1.Project) -> None:
+    async def remove_stale(self, project: v1.Project) -> list[ContainerSummary]:
         """Remove what an older incarnation of the project (other uid) left, containers of services that are no
-        longer in the spec, and containers not under their service's name (made under an older naming scheme)."""
+        longer in the spec, and containers not under their service's name (made under an older naming scheme).
+        Returns the containers that stay."""
         name, uid = project.metadata.name, project.metadata.uid
         expected = {s.name: f"/{naming.container_name(name, s.name, self.node)}" for s in project.spec.services}
+        listed = await self.docker.list_containers(self._filter(name))
         stale = [
             c.id
-            for c in await self.docker.list_containers(self._filter(name))
+            for c in listed
             if c.label(naming.LABEL_PROJECT_UID) != uid or expected.get(c.label(naming.LABEL_SERVICE)) not in c.names
         ]
         await gather_and_raise(self.docker.remove_container(cid, timeout=self.stop_timeout) for cid in stale)
@@ -212,19 +215,24 @@ class ProjectRuntime:
             if v.label(naming.LABEL_PROJECT_UID) != uid
         ]
         await gather_and_raise(self.docker.remove_volume(v) for v in old_volumes)
+        return [c for c in listed if c.id not in stale]
 
     # ---- observe and stop --------------------------------------------------------------------------------
 
-    async def observe(self, project: v1.Project) -> dict[str, Observed]:
-        """The containers of the project's current incarnation, by service."""
-        found: dict[str, Observed] = {}
-        for summary in await self.docker.list_containers(self._filter(project.metadata.name)):
-            item = await self.docker.inspect_container(summary.id)
-            if item is None:
-                continue
-            if item.project_uid == project.metadata.uid:
-                found[item.service] = item
-        return found
+    async def observe(
+        self, project: v1.Project, listed: Sequence[ContainerSummary] | None = None
+    ) -> dict[str, Observed]:
+        """The containers of the project's current incarnation, by service (inspected concurrently; `listed`:
+        the project's containers as just listed, else they are listed here)."""
+        if listed is None:
+            listed = await self.docker.list_containers(self._filter(project.metadata.name))
+        items = await gather_all(self.docker.inspect_container(c.id) for c in listed)
+        _raise_unexpected(items)
+        return {
+            item.service: item
+            for item in items
+            if isinstance(item, Observed) and item.project_uid == project.metadata.uid
+        }
 
     async def restart_service(self, container_id: str) -> None:
         """Restart one container (stop with the configured timeout, then start): Docker does not restart

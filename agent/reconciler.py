@@ -57,7 +57,7 @@ log = structlog.get_logger(__name__)
 
 REASON_RESOURCES_REMOVED = "ResourcesRemoved"
 STALE_ATTEMPTS = 3
-UNSETTLED_RECHECK = 2.0  # seconds: a project waiting, starting, unhealthy or crash-looping is looked at again
+CRASHLOOP_RECHECK = 5.0  # seconds: a crash-looping project is looked at again (it leaves the state after a stable run)
 HANDOFF_POLL = 2.0  # seconds between looks at a project moved away whose old containers still run here
 
 
@@ -182,8 +182,17 @@ class ProjectReconciler:
         if verdict.phase is not None and verdict.phase != project.status.phase:
             await self._report(project, verdict.phase, verdict.reason, verdict.message)
         await self._report_services(project, updated, restarted)
-        settled = (verdict.ready and verdict.degraded is None) or verdict.phase in lifecycle.FINISHED
-        return None if settled else min(self._resync, UNSETTLED_RECHECK)
+        return self._next_look(verdict)
+
+    def _next_look(self, verdict: projectstatus.Assessment) -> float | None:
+        """None for a settled project (every service ready, nothing degraded, or finished); soon for a crash loop
+        (leaving it is a matter of time, not of an event); else after `resync` (Docker events, health changes and
+        the prober wake it before that)."""
+        if (verdict.ready and verdict.degraded is None) or verdict.phase in lifecycle.FINISHED:
+            return None
+        if any(s.state == projectstatus.CRASHLOOP for s in verdict.services):
+            return min(self._resync, CRASHLOOP_RECHECK)
+        return self._resync
 
     async def _restart_unhealthy(self, project: v1.Project, observed: dict[str, Observed]) -> list[str]:
         """Restart the running containers that failed their health check (Docker does not); the services."""
