@@ -120,7 +120,7 @@ def definition_from_schema(
     known = _add_own_files(pool)
     try:
         files = descriptor_pb2.FileDescriptorSet.FromString(schema).file
-        _add_files(pool, [f for f in files if f.name not in known])
+        _add_files(pool, [f for f in files if f.name not in known], known)
     except (DecodeError, SchemaError) as exc:
         raise ValueError(f"not a usable FileDescriptorSet: {exc}") from None
     found = [f"{f.package}.{m.name}".lstrip(".") for f in files for m in f.message_type if m.name == kind]
@@ -178,7 +178,7 @@ class Schema:
             files = descriptor_pb2.FileDescriptorSet.FromString(spec.schema).file
         except DecodeError:
             raise SchemaError("spec.schema", "is not a serialized google.protobuf.FileDescriptorSet") from None
-        _add_files(pool, [f for f in files if f.name not in known])
+        _add_files(pool, [f for f in files if f.name not in known], known)
         spec_desc = _find_message(pool, spec.spec_message, "spec.specMessage")
         status_desc = _find_message(pool, spec.status_message, "spec.statusMessage")
         object_desc = _object_message(pool, spec, spec_desc, status_desc)
@@ -203,10 +203,13 @@ def _add_own_files(pool: descriptor_pool.DescriptorPool) -> set[str]:
     return added
 
 
-def _add_files(pool: descriptor_pool.DescriptorPool, files: Sequence[descriptor_pb2.FileDescriptorProto]) -> None:
-    """Add `files` in an order where every import comes first; SchemaError for a missing import or a bad file."""
+def _add_files(
+    pool: descriptor_pool.DescriptorPool, files: Sequence[descriptor_pb2.FileDescriptorProto], known: set[str]
+) -> None:
+    """Add `files` (besides the `known` ones already in `pool`) in an order where every import comes first;
+    SchemaError for a missing import or a bad file."""
     pending = {f.name: f for f in files}
-    present = {f.name for f in files}
+    present = {f.name for f in files} | known
     while pending:
         ready = [f for f in pending.values() if not any(d in pending for d in f.dependency)]
         if not ready:

@@ -89,6 +89,7 @@ KINDS: dict[str, Kind] = {
 """The built-in kinds, by plural."""
 _CUSTOM: dict[str, Kind] = {}  # custom kinds this process registered (client side), by plural
 _BY_NAME: dict[str, Kind] = {k.kind: k for k in KINDS.values()}  # every known kind by kind name
+_BY_CLASS: dict[type[Any], Kind] = {k.cls: k for k in KINDS.values()}  # every known kind by message class
 
 
 def register(kind: Kind) -> Kind:
@@ -99,6 +100,8 @@ def register(kind: Kind) -> Kind:
     _CUSTOM[kind.plural] = kind
     _BY_NAME.clear()
     _BY_NAME.update({k.kind: k for k in registered()})
+    _BY_CLASS.clear()
+    _BY_CLASS.update({k.cls: k for k in registered()})
     return kind
 
 
@@ -127,9 +130,9 @@ def kind_of(obj: Message) -> Kind:
 
 def kind_of_class(cls: type[Any]) -> Kind:
     """The Kind whose message class is `cls`; TypeError naming what to do when it is not known."""
-    for k in registered():
-        if cls is k.cls:
-            return k
+    found = _BY_CLASS.get(cls)
+    if found is not None:
+        return found
     raise TypeError(
         f"{cls.__name__} is not a known kind: define it (Client.define) or register it "
         "(caravanserai.customkinds.register) first"

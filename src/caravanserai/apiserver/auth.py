@@ -12,6 +12,10 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 |                     | update its own events                                                                |
 | anyone else         | read-only: get, list, watch                                                          |
 
+Custom kinds: only `admin` writes ResourceDefinitions; `controller:*` identities also write objects of custom
+kinds and their status; `node:*` identities may use only the verbs a definition lists in `nodeVerbs`. The
+per-kind rules live in each kind's strategy (`controller_writes`, `node_allows`).
+
 With authentication off (no TLS client CA and no token file: a loopback development cluster) every caller is
 `admin`. Every denial is PERMISSION_DENIED and logged.
 """

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from caravanserai import meta, v1
-from caravanserai.apiserver import validation
+from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
 from caravanserai.apiserver.schemaevolution import breaking_changes
 from caravanserai.customkinds import Schema, SchemaError, definition_name
@@ -92,7 +92,7 @@ class ResourceDefinitionStrategy(KindStrategy):
         async for page in ctx.store.pages(self.plural):
             for item in page.items:
                 if item.name != obj.metadata.name:
-                    other = v1.ResourceDefinition.FromString(item.value)
+                    other = codec.decode(v1.ResourceDefinition, item.value, item.mod_revision)
                     taken.update({name: f"definition {item.name}" for _, name in _names(other.spec)})
         violations = [
             FieldViolation(path, f"{quote(name)} is taken by {taken[name]}")

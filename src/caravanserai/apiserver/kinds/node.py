@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from caravanserai import meta, v1
-from caravanserai.apiserver import validation
+from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
 from caravanserai.errors import FailedPrecondition
 from caravanserai.selectors import FieldSelector, validate_dns_subdomain
@@ -45,7 +45,7 @@ class NodeStrategy(KindStrategy):
         busy: list[str] = []
         async for page in ctx.store.pages("projects"):
             for item in page.items:
-                project = v1.Project.FromString(item.value)
+                project = codec.decode(v1.Project, item.value, item.mod_revision)
                 if project.status.node_ref == node and project.status.phase in v1.BOUND_PHASES:
                     busy.append(item.name)
         if busy:

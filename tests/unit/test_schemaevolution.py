@@ -1,0 +1,116 @@
+"""Schema evolution of custom kinds: which changes of a definition's schema break stored objects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from google.protobuf import descriptor_pb2
+
+from caravanserai import customkinds, v1
+from caravanserai.apiserver.schemaevolution import breaking_changes
+from caravanserai.customkinds import Schema, SchemaError
+from caravanserai.testing.customkinds import projectset_messages
+
+Field = descriptor_pb2.FieldDescriptorProto
+
+
+def _definition() -> v1.ResourceDefinition:
+    m = projectset_messages()
+    return customkinds.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com")
+
+
+def _edited(edit: Callable[[descriptor_pb2.FileDescriptorProto], None]) -> Schema:
+    definition = _definition()
+    files = descriptor_pb2.FileDescriptorSet.FromString(definition.spec.schema)
+    edit(next(f for f in files.file if f.name == "projectset.proto"))
+    definition.spec.schema = files.SerializeToString()
+    return Schema.compile(definition.spec)
+
+
+def _message(file: descriptor_pb2.FileDescriptorProto, name: str) -> Any:
+    return next(m for m in file.message_type if m.name == name)
+
+
+def _add_field(file: descriptor_pb2.FileDescriptorProto) -> None:
+    _message(file, "ProjectSetSpec").field.add(name="paused", number=9, type=Field.TYPE_BOOL, json_name="paused")
+
+
+def _add_enum_value(file: descriptor_pb2.FileDescriptorProto) -> None:
+    file.enum_type[0].value.add(name="RECREATE", number=2)
+
+
+def _drop_enum_value(file: descriptor_pb2.FileDescriptorProto) -> None:
+    del file.enum_type[0].value[1]
+
+
+def _retype_nested(file: descriptor_pb2.FileDescriptorProto) -> None:
+    status = _message(file, "ProjectSetStatus")
+    status.field[1].type = Field.TYPE_INT64  # ready_replicas int32 → int64
+
+
+def _repeat(file: descriptor_pb2.FileDescriptorProto) -> None:
+    _message(file, "ProjectSetSpec").field[0].label = Field.LABEL_REPEATED
+
+
+def _rename(file: descriptor_pb2.FileDescriptorProto, old: str, new: str) -> None:
+    """Rename message `old` to `new`, with every reference to it (and to its nested map entries)."""
+    _message(file, old).name = new
+    for message in file.message_type:
+        for field in (f for f in message.field if f.type_name):
+            field.type_name = field.type_name.replace(f".example.projectset.{old}", f".example.projectset.{new}")
+
+
+def _rename_template(file: descriptor_pb2.FileDescriptorProto) -> None:
+    _rename(file, "ProjectTemplate", "Template")
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (_add_field, []),
+        (_add_enum_value, []),
+        (_drop_enum_value, [("spec.updatePolicy", "enum value ON_DELETE (1) was removed")]),
+        (_retype_nested, [("status.readyReplicas", "field number 2 changes type from int32 to int64")]),
+        (_repeat, [("spec.replicas", "field number 1 changes type from int32 to repeated int32")]),
+        (
+            _rename_template,
+            [("spec.template", "field number 3 changes type from example.projectset.ProjectTemplate to "
+                               "example.projectset.Template")],
+        ),
+    ],
+)
+def test_breaking_changes(edit: Callable[[descriptor_pb2.FileDescriptorProto], None], expected: list[tuple[str, str]]) -> None:
+    old = Schema.compile(_definition().spec)
+    found = breaking_changes(old, _edited(edit))
+    assert [(v.field, v.description) for v in found] == expected
+
+
+def test_a_removed_spec_message_is_named() -> None:
+    old = Schema.compile(_definition().spec)
+    definition = _definition()
+    files = descriptor_pb2.FileDescriptorSet.FromString(definition.spec.schema)
+    file = next(f for f in files.file if f.name == "projectset.proto")
+    _rename(file, "ProjectSetSpec", "SetSpec")
+    definition.spec.schema = files.SerializeToString()
+    definition.spec.spec_message = "example.projectset.SetSpec"
+    found = breaking_changes(old, Schema.compile(definition.spec))
+    assert [(v.field, v.description) for v in found] == [
+        ("spec.schema", "message example.projectset.ProjectSetSpec (used by spec) was removed")
+    ]
+
+
+def test_schemas_that_do_not_build_name_the_field() -> None:
+    definition = _definition()
+    definition.spec.spec_message = "example.projectset.Nope"
+    with pytest.raises(SchemaError) as info:
+        Schema.compile(definition.spec)
+    assert (info.value.field, info.value.message) == ("spec.specMessage", "message example.projectset.Nope is not in spec.schema")
+    definition = _definition()
+    files = descriptor_pb2.FileDescriptorSet.FromString(definition.spec.schema)
+    del files.file[:]  # nothing but the derived object message would remain
+    definition.spec.schema = files.SerializeToString()
+    with pytest.raises(SchemaError) as info:
+        Schema.compile(definition.spec)
+    assert info.value.field == "spec.specMessage"
