@@ -30,11 +30,12 @@ from caravanserai.client.apply import (
     merged,
 )
 from caravanserai.errors import ApiError, Invalid, Unavailable
+from caravanserai.manifestfiles import Document
 
 from caravanserai.cli.common import output_option, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, invalid, one_line, reason, report
-from caravanserai.cli.manifests import Document, manifest_sources, read_manifests
+from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.printers import render_objects, resource_name
 from caravanserai.cli.resources import discover_kinds
 
@@ -81,7 +82,7 @@ def apply(settings: Settings, filenames: Sequence[str], output: str | None, dry_
 
 async def _apply(settings: Settings, filenames: Sequence[str], fmt: str, dry_run: bool) -> None:
     await discover_kinds(settings)
-    documents, failed = read_manifests(manifest_sources(filenames))
+    documents, failed = read_manifests(filenames)
     if not documents and not failed:
         raise CommandError("error: no objects passed to apply")
     outcomes: list[Applied] = []

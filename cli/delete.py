@@ -30,7 +30,7 @@ from caravanserai.errors import CaravanseraiError, NotFound
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found, report
-from caravanserai.cli.manifests import manifest_sources, read_manifests
+from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.resources import CUSTOM_KINDS, discover_kinds, is_allowed, parse_target
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
 
@@ -113,7 +113,7 @@ async def _delete_named(settings: Settings, kind: meta.Kind, names: list[str], s
 
 async def _delete_files(settings: Settings, sources: Sequence[str], opts: DeleteOptions) -> None:
     await discover_kinds(settings)
-    documents, failed = read_manifests(manifest_sources(sources))
+    documents, failed = read_manifests(sources)
     targets = []
     for doc in documents:
         kind = meta.kind_of(doc.object)

@@ -1,4 +1,5 @@
-"""Manifests: YAML or JSON documents in, v1 objects out, and back.
+"""Manifests: YAML or JSON documents in, v1 objects out, and back. Reading files, directories and stdin, and
+loading them a document at a time, is `caravanserai.manifestfiles`.
 
     objects = load_manifests(text, source="web.yaml")
     print(dump_yaml(objects))
@@ -29,10 +30,9 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
-import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TextIO, TypeAlias
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -52,9 +52,6 @@ MAX_DEPTH = 64
 
 MAX_VALUES = 500_000
 """Most values (scalars, mappings, lists, counted after expanding aliases) accepted in one document."""
-
-MANIFEST_SUFFIXES = (".json", ".yaml", ".yml")
-"""Files `load_manifest_files` reads from a directory."""
 
 def _kind_names() -> str:
     """The kinds a manifest may hold: the built-in ones, then custom kinds known to this process."""
@@ -126,11 +123,13 @@ _Constructor.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _Constructor.add_constructor("tag:yaml.org,2002:timestamp", _construct_time)
 
 
-def _documents(text: str, source: str) -> tuple[list[Any], FieldViolation | None]:
-    """Every document of `text` up to the first syntax error (None for empty ones), and that error."""
+def _documents(text: str, first_line: int) -> tuple[list[Any], FieldViolation | None]:
+    """Every document of `text` up to the first syntax error (None for empty ones), and that error. Line numbers
+    in errors count from `first_line` (0: the text is a whole file)."""
     next_line = text.find("\x85")
     if next_line >= 0:  # ruamel reads U+0085 as a line break even inside quotes: the string would silently change
-        line, column = text.count("\n", 0, next_line) + 1, next_line - text.rfind("\n", 0, next_line)
+        line = first_line + text.count("\n", 0, next_line) + 1
+        column = next_line - text.rfind("\n", 0, next_line)
         problem = "U+0085 (next line) is read as a line break; write it as \\N or \\u0085 in a double-quoted string"
         return [], FieldViolation("", f"line {line}, column {column}: invalid YAML: {problem}")
     yaml = YAML(typ="rt")
@@ -143,7 +142,7 @@ def _documents(text: str, source: str) -> tuple[list[Any], FieldViolation | None
     except YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         mark = getattr(exc, "problem_mark", None) if isinstance(exc, MarkedYAMLError) else None
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        where = f"line {first_line + mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         return documents, FieldViolation("", f"{where}invalid YAML: {problem}")
     except Exception as exc:  # noqa: BLE001 - ruamel's constructors raise plain Python errors on hostile input
         # such as `!!float abc`, `!!bool maybe`, `!!int 0x`, `!!set x` or a list holding a mapping used as a key
@@ -210,19 +209,28 @@ def _elements(document: object) -> list[Any] | None:
     return None
 
 
-def _load(text: str, source: str) -> tuple[list[Resource], list[str], list[FieldViolation]]:
-    """Objects, error lines and violations of one source."""
-    objects: list[Resource] = []
-    lines: list[str] = []
-    violations: list[FieldViolation] = []
-    documents, syntax_error = _documents(text, source)
-    for number, document in enumerate(documents, start=1):
+@dataclass
+class Parsed:
+    """What `parse_manifests` found: the objects, and one line per problem (`<origin>: <problem>`) with its
+    violation."""
+
+    objects: list[Resource] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    violations: list[FieldViolation] = field(default_factory=list)
+
+
+def parse_manifests(text: str, *, source: str, first_document: int = 1, first_line: int = 0) -> Parsed:
+    """The objects and problems of every document in `text`. Problems name `<source>, document <n>` (n counting
+    from `first_document`) and lines counting from `first_line`, for a text cut out of a larger file."""
+    parsed = Parsed()
+    documents, syntax_error = _documents(text, first_line)
+    for number, document in enumerate(documents, start=first_document):
         place = f"{source}, document {number}"
         elements = _elements(document)
         if elements is not None and not _within(elements, MAX_VALUES):  # one budget for all items together
             too_large = FieldViolation("", f"too large: more than {MAX_VALUES} values (an alias counts each use)")
-            lines.append(f"{place}: {too_large.description}")
-            violations.append(too_large)
+            parsed.problems.append(f"{place}: {too_large.description}")
+            parsed.violations.append(too_large)
             continue
         items = [(place, document)]
         if elements is not None:
@@ -231,14 +239,14 @@ def _load(text: str, source: str) -> tuple[list[Resource], list[str], list[Field
             if data is None:
                 continue
             try:
-                objects.append(_resource(data))
+                parsed.objects.append(_resource(data))
             except Invalid as exc:
-                lines.extend(f"{where}: {v}" if v.field else f"{where}: {v.description}" for v in exc.violations)
-                violations.extend(exc.violations)
+                parsed.problems.extend(f"{where}: {v}" if v.field else f"{where}: {v.description}" for v in exc.violations)
+                parsed.violations.extend(exc.violations)
     if syntax_error is not None:
-        lines.append(f"{source}, document {len(documents) + 1}: {syntax_error.description}")
-        violations.append(syntax_error)
-    return objects, lines, violations
+        parsed.problems.append(f"{source}, document {first_document + len(documents)}: {syntax_error.description}")
+        parsed.violations.append(syntax_error)
+    return parsed
 
 
 def load_manifests(text: str, *, source: str = "<stdin>") -> list[Resource]:
@@ -246,54 +254,10 @@ def load_manifests(text: str, *, source: str = "<stdin>") -> list[Resource]:
 
     Raises `Invalid` listing every problem of every document (its message joins them with "; ").
     """
-    objects, lines, violations = _load(text, source)
-    if lines:
-        raise Invalid("; ".join(lines), violations)
-    return objects
-
-
-def _sources(path: str, stdin: TextIO | None) -> list[tuple[str, str]]:
-    """(source name, text) for a file, for each manifest file of a directory, or for "-" (stdin)."""
-    if path == "-":
-        return [("<stdin>", (stdin or sys.stdin).read())]
-    if os.path.isdir(path):
-        names = sorted(n for n in os.listdir(path) if n.endswith(MANIFEST_SUFFIXES))
-        files = [os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))]
-    else:
-        files = [path]
-    sources = []
-    for file in files:
-        with open(file, encoding="utf-8-sig") as handle:
-            sources.append((file, handle.read()))
-    return sources
-
-
-def load_manifest_files(paths: Sequence[str], *, stdin: TextIO | None = None) -> list[Resource]:
-    """The objects of every manifest in `paths`: files, directories (their *.yaml, *.yml and *.json files, by
-    name, not recursively) and "-" for `stdin` (default `sys.stdin`).
-
-    Every path is read and checked before raising one `Invalid` that lists every problem, unreadable files
-    included (`<path>: cannot read: <reason>`).
-    """
-    objects: list[Resource] = []
-    lines: list[str] = []
-    violations: list[FieldViolation] = []
-    for path in paths:
-        try:
-            sources = _sources(path, stdin)
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
-            lines.append(f"{path}: cannot read: {reason}")
-            violations.append(FieldViolation("", f"{path}: cannot read: {reason}"))
-            continue
-        for source, text in sources:
-            found, problems, refused = _load(text, source)
-            objects.extend(found)
-            lines.extend(problems)
-            violations.extend(refused)
-    if lines:
-        raise Invalid("; ".join(lines), violations)
-    return objects
+    parsed = parse_manifests(text, source=source)
+    if parsed.problems:
+        raise Invalid("; ".join(parsed.problems), parsed.violations)
+    return parsed.objects
 
 
 # ---- output -------------------------------------------------------------------------------------------------
@@ -336,13 +300,13 @@ def dump_json(objs: Sequence[Message]) -> str:
 
 
 __all__ = [
-    "MANIFEST_SUFFIXES",
     "MAX_DEPTH",
     "MAX_VALUES",
+    "Parsed",
     "Resource",
     "dump_json",
     "dump_yaml",
-    "load_manifest_files",
     "load_manifests",
+    "parse_manifests",
     "to_dict",
 ]

@@ -15,12 +15,12 @@ from caravanserai.backoff import Backoff
 from caravanserai.client.apply import LAST_APPLIED, applied_form, configuration, merged, same
 from caravanserai.cli.config import ConfigError, Settings, channel_credentials, load_config
 from caravanserai.cli.errors import describe_error, invalid, not_found
-from caravanserai.cli.manifests import Source, load_source, split_documents
 from caravanserai.cli.resources import CONFLICT_RETRIES, modify, parse_target
 from caravanserai.cli.wait import hopeless, parse_condition
 from caravanserai.cli.watching import Selection, Watcher
 from caravanserai.client import Change, ObjectList
 from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid, Unavailable
+from caravanserai.manifestfiles import Source, load_source, split_documents
 from caravanserai.testing import builders
 
 # ---- apply merge ----------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import pytest
 
 from caravanserai import manifest, v1
 from caravanserai.errors import Invalid
-from caravanserai.manifest import dump_json, dump_yaml, load_manifest_files, load_manifests, to_dict
+from caravanserai.manifest import dump_json, dump_yaml, load_manifests, to_dict
+from caravanserai.manifestfiles import load_manifest_files
 
 WEB = """\
 apiVersion: caravanserai/v1
