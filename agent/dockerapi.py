@@ -302,6 +302,7 @@ class DockerRuntime:
         subscriber = events.subscribe(create_task=False)
         filters = {"type": ["container"], "label": label_filter, "event": list(actions)}
         reader = asyncio.create_task(events.run(filters=filters, since=since), name="docker-events")
+        getter: asyncio.Future[Any] | None = None
         try:
             while True:
                 getter = asyncio.ensure_future(subscriber.get())
@@ -317,6 +318,8 @@ class DockerRuntime:
         except (aiodocker.DockerError, aiohttp.ClientError, OSError) as exc:
             raise wrap_error(exc, "docker events") from exc
         finally:
+            if getter is not None:
+                getter.cancel()  # closed while waiting: the getter must not outlive the stream
             if not reader.done():
                 await events.stop()
                 reader.cancel()

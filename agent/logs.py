@@ -72,6 +72,7 @@ async def merge_live(sources: list[AsyncIterator[T]]) -> AsyncIterator[T]:
             await out.put(item)
 
     tasks = [asyncio.create_task(pump(source)) for source in sources]
+    getter: asyncio.Future[T] | None = None
     try:
         while True:
             if not out.empty():
@@ -91,6 +92,8 @@ async def merge_live(sources: list[AsyncIterator[T]]) -> AsyncIterator[T]:
             else:
                 getter.cancel()  # a source ended; an item put meanwhile stays queued
     finally:
+        if getter is not None:
+            getter.cancel()  # closed while waiting: the getter must not outlive the merge
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

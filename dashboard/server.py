@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,9 @@ class Dashboard:
         self.actions = actions
         self.logs = logs
         self.server = server
+        # The tasks serving server-sent event streams. A browser that went away is noticed only at the stream's
+        # next write, and aiohttp no longer tracks that handler, so shutdown ends every stream itself.
+        self._streams: set[asyncio.Task[Any]] = set()
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[_guard], client_max_size=2 * 1024 * 1024)
@@ -105,7 +108,25 @@ class Dashboard:
         app.router.add_delete("/api/v1/projects/{name}", r.delete_project)
         app.router.add_post("/api/v1/nodes/{name}/{action:cordon|uncordon|drain}", r.node_action)
         app.router.add_static("/static/", STATIC, append_version=False)
+        app.on_shutdown.append(self._end_streams)
         return app
+
+    @contextlib.contextmanager
+    def _streaming(self) -> Iterator[None]:
+        task = asyncio.current_task()
+        assert task is not None
+        self._streams.add(task)
+        try:
+            yield
+        finally:
+            self._streams.discard(task)
+
+    async def _end_streams(self, _app: web.Application) -> None:
+        streams = set(self._streams)
+        for task in streams:
+            task.cancel()
+        if streams:
+            await asyncio.wait(streams)
 
     # ---- the page and health ----------------------------------------------------------------------------
 
@@ -192,7 +213,7 @@ class Dashboard:
     async def stream(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: `change` with {"resources": [...], "objects": [{resource, name, type}]}."""
         response = await _event_stream(request)
-        with self.state.subscribe() as subscription, contextlib.suppress(ConnectionResetError):
+        with self._streaming(), self.state.subscribe() as subscription, contextlib.suppress(ConnectionResetError):
             await response.write(b"event: hello\ndata: {}\n\n")
             while True:
                 change = await subscription.next(clock=self.state.clock, coalesce=COALESCE, timeout=KEEPALIVE)
@@ -212,6 +233,11 @@ class Dashboard:
         tail = _int(request.query.get("tail", "100"), "tail")
         lines = self.logs.open(project, service, tail=tail)  # ActionError before the stream opens
         response = await _event_stream(request)
+        with self._streaming():
+            return await self._send_lines(response, lines)
+
+    @staticmethod
+    async def _send_lines(response: web.StreamResponse, lines: AsyncGenerator[v1.LogLine, None]) -> web.StreamResponse:
         try:
             async for line in lines:
                 data = json.dumps({"service": line.service, "text": line.data.decode("utf-8", "replace")})

@@ -1,22 +1,84 @@
-"""Fixtures shared by every test tier: one real etcd for the session, and a store with its own key prefix."""
+"""Fixtures and guards shared by every test tier.
+
+* One real etcd for the session, and a store with its own key prefix per test.
+* The informer's cache mutation detector is on for the whole session: every controller and agent a test runs,
+  in process or as a child process (children inherit the environment), fails loudly when it changes a cached
+  object. Set here, before any informer exists, because the detector reads the environment when it is made.
+* `no_leftover_tasks` (autouse) fails a test that leaves asyncio tasks running in the session's event loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import os
 import uuid
+import weakref
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from caravanserai.storage import EtcdClient, Store
+from caravanserai.informer.mutation import ENV_VAR as MUTATION_DETECTOR_ENV
 from caravanserai.logging import configure_logging
+from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 
 # The plugin's fixtures (cara_etcd, cara_apiserver, cara_client, fake_clock), named here too so that the suite
 # runs in an environment installed before the plugin's entry point existed.
 from caravanserai.testing.plugin import cara_apiserver, cara_client, cara_etcd, fake_clock  # noqa: F401
 
+os.environ[MUTATION_DETECTOR_ENV] = "1"
+
 # Logs of in-process servers go to stderr (pytest shows them for failing tests), never into captured stdout.
 configure_logging("info", json=False)
+
+LEFTOVER_GRACE = 1.0
+"""Seconds a task started by a test may take to finish after the test's fixtures are torn down (a cancelled task
+that still runs its cleanup); a task still running then is a leak."""
+
+_RUNNING_TEST: contextvars.ContextVar[str | None] = contextvars.ContextVar("running_test", default=None)
+"""The test whose code (or whose function-scoped fixtures) is creating a task: set by `no_leftover_tasks` and
+inherited by everything the test runs, but not by servers of session or module fixtures started earlier, whose
+own tasks (a gRPC server's per-call tasks, say) belong to them, not to the test that sent the call."""
+
+
+@pytest.fixture(autouse=True)
+async def no_leftover_tasks(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Fail the test when a task that it (or one of its function-scoped fixtures) started still runs after its
+    teardown and a grace of `LEFTOVER_GRACE`. Leftovers are reported, not cancelled: they are the bug to fix."""
+    loop = asyncio.get_running_loop()
+    test = request.node.nodeid
+    started: weakref.WeakSet[asyncio.Future[Any]] = weakref.WeakSet()
+    previous = loop.get_task_factory()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        task = previous(loop, coro, **kwargs) if previous is not None else asyncio.Task(coro, loop=loop, **kwargs)
+        context = kwargs.get("context")
+        if (context.get(_RUNNING_TEST) if context is not None else _RUNNING_TEST.get()) == test:
+            started.add(task)
+        return task
+
+    loop.set_task_factory(factory)
+    _RUNNING_TEST.set(test)
+    try:
+        yield
+    finally:
+        loop.set_task_factory(previous)
+    current = asyncio.current_task()
+    running = [t for t in started if t is not current and not t.done()]
+    if running:
+        await asyncio.wait(running, timeout=LEFTOVER_GRACE)
+    leftover = [t for t in running if not t.done()]
+    if leftover:
+        described = "; ".join(sorted(_describe(t) for t in leftover))
+        pytest.fail(f"the test left asyncio tasks running: {described}", pytrace=False)
+
+
+def _describe(task: asyncio.Future[Any]) -> str:
+    coro = task.get_coro() if isinstance(task, asyncio.Task) else None
+    name = task.get_name() if isinstance(task, asyncio.Task) else "future"
+    return f"{name} ({getattr(coro, '__qualname__', None) or coro!r})"
 
 
 @pytest.fixture(scope="session")

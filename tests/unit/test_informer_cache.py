@@ -414,7 +414,10 @@ async def test_a_silent_watch_is_restarted_from_the_last_bookmark() -> None:
     clock = FakeClock()
     api = FakeProjects()
     api.put(project("a"))
-    informer = informer_of(api, clock=clock, watch_idle_timeout=60.0, backoff=Backoff(initial=1.0, jitter=0.0))
+    # The detector (on in tests) would add its periodic check as a second sleeper on the fake clock.
+    informer = informer_of(
+        api, clock=clock, watch_idle_timeout=60.0, backoff=Backoff(initial=1.0, jitter=0.0), detect_mutations=False
+    )
     async with running(informer.run()):
         await informer.wait_synced()
         await until(lambda: clock.sleepers == 1)  # the watchdog

@@ -162,7 +162,8 @@ class Manager:
     # ---- running ----------------------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Run until `stop()` (returns after a clean stop) or cancellation; raises the first failure of a part."""
+        """Run until `stop()` (returns after a clean stop) or cancellation; raises the first failure of a part.
+        However it ends, the controllers' queues are shut down after it (no delayed add keeps a timer running)."""
         if self._running:
             raise RuntimeError("the manager is already running")
         self._check_sources()
@@ -182,6 +183,9 @@ class Manager:
             raise failed.exceptions[0] from None
         finally:
             self._running = False
+            # However the run ended (stop, cancellation, a failure), no queue keeps a delayed-add timer running.
+            for controller in self._controllers:
+                await controller.shut_down(drain=False)
             loop = asyncio.get_running_loop()
             while self._signals:
                 loop.remove_signal_handler(self._signals.pop())
