@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 
+from fleet_helpers import QUICK_STOP, wait_running
+
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.client.resumable import Listed, ResumableWatch
@@ -114,6 +116,9 @@ async def test_killing_one_apiserver_under_load_loses_and_fails_nothing(fleet: F
         assert sorted(stored) == sorted(load.names)
         assert load.lists == 1
         assert load.failed_requests == 0
-        nodes = await client.nodes.list()
-        assert all(n.status.state == v1.NODE_READY for n in nodes)  # agents failed over too
         await _cleanup(client, stored)
+        nodes = await client.nodes.list()
+        assert all(n.status.state == v1.NODE_READY for n in nodes)  # the agents failed over too
+        # and the controllers: a new project is scheduled and runs with one apiserver gone
+        await client.projects.create(builders.project("after-kill", image=fleet.config.image, command=QUICK_STOP))
+        await wait_running(client, ["after-kill"])

@@ -1,0 +1,46 @@
+"""A fleet whose test process was killed leaves namespaces, links, a rule, a route and processes behind; the next
+run removes all of it (keyed by the run's name prefix and its run directory)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from caravanserai.testing.fleet import HostProcess, NamespacesUnavailable, Network, check_available, cleanup
+from caravanserai.testing.fleet.netns import PREFIX, free_subnet, sh
+
+
+async def test_leftovers_of_a_killed_run_are_removed() -> None:
+    try:
+        check_available()
+    except NamespacesUnavailable as exc:
+        pytest.skip(f"fleet tier skipped: {exc}")
+    run_id = "dead"
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer exists: the "killed" owner
+    subnet = free_subnet("0ead")
+    path = cleanup.claim_run(run_id, str(subnet))
+    (path / "owner").write_text(str(gone.pid))
+    network = Network.create(run_id, subnet)
+    host = network.add_host("h0")
+    sleeper = HostProcess("sleeper", ["sleep", "600"], log_path=Path(path / "sleeper.log"), netns=host.netns)
+    await sleeper.start()
+    orphan = sleeper._proc  # noqa: SLF001
+    assert orphan is not None
+    sleeper._proc = None  # noqa: SLF001 - forget it, as a killed test process would
+    try:
+        assert run_id in cleanup.leftover_runs()
+        assert run_id in cleanup.remove_leftovers()
+        prefix = f"{PREFIX}{run_id}"
+        assert prefix not in sh("ip", "netns", "list")
+        assert prefix not in sh("ip", "-o", "link", "show")
+        assert prefix not in sh("iptables", "-S", "FORWARD")
+        assert str(subnet) not in sh("ip", "route", "show")
+        assert not path.exists()
+        assert await asyncio.wait_for(orphan.wait(), 10) == -signal.SIGKILL  # killed by the cleanup
+    finally:
+        cleanup.remove_run(run_id)
