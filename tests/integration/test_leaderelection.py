@@ -31,7 +31,8 @@ Interval = tuple[str, float, float]  # (who, started, ended) of one reconcile, m
 
 def election(identity: str, name: str = "busy-controller") -> LeaderElectionConfig:
     return LeaderElectionConfig(
-        name=name, identity=identity, lease_duration=LEASE, renew_deadline=RENEW_DEADLINE, retry_period=RETRY
+        name=name, identity=identity, lease_duration=LEASE, renew_deadline=RENEW_DEADLINE, retry_period=RETRY,
+        release_timeout=10,  # these tests assert on hand-overs; the 2 s default can run out on a loaded machine
     )
 
 
