@@ -7,18 +7,22 @@ never as a traceback. With `--read-only` every action is refused before anything
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import grpc
 
-from caravanserai import manifest, meta
+from caravanserai import meta
 from caravanserai.client import Client
-from caravanserai.client.apply import APPLICABLE, apply_object
+from caravanserai.client.apply import applicable, apply_object
 from caravanserai.client.nodeops import move_project, movable_projects, set_unschedulable
 from caravanserai.clock import Clock
-from caravanserai.errors import ApiError, Invalid, NotFound
+from caravanserai.errors import ApiError, CaravanseraiError, Invalid, NotFound
+from caravanserai.manifestfiles import Document, ManifestError, Source, load_source
 
 MAX_MANIFEST_BYTES = 1024 * 1024
+MANIFEST_SOURCE = "manifest"
+"""The source name of a pasted manifest in origins: `manifest, document 2`."""
 READ_ONLY = "the dashboard is read-only (started with --read-only)"
 DRAIN_HANDOFF = 300.0
 """Seconds a drained node keeps a moved project's old containers while it starts elsewhere (caractrl's default)."""
@@ -77,29 +81,42 @@ class Actions:
             raise ActionError(403, READ_ONLY)
 
     async def apply(self, text: str) -> list[Outcome]:
-        """Create or update every object of a pasted manifest (YAML or JSON, several documents allowed), in order;
-        the first refusal stops and is reported with the objects applied before it."""
+        """Create or update every object of a pasted manifest (YAML or JSON, several documents allowed), in order,
+        as `caractrl apply` does (same reader, same merge); the first refusal stops and is reported, naming its
+        document, with the objects applied before it."""
         self._check_allowed()
-        if len(text.encode()) > MAX_MANIFEST_BYTES:
-            raise ActionError(413, f"the manifest is larger than {MAX_MANIFEST_BYTES} bytes")
-        try:
-            objects = manifest.load_manifests(text, source="manifest")
-        except Invalid as err:
-            raise api_error(err) from None
-        if not objects:
-            raise ActionError(422, "the manifest holds no object")
         outcomes: list[Outcome] = []
-        for obj in objects:
-            kind = meta.kind_of(obj)
-            label = f"{kind.kind.lower()}/{obj.metadata.name}"
-            if kind.plural not in APPLICABLE:
-                raise ActionError(422, _after(outcomes, f"{label}: kind {kind.kind} cannot be applied (only Project and Node)"))
+        for doc in await self._documents(text):
+            kind = meta.kind_of(doc.object)
+            label = f"{kind.kind.lower()}/{doc.object.metadata.name}"
+            if not applicable(kind):
+                raise ActionError(422, _after(outcomes, f"{doc.origin}: kind {kind.kind} cannot be applied"))
             try:
-                applied = await apply_object(self._client, obj)
+                applied = await apply_object(self._client, doc.object)
             except ApiError as err:
-                raise ActionError(api_error(err).status, _after(outcomes, f"{label}: {api_error(err).message}")) from None
+                refused = api_error(err)
+                raise ActionError(refused.status, _after(outcomes, f"{doc.origin}: {label}: {refused.message}")) from None
             outcomes.append(Outcome(label, applied.action))
         return outcomes
+
+    async def _documents(self, text: str) -> list[Document]:
+        """The objects of `text` with their origins (`manifest, document 2`); every unreadable document at once."""
+        if len(text.encode()) > MAX_MANIFEST_BYTES:
+            raise ActionError(413, f"the manifest is larger than {MAX_MANIFEST_BYTES} bytes")
+        with contextlib.suppress(CaravanseraiError):
+            await self._client.discover()  # custom kinds the server serves can be read too
+        documents: list[Document] = []
+        problems: list[str] = []
+        for item in load_source(Source(MANIFEST_SOURCE, text)):
+            if isinstance(item, ManifestError):
+                problems.append(" ".join(str(item).split()))
+            else:
+                documents.append(item)
+        if problems:
+            raise ActionError(422, "; ".join(problems))
+        if not documents:
+            raise ActionError(422, "the manifest holds no object")
+        return documents
 
     async def delete_project(self, name: str) -> bool:
         """Delete a project (active ones become Terminating first); returns whether the record is gone."""

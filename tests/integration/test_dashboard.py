@@ -144,6 +144,10 @@ async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Cl
     assert (await send(dash, "POST", "/api/v1/apply", {"manifest": manifest}))[1]["applied"][0]["action"] == "unchanged"
     status, refused = await send(dash, "POST", "/api/v1/apply", {"manifest": manifest.replace("name: api", "name: Bad_Name")})
     assert status == 422 and "metadata.name" in refused["error"] and "\n" not in refused["error"]
+    broken = manifest.replace("name: api", "name: api2") + "---\n" + manifest.replace("image:", "zzz: 1\n    image:")
+    status, unread = await send(dash, "POST", "/api/v1/apply", {"manifest": broken})
+    assert status == 422 and unread["error"].startswith("manifest, document 2") and "zzz" in unread["error"]
+    assert "api2" not in [p.metadata.name for p in await cluster.projects.list()]  # nothing applied
     assert await send(dash, "DELETE", "/api/v1/projects/api") == (200, {"object": "project/api", "deleted": True})
     status, gone = await send(dash, "DELETE", "/api/v1/projects/api")
     assert status == 404 and gone["error"] == 'projects "api" not found'
