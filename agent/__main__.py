@@ -21,6 +21,7 @@ from caravanserai.agent.agent import Agent
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER, DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN, AgentConfig
 from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
 from caravanserai.agent.ingress import add_ingress_arguments, limits_from_args
+from caravanserai.agent.extended import parse_resource
 from caravanserai.client import add_client_arguments, server_address
 from caravanserai.durations import parse_duration
 from caravanserai.logging import configure_logging
@@ -45,6 +46,13 @@ def _quantity(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+def _resource(text: str) -> tuple[str, int]:
+    try:
+        return parse_resource(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _host_port(text: str) -> str:
@@ -95,6 +103,11 @@ def parser() -> argparse.ArgumentParser:
                    help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
                    "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
                    "period; 0: never)")
+    p.add_argument("--resource", type=_resource, action="append", default=[], metavar="NAME=COUNT",
+                   help="an extended resource this node offers, e.g. gpu=2 (repeatable; nvidia.com/gpu is detected)")
+    p.add_argument("--data-dir", default="",
+                   help="where files of Secret and Config volumes are written (default: a tmpfs directory under "
+                        "/dev/shm/caravanserai-agent/)")
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
     return p
 
@@ -129,6 +142,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         stop_timeout=args.stop_timeout,
         pull_timeout=args.pull_timeout,
         fence_after=args.fence_after,
+        resources=dict(args.resource),
+        data_dir=args.data_dir,
     )
 
 

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import grpc
 import structlog
 
-from caravanserai import v1
+from caravanserai import datarefs, meta, v1
 from caravanserai.agent.config import AgentConfig
+from caravanserai.agent.datafiles import DataFiles, default_root
 from caravanserai.agent.dockerevents import DockerEventWatcher
 from caravanserai.agent.agentservice import AgentService
 from caravanserai.agent.endpoints import ServiceEndpoints
@@ -49,12 +51,13 @@ from caravanserai.agent.portforward import PortForwarder
 from caravanserai.agent.project import ProjectRuntime
 from caravanserai.agent.reconciler import ProjectReconciler
 from caravanserai.agent.selffence import SelfFence
+from caravanserai.agent.servicedata import ServiceData
 from caravanserai.agent.dockerapi import DockerRuntime
 from caravanserai.agent.throughput import ThroughputMeter, measure_forever
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock
-from caravanserai.controller import Controller, EventRecorder, Manager
+from caravanserai.controller import Controller, EventRecorder, Manager, enqueue_mapped
 from caravanserai.errors import CaravanseraiError
 from caravanserai.identity import Authenticator, load_token_file
 from caravanserai.informer import Backoff, Informer
@@ -190,12 +193,15 @@ class Agent:
             recorder=EventRecorder(client, component=COMPONENT, host=config.node_name, clock=clock),
             prober=prober,
             fenced=lambda: fence.fenced,
+            data=ServiceData(client, DataFiles(config.data_dir or default_root(config.node_name))),
         )
         controller = Controller(COMPONENT, reconciler, max_concurrent_reconciles=config.workers, clock=clock)
         enqueue.append(controller.enqueue)
         controller.watch(informer)
         fence.on_unfenced = lambda: self._sweep(informer, controller, projects)
         ingress.follow(manager.informers)
+        for cls in (v1.Secret, v1.Config):  # the server sends only those referenced by projects bound here
+            controller.watch(manager.informers.informer(cls), enqueue_mapped(_readers(informer)))
         manager.add(controller)
         self.controller, self._manager = controller, manager
         if self._stop_requested:
@@ -254,6 +260,16 @@ class Agent:
         while True:
             await self.clock.sleep(self.config.resync_interval)
             await sweep()
+
+
+def _readers(projects: Informer[v1.Project]) -> Callable[[Any], list[str]]:
+    """The names of the projects (bound here) that read a given Secret or Config."""
+
+    def readers(obj: Any) -> list[str]:
+        resource = meta.kind_of(obj).plural
+        return [p.metadata.name for p in projects.list() if datarefs.references(p.spec, resource, obj.metadata.name)]
+
+    return readers
 
 
 __all__ = ["Agent", "COMPONENT"]

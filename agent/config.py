@@ -51,6 +51,8 @@ class AgentConfig:
     throughput_bytes: int = 8 * 1024 * 1024
     resync_interval: float = 300.0
     fence_after: float = DEFAULT_FENCE_AFTER  # stop this node's containers after this long without the API; 0: never
+    resources: dict[str, int] = field(default_factory=dict)  # extended resources (--resource NAME=COUNT)
+    data_dir: str = ""  # files of Secret and Config volumes; "" = datafiles.default_root(node_name), on tmpfs
 
     @property
     def listen_port(self) -> int:

@@ -9,8 +9,14 @@ Guarantees:
 * **Restart policies**: Always (the default) → Docker `always`; OnFailure → `on-failure` (unlimited retries);
   Never → `no`.
 * **Resources**: limits are enforced (`cpu` → NanoCpus, `memory` → Memory); requests become soft reservations
-  (`cpu` → CpuShares relative to 1024 per core, `memory` → MemoryReservation). Other resource names (custom
-  counts such as `gpu`) are for the scheduler only.
+  (`cpu` → CpuShares relative to 1024 per core, `memory` → MemoryReservation). `nvidia.com/gpu` becomes a Docker
+  device request for that many GPUs (driver nvidia); other extended resources (such as `gpu`) are counted by the
+  scheduler and told to the container.
+* **Hand-off**: after the service's own environment come the variables of `caravanserai.handoff` (node, project,
+  service, the cpu/memory requests and limits, `CARA_RESOURCE_<NAME>` per extended resource).
+* **Inputs**: what a service takes from Secrets and Configs (`ServiceInputs`: its resolved environment, the host
+  directories of its data volumes, the digest of the data it read) is part of the configuration, and the digest
+  is part of the spec hash: a change of a Secret or Config recreates exactly the services that read it.
 * **Health**: an `exec` healthcheck becomes Docker's HEALTHCHECK (`CMD` form, interval, timeout, retries and
   start period in nanoseconds); http and tcp checks are run by the agent itself (`agent/health.py`).
 * **Networking**: every container joins the project network with its service name as DNS alias; ports with a
@@ -21,11 +27,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import json_format
 
-from caravanserai import v1
+from caravanserai import handoff, v1
 from caravanserai.agent import naming
 from caravanserai.quantity import cpu_millis, to_int
 from caravanserai.servicegraph import HealthSettings
@@ -36,8 +44,10 @@ RESTART_NEVER = "Never"
 
 DOCKER_RESTART_POLICIES = {RESTART_ALWAYS: "always", RESTART_ON_FAILURE: "on-failure", RESTART_NEVER: "no"}
 
-VOLUME_EPHEMERAL = "Ephemeral"
-VOLUME_PERSISTENT = "Persistent"
+VOLUME_EPHEMERAL = v1.VOLUME_EPHEMERAL
+VOLUME_PERSISTENT = v1.VOLUME_PERSISTENT
+DOCKER_VOLUME_TYPES = (VOLUME_EPHEMERAL, VOLUME_PERSISTENT)
+NVIDIA_GPU = "nvidia.com/gpu"
 
 _NANO_CPUS_PER_MILLI = 1_000_000
 _MIN_CPU_SHARES = 2
@@ -53,22 +63,58 @@ def volume_type(volume: v1.Volume) -> str:
     return volume.type or VOLUME_EPHEMERAL
 
 
-def spec_hash(service: v1.Service) -> str:
-    """A short stable hash of everything in a service's spec; it changes exactly when the spec does.
+@dataclass(frozen=True, slots=True)
+class ServiceInputs:
+    """What a service's container takes from Secrets and Configs.
+
+    `env` is the service's whole environment (`NAME=value`, envFrom sources first, then `env` with valueFrom
+    resolved), `mounts` the data volumes as (host directory, container path), `digest` a hash of every byte of
+    data the service reads ("" when it reads none)."""
+
+    env: tuple[str, ...]
+    mounts: tuple[tuple[str, str], ...] = ()
+    digest: str = ""
+
+    @staticmethod
+    def literal(service: v1.Service) -> ServiceInputs:
+        """The inputs of a service that reads no Secret or Config: its literal environment."""
+        return ServiceInputs(tuple(f"{env.name}={env.value}" for env in service.env))
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectInputs:
+    """The inputs of a project's services (by service name) and the services that cannot start yet because data
+    they read is missing (service → what it waits for, e.g. `secret "db" (not found)`)."""
+
+    services: Mapping[str, ServiceInputs] = field(default_factory=dict)
+    blocked: Mapping[str, str] = field(default_factory=dict)
+
+    def of(self, service: v1.Service) -> ServiceInputs:
+        return self.services.get(service.name) or ServiceInputs.literal(service)
+
+
+NO_INPUTS = ProjectInputs()
+
+
+def spec_hash(service: v1.Service, digest: str = "") -> str:
+    """A short stable hash of everything in a service's spec and of the data it reads (`digest`, see
+    `ServiceInputs`); it changes exactly when either does.
 
     Computed over the protobuf JSON mapping with sorted keys, which does not depend on serialization details.
     """
     document = json_format.MessageToDict(service, preserving_proto_field_name=True)
+    if digest:
+        document["_data"] = digest
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def container_labels(project: v1.Project, service: v1.Service, *, node: str) -> dict[str, str]:
+def container_labels(project: v1.Project, service: v1.Service, *, node: str, digest: str = "") -> dict[str, str]:
     """Labels of a service's container: owner labels plus service, generation and spec hash."""
     labels = naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid)
     labels[naming.LABEL_SERVICE] = service.name
     labels[naming.LABEL_GENERATION] = str(project.metadata.generation)
-    labels[naming.LABEL_SPEC_HASH] = spec_hash(service)
+    labels[naming.LABEL_SPEC_HASH] = spec_hash(service, digest)
     return labels
 
 
@@ -115,8 +161,9 @@ def _ports(service: v1.Service) -> tuple[dict[str, Any], dict[str, list[dict[str
     return exposed, bindings
 
 
-def _mounts(project: v1.Project, service: v1.Service, node: str) -> list[dict[str, Any]]:
-    return [
+def _mounts(project: v1.Project, service: v1.Service, node: str, inputs: ServiceInputs) -> list[dict[str, Any]]:
+    docker_volumes = {v.name for v in project.spec.volumes if volume_type(v) in DOCKER_VOLUME_TYPES}
+    mounts: list[dict[str, Any]] = [
         {
             "Type": "volume",
             "Source": naming.volume_name(project.metadata.name, mount.name, node),
@@ -124,7 +171,18 @@ def _mounts(project: v1.Project, service: v1.Service, node: str) -> list[dict[st
             "ReadOnly": mount.read_only,
         }
         for mount in service.volume_mounts
+        if mount.name in docker_volumes
     ]
+    mounts += [{"Type": "bind", "Source": source, "Target": target, "ReadOnly": True} for source, target in inputs.mounts]
+    return mounts
+
+
+def device_requests(resources: v1.ResourceRequirements) -> list[dict[str, Any]]:
+    """Docker device requests for the GPUs a service is granted (`nvidia.com/gpu`); none without."""
+    count = handoff.extended(resources).get(NVIDIA_GPU, 0)
+    if not count:
+        return []
+    return [{"Driver": "nvidia", "Count": count, "Capabilities": [["gpu"]]}]
 
 
 def resource_settings(resources: v1.ResourceRequirements) -> dict[str, int]:
@@ -156,8 +214,12 @@ def docker_healthcheck(check: v1.HealthCheck) -> dict[str, Any] | None:
     }
 
 
-def container_config(project: v1.Project, service: v1.Service, *, node: str) -> dict[str, Any]:
-    """The body of `POST /containers/create` for one service of `project`, run by the agent of `node`."""
+def container_config(
+    project: v1.Project, service: v1.Service, *, node: str, inputs: ServiceInputs | None = None
+) -> dict[str, Any]:
+    """The body of `POST /containers/create` for one service of `project`, run by the agent of `node`, with the
+    `inputs` it takes from Secrets and Configs (none: its literal environment)."""
+    inputs = inputs or ServiceInputs.literal(service)
     network = naming.network_name(project.metadata.name, node)
     exposed, bindings = _ports(service)
     host_config: dict[str, Any] = {
@@ -167,14 +229,18 @@ def container_config(project: v1.Project, service: v1.Service, *, node: str) -> 
     }
     if bindings:
         host_config["PortBindings"] = bindings
-    mounts = _mounts(project, service, node)
+    mounts = _mounts(project, service, node, inputs)
     if mounts:
         host_config["Mounts"] = mounts
+    devices = device_requests(service.resources)
+    if devices:
+        host_config["DeviceRequests"] = devices
+    granted = handoff.environment(service, node=node, project=project.metadata.name)
     config: dict[str, Any] = {
         "Image": service.image,
         "Hostname": service.name,
-        "Env": [f"{env.name}={env.value}" for env in service.env],
-        "Labels": container_labels(project, service, node=node),
+        "Env": [*inputs.env, *(f"{name}={value}" for name, value in granted.items())],
+        "Labels": container_labels(project, service, node=node, digest=inputs.digest),
         "HostConfig": host_config,
         "NetworkingConfig": {"EndpointsConfig": {network: {"Aliases": [service.name]}}},
     }
@@ -194,13 +260,19 @@ def container_config(project: v1.Project, service: v1.Service, *, node: str) -> 
 
 __all__ = [
     "DOCKER_RESTART_POLICIES",
+    "DOCKER_VOLUME_TYPES",
+    "NVIDIA_GPU",
     "RESTART_ALWAYS",
     "RESTART_NEVER",
+    "NO_INPUTS",
+    "ProjectInputs",
     "RESTART_ON_FAILURE",
+    "ServiceInputs",
     "VOLUME_EPHEMERAL",
     "VOLUME_PERSISTENT",
     "container_config",
     "container_labels",
+    "device_requests",
     "docker_healthcheck",
     "network_config",
     "port_key",

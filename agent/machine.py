@@ -5,20 +5,25 @@ the pure functions build the Node status fields from what was read.
 
 * **Capacity**: cpu = logical cores × 1000 millicores; memory = MemTotal of /proc/meminfo (Docker's MemTotal
   when unreadable); disk = size of the file system holding Docker's data root (DockerRootDir).
+* **Extended resources** (`extended.node_resources`: `--resource NAME=COUNT`, GPUs from nvidia-smi) are whole
+  counts in both capacity and allocatable (nothing is reserved of them).
 * **Allocatable** = capacity − reserved (cpu and memory), never below zero; disk is not reserved.
 * **Quantities** are exact: cpu as "4" or "3500m", bytes in the largest binary unit dividing them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
 import platform
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from caravanserai import v1
 from caravanserai.agent.dockertypes import DaemonInfo
+from caravanserai.agent.extended import node_resources
 from caravanserai.quantity import cpu_millis, format_cpu, format_quantity, to_int
 
 ADDRESS_INTERNAL_IP = "InternalIP"
@@ -32,6 +37,7 @@ class Capacity:
     cpu_millis: int
     memory_bytes: int
     disk_bytes: int | None = None
+    extended: tuple[tuple[str, int], ...] = ()  # (name, count) of extended resources, sorted
 
 
 def read_meminfo_total(path: str = "/proc/meminfo") -> int | None:
@@ -90,6 +96,7 @@ def capacity_quantities(capacity: Capacity) -> dict[str, str]:
     out = {"cpu": format_cpu(capacity.cpu_millis), "memory": _bytes(capacity.memory_bytes)}
     if capacity.disk_bytes is not None:
         out["disk"] = _bytes(capacity.disk_bytes)
+    out.update((name, str(count)) for name, count in capacity.extended)
     return out
 
 
@@ -99,6 +106,7 @@ def allocatable_quantities(capacity: Capacity, *, reserved_cpu: str, reserved_me
         cpu_millis=max(0, capacity.cpu_millis - cpu_millis(reserved_cpu)),
         memory_bytes=max(0, capacity.memory_bytes - to_int(reserved_memory)),
         disk_bytes=capacity.disk_bytes,
+        extended=capacity.extended,
     )
     return capacity_quantities(reduced)
 
@@ -165,10 +173,19 @@ class MachineFacts:
     addresses: tuple[v1.NodeAddress, ...]
 
 
-def gather_facts(docker_info: DaemonInfo, *, server: str, hostname: str, advertise: str = "") -> MachineFacts:
-    """Read the machine's facts. Blocking (files, statvfs, name resolution): run it in a thread."""
+def gather_facts(
+    docker_info: DaemonInfo,
+    *,
+    server: str,
+    hostname: str,
+    advertise: str = "",
+    resources: Mapping[str, int] | None = None,
+) -> MachineFacts:
+    """Read the machine's facts (`resources`: the declared extended resources). Blocking (files, statvfs, name
+    resolution, nvidia-smi): run it in a thread."""
+    extended = tuple(sorted(node_resources(resources or {}).items()))
     return MachineFacts(
-        capacity=machine_capacity(docker_info),
+        capacity=dataclasses.replace(machine_capacity(docker_info), extended=extended),
         node_info=node_info(docker_info),
         addresses=tuple(node_addresses(server, hostname=hostname, advertise=advertise)),
     )

@@ -2,9 +2,11 @@
 
 Guarantees:
 
-* **Registration** creates the Node (spec.hostname, the configured labels) or updates an existing one (labels
-  merged into its labels, hostname corrected), then writes its status with UpdateStatus (Create refuses status):
-  capacity, allocatable, node info, addresses, agent port, state Ready and condition Ready=True (AgentReady).
+* **Registration** creates the Node (spec.hostname, the automatic labels `caravanserai.io/hostname`, `/os` and
+  `/arch`, the configured labels) or updates an existing one (labels merged into its labels, hostname corrected),
+  then writes its status with UpdateStatus (Create refuses status): capacity and allocatable (with the extended
+  resources of `--resource` and nvidia-smi, so they survive every re-registration), node info, addresses, agent
+  port, state Ready and condition Ready=True (AgentReady).
   A measured throughput already in the status is kept.
 * **Every write is compare-and-swap**: on Conflict the object is read again and the change applied again.
 * **The heartbeat is independent**: `Heartbeat.run` is its own task; nothing the reconcilers do can delay it.
@@ -23,7 +25,7 @@ from typing import TypeVar
 import structlog
 
 from caravanserai import meta, v1
-from caravanserai.agent import machine
+from caravanserai.agent import extended, machine
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.dockertypes import DaemonInfo
 from caravanserai.backoff import Backoff
@@ -86,6 +88,7 @@ class NodeRegistrar:
             server=config.server,
             hostname=config.hostname,
             advertise=config.advertise_address,
+            resources=config.resources,
         )
         await retry_conflicts(self._ensure_node)
         node = await retry_conflicts(lambda: self._write_status(facts))
@@ -110,18 +113,22 @@ class NodeRegistrar:
         except NotFound:
             wanted = meta.with_type_meta(v1.Node())
             wanted.metadata.name = self.name
-            wanted.metadata.labels.update(self._config.labels)
+            wanted.metadata.labels.update(self._labels())
             wanted.spec.hostname = self._config.hostname
             try:
                 return await self._client.nodes.create(wanted)
             except AlreadyExists:
                 raise Conflict.modified(f"Node {self.name} (created concurrently)") from None
         updated = meta.copy(current)
-        updated.metadata.labels.update(self._config.labels)
+        updated.metadata.labels.update(self._labels())
         updated.spec.hostname = self._config.hostname
         if updated == current:
             return current
         return await self._client.nodes.update(updated)
+
+    def _labels(self) -> dict[str, str]:
+        """The automatic labels (hostname, os, arch), then the configured ones (which win)."""
+        return {**extended.automatic_labels(self._config.hostname), **self._config.labels}
 
     def desired_status(self, current: v1.NodeStatus, facts: machine.MachineFacts) -> v1.NodeStatus:
         """The status to write: the machine's facts, Ready, and everything else of `current` (e.g. throughput)."""

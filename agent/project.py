@@ -93,15 +93,23 @@ class ProjectRuntime:
 
     # ---- up ----------------------------------------------------------------------------------------------
 
-    async def ensure(self, project: v1.Project, *, with_health: HealthView = _as_observed) -> Outcome:
+    async def ensure(
+        self,
+        project: v1.Project,
+        *,
+        with_health: HealthView = _as_observed,
+        inputs: containers.ProjectInputs = containers.NO_INPUTS,
+    ) -> Outcome:
         """Make every service of `project` run as its spec says, in `dependsOn` order; returns what each container
         looks like and what the services not started yet wait for. `with_health` fills in the health of
-        containers whose checks the agent runs."""
+        containers whose checks the agent runs; `inputs` are what services take from Secrets and Configs (a
+        service `inputs.blocked` names waits for its data)."""
         kept = await self.remove_stale(project)
         await self.docker.ensure_network(containers.network_config(project, node=self.node))
         await gather_and_raise(
             self.docker.ensure_volume(containers.volume_config(project, volume, node=self.node))
             for volume in project.spec.volumes
+            if containers.volume_type(volume) in containers.DOCKER_VOLUME_TYPES
         )
         by_name = {s.name: s for s in project.spec.services}
         current = await self.observe(project, kept)
@@ -109,11 +117,12 @@ class ProjectRuntime:
         pending, waiting = list(project.spec.services), dict[str, str]()
         failures: list[ServiceFailure] = []
         while pending:  # waves: what may start now starts in parallel; what it unblocks goes in the next wave
-            wave, waiting = self._next_wave(project, pending, observed)
+            wave, waiting = self._next_wave(project, pending, observed, inputs)
             if not wave:
                 break
             results = await gather_all(
-                self.ensure_service(project, service, known=observed.get(service.name)) for service in wave
+                self.ensure_service(project, service, inputs.of(service), known=observed.get(service.name))
+                for service in wave
             )
             _raise_unexpected(results)
             for service, result in zip(wave, results, strict=True):
@@ -125,14 +134,15 @@ class ProjectRuntime:
         return Outcome(observed, failures[0] if failures else None, waiting)
 
     def _next_wave(
-        self, project: v1.Project, pending: list[v1.Service], observed: dict[str, Observed]
+        self, project: v1.Project, pending: list[v1.Service], observed: dict[str, Observed], inputs: containers.ProjectInputs
     ) -> tuple[list[v1.Service], dict[str, str]]:
         """The services of `pending` that may be ensured now, and what the others wait for."""
         wave: list[v1.Service] = []
         waiting: dict[str, str] = {}
         for service in pending:
             found = observed.get(service.name)
-            held = "" if found is not None and self._adoptable(project, service, found) else ordering.unmet(
+            adoptable = found is not None and self._adoptable(project, service, found, inputs.of(service))
+            held = "" if adoptable else inputs.blocked.get(service.name) or ordering.unmet(
                 service, project.spec, observed
             )
             if held:
@@ -141,42 +151,51 @@ class ProjectRuntime:
                 wave.append(service)
         return wave, waiting
 
-    def _adoptable(self, project: v1.Project, service: v1.Service, found: Observed) -> bool:
+    def _adoptable(
+        self, project: v1.Project, service: v1.Service, found: Observed, inputs: containers.ServiceInputs
+    ) -> bool:
         return (
             found.node == self.node
             and found.project_uid == project.metadata.uid
-            and found.spec_hash == containers.spec_hash(service)
+            and found.spec_hash == containers.spec_hash(service, inputs.digest)
         )
 
     async def ensure_service(
-        self, project: v1.Project, service: v1.Service, *, known: Observed | None = None
+        self,
+        project: v1.Project,
+        service: v1.Service,
+        inputs: containers.ServiceInputs | None = None,
+        *,
+        known: Observed | None = None,
     ) -> Observed:
-        """Adopt, start or (re)create the service's container; returns its observed state. `known` is the
-        container as just inspected: an adoptable one that needs nothing is returned without asking Docker again."""
-        if known is not None and self._adoptable(project, service, known) and not projectstatus.needs_start(
+        """Adopt, start or (re)create the service's container with its `inputs` (from Secrets and Configs; none:
+        its literal environment); returns its observed state. `known` is the container as just inspected: an
+        adoptable one that needs nothing is returned without asking Docker again."""
+        inputs = inputs or containers.ServiceInputs.literal(service)
+        if known is not None and self._adoptable(project, service, known, inputs) and not projectstatus.needs_start(
             service, known
         ):
             return known
         name = naming.container_name(project.metadata.name, service.name, self.node)
         found = await self.docker.inspect_container(name)
         if found is not None:
-            if self._adoptable(project, service, found):
+            if self._adoptable(project, service, found, inputs):
                 if not projectstatus.needs_start(service, found):
                     return found
                 await self._start(found.container_id, service)
                 return await self._observe(found.container_id)
             log.info("replacing container", container=name, reason="spec or owner changed")
             await self.docker.remove_container(found.container_id, timeout=self.stop_timeout)
-        container_id = await self._create(project, service, name)
+        container_id = await self._create(project, service, name, inputs)
         await self._start(container_id, service)
         return await self._observe(container_id)
 
-    async def _create(self, project: v1.Project, service: v1.Service, name: str) -> str:
+    async def _create(self, project: v1.Project, service: v1.Service, name: str, inputs: containers.ServiceInputs) -> str:
         try:
             await self.docker.ensure_image(service.image)
         except ImagePullFailed as exc:
             raise ServiceFailure(REASON_IMAGE_PULL_FAILED, f"service {service.name}: {exc.message}") from exc
-        config = containers.container_config(project, service, node=self.node)
+        config = containers.container_config(project, service, node=self.node, inputs=inputs)
         try:
             return await self.docker.create_container(name, config)
         except DockerRefused as exc:

@@ -47,7 +47,9 @@ from caravanserai.agent import health, projectstatus
 from caravanserai.agent.dockertypes import Observed
 from caravanserai.agent.health import HealthProber
 from caravanserai.agent.ledger import RestartLedger
+from caravanserai.agent.containers import NO_INPUTS
 from caravanserai.agent.project import HealthView, ProjectRuntime
+from caravanserai.agent.servicedata import ServiceData
 from caravanserai.client import Client
 from caravanserai.clock import Clock, seconds
 from caravanserai.controller import NORMAL, WARNING, EventRecorder, Result
@@ -81,9 +83,11 @@ class ProjectReconciler:
         resync: float = 30.0,
         prober: HealthProber | None = None,
         fenced: Callable[[], bool] = lambda: False,
+        data: ServiceData | None = None,
     ) -> None:
         self._fenced = fenced  # while true (self-fenced, see selffence), Docker and statuses are left alone
         self._client = client
+        self._data = data
         self._recorder = recorder
         self._projects = projects
         self._lookup = lookup
@@ -123,7 +127,7 @@ class ProjectReconciler:
             await self._terminate(project)
             return None
         if phase == v1.TERMINATED:
-            await self._projects.remove(name)
+            await self._remove(name)
             return None
         if phase in lifecycle.FINISHED:
             await self._settle(project, stop=phase == v1.FAILED)
@@ -144,8 +148,15 @@ class ProjectReconciler:
         self._ledger.forget(name)
         if self._prober is not None:
             self._prober.forget_except(name, ())
-        await self._projects.remove(name)
+        await self._remove(name)
         return None
+
+    async def _remove(self, name: str) -> int:
+        """Remove the project's Docker objects and the files of its data volumes; how many Docker objects went."""
+        removed = await self._projects.remove(name)
+        if self._data is not None:
+            self._data.files.remove(name)
+        return removed
 
     def _with_health(self, project: v1.Project) -> HealthView:
         """Observed containers with the health of the agent's own http/tcp checks filled in."""
@@ -165,7 +176,10 @@ class ProjectReconciler:
     async def _run(self, project: v1.Project) -> float | None:
         """Bring the project's containers to their spec (in dependsOn order), restart unhealthy ones, report."""
         name, spec = project.metadata.name, project.spec
-        outcome = await self._projects.ensure(project, with_health=self._with_health(project))
+        inputs = await self._data.inputs(project) if self._data is not None else NO_INPUTS
+        outcome = await self._projects.ensure(project, with_health=self._with_health(project), inputs=inputs)
+        if self._data is not None and not outcome.waiting and outcome.failure is None:  # nothing old runs on
+            self._data.files.prune(name, {path for i in inputs.services.values() for path, _ in i.mounts})
         if self._prober is not None:
             self._prober.forget_except(name, {o.container_id for o in outcome.observed.values()})
         restarted = await self._restart_unhealthy(project, outcome.observed)
@@ -242,7 +256,7 @@ class ProjectReconciler:
 
     async def _terminate(self, project: v1.Project) -> None:
         """Remove every Docker object of the project except persistent volumes, then report Terminated."""
-        removed = await self._projects.remove(project.metadata.name)
+        removed = await self._remove(project.metadata.name)
         self._ledger.forget(project.metadata.name)
         message = f"removed {removed} Docker object(s): containers, network and ephemeral volumes"
         now = self._clock.now()

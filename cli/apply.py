@@ -1,4 +1,4 @@
-"""`caractrl apply -f FILE|DIR|-`: create or update projects and nodes from manifests, kubectl-style.
+"""`caractrl apply -f FILE|DIR|-`: create or update projects, nodes, secrets and configs from manifests, kubectl-style.
 
     caractrl apply -f web.yaml -f nodes/          # repeatable; directories read *.yaml, *.yml, *.json by name
     cat web.yaml | caractrl apply -f -
@@ -54,7 +54,7 @@ async def apply_documents(client: Client, documents: Sequence[Document], *, dry_
     for doc in documents:
         kind = meta.kind_of(doc.object)
         if not applicable(kind):
-            report(ValueError(f"{doc.origin}: kind {kind.kind} cannot be applied (only Project, Node, "
+            report(ValueError(f"{doc.origin}: kind {kind.kind} cannot be applied (only Project, Node, Secret, Config, "
                               "ResourceDefinition and custom kinds)"))
             failed = True
             continue
@@ -75,8 +75,8 @@ async def apply_documents(client: Client, documents: Sequence[Document], *, dry_
 @click.option("--dry-run", is_flag=True, help="Show what would happen without writing anything.")
 @pass_settings
 def apply(settings: Settings, filenames: Sequence[str], output: str | None, dry_run: bool) -> None:
-    """Create or update projects, nodes, resourcedefinitions and objects of custom kinds from YAML or JSON
-    manifests."""
+    """Create or update projects, nodes, secrets, configs, resourcedefinitions and objects of custom kinds from YAML
+    or JSON manifests."""
     run(_apply(settings, filenames, settings.output_format(output).lower(), dry_run))
 
 

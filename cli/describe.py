@@ -20,7 +20,7 @@ from caravanserai.errors import Forbidden, NotFound
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.describe_node import describe_node
-from caravanserai.cli.describe_other import describe_event, describe_generic, describe_lease
+from caravanserai.cli.describe_other import describe_event, describe_generic, describe_lease, describe_secret
 from caravanserai.cli.describe_project import describe_project
 from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.layout import events_about
@@ -37,6 +37,8 @@ async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list
         return describe_lease(obj, about, now)
     if kind.plural == "events":
         return describe_event(obj, about, now)
+    if kind.plural == "secrets":
+        return describe_secret(obj, about, now)
     if kind.plural != "nodes":
         return describe_generic(obj, about, now)
     bound = await client.projects.list(field_selector=f"status.nodeRef={name}")

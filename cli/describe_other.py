@@ -80,6 +80,18 @@ def describe_event(event: v1.Event, events: Sequence[v1.Event], now: float) -> s
     return out.text()
 
 
+def describe_secret(secret: v1.Secret, events: Sequence[v1.Event], now: float) -> str:
+    """Type and keys with their sizes: never a value (`caractrl get secret NAME -o yaml` shows them, base64, to
+    identities allowed to read them)."""
+    out = Writer()
+    out.fields([("Name", secret.metadata.name), ("Kind", "Secret"), ("Type", secret.spec.type or v1.SECRET_OPAQUE),
+                *metadata_fields(secret, now)])
+    out.heading("Data")
+    out.table(("KEY", "SIZE"), [[key, f"{len(secret.spec.data[key])} bytes"] for key in sorted(secret.spec.data)], 1)
+    write_events(out, events, now)
+    return out.text()
+
+
 def _section(out: Writer, title: str, message: Any) -> None:
     data = to_data(message)
     if not data:
@@ -100,4 +112,4 @@ def describe_generic(obj: Any, events: Sequence[v1.Event], now: float) -> str:
     return out.text()
 
 
-__all__ = ["describe_event", "describe_generic", "describe_lease", "lease_state"]
+__all__ = ["describe_event", "describe_generic", "describe_lease", "describe_secret", "lease_state"]

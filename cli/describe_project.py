@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caravanserai import v1
+from caravanserai import handoff, v1
 from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import rfc3339
 from caravanserai.ingresshosts import INTERNAL, ingress_host
 
 from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities, write_conditions, write_events
-from caravanserai.cli.printers import NONE, or_none
+from caravanserai.cli.printers import NONE, key_values, or_none
 from caravanserai.cli.tables import project_reason, services_ready
 
 SERVICE_STATUS_HEADERS = ("NAME", "STATE", "READY", "HEALTH", "RESTARTS", "EXIT CODE", "LAST EXIT", "CONTAINER",
@@ -78,16 +78,46 @@ def _service(out: Writer, service: v1.Service) -> None:
             ("Depends On", listing(f"{d.service} ({d.condition or 'started'})" for d in service.depends_on)),
             ("Healthcheck", healthcheck_text(service.healthcheck) if service.HasField("healthcheck") else NONE),
             ("Restarted At", rfc3339(service.restarted_at) if service.HasField("restarted_at") else NONE),
-            ("Env", listing(f"{e.name}={e.value}" for e in service.env)),
+            ("Image Pull Policy", service.image_pull_policy or "IfNotPresent (default)"),
+            ("Env", listing(_env(e) for e in service.env)),
+            ("Env From", listing(_source(s.secret, s.config) for s in service.env_from)),
             ("Ports", listing(_port(p) for p in service.ports)),
             ("Volume Mounts", listing(
                 f"{m.name} -> {m.mount_path}{' (read-only)' if m.read_only else ''}" for m in service.volume_mounts
             )),
             ("Requests", quantities(service.resources.requests)),
             ("Limits", quantities(service.resources.limits)),
+            ("Granted", _granted(service)),
         ],
         3,
     )
+
+
+def _source(secret: str, config: str) -> str:
+    return ", ".join([f"secret {secret}"] * bool(secret) + [f"config {config}"] * bool(config)) or NONE
+
+
+def _env(env: v1.EnvVar) -> str:
+    """`NAME=value`, or `NAME from secret S key K` (never the secret's value: describe does not read it)."""
+    if env.HasField("value_from"):
+        ref = env.value_from
+        literal = f" (and value {env.value})" if env.value else ""
+        return f"{env.name} from {_source(ref.secret, ref.config)} key {ref.key}{literal}"
+    return f"{env.name}={env.value}"
+
+
+def _granted(service: v1.Service) -> str:
+    """What the container is told it was granted (`caravanserai.handoff`), e.g. `CARA_CPU_REQUEST=500, …`."""
+    try:
+        return key_values(handoff.granted(service), sep=", ")
+    except ValueError as exc:  # a quantity the apiserver would refuse
+        return f"<{exc}>"
+
+
+def _volume(volume: v1.Volume) -> list[str]:
+    source = _source(volume.secret, volume.config)
+    mode = f"0o{volume.mode:o}" if volume.mode else ("0o444" if source != NONE else NONE)
+    return [volume.name, volume.type or "Ephemeral", source, mode]
 
 
 def healthcheck_text(check: v1.HealthCheck) -> str:
@@ -121,6 +151,7 @@ def _spec(out: Writer, spec: v1.ProjectSpec) -> None:
             ("Node Selector", quantities(spec.node_selector)),
             ("Tolerations", listing(_toleration(t) for t in spec.tolerations)),
             ("Expire At", rfc3339(spec.expire_at) if spec.HasField("expire_at") else NONE),
+            ("Image Pull Secrets", ", ".join(spec.image_pull_secrets) or NONE),
         ],
         1,
     )
@@ -128,7 +159,7 @@ def _spec(out: Writer, spec: v1.ProjectSpec) -> None:
     for service in spec.services:
         _service(out, service)
     out.heading("Volumes", 1)
-    out.table(("NAME", "TYPE"), [[v.name, v.type or "Ephemeral"] for v in spec.volumes], 2)
+    out.table(("NAME", "TYPE", "SOURCE", "MODE"), [_volume(v) for v in spec.volumes], 2)
     out.heading("Ingress", 1)
     rows = [
         [i.name, or_none(i.host), f"{i.target.service}:{i.target.port}", i.access.scope or "Internal"]

@@ -175,6 +175,22 @@ def lease_row(lease: v1.Lease, ctx: RowContext, wide: bool) -> list[str]:
     return row
 
 
+def secret_row(secret: v1.Secret, ctx: RowContext, wide: bool) -> list[str]:
+    """Name, type, number of keys, age: never a value."""
+    row = [secret.metadata.name, secret.spec.type or v1.SECRET_OPAQUE, str(len(secret.spec.data))]
+    row.append(age(secret.metadata.creation_timestamp, ctx.now))
+    if wide:
+        row.append(", ".join(sorted(secret.spec.data)) or NONE)
+    return row
+
+
+def config_row(config: v1.Config, ctx: RowContext, wide: bool) -> list[str]:
+    row = [config.metadata.name, str(len(config.spec.data)), age(config.metadata.creation_timestamp, ctx.now)]
+    if wide:
+        row.append(", ".join(sorted(config.spec.data)) or NONE)
+    return row
+
+
 @dataclass(frozen=True, slots=True)
 class Columns:
     """The table of one kind: headers (plain and wide) and the row function."""
@@ -208,6 +224,8 @@ COLUMNS: dict[str, Columns] = {
     ),
     "leases": Columns(("NAME", "HOLDER", "AGE"), ("NAME", "HOLDER", "AGE", "DURATION", "RENEWED", "TRANSITIONS"),
                       lease_row),
+    "secrets": Columns(("NAME", "TYPE", "DATA", "AGE"), ("NAME", "TYPE", "DATA", "AGE", "KEYS"), secret_row),
+    "configs": Columns(("NAME", "DATA", "AGE"), ("NAME", "DATA", "AGE", "KEYS"), config_row),
 }
 
 
@@ -271,6 +289,7 @@ __all__ = [
     "bytes_text",
     "columns_of",
     "custom_columns",
+    "config_row",
     "cpu_text",
     "event_last_seen",
     "involved",
@@ -279,6 +298,7 @@ __all__ = [
     "node_address",
     "project_reason",
     "rows",
+    "secret_row",
     "services_ready",
     "throughput_text",
 ]

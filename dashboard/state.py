@@ -80,8 +80,9 @@ class Subscription:
 
 
 def known_kinds() -> list[meta.Kind]:
-    """Every kind of this process's kind table: the built-in ones and the custom kinds registered."""
-    return meta.registered()
+    """Every kind of this process's kind table: the built-in ones and the custom kinds registered, except
+    confidential ones (Secrets: the dashboard never shows their values)."""
+    return [k for k in meta.registered() if not k.confidential]
 
 
 class ClusterState:

@@ -16,8 +16,8 @@ from google.protobuf.message import Message
 from caravanserai import v1
 from caravanserai.clock import timestamp
 
-Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event
-T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event, v1.ResourceDefinition)
+Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config
+T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event, v1.ResourceDefinition, v1.Secret, v1.Config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,7 @@ class Kind:
     cluster_scoped: bool = True  # every kind is cluster-scoped today (there are no namespaces)
     group: str = ""  # API group of a custom kind, e.g. "example.com"; "" for built-in kinds
     printer_columns: tuple[tuple[str, str], ...] = ()  # (header, JSON path) extra columns of `caractrl get`
+    confidential: bool = False  # values only for identities allowed to read them; never shown in tables or views
 
     @property
     def api_version(self) -> str:
@@ -84,6 +85,8 @@ KINDS: dict[str, Kind] = {
             "resource_definition",
             ("resourcedefinition", "rd"),
         ),
+        Kind("Secret", "secrets", v1.Secret, "secret", ("secret",), confidential=True),
+        Kind("Config", "configs", v1.Config, "config", ("config", "cfg")),
     )
 }
 """The built-in kinds, by plural."""

@@ -20,6 +20,7 @@ from caravanserai.api.v1.api_pb2 import (
     WatchEvent,
     WatchRequest,
 )
+from caravanserai.api.v1.configdata_pb2 import Config, ConfigSpec, ConfigStatus, Secret, SecretSpec, SecretStatus
 from caravanserai.api.v1.definitions_pb2 import (
     CustomObject,
     PrinterColumn,
@@ -29,6 +30,7 @@ from caravanserai.api.v1.definitions_pb2 import (
 )
 from caravanserai.api.v1.resources_pb2 import (
     Condition,
+    EnvFromSource,
     EnvVar,
     Event,
     EventSource,
@@ -40,6 +42,7 @@ from caravanserai.api.v1.resources_pb2 import (
     Ingress,
     IngressAccess,
     IngressTarget,
+    KeyRef,
     Lease,
     LeaseSpec,
     LeaseStatus,
@@ -98,6 +101,24 @@ TRUE = "True"
 FALSE = "False"
 UNKNOWN = "Unknown"
 
+# Secret types.
+SECRET_OPAQUE = "Opaque"
+SECRET_REGISTRY_AUTH = "RegistryAuth"
+SECRET_TYPES = (SECRET_OPAQUE, SECRET_REGISTRY_AUTH)
+
+# Volume types.
+VOLUME_EPHEMERAL = "Ephemeral"
+VOLUME_PERSISTENT = "Persistent"
+VOLUME_SECRET = "Secret"
+VOLUME_CONFIG = "Config"
+VOLUME_TYPES = (VOLUME_EPHEMERAL, VOLUME_PERSISTENT, VOLUME_SECRET, VOLUME_CONFIG)
+
+# Image pull policies.
+PULL_IF_NOT_PRESENT = "IfNotPresent"
+PULL_ALWAYS = "Always"
+PULL_NEVER = "Never"
+PULL_POLICIES = (PULL_IF_NOT_PRESENT, PULL_ALWAYS, PULL_NEVER)
+
 # Watch event types.
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
@@ -117,11 +138,15 @@ __all__ = [
     "CONDITION_READY",
     "CONDITION_SCHEDULED",
     "Condition",
+    "Config",
+    "ConfigSpec",
+    "ConfigStatus",
     "CreateRequest",
     "CustomObject",
     "DELETED",
     "DeleteRequest",
     "DeleteResponse",
+    "EnvFromSource",
     "EnvVar",
     "Event",
     "EventSource",
@@ -136,6 +161,7 @@ __all__ = [
     "Ingress",
     "IngressAccess",
     "IngressTarget",
+    "KeyRef",
     "Lease",
     "LeaseSpec",
     "LeaseStatus",
@@ -158,6 +184,10 @@ __all__ = [
     "ObjectReference",
     "PENDING",
     "PHASES",
+    "PULL_ALWAYS",
+    "PULL_IF_NOT_PRESENT",
+    "PULL_NEVER",
+    "PULL_POLICIES",
     "PrinterColumn",
     "Project",
     "ProjectSpec",
@@ -168,7 +198,13 @@ __all__ = [
     "ResourceDefinitionStatus",
     "ResourceRequirements",
     "SCHEDULED",
+    "SECRET_OPAQUE",
+    "SECRET_REGISTRY_AUTH",
+    "SECRET_TYPES",
     "SUCCEEDED",
+    "Secret",
+    "SecretSpec",
+    "SecretStatus",
     "Service",
     "ServiceDependency",
     "ServicePort",
@@ -182,6 +218,11 @@ __all__ = [
     "Toleration",
     "UNKNOWN",
     "UpdateRequest",
+    "VOLUME_CONFIG",
+    "VOLUME_EPHEMERAL",
+    "VOLUME_PERSISTENT",
+    "VOLUME_SECRET",
+    "VOLUME_TYPES",
     "Volume",
     "VolumeMount",
     "WatchEvent",

@@ -46,7 +46,18 @@ def test_full_service_maps_to_docker_fields() -> None:
     assert config["Cmd"] == ["-p", "8080"]
     assert config["WorkingDir"] == "/srv"
     assert config["Hostname"] == "web"
-    assert config["Env"] == ["GREETING=hi=there"]
+    assert config["Env"] == [
+        "GREETING=hi=there",  # the service's own environment, then the hand-off of what it was granted
+        "CARA_NODE_NAME=n1",
+        "CARA_PROJECT=shop",
+        "CARA_SERVICE=web",
+        "CARA_CPU_REQUEST=250",
+        "CARA_MEMORY_REQUEST=67108864",
+        "CARA_CPU_LIMIT=1500",
+        "CARA_MEMORY_LIMIT=268435456",
+        "CARA_RESOURCE_GPU=1",
+    ]
+    assert "DeviceRequests" not in config["HostConfig"]  # gpu is counted, not a device
     assert config["ExposedPorts"] == {"8080/tcp": {}, "53/udp": {}}
     host = config["HostConfig"]
     assert host["PortBindings"] == {"8080/tcp": [{"HostIp": "127.0.0.1", "HostPort": "18080"}]}

@@ -125,9 +125,9 @@ HEADER = "apiVersion: caravanserai/v1\nkind: Project\n"
     [
         ("kind: Project\nmetadata: {name: a}\n", "x.yaml, document 1: apiVersion: is required (caravanserai/v1)"),
         ("apiVersion: v1\nkind: Project\n", 'x.yaml, document 1: apiVersion: must be caravanserai/v1, not "v1"'),
-        ("apiVersion: caravanserai/v1\n", "x.yaml, document 1: kind: is required (one of Event, Lease, Node, Project, ResourceDefinition"),
+        ("apiVersion: caravanserai/v1\n", "x.yaml, document 1: kind: is required (one of Config, Event, Lease, Node, Project, ResourceDefinition, Secret"),
         ("apiVersion: caravanserai/v1\nkind: Pod\n",
-         'x.yaml, document 1: kind: unknown kind "Pod": expected one of Event, Lease, Node, Project, ResourceDefinition'),
+         'x.yaml, document 1: kind: unknown kind "Pod": expected one of Config, Event, Lease, Node, Project, ResourceDefinition, Secret'),
         ("apiVersion: caravanserai/v1\nkind: [Project]\n", "x.yaml, document 1: kind: unknown kind a list"),
         ("- 1\n", "x.yaml, document 1, item 1: expected a mapping with apiVersion and kind, got an integer (1)"),
         ("just text\n", 'x.yaml, document 1: expected a mapping with apiVersion and kind, got a string "just text"'),

@@ -225,7 +225,7 @@ PROJECT_CASES: list[tuple[Mutation, str, str]] = [
     (lambda p: setattr(p.spec.volumes[1], "name", "data"), "spec.volumes[1].name",
      'duplicate volume name "data" (first at spec.volumes[0].name)'),
     (lambda p: setattr(p.spec.volumes[0], "type", "Host"), "spec.volumes[0].type",
-     'must be one of "Ephemeral", "Persistent" (or empty for Ephemeral), not "Host"'),
+     'must be one of "Ephemeral", "Persistent", "Secret", "Config" (or empty for Ephemeral), not "Host"'),
     (lambda p: setattr(p.spec.services[1].volume_mounts[0], "name", "cache"), "spec.services[1].volumeMounts[0].name",
      'volume "cache" is not declared in spec.volumes'),
     (lambda p: setattr(p.spec.services[1].volume_mounts[0], "name", ""), "spec.services[1].volumeMounts[0].name",
@@ -452,7 +452,7 @@ def test_validate_object_ignores_status_and_validate_status_ignores_spec() -> No
 
 
 def test_unknown_resource_and_wrong_class() -> None:
-    with pytest.raises(Invalid, match='unknown resource "pods"; known: events, leases, nodes, projects'):
+    with pytest.raises(Invalid, match='unknown resource "pods"; known: configs, events, leases, nodes, projects, secrets'):
         validate_object("pods", v1.Project())
     with pytest.raises(TypeError, match="projects holds Project objects, not Node"):
         validate_status("projects", v1.Node())

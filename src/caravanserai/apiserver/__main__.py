@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-ca", default="", help="CA bundle: client certificates are required and verified")
     p.add_argument("--token-file", default="", help="bearer tokens: CSV lines token,user[,group;group]")
     p.add_argument("--token-listen", default="", help="extra TLS address for bearer-token clients (no client certificate)")
+    p.add_argument("--encryption-key-file", default="",
+                   help="encrypt Secrets in etcd (AES-GCM): lines '<key id> <base64 32-byte key>', the first one writes")
     p.add_argument("--allow-insecure", action="store_true", help="allow plain TCP on a non-loopback address")
     p.add_argument("--max-inflight", type=int, default=400, help="requests in flight before RESOURCE_EXHAUSTED")
     p.add_argument("--max-inflight-per-client", type=int, default=100, help="the same, per client")
@@ -75,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         etcd_tls=TLSFiles(cert=opts.etcd_certfile, key=opts.etcd_keyfile, ca=opts.etcd_cafile),
         token_file=opts.token_file,
         token_listen=opts.token_listen,
+        encryption_key_file=opts.encryption_key_file,
         allow_insecure=opts.allow_insecure,
         max_inflight=opts.max_inflight,
         max_inflight_per_client=opts.max_inflight_per_client,

@@ -9,8 +9,9 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 | `controller:<name>` | read everything; write project status, node status, leases, events; delete projects  |
 | `node:<name>`       | read every project and node (its ingress routes any host to the node that runs it);   |
 |                     | write its own Node and Lease and the status of projects bound to it; create events,  |
-|                     | update its own events                                                                |
-| anyone else         | read-only: get, list, watch                                                          |
+|                     | update its own events; read the Secrets and Configs a project bound to it references |
+|                     | (lists and watches carry only those: the node authorizer's rule, `kinds.nodegraph`)   |
+| anyone else         | read-only: get, list, watch — except Secrets, which they cannot read at all          |
 
 Custom kinds: only `admin` writes ResourceDefinitions; `controller:*` identities also write objects of custom
 kinds and their status; `node:*` identities may use only the verbs a definition lists in `nodeVerbs`. The
@@ -22,11 +23,13 @@ With authentication off (no TLS client CA and no token file: a loopback developm
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
-from caravanserai.apiserver.kinds import KindTable
+from caravanserai.apiserver.kinds import KindStrategy, KindTable
+from caravanserai.apiserver.kinds.nodegraph import NO_GRAPH, NodeGraph
 from caravanserai.errors import Forbidden
 from caravanserai.identity import LOCAL_ADMIN, Authenticator, Identity, load_token_file
 
@@ -39,8 +42,9 @@ class Authorizer:
     """The table above, as code: the role rules here, the per-kind rules in each kind's strategy
     (`controller_writes`, `node_allows`). `check` raises Forbidden (and logs) or returns."""
 
-    def __init__(self, kinds: KindTable) -> None:
+    def __init__(self, kinds: KindTable, *, graph: NodeGraph = NO_GRAPH) -> None:
         self._kinds = kinds
+        self._graph = graph
 
     def check(
         self,
@@ -64,10 +68,21 @@ class Authorizer:
             return True
         strategy = self._kinds.get(resource)
         if who.node is not None:
+            if strategy is not None and strategy.node_reads_referenced and verb in READ_VERBS:
+                return verb != "get" or self._graph.allows(who.node, resource, ctx.get("name", ""))
             return strategy is not None and strategy.node_allows(who.node, verb, **ctx)
         if who.is_controller:
             return verb in READ_VERBS or (strategy is not None and verb in strategy.controller_writes)
-        return verb in READ_VERBS
+        return verb in READ_VERBS and not (strategy is not None and strategy.confidential)
+
+    def visible(self, who: Identity, strategy: KindStrategy) -> Callable[[Any], bool] | None:
+        """For lists and watches: which objects `who` may see, or None when every object the selectors pick is
+        visible. A node sees only the referenced objects of kinds it reads that way."""
+        node = who.node
+        if node is None or who.is_admin or not strategy.node_reads_referenced:
+            return None
+        graph, resource = self._graph, strategy.plural
+        return lambda obj: graph.allows(node, resource, obj.metadata.name)
 
 
 __all__ = ["Authenticator", "Authorizer", "Identity", "LOCAL_ADMIN", "load_token_file"]

@@ -192,7 +192,11 @@ class ResourcesServicer:
             fields = FieldSelector.parse(request.field_selector, kind=cache.kind.kind)
             await cache.ready.wait()
 
+            visible = self.authz.visible(who, self._service.kinds.require(request.resource))
+
             def predicate(obj: Any) -> bool:
+                if visible is not None and not visible(obj):
+                    return False
                 return labels.matches(obj.metadata.labels) and fields.matches(object_fields(obj))
 
             watcher = cache.watch(predicate, resource_version=request.resource_version)

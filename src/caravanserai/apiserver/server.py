@@ -22,11 +22,13 @@ from caravanserai.apiserver.httpendpoint import MetricsEndpoint
 from caravanserai.apiserver.kinds import builtin_kinds
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.metrics import ApiMetrics
+from caravanserai.apiserver.kinds import nodegraph
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.introspection import serve_introspection, set_serving
 from caravanserai.storage import EtcdClient, Store
+from caravanserai.storage.encryption import Encryption, load_key_file
 from caravanserai.tls import TLSFiles, is_loopback
 
 log = structlog.get_logger(__name__)
@@ -50,11 +52,20 @@ class ApiServerConfig:
     etcd_tls: TLSFiles = field(default_factory=TLSFiles)  # client certificate and CA for https:// etcd endpoints
     token_file: str = ""
     token_listen: str = ""  # optional second TLS port without client certificates, for bearer-token clients
+    encryption_key_file: str = ""  # keys encrypting Secrets in etcd (storage/encryption.py); "" stores them in the clear
     allow_insecure: bool = False  # plain TCP on a non-loopback address
     max_inflight: int = 400
     max_inflight_per_client: int = 100
     metrics_listen: str = ""  # host:port of /metrics, /healthz, /readyz; "" or "off": none (the CLI's default is 127.0.0.1:7423)
     server_options: list[tuple[str, object]] = field(default_factory=list)
+
+
+def _encryption(cfg: ApiServerConfig) -> Encryption | None:
+    """The encryption of Secrets at rest configured by `cfg` (None: stored in the clear)."""
+    if not cfg.encryption_key_file:
+        return None
+    confidential = [strategy.plural for strategy in builtin_kinds() if strategy.confidential]
+    return Encryption(load_key_file(cfg.encryption_key_file), resources=confidential)
 
 
 class ApiServer:
@@ -74,11 +85,17 @@ class ApiServer:
         cfg = self.config
         etcd_tls = cfg.etcd_tls if cfg.etcd_tls.enabled else None
         async with EtcdClient(list(cfg.etcd_endpoints), tls=etcd_tls) as etcd:
-            store = self.metrics.instrument(Store(etcd, prefix=cfg.etcd_prefix))
+            store = self.metrics.instrument(Store(etcd, prefix=cfg.etcd_prefix, encryption=_encryption(cfg)))
             kinds = builtin_kinds()
             caches = {k.plural: WatchCache(store, k.kind, history_revisions=cfg.history_revisions) for k in kinds}
+            authorizer = Authorizer(kinds, graph=nodegraph.over(caches))
             self.service = ResourceService(
-                store, kinds, caches, clock=self.clock, event_leases=EventLeases(store, clock=self.clock)
+                store,
+                kinds,
+                caches,
+                clock=self.clock,
+                event_leases=EventLeases(store, clock=self.clock),
+                authorizer=authorizer,
             )
             server = self._build_server(self.service)
             self.metrics.watch_caches(caches, self.limiter)
@@ -113,7 +130,7 @@ class ApiServer:
         authn = Authenticator(client_certs=bool(cfg.tls.ca), tokens=tokens)
         self.limiter = InflightLimiter(total=cfg.max_inflight, per_client=cfg.max_inflight_per_client)
         servicer = ResourcesServicer(
-            service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=Authorizer(service.kinds), limiter=self.limiter
+            service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=service.authorizer, limiter=self.limiter
         )
         server.add_generic_rpc_handlers((servicer.handler(),))
         api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(authn), server)

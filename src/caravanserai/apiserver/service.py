@@ -159,6 +159,7 @@ class ResourceService:
         self._authz.check(who, "list", resource, field_selector=request.field_selector)
         labels = LabelSelector.parse(request.label_selector)
         fields = FieldSelector.parse(request.field_selector, kind=strategy.kind.kind)
+        visible = self._authz.visible(who, strategy) or _everything
         token = getattr(request, "continue")
         revision, after = _decode_continue(token)
         limit = max(0, request.limit)
@@ -170,7 +171,7 @@ class ResourceService:
                 revision = page.revision
                 for index, item in enumerate(page.items):
                     obj = codec.decode(strategy.kind.cls, item.value, item.mod_revision)
-                    if labels.matches(obj.metadata.labels) and fields.matches(object_fields(obj)):
+                    if labels.matches(obj.metadata.labels) and fields.matches(object_fields(obj)) and visible(obj):
                         response.items.append(strategy.kind.wrap(obj))
                     after = item.name
                     if limit and len(response.items) == limit:
@@ -267,10 +268,17 @@ class ResourceService:
         """Stop serving a kind; its watch cache (for the caller to close), if it was served."""
         self.kinds.remove(plural)
         return self._caches.pop(plural, None)
+    @property
+    def authorizer(self) -> Authorizer:
+        return self._authz
 
     def cache(self, resource: str) -> WatchCache:
         self.kinds.require(resource)
         return self._caches[resource]
+
+
+def _everything(obj: Any) -> bool:
+    return True
 
 
 def _conflict(kinds: KindTable, resource: str, name: str, *, expected: str, current: str) -> Conflict:

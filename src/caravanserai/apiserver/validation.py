@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from caravanserai import v1
-from caravanserai.apiserver import servicerules
+from caravanserai.apiserver import datarules, servicerules
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.quantity import parse_quantity
 from caravanserai.selectors import (
@@ -93,7 +93,8 @@ def project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
     for i, volume in enumerate(spec.volumes):
         if errors.required(f"spec.volumes[{i}].name", volume.name):
             errors.check(f"spec.volumes[{i}].name", validate_dns_label(volume.name))
-        errors.choice(f"spec.volumes[{i}].type", volume.type, ("Ephemeral", "Persistent"), empty="for Ephemeral")
+        errors.choice(f"spec.volumes[{i}].type", volume.type, v1.VOLUME_TYPES, empty="for Ephemeral")
+        datarules.volume_data(errors, f"spec.volumes[{i}]", volume)
     errors.unique(((f"spec.volumes[{i}].name", v.name) for i, v in enumerate(spec.volumes)), "volume name")
     for i, service in enumerate(spec.services):
         _service(errors, f"spec.services[{i}]", service, volumes)
@@ -116,6 +117,7 @@ def project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
         _toleration(errors, f"spec.tolerations[{i}]", toleration)
         servicerules.toleration_seconds(errors, f"spec.tolerations[{i}]", toleration)
     servicerules.dependencies(errors, spec)
+    datarules.pull_secrets(errors, spec)
 
 
 def _service(errors: Violations, path: str, service: v1.Service, volumes: set[str]) -> None:
@@ -144,6 +146,7 @@ def _service(errors: Violations, path: str, service: v1.Service, volumes: set[st
         _absolute(errors, f"{path}.workingDir", service.working_dir)
     if service.HasField("healthcheck"):
         servicerules.healthcheck(errors, f"{path}.healthcheck", service.healthcheck)
+    datarules.service_data(errors, path, service)
 
 
 def _port(errors: Violations, path: str, port: v1.ServicePort) -> None:

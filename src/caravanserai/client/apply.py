@@ -34,7 +34,7 @@ from caravanserai.errors import AlreadyExists, Conflict, NotFound
 
 # How often a write that keeps meeting Conflict is re-read and retried before the Conflict is reported.
 CONFLICT_RETRIES = 5
-APPLICABLE = ("nodes", "projects", "resourcedefinitions")
+APPLICABLE = ("configs", "nodes", "projects", "resourcedefinitions", "secrets")
 """The built-in kinds a manifest may create or update (custom kinds may be applied too, see `applicable`)."""
 
 

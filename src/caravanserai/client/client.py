@@ -123,6 +123,8 @@ class Client:
         self.leases: ResourceClient[v1.Lease] = ResourceClient(self, "leases")
         self.events: ResourceClient[v1.Event] = ResourceClient(self, "events")
         self.resourcedefinitions: ResourceClient[v1.ResourceDefinition] = ResourceClient(self, "resourcedefinitions")
+        self.secrets: ResourceClient[v1.Secret] = ResourceClient(self, "secrets")
+        self.configs: ResourceClient[v1.Config] = ResourceClient(self, "configs")
 
     @overload
     def resource(self, kind: str) -> ResourceClient[Any]: ...

@@ -15,6 +15,8 @@ Guarantees:
 - **Watch from a list.** `watch(resource, start_revision=page.revision + 1)` delivers every later change
   exactly once, in revision order, across etcd restarts; Expired when history since then is compacted (list
   again). Empty batches are progress notifications: nothing at or below their revision is still to come.
+- **Encryption at rest** (optional, `encryption.Encryption`): values of the resources it names are sealed on
+  create and update and opened on every read and watch event; callers see plaintext either way.
 - **Errors** are `caravanserai.errors` types only (NotFound, AlreadyExists, Conflict, Expired, Unavailable, …).
   A write that fails with Unavailable may or may not have been applied; it is never retried here.
 """
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from caravanserai.errors import AlreadyExists, Conflict, Expired, Invalid, NotFound
+from caravanserai.storage.encryption import Encryption
 from caravanserai.storage.etcd import EtcdClient
 from caravanserai.storage.etcd_types import (
     Compare,
@@ -91,11 +94,18 @@ def _check_segment(what: str, value: str) -> None:
 class Store:
     """Objects of every resource under one key prefix; see the module docstring for the guarantees."""
 
-    def __init__(self, client: EtcdClient, prefix: str = "/caravanserai") -> None:
+    def __init__(self, client: EtcdClient, prefix: str = "/caravanserai", *, encryption: Encryption | None = None) -> None:
         if not prefix.startswith("/"):
             raise ValueError(f"store prefix must start with '/': {prefix!r}")
         self._client = client
         self._prefix = prefix.rstrip("/")
+        self._encryption = encryption
+
+    def _seal(self, resource: str, name: str, value: bytes) -> bytes:
+        return value if self._encryption is None else self._encryption.seal(resource, name, value)
+
+    def _open(self, resource: str, name: str, value: bytes) -> bytes:
+        return value if self._encryption is None or not value else self._encryption.open(resource, name, value)
 
     def _dir(self, resource: str) -> bytes:
         _check_segment("resource", resource)
@@ -105,9 +115,9 @@ class Store:
         _check_segment("name", name)
         return self._dir(resource) + name.encode()
 
-    @staticmethod
-    def _object(kv: KeyValue, dir_len: int) -> StoredObject:
-        return StoredObject(kv.key[dir_len:].decode(), kv.value, kv.mod_revision, kv.create_revision)
+    def _object(self, resource: str, kv: KeyValue, dir_len: int) -> StoredObject:
+        name = kv.key[dir_len:].decode()
+        return StoredObject(name, self._open(resource, name, kv.value), kv.mod_revision, kv.create_revision)
 
     async def get(self, resource: str, name: str) -> StoredObject:
         """The object now (linearizable read). NotFound when absent."""
@@ -115,7 +125,7 @@ class Store:
         result = await self._client.range(self._key(resource, name))
         if not result.kvs:
             raise NotFound(f"{resource} {name!r} not found")
-        return self._object(result.kvs[0], len(directory))
+        return self._object(resource, result.kvs[0], len(directory))
 
     async def list(self, resource: str, *, limit: int = 0, start_after: str = "", revision: int = 0) -> ListPage:
         """Objects in name order after `start_after`, at most `limit` (0: all), read at `revision` (0: now).
@@ -126,7 +136,7 @@ class Store:
         directory = self._dir(resource)
         start = directory + start_after.encode() + b"\0" if start_after else directory
         result = await self._client.range(start, prefix_end(directory), limit=limit, revision=revision)
-        items = [self._object(kv, len(directory)) for kv in result.kvs]
+        items = [self._object(resource, kv, len(directory)) for kv in result.kvs]
         return ListPage(items, revision or result.revision, result.more)
 
     async def pages(
@@ -147,7 +157,7 @@ class Store:
         key = self._key(resource, name)
         result = await self._client.txn(
             compare=[Compare.create_revision(key, "==", 0)],
-            success=[PutOp(key, value, lease=lease)],
+            success=[PutOp(key, self._seal(resource, name, value), lease=lease)],
         )
         if not result.succeeded:
             raise AlreadyExists(f"{resource} {name!r} already exists")
@@ -163,7 +173,7 @@ class Store:
         key = self._key(resource, name)
         result = await self._client.txn(
             compare=[Compare.mod_revision(key, "==", expected_revision)],
-            success=[PutOp(key, value, ignore_lease=True)],
+            success=[PutOp(key, self._seal(resource, name, value), ignore_lease=True)],
             failure=[RangeOp(key, keys_only=True)],
         )
         if not result.succeeded:
@@ -224,20 +234,20 @@ class Store:
         batches = self._client.watch(directory, prefix_end(directory), start_revision=start_revision)
         try:
             async for batch in batches:
-                events = [self._event(e, len(directory)) for e in batch.events]
+                events = [self._event(resource, e, len(directory)) for e in batch.events]
                 yield WatchBatch(batch.revision, events)
         finally:
             await batches.aclose()  # ends the etcd stream now, not when the generator is collected
 
-    @staticmethod
-    def _event(event: Event, dir_len: int) -> StoreEvent:
+    def _event(self, resource: str, event: Event, dir_len: int) -> StoreEvent:
         name = event.kv.key[dir_len:].decode()
         prev = event.prev_kv
-        prev_value = prev.value if prev is not None else b""
+        prev_value = self._open(resource, name, prev.value) if prev is not None else b""
         if event.type == "DELETE":
             create_revision = prev.create_revision if prev is not None else 0
             return StoreEvent("DELETE", name, b"", prev_value, event.kv.mod_revision, create_revision)
-        return StoreEvent("PUT", name, event.kv.value, prev_value, event.kv.mod_revision, event.kv.create_revision)
+        value = self._open(resource, name, event.kv.value)
+        return StoreEvent("PUT", name, value, prev_value, event.kv.mod_revision, event.kv.create_revision)
 
     async def current_revision(self) -> int:
         """The store's current revision (linearizable): every write so far is at or below it."""

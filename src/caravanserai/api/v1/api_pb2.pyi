@@ -3,6 +3,7 @@
 isort:skip_file
 The Caravanserai API: one generic resource service for every kind, plus small helpers."""
 
+from caravanserai.api.v1 import configdata_pb2 as _configdata_pb2
 from caravanserai.api.v1 import definitions_pb2 as _definitions_pb2
 from caravanserai.api.v1 import resources_pb2 as _resources_pb2
 from collections import abc as _abc
@@ -34,6 +35,8 @@ class Object(_message.Message):
     EVENT_FIELD_NUMBER: _builtins.int
     RESOURCE_DEFINITION_FIELD_NUMBER: _builtins.int
     CUSTOM_FIELD_NUMBER: _builtins.int
+    SECRET_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -58,6 +61,14 @@ class Object(_message.Message):
     def custom(self) -> _definitions_pb2.CustomObject:
         """An object of a custom kind (resource: the definition's plural)."""
 
+    @_builtins.property
+    def secret(self) -> _configdata_pb2.Secret:
+        """A secret (resource "secrets")."""
+
+    @_builtins.property
+    def config(self) -> _configdata_pb2.Config:
+        """A config (resource "configs")."""
+
     def __init__(
         self,
         *,
@@ -67,12 +78,14 @@ class Object(_message.Message):
         event: _resources_pb2.Event | None = ...,
         resource_definition: _definitions_pb2.ResourceDefinition | None = ...,
         custom: _definitions_pb2.CustomObject | None = ...,
+        secret: _configdata_pb2.Secret | None = ...,
+        config: _configdata_pb2.Config | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 
@@ -85,7 +98,7 @@ class CreateRequest(_message.Message):
     RESOURCE_FIELD_NUMBER: _builtins.int
     OBJECT_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
-    """Plural resource name: "projects", "nodes", "leases", "events"."""
+    """Plural resource name: "projects", "nodes", "leases", "events", "secrets", "configs"."""
     @_builtins.property
     def object(self) -> Global___Object:
         """The object to create; its kind must match resource. Status set by the client is refused (except for leases

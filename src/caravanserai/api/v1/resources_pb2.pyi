@@ -670,34 +670,98 @@ class Lease(_message.Message):
 Global___Lease: _TypeAlias = Lease  # noqa: Y015
 
 @_typing.final
-class EnvVar(_message.Message):
+class KeyRef(_message.Message):
     """----------------------------------------------------------------------------------------------------------------
     Project
 
-    EnvVar is one environment variable of a service.
+    KeyRef names one key of a Secret or a Config. Exactly one of secret and config is set.
     """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SECRET_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    secret: _builtins.str
+    """Name of a Secret."""
+    config: _builtins.str
+    """Name of a Config."""
+    key: _builtins.str
+    """The key within its data."""
+    def __init__(
+        self,
+        *,
+        secret: _builtins.str = ...,
+        config: _builtins.str = ...,
+        key: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "key", b"key", "secret", b"secret"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___KeyRef: _TypeAlias = KeyRef  # noqa: Y015
+
+@_typing.final
+class EnvVar(_message.Message):
+    """EnvVar is one environment variable of a service: a literal value or one taken from a Secret or Config."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
     VALUE_FIELD_NUMBER: _builtins.int
+    VALUE_FROM_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Variable name."""
     value: _builtins.str
-    """Variable value."""
+    """Variable value (empty when value_from is set)."""
+    @_builtins.property
+    def value_from(self) -> Global___KeyRef:
+        """Take the value from a key of a Secret or Config instead."""
+
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         value: _builtins.str = ...,
+        value_from: Global___KeyRef | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["value_from", b"value_from"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "value", b"value"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "value", b"value", "value_from", b"value_from"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EnvVar: _TypeAlias = EnvVar  # noqa: Y015
+
+@_typing.final
+class EnvFromSource(_message.Message):
+    """EnvFromSource makes every key of a Secret or Config an environment variable. Exactly one of secret and config
+    is set.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SECRET_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    secret: _builtins.str
+    """Name of a Secret."""
+    config: _builtins.str
+    """Name of a Config."""
+    def __init__(
+        self,
+        *,
+        secret: _builtins.str = ...,
+        config: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "secret", b"secret"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EnvFromSource: _TypeAlias = EnvFromSource  # noqa: Y015
 
 @_typing.final
 class ServicePort(_message.Message):
@@ -1014,6 +1078,8 @@ class Service(_message.Message):
     DEPENDS_ON_FIELD_NUMBER: _builtins.int
     HEALTHCHECK_FIELD_NUMBER: _builtins.int
     RESTARTED_AT_FIELD_NUMBER: _builtins.int
+    ENV_FROM_FIELD_NUMBER: _builtins.int
+    IMAGE_PULL_POLICY_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """DNS label, unique within the project; also the container's DNS alias on the project network."""
     image: _builtins.str
@@ -1022,6 +1088,10 @@ class Service(_message.Message):
     """"Always" (default), "OnFailure" or "Never"."""
     working_dir: _builtins.str
     """Working directory inside the container."""
+    image_pull_policy: _builtins.str
+    """"IfNotPresent" (default: pull only a missing image), "Always" (pull before every container creation) or
+    "Never" (the image must be on the node).
+    """
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Overrides the image's entrypoint."""
@@ -1058,6 +1128,12 @@ class Service(_message.Message):
     def restarted_at(self) -> _timestamp_pb2.Timestamp:
         """Set by `caractrl restart`: a new value recreates the service's container (like kubectl rollout restart)."""
 
+    @_builtins.property
+    def env_from(self) -> _containers.RepeatedCompositeFieldContainer[Global___EnvFromSource]:
+        """Every key of these Secrets and Configs as environment variables (env entries of the same name win; later
+        sources win over earlier ones).
+        """
+
     def __init__(
         self,
         *,
@@ -1074,10 +1150,12 @@ class Service(_message.Message):
         depends_on: _abc.Iterable[Global___ServiceDependency] | None = ...,
         healthcheck: Global___HealthCheck | None = ...,
         restarted_at: _timestamp_pb2.Timestamp | None = ...,
+        env_from: _abc.Iterable[Global___EnvFromSource] | None = ...,
+        image_pull_policy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["healthcheck", b"healthcheck", "resources", b"resources", "restarted_at", b"restarted_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command", "depends_on", b"depends_on", "env", b"env", "healthcheck", b"healthcheck", "image", b"image", "name", b"name", "ports", b"ports", "resources", b"resources", "restart_policy", b"restart_policy", "restarted_at", b"restarted_at", "volume_mounts", b"volume_mounts", "working_dir", b"working_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command", "depends_on", b"depends_on", "env", b"env", "env_from", b"env_from", "healthcheck", b"healthcheck", "image", b"image", "image_pull_policy", b"image_pull_policy", "name", b"name", "ports", b"ports", "resources", b"resources", "restart_policy", b"restart_policy", "restarted_at", b"restarted_at", "volume_mounts", b"volume_mounts", "working_dir", b"working_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1085,25 +1163,39 @@ Global___Service: _TypeAlias = Service  # noqa: Y015
 
 @_typing.final
 class Volume(_message.Message):
-    """Volume is storage shared by the services of a project."""
+    """Volume is storage shared by the services of a project, or the data of a Secret or Config as files."""
 
     DESCRIPTOR: _descriptor.Descriptor
 
     NAME_FIELD_NUMBER: _builtins.int
     TYPE_FIELD_NUMBER: _builtins.int
+    SECRET_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """DNS label, unique within the project."""
     type: _builtins.str
-    """"Ephemeral" (default; removed with the project) or "Persistent" (survives the project)."""
+    """"Ephemeral" (default; removed with the project), "Persistent" (survives the project), "Secret" (the keys of
+    `secret` as files, on tmpfs, always mounted read-only) or "Config" (the keys of `config` as files, read-only).
+    """
+    secret: _builtins.str
+    """Name of the Secret of a volume of type Secret."""
+    config: _builtins.str
+    """Name of the Config of a volume of type Config."""
+    mode: _builtins.int
+    """File mode of the files of a Secret or Config volume, e.g. 0400 (default 0444; at most 0777)."""
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         type: _builtins.str = ...,
+        secret: _builtins.str = ...,
+        config: _builtins.str = ...,
+        mode: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "mode", b"mode", "name", b"name", "secret", b"secret", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1228,6 +1320,7 @@ class ProjectSpec(_message.Message):
     TOLERATIONS_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
     EXPIRE_AT_FIELD_NUMBER: _builtins.int
+    IMAGE_PULL_SECRETS_FIELD_NUMBER: _builtins.int
     priority: _builtins.int
     """Higher values are scheduled first."""
     @_builtins.property
@@ -1254,6 +1347,12 @@ class ProjectSpec(_message.Message):
     def expire_at(self) -> _timestamp_pb2.Timestamp:
         """When set, the project is deleted after this time."""
 
+    @_builtins.property
+    def image_pull_secrets(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Names of Secrets of type RegistryAuth whose credentials are used to pull the services' images (each for the
+        registry it names).
+        """
+
     def __init__(
         self,
         *,
@@ -1264,10 +1363,11 @@ class ProjectSpec(_message.Message):
         tolerations: _abc.Iterable[Global___Toleration] | None = ...,
         priority: _builtins.int = ...,
         expire_at: _timestamp_pb2.Timestamp | None = ...,
+        image_pull_secrets: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expire_at", b"expire_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expire_at", b"expire_at", "ingress", b"ingress", "node_selector", b"node_selector", "priority", b"priority", "services", b"services", "tolerations", b"tolerations", "volumes", b"volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["expire_at", b"expire_at", "image_pull_secrets", b"image_pull_secrets", "ingress", b"ingress", "node_selector", b"node_selector", "priority", b"priority", "services", b"services", "tolerations", b"tolerations", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

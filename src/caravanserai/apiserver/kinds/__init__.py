@@ -7,7 +7,7 @@ Built-in kinds live in this package, one module each; `builtin_kinds()` is a fre
 
 from __future__ import annotations
 
-from caravanserai.apiserver.kinds import definition, event, lease, node, project
+from caravanserai.apiserver.kinds import config, definition, event, lease, node, project, secret
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
 
 BUILTIN: tuple[KindStrategy, ...] = (
@@ -16,6 +16,8 @@ BUILTIN: tuple[KindStrategy, ...] = (
     lease.STRATEGY,
     event.STRATEGY,
     definition.STRATEGY,
+    secret.STRATEGY,
+    config.STRATEGY,
 )
 
 

@@ -67,6 +67,9 @@ class KindStrategy:
     status_on_create = True
     #: Verbs `controller:*` identities may use besides reading.
     controller_writes: frozenset[str] = frozenset()
+    #: May a node read the objects that a project bound to it references (`caravanserai.datarefs`)? Its lists and
+    #: watches then carry only those objects (the node authorizer's rule, `apiserver.auth`).
+    node_reads_referenced = False
 
     def __init__(self, kind: meta.Kind) -> None:
         self.kind = kind
@@ -74,6 +77,12 @@ class KindStrategy:
     @property
     def plural(self) -> str:
         return self.kind.plural
+
+    @property
+    def confidential(self) -> bool:
+        """Confidential kinds (`meta.Kind.confidential`: Secrets) are read only by admin, controllers and nodes as
+        `node_reads_referenced` says; every other identity is refused every verb; they are encrypted at rest."""
+        return self.kind.confidential
 
     # ---- create ---------------------------------------------------------------------------------------------
 

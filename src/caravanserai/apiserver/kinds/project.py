@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from caravanserai import lifecycle, meta
+from caravanserai import lifecycle, meta, v1
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindStrategy
 from caravanserai.errors import FailedPrecondition
@@ -20,6 +20,7 @@ class ProjectStrategy(KindStrategy):
 
     def default_new(self, obj: Any, *, now: float) -> None:
         lifecycle.created(obj, now=now)
+        default_requests(obj.spec)
 
     def validate(self, obj: Any) -> None:
         validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_label, spec_rule=validation.project_spec)
@@ -28,6 +29,8 @@ class ProjectStrategy(KindStrategy):
         validation.check_status(obj, kind=KIND.kind, status_rule=validation.project_status)
 
     def prepare_update(self, old: Any, new: Any) -> Any:
+        new = meta.copy(new)
+        default_requests(new.spec)
         merged = super().prepare_update(old, new)
         if old.metadata.HasField("deletion_timestamp") and merged.spec != old.spec:
             raise FailedPrecondition(f"project {old.metadata.name} is being deleted; its spec cannot change")
@@ -59,6 +62,15 @@ class ProjectStrategy(KindStrategy):
         if verb == "update_status":
             return old is not None and old.status.node_ref == node and obj.status.node_ref == node
         return False
+
+
+def default_requests(spec: v1.ProjectSpec) -> None:
+    """Kubernetes' rule: a service that limits a resource without requesting it requests its limit (in place)."""
+    for service in spec.services:
+        resources = service.resources
+        for name, limit in resources.limits.items():
+            if name not in resources.requests:
+                resources.requests[name] = limit
 
 
 STRATEGY = ProjectStrategy(KIND)

@@ -1,0 +1,84 @@
+"""Which Secrets and Configs a project uses: the one reading of `env[].valueFrom`, `envFrom`, data volumes and
+`imagePullSecrets`, shared by validation, the apiserver's node authorizer, the agent and the CLI.
+
+Guarantees:
+
+* **Complete.** Every place of a project spec that names a Secret or a Config is looked at here and nowhere else,
+  so what the node authorizer lets a node read is exactly what its agent needs.
+* **Per service.** `service_refs` says what one service needs (its env and the data volumes it mounts); a change
+  of exactly those objects changes that service's spec hash, and nothing else's.
+* Pure; refs are sorted, deduplicated tuples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from caravanserai import v1
+
+SECRETS = "secrets"
+CONFIGS = "configs"
+
+
+@dataclass(frozen=True, slots=True)
+class DataRefs:
+    """Names of Secrets and Configs, sorted."""
+
+    secrets: tuple[str, ...] = ()
+    configs: tuple[str, ...] = ()
+
+    def names(self, resource: str) -> tuple[str, ...]:
+        """The names for `resource` ("secrets" or "configs")."""
+        return self.secrets if resource == SECRETS else self.configs if resource == CONFIGS else ()
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets or self.configs)
+
+
+def _refs(secrets: set[str], configs: set[str]) -> DataRefs:
+    return DataRefs(tuple(sorted(secrets - {""})), tuple(sorted(configs - {""})))
+
+
+def service_refs(service: v1.Service, spec: v1.ProjectSpec) -> DataRefs:
+    """What `service` of a project with `spec` reads: env sources and the data volumes it mounts."""
+    secrets: set[str] = set()
+    configs: set[str] = set()
+    for env in service.env:
+        if env.HasField("value_from"):
+            secrets.add(env.value_from.secret)
+            configs.add(env.value_from.config)
+    for source in service.env_from:
+        secrets.add(source.secret)
+        configs.add(source.config)
+    mounted = {mount.name for mount in service.volume_mounts}
+    for volume in spec.volumes:
+        if volume.name in mounted:
+            if volume.type == v1.VOLUME_SECRET:
+                secrets.add(volume.secret)
+            elif volume.type == v1.VOLUME_CONFIG:
+                configs.add(volume.config)
+    return _refs(secrets, configs)
+
+
+def project_refs(spec: v1.ProjectSpec) -> DataRefs:
+    """Everything a project reads: every service's refs plus its image pull secrets."""
+    secrets = set(spec.image_pull_secrets)
+    configs: set[str] = set()
+    for service in spec.services:
+        refs = service_refs(service, spec)
+        secrets.update(refs.secrets)
+        configs.update(refs.configs)
+    for volume in spec.volumes:  # declared but unmounted data volumes are read too (validated, never materialized)
+        if volume.type == v1.VOLUME_SECRET:
+            secrets.add(volume.secret)
+        elif volume.type == v1.VOLUME_CONFIG:
+            configs.add(volume.config)
+    return _refs(secrets, configs)
+
+
+def references(spec: v1.ProjectSpec, resource: str, name: str) -> bool:
+    """Does a project with `spec` read the Secret or Config `name` (`resource` "secrets" or "configs")?"""
+    return name in project_refs(spec).names(resource)
+
+
+__all__ = ["CONFIGS", "DataRefs", "SECRETS", "project_refs", "references", "service_refs"]
