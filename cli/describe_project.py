@@ -78,7 +78,7 @@ def _service(out: Writer, service: v1.Service) -> None:
             ("Depends On", listing(f"{d.service} ({d.condition or 'started'})" for d in service.depends_on)),
             ("Healthcheck", healthcheck_text(service.healthcheck) if service.HasField("healthcheck") else NONE),
             ("Restarted At", rfc3339(service.restarted_at) if service.HasField("restarted_at") else NONE),
-            ("Image Pull Policy", service.image_pull_policy or "IfNotPresent (default)"),
+            ("Pull Policy", service.image_pull_policy or "IfNotPresent (default)"),
             ("Env", listing(_env(e) for e in service.env)),
             ("Env From", listing(_source(s.secret, s.config) for s in service.env_from)),
             ("Ports", listing(_port(p) for p in service.ports)),
