@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
-import signal
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from caravanserai.testing.fleet.process import HostProcess
 
 NODE_LABEL = "caravanserai.io/node"
 PROJECT_LABEL = "caravanserai.io/project"
@@ -30,58 +30,12 @@ SERVICE_LABEL = "caravanserai.io/service"
 QUICK_STOP = ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
 
 
-@dataclass
-class OsProcess:
-    """A command run as a child process; `start()` again after `kill()` runs it anew with the same argv."""
+class OsProcess(HostProcess):
+    """A command run as a child process (in this network namespace); `start()` again after `kill()` runs it anew
+    with the same argv. The fleet harness's `HostProcess`, which dies with the test run."""
 
-    name: str
-    argv: list[str]
-    log_path: Path
-    proc: asyncio.subprocess.Process | None = None
-    starts: int = 0
-
-    async def start(self) -> None:
-        self.starts += 1
-        with open(self.log_path, "ab") as log:
-            log.write(f"--- start {self.starts}: {' '.join(self.argv)}\n".encode())
-            log.flush()
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
-            )
-
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None
-
-    def signal(self, sig: signal.Signals) -> None:
-        if self.running:
-            assert self.proc is not None
-            os.kill(self.proc.pid, sig)
-
-    async def kill(self) -> None:
-        """SIGKILL, and wait until the process is gone (no cleanup of any kind runs)."""
-        if self.proc is not None:
-            self.signal(signal.SIGKILL)
-            await self.proc.wait()
-
-    async def stop(self) -> None:
-        """SIGCONT (in case it is stopped) and SIGTERM; SIGKILL after 10 s."""
-        if not self.running:
-            return
-        assert self.proc is not None
-        self.signal(signal.SIGCONT)
-        self.signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self.proc.wait(), 10)
-        except TimeoutError:
-            await self.kill()
-
-    def log_tail(self, lines: int = 25) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+    def __init__(self, name: str, argv: list[str], log_path: Path) -> None:
+        super().__init__(name, argv, log_path=log_path)
 
 
 @dataclass

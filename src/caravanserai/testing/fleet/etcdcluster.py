@@ -140,7 +140,8 @@ class EtcdCluster:
             "--command-timeout=5s",
             *args,
         ]
-        result = subprocess.run(argv, capture_output=True, text=True, check=False, env={"ETCDCTL_API": "3"}, timeout=60)
+        env = {"ETCDCTL_API": "3"}
+        result = subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=60)
         if result.returncode != 0:
             raise RuntimeError(f"etcdctl {' '.join(args)}: {result.stderr.strip()}")
         return result.stdout
@@ -151,7 +152,9 @@ class EtcdCluster:
             if not member.process.running:
                 continue
             try:
-                out = await asyncio.to_thread(self.etcdctl, "endpoint", "status", "-w", "json", endpoints=[member.endpoint])
+                out = await asyncio.to_thread(
+                    self.etcdctl, "endpoint", "status", "-w", "json", endpoints=[member.endpoint]
+                )
             except RuntimeError:
                 continue
             status = json.loads(out)[0]["Status"]

@@ -120,7 +120,8 @@ class Fleet:
 
     def caractrl(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """Run `caractrl` as an admin against every apiserver (blocking); the completed process."""
-        return subprocess.run(self.caractrl_argv(*args), capture_output=True, text=True, timeout=timeout, check=False)
+        argv = self.caractrl_argv(*args)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
 
     # ---- lifecycle --------------------------------------------------------------------------------------------
 
@@ -192,13 +193,14 @@ class Fleet:
                 "--listen", f"{host.address}:{API_PORT}", *self._tls_args("apiserver"),
                 "--bookmark-interval", "1", "--shutdown-grace", "2", "--log-level", "info",
             )  # fmt: skip
-            self.apiservers.append(HostProcess(f"apiserver-{host.name}", argv, log_path=self._log(f"apiserver-{host.name}"), netns=host.netns))
+            name = f"apiserver-{host.name}"
+            self.apiservers.append(HostProcess(name, argv, log_path=self._log(name), netns=host.netns))
         await asyncio.gather(*(p.start() for p in self.apiservers))
         await self.wait_serving()
         for host in self.control_hosts[-self.config.controller_replicas :]:
-            self.controllers.append(
-                HostProcess(f"controllers-{host.name}", self._controller_argv(host), log_path=self._log(f"controllers-{host.name}"), netns=host.netns)
-            )
+            name = f"controllers-{host.name}"
+            argv = self._controller_argv(host)
+            self.controllers.append(HostProcess(name, argv, log_path=self._log(name), netns=host.netns))
         await asyncio.gather(*(p.start() for p in self.controllers))
 
     def _controller_argv(self, host: Host) -> list[str]:
@@ -235,8 +237,9 @@ class Fleet:
 
     async def _start_agents(self) -> None:
         for host in self.workers:
+            name = f"agent-{host.name}"
             argv = self.agent_argv(host)
-            self.agents[host.name] = HostProcess(f"agent-{host.name}", argv, log_path=self._log(f"agent-{host.name}"), netns=host.netns)
+            self.agents[host.name] = HostProcess(name, argv, log_path=self._log(name), netns=host.netns)
         await asyncio.gather(*(p.start() for p in self.agents.values()))
 
     async def wait_serving(self, timeout: float = 60.0) -> None:
@@ -252,7 +255,8 @@ class Fleet:
         async with self.client(timeout=5, retry_timeout=5) as client:
             async def all_ready() -> None:
                 nodes = {n.metadata.name: n for n in await client.nodes.list()}
-                missing = [h.name for h in self.workers if h.name not in nodes or nodes[h.name].status.state != v1.NODE_READY]
+                ready = {name for name, node in nodes.items() if node.status.state == v1.NODE_READY}
+                missing = [h.name for h in self.workers if h.name not in ready]
                 if missing:
                     raise RuntimeError(f"nodes not Ready: {missing}")
 
