@@ -14,6 +14,7 @@ from caravanserai import manifest, meta, v1
 from caravanserai.client.agentlogs import node_address
 from caravanserai.client.nodeops import requested
 from caravanserai.clock import seconds
+from caravanserai.ingresshosts import ingress_host
 from caravanserai.quantity import parse_quantity
 from caravanserai.selectors import LabelSelector
 
@@ -140,8 +141,11 @@ def events_view(events: Iterable[v1.Event], now: float, *, type_: str = "", obj:
 
 
 def _urls(project: v1.Project, node: v1.Node | None) -> list[str]:
-    """Where a project answers: its ingress hosts, and the host ports its services publish on its node."""
-    urls = [f"http://{ingress.host}/" for ingress in project.spec.ingress if ingress.host]
+    """Where a project answers: its ingress host names (on the port of the node's ingress proxy; every node's
+    proxy serves every host), and the host ports its services publish on its node."""
+    proxy = node.status.network.ingress_port if node is not None else 0
+    suffix = f":{proxy}" if proxy else ""
+    urls = [f"http://{ingress_host(project, ingress)}{suffix}/" for ingress in project.spec.ingress]
     address = node_address(node) if node is not None else ""
     for service in project.spec.services:
         for port in service.ports:

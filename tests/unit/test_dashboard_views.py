@@ -83,10 +83,12 @@ def test_project_view_lists_urls_of_ingress_and_host_ports() -> None:
     p = bound("web", "n1")
     p.spec.services[0].ports.add(container_port=80, host_port=18080)
     p.spec.ingress.add(name="site", host="web.example")
+    p.spec.ingress.add(name="api")
     n = node("n1")
     n.status.network.addresses.add(type="InternalIP", address="10.0.0.5")
+    n.status.network.ingress_port = 8081
     view = views.project_view(p, n, [], NOW)
-    assert view["urls"] == ["http://web.example/", "http://10.0.0.5:18080/"]
+    assert view["urls"] == ["http://web.example:8081/", "http://api.web.local:8081/", "http://10.0.0.5:18080/"]
     assert view["services"][0]["name"] == "svc0" and view["services"][0]["state"] == ""
 
 
