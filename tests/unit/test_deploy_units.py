@@ -1,0 +1,57 @@
+"""The systemd units of deploy/systemd start our programs with flags those programs accept (with the example
+environment files' values), and every unit has the sections systemd needs."""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from caravanserai.agent.__main__ import parser as agent_parser
+from caravanserai.apiserver.__main__ import _parser as apiserver_parser
+from caravanserai.controllers.manager import parser as manager_parser
+
+UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
+PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
+    "cara-apiserver": apiserver_parser,
+    "cara-controller-manager": manager_parser,
+    "cara-agent": agent_parser,
+}
+
+
+def _environment() -> dict[str, str]:
+    values = {"H": "m1"}  # %H, the host name
+    for name in ("cluster.env.example", "etcd.env.example"):
+        for line in (UNITS / name).read_text().splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.partition("=")
+                values[key] = value
+    return values
+
+
+def _exec_start(unit: str) -> list[str]:
+    config = configparser.ConfigParser(interpolation=None, strict=False)
+    config.read_string((UNITS / unit).read_text().replace("\\\n", " "))
+    assert {"Unit", "Service", "Install"} <= set(config.sections())
+    env = _environment()
+    line = re.sub(r"\$\{(\w+)\}|%(\w)", lambda m: env[m.group(1) or m.group(2)], config["Service"]["ExecStart"])
+    return shlex.split(line)
+
+
+@pytest.mark.parametrize("program", sorted(PARSERS))
+def test_units_pass_flags_their_program_accepts(program: str) -> None:
+    argv = _exec_start(f"{program}.service")
+    assert Path(argv[0]).name == program
+    PARSERS[program]().parse_args(argv[1:])  # exits (SystemExit) on an unknown or malformed flag
+
+
+def test_etcd_unit_names_every_member_and_mutual_tls() -> None:
+    argv = _exec_start("cara-etcd.service")
+    assert "--client-cert-auth" in argv and "--peer-client-cert-auth" in argv
+    cluster = next(a for a in argv if a.startswith("--initial-cluster="))
+    assert cluster.count("https://") == 3
