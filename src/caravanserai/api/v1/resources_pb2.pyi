@@ -905,7 +905,11 @@ Global___ResourceRequirements: _TypeAlias = ResourceRequirements  # noqa: Y015
 
 @_typing.final
 class ServiceDependency(_message.Message):
-    """ServiceDependency makes a service wait for another service of the same project (Compose's depends_on)."""
+    """ServiceDependency makes a service wait for another service of the same project (Compose's depends_on). The
+    condition says what the other service must have reached: started (its container runs, or it completed),
+    healthy (its health check passes; it needs a healthcheck) or completed (it exited with code 0 and will not be
+    restarted; it needs restart policy Never or OnFailure).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -914,9 +918,7 @@ class ServiceDependency(_message.Message):
     service: _builtins.str
     """Name of another service of the project."""
     condition: _builtins.str
-    """What the other service must have reached: "started" (default: its container runs), "healthy" (its health
-    check passes; requires a healthcheck) or "completed" (it exited with code 0).
-    """
+    """"started" (default), "healthy" or "completed"."""
     def __init__(
         self,
         *,
