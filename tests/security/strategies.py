@@ -5,7 +5,8 @@
   and nested junk.
 * `valid_projects()` and `valid_nodes()`: manifests as plain data (camelCase keys) that the server must accept and
   store exactly: unique service, volume, port and ingress names, declared volume mounts, limits at least their
-  requests, host ports unique.
+  requests, host ports unique, health checks with one probe, dependsOn only on earlier services (no cycles) with
+  a condition the target allows, tolerationSeconds only with NoExecute.
 
 `mutations` breaks these; `request_strategies` builds raw requests from them. Nothing here calls the code under
 test.
@@ -131,7 +132,46 @@ def _service(draw: Draw, name: str, volumes: list[str], host_ports: list[int]) -
     service["resources"] = resources
     _maybe(draw, service, "restartPolicy", st.sampled_from(["Always", "OnFailure", "Never"]))
     _maybe(draw, service, "workingDir", TEXT.map(lambda t: "/" + t))
+    _maybe(draw, service, "healthcheck", _healthchecks())
     return {key: value for key, value in service.items() if value not in ([], {"requests": {}, "limits": {}})}
+
+
+DURATIONS = st.sampled_from(["1s", "500ms", "2m", "1h30m", "10"])
+
+
+@st.composite
+def _healthchecks(draw: Draw) -> Data:
+    """One of exec, http and tcp, with some of the timing fields."""
+    kind = draw(st.sampled_from(["exec", "http", "tcp"]))
+    check: Data
+    if kind == "exec":
+        check = {"exec": {"command": draw(st.lists(TEXT.filter(bool), min_size=1, max_size=2))}}
+    elif kind == "http":
+        check = {"http": {"port": draw(st.integers(1, 65535))}}
+        _maybe(draw, check["http"], "path", TEXT.map(lambda t: "/" + t))
+        _maybe(draw, check["http"], "expectedStatus", st.sampled_from(["200", "200-399", "204-204", "100-599"]))
+    else:
+        check = {"tcp": {"port": draw(st.integers(1, 65535))}}
+    for key in ("interval", "timeout", "startPeriod"):
+        _maybe(draw, check, key, DURATIONS)
+    _maybe(draw, check, "retries", st.integers(0, 10))
+    return check
+
+
+def _depends_on(draw: Draw, services: list[Data]) -> None:
+    """Give some services dependencies on earlier ones (never a cycle), with a condition each target allows."""
+    for i, service in enumerate(services[1:], start=1):
+        targets = draw(st.lists(st.sampled_from(services[:i]), max_size=2, unique_by=lambda t: t["name"]))
+        deps = []
+        for target in targets:
+            allowed = ["", "started"] + (["healthy"] if "healthcheck" in target else [])
+            if target.get("restartPolicy") in ("OnFailure", "Never"):
+                allowed.append("completed")
+            dep: Data = {"service": target["name"]}
+            _maybe(draw, dep, "condition", st.sampled_from(allowed))
+            deps.append(dep)
+        if deps:
+            service["dependsOn"] = deps
 
 
 @st.composite
@@ -142,6 +182,8 @@ def _tolerations(draw: Draw) -> Data:
     else:
         toleration = {"key": draw(LABEL_KEYS), "value": draw(LABEL_VALUES)}
     _maybe(draw, toleration, "effect", st.sampled_from(EFFECTS))
+    if toleration.get("effect") == "NoExecute":
+        _maybe(draw, toleration, "tolerationSeconds", st.integers(0, 86400))
     return toleration
 
 
@@ -160,6 +202,7 @@ def valid_projects(draw: Draw) -> Data:
     names = draw(st.lists(dns_labels(), min_size=1, max_size=3, unique=True))
     host_ports = draw(st.lists(st.integers(1, 65535), max_size=6, unique=True))
     spec: Data = {"services": [draw(_service(n, volumes, host_ports)) for n in names]}
+    _depends_on(draw, spec["services"])
     if volumes:
         types = st.sampled_from([{}, {"type": "Ephemeral"}, {"type": "Persistent"}])
         spec["volumes"] = [{"name": v, **draw(types)} for v in volumes]
