@@ -1,5 +1,7 @@
 """N one-container projects applied at once until all are Running, next to the same N containers started with
-plain concurrent `docker run -d`, in the same run, on the same Docker engine. Prints JSON.
+plain concurrent `docker run -d`, and next to the same Docker work done directly (a network per project, then its
+container, with the docker CLI), in the same run, on the same Docker engine. Then one project at a time (image
+present), next to one `docker run -d` at a time. Prints JSON.
 
     .venv/bin/python bench/bench_agent.py [--count 20] [--workers 4] [--scheduler]
 
@@ -33,7 +35,7 @@ from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
 from caravanserai.testing.builders import project
-from benchlib import free_port
+from benchlib import free_port, goal
 
 NODE = "bench-agent"
 BASELINE_LABEL = "caravanserai.bench=baseline"
@@ -73,26 +75,38 @@ def remove_labelled(label: str) -> None:
             docker_cli(kind, "rm", *names)
 
 
-async def docker_run_baseline(image: str, count: int) -> dict[str, float]:
-    """Start `count` containers with concurrent `docker run -d` processes; time each and the whole."""
+async def docker(*args: str) -> None:
+    """One docker CLI call; raises with its error output when it fails."""
+    proc = await asyncio.create_subprocess_exec(
+        "docker", *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"docker {args[0]} failed: {err.decode().strip()}")
+
+
+async def docker_run_baseline(image: str, count: int, *, network: bool = False, serial: bool = False) -> dict[str, float]:
+    """Start `count` containers with concurrent (or `serial`) `docker run -d` processes, each after creating a
+    network of its own when `network`; time each and the whole."""
 
     async def one(i: int) -> float:
         started = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(
-            "docker", "run", "-d", "--name", f"bench_baseline_{i}", "--label", BASELINE_LABEL, image, *COMMAND,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )
-        _, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise RuntimeError(f"docker run failed: {err.decode().strip()}")
+        where: list[str] = []
+        if network:
+            await docker("network", "create", "--label", BASELINE_LABEL, f"bench_baseline_{i}")
+            where = ["--network", f"bench_baseline_{i}"]
+        await docker("run", "-d", "--name", f"bench_baseline_{i}", "--label", BASELINE_LABEL, *where, image, *COMMAND)
         return time.perf_counter() - started
 
     remove_labelled(BASELINE_LABEL)
     started = time.perf_counter()
-    latencies = await asyncio.gather(*(one(i) for i in range(count)))
+    if serial:
+        latencies = [await one(i) for i in range(count)]
+    else:
+        latencies = list(await asyncio.gather(*(one(i) for i in range(count))))
     total = time.perf_counter() - started
     remove_labelled(BASELINE_LABEL)
-    return summary(list(latencies), total)
+    return summary(latencies, total)
 
 
 def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
@@ -133,9 +147,9 @@ async def watch_running(client: Client, names: set[str], since: str, running_at:
             raise RuntimeError(f"project {name} failed: {list(event.object.status.conditions)}")
 
 
-async def agent_run(client: Client, image: str, count: int, *, bind_here: bool) -> dict[str, Any]:
+async def agent_run(client: Client, image: str, count: int, *, bind_here: bool, prefix: str = "bench") -> dict[str, Any]:
     """Apply `count` projects at once and time apply → Running; then delete them and time the teardown."""
-    names = {f"bench-{i:03d}" for i in range(count)}
+    names = {f"{prefix}-{i:03d}" for i in range(count)}
     running_at: dict[str, float] = {}
     applied_at: dict[str, float] = {}
     since = (await client.projects.list(limit=1)).resource_version
@@ -165,9 +179,20 @@ async def agent_run(client: Client, image: str, count: int, *, bind_here: bool) 
     return result
 
 
+async def agent_serial(client: Client, image: str, count: int, *, bind_here: bool) -> dict[str, Any]:
+    """`count` projects applied one after another, each once the previous one is Running: apply → Running."""
+    latencies = []
+    for i in range(count):
+        one = await agent_run(client, image, 1, bind_here=bind_here, prefix=f"single{i}")
+        latencies.append(one["p50_s"])
+    return summary(latencies, sum(latencies))
+
+
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
     image = await asyncio.to_thread(ensure_test_image)
     baseline = await docker_run_baseline(image, opts.count)
+    direct = await docker_run_baseline(image, opts.count, network=True)
+    raw_single = await docker_run_baseline(image, opts.single, serial=True)
     logs = tempfile.mkdtemp(prefix="bench-agent-")
     procs: list[subprocess.Popen[bytes]] = []
     use_scheduler = opts.scheduler and shutil.which("cara-scheduler", path=os.path.dirname(sys.executable))
@@ -189,6 +214,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
 
                 await wait_until(node_ready, "agent registration")
                 agent = await agent_run(client, image, opts.count, bind_here=not use_scheduler)
+                single = await agent_serial(client, image, opts.single, bind_here=not use_scheduler)
     finally:
         for proc in procs:
             proc.terminate()
@@ -207,7 +233,19 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "agent": agent,
         "docker_run": baseline,
+        "docker_network_and_run": direct,
         "ratio_agent_to_docker_run": round(agent["total_s"] / baseline["total_s"], 3),
+        "ratio_agent_to_docker_network_and_run": round(agent["total_s"] / direct["total_s"], 3),
+        "single": {"agent": single, "docker_run": raw_single,
+                   "p50_above_docker_run_ms": round((single["p50_s"] - raw_single["p50_s"]) * 1000)},  # fmt: skip
+        "goals": [
+            goal(f"end to end: {opts.count} projects apply -> Running / {opts.count} concurrent docker run",
+                 round(agent["total_s"] / baseline["total_s"], 3), 1.2, at_most=True),  # fmt: skip
+            goal("end to end: the same / the same Docker work done directly (network + container each)",
+                 round(agent["total_s"] / direct["total_s"], 3), 1.05, at_most=True),  # fmt: skip
+            goal("end to end: one project apply -> Running, p50 above docker run (ms)",
+                 round((single["p50_s"] - raw_single["p50_s"]) * 1000), 300, at_most=True),  # fmt: skip
+        ],
     }
 
 
@@ -215,6 +253,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--single", type=int, default=5, help="projects applied one at a time")
     parser.add_argument("--scheduler", action="store_true", help="bind with a cara-scheduler process when installed")
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

@@ -1,21 +1,26 @@
-"""Writes/s and reads/s through the apiserver next to the same operations sent straight to etcd by the storage
-layer, in the same run, against the same etcd. Prints JSON; the ratio is what we track.
+"""Writes/s and reads/s through the apiserver next to two limits measured in the same run, against the same
+etcd. Prints JSON; the ratios are what we track.
 
     .venv/bin/python bench/bench_apiserver.py [--count 3000] [--clients 64] [--channels 4]
 
 The apiserver runs as its own process (`cara-apiserver`), as in production, so its CPU is not the benchmark's.
-"Clients" are concurrent request loops spread over `--channels` gRPC connections. The direct baseline stores the
-same serialized project with the same compare-and-swap transactions through `caravanserai.storage.Store`.
+"Clients" are concurrent request loops spread over `--channels` gRPC connections. The limits:
+
+* **direct store**: the same serialized project with the same compare-and-swap transactions straight to etcd
+  through `caravanserai.storage.Store`, from this process;
+* **bare relay**: the Python limit of a gRPC front — a grpc.aio server process (this script with `--relay`) whose
+  one unary method takes the name and the serialized object and makes the same one etcd transaction through
+  the Store, nothing else, called by the same number of clients over the same number of channels.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -25,10 +30,14 @@ import structlog
 
 from caravanserai import v1
 from caravanserai.client import Client
+import grpc
+
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
-from benchlib import free_port, process_cpu, wait_serving
+from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
+
+RELAY_METHOD = "/bench.Relay/Write"
 
 Op = Callable[[int], Awaitable[Any]]
 
@@ -101,16 +110,76 @@ async def direct(endpoint: str, count: int, clients: int) -> dict[str, float]:
 
 
 
+# ---- the bare relay ---------------------------------------------------------------------------------------------
+
+
+async def serve_relay(endpoint: str, address: str) -> None:
+    """A grpc.aio server with one unary method: request `name\0revision\0value` (revision 0: create), one etcd
+    transaction through the Store, reply the new revision as decimal text. Runs until terminated."""
+    async with EtcdClient([endpoint]) as etcd:
+        store = Store(etcd, prefix="/bench-relay")
+
+        async def write(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+            name, revision, value = request.split(b"\0", 2)
+            if revision == b"0":
+                return b"%d" % await store.create("projects", name.decode(), value)
+            return b"%d" % await store.update("projects", name.decode(), value, expected_revision=int(revision))
+
+        server = grpc.aio.server()
+        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(write)
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("bench.Relay", {"Write": handler})])
+        server.add_insecure_port(address)
+        await server.start()
+        print("serving", flush=True)
+        await server.wait_for_termination()
+
+
+async def through_relay(address: str, count: int, clients: int, channels: int) -> dict[str, float]:
+    pool = [grpc.aio.insecure_channel(address) for _ in range(channels)]
+    calls: list[grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = [ch.unary_unary(RELAY_METHOD) for ch in pool]
+    value = project("p000000", labels={"bench": "yes"}).SerializeToString()
+    revisions: dict[int, bytes] = {}
+    try:
+        async def create(i: int) -> None:
+            revisions[i] = await calls[i % channels](b"p%06d\x000\x00%s" % (i, value))
+
+        async def update(i: int) -> None:
+            revisions[i] = await calls[i % channels](b"p%06d\x00%s\x00%s" % (i, revisions[i], value))
+
+        return {
+            "create_per_s": await rate(create, count, workers=clients),
+            "update_per_s": await rate(update, count, workers=clients),
+        }
+    finally:
+        for ch in pool:
+            await ch.close()
+
+
+async def relay(endpoint: str, count: int, clients: int, channels: int) -> dict[str, Any]:
+    """The relay process started, measured (its CPU share too), stopped."""
+    address = f"127.0.0.1:{free_port()}"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--relay", "--etcd", endpoint, "--address", address, stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    try:
+        if (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() != b"serving":
+            raise RuntimeError("the relay did not start")
+        cpu, started = process_cpu(proc.pid), time.perf_counter()
+        result: dict[str, Any] = await through_relay(address, count, clients, channels)
+        result["relay_cpu_share"] = round((process_cpu(proc.pid) - cpu) / (time.perf_counter() - started), 2)
+        return result
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
     async with EtcdServer() as etcd:
         base = await direct(etcd.endpoint, opts.count, opts.clients)
+        bare = await relay(etcd.endpoint, opts.count, opts.clients, opts.channels)
         address = f"127.0.0.1:{free_port()}"
-        exe = os.path.join(os.path.dirname(sys.executable), "cara-apiserver")
-        proc = subprocess.Popen(
-            [exe, "--etcd-endpoints", etcd.endpoint, "--listen", address, "--metrics-listen", "off", "--etcd-prefix", "/bench-api",
-             "--log-level", "warning"],
-            stderr=subprocess.DEVNULL,
-        )
+        proc = start_apiserver(etcd.endpoint, address, "/bench-api")
         try:
             await wait_serving(address, proc)
             server_cpu, client_cpu = process_cpu(proc.pid), time.process_time()
@@ -123,9 +192,9 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 "apiserver_cpu_us_per_op": round((process_cpu(proc.pid) - server_cpu) / (3 * opts.count) * 1e6),
             }
         finally:
-            proc.terminate()
-            proc.wait(10)
+            stop(proc)
     ratio = {k: round(api[k] / base[k], 3) for k in api}
+    to_relay = {k: round(api[k] / bare[k], 3) for k in ("create_per_s", "update_per_s")}
     return {
         "benchmark": "apiserver_vs_direct_store",
         "count": opts.count,
@@ -134,8 +203,18 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "apiserver": api,
         "direct_store": base,
+        "bare_relay": bare,
         "ratio_apiserver_to_direct": ratio,
+        "ratio_apiserver_to_bare_relay": to_relay,
         "cpu_during_apiserver_phase": cpu,
+        "goals": [
+            goal(f"apiserver: {op} writes/s / direct Store at {opts.clients} clients", ratio[f"{op}_per_s"], 0.4,
+                 at_most=False)  # fmt: skip
+            for op in ("create", "update")
+        ] + [
+            goal(f"apiserver: {op} writes/s / bare grpc.aio relay", to_relay[f"{op}_per_s"], 0.8, at_most=False)
+            for op in ("create", "update")
+        ],
     }
 
 
@@ -144,6 +223,14 @@ if __name__ == "__main__":
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--channels", type=int, default=4)
+    parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--etcd", help=argparse.SUPPRESS)
+    parser.add_argument("--address", help=argparse.SUPPRESS)
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))
+    args = parser.parse_args()
+    if args.relay:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve_relay(args.etcd, args.address))
+    else:
+        print(json.dumps(asyncio.run(main(args)), indent=2))

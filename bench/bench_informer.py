@@ -23,7 +23,6 @@ import gc
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 import tracemalloc
@@ -33,12 +32,13 @@ import structlog
 
 from caravanserai import v1
 from caravanserai.client import Client
+from caravanserai.client.apply import LAST_APPLIED, applied_form, configuration
 from caravanserai.controller import enqueue_object
 from caravanserai.informer import Informer
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
 from caravanserai.workqueue import WorkQueue
-from benchlib import free_port, wait_serving
+from benchlib import free_port, goal, start_apiserver, stop, wait_serving
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
@@ -54,10 +54,12 @@ def rss_bytes() -> int:
 
 
 def bench_project(i: int) -> v1.Project:
-    """A realistic small project: two services with requests, a few labels and annotations."""
+    """A realistic small project as `caractrl apply` stores it: two services with requests, a few labels and
+    annotations, and the last-applied annotation (the manifest as JSON)."""
     obj = project(f"p{i:06d}", services=["web", "db"], requests={"cpu": "100m", "memory": "64Mi"},
                   labels={"app": f"app-{i % 50}", "tier": "bench", "team": f"t{i % 7}"})
     obj.metadata.annotations["owner"] = f"user-{i % 100}@example.com"
+    obj.metadata.annotations[LAST_APPLIED] = configuration(applied_form(obj))
     return obj
 
 
@@ -204,12 +206,7 @@ async def measure_raw_watch(client: Client, address: str, opts: argparse.Namespa
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
     async with EtcdServer() as etcd:
         address = f"127.0.0.1:{free_port()}"
-        exe = os.path.join(os.path.dirname(sys.executable), "cara-apiserver")
-        proc = subprocess.Popen(
-            [exe, "--etcd-endpoints", etcd.endpoint, "--listen", address, "--metrics-listen", "off", "--etcd-prefix", "/bench-informer",
-             "--log-level", "warning", "--compaction-interval", "0"],
-            stderr=subprocess.DEVNULL,
-        )
+        proc = start_apiserver(etcd.endpoint, address, "/bench-informer", "--compaction-interval", "0")
         try:
             await wait_serving(address, proc)
             creates = await run_writer(address, "create", opts.objects, opts.clients, opts.objects)
@@ -220,8 +217,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 await asyncio.gather(task, return_exceptions=True)
                 raw = await measure_raw_watch(client, address, opts)
         finally:
-            proc.terminate()
-            proc.wait(10)
+            stop(proc)
     return {
         "benchmark": "informer",
         "cpus": os.cpu_count(),
@@ -229,6 +225,10 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "memory": memory,
         "throughput": throughput,
         "bare_client_watch_baseline": raw,
+        "goals": [
+            goal("informer: RSS per 10,000 cached projects with last-applied (MiB)", memory["rss_delta_mib_per_10k"],
+                 20, at_most=True),  # fmt: skip
+        ],
     }
 
 

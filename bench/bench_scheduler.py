@@ -1,7 +1,7 @@
 """Scheduler throughput and create→bound latency with simulated nodes, next to raw etcd compare-and-swap
 throughput measured in the same run. Prints JSON.
 
-    .venv/bin/python bench/bench_scheduler.py [--nodes 1000,5000] [--projects 2000] [--paced 400 --rate 50]
+    .venv/bin/python bench/bench_scheduler.py [--nodes 5000] [--projects 10000] [--paced 400 --rate 50]
 
 Set-up per node count: a fresh `cara-apiserver` process (its own etcd prefix) and a fresh `cara-scheduler`
 process (`--no-leader-elect`), as in production, so neither's CPU is the benchmark's. Nodes are simulated: a Node
@@ -46,7 +46,7 @@ from caravanserai.errors import Conflict
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import lease, node, node_status, project
-from benchlib import free_port, process_cpu, wait_serving
+from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
 
 SIZES = [("100m", "128Mi"), ("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi")]
 
@@ -276,8 +276,7 @@ async def measure(client: Client, scheduler_pid: int, nodes: int, opts: argparse
 async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[str, Any]:
     """A fresh apiserver and scheduler over `nodes` simulated nodes; the measurements of `measure`."""
     address, metrics = f"127.0.0.1:{free_port()}", free_port()
-    api = spawn(["cara-apiserver", "--etcd-endpoints", endpoint, "--listen", address, "--metrics-listen", "off",
-                 "--etcd-prefix", f"/bench-scheduler-{nodes}", "--log-level", "warning"])  # fmt: skip
+    api = start_apiserver(endpoint, address, f"/bench-scheduler-{nodes}")
     scheduler: subprocess.Popen[bytes] | None = None
     renewing: asyncio.Task[None] | None = None
     try:
@@ -304,8 +303,7 @@ async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[
             await asyncio.gather(renewing, return_exceptions=True)
         for proc in (scheduler, api):
             if proc is not None:
-                proc.terminate()
-                proc.wait(15)
+                stop(proc)
 
 
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
@@ -320,13 +318,25 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "etcd_cas_baseline": baseline,
         "runs": runs,
         "zero_overcommit": all(run["overcommitted_nodes"] == 0 for run in runs),
+        "goals": [line for run in runs for line in goals_of(run)],
     }
+
+
+def goals_of(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's scheduler goals for one node count (the p99 is the paced phase's: the burst's is backlog)."""
+    at = f"{run['nodes']} nodes, {run['burst']['projects']} pending"
+    return [
+        goal(f"scheduler: binds/s ({at})", run["burst"]["bound_per_s"], 300, at_most=False),
+        goal(f"scheduler: p99 create -> bound at {run['paced']['rate_per_s']:g}/s (ms)",
+             run["paced"]["create_to_bound"]["p99_ms"], 1000, at_most=True),  # fmt: skip
+        goal("scheduler: overcommitted nodes", run["overcommitted_nodes"], 0, at_most=True),
+    ]
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 5000])
-    parser.add_argument("--projects", type=int, default=2000, help="projects in the burst")
+    parser.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[5000])
+    parser.add_argument("--projects", type=int, default=10_000, help="projects in the burst")
     parser.add_argument("--paced", type=int, default=400, help="projects created at --rate")
     parser.add_argument("--rate", type=float, default=50.0, help="creations per second of the paced phase")
     parser.add_argument("--renew-cycle", type=float, default=60.0, help="seconds in which every Lease is renewed")

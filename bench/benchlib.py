@@ -1,4 +1,5 @@
-"""Helpers the benchmarks share: free loopback ports, waiting for an apiserver process, process CPU time."""
+"""Helpers the benchmarks share: free loopback ports, starting and waiting for an apiserver process, process CPU
+time, percentiles, and the goal lines `run_all.py` prints."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import asyncio
 import os
 import socket
 import subprocess
+import sys
+from typing import Any
 
 from caravanserai.client import Client
 
@@ -24,6 +27,45 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def start_apiserver(etcd_endpoint: str, address: str, prefix: str, *extra: str) -> subprocess.Popen[bytes]:
+    """`cara-apiserver` as its own process (run as `python -m`, so PYTHONPATH can point at another source tree to
+    compare against), serving `address` over etcd under `prefix`, quiet, no metrics listener."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd_endpoint, "--listen", address,
+         "--metrics-listen", "off", "--etcd-prefix", prefix, "--log-level", "warning", *extra],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Terminate `proc` and wait for it (killed after 15 s)."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) of `values` by nearest rank; 0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
+    return ordered[int(rank) - 1]
+
+
+def goal(name: str, figure: float | None, target: float, *, at_most: bool, unit: str = "") -> dict[str, Any]:
+    """One goal line: the measured `figure` against `target` (`at_most`: lower is better) and its verdict."""
+    if figure is None:
+        verdict = "not measured"
+    else:
+        verdict = "met" if (figure <= target if at_most else figure >= target) else "not met"
+    return {"goal": name, "figure": figure, "target": f"{'<=' if at_most else '>='} {target:g}{unit}", "verdict": verdict}
+
+
 async def wait_serving(address: str, proc: subprocess.Popen[bytes], *, attempts: int = 300) -> None:
     """Return once the apiserver at `address` answers a List; fail if `proc` exits or it never answers."""
     async with Client(address, retry_timeout=0) as c:
@@ -38,4 +80,4 @@ async def wait_serving(address: str, proc: subprocess.Popen[bytes], *, attempts:
     raise TimeoutError("cara-apiserver did not answer")
 
 
-__all__ = ["free_port", "process_cpu", "wait_serving"]
+__all__ = ["free_port", "goal", "percentile", "process_cpu", "start_apiserver", "stop", "wait_serving"]

@@ -322,6 +322,12 @@ class FieldSelector:
         """True when the selector has no requirements (and so matches everything)."""
         return not self.requirements
 
+    @property
+    def equality(self) -> tuple[str, str] | None:
+        """(field, value) of the first `field=value` requirement: every object this selector matches has that
+        value — what a watch cache files the watcher under. None when there is no such requirement."""
+        return next(((r.field, r.value) for r in self.requirements if r.operator == "="), None)
+
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)
 

@@ -264,6 +264,54 @@ async def test_watch_selection_changes_are_added_and_deleted(client: Client) -> 
     assert seen == [(v1.ADDED, v1.SCHEDULED), (v1.DELETED, v1.PENDING)]
 
 
+async def test_watchers_filed_by_node_see_only_their_node_and_are_not_checked_for_others(
+    client: Client, api: RunningApiServer
+) -> None:
+    cache = api.server.service.cache("projects")  # type: ignore[union-attr]
+    start = (await client.projects.list()).resource_version
+    checked: dict[str, list[str]] = {"n1": [], "n2": []}
+
+    def on(node: str):  # type: ignore[no-untyped-def]
+        def predicate(obj) -> bool:  # type: ignore[no-untyped-def]
+            checked[node].append(obj.metadata.name)
+            return bool(obj.status.node_ref == node)
+
+        return predicate
+
+    filed = {n: cache.watch(on(n), resource_version=start, index=("status.nodeRef", n)) for n in checked}
+    seen: dict[str, list[tuple[str, str]]] = {"n1": [], "n2": [], "all": []}
+
+    async def consume(key: str, selector: str, count: int) -> None:
+        async for ev in client.projects.watch(resource_version=start, field_selector=selector, allow_bookmarks=False):
+            seen[key].append((ev.type, ev.object.metadata.name))
+            if len(seen[key]) == count:
+                return
+
+    tasks = [
+        asyncio.create_task(consume("n1", "status.nodeRef=n1", 2)),
+        asyncio.create_task(consume("n2", "status.nodeRef=n2,status.phase=Scheduled", 1)),
+        asyncio.create_task(consume("all", "", 5)),
+    ]
+    for name, node_name in (("on-1", "n1"), ("on-2", "n2")):
+        p = await client.projects.create(project(name))
+        p.status.phase, p.status.node_ref = v1.SCHEDULED, node_name
+        await client.projects.update_status(p)
+    moved = await client.projects.get("on-1")
+    moved.status.node_ref = ""
+    moved.status.phase = v1.PENDING
+    await client.projects.update_status(moved)
+    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+    assert seen["n1"] == [(v1.ADDED, "on-1"), (v1.DELETED, "on-1")]
+    assert seen["n2"] == [(v1.ADDED, "on-2")]
+    assert [name for _, name in seen["all"]] == ["on-1", "on-1", "on-2", "on-2", "on-1"]
+    # A filed watcher is asked only about changes whose object has (or had) its node.
+    assert set(checked["n1"]) == {"on-1"} and set(checked["n2"]) == {"on-2"}
+    assert len(filed["n1"]._pending) == 2 and len(filed["n2"]._pending) == 1  # noqa: SLF001
+    for watcher in filed.values():
+        watcher.close("test done")
+    assert ("status.nodeRef", "n1") not in cache._indexed  # noqa: SLF001
+
+
 async def test_watch_sends_bookmarks(client: Client) -> None:
     start = await client.projects.list()
     async for ev in client.projects.watch(resource_version=start.resource_version, allow_bookmarks=True):

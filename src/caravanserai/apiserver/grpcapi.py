@@ -193,13 +193,9 @@ class ResourcesServicer:
             await cache.ready.wait()
 
             visible = self.authz.visible(who, self._service.kinds.require(request.resource))
-
-            def predicate(obj: Any) -> bool:
-                if visible is not None and not visible(obj):
-                    return False
-                return labels.matches(obj.metadata.labels) and fields.matches(object_fields(obj))
-
-            watcher = cache.watch(predicate, resource_version=request.resource_version)
+            watcher = cache.watch(
+                _predicate(labels, fields, visible), resource_version=request.resource_version, index=fields.equality
+            )
         except ApiError as err:
             await abort(context, err)
             return
@@ -232,6 +228,28 @@ class ResourcesServicer:
             ),
         }
         return grpc.method_handlers_generic_handler("caravanserai.v1.Resources", methods)
+
+
+def _predicate(
+    labels: LabelSelector, fields: FieldSelector, visible: Callable[[Any], bool] | None
+) -> Callable[[Any], bool]:
+    """Whether an object is visible to the caller (`visible`, None: everything) and matches both selectors; a
+    constant for the watch of everything."""
+    if visible is None and labels.empty and fields.empty:
+        return _everything
+
+    def predicate(obj: Any) -> bool:
+        if visible is not None and not visible(obj):
+            return False
+        if not labels.matches(obj.metadata.labels):
+            return False
+        return fields.empty or fields.matches(object_fields(obj))
+
+    return predicate
+
+
+def _everything(obj: Any) -> bool:
+    return True
 
 
 def _identity(data: bytes) -> bytes:

@@ -11,6 +11,9 @@ For each kind the apiserver keeps one `WatchCache`:
   one that starts matching as ADDED.
 * **Bounded history.** Events are kept for the last `history_events` changes; a watch from an older version raises
   `Expired` (the client relists).
+* **Watchers indexed by the value they select.** A watcher whose field selector requires `field=value` (an agent's
+  `status.nodeRef=<node>`) is filed under that pair and offered only the changes whose object, before or after,
+  has that value; a change costs one lookup per indexed field instead of one selector check per watcher.
 * **Slow watchers are cut, never waited for.** Dispatch never blocks: a watcher whose backlog exceeds
   `max_pending` is closed (it resumes from its last version), so one slow client cannot slow the others.
 * Cached objects are read-only: callers copy before changing anything.
@@ -31,6 +34,7 @@ from caravanserai.apiserver import codec
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import Expired, FieldViolation, Invalid, Unavailable
+from caravanserai.selectors import object_fields
 from caravanserai.storage import Store, StoreEvent
 
 log = structlog.get_logger(__name__)
@@ -39,6 +43,7 @@ log = structlog.get_logger(__name__)
 RETRY_BACKOFF = Backoff(initial=0.1, cap=5.0, jitter=1.0, reset_after=None)
 
 Predicate = Callable[[Any], bool]
+IndexKey = tuple[str, str]  # (selectable field, value), e.g. ("status.nodeRef", "node-1")
 
 
 @dataclass(slots=True)
@@ -68,9 +73,12 @@ class WatcherClosed(Exception):
 class Watcher:
     """One client's view of a WatchCache: serialized v1.WatchEvent messages, in order."""
 
-    def __init__(self, cache: WatchCache, predicate: Predicate, *, after: int, max_pending: int) -> None:
+    def __init__(
+        self, cache: WatchCache, predicate: Predicate, *, after: int, max_pending: int, index: IndexKey | None = None
+    ) -> None:
         self._cache = cache
         self._predicate = predicate
+        self.index = index  # the (field, value) the predicate requires, or None
         self._after = after  # events at or below this revision were already seen by the client
         self._max_pending = max_pending
         self._pending: collections.deque[bytes] = collections.deque()
@@ -153,6 +161,9 @@ class WatchCache:
         self._history: collections.deque[CacheEvent] = collections.deque(maxlen=history_events)
         self._max_pending = max_pending
         self._watchers: set[Watcher] = set()
+        self._unindexed: set[Watcher] = set()  # offered every change
+        self._indexed: dict[IndexKey, set[Watcher]] = {}  # offered only changes with that field value
+        self._indexed_fields: collections.Counter[str] = collections.Counter()  # field → watchers indexed by it
         self.objects: dict[str, Any] = {}  # name → current object (read-only)
         self.revision = 0  # every change up to this revision is applied
         self._oldest = 0  # a watch from any version ≥ this can be served from history
@@ -175,14 +186,23 @@ class WatchCache:
         """Events queued to watchers and not yet taken by them (for metrics)."""
         return sum(len(w._pending) for w in self._watchers)
 
-    def watch(self, predicate: Predicate, *, resource_version: str, max_pending: int | None = None) -> Watcher:
+    def watch(
+        self,
+        predicate: Predicate,
+        *,
+        resource_version: str,
+        max_pending: int | None = None,
+        index: IndexKey | None = None,
+    ) -> Watcher:
         """Register a watcher. `resource_version` "" means from now; "0" starts with the current objects as
-        ADDED; any other version replays history after it (Expired when it is older than the window)."""
+        ADDED; any other version replays history after it (Expired when it is older than the window).
+        `index` (field, value): the predicate holds only for objects whose selectable `field` (as
+        `object_fields` reads it) equals `value`; the watcher is then offered only such changes."""
         if self._closed is not None:
             raise Unavailable(f"watch refused: {self._closed}")
         limit = max_pending or self._max_pending
         if resource_version in ("", "0"):
-            watcher = Watcher(self, predicate, after=self.revision, max_pending=limit)
+            watcher = Watcher(self, predicate, after=self.revision, max_pending=limit, index=index)
             if resource_version == "0":
                 for obj in list(self.objects.values()):
                     if predicate(obj):
@@ -191,10 +211,10 @@ class WatchCache:
             after = _parse_version(resource_version)
             if after < self._oldest:
                 raise Expired(f"too old resource version: {after} (oldest available {self._oldest})")
-            watcher = Watcher(self, predicate, after=after, max_pending=limit)
+            watcher = Watcher(self, predicate, after=after, max_pending=limit, index=index)
             for event in self._history:
                 watcher.offer(event, live=False)
-        self._watchers.add(watcher)
+        self._attach(watcher)
         return watcher
 
     def add_listener(self, listener: Callable[[], None]) -> None:
@@ -202,8 +222,43 @@ class WatchCache:
         it reads `objects` itself (the server's definition watcher sets an event)."""
         self._listeners.append(listener)
 
+    def _attach(self, watcher: Watcher) -> None:
+        self._watchers.add(watcher)
+        if watcher.index is None:
+            self._unindexed.add(watcher)
+            return
+        self._indexed.setdefault(watcher.index, set()).add(watcher)
+        self._indexed_fields[watcher.index[0]] += 1
+
     def _detach(self, watcher: Watcher) -> None:
+        if watcher not in self._watchers:
+            return
         self._watchers.discard(watcher)
+        if watcher.index is None:
+            self._unindexed.discard(watcher)
+            return
+        group = self._indexed[watcher.index]
+        group.discard(watcher)
+        if not group:
+            del self._indexed[watcher.index]
+        self._indexed_fields[watcher.index[0]] -= 1
+        if not self._indexed_fields[watcher.index[0]]:
+            del self._indexed_fields[watcher.index[0]]
+
+    def _targets(self, change: CacheEvent) -> list[Watcher]:
+        """The watchers `change` may concern: every unindexed one, and the indexed ones filed under a value the
+        object has after or had before the change (each watcher once)."""
+        targets = list(self._unindexed)
+        if not self._indexed:
+            return targets
+        keys: set[IndexKey] = set()
+        for obj in (change.obj, change.prev):
+            if obj is not None:
+                fields = object_fields(obj)
+                keys.update((field, fields.get(field, "")) for field in self._indexed_fields)
+        for key in keys:
+            targets.extend(self._indexed.get(key, ()))
+        return targets
 
     # ---- keeping in step with etcd --------------------------------------------------------------------------
 
@@ -317,7 +372,7 @@ class WatchCache:
         self._history.append(change)
         if change.revision > self.revision:
             self.revision = change.revision
-        for watcher in list(self._watchers):
+        for watcher in self._targets(change):
             watcher.offer(change)
         self._tell()
 
