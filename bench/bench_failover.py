@@ -58,7 +58,7 @@ def agent(address: str, node: str, fence_after: float, log: str) -> subprocess.P
     return python(
         "caravanserai.agent", "--server", address, "--node-name", node, "--heartbeat-interval", "1",
         "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0", "--ingress-listen", "127.0.0.1:0",
-        "--metrics-port", "-1", "--stop-timeout", "1", "--fence-after", f"{fence_after:g}s", "--log-level", "warning",
+        "--stop-timeout", "1", "--fence-after", f"{fence_after:g}s", "--log-level", "warning",
         log=log,
     )  # fmt: skip
 
@@ -129,6 +129,11 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as logs:
         try:
             result = await scenario(opts, image, logs, nodes)
+        except Exception:
+            for log in sorted(os.listdir(logs)):
+                with open(os.path.join(logs, log), errors="replace") as f:
+                    print(f"--- {log}:", *f.readlines()[-40:], sep="", file=sys.stderr)
+            raise
         finally:
             for node in nodes:
                 await asyncio.to_thread(remove_node_containers, node)
