@@ -36,6 +36,7 @@ from google.protobuf import json_format
 from caravanserai import handoff, v1
 from caravanserai.agent import naming
 from caravanserai.quantity import cpu_millis, to_int
+from caravanserai.registryauth import RegistryCredential
 from caravanserai.servicegraph import HealthSettings
 
 RESTART_ALWAYS = "Always"
@@ -74,6 +75,7 @@ class ServiceInputs:
     env: tuple[str, ...]
     mounts: tuple[tuple[str, str], ...] = ()
     digest: str = ""
+    auth: RegistryCredential | None = None  # for pulling the image (imagePullSecrets); not part of the digest
 
     @staticmethod
     def literal(service: v1.Service) -> ServiceInputs:

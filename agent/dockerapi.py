@@ -7,8 +7,8 @@ Guarantees:
 * **Errors are wrapped here.** aiodocker and aiohttp exceptions never leave this module: a daemon that cannot
   be reached is `DockerUnavailable` (retry later), a refusal is `DockerRefused` with Docker's status and message,
   and a failed pull is `ImagePullFailed`.
-* **Never pulls what is present.** `ensure_image` inspects first and pulls only a missing image, within
-  `pull_timeout` seconds.
+* **Pulls** within `pull_timeout` seconds, with registry credentials when given, reporting progress
+  (`PullProgress`); whether to pull is the caller's decision (`ensure_image` pulls only a missing image).
 * **Typed results.** Calls return the records of `dockertypes` (summaries, observed state, daemon facts,
   events), never Docker's JSON; those parsers are the only readers of Docker's documents in the agent.
 * **Two connection pools.** Short calls share a pooled client with a request timeout; long streams (follow
@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import struct
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aiodocker
@@ -35,10 +35,13 @@ from caravanserai.agent.dockertypes import (
     DaemonInfo,
     NetworkSummary,
     Observed,
+    PullProgress,
+    PullTally,
     VolumeSummary,
     since_text,
 )
 from caravanserai.errors import CaravanseraiError
+from caravanserai.registryauth import DOCKER_HUB, RegistryCredential, registry_of
 
 log = structlog.get_logger(__name__)
 
@@ -150,17 +153,44 @@ class DockerRuntime:
             return True
 
     async def ensure_image(self, image: str) -> bool:
-        """Make `image` present; pull it only when missing. Returns True when it was pulled.
-
-        Raises ImagePullFailed with Docker's message when the pull fails or exceeds `pull_timeout`.
-        """
+        """Make `image` present; pull it only when missing. Returns True when it was pulled."""
         if await self.image_present(image):
             return False
-        log.info("pulling image", image=image)
+        await self.pull_image(image)
+        return True
+
+    async def image_size(self, image: str) -> int:
+        """The size of a present image in bytes (0 when Docker does not say)."""
+        async with _docker_call(f"inspect image {image}"):
+            return int((await self.api.images.inspect(image)).get("Size") or 0)
+
+    async def pull_image(
+        self,
+        image: str,
+        *,
+        auth: RegistryCredential | None = None,
+        on_progress: Callable[[PullProgress], Awaitable[None]] | None = None,
+    ) -> int:
+        """Pull `image` (with `auth` for its registry), telling `on_progress` how far it got; its size in bytes.
+
+        Raises ImagePullFailed with Docker's (the registry's) message when the pull fails or exceeds
+        `pull_timeout`; DockerUnavailable when the daemon cannot be reached.
+        """
+        log.info("pulling image", image=image, registry_auth=auth is not None)
+        credentials = None if auth is None else {"username": auth.username, "password": auth.password}
+        # aiodocker sends credentials only with a registry host in the name: Docker Hub's implicit one made explicit.
+        implicit_hub = registry_of(image) == DOCKER_HUB and image.partition("/")[0] not in ("docker.io", "index.docker.io")
+        name = f"{DOCKER_HUB}/{image}" if auth is not None and implicit_hub else image
+        tally = PullTally()
         try:
             async with asyncio.timeout(self.pull_timeout):
-                async for _ in self.api.images.pull(image, stream=True):
-                    pass
+                async for doc in self.api.images.pull(name, auth=credentials, stream=True):
+                    error = PullTally.error(doc)
+                    if error:
+                        raise ImagePullFailed(500, error)
+                    progress = tally.add(doc)
+                    if on_progress is not None:
+                        await on_progress(progress)
         except aiodocker.DockerError as exc:
             if exc.status == UNREACHABLE:
                 raise wrap_error(exc, f"pull {image}") from exc
@@ -169,7 +199,7 @@ class DockerRuntime:
             raise ImagePullFailed(408, f"pulling {image} took longer than {self.pull_timeout:g}s") from exc
         except (aiohttp.ClientError, OSError) as exc:
             raise wrap_error(exc, f"pull {image}") from exc
-        return True
+        return await self.image_size(image)
 
     # ---- networks and volumes ----------------------------------------------------------------------------
 

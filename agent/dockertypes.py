@@ -230,6 +230,51 @@ def container_event(event: Mapping[str, Any]) -> ContainerEvent:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class PullProgress:
+    """Where an image pull stands: bytes downloaded of the layers whose size is known so far, and how many layers."""
+
+    downloaded: int
+    total: int
+    layers: int
+    done_layers: int
+
+
+class PullTally:
+    """Adds up the messages of Docker's pull stream (`{"id": layer, "status": …, "progressDetail": {current,
+    total}}`) into a `PullProgress`; `error(doc)` is the stream's error message, if it carries one."""
+
+    _DONE = ("Download complete", "Pull complete", "Already exists")
+
+    def __init__(self) -> None:
+        self._sizes: dict[str, tuple[int, int]] = {}  # layer → (downloaded, total)
+        self._done: set[str] = set()
+
+    def add(self, doc: Mapping[str, Any]) -> PullProgress:
+        layer, status = str(doc.get("id") or ""), str(doc.get("status") or "")
+        detail = doc.get("progressDetail") or {}
+        if layer and status == "Downloading" and isinstance(detail, Mapping):
+            total = int(detail.get("total") or 0)
+            self._sizes[layer] = (min(int(detail.get("current") or 0), total or 2**62), total)
+        elif layer and status in self._DONE:
+            self._done.add(layer)
+            size = self._sizes.get(layer)
+            if size is not None:
+                self._sizes[layer] = (size[1], size[1])
+        return self.progress
+
+    @property
+    def progress(self) -> PullProgress:
+        downloaded = sum(d for d, _ in self._sizes.values())
+        total = sum(t for _, t in self._sizes.values())
+        return PullProgress(downloaded, total, len(set(self._sizes) | self._done), len(self._done))
+
+    @staticmethod
+    def error(doc: Mapping[str, Any]) -> str | None:
+        message = doc.get("error") or (doc.get("errorDetail") or {}).get("message")
+        return str(message) if message else None
+
+
 def since_text(time_nano: int) -> str:
     """Docker's `since` parameter (seconds.nanoseconds) for an event's timeNano."""
     return f"{time_nano // 1_000_000_000}.{time_nano % 1_000_000_000:09d}"
@@ -244,6 +289,8 @@ __all__ = [
     "Labelled",
     "NetworkSummary",
     "Observed",
+    "PullProgress",
+    "PullTally",
     "VolumeSummary",
     "container_event",
     "container_summary",

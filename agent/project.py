@@ -7,8 +7,9 @@ Guarantees:
 * **Adoption**: a container whose labels show this node, this project uid and the service's current spec hash
   is kept as it is (started again if it should run); any other container under the service's name is replaced.
   A spec change therefore recreates exactly the services whose spec changed.
-* **Never pulls a present image**; a missing image that cannot be pulled is a `ServiceFailure` with reason
-  ImagePullFailed and Docker's message; a refused create or start is a `ServiceFailure` too (CreateFailed,
+* **Images follow `imagePullPolicy`** (`imagepull.prepare_image`), pulled before the old container of a changed
+  service is removed; a pull that cannot succeed is a `ServiceFailure` with reason ImagePullFailed (or
+  ErrImageNeverPull) and Docker's message; a refused create or start is a `ServiceFailure` too (CreateFailed,
   StartFailed). A Docker daemon that does not answer raises `DockerUnavailable`: the caller retries.
 * **Services start in parallel**, in waves that follow `dependsOn` (`ordering.unmet`): a service whose
   dependencies are not met is neither created nor started; what it waits for is returned. Stops and removals
@@ -28,26 +29,19 @@ import structlog
 
 from caravanserai import v1
 from caravanserai.agent import containers, naming, ordering, projectstatus
-from caravanserai.agent.dockerapi import DockerRefused, DockerRuntime, ImagePullFailed
+from caravanserai.agent.dockerapi import DockerRefused, DockerRuntime
+from caravanserai.agent.failures import (
+    REASON_CREATE_FAILED,
+    REASON_IMAGE_PULL_FAILED,
+    REASON_START_FAILED,
+    ServiceFailure,
+)
+from caravanserai.agent.imagepull import UNREPORTED, PullReporter, prepare_image
 from caravanserai.agent.dockertypes import ContainerSummary, Labelled, Observed
-from caravanserai.errors import CaravanseraiError
 
 log = structlog.get_logger(__name__)
 
-REASON_IMAGE_PULL_FAILED = "ImagePullFailed"
-REASON_CREATE_FAILED = "CreateFailed"
-REASON_START_FAILED = "StartFailed"
-
 T = TypeVar("T")
-
-
-class ServiceFailure(CaravanseraiError):
-    """A service cannot be started for a reason retrying will not fix; the project becomes Failed."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +93,7 @@ class ProjectRuntime:
         *,
         with_health: HealthView = _as_observed,
         inputs: containers.ProjectInputs = containers.NO_INPUTS,
+        pulls: PullReporter = UNREPORTED,
     ) -> Outcome:
         """Make every service of `project` run as its spec says, in `dependsOn` order; returns what each container
         looks like and what the services not started yet wait for. `with_health` fills in the health of
@@ -121,7 +116,7 @@ class ProjectRuntime:
             if not wave:
                 break
             results = await gather_all(
-                self.ensure_service(project, service, inputs.of(service), known=observed.get(service.name))
+                self.ensure_service(project, service, inputs.of(service), known=observed.get(service.name), pulls=pulls)
                 for service in wave
             )
             _raise_unexpected(results)
@@ -167,6 +162,7 @@ class ProjectRuntime:
         inputs: containers.ServiceInputs | None = None,
         *,
         known: Observed | None = None,
+        pulls: PullReporter = UNREPORTED,
     ) -> Observed:
         """Adopt, start or (re)create the service's container with its `inputs` (from Secrets and Configs; none:
         its literal environment); returns its observed state. `known` is the container as just inspected: an
@@ -184,6 +180,9 @@ class ProjectRuntime:
                     return found
                 await self._start(found.container_id, service)
                 return await self._observe(found.container_id)
+        replacing = found is not None and found.status == projectstatus.RUNNING
+        await prepare_image(self.docker, service, inputs, pulls, replacing=replacing)
+        if found is not None:
             log.info("replacing container", container=name, reason="spec or owner changed")
             await self.docker.remove_container(found.container_id, timeout=self.stop_timeout)
         container_id = await self._create(project, service, name, inputs)
@@ -191,10 +190,6 @@ class ProjectRuntime:
         return await self._observe(container_id)
 
     async def _create(self, project: v1.Project, service: v1.Service, name: str, inputs: containers.ServiceInputs) -> str:
-        try:
-            await self.docker.ensure_image(service.image)
-        except ImagePullFailed as exc:
-            raise ServiceFailure(REASON_IMAGE_PULL_FAILED, f"service {service.name}: {exc.message}") from exc
         config = containers.container_config(project, service, node=self.node, inputs=inputs)
         try:
             return await self.docker.create_container(name, config)

@@ -49,6 +49,7 @@ from caravanserai.agent.health import HealthProber
 from caravanserai.agent.ledger import RestartLedger
 from caravanserai.agent.containers import NO_INPUTS
 from caravanserai.agent.project import HealthView, ProjectRuntime
+from caravanserai.agent.pullreport import PullEvents
 from caravanserai.agent.servicedata import ServiceData
 from caravanserai.client import Client
 from caravanserai.clock import Clock, seconds
@@ -177,7 +178,9 @@ class ProjectReconciler:
         """Bring the project's containers to their spec (in dependsOn order), restart unhealthy ones, report."""
         name, spec = project.metadata.name, project.spec
         inputs = await self._data.inputs(project) if self._data is not None else NO_INPUTS
-        outcome = await self._projects.ensure(project, with_health=self._with_health(project), inputs=inputs)
+        pulls = PullEvents(project, client=self._client, recorder=self._recorder, clock=self._clock)
+        outcome = await self._projects.ensure(project, with_health=self._with_health(project), inputs=inputs, pulls=pulls)
+        project = pulls.latest  # with the progress messages written while images were pulled
         if self._data is not None and not outcome.waiting and outcome.failure is None:  # nothing old runs on
             self._data.files.prune(name, {path for i in inputs.services.values() for path, _ in i.mounts})
         if self._prober is not None:

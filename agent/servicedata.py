@@ -14,6 +14,8 @@ Guarantees:
   returned in `blocked` with what it waits for (e.g. `secret "db" (not found)`); the others start. Values are
   never put into messages, logs or Events.
 * **Environment order**: `envFrom` sources in order (later ones win), then `env` (which wins over them).
+* **Registry credentials**: each service's image gets the credentials of the project's `imagePullSecrets` for its
+  registry (`ServiceInputs.auth`), never part of the digest.
 * Secret values taken as environment variables must be UTF-8 text (a service reading a binary value is blocked
   with a message saying so); files take any bytes.
 """
@@ -21,12 +23,13 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from caravanserai import datarefs, v1
+from caravanserai import datarefs, registryauth, v1
 from caravanserai.agent.containers import ProjectInputs, ServiceInputs
 from caravanserai.agent.datafiles import DEFAULT_MODE, DataFiles
 from caravanserai.client import Client
@@ -91,13 +94,16 @@ class ServiceData:
     async def inputs(self, project: v1.Project, fetched: Fetched | None = None) -> ProjectInputs:
         """The inputs of every service of `project` that reads Secrets or Configs, and the blocked ones."""
         fetched = fetched or await self.fetch(project)
+        credentials = registry_credentials(project.spec, fetched)
         services: dict[str, ServiceInputs] = {}
         blocked: dict[str, str] = {}
         for service in project.spec.services:
-            if not datarefs.service_refs(service, project.spec):
-                continue
+            auth = registryauth.for_image(service.image, credentials)
             try:
-                services[service.name] = self._service(project, service, fetched)
+                if datarefs.service_refs(service, project.spec):
+                    services[service.name] = dataclasses.replace(self._service(project, service, fetched), auth=auth)
+                elif auth is not None:
+                    services[service.name] = dataclasses.replace(ServiceInputs.literal(service), auth=auth)
             except Blocked as exc:
                 blocked[service.name] = str(exc)
         return ProjectInputs(services, blocked)
@@ -140,6 +146,21 @@ class ServiceData:
         return mounts, written
 
 
+def registry_credentials(spec: v1.ProjectSpec, fetched: Fetched) -> list[registryauth.RegistryCredential]:
+    """The credentials of the project's imagePullSecrets that could be read (a missing one is left out: the pull
+    then goes without, and the registry's refusal says why)."""
+    found: list[registryauth.RegistryCredential] = []
+    for name in spec.image_pull_secrets:
+        data = fetched.secrets.get(name)
+        if data is None:
+            continue
+        try:
+            found.extend(registryauth.credentials(data))
+        except ValueError:
+            continue  # not registry credentials (the apiserver checks RegistryAuth Secrets)
+    return found
+
+
 def _source(secret: str, config: str) -> tuple[str, str]:
     return (datarefs.SECRETS, secret) if secret else (datarefs.CONFIGS, config)
 
@@ -151,4 +172,4 @@ def _text(value: bytes, resource: str, name: str, key: str) -> str:
         raise Blocked(f"key {quote(key)} of {resource[:-1]} {quote(name)} to be UTF-8 text") from None
 
 
-__all__ = ["Blocked", "Fetched", "ServiceData"]
+__all__ = ["Blocked", "Fetched", "ServiceData", "registry_credentials"]

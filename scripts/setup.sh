@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install what Caravanserai needs on a Debian/Ubuntu machine, skipping what is already there:
 #   apt: etcd-server (etcd), docker.io (Docker Engine), busybox-static (test image), iproute2/iptables/util-linux
-#   (the fleet tier's namespaces), wrk (the ingress benchmark); with --browser also chromium and chromium-driver (the dashboard's browser tests);
+#   (the fleet tier's namespaces), wrk (the ingress benchmark), docker-registry and apache2-utils (the private
+#   registry of the image-pull tests, with htpasswd); with --browser also chromium and chromium-driver (the dashboard's browser tests);
 #   a .venv with the package.
 # Then make sure dockerd runs (removing a stale pid file left by a killed daemon).
 # Usage: scripts/setup.sh [--no-docker] [--browser]
@@ -34,6 +35,9 @@ command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
   dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
+  # tests/e2e/test_image_pull.py: a local Distribution registry with htpasswd (bcrypt) basic auth
+  command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
+  command -v htpasswd >/dev/null 2>&1 || missing+=(apache2-utils)
 fi
 if [ "$want_browser" = 1 ]; then
   [ -x /usr/bin/chromium ] || missing+=(chromium)

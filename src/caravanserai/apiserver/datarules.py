@@ -71,8 +71,6 @@ def service_data(errors: Violations, path: str, service: v1.Service) -> None:
     for i, source in enumerate(service.env_from):
         _one_source(errors, f"{path}.envFrom[{i}]", source.secret, source.config)
     errors.choice(f"{path}.imagePullPolicy", service.image_pull_policy, v1.PULL_POLICIES, empty="for IfNotPresent")
-    if service.image_pull_policy in (v1.PULL_ALWAYS, v1.PULL_NEVER):  # lifted once the agent honours them
-        errors.add(f"{path}.imagePullPolicy", "only IfNotPresent is supported by this version")
     extended_resources(errors, f"{path}.resources", service.resources)
 
 
@@ -125,8 +123,6 @@ def volume_data(errors: Violations, path: str, volume: v1.Volume) -> None:
 
 
 def pull_secrets(errors: Violations, spec: v1.ProjectSpec) -> None:
-    if spec.image_pull_secrets:  # lifted once the agent sends registry auth
-        errors.add("spec.imagePullSecrets", "is not supported by this version yet")
     for i, name in enumerate(spec.image_pull_secrets):
         if errors.required(f"spec.imagePullSecrets[{i}]", name):
             errors.check(f"spec.imagePullSecrets[{i}]", validate_dns_subdomain(name))
