@@ -138,6 +138,32 @@ async def test_compose_style_app_starts_web_only_once_db_is_healthy(
     assert started[web_name] > started[db_name]
 
 
+async def test_a_service_waits_for_a_job_to_complete_and_the_project_stays_running(
+    client: Client, start_agent: StartAgent, image: str
+) -> None:
+    agent = await start_agent()
+    p = empty("migrated")
+    service(p, "migrate", image, ["sh", "-c", "sleep 2; echo migrated"], policy="OnFailure")
+    web = service(p, "web", image, ["sleep", "3600"])
+    web.depends_on.add(service="migrate", condition="completed")
+    await client.projects.create(p)
+    await bind(client, "migrated", agent.node)
+
+    async def web_waits() -> v1.ServiceStatus | None:
+        status = await service_status(client, "migrated", "web")
+        return status if status is not None and status.state == "waiting" else None
+
+    waiting = await wait_for(web_waits, timeout=20, message="web waiting for migrate")
+    assert waiting.waiting_for == "migrate to complete"
+    running = await wait_phase(client, "migrated", v1.RUNNING, timeout=30)
+    assert [(s.name, s.state) for s in running.status.services] == [("migrate", "completed"), ("web", "running")]
+    assert services_ready(running) == "1/2"  # a completed job is not ready, and does not hold the project back
+    ready = meta.get_condition(running.status.conditions, v1.CONDITION_READY)
+    assert ready is not None and ready.status == v1.TRUE
+    await asyncio.sleep(1.0)
+    assert (await client.projects.get("migrated")).status.phase == v1.RUNNING
+
+
 async def test_failing_http_healthcheck_restarts_the_service_and_degrades_the_project(
     client: Client, start_agent: StartAgent, image: str
 ) -> None:
