@@ -50,6 +50,7 @@ from caravanserai.agent.ingressroutes import Route, RouteTable
 log = structlog.get_logger(__name__)
 
 CHUNK = 64 * 1024
+SMALL_BODY = 64 * 1024  # responses up to this size (with a Content-Length) are relayed in one piece
 
 
 class BackendUnavailable(Exception):
@@ -203,9 +204,22 @@ class IngressProxy:
             return await self._relay(request, upstream)
 
     async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-        """Copy the backend's response to the client as it arrives."""
+        """Copy the backend's response to the client as it arrives (a small one of known length in one piece)."""
+        headers = end_to_end(upstream.headers, drop=(hdrs.CONTENT_LENGTH,))
+        length = upstream.content_length if hdrs.CONTENT_LENGTH in upstream.headers else None
+        limit = self.limits.max_response_body
+        bodiless = request.method == "HEAD" or upstream.status in (204, 304) or upstream.status < 200
+        if length is not None and length <= SMALL_BODY and (not limit or length <= limit) and not bodiless:
+            try:
+                body = await upstream.content.readexactly(length) if length else b""
+            except (aiohttp.ClientError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                log.info("ingress backend response ended early", error=str(exc))
+                if request.transport is not None:
+                    request.transport.close()
+                return web.Response(status=502)
+            return web.Response(status=upstream.status, reason=upstream.reason, headers=headers, body=body)
         response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-        response.headers.extend(end_to_end(upstream.headers, drop=(hdrs.CONTENT_LENGTH,)))
+        response.headers.extend(headers)
         if upstream.content_length is not None and hdrs.CONTENT_LENGTH in upstream.headers:
             response.content_length = upstream.content_length
         await response.prepare(request)

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from caravanserai.agent.endpoints import ServiceEndpoints
 from caravanserai.api.v1 import api_pb2
 
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024  # bytes per gRPC message: fewer, larger messages move more bytes per second
 CONNECT_TIMEOUT = 5.0
 
 

@@ -1,11 +1,11 @@
 """The ingress and port-forward against the direct path, in the same run, on the same container. Prints JSON.
 
-    .venv/bin/python bench/bench_ingress.py [--duration 5] [--connections 16] [--blob-mib 64]
+    .venv/bin/python bench/bench_ingress.py [--duration 3] [--rounds 3] [--connections 16] [--blob-mib 64]
 
 One etcd, one `cara-apiserver` and two `cara-agent` processes (nodes A and B, one Docker engine). A busybox httpd
 project runs on A with its port published on 127.0.0.1 and an ingress `web.bench.local`. `wrk` (Debian package
-`wrk`) loads the same page three ways, one after another: straight to the published port, through A's ingress
-(local route), and through B's ingress (one cross-node hop to A). Reported: requests/s and latency percentiles of
+`wrk`) loads the same page three ways, in turn and for several rounds: straight to the published port, through
+A's ingress (local route), and through B's ingress (one cross-node hop to A). Reported: requests/s and latency percentiles of
 each, the ingress/direct requests/s ratio, the p50 latency the ingress adds, and the extra cost of the hop. Then
 a `--blob-mib` file is downloaded through `caractrl port-forward` and straight from the published port: MiB/s
 of each (best of three). busybox httpd closes every connection after one response, so each request also pays a
@@ -17,15 +17,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
+import structlog
 from benchlib import free_port
 
 from caravanserai import meta, v1
@@ -85,6 +88,20 @@ def wrk(port: int, opts: argparse.Namespace) -> dict[str, float]:
         capture_output=True, text=True, check=True, timeout=opts.duration + 60,
     )
     return parse_wrk(out.stdout)
+
+
+def interleaved(ports: dict[str, int], opts: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """`wrk` on every path in turn, `--rounds` times (so that other load on the machine hits all paths alike):
+    requests/s averaged over the rounds, latency percentiles the median of the rounds'."""
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in ports}
+    for _ in range(opts.rounds):
+        for name, port in ports.items():
+            runs[name].append(wrk(port, opts))
+    return {
+        name: {key: round(statistics.median(r[key] for r in rounds) if key != "requests_per_s"
+                          else statistics.fmean(r[key] for r in rounds), 3) for key in rounds[0]}
+        for name, rounds in runs.items()
+    }
 
 
 async def download(port: int, size: int) -> float:
@@ -165,9 +182,9 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
             async with Client(address, retry_timeout=5) as client:
                 await run_project(client, image, host_port, opts)
                 await asyncio.sleep(1)  # the blob is written before httpd starts; let the first requests settle
-                direct = wrk(host_port, opts)
-                local = wrk(ingress[NODES[0]], opts)
-                hop = wrk(ingress[NODES[1]], opts)
+                direct, local, hop = interleaved(
+                    {"direct": host_port, "local": ingress[NODES[0]], "hop": ingress[NODES[1]]}, opts
+                ).values()
                 forward = await port_forward_rates(address, host_port, opts, logs)
     finally:
         for proc in procs:
@@ -191,7 +208,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "ingress_and_port_forward_vs_direct",
         "cpus": os.cpu_count(),
         "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
-        "wrk": {"duration_s": opts.duration, "connections": opts.connections, "threads": 2},
+        "wrk": {"duration_s": opts.duration, "rounds": opts.rounds, "connections": opts.connections, "threads": 2},
         "direct": direct,
         "ingress_local": local,
         "ingress_cross_node": hop,
@@ -205,7 +222,10 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=int, default=5, help="seconds of load per path")
+    parser.add_argument("--duration", type=int, default=3, help="seconds of load per path and round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the three paths, interleaved")
     parser.add_argument("--connections", type=int, default=16, help="concurrent wrk connections")
     parser.add_argument("--blob-mib", type=int, default=64, help="size of the file downloaded through port-forward")
+    logging.basicConfig(level=logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))

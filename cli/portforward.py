@@ -29,7 +29,7 @@ from caravanserai.cli.common import pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError
 
-CHUNK = 64 * 1024
+CHUNK = 256 * 1024  # bytes per gRPC message: fewer, larger messages move more bytes per second
 
 
 def parse_ports(text: str) -> tuple[int, int]:

@@ -55,6 +55,13 @@ async def test_exec_prints_output_and_exits_with_the_code(api: RunningApiServer,
     assert (code, out) == (0, "hey there from /tmp\n")
 
 
+async def test_exec_with_a_terminal(api: RunningApiServer, hello: str) -> None:
+    code, out, err = await caractrl(api, "exec", "-t", "hello/web", "--", "sh", "-c", "test -t 1 && echo on a tty; exit 4")
+    assert (code, out, err) == (4, "on a tty\r\n", "")  # the terminal's line discipline: \n becomes \r\n
+    code, out, _ = await caractrl(api, "exec", "hello/web", "--", "sh", "-c", "test -t 1 || echo no tty")
+    assert (code, out) == (0, "no tty\n")
+
+
 async def test_exec_pipes_stdin(api: RunningApiServer, hello: str) -> None:
     data = b"".join(b"line %d\n" % i for i in range(2000))  # larger than one chunk
     code, out, _ = await caractrl(api, "exec", "-i", "hello/web", "--", "sh", "-c", "cat; echo done", stdin=data)

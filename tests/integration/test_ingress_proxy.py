@@ -157,6 +157,14 @@ async def test_request_reaches_the_backend_from_any_node(cluster: Cluster, via: 
     assert "Echo-X-Caravanserai-Forwarded-By" not in seen  # the loop guard never reaches the backend
 
 
+async def test_head_and_empty_responses(cluster: Cluster) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with session.head(cluster.url("n2"), headers=SHOP) as response:
+            assert response.status == 200 and await response.read() == b""
+        async with session.get(cluster.url("n2"), headers=SHOP) as response:  # the connection is still usable
+            assert response.status == 200 and await response.read() == b""
+
+
 async def test_keep_alive_reuses_one_backend_connection(cluster: Cluster) -> None:
     connector = aiohttp.TCPConnector(limit=1)
     async with aiohttp.ClientSession(connector=connector) as session:
