@@ -15,7 +15,7 @@ Guarantees:
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import structlog
@@ -32,6 +32,7 @@ from caravanserai.identity import Authenticator
 log = structlog.get_logger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
+T = TypeVar("T")
 
 
 async def require_admin(authenticator: Authenticator, context: Context, verb: str) -> None:
@@ -55,6 +56,21 @@ async def abort_for(context: Context, exc: Exception, *, what: str) -> None:
         await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
     log.warning(f"{what} failed", error=str(exc))
     await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
+
+async def _first_read(requests: AsyncIterator[T]) -> AsyncIterator[T]:
+    """The same stream, its first message already received. A call answered (refused) before the server has read
+    anything from a client that is still sending can end with INTERNAL instead of the refusal's code."""
+    first = await anext(requests, None)
+
+    async def chained() -> AsyncIterator[T]:
+        if first is None:
+            return
+        yield first
+        async for request in requests:
+            yield request
+
+    return chained()
 
 
 class AgentService(api_pb2_grpc.AgentServicer):
@@ -85,9 +101,10 @@ class AgentService(api_pb2_grpc.AgentServicer):
     async def PortForward(  # noqa: N802 - gRPC method name
         self, request_iterator: AsyncIterator[api_pb2.PortForwardRequest], context: Context
     ) -> AsyncIterator[api_pb2.PortForwardResponse]:
+        requests = await _first_read(request_iterator)
         await require_admin(self._authenticator, context, "port-forward")
         try:
-            async for response in self._forwarder.forward(request_iterator):
+            async for response in self._forwarder.forward(requests):
                 yield response
         except (InvalidForward, NoEndpoint, ForwardRefused, DockerError) as exc:
             await abort_for(context, exc, what="port-forward")
@@ -95,9 +112,10 @@ class AgentService(api_pb2_grpc.AgentServicer):
     async def Exec(  # noqa: N802 - gRPC method name
         self, request_iterator: AsyncIterator[api_pb2.ExecRequest], context: Context
     ) -> AsyncIterator[api_pb2.ExecResponse]:
+        requests = await _first_read(request_iterator)
         await require_admin(self._authenticator, context, "exec")
         try:
-            async for response in self._runner.run(request_iterator):
+            async for response in self._runner.run(requests):
                 yield response
         except (InvalidExec, NoEndpoint, DockerError) as exc:
             await abort_for(context, exc, what="exec")

@@ -56,9 +56,10 @@ class Forwarder:
         self.target = api_pb2.PortForwardRequest(project=project, service=service, port=port)
 
     async def _requests(
-        self, reader: asyncio.StreamReader, aborted: asyncio.Event
+        self, reader: asyncio.StreamReader, aborted: asyncio.Event, connected: asyncio.Event
     ) -> AsyncIterator[api_pb2.PortForwardRequest]:
         yield self.target
+        await connected.wait()  # the agent's first (empty) answer: the container's port accepted the connection
         try:
             while chunk := await reader.read(CHUNK):
                 yield api_pb2.PortForwardRequest(data=chunk)
@@ -69,14 +70,16 @@ class Forwarder:
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Copy one local connection to and from its own stream; errors become one line on stderr."""
         peer = writer.get_extra_info("peername")
-        aborted = asyncio.Event()
-        call = self.agent.stub.PortForward(self._requests(reader, aborted), metadata=self.agent.metadata)
+        aborted, connected = asyncio.Event(), asyncio.Event()
+        call = self.agent.stub.PortForward(self._requests(reader, aborted, connected), metadata=self.agent.metadata)
         watcher = asyncio.create_task(aborted.wait())
         watcher.add_done_callback(lambda _: call.cancel())
         try:
             async for response in call:
-                writer.write(response.data)
-                await writer.drain()
+                connected.set()
+                if response.data:
+                    writer.write(response.data)
+                    await writer.drain()
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
                 print(f"{self.agent.error(exc).message} (connection from {_address(peer)})", file=sys.stderr, flush=True)

@@ -516,7 +516,10 @@ Global___PortForwardRequest: _TypeAlias = PortForwardRequest  # noqa: Y015
 
 @_typing.final
 class PortForwardResponse(_message.Message):
-    """PortForwardResponse carries bytes read from the connection; the stream ends when the container closes its side."""
+    """PortForwardResponse carries bytes read from the connection; the stream ends when the container closes its side.
+    The first response carries no data: it says the connection is open (a client sends data only after it, so a
+    refusal never races with data in flight).
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
