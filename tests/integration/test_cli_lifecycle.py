@@ -4,6 +4,7 @@ to the drained node), restart stamps services, and wait knows a changed Failed p
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
@@ -104,3 +105,23 @@ async def test_wait_keeps_waiting_for_a_failed_project_whose_spec_changed(cli: C
         lifecycle.return_to_pending(p, reason="SpecChanged", message="changed", now=CLOCK.now())
     )
     assert (await waiting).stdout == "project/web condition met\n"
+
+
+APP = """\
+apiVersion: caravanserai/v1
+kind: Project
+metadata: {name: app}
+spec:
+  services:
+  - {name: web, image: busybox:test}
+"""
+
+
+async def test_apply_of_the_unchanged_manifest_keeps_a_restart(cli: Caractrl, client: Client, tmp_path: Path) -> None:
+    manifest = tmp_path / "app.yaml"
+    manifest.write_text(APP)
+    assert (await cli("apply", "-f", str(manifest))).stdout == "project/app created\n"
+    await cli("restart", "project", "app")
+    assert (await cli("apply", "-f", str(manifest))).stdout == "project/app unchanged\n"
+    app = await client.projects.get("app")
+    assert app.spec.services[0].HasField("restarted_at") and app.metadata.generation == 2

@@ -8,7 +8,9 @@ How `apply_object` computes an update (kubectl's client-side apply, at the granu
   same way: the manifest's are added, those the previous apply added and the manifest dropped are removed,
   those added by others (a controller's) are kept.
 * Each top-level spec field the manifest sets replaces the live one; a field the previous apply set and the
-  manifest dropped is cleared; other fields keep their live value.
+  manifest dropped is cleared; other fields keep their live value. One exception inside a project's services:
+  a service's `restartedAt` stamp (set by `caractrl restart`) is kept when the manifest does not set it and the
+  previous apply did not either, so re-applying an unchanged manifest does not restart the service again.
 * Status is never written (apply uses Update, which changes metadata and spec only).
 * The write carries the version read; on Conflict (or a lost create race) the object is read again and the merge
   redone, up to `CONFLICT_RETRIES` times.
@@ -117,6 +119,25 @@ def merge_spec(live: Message, declared: Message, previous: Mapping[str, Any]) ->
             live.ClearField(field.name)
 
 
+def keep_restarts(merged_spec: Message, live_spec: Message, previous: Mapping[str, Any]) -> None:
+    """Carry each live service's `restartedAt` over to the merged service of the same name, unless the manifest
+    sets one or the previous apply did (then the manifest owns the field)."""
+    live_stamps = {
+        s.name: s.restarted_at for s in getattr(live_spec, "services", ()) if s.HasField("restarted_at")
+    }
+    if not live_stamps:
+        return
+    declared_before = previous.get("services")
+    previous_services: list[Any] = declared_before if isinstance(declared_before, list) else []
+    owned = {
+        str(s.get("name")) for s in previous_services if isinstance(s, dict) and "restartedAt" in s
+    }
+    for service in merged_spec.services:  # type: ignore[attr-defined]
+        stamp = live_stamps.get(service.name)
+        if stamp is not None and not service.HasField("restarted_at") and service.name not in owned:
+            service.restarted_at.CopyFrom(stamp)
+
+
 def merged(live: Any, declared: Any) -> Any:
     """The object to store: `live` with the manifest `declared` merged in, and the new last-applied annotation."""
     previous = previous_configuration(live)
@@ -130,6 +151,7 @@ def merged(live: Any, declared: Any) -> Any:
     out.metadata.annotations[LAST_APPLIED] = configuration(declared)
     spec_before: dict[str, Any] = previous["spec"] if isinstance(previous.get("spec"), dict) else {}
     merge_spec(out.spec, declared.spec, spec_before)
+    keep_restarts(out.spec, live.spec, spec_before)
     return out
 
 
