@@ -238,7 +238,8 @@ def remove_condition(conditions: MutableSequence[v1.Condition], type_: str) -> b
 
 
 def set_phase(project: v1.Project, phase: str, *, reason: str, message: str, now: float) -> None:
-    """Change a project's phase and record it in the `Phase` condition, as every phase change must."""
+    """Change a project's phase and record it in the `Phase` condition, as every phase change must. The building
+    block of `caravanserai.lifecycle`'s constructors; writers call those, not this."""
     project.status.phase = phase
     set_condition(project.status.conditions, v1.CONDITION_PHASE, v1.TRUE, reason=reason, message=message, now=now)
 
