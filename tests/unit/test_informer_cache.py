@@ -122,6 +122,9 @@ class FakeProjects:
             self.streams.remove(stream)
 
 
+COMPACT: dict[bool, type[v1.Project] | None] = {False: None, True: v1.Project}  # Indexer(compact=…) per mode
+
+
 def informer_of(api: FakeProjects, **options: Any) -> Informer[v1.Project]:
     """An informer over the fake (which has the list and watch of a ResourceClient, not its type)."""
     return Informer(cast(Any, api), **options)
@@ -154,8 +157,9 @@ def bound(name: str, node: str, **labels: str) -> v1.Project:
 # ---- the indexer ---------------------------------------------------------------------------------------------
 
 
-def test_indexer_gets_lists_and_indexes_by_label_and_custom_index() -> None:
-    cache: Indexer[v1.Project] = Indexer(NODE_REF_INDEXERS)
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+def test_indexer_gets_lists_and_indexes_by_label_and_custom_index(compact: bool) -> None:
+    cache: Indexer[v1.Project] = Indexer(NODE_REF_INDEXERS, compact=COMPACT[compact])
     for obj in (bound("b", "n1", app="web"), bound("a", "n2", app="web"), bound("c", "n1", app="db")):
         cache.upsert(obj.metadata.name, obj)
 
@@ -168,8 +172,9 @@ def test_indexer_gets_lists_and_indexes_by_label_and_custom_index() -> None:
     assert cache.index_values(NODE_REF_INDEX) == ["n1", "n2"]
 
 
-def test_indexer_moves_index_entries_on_update_and_drops_them_on_delete() -> None:
-    cache: Indexer[v1.Project] = Indexer(NODE_REF_INDEXERS)
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+def test_indexer_moves_index_entries_on_update_and_drops_them_on_delete(compact: bool) -> None:
+    cache: Indexer[v1.Project] = Indexer(NODE_REF_INDEXERS, compact=COMPACT[compact])
     cache.upsert("a", bound("a", "n1", app="web"))
     old = cache.upsert("a", bound("a", "n2", app="db"))
 
@@ -180,8 +185,9 @@ def test_indexer_moves_index_entries_on_update_and_drops_them_on_delete() -> Non
     assert cache.index_values(NODE_REF_INDEX) == [] and cache.index_values(LABEL_INDEX) == []
 
 
-def test_indexes_added_later_file_existing_objects() -> None:
-    cache: Indexer[v1.Project] = Indexer()
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+def test_indexes_added_later_file_existing_objects(compact: bool) -> None:
+    cache: Indexer[v1.Project] = Indexer(compact=COMPACT[compact])
     cache.upsert("a", bound("a", "n1"))
     cache.add_indexers({NODE_REF_INDEX: node_ref_index})
     cache.add_indexers({NODE_REF_INDEX: node_ref_index})  # the same function again: nothing changes
@@ -196,8 +202,9 @@ def test_indexes_added_later_file_existing_objects() -> None:
 # ---- the mutation detector -----------------------------------------------------------------------------------
 
 
-def test_mutation_detector_names_the_object_and_the_changed_field() -> None:
-    cache: Indexer[v1.Project] = Indexer(detector=MutationDetector(enabled=True, kind="Project"))
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+def test_mutation_detector_names_the_object_and_the_changed_field(compact: bool) -> None:
+    cache: Indexer[v1.Project] = Indexer(compact=COMPACT[compact], detector=MutationDetector(enabled=True, kind="Project"))
     cache.upsert("a", project("a"))
     cache.check_mutations()  # untouched: fine
 
@@ -209,6 +216,17 @@ def test_mutation_detector_names_the_object_and_the_changed_field() -> None:
     assert "priority: 7" in str(raised.value)
     with pytest.raises(CacheMutationError):
         cache.upsert("a", project("a"))  # replacing a mutated object is caught too
+
+
+def test_compact_storage_decodes_a_fresh_read_only_message_per_read() -> None:
+    cache: Indexer[v1.Project] = Indexer(NODE_REF_INDEXERS, compact=v1.Project)
+    stored = bound("a", "n1", app="web")
+    stored.metadata.resource_version = "7"
+    cache.upsert("a", stored)
+    first, second = cache.get("a"), cache.get("a")
+    assert first == stored and second == stored and first is not second and first is not stored
+    assert cache.version("a") == "7" and cache.version("zz") is None
+    assert cache.by_index(NODE_REF_INDEX, "n1") == [stored] and cache.list() == [stored]
 
 
 def test_mutation_detector_is_off_by_default_and_on_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,10 +245,11 @@ def test_mutation_detector_is_off_by_default_and_on_by_environment(monkeypatch: 
         cache.check_mutations()
 
 
-async def test_informer_fails_loudly_when_a_handler_mutates_a_cached_object() -> None:
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+async def test_informer_fails_loudly_when_a_handler_mutates_a_cached_object(compact: bool) -> None:
     api = FakeProjects()
     api.put(project("a"))
-    informer = informer_of(api, detect_mutations=True, backoff=FAST)
+    informer = informer_of(api, compact=compact, detect_mutations=True, backoff=FAST)
 
     def careless(obj: v1.Project) -> None:
         obj.spec.priority = 100  # should have copied first
@@ -244,17 +263,18 @@ async def test_informer_fails_loudly_when_a_handler_mutates_a_cached_object() ->
 # ---- handlers ----------------------------------------------------------------------------------------------------
 
 
-async def test_handlers_run_after_the_cache_update_in_event_order() -> None:
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+async def test_handlers_run_after_the_cache_update_in_event_order(compact: bool) -> None:
     api = FakeProjects()
     api.put(project("a"))
-    informer = informer_of(api, backoff=FAST)
+    informer = informer_of(api, compact=compact, backoff=FAST)
     seen: list[tuple[str, str, str, bool]] = []
 
     def on_add(obj: v1.Project) -> None:
-        seen.append(("add", obj.metadata.name, obj.metadata.resource_version, informer.get(obj.metadata.name) is obj))
+        seen.append(("add", obj.metadata.name, obj.metadata.resource_version, informer.get(obj.metadata.name) == obj))
 
     def on_update(old: v1.Project, new: v1.Project) -> None:
-        in_cache = informer.get(new.metadata.name) is new
+        in_cache = informer.get(new.metadata.name) == new  # the same message, or (compact) an equal one
         seen.append(("update", new.metadata.name, f"{old.metadata.resource_version}>{new.metadata.resource_version}", in_cache))
 
     def on_delete(obj: v1.Project) -> None:
@@ -300,11 +320,12 @@ async def test_every_handler_hears_every_change_even_when_one_fails_or_is_async(
     assert calls == ["broken:a", "async:a", "broken:b", "async:b"]
 
 
-async def test_a_late_handler_first_hears_the_cached_objects_then_live_changes() -> None:
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+async def test_a_late_handler_first_hears_the_cached_objects_then_live_changes(compact: bool) -> None:
     api = FakeProjects()
     api.put(project("a"))
     api.put(project("b"))
-    informer = informer_of(api, backoff=FAST)
+    informer = informer_of(api, compact=compact, backoff=FAST)
     async with running(informer.run()):
         await informer.wait_synced()
         names: list[str] = []
@@ -384,11 +405,12 @@ async def test_a_broken_stream_resumes_from_the_last_version_without_relisting()
     assert api.watch_versions == ["1", "3"]
 
 
-async def test_an_expired_version_relists_and_delivers_missed_deletions() -> None:
+@pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
+async def test_an_expired_version_relists_and_delivers_missed_deletions(compact: bool) -> None:
     api = FakeProjects()
     for name in ("a", "b", "c"):
         api.put(project(name))
-    informer = informer_of(api, backoff=FAST)
+    informer = informer_of(api, compact=compact, backoff=FAST)
     deleted: list[str] = []
     updated: list[str] = []
     informer.add_event_handler(

@@ -147,6 +147,7 @@ class ResumableWatch(Generic[T]):
                     need_list = False
                     yield listed
                     self.resource_version = listed.resource_version
+                    del listed  # the consumer has the objects; a compact cache must not pay for them while we watch
                 async with contextlib.aclosing(self._watch()) as stream:  # steps 2 and 6
                     async for change in stream:
                         yield change

@@ -49,6 +49,7 @@ class SharedInformerFactory:
         watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
         backoff: Backoff = Backoff(),
         page_size: int = DEFAULT_PAGE_SIZE,
+        compact: bool = False,
     ) -> None:
         self._client = client
         self._clock: Clock = clock or SystemClock()
@@ -58,6 +59,7 @@ class SharedInformerFactory:
             "watch_idle_timeout": watch_idle_timeout,
             "backoff": backoff,
             "page_size": page_size,
+            "compact": compact,
         }
         self._informers: dict[InformerKey, Informer[Any]] = {}
         self._group: asyncio.TaskGroup | None = None  # set while run() runs, to start late informers

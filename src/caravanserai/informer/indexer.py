@@ -10,6 +10,10 @@ Guarantees:
   synchronous step, so a reader on the same event loop never sees one without the other.
 * **Readers get snapshots of membership.** `list`, `keys` and `by_index` return new lists, sorted by name; holding
   one across an `await` is safe (the objects in it may meanwhile be replaced in the cache, never changed).
+* **Compact storage, same reads.** With `compact=cls` the cache keeps each object serialized (a few times smaller
+  than a decoded message) and decodes it on every read, so readers get a fresh message each time (still never
+  to be changed); indexes, ordering and the mutation detector work the same (the detector then checks the last
+  message handed out for each name).
 * **Index functions are pure.** An `IndexFunc` maps an object to the values it is filed under (none, one or
   many). It is called again on the old object when that object is replaced or deleted, so it must depend on the
   object only.
@@ -91,9 +95,15 @@ class Indexer(Generic[T]):
         indexers: Mapping[str, IndexFunc] | None = None,
         *,
         detector: MutationDetector | None = None,
+        compact: type[T] | None = None,
     ) -> None:
-        # The objects, by name. Each is read-only once stored here.
+        # The objects, by name. Each is read-only once stored here. Compact: their serialized form instead.
         self._items: dict[str, T] = {}
+        self._blobs: dict[str, bytes] = {}
+        self._versions: dict[str, str] = {}  # compact: name → resource version (the informer's echo check)
+        self._cls = compact
+        # Compact with the detector on: the last message handed out per name (checked like stored objects).
+        self._handed: dict[str, T] = {}
         self._indexers: dict[str, IndexFunc] = {}
         # index name → value → names filed under it. Invariant: for every stored object and every index, the
         # object's name is in exactly the buckets its IndexFunc returns; empty buckets are removed.
@@ -112,30 +122,63 @@ class Indexer(Generic[T]):
     # ---- reading ----------------------------------------------------------------------------------------------
 
     def get(self, name: str) -> T | None:
-        return self._items.get(name)
+        return self._load(name) if name in self else None
 
     def list(self) -> builtins.list[T]:
-        return [self._items[name] for name in sorted(self._items)]
+        return [self._load(name) for name in self.keys()]
 
     def keys(self) -> builtins.list[str]:
-        return sorted(self._items)
+        return sorted(self._blobs if self._cls is not None else self._items)
 
     def by_index(self, index: str, value: str) -> builtins.list[T]:
         try:
             buckets = self._indices[index]
         except KeyError:
             raise KeyError(f"no index {index!r}; known: {', '.join(self.index_names)}") from None
-        return [self._items[name] for name in sorted(buckets.get(value, ()))]
+        return [self._load(name) for name in sorted(buckets.get(value, ()))]
 
     def index_values(self, index: str) -> builtins.list[str]:
         """The values under which at least one object is filed in `index`, sorted."""
         return sorted(self._indices[index])
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._blobs if self._cls is not None else self._items)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return name in (self._blobs if self._cls is not None else self._items)
+
+    def version(self, name: str) -> str | None:
+        """The resource version of the object under `name` (None if absent), without decoding it."""
+        if self._cls is not None:
+            return self._versions.get(name)
+        obj: Any = self._items.get(name)
+        return None if obj is None else str(obj.metadata.resource_version)
+
+    def holds(self, name: str, obj: object) -> bool:
+        """Whether `obj` is the very message this cache handed out for `name` (compact: the last one, tracked
+        with the detector on only)."""
+        if self._cls is None:
+            return self._items.get(name) is obj
+        return self._handed.get(name) is obj
+
+    def _load(self, name: str) -> T:
+        """The object stored under `name` (present): itself, or compact, decoded afresh."""
+        if self._cls is None:
+            return self._items[name]
+        obj: T = self._cls.FromString(self._blobs[name])  # type: ignore[attr-defined]
+        if self._detector.enabled:
+            self._handed[name] = obj
+        return obj
+
+    def _stored(self, name: str) -> T | None:
+        """For replacing or deleting: the object under `name` as the detector must check it (compact: the last
+        one handed out, else a decoded copy), or None."""
+        if self._cls is None:
+            return self._items.get(name)
+        if name not in self._blobs:
+            return None
+        handed = self._handed.pop(name, None)
+        return handed if handed is not None else self._load(name)
 
     # ---- writing (the informer only) ---------------------------------------------------------------------------
 
@@ -150,8 +193,8 @@ class Indexer(Generic[T]):
                 raise ValueError(f"index {name!r} already exists with a different function")
             self._indexers[name] = func
             buckets: dict[str, set[str]] = {}
-            for key, obj in self._items.items():
-                for value in func(obj):
+            for key in self.keys():
+                for value in func(self._load(key)):
                     buckets.setdefault(value, set()).add(key)
             self._indices[name] = buckets
 
@@ -160,18 +203,27 @@ class Indexer(Generic[T]):
 
         With the mutation detector on, the replaced object is first checked against its recorded copy.
         """
-        old = self._items.get(name)
+        old = self._stored(name)
         if old is not None:
             self._detector.check(name, old)
             self._unfile(name, old)
-        self._items[name] = obj
+        if self._cls is None:
+            self._items[name] = obj
+        else:
+            self._blobs[name] = obj.SerializeToString(deterministic=True)  # type: ignore[attr-defined]
+            self._versions[name] = obj.metadata.resource_version  # type: ignore[attr-defined]
+            if self._detector.enabled:
+                self._handed[name] = obj  # what the informer hands to its event handlers
         self._file(name, obj)
         self._detector.record(name, obj)
         return old
 
     def delete(self, name: str) -> T | None:
         """Remove the object under `name`; return it (None if absent)."""
-        old = self._items.pop(name, None)
+        old = self._stored(name)
+        self._items.pop(name, None)
+        self._blobs.pop(name, None)
+        self._versions.pop(name, None)
         if old is not None:
             self._detector.check(name, old)
             self._unfile(name, old)
@@ -180,7 +232,7 @@ class Indexer(Generic[T]):
 
     def check_mutations(self) -> None:
         """Raise CacheMutationError if any cached object changed since it was stored (detector on only)."""
-        self._detector.check_all(self._items)
+        self._detector.check_all(self._items if self._cls is None else self._handed)
 
     def _file(self, name: str, obj: T) -> None:
         for index, func in self._indexers.items():

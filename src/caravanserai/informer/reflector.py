@@ -119,6 +119,7 @@ class Reflector(Generic[T]):
                     sink.replace(item.objects, item.resource_version)
                 else:
                     sink.apply(item.type, item.object)
+                del item  # not kept while waiting for the next change (a list would live as long)
                 if sink.full():
                     await sink.wait_for_room()
 
