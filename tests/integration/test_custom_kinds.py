@@ -207,11 +207,26 @@ async def test_custom_kinds_survive_an_apiserver_restart(etcd: EtcdServer) -> No
     async with apiserver(etcd.endpoint) as first:
         async with Client(first.address, timeout=10) as c:
             await define_projectset(c)
-            await c.resource(projectset_messages().ProjectSet).create(projectset("kept"))
+            kept = await c.resource(projectset_messages().ProjectSet).create(projectset("kept"))
     async with apiserver(etcd.endpoint, prefix=first.prefix) as again:
         async with Client(again.address, timeout=10) as c:
-            listed = await c.resource(projectset_messages().ProjectSet).list()  # served from the first request on
+            sets = c.resource(projectset_messages().ProjectSet)
+            listed = await sets.list()  # served from the first request on
             assert [o.metadata.name for o in listed.items] == ["kept"]
+            await sets.create(projectset("after"))
+            resumed = [ch async for ch in _first(sets.watch(resource_version=kept.metadata.resource_version), 1)]
+            assert [(ch.type, ch.object.metadata.name) for ch in resumed] == [(v1.ADDED, "after")]
+
+
+async def _first(changes: Any, n: int) -> Any:
+    """The first `n` changes of a watch (within 10 s)."""
+    got = 0
+    async with asyncio.timeout(10):
+        async for change in changes:
+            yield change
+            got += 1
+            if got == n:
+                return
 
 
 async def test_an_undefined_kind_is_an_unknown_resource(client: Client) -> None:
