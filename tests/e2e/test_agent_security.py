@@ -48,9 +48,29 @@ async def check_logs_need_a_certificate(port: int, files: TLSFiles) -> None:
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+async def check_only_admin_may_exec(port: int, certs: pathlib.Path) -> None:
+    """Exec and PortForward answer the `admin` certificate and refuse any other identity."""
+
+    async def run(identity: str) -> list[api_pb2.ExecResponse]:
+        start = api_pb2.ExecStart(project="secure", service="svc0", command=["sh", "-c", "echo hi"])
+        requests = iter([api_pb2.ExecRequest(start=start)])
+        async with grpc.aio.secure_channel(f"127.0.0.1:{port}", tls(certs, identity).channel_credentials()) as channel:
+            return [r async for r in api_pb2_grpc.AgentStub(channel).Exec(requests, timeout=20)]
+
+    assert [r.WhichOneof("response") for r in await run("admin")] == ["stdout", "exit_code"]
+    for method in ("Exec", "PortForward"):
+        async with grpc.aio.secure_channel(f"127.0.0.1:{port}", tls(certs, "viewer").channel_credentials()) as channel:
+            call = getattr(api_pb2_grpc.AgentStub(channel), method)(iter([]), timeout=20)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                async for _ in call:
+                    pass
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "viewer may not" in (refused.value.details() or "")
+
+
 async def test_agent_works_with_a_node_identity(etcd: EtcdServer, image: str, tmp_path: pathlib.Path) -> None:
     node = f"e2e-{uuid.uuid4().hex[:8]}"
-    identities = ["apiserver", "admin", f"node:{node}"]
+    identities = ["apiserver", "admin", "viewer", f"node:{node}"]
     subprocess.run([str(ROOT / "deploy" / "certs.sh"), str(tmp_path), *identities], check=True, capture_output=True)
     async with (
         apiserver(etcd.endpoint, tls=tls(tmp_path, "apiserver")) as api,
@@ -79,6 +99,7 @@ async def test_agent_works_with_a_node_identity(etcd: EtcdServer, image: str, tm
             await bind(admin, "secure", node)
             await wait_phase(admin, "secure", v1.RUNNING)
             await check_logs_need_a_certificate(agent.port, tls(tmp_path, "admin"))
+            await check_only_admin_may_exec(agent.port, tmp_path)
             await admin.projects.delete("secure")
             await wait_phase(admin, "secure", v1.TERMINATED, timeout=20)
             assert docker_list("container", f"{NODE_LABEL}={node}") == []
