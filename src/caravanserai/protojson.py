@@ -17,7 +17,9 @@ of json_format's first error. Guarantees:
   its path.
 * **Scalars in string maps** (labels, resource lists) are coerced to text: `true` → "true", and a number keeps
   the text it was written with when the parser recorded it in a `source_text` attribute (`010` stays "010").
-  A string with an `rfc3339` attribute (a YAML timestamp) gives that value to Timestamp fields.
+  A string with an `rfc3339` attribute (a YAML timestamp) gives that value to Timestamp fields. An integer field
+  written with a leading zero (`0400`) is refused as ambiguous (octal in YAML 1.1, decimal in 1.2): `0o400` or
+  `256` say which.
 * **Bounded.** Data with more than `max_values` values (counted after YAML aliases are expanded) is refused.
 * `to_data` writes camelCase keys, int64 as numbers, times as RFC 3339, and omits empty fields and messages;
   `from_data(to_data(m), type(m)) == m` for messages without present-but-empty sub-messages.
@@ -224,11 +226,19 @@ def _single(decoder: _Decoder, value: object, field: FieldDescriptor, path: str)
     return None
 
 
+_LEADING_ZERO = re.compile(r"[+-]?0[0-9]+")
+
+
 def _integer(decoder: _Decoder, value: object, kind: int, path: str) -> int | None:
     """An integer given as a number (1, 1.0, 1e3) or as decimal text ("1"), within the range of `kind`."""
     if isinstance(value, float) and value.is_integer():
         number = int(value)
     elif isinstance(value, int) and not isinstance(value, bool):
+        if _LEADING_ZERO.fullmatch(str(getattr(value, "source_text", "") or "")):
+            decoder.add(path, f"{getattr(value, 'source_text')} is ambiguous (YAML 1.1 reads a leading zero as octal, "
+                              f"YAML 1.2 as decimal): write 0o{str(getattr(value, 'source_text')).lstrip('+-0') or '0'} "
+                              "for octal or drop the zero")
+            return None
         number = int(value)
     elif isinstance(value, str) and _INTEGER.fullmatch(value):
         number = int(value)

@@ -6,7 +6,8 @@ its data removed however a test ends."""
 
 from __future__ import annotations
 
-import base64
+import asyncio
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -124,9 +125,23 @@ async def test_private_registry_pulls(client: Client, start_agent: StartAgent, i
     await client.secrets.create(pull_secret("good", registry.address, PASSWORD))
     await client.secrets.create(pull_secret("bad", registry.address, "wrong-password"))
 
-    await client.projects.create(app("right", target, secret="good"))
-    await bind(client, "right", agent.node)
-    await wait_phase(client, "right", v1.RUNNING, timeout=60)
+    created = await client.projects.create(app("right", target, secret="good"))
+    seen: list[str] = []
+
+    async def follow() -> None:  # every service status message the project goes through
+        async for change in client.projects.watch(resource_version=created.metadata.resource_version,
+                                                  field_selector="metadata.name=right"):
+            seen.extend(s.message for s in change.object.status.services)
+
+    watching = asyncio.create_task(follow())
+    try:
+        await bind(client, "right", agent.node)
+        await wait_phase(client, "right", v1.RUNNING, timeout=60)
+    finally:
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
+    assert any(m.startswith(f"pulling image {target}: ") for m in seen), seen  # progress while it ran
     pulled = await wait_for(lambda: messages(client, "right", "Pulled"), timeout=10)
     assert pulled[0].startswith(f"pulled image {target} for service svc0: ") and pulled[0].endswith("s")
     assert await messages(client, "right", "Pulling") == [f"pulling image {target} for service svc0"]

@@ -105,9 +105,15 @@ async def test_caractrl_shows_keys_and_sizes_never_values(cli: Caractrl, client:
     assert base64.b64encode(MARKER).decode() in as_yaml.output  # admin may read it: base64, as in the manifest
     p = builders.project("app")
     p.spec.services[0].env.add(name="PASSWORD", value_from=v1.KeyRef(secret="db", key="password"))
+    p.spec.services[0].resources.requests["cpu"] = "250m"
+    p.spec.services[0].resources.limits.update({"memory": "64Mi", "gpu": "1"})
     await client.projects.create(p)
     described = await cli("describe", "project", "app")
     assert "PASSWORD from secret db key password" in described.output
+    granted = next(line for line in described.output.splitlines() if line.strip().startswith("Granted:"))
+    assert granted.split(":", 1)[1].strip() == (  # requests, limits (a limit alone requests itself), granted
+        f"CARA_CPU_REQUEST=250, CARA_MEMORY_LIMIT={64 * 2**20}, CARA_MEMORY_REQUEST={64 * 2**20}, CARA_RESOURCE_GPU=1"
+    )
     assert MARKER.decode() not in described.output
 
 

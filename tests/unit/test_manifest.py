@@ -341,3 +341,14 @@ def test_list_documents_contribute_their_items() -> None:
     [node] = load_manifests(text.replace("spec: {bogus: 1}", "spec: {}"))[1:]
     assert node.metadata.name == "b"
     assert load_manifests("kind: ProjectList\nitems: []\n") == []
+
+
+def test_a_leading_zero_integer_is_refused_as_ambiguous() -> None:
+    text = (
+        "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: a}\n"
+        "spec:\n  volumes: [{name: v, type: Secret, secret: s, mode: %s}]\n  services: [{name: w, image: i}]\n"
+    )
+    with pytest.raises(Invalid, match=r"spec.volumes\[0\].mode: 0400 is ambiguous .* write 0o400 for octal"):
+        load_manifests(text % "0400", source="x.yaml")
+    assert load_manifests(text % "0o400", source="x.yaml")[0].spec.volumes[0].mode == 0o400  # type: ignore[union-attr]
+    assert load_manifests(text % "256", source="x.yaml")[0].spec.volumes[0].mode == 0o400  # type: ignore[union-attr]
