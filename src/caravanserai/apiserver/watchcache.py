@@ -212,10 +212,22 @@ class WatchCache:
             if after < self._oldest:
                 raise Expired(f"too old resource version: {after} (oldest available {self._oldest})")
             watcher = Watcher(self, predicate, after=after, max_pending=limit, index=index)
-            for event in self._history:
+            for event in self._history_after(after):
                 watcher.offer(event, live=False)
         self._attach(watcher)
         return watcher
+
+    def _history_after(self, revision: int) -> list[CacheEvent]:
+        """The events of the window with a revision above `revision`, oldest first. The window is in revision
+        order, so this reads from the newest end only as far as needed (a thousand watchers resuming from recent
+        versions do not each scan the whole window)."""
+        recent: list[CacheEvent] = []
+        for event in reversed(self._history):
+            if event.revision <= revision:
+                break
+            recent.append(event)
+        recent.reverse()
+        return recent
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call `listener()` after every change this cache applies (and after every relist). It must not block;
