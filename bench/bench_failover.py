@@ -87,6 +87,19 @@ async def node_ready(client: Client, node: str) -> bool:
     return bool((await client.nodes.get(node)).status.state == v1.NODE_READY)
 
 
+async def event_stages(client: Client, since: float) -> dict[str, list[float]]:
+    """Where the time went: for each event reason recorded after `since` (wall clock), the first and the last
+    time after it, in seconds (NodeNotReady, evictions, Scheduled, container starts …)."""
+    stages: dict[str, list[float]] = {}
+    for event in (await client.events.list()).items:
+        at = event.spec.last_timestamp.seconds + event.spec.last_timestamp.nanos / 1e9 - since
+        if at < 0:
+            continue
+        first_last = stages.setdefault(event.spec.reason, [at, at])
+        first_last[0], first_last[1] = min(first_last[0], at), max(first_last[1], at)
+    return {reason: [round(t, 2) for t in times] for reason, times in sorted(stages.items(), key=lambda kv: kv[1][0])}
+
+
 async def scenario(opts: argparse.Namespace, image: str, logs: str, nodes: tuple[str, str]) -> dict[str, Any]:
     victim_node, survivor_node = nodes
     procs: list[subprocess.Popen[bytes]] = []
@@ -113,10 +126,11 @@ async def scenario(opts: argparse.Namespace, image: str, logs: str, nodes: tuple
                 procs.append(agent(address, survivor_node, fence, f"{logs}/survivor.log"))
                 await until(lambda: node_ready(client, survivor_node), "second agent Ready", 60)
                 victim.send_signal(signal.SIGKILL)
-                killed = time.monotonic()
+                killed, killed_wall = time.monotonic(), time.time()
                 budget = opts.heartbeat_timeout + opts.grace_period + 3.0
                 done = await until(lambda: placed(client, names, survivor_node), "Running elsewhere", budget + 60)
-        return {"running_elsewhere_after_s": round(done - killed, 2), "budget_s": budget}
+                stages = await event_stages(client, killed_wall)
+        return {"running_elsewhere_after_s": round(done - killed, 2), "budget_s": budget, "events_after_kill_s": stages}
     finally:
         for proc in reversed(procs):
             stop(proc)
