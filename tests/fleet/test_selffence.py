@@ -10,6 +10,7 @@ import time
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container_times, copies, wait_running
 
 from caravanserai import v1
+from caravanserai.clock import seconds
 from caravanserai.testing import builders
 from caravanserai.testing.fleet import Fleet
 from caravanserai.testing.wait import wait_for
@@ -66,7 +67,14 @@ async def test_fenced_copies_start_again_when_still_bound_on_reconnect(fleet: Fl
         fenced_after = time.monotonic() - cut_at
         print(f"fenced {fenced_after:.1f} s after the cut (--fence-after {HEARTBEAT_TIMEOUT + GRACE_PERIOD:.0f} s)")
         assert fenced_after >= HEARTBEAT_TIMEOUT + GRACE_PERIOD - fleet.config.heartbeat_interval - 1.0
+        healed_at = time.time()
         fleet.heal(node)
+
+        async def renewed() -> bool:  # the agent is back before the controllers look again
+            lease = await client.leases.get(node)
+            return seconds(lease.spec.renew_time) > healed_at
+
+        await wait_for(renewed, 60, interval=0.2, message=f"{node} renews its lease after the heal")
         for controllers in fleet.controllers:
             controllers.resume()
         await wait_for(lambda: _running(fleet, node, container), 30, interval=0.3, message="copy started again")

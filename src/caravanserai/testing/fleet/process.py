@@ -3,8 +3,11 @@
 * Started with `nsenter --net=/run/netns/<ns> -- argv…` (only the network namespace changes: `ip netns exec`
   would also remount /sys, which breaks dockerd's cgroups). nsenter execs the program, so the pid is the
   program's own.
-* The process dies with the test run: it gets SIGKILL when the process that started it ends (PR_SET_PDEATHSIG),
-  so an interrupted run leaves nothing running; its stdout and stderr go to a log file (`log_tail()`).
+* The process dies with the test run: it gets SIGKILL when the process that started it ends (`setpriv
+  --pdeathsig KILL`, kept across the execs), so an interrupted run leaves nothing running. No Python code runs
+  between fork and exec (no `preexec_fn`): the child is spawned with vfork, so gRPC's fork handlers never run in
+  it (with gRPC threads busy in the test process they abort the child). stdout and stderr go to a log file
+  (`log_tail()`).
 * `start()` after `kill()`/`stop()` runs the same command again (same addresses, same data).
 """
 
@@ -12,19 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+_DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
 
 
 class HostProcess:
@@ -51,10 +49,10 @@ class HostProcess:
 
     @property
     def command(self) -> list[str]:
-        """The full command line, nsenter included."""
+        """The full command line, setpriv and nsenter included."""
         if self.netns is None:
-            return self.argv
-        return ["nsenter", f"--net=/run/netns/{self.netns}", "--", *self.argv]
+            return [*_DIE_WITH_PARENT, *self.argv]
+        return [*_DIE_WITH_PARENT, "nsenter", f"--net=/run/netns/{self.netns}", "--", *self.argv]
 
     @property
     def pid(self) -> int | None:
@@ -79,7 +77,6 @@ class HostProcess:
                 stdout=log,
                 stderr=log,
                 env=env,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, safe before exec
                 start_new_session=True,
             )
 
