@@ -30,6 +30,12 @@ async def test_leftovers_of_a_killed_run_are_removed() -> None:
     await sleeper.start()
     orphan = sleeper._proc  # noqa: SLF001
     assert orphan is not None
+    for _ in range(100):  # until it has entered the namespace (setpriv and nsenter exec first)
+        if str(orphan.pid) in sh("ip", "netns", "pids", host.netns).split():
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the process never entered its namespace")
     sleeper._proc = None  # noqa: SLF001 - forget it, as a killed test process would
     try:
         assert run_id in cleanup.leftover_runs()
