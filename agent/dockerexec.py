@@ -11,6 +11,8 @@ Guarantees:
   Docker sends them, then None once the command's output has ended.
 * `write()` feeds the command's stdin (only when opened with `stdin=True`); `close_stdin()` ends it (the command
   reads EOF) while output keeps flowing.
+* With a TTY the initial size is set right after the command starts (as `docker exec -t` does; the engine's exec
+  API before 1.42 takes no size at creation), so a command that reads its size at once may still see 0×0.
 * `exit_code()` waits (briefly) until Docker reports the command finished and returns its code.
 * aiodocker and aiohttp errors leave as `DockerError`s (`dockerapi.wrap_error`); leaving the block closes the
   attachment (the command itself is not killed by Docker; it sees its stdin and output closed).

@@ -9,10 +9,12 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import grpc
 import pytest
 from agent_harness import StartAgent, bind, wait_phase
 
 from caravanserai import v1
+from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.client import Client
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import project
@@ -60,6 +62,38 @@ async def test_exec_with_a_terminal(api: RunningApiServer, hello: str) -> None:
     assert (code, out, err) == (4, "on a tty\r\n", "")  # the terminal's line discipline: \n becomes \r\n
     code, out, _ = await caractrl(api, "exec", "hello/web", "--", "sh", "-c", "test -t 1 || echo no tty")
     assert (code, out) == (0, "no tty\n")
+
+
+async def test_exec_terminal_size_and_resize(client: Client, start_agent: StartAgent, image: str) -> None:
+    agent = await start_agent()
+    await client.projects.create(project("sized", image=image, services=["web"]))
+    await bind(client, "sized", agent.node)
+    await wait_phase(client, "sized", v1.RUNNING)
+    # The initial size is set just after the command starts (as `docker exec -t` does): the script waits a little.
+    script = "sleep 0.5; busybox stty size; read line; busybox stty size"  # the second size after the resize
+
+    async def requests() -> AsyncIterator[api_pb2.ExecRequest]:
+        size = api_pb2.TerminalSize(width=100, height=30)
+        start = api_pb2.ExecStart(project="sized", service="web", command=["sh", "-c", script], stdin=True, tty=True,
+                                  size=size)
+        yield api_pb2.ExecRequest(start=start)
+        await asyncio.sleep(1)
+        yield api_pb2.ExecRequest(resize=api_pb2.TerminalSize(width=120, height=40))
+        await asyncio.sleep(0.5)
+        yield api_pb2.ExecRequest(stdin=b"go\n")
+        await finished.wait()  # a terminal's stdin stays open (ending it hangs the terminal up)
+
+    finished = asyncio.Event()
+
+    responses = []
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{agent.agent.port}") as channel:
+        async for response in api_pb2_grpc.AgentStub(channel).Exec(requests(), timeout=30):
+            responses.append(response)
+            if response.WhichOneof("response") == "exit_code":
+                finished.set()
+    output = b"".join(r.stdout for r in responses)
+    assert output.split(b"\r\n")[0] == b"30 100" and b"40 120" in output, output
+    assert responses[-1].WhichOneof("response") == "exit_code" and responses[-1].exit_code == 0
 
 
 async def test_exec_pipes_stdin(api: RunningApiServer, hello: str) -> None:
