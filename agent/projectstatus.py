@@ -113,8 +113,11 @@ def needs_start(service: v1.Service, observed: Observed) -> bool:
 
 
 def crash_looping(observed: Observed, restarts: int, now: float) -> bool:
-    """Restarted at least CRASHLOOP_RESTARTS times, exited within CRASHLOOP_WINDOW, not running stably since."""
-    if restarts < CRASHLOOP_RESTARTS or not observed.finished_at or now - observed.finished_at > CRASHLOOP_WINDOW:
+    """Restarted at least CRASHLOOP_RESTARTS times, exited within CRASHLOOP_WINDOW, not running stably since
+    (never when the time `now` is not known, 0)."""
+    if now <= 0 or restarts < CRASHLOOP_RESTARTS or not observed.finished_at:
+        return False
+    if now - observed.finished_at > CRASHLOOP_WINDOW:
         return False
     stable = observed.status == RUNNING and observed.started_at >= observed.finished_at
     return not (stable and now - observed.started_at >= STABLE_RUN)

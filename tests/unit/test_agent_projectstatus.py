@@ -225,3 +225,20 @@ def test_last_exit_code_is_kept_across_restarts_and_waiting_services_say_why() -
     waiting = projectstatus.service_status(web, None, projectstatus.Context(waiting={"web": "db to be healthy"}))
     assert (waiting.state, waiting.waiting_for, waiting.message) == ("waiting", "db to be healthy",
                                                                       "waiting for db to be healthy")
+
+
+@pytest.mark.parametrize(
+    ("status", "restarts", "started", "finished", "now", "looping"),
+    [
+        ("running", 3, 999.0, 998.0, 1000.0, True),  # restarted again a moment ago
+        ("restarting", 5, 990.0, 999.0, 1000.0, True),
+        ("running", 3, 980.0, 979.0, 1000.0, False),  # ran 20 s since the last exit: stable
+        ("running", 2, 999.0, 998.0, 1000.0, False),  # not enough restarts
+        ("exited", 9, 800.0, 900.0, 1000.0, False),  # the last exit is older than the window
+        ("running", 3, 999.0, 998.0, 0.0, False),  # the time is not known
+    ],
+)
+def test_crash_loop_rule(status: str, restarts: int, started: float, finished: float, now: float,
+                         looping: bool) -> None:
+    observed = seen("app", status, 1, started_at=started, finished_at=finished)
+    assert projectstatus.crash_looping(observed, restarts, now) is looping
