@@ -10,8 +10,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
+import json
 import os
+import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator
@@ -101,3 +104,37 @@ async def etcd_client(etcd: EtcdServer) -> AsyncIterator[EtcdClient]:
 def store(etcd_client: EtcdClient) -> Store:
     """A store under a prefix of its own, so tests never see each other's objects."""
     return Store(etcd_client, prefix=f"/test-{uuid.uuid4().hex[:12]}")
+
+
+# ---- time per tier (reported at the end of every run; `bench/bench_suite.py` reads the file) ---------------------
+
+TIER_TIMES = os.path.join("test-artifacts", "tier-times.json")
+_tier_seconds: dict[str, float] = {}
+_session_started: list[float] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _session_started.append(time.monotonic())
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add each phase's duration (setup, call, teardown) to its tier (`tests/<tier>/…`)."""
+    parts = report.nodeid.split("/")
+    tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+    _tier_seconds[tier] = _tier_seconds.get(tier, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line with the seconds spent per tier, and the same as JSON in test-artifacts/tier-times.json."""
+    if not _tier_seconds or not _session_started:
+        return
+    session = time.monotonic() - _session_started[0]
+    tiers = {tier: round(seconds, 1) for tier, seconds in sorted(_tier_seconds.items())}
+    shown = ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in tiers.items())
+    terminalreporter.write_line(f"time per tier: {shown}; session {session:.0f} s")
+    record = {"tiers_s": tiers, "session_s": round(session, 1), "load_average_1m": round(os.getloadavg()[0], 2),
+              "cpus": os.cpu_count(), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(TIER_TIMES), exist_ok=True)
+        with open(TIER_TIMES, "w") as out:
+            json.dump(record, out, indent=2)
