@@ -296,8 +296,10 @@ async def test_agent_relists_after_compaction_and_removes_a_project_deleted_whil
     def delta(name: str, **labels: str) -> int:
         return int(metric(after, name, **labels) - metric(before, name, **labels))
 
-    deleted, adds = (delta("caravanserai_informer_events_total", type=t) for t in ("DELETED", "ADDED"))
-    relists = delta("caravanserai_informer_lists_total")
+    # The informer of this node's assignments (the agent also keeps informers for the ingress routes).
+    own = {"resource": "projects", "selector": f"status.nodeRef={node}"}
+    deleted, adds = (delta("caravanserai_informer_events_total", type=t, **own) for t in ("DELETED", "ADDED"))
+    relists = delta("caravanserai_informer_lists_total", **own)
     print(
         f"\nagent relist after compaction: deletions expected 1, delivered {deleted}; additions expected 1, "
         f"delivered {adds}; relists {relists}"
