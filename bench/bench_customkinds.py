@@ -2,7 +2,7 @@
 run, through the same apiserver process. Prints JSON; the ratio custom ÷ Project per operation is what we track
 (the goal is ≥ 0.9: a custom kind costs about what a built-in one does).
 
-    .venv/bin/python bench/bench_customkinds.py [--count 2000] [--clients 64] [--rounds 2]
+    .venv/bin/python bench/bench_customkinds.py [--count 2000] [--clients 64] [--rounds 3]
 
 Each round measures Project then ProjectSet (each with fresh names); the best round of each counts, so a burst of
 load on a shared machine does not decide the ratio. Needs grpcio-tools (the `proto` extra) for the example's
@@ -28,7 +28,7 @@ from caravanserai.client import Client, ResourceClient
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
 from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
-from benchlib import free_port, wait_serving
+from benchlib import free_port, goal, wait_serving
 
 OPS = ("create_per_s", "update_per_s", "get_per_s")
 
@@ -79,6 +79,7 @@ async def run(address: str, opts: argparse.Namespace) -> dict[str, Any]:
             builtin.append(await measure(client.projects, lambda name: project(name), f"p{n}", opts.count, opts.clients))
             custom.append(await measure(sets, lambda name: projectset(name, replicas=2), f"s{n}", opts.count, opts.clients))
     projects, projectsets = best(builtin), best(custom)
+    ratio = {op: round(projectsets[op] / projects[op], 3) for op in OPS}
     return {
         "benchmark": "custom_kind_vs_project",
         "count": opts.count,
@@ -87,7 +88,10 @@ async def run(address: str, opts: argparse.Namespace) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "project": projects,
         "projectset": projectsets,
-        "ratio_custom_to_project": {op: round(projectsets[op] / projects[op], 3) for op in OPS},
+        "ratio_custom_to_project": ratio,
+        "goals": [
+            goal(f"custom kind: {op.removesuffix('_per_s')}/s / Project", ratio[op], 0.9, at_most=False) for op in OPS
+        ],
     }
 
 
@@ -112,7 +116,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))
