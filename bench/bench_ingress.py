@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 import structlog
-from benchlib import free_port
+from benchlib import free_port, goal
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -204,7 +204,13 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
             if nets:
                 subprocess.run(["docker", "network", "rm", *nets], capture_output=True, check=False)
         shutil.rmtree(logs, ignore_errors=True)
+    ratio = round(local["requests_per_s"] / direct["requests_per_s"], 3)
+    added_p50 = round(local["p50_ms"] - direct["p50_ms"], 3)
     return {
+        "goals": [
+            goal("ingress requests/s / published port's", ratio, 0.5, at_most=False),
+            goal("ingress added p50 latency", added_p50, 1.0, at_most=True, unit=" ms"),
+        ],
         "benchmark": "ingress_and_port_forward_vs_direct",
         "cpus": os.cpu_count(),
         "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the machine skews every figure
@@ -212,8 +218,8 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "direct": direct,
         "ingress_local": local,
         "ingress_cross_node": hop,
-        "ratio_ingress_to_direct_rps": round(local["requests_per_s"] / direct["requests_per_s"], 3),
-        "ingress_added_p50_ms": round(local["p50_ms"] - direct["p50_ms"], 3),
+        "ratio_ingress_to_direct_rps": ratio,
+        "ingress_added_p50_ms": added_p50,
         "cross_node_hop_added_p50_ms": round(hop["p50_ms"] - local["p50_ms"], 3),
         "ratio_cross_node_to_local_rps": round(hop["requests_per_s"] / local["requests_per_s"], 3),
         "port_forward": forward,
