@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from caravanserai import v1
 from caravanserai.agent.__main__ import config_from_args, parser
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER
 from caravanserai.agent.dockertypes import ContainerSummary
@@ -73,6 +74,71 @@ async def test_fences_only_after_the_silence_and_stops_every_running_container()
         await _advance(clock, 1.5)
         assert fence.fenced and sorted(docker.stopped) == ["a", "b"]
         assert fence.fences == 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@dataclass
+class FakeProjectsApi:
+    bound: dict[str, str]  # project → node it is bound to now
+
+    async def get(self, name: str) -> v1.Project:
+        project = v1.Project()
+        project.metadata.name, project.metadata.uid = name, f"uid-{name}"
+        project.status.node_ref, project.status.phase = self.bound[name], v1.RUNNING
+        return project
+
+
+@dataclass
+class FakeClient:
+    projects: FakeProjectsApi
+
+
+@dataclass
+class RestartingDocker(FakeDocker):
+    started: list[str] = field(default_factory=list)
+
+    async def list_containers(self, label_filter: list[str]) -> list[ContainerSummary]:
+        wanted = {f.partition("=")[2] for f in label_filter if f.startswith("caravanserai.io/project=")}
+        state = "exited" if self.stopped else "running"
+        return [
+            ContainerSummary(labels=c.labels, id=c.id, state="running" if c.id in self.started else state)
+            for c in self.containers
+            if not wanted or c.project in wanted
+        ]
+
+    async def start_container(self, container_id: str) -> None:
+        self.started.append(container_id)
+
+
+async def test_on_reconnect_only_projects_still_bound_here_start_again() -> None:
+    clock = FakeClock()
+    web = ContainerSummary(
+        labels={"caravanserai.io/project": "web", "caravanserai.io/project-uid": "uid-web"}, id="a", state="running"
+    )
+    db = ContainerSummary(
+        labels={"caravanserai.io/project": "db", "caravanserai.io/project-uid": "uid-db"}, id="b", state="running"
+    )
+    docker = RestartingDocker([web, db])
+    unfenced: list[bool] = []
+
+    async def on_unfenced() -> None:
+        unfenced.append(True)
+
+    client = FakeClient(FakeProjectsApi({"web": "n1", "db": "n2"}))  # db moved to n2 meanwhile
+    fence = SelfFence(
+        fence_after=10.0, clock=clock, projects=FakeProjects(docker), client=client, node="n1",  # type: ignore[arg-type]
+        on_unfenced=on_unfenced,
+    )
+    task = asyncio.create_task(fence.run())
+    try:
+        await _advance(clock, 0.0)  # the loop starts sleeping
+        await _advance(clock, 11.0)
+        assert fence.fenced and sorted(docker.stopped) == ["a", "b"]
+        await fence.contact()
+        assert not fence.fenced and unfenced == [True]
+        assert docker.started == ["a"]  # web is still bound here; db's copy is left to the reconciler to remove
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
