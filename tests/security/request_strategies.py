@@ -146,7 +146,11 @@ def fill(draw: Draw, message: Message, depth: int = 0) -> None:
     for fd in draw(st.lists(st.sampled_from(fields), max_size=3, unique=True)):
         target: Any = getattr(message, fd.name)
         if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
-            values = _MAP_VALUES.get(fd.json_name, TEXT)
+            value_field = fd.message_type.fields_by_name["value"]
+            values: st.SearchStrategy[Any] = (
+                st.binary(max_size=64) if value_field.type == FieldDescriptor.TYPE_BYTES  # e.g. a secret's data
+                else _MAP_VALUES.get(fd.json_name, TEXT)
+            )
             for _ in range(draw(st.integers(0, 3))):
                 target[draw(_MAP_KEYS)] = draw(values)
         elif fd.message_type is not None and fd.message_type.full_name == "google.protobuf.Timestamp":
