@@ -31,6 +31,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
@@ -61,21 +62,39 @@ class Tally:
         self.wrong = 0  # events a watcher got for an object it does not select
         self.warm: dict[int, int] = {}  # watcher → warm-up events seen
         self.measured: dict[int, int] = {}  # watcher → measured events seen
+        self.errors: dict[str, int] = {}  # streams that failed (and were resumed), by error
+
+    def take(self, index: int, node: str | None, obj: v1.Project) -> None:
+        """Count one delivered object for watcher `index` (selecting `node`, or everything)."""
+        received = time.monotonic()
+        if node and obj.status.node_ref != node:
+            self.wrong += 1
+        phase = obj.metadata.annotations.get(PHASE)
+        if phase == "warm":
+            self.warm[index] = self.warm.get(index, 0) + 1
+        elif phase == "measure":
+            self.measured[index] = self.measured.get(index, 0) + 1
+            self.latencies.append(received - float(obj.metadata.annotations[SENT]))
 
 
 async def watch_one(client: Client, index: int, node: str | None, since: str, tally: Tally) -> None:
+    """One watcher; a stream that fails is counted (by error) and resumed from the last version it delivered."""
+    version = since
+    while True:
+        try:
+            async for obj in _changes(client, node, version):
+                version = obj.metadata.resource_version
+                tally.take(index, node, obj)
+        except Exception as exc:  # noqa: BLE001 - counted and reported; the watch resumes
+            key = f"{type(exc).__name__}: {str(exc)[:120]}"
+            tally.errors[key] = tally.errors.get(key, 0) + 1
+            await asyncio.sleep(0.5)
+
+
+async def _changes(client: Client, node: str | None, since: str) -> AsyncIterator[v1.Project]:
     selector = f"status.nodeRef={node}" if node else ""
     async for change in client.projects.watch(resource_version=since, field_selector=selector, allow_bookmarks=False):
-        obj = change.object
-        received = time.monotonic()
-        if node and obj.status.node_ref != node:
-            tally.wrong += 1
-        phase = obj.metadata.annotations.get(PHASE)
-        if phase == "warm":
-            tally.warm[index] = tally.warm.get(index, 0) + 1
-        elif phase == "measure":
-            tally.measured[index] = tally.measured.get(index, 0) + 1
-            tally.latencies.append(received - float(obj.metadata.annotations[SENT]))
+        yield change.object
 
 
 async def run_watchers(
@@ -89,15 +108,22 @@ async def run_watchers(
     plan: list[str | None] = [node_name(i) for i in range(selecting)] + [None] * everything
     tasks = [asyncio.create_task(watch_one(pool[i % CHANNELS], i, n, since, tally)) for i, n in enumerate(plan)]
     warm_needed = {i: (_share(warm, nodes, i) if n else warm) for i, n in enumerate(plan)}
+    deadline = time.monotonic() + 240
     while any(tally.warm.get(i, 0) < need for i, need in warm_needed.items()):
+        if time.monotonic() > deadline:
+            cold = sum(tally.warm.get(i, 0) < need for i, need in warm_needed.items())
+            print(f"not ready: {cold} watchers without their warm-up events; stream errors {tally.errors}", flush=True)
+            raise SystemExit(1)
         await asyncio.sleep(0.05)
     print("ready", flush=True)
+    cpu_before, started = time.process_time(), time.monotonic()
     line = await asyncio.to_thread(sys.stdin.readline)
     updates = int(line.split()[1])
     expected = {i: (_share(updates, nodes, i) if n else updates) for i, n in enumerate(plan)}
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(tally.measured.get(i, 0) < e for i, e in expected.items()):
         await asyncio.sleep(0.05)
+    cpu_share = (time.process_time() - cpu_before) / (time.monotonic() - started)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -109,6 +135,8 @@ async def run_watchers(
         "expected": sum(expected.values()),
         "missing": sum(max(0, e - tally.measured.get(i, 0)) for i, e in expected.items()),
         "wrong": tally.wrong,
+        "stream_errors": tally.errors,
+        "watchers_process_cpu_share": round(cpu_share, 3),
         "p50_ms": round(percentile(tally.latencies, 50) * 1000, 1),
         "p99_ms": round(percentile(tally.latencies, 99) * 1000, 1),
         "max_ms": round(max(tally.latencies, default=0.0) * 1000, 1),
@@ -203,7 +231,7 @@ async def watched_phase(
         await writer.warm_up(warm)
         line = await asyncio.wait_for(proc.stdout.readline(), 300)
         if line.strip() != b"ready":
-            raise RuntimeError("the watchers process did not get ready")
+            raise RuntimeError(f"the watchers process did not get ready: {line.decode().strip()}")
         cpu = process_cpu(api_pid)
         written = await writer.paced(rate, seconds, "measure")
         proc.stdin.write(f"done {written['updates']}\n".encode())

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,7 +213,8 @@ class WatchCache:
                 raise Expired(f"too old resource version: {after} (oldest available {self._oldest})")
             watcher = Watcher(self, predicate, after=after, max_pending=limit, index=index)
             for event in self._history_after(after):
-                watcher.offer(event, live=False)
+                if index is None or index in self._keys(event, (index[0],)):
+                    watcher.offer(event, live=False)
         self._attach(watcher)
         return watcher
 
@@ -263,14 +264,19 @@ class WatchCache:
         targets = list(self._unindexed)
         if not self._indexed:
             return targets
+        for key in self._keys(change, self._indexed_fields):
+            targets.extend(self._indexed.get(key, ()))
+        return targets
+
+    @staticmethod
+    def _keys(change: CacheEvent, fields: Iterable[str]) -> set[IndexKey]:
+        """The (field, value) pairs of `fields` that the object has after or had before `change`."""
         keys: set[IndexKey] = set()
         for obj in (change.obj, change.prev):
             if obj is not None:
-                fields = object_fields(obj)
-                keys.update((field, fields.get(field, "")) for field in self._indexed_fields)
-        for key in keys:
-            targets.extend(self._indexed.get(key, ()))
-        return targets
+                values = object_fields(obj)
+                keys.update((field, values.get(field, "")) for field in fields)
+        return keys
 
     # ---- keeping in step with etcd --------------------------------------------------------------------------
 
