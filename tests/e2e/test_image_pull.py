@@ -7,7 +7,9 @@ its data removed however a test ends."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import shutil
 import socket
 import subprocess
@@ -147,6 +149,16 @@ async def test_private_registry_pulls(client: Client, start_agent: StartAgent, i
     assert await messages(client, "right", "Pulling") == [f"pulling image {target} for service svc0"]
 
     docker("rmi", "-f", target)  # the pulled tag, so the next projects must pull again
+    # The same credentials as a Docker config JSON (what `docker login` writes).
+    auth = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    as_config = meta.with_type_meta(v1.Secret(metadata=v1.ObjectMeta(name="docker-config")))
+    as_config.spec.type = v1.SECRET_REGISTRY_AUTH
+    as_config.spec.data[".dockerconfigjson"] = json.dumps({"auths": {registry.address: {"auth": auth}}}).encode()
+    await client.secrets.create(as_config)
+    await client.projects.create(app("from-config", target, secret="docker-config"))
+    await bind(client, "from-config", agent.node)
+    await wait_phase(client, "from-config", v1.RUNNING, timeout=60)
+    docker("rmi", "-f", target)
     for name, secret in (("wrong", "bad"), ("missing", "no-such-secret")):
         await client.projects.create(app(name, target, secret=secret))
         await bind(client, name, agent.node)

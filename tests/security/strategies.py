@@ -5,7 +5,7 @@
   and nested junk.
 * `valid_projects()` and `valid_nodes()`: manifests as plain data (camelCase keys) that the server must accept and
   store exactly: unique service, volume, port and ingress names, declared volume mounts, limits at least their
-  requests, host ports unique, health checks with one probe, dependsOn only on earlier services (no cycles) with
+  requests (extended resources: whole numbers, limits equal to requests), host ports unique, health checks with one probe, dependsOn only on earlier services (no cycles) with
   a condition the target allows, tolerationSeconds only with NoExecute.
 
 `mutations` breaks these; `request_strategies` builds raw requests from them. Nothing here calls the code under
@@ -124,11 +124,12 @@ def _service(draw: Draw, name: str, volumes: list[str], host_ports: list[int]) -
                                for i, m in enumerate(mounts)]
     resources: Data = {"requests": {}, "limits": {}}
     for resource in draw(st.lists(st.sampled_from(["cpu", "memory", "example.com/gpu"]), max_size=2, unique=True)):
+        counted = resource == "example.com/gpu"  # extended: whole numbers, the limit equal to the request
         number, extra, suffix = draw(st.integers(0, 4096)), draw(st.integers(0, 4096)), draw(st.sampled_from(
-            ["", "m", "k", "M", "G", "Ki", "Mi", "Gi"]))
+            ["", "k", "M", "G", "Ki", "Mi", "Gi"] if counted else ["", "m", "k", "M", "G", "Ki", "Mi", "Gi"]))
         resources["requests"][resource] = f"{number}{suffix}"
         if draw(st.booleans()):
-            resources["limits"][resource] = f"{number + extra}{suffix}"
+            resources["limits"][resource] = f"{number + (0 if counted else extra)}{suffix}"
     service["resources"] = resources
     _maybe(draw, service, "restartPolicy", st.sampled_from(["Always", "OnFailure", "Never"]))
     _maybe(draw, service, "workingDir", TEXT.map(lambda t: "/" + t))
