@@ -1,5 +1,5 @@
-"""The agent under mutual TLS with a node identity: everything it does fits the `node:<name>` role, and its
-Agent service requires a client certificate too."""
+"""The agent under mutual TLS with a node identity: everything it does fits the `node:<name>` role (reading the
+Secret its project references included), and its Agent service requires a client certificate too."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import uuid
 
 import grpc
 import pytest
-from agent_harness import NODE_LABEL, bind, docker_list, remove_node_objects, wait_phase
+from agent_harness import NODE_LABEL, bind, docker, docker_list, remove_node_objects, wait_phase
 
 from caravanserai import v1
+from caravanserai.agent import naming
 from caravanserai.agent.agent import Agent
 from caravanserai.agent.config import AgentConfig
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
@@ -68,6 +69,20 @@ async def check_only_admin_may_exec(port: int, certs: pathlib.Path) -> None:
         assert "viewer may not" in (refused.value.details() or "")
 
 
+async def check_node_reads_its_secret(admin: Client, node: str) -> None:
+    """The agent read the Secret its project references under its node identity, and follows changes of it."""
+    container = naming.container_name("secure", "svc0", node)
+
+    def token() -> str:
+        return docker("exec", container, "sh", "-c", 'echo "$TOKEN"', check=False)
+
+    assert token() == "t-1"
+    current = await admin.secrets.get("secure-creds")
+    current.spec.data["token"] = b"t-2"
+    await admin.secrets.update(current)
+    await wait_for(lambda: token() == "t-2", timeout=30, message="the container recreated with the new token")
+
+
 async def test_agent_works_with_a_node_identity(etcd: EtcdServer, image: str, tmp_path: pathlib.Path) -> None:
     node = f"e2e-{uuid.uuid4().hex[:8]}"
     identities = ["apiserver", "admin", "viewer", f"node:{node}"]
@@ -95,9 +110,14 @@ async def test_agent_works_with_a_node_identity(etcd: EtcdServer, image: str, tm
                 return (await admin.nodes.get(node)).status.state == v1.NODE_READY and agent.synced.is_set()
 
             await wait_for(ready, timeout=20, message="the agent to register over mutual TLS")
-            await admin.projects.create(project("secure", image=image))
+            secret = v1.Secret(metadata=v1.ObjectMeta(name="secure-creds"), spec=v1.SecretSpec(data={"token": b"t-1"}))
+            await admin.secrets.create(secret)
+            secure = project("secure", image=image)
+            secure.spec.services[0].env.add(name="TOKEN", value_from=v1.KeyRef(secret="secure-creds", key="token"))
+            await admin.projects.create(secure)
             await bind(admin, "secure", node)
             await wait_phase(admin, "secure", v1.RUNNING)
+            await check_node_reads_its_secret(admin, node)
             await check_logs_need_a_certificate(agent.port, tls(tmp_path, "admin"))
             await check_only_admin_may_exec(agent.port, tmp_path)
             await admin.projects.delete("secure")
