@@ -172,6 +172,8 @@ class _RequestInterceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, metrics: ApiMetrics) -> None:
         self._metrics = metrics
+        # method → (the handler as served, its wrapped copy): wrapped once per method, not once per call.
+        self._wrapped: dict[str, tuple[object, grpc.RpcMethodHandler[Any, Any]]] = {}
 
     async def intercept_service(
         self,
@@ -179,7 +181,19 @@ class _RequestInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
-        service, _, verb = handler_call_details.method.lstrip("/").rpartition("/")
+        method = handler_call_details.method
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(method, handler)
+        if wrapped is not None and wrapped is not handler:
+            self._wrapped[method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any] | None
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        service, _, verb = method.lstrip("/").rpartition("/")
         if handler is None or service != RESOURCES_SERVICE:
             return handler
         if handler.unary_unary is not None:
