@@ -14,5 +14,7 @@ generate:
 demo:
 	scripts/demo.sh
 
+# `make bench` installs what is missing, then prints one JSON line per performance goal (figure, target, verdict).
 bench:
+	scripts/setup.sh
 	.venv/bin/python bench/run_all.py
