@@ -12,8 +12,8 @@ Guarantees:
 * **Kinds.** Each document needs `apiVersion: caravanserai/v1` and a `kind` of Project, Node, Lease or Event;
   fields use the camelCase protobuf JSON names (the proto names are accepted too).
 * **Strict and precise.** Unknown fields, wrong types, out-of-range integers and bad timestamps are all
-  reported in one `caravanserai.errors.Invalid`, each as `<source>, document <n>: <field path>: <problem>`,
-  e.g. `web.yaml, document 2: spec.services[0].imag: unknown field (did you mean "image"?)`.
+  reported in one `caravanserai.errors.Invalid`, each as `<source>, document <n>, line <l>: <field path>: <problem>`,
+  e.g. `web.yaml, document 2, line 7: spec.services[0].imag: unknown field (did you mean "image"?)`.
 * **YAML pitfalls handled.** Unquoted timestamps become RFC 3339 strings; numbers, booleans and timestamps
   in string maps (labels `tier: 1`, requests `cpu: 0.5`) keep their source text (`010` stays "010");
   int64 values may be strings or numbers. A raw U+0085, which the YAML reader would turn into a line break even
@@ -219,13 +219,21 @@ class Parsed:
     violations: list[FieldViolation] = field(default_factory=list)
 
 
+def _line_of(node: object, first_line: int) -> str:
+    """`, line L` (L from 1) where a loaded YAML mapping or sequence starts, or "" for a scalar or nothing."""
+    position = getattr(node, "lc", None)
+    if position is None or getattr(position, "line", None) is None:
+        return ""
+    return f", line {first_line + position.line + 1}"
+
+
 def parse_manifests(text: str, *, source: str, first_document: int = 1, first_line: int = 0) -> Parsed:
-    """The objects and problems of every document in `text`. Problems name `<source>, document <n>` (n counting
+    """The objects and problems of every document in `text`. Problems name `<source>, document <n>, line <l>` (n counting
     from `first_document`) and lines counting from `first_line`, for a text cut out of a larger file."""
     parsed = Parsed()
     documents, syntax_error = _documents(text, first_line)
     for number, document in enumerate(documents, start=first_document):
-        place = f"{source}, document {number}"
+        place = f"{source}, document {number}{_line_of(document, first_line)}"
         elements = _elements(document)
         if elements is not None and not _within(elements, MAX_VALUES):  # one budget for all items together
             too_large = FieldViolation("", f"too large: more than {MAX_VALUES} values (an alias counts each use)")
@@ -234,7 +242,9 @@ def parse_manifests(text: str, *, source: str, first_document: int = 1, first_li
             continue
         items = [(place, document)]
         if elements is not None:
-            items = [(f"{place}, item {i}", element) for i, element in enumerate(elements, start=1)]
+            base = f"{source}, document {number}"
+            items = [(f"{base}, item {i}{_line_of(element, first_line)}", element)
+                     for i, element in enumerate(elements, start=1)]
         for where, data in items:
             if data is None:
                 continue

@@ -4,7 +4,7 @@
         if isinstance(result, ManifestError):
             print(result)                      # web.yaml, document 2: spec.zzz: unknown field
         else:
-            print(result.origin, result.line)  # web.yaml, document 1 1
+            print(result.origin)  # web.yaml, document 1, line 1
 
 Guarantees:
 
@@ -16,7 +16,7 @@ Guarantees:
   by `caravanserai.manifest`, so a bad document never hides a good one, and a syntax error names its line in
   the file.
 * **Origins.** Each object comes as a `Document` with its source, document number, first line and, for the
-  objects of a list document, item number; `origin` is `<file>, document <N>` (`, item <i>`). Each problem is
+  objects of a list document, item number; `origin` is `<file>, document <N>, line <L>` (`, item <i>`). Each problem is
   a `ManifestError` whose message starts with the origin; the wording is `caravanserai.manifest`'s, and callers
   print it as it is.
 * `load_manifest_files` is the all-or-nothing form: every path is read and checked, then the objects are
@@ -69,8 +69,9 @@ class Document:
 
     @property
     def origin(self) -> str:
-        """`web.yaml, document 2`, or `web.yaml, document 2, item 3` for an object of a list document."""
-        where = f"{self.source}, document {self.number}"
+        """`web.yaml, document 2, line 7`, or `web.yaml, document 2, line 7, item 3` for an object of a list
+        document (the line is where the document starts)."""
+        where = f"{self.source}, document {self.number}, line {self.line}"
         return f"{where}, item {self.item}" if self.item else where
 
 

@@ -85,14 +85,14 @@ def test_load_source_numbers_documents_and_reports_each() -> None:
     good = "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: a}\nspec: {services: [{name: a, image: x}]}\n"
     text = good + "---\n" + good.replace("image", "imag") + "---\n" + good.replace("name: a}", "name: b}")
     results = list(load_source(Source("f.yaml", text)))
-    assert [getattr(r, "origin", None) for r in results] == ["f.yaml, document 1", None, "f.yaml, document 3"]
-    assert str(results[1]) == 'f.yaml, document 2: spec.services[0].imag: unknown field (did you mean "image"?)'
+    assert [getattr(r, "origin", None) for r in results] == ["f.yaml, document 1, line 1", None, "f.yaml, document 3, line 10"]
+    assert str(results[1]) == 'f.yaml, document 2, line 6: spec.services[0].imag: unknown field (did you mean "image"?)'
 
 
 def test_load_source_keeps_line_numbers_of_syntax_errors() -> None:
     text = "apiVersion: caravanserai/v1\nkind: Node\nmetadata: {name: n1}\n---\nkind: Project\n  bad: : x\n"
     node, error = load_source(Source("f.yaml", text))
-    assert getattr(node, "origin", None) == "f.yaml, document 1"
+    assert getattr(node, "origin", None) == "f.yaml, document 1, line 1"
     assert str(error).startswith("f.yaml, document 2: line 6, column")
 
 
