@@ -66,7 +66,7 @@ class ResourceService:
         self._caches = caches
         self._clock = clock
         self._event_leases = event_leases
-        self._ctx = KindContext(store=store, event_leases=event_leases)
+        self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds)
 
     # ---- helpers ------------------------------------------------------------------------------------------
 
@@ -143,6 +143,7 @@ class ResourceService:
         revision = await self._store.create(resource, obj.metadata.name, codec.encode(obj), lease=lease)
         obj.metadata.resource_version = str(revision)
         log.debug("created", resource=resource, name=obj.metadata.name, revision=revision)
+        await strategy.after_write(self._ctx, obj)
         return obj
 
     async def get(self, resource: str, name: str, *, who: Identity = LOCAL_ADMIN) -> Any:
@@ -212,7 +213,9 @@ class ResourceService:
         if strategy.removable_after_update(merged):
             await self._store.delete(resource, merged.metadata.name, expected_revision=int(old.metadata.resource_version))
             return merged
-        return await self._write(resource, merged, expected=old.metadata.resource_version)
+        written = await self._write(resource, merged, expected=old.metadata.resource_version)
+        await strategy.after_write(self._ctx, written)
+        return written
 
     async def update_status(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         strategy = self.kinds.require(resource)

@@ -19,8 +19,9 @@ Guarantees of the base behaviour:
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,7 @@ class KindContext:
 
     store: Store
     event_leases: EventLeases
+    kinds: KindTable | None = None  # the served kinds, for hooks that wait for a kind to be served
 
 
 def stamp(field: Any, now: float) -> None:
@@ -115,6 +117,9 @@ class KindStrategy:
 
     async def before_update(self, ctx: KindContext, old: Any, new: Any) -> None:
         """Refuse an update that conflicts with stored objects (checked after validation; `new` changed)."""
+
+    async def after_write(self, ctx: KindContext, obj: Any) -> None:
+        """Called after a Create or an Update stored `obj`, before the reply; by default nothing."""
 
     def unwrap(self, envelope: v1.Object) -> Any:
         """The request's object of this kind (a copy the service owns); Invalid naming `kind` for another kind."""
@@ -212,14 +217,31 @@ class KindTable:
 
     def __init__(self, strategies: list[KindStrategy] | None = None) -> None:
         self._by_plural: dict[str, KindStrategy] = {}
+        self._changed = asyncio.Event()  # set (and replaced) on every add and remove
         for strategy in strategies or ():
             self.add(strategy)
 
     def add(self, strategy: KindStrategy) -> None:
         self._by_plural[strategy.plural] = strategy
+        self._notify()
 
     def remove(self, plural: str) -> None:
         self._by_plural.pop(plural, None)
+        self._notify()
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def wait_until(self, predicate: Callable[[KindTable], bool], timeout: float) -> bool:
+        """Wait until `predicate(self)` holds, re-checked after every add and remove; False after `timeout` s."""
+        try:
+            async with asyncio.timeout(timeout):
+                while not predicate(self):
+                    await self._changed.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def get(self, plural: str) -> KindStrategy | None:
         return self._by_plural.get(plural)

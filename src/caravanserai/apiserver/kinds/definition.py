@@ -12,14 +12,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import structlog
+
 from caravanserai import meta, v1
 from caravanserai.apiserver import codec, validation
-from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
+from caravanserai.apiserver.kinds.base import KindContext, KindStrategy, KindTable
 from caravanserai.apiserver.schemaevolution import breaking_changes
 from caravanserai.customkinds import Schema, SchemaError, definition_name
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.selectors import validate_dns_subdomain
 from caravanserai.violations import Violations, quote
+
+log = structlog.get_logger(__name__)
+
+SERVED_WITHIN = 5.0
+"""How long a definition's Create or Update waits for this apiserver to serve the kind as written."""
 
 KIND = meta.KINDS["resourcedefinitions"]
 VERBS = ("get", "list", "watch", "create", "update", "update_status", "delete")
@@ -83,6 +90,21 @@ class ResourceDefinitionStrategy(KindStrategy):
         if violations:
             raise Invalid.of(violations, what=f"schema update of {new.metadata.name}")
         await self._refuse_clashes(ctx, new)
+
+    async def after_write(self, ctx: KindContext, obj: Any) -> None:
+        """Reply only once this apiserver serves the kind as defined (at most `SERVED_WITHIN` s), so a client may
+        create objects of the kind as soon as its definition call returns (other apiservers follow within a
+        second)."""
+        if ctx.kinds is None:
+            return
+
+        def served(kinds: KindTable) -> bool:
+            strategy = kinds.get(obj.spec.plural)
+            definition = getattr(strategy, "definition", None)
+            return definition is not None and definition.spec == obj.spec
+
+        if not await ctx.kinds.wait_until(served, SERVED_WITHIN):
+            log.warning("definition stored but its kind is not served yet", definition=obj.metadata.name)
 
     async def _refuse_clashes(self, ctx: KindContext, obj: Any) -> None:
         """Invalid when a name of the kind is taken by a built-in kind or another stored definition."""
