@@ -19,6 +19,7 @@ Guarantees of the base behaviour:
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import uuid
 from collections.abc import Callable, Iterator
@@ -61,7 +62,7 @@ def stamp(field: Any, now: float) -> None:
     field.seconds, field.nanos = value.seconds, value.nanos
 
 
-class KindStrategy:
+class KindStrategy(abc.ABC):
     """What the apiserver does to objects of one kind on each verb. Pure except for `before_delete` and
     `create_lease`, which may read the store."""
 
@@ -139,13 +140,14 @@ class KindStrategy:
 
     # ---- validation -----------------------------------------------------------------------------------------
 
+    @abc.abstractmethod
     def validate(self, obj: Any) -> None:
-        """Invalid listing every violation of type meta, metadata and spec (Create and Update)."""
-        raise NotImplementedError
+        """Invalid listing every violation of type meta, metadata and spec (Create and Update). Every kind
+        defines its own rules."""
 
+    @abc.abstractmethod
     def validate_status(self, obj: Any) -> None:
-        """Invalid listing every violation of the status (UpdateStatus)."""
-        raise NotImplementedError
+        """Invalid listing every violation of the status (UpdateStatus). Every kind defines its own rules."""
 
     # ---- update ---------------------------------------------------------------------------------------------
 
