@@ -4,13 +4,13 @@ automatic labels), the scheduler placing two 1-gpu projects on it and leaving a 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
 from agent_harness import StartAgent, wait_phase
 
+from caravanserai.testing.manager import running
 from caravanserai import meta, v1
 from caravanserai.agent import extended
 from caravanserai.client import Client
@@ -28,17 +28,8 @@ async def scheduler(client: Client) -> AsyncIterator[None]:
     clock = SystemClock()
     manager = Manager(client, clock=clock, shutdown_timeout=5.0)
     scheduler_app.setup(manager, client, clock)
-    task = asyncio.create_task(manager.run(), name="e2e-scheduler")
-    try:
+    async with running(manager):
         yield
-    finally:
-        manager.stop()
-        try:
-            await asyncio.wait_for(task, 10)
-        except BaseException:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
 
 
 async def unschedulable(client: Client, name: str) -> str:

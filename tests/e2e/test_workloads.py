@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from agent_harness import NODE_LABEL, StartAgent, bind, container_ids, docker, wait_phase
 
+from caravanserai.testing.manager import running
 from caravanserai import meta, v1
 from caravanserai.cli.tables import restarts, services_ready
 from caravanserai.client import Client
@@ -48,17 +49,8 @@ async def controllers(client: Client) -> AsyncIterator[None]:
     manager = Manager(client, clock=CLOCK, shutdown_timeout=5.0)
     scheduler_app.setup(manager, client, CLOCK)
     placement_app.setup(manager, client, CLOCK, placement_app.PlacementOptions(handoff_timeout=60))
-    task = asyncio.create_task(manager.run(), name="e2e-controllers")
-    try:
+    async with running(manager):
         yield
-    finally:
-        manager.stop()
-        try:
-            await asyncio.wait_for(task, 10)
-        except BaseException:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
 
 
 def ctl(server: str, *args: str) -> str:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from caravanserai.testing.manager import running
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock, timestamp
@@ -90,16 +90,5 @@ async def running_manager(
     """A Manager with what `setup(manager)` adds, running as a task until the block exits (then stopped)."""
     manager = Manager(client, clock=clock, informer_backoff=FAST_INFORMERS, shutdown_timeout=5.0, **kwargs)
     parts = setup(manager)
-    task = asyncio.create_task(manager.run(), name="test-manager")
-    try:
+    async with running(manager):
         yield manager, parts
-    finally:
-        manager.stop()
-        try:
-            await asyncio.wait_for(task, 10)
-        except BaseException:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
