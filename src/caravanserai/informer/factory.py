@@ -49,7 +49,7 @@ class SharedInformerFactory:
         watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
         backoff: Backoff = Backoff(),
         page_size: int = DEFAULT_PAGE_SIZE,
-        compact: bool = False,
+        compact: bool = True,
     ) -> None:
         self._client = client
         self._clock: Clock = clock or SystemClock()
