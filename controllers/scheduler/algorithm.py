@@ -8,17 +8,20 @@ Guarantees (kube-scheduler's `schedule_one`, in Python and over `NodeInfo` recor
   by the caller with `Decision.visited`), so every node gets its turn and a sample never starves the others.
 * **Complete when it fails.** When no node passes, every node was checked, so the `Diagnosis` counts every node
   once, under the first filter that refused it.
+* **Only what can matter.** A filter that passes every node for the project (`Filter.needed`) is left out, and
+  the score's project-only arithmetic is done once (`scores.scorer`, equal to `total_score` for every node).
 * **Deterministic.** The same nodes, start and project give the same node.
 * **Pure.** Nothing here awaits or changes its inputs.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from caravanserai.controllers.scheduler.filters import FILTERS, Filter, FilterContext, Rejection, first_rejection
-from caravanserai.controllers.scheduler.scores import SPREAD, Weights, tie_break_key, total_score
+from caravanserai.controllers.scheduler.filters import FILTERS, Filter, FilterContext, Rejection, checks_for
+from caravanserai.controllers.scheduler.scores import SPREAD, Weights, scorer, tie_break_key
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -103,31 +106,34 @@ def schedule(
     """Choose a node for `project` among `nodes`, searching from index `start` (see the module docstring)."""
     total = len(nodes)
     wanted = nodes_to_find(total, policy.percentage_of_nodes_to_score)
-    filters = policy.filters
+    checks = checks_for(project, policy.filters)  # the filters this project can fail, in order
+    score_of = scorer(project, strategy=policy.strategy, weights=policy.weights)
     rejections: dict[Rejection, int] = {}
     best: NodeInfo | None = None
     best_score = -1.0
     best_key: tuple[int, str] | None = None  # the tie-break key of `best`, computed on the first tie
     feasible = visited = 0
-    for offset in range(total):
-        node = nodes[(start + offset) % total]
+    start = start % total if total else 0
+    for node in itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start)):
         visited += 1
-        rejection = first_rejection(project, node, ctx, filters)
-        if rejection is not None:
-            rejections[rejection] = rejections.get(rejection, 0) + 1
-            continue
-        feasible += 1
-        score = total_score(project, node, strategy=policy.strategy, weights=policy.weights)
-        if best is None or score > best_score:
-            best, best_score, best_key = node, score, None
-        elif score == best_score:
-            if best_key is None:
-                best_key = tie_break_key(project.name, best.name)
-            key = tie_break_key(project.name, node.name)
-            if key < best_key:
-                best, best_key = node, key
-        if feasible >= wanted:
-            break
+        for check in checks:
+            rejection = check(project, node, ctx)
+            if rejection is not None:
+                rejections[rejection] = rejections.get(rejection, 0) + 1
+                break
+        else:
+            feasible += 1
+            score = score_of(node)
+            if best is None or score > best_score:
+                best, best_score, best_key = node, score, None
+            elif score == best_score:
+                if best_key is None:
+                    best_key = tie_break_key(project.name, best.name)
+                key = tie_break_key(project.name, node.name)
+                if key < best_key:
+                    best, best_key = node, key
+            if feasible >= wanted:
+                break
     if best is None:
         return Decision(None, visited=visited, diagnosis=Diagnosis(total, rejections))
     return Decision(best.name, best_score, visited, feasible)

@@ -3,7 +3,8 @@
 Informers: all projects (indexed by phase: the Pending ones are woken; the bound ones fill the per-node sums),
 all nodes, all leases. The state handlers are registered on the informers before the controller's own handler,
 so the state is current when keys are added. The controller runs `--scheduler-workers` concurrent reconciles: decisions
-are made one at a time (each without awaiting), the binding writes overlap.
+are made one at a time (each without awaiting), the binding writes overlap. A second controller,
+`scheduler-events`, writes each binding's Scheduled event after it (`boundevents.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager
 from caravanserai.controllers.process import duration, identity
 from caravanserai.controllers.scheduler.algorithm import Policy
+from caravanserai.controllers.scheduler.boundevents import EVENT_WORKERS, BoundEvents
 from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT
 from caravanserai.controllers.scheduler.handlers import SchedulerHandlers
@@ -26,6 +28,7 @@ from caravanserai.informer import PHASE_INDEXERS, EventHandler
 from caravanserai.workqueue import WorkQueue
 
 NAME = "scheduler"
+EVENTS_NAME = "scheduler-events"
 COMPONENT = "cara-scheduler"
 DEFAULT_WORKERS = 16
 
@@ -46,6 +49,7 @@ class Scheduler:
     controller: Controller
     reconciler: SchedulerReconciler
     state: ClusterState
+    events: Controller
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,8 +96,10 @@ def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOpti
     state = ClusterState()
     queue: WorkQueue[str] = WorkQueue(clock=clock)
     recorder = EventRecorder(client, component=COMPONENT, host=options.identity, clock=clock)
+    event_queue: WorkQueue[str] = WorkQueue(clock=clock)
+    bound_events = BoundEvents(recorder, event_queue)
     reconciler = SchedulerReconciler(
-        client, projects.cache, state, queue, recorder, clock=clock, config=options.config
+        client, projects.cache, state, queue, recorder, clock=clock, config=options.config, bound_events=bound_events
     )
     handlers = SchedulerHandlers(reconciler, state, clock=clock)
     nodes.add_event_handler(handlers.nodes())
@@ -102,7 +108,9 @@ def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOpti
     controller = Controller(NAME, reconciler, queue, max_concurrent_reconciles=options.workers, clock=clock)
     controller.watch(projects, _wake_on_add(reconciler))
     manager.add(controller)
-    return Scheduler(controller, reconciler, state)
+    events = Controller(EVENTS_NAME, bound_events, event_queue, max_concurrent_reconciles=EVENT_WORKERS, clock=clock)
+    manager.add(events)
+    return Scheduler(controller, reconciler, state, events)
 
 
 def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argparse.Namespace) -> Scheduler:
@@ -112,6 +120,7 @@ def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argpar
 __all__ = [
     "COMPONENT",
     "DEFAULT_WORKERS",
+    "EVENTS_NAME",
     "NAME",
     "Scheduler",
     "SchedulerOptions",

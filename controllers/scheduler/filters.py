@@ -57,10 +57,12 @@ FilterFunc = Callable[[ProjectInfo, NodeInfo, FilterContext], Rejection | None]
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """A named filter."""
+    """A named filter. `needed(project)`, when given, may say False only when the filter passes every node for
+    that project (a decision then leaves it out; None: always run it)."""
 
     name: str
     check: FilterFunc
+    needed: Callable[[ProjectInfo], bool] | None = None
 
 
 # Message order of the reasons (lower first).
@@ -106,6 +108,11 @@ def node_selector_matches(project: ProjectInfo, node: NodeInfo, ctx: FilterConte
     return None
 
 
+def has_node_selector(project: ProjectInfo) -> bool:
+    """Whether `node_selector_matches` can refuse a node for `project` (an empty selector matches every node)."""
+    return bool(project.node_selector)
+
+
 def taints_tolerated(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
     """Every NoSchedule and NoExecute taint of the node is tolerated (PreferNoSchedule only lowers the score)."""
     for taint in node.taints:
@@ -120,13 +127,18 @@ def tolerated(project: ProjectInfo, taint: TaintInfo) -> bool:
 
 
 FILTERS: tuple[Filter, ...] = (
-    Filter("NodeSelector", node_selector_matches),
+    Filter("NodeSelector", node_selector_matches, needed=has_node_selector),
     Filter("TaintToleration", taints_tolerated),
     Filter("NodeResourcesFit", resources_fit),
     Filter("NodeReady", node_ready),
     Filter("NodeUnschedulable", node_schedulable),
 )
 """Every filter, in the order they run: infeasible checks first, cheapest first among equals."""
+
+
+def checks_for(project: ProjectInfo, filters: tuple[Filter, ...] = FILTERS) -> tuple[FilterFunc, ...]:
+    """The checks of `filters`, in order, that can refuse some node for `project` (see `Filter.needed`)."""
+    return tuple(item.check for item in filters if item.needed is None or item.needed(project))
 
 
 def first_rejection(
@@ -155,7 +167,9 @@ __all__ = [
     "Rejection",
     "SELECTOR_MISMATCH",
     "UNSCHEDULABLE",
+    "checks_for",
     "first_rejection",
+    "has_node_selector",
     "node_ready",
     "node_schedulable",
     "node_selector_matches",

@@ -7,6 +7,7 @@
       4. decide: filter a sample of nodes, score, pick                (_decide)
       5. bind it (assume first, then a compare-and-swap UpdateStatus) (_bind)
          or report why nothing fits and retry after a backoff         (_report_unschedulable)
+      6. note the binding's Scheduled event, which `boundevents.py` writes off this path
 
 Keys are wake-ups (see `active.py`): a decision is for the most urgent project waiting, which is not necessarily
 the key. Every decision runs without awaiting between reading the state and assuming the binding, so decisions
@@ -16,7 +17,15 @@ Guarantees:
 
 * A project is bound only by a compare-and-swap on the version the decision was made on: a stale decision
   fails with Conflict and the project is decided again on fresh state (never written blindly).
-* Bound requests count on the node from the moment of the decision (the assumed ledger in `cache.py`).
+* **Pipelined binds** (kube-scheduler's assume + asynchronous bind): bound requests count on the node from the
+  moment of the decision (the assumed ledger in `cache.py`), so while up to `--scheduler-workers` binds are in
+  flight the next decisions already see their resources taken and never overcommit a node.
+* **Every bind outcome settles its assumption.** Written: counted as assumed until the informer shows the
+  binding, then as bound. Refused (NotFound, FailedPrecondition, Invalid: nothing was written): forgotten at
+  once, the project retried after its backoff. Conflict (another write came first): ended when the informer
+  shows that newer version, and the project, if still Pending, is decided again at once on it. Unknown
+  (timeout, unavailable, cancelled: the write may have landed): kept for `assume_ttl` unless the informer
+  settles it first, the project retried after its backoff.
 * An Unschedulable verdict is written only when its message changed (with one aggregated FailedScheduling
   Warning event); the project is retried after 1 s, 2 s … at most 30 s, and at once when the cluster changes in
   a way that may let it fit (handlers call `wake_all_pending`).
@@ -42,6 +51,7 @@ from caravanserai.controllers.scheduler.active import (
     RetryBackoff,
 )
 from caravanserai.controllers.scheduler.algorithm import Decision, Diagnosis, Policy, schedule
+from caravanserai.controllers.scheduler.boundevents import BoundEvents, scheduled_message
 from caravanserai.controllers.scheduler.cache import DEFAULT_ASSUME_TTL, Assumption, ClusterState
 from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo, project_info
@@ -82,12 +92,15 @@ class SchedulerReconciler:
         *,
         clock: Clock,
         config: SchedulerConfig = SchedulerConfig(),
+        bound_events: BoundEvents | None = None,
     ) -> None:
         self._client = client
         self._projects = projects
         self.state = state
         self._queue = queue
         self._recorder = recorder
+        # Where a binding's Scheduled event goes to be written off the binding's path (None: written here).
+        self._bound_events = bound_events
         self._clock = clock
         self.config = config
         self.active = ActiveProjects()
@@ -182,7 +195,8 @@ class SchedulerReconciler:
         try:
             stored = await self._client.projects.update_status(conditions.bound(project, node, now=self._clock.now()))
         except (NotFound, FailedPrecondition, Invalid) as exc:
-            self.state.forget(assumption)
+            self.state.forget(assumption)  # refused: nothing was written, the node's share is free again at once
+            self._retry_later(name)  # tried again after the backoff if it still waits (gone: nothing happens)
             log.info("bind refused", project=name, node=node, error=str(exc))
             return
         except Conflict:
@@ -194,7 +208,10 @@ class SchedulerReconciler:
             raise
         self.bound += 1
         log.info("bound", project=name, node=node, score=round(decision.score, 1), feasible=decision.feasible)
-        await self._recorder.normal(stored, conditions.EVENT_SCHEDULED, f"Successfully assigned {name} to {node}")
+        if self._bound_events is not None:
+            self._bound_events.note(stored, node)
+        else:
+            await self._recorder.normal(stored, conditions.EVENT_SCHEDULED, scheduled_message(name, node))
 
     def _unconfirmed(self, assumption: Assumption) -> None:
         ttl = self.config.assume_ttl

@@ -35,18 +35,25 @@ BINPACK = "binpack"
 STRATEGIES = (SPREAD, BINPACK)
 
 ScoreFunc = Callable[[ProjectInfo, NodeInfo], float]
+NodeScore = Callable[[NodeInfo], float]
 
 
-def _mean_share_used(project: ProjectInfo, node: NodeInfo) -> tuple[float, float]:
-    """(mean share of cpu and memory used once the project is placed, mean share declared by the node): a
+def _scored_requests(project: ProjectInfo) -> tuple[tuple[str, int], ...]:
+    """(resource, amount the project requests) for every scored resource."""
+    return tuple((name, project.requests.get(name, 0)) for name in SCORED_RESOURCES)
+
+
+def _mean_share_used(wanted: tuple[tuple[str, int], ...], node: NodeInfo) -> tuple[float, float]:
+    """(mean share of cpu and memory used once the `wanted` amounts are placed, mean share declared by the node): a
     resource the node does not declare counts as neither used nor free. Shares are clamped to 0…1."""
+    allocatable, requested = node.allocatable, node.requested
     used_total = declared = 0.0
-    for name in SCORED_RESOURCES:
-        capacity = node.allocatable.get(name, 0)
+    for name, amount in wanted:
+        capacity = allocatable.get(name, 0)
         if capacity <= 0:
             continue
         declared += 1.0
-        share = (node.requested.get(name, 0) + project.requests.get(name, 0)) / capacity
+        share = (requested.get(name, 0) + amount) / capacity
         used_total += 1.0 if share > 1.0 else (share if share > 0.0 else 0.0)
     count = len(SCORED_RESOURCES)
     return used_total / count, declared / count
@@ -54,13 +61,13 @@ def _mean_share_used(project: ProjectInfo, node: NodeInfo) -> tuple[float, float
 
 def least_allocated(project: ProjectInfo, node: NodeInfo) -> float:
     """Spread: the mean share of cpu and memory still free once the project is placed (0…100)."""
-    used, declared = _mean_share_used(project, node)
+    used, declared = _mean_share_used(_scored_requests(project), node)
     return MAX_SCORE * (declared - used)
 
 
 def most_allocated(project: ProjectInfo, node: NodeInfo) -> float:
     """Bin-pack: the mean share of cpu and memory in use once the project is placed (0…100)."""
-    return MAX_SCORE * _mean_share_used(project, node)[0]
+    return MAX_SCORE * _mean_share_used(_scored_requests(project), node)[0]
 
 
 def estimated_pull_seconds(project: ProjectInfo, node: NodeInfo) -> float | None:
@@ -73,8 +80,10 @@ def estimated_pull_seconds(project: ProjectInfo, node: NodeInfo) -> float | None
 def pull_speed(project: ProjectInfo, node: NodeInfo) -> float:
     """Advisory: 100 · R / (R + estimated pull seconds); 50 for an unmeasured node."""
     seconds = estimated_pull_seconds(project, node)
-    if seconds is None:
-        seconds = REFERENCE_PULL_SECONDS
+    return _pull_score(REFERENCE_PULL_SECONDS if seconds is None else seconds)
+
+
+def _pull_score(seconds: float) -> float:
     return MAX_SCORE * REFERENCE_PULL_SECONDS / (REFERENCE_PULL_SECONDS + seconds)
 
 
@@ -114,6 +123,27 @@ def total_score(
     return score + weights.pull * pull_speed(project, node)
 
 
+def scorer(project: ProjectInfo, *, strategy: str = SPREAD, weights: Weights = Weights()) -> NodeScore:
+    """`total_score` of `project` as a function of the node alone, for one decision over many nodes: the same
+    value for every node (same operations in the same order), with what depends only on the project, the
+    strategy and the weights worked out once, and the taint and pull scores of a node without taints or without
+    a measured download rate taken as the constants they are."""
+    resource_score(strategy)  # refuses an unknown strategy
+    spread = strategy == SPREAD
+    wanted = _scored_requests(project)
+    w_resources, w_taints, w_pull = weights.resources, weights.taints, weights.pull
+    untainted = w_taints * MAX_SCORE
+    unmeasured = w_pull * _pull_score(REFERENCE_PULL_SECONDS)
+
+    def score(node: NodeInfo) -> float:
+        used, declared = _mean_share_used(wanted, node)
+        total = w_resources * (MAX_SCORE * (declared - used) if spread else MAX_SCORE * used)
+        total += w_taints * prefer_no_schedule(project, node) if node.taints else untainted
+        return total + (unmeasured if node.download is None else w_pull * pull_speed(project, node))
+
+    return score
+
+
 @functools.lru_cache(maxsize=65536)
 def _name_hash(name: str) -> int:
     return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big")
@@ -129,6 +159,7 @@ __all__ = [
     "ASSUMED_IMAGE_BYTES",
     "BINPACK",
     "MAX_SCORE",
+    "NodeScore",
     "REFERENCE_PULL_SECONDS",
     "SCORED_RESOURCES",
     "SPREAD",
@@ -141,6 +172,7 @@ __all__ = [
     "prefer_no_schedule",
     "pull_speed",
     "resource_score",
+    "scorer",
     "tie_break_key",
     "total_score",
 ]

@@ -14,6 +14,8 @@ from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.controller import LeaderElectionConfig
 from caravanserai.controllers.scheduler import app
+from caravanserai.controllers.scheduler.reconciler import SchedulerConfig
+from caravanserai.errors import FailedPrecondition
 from caravanserai.controllers.scheduler.resources import parse_resources, project_requests
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
@@ -291,3 +293,83 @@ async def test_a_pending_project_being_deleted_is_not_scheduled(client: Client) 
         still = await client.projects.get("held")
     assert still.status.phase == v1.PENDING and not still.status.node_ref
     assert await events_for(client, "held", "FailedScheduling") == []
+
+
+async def test_pipelined_binds_never_overcommit(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binds are held in flight until every one the cluster has room for was decided: the decisions went on while
+    earlier binds were in flight (all six were in flight at once), and each saw the resources of the binds before
+    it taken, so no node got more than it has, and the rest were told why they wait."""
+    for i in range(3):
+        await add_node(client, f"n{i}", cpu="1")
+    real_update_status = client.projects.update_status
+    in_flight: list[str] = []
+    most_in_flight = 0
+    room_left = asyncio.Event()
+
+    async def slow_bind(obj: v1.Project) -> v1.Project:
+        nonlocal most_in_flight
+        if obj.status.phase != v1.SCHEDULED:
+            return await real_update_status(obj)
+        in_flight.append(obj.metadata.name)
+        most_in_flight = max(most_in_flight, len(in_flight))
+        if len(in_flight) == 6:
+            room_left.set()
+        await asyncio.wait_for(room_left.wait(), 10)
+        try:
+            return await real_update_status(obj)
+        finally:
+            in_flight.remove(obj.metadata.name)
+
+    monkeypatch.setattr(client.projects, "update_status", slow_bind)
+    for i in range(20):
+        await client.projects.create(project(f"p{i:02d}", requests={"cpu": "500m"}))
+    async with scheduler(client) as (_, parts):
+        await wait_for(lambda: room_left.is_set() or None, 10)
+        assert all(parts.state.requested(f"n{i}") == {"cpu": 1000} for i in range(3))
+
+        async def settled() -> list[v1.Project] | None:
+            items = (await client.projects.list()).items
+            waiting = [p for p in items if p.status.phase == v1.PENDING]
+            told = [p for p in waiting if condition(p, v1.CONDITION_SCHEDULED) is not None]
+            return items if len(items) - len(waiting) == 6 and len(told) == 14 else None
+
+        projects = await wait_for(settled, 15, interval=0.2)
+        assert parts.reconciler.bound == 6
+    assert most_in_flight == 6
+    per_node: dict[str, int] = defaultdict(int)
+    for p in projects:
+        if p.status.phase == v1.SCHEDULED:
+            per_node[p.status.node_ref] += 1
+        else:
+            cond = condition(p, v1.CONDITION_SCHEDULED)
+            assert cond is not None and cond.message == "0/3 nodes are available: 3 insufficient cpu."
+    assert per_node == {"n0": 2, "n1": 2, "n2": 2}
+
+
+async def test_a_refused_bind_frees_its_node_at_once_and_is_retried_after_the_backoff(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await add_node(client, "n1", cpu="1")
+    real_update_status = client.projects.update_status
+    refused: list[dict[str, int]] = []
+
+    async def refuse_once(obj: v1.Project) -> v1.Project:
+        if obj.status.phase == v1.SCHEDULED and not refused:
+            refused.append(parts.state.requested("n1"))  # the assumption counts while the bind is in flight
+            raise FailedPrecondition("refused by the test")
+        return await real_update_status(obj)
+
+    monkeypatch.setattr(client.projects, "update_status", refuse_once)
+    await client.projects.create(project("web", requests={"cpu": "1"}))
+    config = SchedulerConfig(initial_backoff=2.0)
+    async with scheduler(client, config=config) as (_, parts):
+        await wait_for(lambda: bool(refused), 5)
+        assert refused == [{"cpu": 1000}]
+        # nothing was written: the node's share is free again at once, and the project waits for its backoff
+        assert parts.state.assumed_count == 0 and parts.state.requested("n1") == {}
+        assert parts.reconciler.backoff.failures("web") == 1
+        assert (await client.projects.get("web")).status.phase == v1.PENDING
+        web = await wait_bound(client, "web")
+        assert web.status.node_ref == "n1"
+        await wait_for(lambda: parts.state.assumed_count == 0, 5)
+        assert parts.state.requested("n1") == {"cpu": 1000}

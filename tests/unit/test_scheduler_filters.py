@@ -9,6 +9,7 @@ from caravanserai.controllers.scheduler.filters import (
     FILTERS,
     FilterContext,
     Rejection,
+    checks_for,
     first_rejection,
     node_ready,
     node_schedulable,
@@ -256,3 +257,42 @@ def test_sampling_skips_infeasible_nodes_without_counting_them() -> None:
     nodes = [node(f"n{i:04d}", unschedulable=(i % 2 == 0)) for i in range(1000)]
     decision = schedule(project(), nodes, CTX, policy=Policy(percentage_of_nodes_to_score=10))
     assert decision.feasible == 100 and decision.visited == 200
+
+
+def test_sampling_finds_the_only_feasible_node_among_thousands() -> None:
+    """However the search starts, a sample never stops before it has found a feasible node: with one among 5 000
+    (the others full, cordoned, NotReady or of the wrong zone) it is chosen, and the search visits every node."""
+    kinds: list[dict[str, object]] = [
+        {"labels": {"zone": "a"}, "requested": {"cpu": 4000}},
+        {"labels": {"zone": "a"}, "unschedulable": True},
+        {"labels": {"zone": "a"}, "renew_time": NOW - 600},
+        {"labels": {"zone": "b"}},
+    ]
+    nodes = [node(f"n{i:05d}", **kinds[i % 4]) for i in range(5000)]
+    nodes[3217] = node("n03217", labels={"zone": "a"})
+    p = project(requests={"cpu": 500}, node_selector={"zone": "a"})
+    for start in (0, 3217, 3218, 4999):
+        decision = schedule(p, nodes, CTX, start=start)
+        assert decision.node == "n03217" and decision.feasible == 1 and decision.visited == 5000
+
+
+def test_sampled_decisions_spread_projects_over_all_nodes() -> None:
+    """Decisions that each look at a sample (5 % of 2 000 nodes) but start where the previous one stopped place a
+    stream of equal projects over every node evenly, as a search of all nodes would."""
+    nodes = [node(f"n{i:05d}", requested={}) for i in range(2000)]
+    policy = Policy(percentage_of_nodes_to_score=5)
+    start = 0
+    for i in range(4000):
+        decision = schedule(ProjectInfo(f"p{i}", requests={"cpu": 1000}), nodes, CTX, start=start, policy=policy)
+        assert decision.node is not None and decision.visited == 100
+        start += decision.visited
+        chosen = nodes[int(decision.node[1:])]
+        chosen.requested["cpu"] = chosen.requested.get("cpu", 0) + 1000
+    assert {n.requested.get("cpu", 0) for n in nodes} == {2000}
+
+
+def test_a_decision_runs_only_the_filters_that_can_refuse_the_project() -> None:
+    """Without a nodeSelector the selector filter passes every node, so a decision leaves it out; with one it runs
+    first, as in FILTERS."""
+    assert node_selector_matches not in checks_for(project())
+    assert checks_for(project(node_selector={"zone": "a"})) == tuple(f.check for f in FILTERS)

@@ -17,6 +17,7 @@ from caravanserai.controllers.scheduler.scores import (
     prefer_no_schedule,
     pull_speed,
     resource_score,
+    scorer,
     tie_break_key,
     total_score,
 )
@@ -152,3 +153,28 @@ def test_tie_break_is_deterministic_and_spreads_projects() -> None:
         assert all(schedule(project(f"p{j}"), nodes, CTX, start=s).node == first for s in range(8))
     assert tie_break_key("p", "a") == tie_break_key("p", "a")
     assert tie_break_key("p", "a") != tie_break_key("q", "a")
+
+
+@pytest.mark.parametrize("strategy", [SPREAD, BINPACK])
+def test_the_per_decision_scorer_equals_total_score(strategy: str) -> None:
+    """`scorer` is `total_score` with the project fixed: exactly the same value for every kind of node."""
+    nodes = [
+        node(),
+        node(requested={"cpu": 1500, "memory": 3 * GI}),
+        node(allocatable={"cpu": 4000}),
+        node(allocatable={}),
+        node(taints=(TaintInfo("spot", effect="PreferNoSchedule"), TaintInfo("gpu", effect="NoSchedule"))),
+        node(download=50e6),
+        node(download=0.0),
+        node(requested={"cpu": 9000}, download=1e9, taints=(TaintInfo("x", effect="PreferNoSchedule"),)),
+    ]
+    p = project(requests={"cpu": 700, "memory": GI}, images=frozenset({"a", "b"}))
+    weights = Weights(resources=1.5, taints=2.0, pull=0.5)
+    score = scorer(p, strategy=strategy, weights=weights)
+    for n in nodes:
+        assert score(n) == total_score(p, n, strategy=strategy, weights=weights)
+
+
+def test_the_scorer_refuses_an_unknown_strategy() -> None:
+    with pytest.raises(ValueError, match="unknown strategy"):
+        scorer(project(), strategy="random")
