@@ -33,6 +33,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 """The servicer context of every method here (requests and responses are typed per method, not per context)."""
 Handler = Callable[[Any, Context], Awaitable[Any]]
 Method = Callable[..., Awaitable[Any]]
+WrapHandler = Callable[[str, "grpc.RpcMethodHandler[Any, Any]"], "grpc.RpcMethodHandler[Any, Any]"]
 
 CHUNK = 64 * 1024
 MAX_DOWNLOAD = 64 * 1024 * 1024
@@ -125,8 +126,12 @@ def _unary(fn: Method) -> Method:
         try:
             _refuse_undecodable(request)
             who = self.authn.identify(context)
-            with self.limiter.hold(self._client_key(who, context)):
+            client = self._client_key(who, context)
+            self.limiter.admit(client)
+            try:
                 return await fn(self, request, context, who)
+            finally:
+                self.limiter.release(client)
         except ApiError as err:
             await abort(context, err)
         except Exception:
@@ -210,7 +215,10 @@ class ResourcesServicer:
         finally:
             watcher.close("client went away")
 
-    def handler(self) -> grpc.GenericRpcHandler:
+    def handler(self, wrap: WrapHandler | None = None) -> grpc.GenericRpcHandler:
+        """The generic handler of the service; `wrap(verb, handler)`, when given, wraps each method's handler once
+        (the metrics count and time calls this way, without a per-call interceptor)."""
+
         def unary(fn: Handler, req: Any, resp: Any) -> grpc.RpcMethodHandler[Any, Any]:
             return grpc.unary_unary_rpc_method_handler(
                 fn, request_deserializer=_decoder(req), response_serializer=resp.SerializeToString
@@ -227,6 +235,8 @@ class ResourcesServicer:
                 self.Watch, request_deserializer=_decoder(v1.WatchRequest), response_serializer=_identity
             ),
         }
+        if wrap is not None:
+            methods = {verb: wrap(verb, handler) for verb, handler in methods.items()}
         return grpc.method_handlers_generic_handler("caravanserai.v1.Resources", methods)
 
 

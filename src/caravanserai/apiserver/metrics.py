@@ -6,7 +6,8 @@ process — as in tests — keep separate counts. What is measured:
     caravanserai_apiserver_requests_total{verb,resource,code}            requests answered, by gRPC status name
     caravanserai_apiserver_request_duration_seconds{verb,resource,code}  histogram of unary requests (Watch: counted
                                                                          when it ends, not timed: it is long-running)
-    caravanserai_apiserver_inflight_requests                             unary requests being served now
+    caravanserai_apiserver_inflight_requests                             unary requests being served now (as the
+                                                                         in-flight limiter counts them)
     caravanserai_apiserver_refused_requests_total                        refused by the in-flight limits
     caravanserai_apiserver_watchers{resource}                            open watches
     caravanserai_apiserver_watch_pending_events{resource}                events queued to watchers, not yet sent
@@ -28,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import grpc
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -47,7 +48,8 @@ MAX_WRITES_REMEMBERED = 10_000  # per resource, for the lag gauge
 
 
 class ApiMetrics:
-    """The apiserver's metrics. Hooks: `interceptor()` for gRPC, `instrument(store)`, `watch_caches(…)`."""
+    """The apiserver's metrics. Hooks: `wrap_handler(…)` for the gRPC methods, `instrument(store)`,
+    `watch_caches(…)`."""
 
     def __init__(self, *, clock: Clock) -> None:
         self.clock = clock
@@ -59,7 +61,6 @@ class ApiMetrics:
             f"{PREFIX}_request_duration_seconds", "Time to answer a unary API request.",
             ["verb", "resource", "code"], buckets=LATENCY_BUCKETS, registry=self.registry,
         )
-        self.inflight = Gauge(f"{PREFIX}_inflight_requests", "Unary API requests being served.", registry=self.registry)
         self.etcd_latency = Histogram(
             f"{PREFIX}_etcd_request_duration_seconds", "Time of one store operation (one etcd request).",
             ["operation"], buckets=LATENCY_BUCKETS, registry=self.registry,
@@ -70,6 +71,7 @@ class ApiMetrics:
         )
         self._caches: Mapping[str, WatchCache] = {}
         self._limiter: InflightLimiter | None = None
+        self._handlers = _Handlers(self)
         self.registry.register(_StateCollector(self))
 
     # ---- hooks --------------------------------------------------------------------------------------------
@@ -79,9 +81,9 @@ class ApiMetrics:
         self._caches = caches
         self._limiter = limiter
 
-    def interceptor(self) -> grpc.aio.ServerInterceptor:
-        """A server interceptor that counts and times the calls of the Resources service."""
-        return _RequestInterceptor(self)
+    def wrap_handler(self, verb: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """`handler` of the Resources method `verb`, counted and timed on every call (see `_Handlers`)."""
+        return self._handlers.wrap(verb, handler)
 
     def instrument(self, store: Store) -> Store:
         """Time every store operation of `store` (in place) and remember writes for the lag gauge; returns it."""
@@ -125,9 +127,7 @@ class ApiMetrics:
 
     def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:
         """Count one answered request (and time it, unless `seconds` is None)."""
-        self.requests.labels(verb, resource, code).inc()
-        if seconds is not None:
-            self.latency.labels(verb, resource, code).observe(seconds)
+        self._handlers.observe(verb, resource, code, seconds)
 
 
 class _StateCollector(Collector):
@@ -165,67 +165,62 @@ class _StateCollector(Collector):
         refused = CounterMetricFamily(f"{PREFIX}_refused_requests", "Requests refused by the in-flight limits.")
         refused.add_metric([], m._limiter.refused if m._limiter is not None else 0)
         yield refused
+        inflight = GaugeMetricFamily(f"{PREFIX}_inflight_requests", "Unary API requests being served.")
+        inflight.add_metric([], m._limiter.inflight if m._limiter is not None else 0)
+        yield inflight
 
 
-class _RequestInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps the handlers of the Resources service: each call is counted by verb, resource and status code."""
+class _Handlers:
+    """Wraps the method handlers of the Resources service so that each call is counted by verb, resource and
+    status code. Applied once, when the server is built (no gRPC interceptor: an interceptor makes grpc.aio look up
+    every call's handler through a chain of coroutines). The labelled children of the counter and the histogram are
+    kept per (verb, resource, code), so a call records without building label tuples or taking the family lock."""
 
     def __init__(self, metrics: ApiMetrics) -> None:
         self._metrics = metrics
-        # method → (the handler as served, its wrapped copy): wrapped once per method, not once per call.
-        self._wrapped: dict[str, tuple[object, grpc.RpcMethodHandler[Any, Any]]] = {}
+        self._children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        method = handler_call_details.method
-        cached = self._wrapped.get(method)
-        if cached is not None and cached[0] is handler:
-            return cached[1]
-        wrapped = self._wrap(method, handler)
-        if wrapped is not None and wrapped is not handler:
-            self._wrapped[method] = (handler, wrapped)
-        return wrapped
-
-    def _wrap(
-        self, method: str, handler: grpc.RpcMethodHandler[Any, Any] | None
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        service, _, verb = method.lstrip("/").rpartition("/")
-        if handler is None or service != RESOURCES_SERVICE:
-            return handler
+    def wrap(self, verb: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
+        """`handler` (of method `verb`), counted and timed."""
         if handler.unary_unary is not None:
             return handler._replace(unary_unary=self._unary(verb, handler.unary_unary))  # type: ignore[attr-defined, no-any-return]
         if handler.unary_stream is not None:
             return handler._replace(unary_stream=self._stream(verb, handler.unary_stream))  # type: ignore[attr-defined, no-any-return]
         return handler
 
+    def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:
+        """Count one answered request (and time it, unless `seconds` is None)."""
+        key = (verb, resource, code)
+        children = self._children.get(key)
+        if children is None:
+            m = self._metrics
+            children = self._children[key] = (m.requests.labels(*key), m.latency.labels(*key))
+        children[0].inc()
+        if seconds is not None:
+            children[1].observe(seconds)
+
     def _unary(self, verb: str, behavior: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-        metrics = self._metrics
+        monotonic = self._metrics.clock.monotonic
+        observe = self.observe
 
         async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            start = metrics.clock.monotonic()
-            metrics.inflight.inc()
+            start = monotonic()
             try:
                 return await behavior(request, context)
             finally:
-                metrics.inflight.dec()
-                elapsed = metrics.clock.monotonic() - start
-                metrics.observe(verb, _resource(request), _code(context), elapsed)
+                observe(verb, _resource(request), _code(context), monotonic() - start)
 
         return wrapped
 
     def _stream(self, verb: str, behavior: Callable[..., Any]) -> Callable[..., Any]:
-        metrics = self._metrics
+        observe = self.observe
 
         async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
             try:
                 async for item in behavior(request, context):
                     yield item
             finally:
-                metrics.observe(verb, _resource(request), _code(context), None)
+                observe(verb, _resource(request), _code(context), None)
 
         return wrapped
 

@@ -123,7 +123,7 @@ class ApiServer:
             *self.config.server_options,
         ]
         cfg = self.config
-        server = grpc.aio.server(options=options, interceptors=[self.metrics.interceptor()])
+        server = grpc.aio.server(options=options)
         tokens = load_token_file(cfg.token_file) if cfg.token_file else {}
         if cfg.token_listen and not (cfg.tls.enabled and tokens):
             raise ValueError("--token-listen needs --tls-cert/--tls-key and --token-file")
@@ -132,7 +132,7 @@ class ApiServer:
         servicer = ResourcesServicer(
             service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=service.authorizer, limiter=self.limiter
         )
-        server.add_generic_rpc_handlers((servicer.handler(),))
+        server.add_generic_rpc_handlers((servicer.handler(self.metrics.wrap_handler),))
         api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(authn), server)
         if cfg.tls.enabled:
             self.port = server.add_secure_port(cfg.listen, cfg.tls.server_credentials())
