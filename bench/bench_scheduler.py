@@ -13,7 +13,10 @@ Measured per node count:
   the last binding seen on a watch, and create→bound latency percentiles (queueing included: the burst is far
   faster than any scheduler, so the p99 is the backlog);
 * **paced**: `--paced` projects created at `--rate` per second: latency percentiles at a sustainable load;
-* the scheduler process's CPU seconds and peak RSS over the run;
+* the scheduler process's CPU seconds and peak RSS over the run, and the scheduler's and the apiserver's CPU
+  milliseconds per binding in the burst (the apiserver's include the creates, watches and Lease renewals);
+* the Scheduled events: how many were written (the scheduler writes them after the bindings) and how long after
+  the last binding the last of them came;
 * **overcommit**: after the run, the requests bound to each node against its allocatable (must be 0 nodes over).
 
 The baseline: compare-and-swap updates (etcd transactions comparing mod_revision) straight to the same etcd
@@ -236,22 +239,40 @@ async def overcommitted_nodes(client: Client) -> tuple[int, int]:
     return over, bound
 
 
-async def measure(client: Client, scheduler_pid: int, nodes: int, opts: argparse.Namespace) -> dict[str, Any]:
+async def scheduled_events(client: Client, expected: int, since: float, timeout: float = 120.0) -> dict[str, Any]:
+    """How many Scheduled events exist once `expected` do (or `timeout` passed), and how long after `since` (the
+    last binding) the last of them came: the scheduler writes them after the bindings."""
+    deadline = time.perf_counter() + timeout
+    while True:
+        events = (await client.events.list(field_selector="reason=Scheduled")).items
+        if len(events) >= expected or time.perf_counter() > deadline:
+            return {"written": len(events), "of": expected, "all_written_s_after_last_bind":
+                    round(time.perf_counter() - since, 1) if len(events) >= expected else None}  # fmt: skip
+        await asyncio.sleep(1.0)
+
+
+async def measure(
+    client: Client, scheduler_pid: int, apiserver_pid: int, nodes: int, opts: argparse.Namespace
+) -> dict[str, Any]:
     """The burst, then the paced phase, against a running scheduler; numbers as the module docstring lists."""
     watch = BindWatch()
     watching = asyncio.create_task(watch.run(client))
     try:
         await asyncio.sleep(0.5)
         cpu_before = process_cpu(scheduler_pid)
+        api_cpu_before = process_cpu(apiserver_pid)
         rng = random.Random(nodes)
         burst = [f"burst-{i:05d}" for i in range(opts.projects)]
         sent = await create_projects(client, burst, rng, workers=32, rate=None)
+        created = time.perf_counter()
         await watch.wait_all(burst, 300)
         first, last = min(sent.values()), max(watch.bound_at[n] for n in burst)
+        burst_cpu = (process_cpu(scheduler_pid) - cpu_before, process_cpu(apiserver_pid) - api_cpu_before)
         paced = [f"paced-{i:05d}" for i in range(opts.paced)]
         sent_paced = await create_projects(client, paced, rng, workers=64, rate=opts.rate)
         await watch.wait_all(paced, 120)
         cpu_used = process_cpu(scheduler_pid) - cpu_before
+        last_bind = max(watch.bound_at.values())
     finally:
         watching.cancel()
         await asyncio.gather(watching, return_exceptions=True)
@@ -260,7 +281,10 @@ async def measure(client: Client, scheduler_pid: int, nodes: int, opts: argparse
         "burst": {
             "projects": len(burst),
             "bound_per_s": round(len(burst) / (last - first), 1),
+            "created_per_s": round(len(burst) / (created - first), 1),
             "create_to_bound": ms([watch.bound_at[n] - sent[n] for n in burst]),
+            "cpu_ms_per_bind": {"scheduler": round(burst_cpu[0] * 1000 / len(burst), 2),
+                                "apiserver": round(burst_cpu[1] * 1000 / len(burst), 2)},  # fmt: skip
         },
         "paced": {
             "projects": len(paced),
@@ -270,6 +294,7 @@ async def measure(client: Client, scheduler_pid: int, nodes: int, opts: argparse
         "scheduler_process": {"cpu_s": round(cpu_used, 1), "peak_rss_mib": peak_rss_mib(scheduler_pid)},
         "projects_bound": bound,
         "overcommitted_nodes": over,
+        "scheduled_events": await scheduled_events(client, bound, last_bind),
     }
 
 
@@ -290,7 +315,7 @@ async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[
             scheduler = spawn(["cara-scheduler", "--server", address, "--no-leader-elect", "--metrics-port",
                                str(metrics), "--log-level", "warning"])  # fmt: skip
             await wait_http_ok(f"http://127.0.0.1:{metrics}/readyz", scheduler)
-            result = await measure(client, scheduler.pid, nodes, opts)
+            result = await measure(client, scheduler.pid, api.pid, nodes, opts)
         return {
             "nodes": nodes,
             "node_setup_s": round(setup_s, 1),
