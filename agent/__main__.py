@@ -21,6 +21,7 @@ from caravanserai.agent.agent import Agent
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER, DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN, AgentConfig
 from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
 from caravanserai.agent.ingress import add_ingress_arguments, limits_from_args
+from caravanserai.agent.netpool import DEFAULT_POOL_SIZE
 from caravanserai.agent.extended import parse_resource
 from caravanserai.client import add_client_arguments, server_address
 from caravanserai.durations import parse_duration
@@ -93,6 +94,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
     p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
     p.add_argument("--workers", type=int, default=4, help="projects reconciled in parallel")
+    p.add_argument("--network-pool", type=int, default=DEFAULT_POOL_SIZE, metavar="N",
+                   help="spare project networks kept ready, so that a project arriving need not wait for Docker to "
+                        "make one (made and removed in the background; 0: none, each project's network is made "
+                        "when it arrives)")
     p.add_argument("--metrics-port", type=int, default=None,
                    help="serve /metrics, /healthz and /readyz on every interface at this port")
     p.add_argument("--health-listen", type=_host_port, default=DEFAULT_HEALTH_LISTEN,
@@ -119,6 +124,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         raise ValueError(f"invalid --node-name {args.node_name!r}: {problem}")
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
+    if args.network_pool < 0:
+        raise ValueError("--network-pool must be 0 or more")
     tls = TLSFiles(cert=args.tls_cert, key=args.tls_key, ca=args.tls_ca)
     return AgentConfig(
         server=server_address(args.server),
@@ -137,6 +144,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         reserved_cpu=args.reserved_cpu,
         reserved_memory=args.reserved_memory,
         workers=args.workers,
+        network_pool=args.network_pool,
         metrics_port=args.metrics_port,
         health_listen=args.health_listen,
         stop_timeout=args.stop_timeout,

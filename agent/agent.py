@@ -19,6 +19,9 @@ Parts (each `async def run()`-style, independent of the others):
   changes, and the sweep is repeated after every events reconnect and every `resync_interval` seconds.
   Projects that leave the assignment while the agent runs (or during a relist) arrive as informer deletions.
 
+* **Network pool** (`netpool`): keeps `network_pool` spare project networks ready in the background, so that a
+  project arriving takes one instead of waiting for Docker to make it; removed projects give theirs back.
+
 * **Self-fencing** (`selffence`): with no answered heartbeat for `fence_after` seconds the agent stops its
   containers (keeping them) and leaves everything alone until the API answers again; then the projects still bound
   here start again and every project is queued.
@@ -47,6 +50,7 @@ from caravanserai.agent.ingress import Ingress
 from caravanserai.agent.logs import LogStreamer
 from caravanserai.agent.node import Heartbeat, NodeRegistrar
 from caravanserai.agent.health import HealthProber
+from caravanserai.agent.netpool import NetworkPool
 from caravanserai.agent.portforward import PortForwarder
 from caravanserai.agent.project import ProjectRuntime
 from caravanserai.agent.reconciler import ProjectReconciler
@@ -162,7 +166,8 @@ class Agent:
             client, config, docker_info=docker.info, clock=clock, agent_port=self.port, ingress_port=ingress.port
         )
         meter = ThroughputMeter(client, clock=clock, size=config.throughput_bytes)
-        projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout)
+        networks = NetworkPool(docker, node=config.node_name, size=config.network_pool, clock=clock)
+        projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout, networks=networks)
         fence = SelfFence(
             fence_after=config.fence_after, clock=clock, projects=projects, client=client, node=config.node_name
         )
@@ -211,6 +216,7 @@ class Agent:
             background = [
                 group.create_task(heartbeat.run(), name="agent-heartbeat"),
                 group.create_task(prober.run(), name="agent-health-probes"),
+                group.create_task(networks.run(), name="agent-network-pool"),
                 group.create_task(fence.run(), name="agent-self-fence"),
                 group.create_task(self._measure(registrar, meter), name="agent-throughput"),
                 group.create_task(self._fence_and_watch(informer, controller, projects, docker), name="agent-docker"),

@@ -43,6 +43,10 @@ class AgentConfig:
     reserved_cpu: str = "500m"
     reserved_memory: str = "512Mi"
     workers: int = 4
+    # spare project networks kept ready (`netpool`); 0: none, each project gets `cara_<project>_<node>` made when it
+    # arrives. cara-agent's flag defaults to `netpool.DEFAULT_POOL_SIZE`; an AgentConfig made in code keeps none, so
+    # that the many agents of a test run do not hold Docker's (by default about 30) network address ranges.
+    network_pool: int = 0
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on every interface at this port
     health_listen: str = "127.0.0.1:0"  # otherwise here (host:port); they are always served
     stop_timeout: int = 10

@@ -138,6 +138,11 @@ def network_config(project: v1.Project, *, node: str) -> dict[str, Any]:
     }
 
 
+def pool_network_config(name: str, *, node: str) -> dict[str, Any]:
+    """The create configuration of a spare bridge network of `node`'s pool (`netpool`): no project label."""
+    return {"Name": name, "Driver": "bridge", "CheckDuplicate": True, "Labels": naming.pool_labels(node)}
+
+
 def volume_config(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[str, Any]:
     """The create configuration of a project volume (local driver)."""
     return {
@@ -217,12 +222,18 @@ def docker_healthcheck(check: v1.HealthCheck) -> dict[str, Any] | None:
 
 
 def container_config(
-    project: v1.Project, service: v1.Service, *, node: str, inputs: ServiceInputs | None = None
+    project: v1.Project,
+    service: v1.Service,
+    *,
+    node: str,
+    inputs: ServiceInputs | None = None,
+    network: str = "",
 ) -> dict[str, Any]:
     """The body of `POST /containers/create` for one service of `project`, run by the agent of `node`, with the
-    `inputs` it takes from Secrets and Configs (none: its literal environment)."""
+    `inputs` it takes from Secrets and Configs (none: its literal environment), on the project's `network` (by
+    default `cara_<project>_<node>`; the agent's network pool may give it another, see `netpool`)."""
     inputs = inputs or ServiceInputs.literal(service)
-    network = naming.network_name(project.metadata.name, node)
+    network = network or naming.network_name(project.metadata.name, node)
     exposed, bindings = _ports(service)
     host_config: dict[str, Any] = {
         "NetworkMode": network,
@@ -277,6 +288,7 @@ __all__ = [
     "device_requests",
     "docker_healthcheck",
     "network_config",
+    "pool_network_config",
     "port_key",
     "resource_settings",
     "restart_policy",

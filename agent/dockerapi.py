@@ -49,7 +49,7 @@ DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 UNREACHABLE = 900  # aiodocker's status for a connection failure
 CALL_TIMEOUT = aiohttp.ClientTimeout(total=120, connect=10)
 STREAM_TIMEOUT = aiohttp.ClientTimeout(total=None, connect=10, sock_read=None)
-_SUMMARY_KEYS = ("Id", "Names", "Image", "Labels", "State", "Status", "Created")
+_SUMMARY_KEYS = ("Id", "Names", "Image", "Labels", "State", "Status", "Created", "NetworkSettings")
 # Docker's multiplexed log stream: each frame is an 8-byte header (stream type, 3 zero bytes, big-endian size).
 FRAME_HEADER = struct.Struct(">BxxxL")
 STREAM_NAMES = {0: "stdin", 1: "stdout", 2: "stderr"}
@@ -219,6 +219,17 @@ class DockerRuntime:
                 if exc.status != 409:  # created concurrently
                     raise
 
+    async def network_present(self, name: str) -> bool:
+        """Whether a network of that name (or id) exists."""
+        async with _docker_call(f"inspect network {name}"):
+            try:
+                await self.api.networks.get(name)
+            except aiodocker.DockerError as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            return True
+
     async def remove_network(self, name: str) -> None:
         """Remove a network; an absent one is fine."""
         async with _docker_call(f"remove network {name}"):
@@ -256,10 +267,14 @@ class DockerRuntime:
 
     # ---- containers --------------------------------------------------------------------------------------
 
-    async def list_containers(self, label_filter: list[str]) -> list[ContainerSummary]:
-        """Summaries (`GET /containers/json?all=1`) of the containers carrying every label of `label_filter`."""
+    async def list_containers(self, label_filter: list[str], *, network: str = "") -> list[ContainerSummary]:
+        """Summaries (`GET /containers/json?all=1`) of the containers carrying every label of `label_filter` (and,
+        given `network`, configured on that network, running or not)."""
+        filters: dict[str, list[str]] = {"label": label_filter}
+        if network:
+            filters["network"] = [network]
         async with _docker_call("list containers"):
-            found = await self.api.containers.list(all=True, filters=json.dumps({"label": label_filter}))
+            found = await self.api.containers.list(all=True, filters=json.dumps(filters))
             return [dockertypes.container_summary({k: c[k] for k in _SUMMARY_KEYS if k in c}) for c in found]
 
     async def inspect_container(self, name_or_id: str) -> Observed | None:

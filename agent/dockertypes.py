@@ -46,6 +46,7 @@ class ContainerSummary(Labelled):
     state: str = ""  # created, running, exited …
     status: str = ""  # human text, e.g. "Up 3 minutes"
     created: int = 0
+    networks: tuple[str, ...] = ()  # names of the networks it is configured on (also when not running), sorted
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,7 @@ def container_summary(item: Mapping[str, Any]) -> ContainerSummary:
         state=str(item.get("State", "")),
         status=str(item.get("Status", "")),
         created=int(item.get("Created") or 0),
+        networks=tuple(sorted(((item.get("NetworkSettings") or {}).get("Networks")) or {})),
     )
 
 

@@ -13,6 +13,10 @@ Guarantees:
   Docker Engine never meet each other's objects under the names they use, even for the same project (one that
   moved while its former node was cut off).
 * **Valid Docker names.** Every name matches Docker's `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
+* **Pool networks never pass for a project's.** The agent's spare project networks (`netpool`) are named
+  `cara_pool.<token>_<node>`: a `.` cannot occur in a project name, so no pool network ever has the name of a
+  project network. They carry `caravanserai.io/network-pool=true` and no project label: which project uses one is
+  known only from the containers attached to it (see `netpool`).
 * **Findable.** Every object carries `caravanserai.io/managed=true`, the project, the project's uid and the node
   whose agent made it; containers also carry the service, the spec generation and the spec hash; volumes carry
   their name and type (so ephemeral ones can be removed after the project record is gone).
@@ -20,6 +24,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 PREFIX = "cara"
@@ -35,8 +40,11 @@ LABEL_GENERATION = LABEL_DOMAIN + "generation"
 LABEL_SPEC_HASH = LABEL_DOMAIN + "spec-hash"
 LABEL_VOLUME = LABEL_DOMAIN + "volume"
 LABEL_VOLUME_TYPE = LABEL_DOMAIN + "volume-type"
+LABEL_NETWORK_POOL = LABEL_DOMAIN + "network-pool"
+POOL_PART = "pool."
 
 MANAGED = "true"
+_TOKEN = re.compile("[a-z0-9]+")
 
 
 def _check_part(kind: str, value: str) -> str:
@@ -54,6 +62,24 @@ def container_name(project: str, service: str, node: str) -> str:
 def network_name(project: str, node: str) -> str:
     """`cara_<project>_<node>`: the project's bridge network, on which each service is reachable by its name."""
     return SEPARATOR.join((PREFIX, _check_part("project", project), _check_part("node", node)))
+
+
+def pool_network_name(token: str, node: str) -> str:
+    """`cara_pool.<token>_<node>`: a network of the node's warm pool (`token`: lower-case letters and digits)."""
+    if not _TOKEN.fullmatch(token):
+        raise ValueError(f"invalid pool network token {token!r}: letters and digits only")
+    return SEPARATOR.join((PREFIX, POOL_PART + token, _check_part("node", node)))
+
+
+def is_pool_network(name: str, node: str) -> bool:
+    """Whether `name` is a pool network name of `node` (made by `pool_network_name`)."""
+    prefix, suffix = f"{PREFIX}{SEPARATOR}{POOL_PART}", f"{SEPARATOR}{node}"
+    return name.startswith(prefix) and name.endswith(suffix) and bool(_TOKEN.fullmatch(name[len(prefix) : -len(suffix)]))
+
+
+def pool_labels(node: str) -> dict[str, str]:
+    """The labels of a pool network of `node`: managed, the node, and the pool mark (no project)."""
+    return {LABEL_MANAGED: MANAGED, LABEL_NODE: node, LABEL_NETWORK_POOL: MANAGED}
 
 
 def volume_name(project: str, volume: str, node: str) -> str:
@@ -99,6 +125,7 @@ __all__ = [
     "LABEL_DOMAIN",
     "LABEL_GENERATION",
     "LABEL_MANAGED",
+    "LABEL_NETWORK_POOL",
     "LABEL_NODE",
     "LABEL_PROJECT",
     "LABEL_PROJECT_UID",
@@ -107,13 +134,17 @@ __all__ = [
     "LABEL_VOLUME",
     "LABEL_VOLUME_TYPE",
     "MANAGED",
+    "POOL_PART",
     "PREFIX",
     "SEPARATOR",
     "container_name",
+    "is_pool_network",
     "label_filter",
     "network_name",
     "node_filter",
     "owner_labels",
     "parse_container_name",
+    "pool_labels",
+    "pool_network_name",
     "volume_name",
 ]

@@ -14,8 +14,11 @@ Guarantees:
 * **Services start in parallel**, in waves that follow `dependsOn` (`ordering.unmet`): a service whose
   dependencies are not met is neither created nor started; what it waits for is returned. Stops and removals
   run in parallel.
-* **Removal** takes containers (stop with the configured timeout, then remove), the network and the ephemeral
-  volumes; persistent volumes are kept. Only objects labelled for this node are touched.
+* **Networks** come from the node's `NetworkPool` (`netpool`): the one the project's containers are on, else a
+  spare pool network, else (no pool) `cara_<project>_<node>`.
+* **Removal** takes containers (stop with the configured timeout, then remove), the project's network (a pool
+  network is given back to the pool; `cara_<project>_<node>` is removed) and the ephemeral volumes; persistent
+  volumes are kept. Only objects labelled for this node are touched.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from caravanserai.agent.failures import (
     ServiceFailure,
 )
 from caravanserai.agent.imagepull import UNREPORTED, PullReporter, prepare_image
+from caravanserai.agent.netpool import NetworkPool, attached_networks
 from caravanserai.agent.dockertypes import ContainerSummary, Labelled, Observed
 
 log = structlog.get_logger(__name__)
@@ -77,10 +81,13 @@ def _raise_unexpected(results: Iterable[object]) -> None:
 class ProjectRuntime:
     """Project-level Docker operations for the agent of `node`."""
 
-    def __init__(self, runtime: DockerRuntime, *, node: str, stop_timeout: int) -> None:
+    def __init__(
+        self, runtime: DockerRuntime, *, node: str, stop_timeout: int, networks: NetworkPool | None = None
+    ) -> None:
         self.docker = runtime
         self.node = node
         self.stop_timeout = stop_timeout
+        self.networks = networks or NetworkPool(runtime, node=node, size=0)  # no pool: `cara_<project>_<node>`
 
     def _filter(self, project: str, **extra: str) -> list[str]:
         return naming.node_filter(self.node, project=project, **extra)
@@ -99,8 +106,8 @@ class ProjectRuntime:
         looks like and what the services not started yet wait for. `with_health` fills in the health of
         containers whose checks the agent runs; `inputs` are what services take from Secrets and Configs (a
         service `inputs.blocked` names waits for its data)."""
-        kept = await self.remove_stale(project)
-        await self.docker.ensure_network(containers.network_config(project, node=self.node))
+        kept, attached = await self.remove_stale(project)
+        network = await self.networks.network_for(project, attached)
         await gather_and_raise(
             self.docker.ensure_volume(containers.volume_config(project, volume, node=self.node))
             for volume in project.spec.volumes
@@ -116,7 +123,9 @@ class ProjectRuntime:
             if not wave:
                 break
             results = await gather_all(
-                self.ensure_service(project, service, inputs.of(service), known=observed.get(service.name), pulls=pulls)
+                self.ensure_service(
+                    project, service, inputs.of(service), known=observed.get(service.name), pulls=pulls, network=network
+                )
                 for service in wave
             )
             _raise_unexpected(results)
@@ -163,9 +172,11 @@ class ProjectRuntime:
         *,
         known: Observed | None = None,
         pulls: PullReporter = UNREPORTED,
+        network: str = "",
     ) -> Observed:
         """Adopt, start or (re)create the service's container with its `inputs` (from Secrets and Configs; none:
-        its literal environment); returns its observed state. `known` is the container as just inspected: an
+        its literal environment) on the project's `network` (see `NetworkPool.network_for`; "": the project's
+        own `cara_<project>_<node>`); returns its observed state. `known` is the container as just inspected: an
         adoptable one that needs nothing is returned without asking Docker again."""
         inputs = inputs or containers.ServiceInputs.literal(service)
         if known is not None and self._adoptable(project, service, known, inputs) and not projectstatus.needs_start(
@@ -185,12 +196,14 @@ class ProjectRuntime:
         if found is not None:
             log.info("replacing container", container=name, reason="spec or owner changed")
             await self.docker.remove_container(found.container_id, timeout=self.stop_timeout)
-        container_id = await self._create(project, service, name, inputs)
+        container_id = await self._create(project, service, name, inputs, network)
         await self._start(container_id, service)
         return await self._observe(container_id)
 
-    async def _create(self, project: v1.Project, service: v1.Service, name: str, inputs: containers.ServiceInputs) -> str:
-        config = containers.container_config(project, service, node=self.node, inputs=inputs)
+    async def _create(
+        self, project: v1.Project, service: v1.Service, name: str, inputs: containers.ServiceInputs, network: str
+    ) -> str:
+        config = containers.container_config(project, service, node=self.node, inputs=inputs, network=network)
         try:
             return await self.docker.create_container(name, config)
         except DockerRefused as exc:
@@ -210,10 +223,11 @@ class ProjectRuntime:
             raise DockerRefused(404, f"container {container_id[:12]} vanished while starting")
         return found
 
-    async def remove_stale(self, project: v1.Project) -> list[ContainerSummary]:
+    async def remove_stale(self, project: v1.Project) -> tuple[list[ContainerSummary], list[str]]:
         """Remove what an older incarnation of the project (other uid) left, containers of services that are no
         longer in the spec, and containers not under their service's name (made under an older naming scheme).
-        Returns the containers that stay."""
+        Returns the containers that stay, and the networks that the project's containers (removed ones too) were
+        configured on: the project keeps using its network."""
         name, uid = project.metadata.name, project.metadata.uid
         expected = {s.name: f"/{naming.container_name(name, s.name, self.node)}" for s in project.spec.services}
         listed = await self.docker.list_containers(self._filter(name))
@@ -229,7 +243,7 @@ class ProjectRuntime:
             if v.label(naming.LABEL_PROJECT_UID) != uid
         ]
         await gather_and_raise(self.docker.remove_volume(v) for v in old_volumes)
-        return [c for c in listed if c.id not in stale]
+        return [c for c in listed if c.id not in stale], attached_networks(listed)
 
     # ---- observe and stop --------------------------------------------------------------------------------
 
@@ -267,7 +281,8 @@ class ProjectRuntime:
         """Remove the project's containers, networks and ephemeral volumes; returns how many objects went."""
         found = await self.docker.list_containers(self._filter(project))
         await gather_and_raise(self.docker.remove_container(c.id, timeout=self.stop_timeout) for c in found)
-        networks = await self.docker.list_networks(self._filter(project))
+        self.networks.give_back(project, attached_networks(found))
+        networks = await self.docker.list_networks(self._filter(project))  # `cara_<project>_<node>`, not the pool's
         await gather_and_raise(self.docker.remove_network(n.id) for n in networks)
         volumes = await self.docker.list_volumes(self._filter(project, volume_type=containers.VOLUME_EPHEMERAL))
         await gather_and_raise(self.docker.remove_volume(v.name) for v in volumes)

@@ -113,6 +113,7 @@ class Container:
     node: str
     project: str
     service: str
+    networks: str  # the networks it is configured on, comma-separated
 
     @property
     def running(self) -> bool:
@@ -122,6 +123,7 @@ class Container:
 _PS_FORMAT = "\t".join(
     ["{{.ID}}", "{{.Names}}", "{{.State}}"]
     + [f'{{{{.Label "{label}"}}}}' for label in (NODE_LABEL, PROJECT_LABEL, SERVICE_LABEL)]
+    + ["{{.Networks}}"]
 )
 
 
@@ -149,6 +151,12 @@ async def started_at(container_ids: Sequence[str]) -> dict[str, str]:
         return {}
     out = await _docker("inspect", "-f", "{{.Id}} {{.State.StartedAt}}", *container_ids)
     return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
+
+
+async def networks(*labels: str) -> set[str]:
+    """Names of the networks carrying every `key=value` label given."""
+    filters = [arg for label in labels for arg in ("--filter", f"label={label}")]
+    return {line for line in (await _docker("network", "ls", *filters, "--format", "{{.Name}}")).splitlines() if line}
 
 
 def remove_labelled(node: str) -> None:

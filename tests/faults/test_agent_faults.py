@@ -28,11 +28,14 @@ from fault_processes import (
     containers,
     controller_manager_argv,
     metric,
+    networks,
     scrape,
     started_at,
 )
 
 from caravanserai import meta, v1
+from caravanserai.agent.naming import LABEL_NETWORK_POOL
+from caravanserai.agent.netpool import DEFAULT_POOL_SIZE
 from caravanserai.client import Client
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing.apiserver import apiserver
@@ -143,6 +146,24 @@ async def test_agent_killed_mid_reconcile_and_restarted_adopts_without_duplicate
     for name in settled + starting:
         statuses = {s.name: s.container_id for s in (await client.projects.get(name)).status.services}
         assert statuses == {c.service: c.id for c in after if c.project == name}
+    await assert_pool_settled(node, after, spare=DEFAULT_POOL_SIZE)
+
+
+async def assert_pool_settled(node: str, found: list[Container], *, spare: int) -> None:
+    """Each project on one network of its own, and the node's other pool networks exactly `spare`: the network
+    pool (cara-agent's default) lost nothing and leaked nothing across the SIGKILL."""
+    by_project: dict[str, set[str]] = {}
+    for c in found:
+        by_project.setdefault(c.project, set()).update(c.networks.split(","))
+    assert all(len(n) == 1 for n in by_project.values()), by_project
+    used = [n for nets in by_project.values() for n in nets]
+    assert len(used) == len(set(used)), f"a network shared by two projects: {by_project}"
+
+    async def settled() -> bool:
+        pool = await networks(f"{NODE_LABEL}={node}", f"{LABEL_NETWORK_POOL}=true")
+        return set(used) <= pool and len(pool - set(used)) == spare
+
+    await wait_for(settled, 30, interval=0.3, message=f"{spare} spare pool networks besides the {len(used)} in use")
 
 
 @dataclass(frozen=True, slots=True)

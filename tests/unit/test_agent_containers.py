@@ -132,6 +132,11 @@ def test_network_and_volume_configs_carry_owner_labels() -> None:
     network = containers.network_config(project, node="n1")
     assert network["Name"] == "cara_shop_n1" and network["Driver"] == "bridge"
     assert network["Labels"][naming.LABEL_PROJECT_UID] == "uid-1"
+    pool = containers.pool_network_config("cara_pool.ab12_n1", node="n1")
+    assert pool["Name"] == "cara_pool.ab12_n1" and naming.LABEL_PROJECT not in pool["Labels"]
+    on_pool = containers.container_config(project, project.spec.services[0], node="n1", network="cara_pool.ab12_n1")
+    assert on_pool["HostConfig"]["NetworkMode"] == "cara_pool.ab12_n1"
+    assert list(on_pool["NetworkingConfig"]["EndpointsConfig"]) == ["cara_pool.ab12_n1"]
     persistent = containers.volume_config(project, project.spec.volumes[0], node="n1")
     ephemeral = containers.volume_config(project, project.spec.volumes[1], node="n1")
     assert persistent["Name"] == "cara_shop_data_n1"

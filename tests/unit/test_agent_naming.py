@@ -68,3 +68,22 @@ def test_owner_labels_and_filters() -> None:
         "caravanserai.io/project=web",
         "caravanserai.io/volume-type=Ephemeral",
     ]
+
+
+@given(DNS_LABEL, DNS_NAME, st.from_regex(r"[a-z0-9]{1,12}", fullmatch=True))
+def test_pool_network_names_never_pass_for_a_project_network(project: str, node: str, token: str) -> None:
+    pool = naming.pool_network_name(token, node)
+    assert DOCKER_NAME.fullmatch(pool)
+    assert naming.is_pool_network(pool, node)
+    assert pool != naming.network_name(project, node)
+    assert not naming.is_pool_network(naming.network_name(project, node), node)
+    assert not naming.is_pool_network(pool, node + "x")  # another node's pool is not this node's
+
+
+def test_pool_networks_carry_no_project() -> None:
+    assert naming.pool_network_name("ab12", "n1") == "cara_pool.ab12_n1"
+    assert naming.pool_labels("n1") == {
+        naming.LABEL_MANAGED: "true", naming.LABEL_NODE: "n1", naming.LABEL_NETWORK_POOL: "true"
+    }
+    with pytest.raises(ValueError):
+        naming.pool_network_name("a_b", "n1")

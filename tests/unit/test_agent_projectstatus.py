@@ -179,6 +179,9 @@ def test_summaries_read_docker_listings() -> None:
     assert (container.id, container.names, container.state) == ("c1", ("/cara_p_s_n",), "running")
     assert container.project == "p"
     assert container.label("caravanserai.io/service") == ""
+    assert container.networks == ()
+    configured = {"Networks": {"cara_pool.ab_n": {"NetworkID": ""}, "b": {}}}  # a created container: no NetworkID yet
+    assert dockertypes.container_summary({"Id": "c2", "NetworkSettings": configured}).networks == ("b", "cara_pool.ab_n")
     network = dockertypes.network_summary({"Id": "n1", "Name": "cara_p_n", "Labels": None})
     assert (network.id, network.name, network.project) == ("n1", "cara_p_n", "")
     volume = dockertypes.volume_summary({"Name": "v", "Labels": {"caravanserai.io/project": "q"}})
