@@ -199,7 +199,8 @@ class NetworkPool:
             return True
         if len(self._spare) > self.size:
             network = self._spare.pop()
-            await self.docker.remove_network(network)
+            if not await self.docker.list_containers([], network=network):  # else it is its containers' project's
+                await self.docker.remove_network(network)
             return True
         return False
 
