@@ -1,10 +1,13 @@
 """Writes/s and reads/s through the apiserver next to two limits measured in the same run, against the same
 etcd. Prints JSON; the ratios are what we track.
 
-    .venv/bin/python bench/bench_apiserver.py [--count 3000] [--clients 64] [--channels 4]
+    .venv/bin/python bench/bench_apiserver.py [--count 3000] [--clients 64] [--channels 4] [--workers 1,2]
 
 The apiserver runs as its own process (`cara-apiserver`), as in production, so its CPU is not the benchmark's.
-"Clients" are concurrent request loops spread over `--channels` gRPC connections. The limits:
+"Clients" are concurrent request loops spread over `--channels` gRPC connections (each channel its own
+connection, so that `--workers N` spreads them over its workers). The apiserver is measured once per `--workers`
+value (1: one process, as by default; N: a supervisor and N worker processes on one address, CPU summed over
+all); each configuration gets goal lines of its own. The limits:
 
 * **direct store**: the same serialized project with the same compare-and-swap transactions straight to etcd
   through `caravanserai.storage.Store`, from this process;
@@ -26,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import structlog
 
 from caravanserai import v1
@@ -38,6 +42,7 @@ from caravanserai.testing.builders import project
 from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
 
 RELAY_METHOD = "/bench.Relay/Write"
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]  # each channel its own connection, as each Client here
 
 Op = Callable[[int], Awaitable[Any]]
 
@@ -59,7 +64,7 @@ async def rate(op: Op, count: int, *, workers: int) -> float:
 
 
 async def through_apiserver(address: str, count: int, clients: int, channels: int) -> dict[str, float]:
-    pool = [Client(address) for _ in range(channels)]
+    pool = [Client(address, own_connection=True) for _ in range(channels)]
     objs: dict[int, v1.Project] = {}
     try:
         def c(i: int) -> Client:
@@ -135,7 +140,7 @@ async def serve_relay(endpoint: str, address: str) -> None:
 
 
 async def through_relay(address: str, count: int, clients: int, channels: int) -> dict[str, float]:
-    pool = [grpc.aio.insecure_channel(address) for _ in range(channels)]
+    pool = [grpc.aio.insecure_channel(address, options=OWN_CONNECTION) for _ in range(channels)]
     calls: list[grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = [ch.unary_unary(RELAY_METHOD) for ch in pool]
     value = project("p000000", labels={"bench": "yes"}).SerializeToString()
     revisions: dict[int, bytes] = {}
@@ -174,47 +179,93 @@ async def relay(endpoint: str, count: int, clients: int, channels: int) -> dict[
         await proc.wait()
 
 
+async def _all_ready(metrics: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(600):
+            async with session.get(f"http://{metrics}/readyz") as response:
+                if response.status == 200:
+                    return
+            await asyncio.sleep(0.1)
+    raise TimeoutError("the apiserver's workers did not get ready")
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of process `pid` and its live children (a `--workers N` supervisor and its workers)."""
+    total = process_cpu(pid)
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if parent == pid:
+                total += process_cpu(int(name))
+    return total
+
+
+async def apiserver(endpoint: str, opts: argparse.Namespace, workers: int) -> dict[str, Any]:
+    """`cara-apiserver --workers N` started, measured (with its CPU, all workers), stopped."""
+    address, metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    proc = start_apiserver(endpoint, address, f"/bench-api-{workers}", "--workers", str(workers),
+                           "--metrics-listen", metrics)  # fmt: skip
+    try:
+        await wait_serving(address, proc)
+        await _all_ready(metrics)  # wait_serving reached one worker; /readyz answers for all
+        server_cpu, client_cpu = _tree_cpu(proc.pid), time.process_time()
+        started = time.perf_counter()
+        result: dict[str, Any] = await through_apiserver(address, opts.count, opts.clients, opts.channels)
+        elapsed = time.perf_counter() - started
+        used = _tree_cpu(proc.pid) - server_cpu
+        result["cpu"] = {
+            "apiserver_cpu_share": round(used / elapsed, 2),
+            "bench_client_cpu_share": round((time.process_time() - client_cpu) / elapsed, 2),
+            "apiserver_cpu_us_per_op": round(used / (3 * opts.count) * 1e6),
+        }
+        return result
+    finally:
+        stop(proc)
+
+
+def _goals(clients: int, runs: dict[int, dict[str, Any]], base: dict[str, float], bare: dict[str, float]) -> list[Any]:
+    """A goal line per limit, operation and configuration measured (1 worker, then each `--workers N`)."""
+    lines = []
+    for workers, api in sorted(runs.items()):
+        label = "1 process" if workers == 1 else f"--workers {workers}"
+        for op in ("create", "update"):
+            key = f"{op}_per_s"
+            lines.append(goal(f"apiserver ({label}): {op} writes/s / direct Store at {clients} clients",
+                              round(api[key] / base[key], 3), 0.4, at_most=False))  # fmt: skip
+            lines.append(goal(f"apiserver ({label}): {op} writes/s / bare grpc.aio relay",
+                              round(api[key] / bare[key], 3), 0.8, at_most=False))  # fmt: skip
+    return lines
+
+
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
+    counts = sorted({int(n) for n in opts.workers.split(",")})
     async with EtcdServer() as etcd:
         base = await direct(etcd.endpoint, opts.count, opts.clients)
         bare = await relay(etcd.endpoint, opts.count, opts.clients, opts.channels)
-        address = f"127.0.0.1:{free_port()}"
-        proc = start_apiserver(etcd.endpoint, address, "/bench-api")
-        try:
-            await wait_serving(address, proc)
-            server_cpu, client_cpu = process_cpu(proc.pid), time.process_time()
-            started = time.perf_counter()
-            api = await through_apiserver(address, opts.count, opts.clients, opts.channels)
-            elapsed = time.perf_counter() - started
-            cpu = {
-                "apiserver_cpu_share": round((process_cpu(proc.pid) - server_cpu) / elapsed, 2),
-                "bench_client_cpu_share": round((time.process_time() - client_cpu) / elapsed, 2),
-                "apiserver_cpu_us_per_op": round((process_cpu(proc.pid) - server_cpu) / (3 * opts.count) * 1e6),
-            }
-        finally:
-            stop(proc)
-    ratio = {k: round(api[k] / base[k], 3) for k in api}
-    to_relay = {k: round(api[k] / bare[k], 3) for k in ("create_per_s", "update_per_s")}
+        runs = {n: await apiserver(etcd.endpoint, opts, n) for n in counts}
+    one = runs[counts[0]]
     return {
         "benchmark": "apiserver_vs_direct_store",
         "count": opts.count,
         "concurrent_clients": opts.clients,
         "grpc_channels": opts.channels,
         "cpus": os.cpu_count(),
-        "apiserver": api,
+        "apiserver": {k: one[k] for k in ("create_per_s", "update_per_s", "get_per_s")},
+        "apiserver_by_workers": runs,
         "direct_store": base,
         "bare_relay": bare,
-        "ratio_apiserver_to_direct": ratio,
-        "ratio_apiserver_to_bare_relay": to_relay,
-        "cpu_during_apiserver_phase": cpu,
-        "goals": [
-            goal(f"apiserver: {op} writes/s / direct Store at {opts.clients} clients", ratio[f"{op}_per_s"], 0.4,
-                 at_most=False)  # fmt: skip
-            for op in ("create", "update")
-        ] + [
-            goal(f"apiserver: {op} writes/s / bare grpc.aio relay", to_relay[f"{op}_per_s"], 0.8, at_most=False)
-            for op in ("create", "update")
-        ],
+        "ratio_apiserver_to_direct": {
+            n: {k: round(api[k] / base[k], 3) for k in ("create_per_s", "update_per_s", "get_per_s")}
+            for n, api in runs.items()
+        },
+        "ratio_apiserver_to_bare_relay": {
+            n: {k: round(api[k] / bare[k], 3) for k in ("create_per_s", "update_per_s")} for n, api in runs.items()
+        },
+        "goals": _goals(opts.clients, runs, base, bare),
     }
 
 
@@ -223,6 +274,7 @@ if __name__ == "__main__":
     parser.add_argument("--count", type=int, default=3000)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--channels", type=int, default=4)
+    parser.add_argument("--workers", default="1,2", help="apiserver configurations to measure: --workers values")
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--etcd", help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)

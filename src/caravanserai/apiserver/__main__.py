@@ -1,7 +1,10 @@
 """cara-apiserver: serve the Caravanserai API from etcd.
 
     cara-apiserver [--etcd-endpoints http://127.0.0.1:2379] [--etcd-prefix /caravanserai] [--listen 127.0.0.1:7420]
-                   [--metrics-listen 127.0.0.1:7423|off]
+                   [--metrics-listen 127.0.0.1:7423|off] [--workers 1]
+
+With `--workers N` (N > 1) this process is a supervisor of N apiserver processes on the same address
+(`apiserver/workers.py`).
 """
 
 from __future__ import annotations
@@ -10,9 +13,13 @@ import argparse
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import Sequence
 
+import structlog
+
 from caravanserai.apiserver.server import ApiServer, ApiServerConfig
+from caravanserai.apiserver.workers import WorkerFailed, WorkerSupervisor
 from caravanserai.durations import parse_duration
 from caravanserai.logging import configure_logging
 from caravanserai.tls import TLSFiles
@@ -42,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-inflight-per-client", type=int, default=100, help="the same, per client")
     p.add_argument("--metrics-listen", default="127.0.0.1:7423",
                    help="address of /metrics, /healthz and /readyz (host:port; off disables them)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="apiserver processes sharing --listen (SO_REUSEPORT); more than 1 starts a supervisor that "
+                        "serves --metrics-listen over them")  # fmt: skip
+    p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)  # set by the supervisor
     p.add_argument("--log-level", default="info")
     return p
 
@@ -56,16 +67,49 @@ async def _run(config: ApiServerConfig) -> None:
         await ApiServer(config).run()
 
 
-def _fatal(message: str) -> None:
-    import sys
+async def _supervise(argv: Sequence[str], opts: argparse.Namespace) -> None:
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    supervisor = WorkerSupervisor(argv, workers=opts.workers, metrics_listen=opts.metrics_listen,
+                                  allow_insecure=opts.allow_insecure, grace=opts.shutdown_grace)  # fmt: skip
+    with contextlib.suppress(asyncio.CancelledError):
+        await supervisor.run()
 
+
+def _check_workers(opts: argparse.Namespace) -> None:
+    """Refuse a worker count the supervisor cannot serve (one line naming the flag)."""
+    if opts.workers < 1:
+        _fatal(f"--workers: must be at least 1, got {opts.workers}")
+    if opts.workers > 1 and opts.listen.rpartition(":")[2] == "0":
+        _fatal(f"--workers: {opts.workers} workers share one address; give --listen a fixed port, not {opts.listen}")
+
+
+def _fatal(message: str) -> None:
     print(f"cara-apiserver: {message}", file=sys.stderr)
     raise SystemExit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    opts = _parser().parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    opts = _parser().parse_args(args)
+    _check_workers(opts)
     configure_logging(opts.log_level)
+    if opts.workers > 1:
+        try:
+            asyncio.run(_supervise(args, opts))
+        except (ValueError, OSError) as exc:
+            _fatal(str(exc))
+        except ExceptionGroup as group:  # a worker that could not start
+            failed = group.subgroup(WorkerFailed)
+            if failed is None:
+                raise
+            _fatal(str(_innermost(failed)))
+        return
+    if opts.worker_index is not None:
+        structlog.contextvars.bind_contextvars(worker=opts.worker_index)
     config = ApiServerConfig(
         etcd_endpoints=[e.strip() for e in opts.etcd_endpoints.split(",") if e.strip()],
         etcd_prefix=opts.etcd_prefix,
@@ -82,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         max_inflight=opts.max_inflight,
         max_inflight_per_client=opts.max_inflight_per_client,
         metrics_listen=opts.metrics_listen,
+        worker=opts.worker_index,
     )
     try:
         asyncio.run(_run(config))

@@ -9,6 +9,11 @@ change, brings the served custom kinds in step with the stored definitions:
   resume from their last version on the new cache;
 * a deleted definition → the kind is no longer served, its watchers are closed.
 
+A request for a resource this apiserver does not serve first asks etcd whether a definition of it is stored
+(`find_kind`); if so it waits for this apiserver to follow it (at most 5 s) instead of refusing the resource. So a
+client that defines a kind through one apiserver (or one worker of `--workers N`) and at once creates an object
+through another is served, not told the resource is unknown.
+
 A definition whose schema does not build, whose name is not `<plural>.<group>` or whose names clash with a kind
 already served is skipped and logged (the apiserver refuses such definitions on write; this only guards against
 stored data written otherwise). Returns only when cancelled.
@@ -21,7 +26,10 @@ from typing import Any
 
 import structlog
 
+from caravanserai import v1
+from caravanserai.apiserver import codec
 from caravanserai.apiserver.kinds.custom import CustomKindStrategy
+from caravanserai.apiserver.kinds.definition import SERVED_WITHIN
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.customkinds import SchemaError, definition_name
@@ -41,6 +49,7 @@ class DefinitionServer:
         self._history_revisions = history_revisions
         self._served: dict[str, tuple[CustomKindStrategy, asyncio.Task[None]]] = {}  # plural → (strategy, task)
         self.synced = asyncio.Event()  # set after the first pass over the stored definitions
+        service.find_kind = self.find_kind
 
     async def run(self) -> None:
         cache = self._service.cache(DEFINITIONS)
@@ -57,10 +66,22 @@ class DefinitionServer:
             for plural in list(self._served):
                 self._unserve(plural, "apiserver shutting down")
 
+    async def find_kind(self, plural: str) -> None:
+        """Return once `plural` is served here when etcd holds a definition of it that this apiserver has not
+        followed yet (at most `SERVED_WITHIN` s); at once when etcd holds none. One etcd read, made only for
+        resources this apiserver does not serve. This is what makes a definition's reply ("this apiserver serves
+        the kind") hold for every apiserver and every worker: one that lags behind waits instead of refusing."""
+        stored: dict[str, Any] = {}
+        async for page in self._store.pages(DEFINITIONS):
+            for item in page.items:
+                stored[item.name] = codec.decode(v1.ResourceDefinition, item.value, item.mod_revision)
+        if plural not in _wanted(stored):
+            return
+        if not await self._service.kinds.wait_until(lambda kinds: plural in kinds, SERVED_WITHIN):
+            log.warning("a stored definition's kind is not served here yet", resource=plural)
+
     def _sync(self, stored: dict[str, Any]) -> None:
-        wanted = {
-            d.spec.plural: d for d in stored.values() if d.metadata.name == definition_name(d.spec.plural, d.spec.group)
-        }
+        wanted = _wanted(stored)
         for plural, (strategy, _task) in list(self._served.items()):
             definition = wanted.get(plural)
             if definition is None or definition.spec != strategy.definition.spec:
@@ -92,6 +113,11 @@ class DefinitionServer:
             cache.close(reason)
         task.cancel()
         log.info("stopped serving custom kind", resource=plural)
+
+
+def _wanted(stored: dict[str, Any]) -> dict[str, Any]:
+    """plural → definition, of the stored definitions named as they must be (`<plural>.<group>`)."""
+    return {d.spec.plural: d for d in stored.values() if d.metadata.name == definition_name(d.spec.plural, d.spec.group)}
 
 
 __all__ = ["DefinitionServer"]

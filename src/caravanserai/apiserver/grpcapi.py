@@ -36,6 +36,8 @@ Method = Callable[..., Awaitable[Any]]
 WrapHandler = Callable[[str, "grpc.RpcMethodHandler[Any, Any]"], "grpc.RpcMethodHandler[Any, Any]"]
 
 CHUNK = 64 * 1024
+WORKER_METADATA = "caravanserai-apiserver-worker"
+"""Initial metadata of a Watch under `cara-apiserver --workers N`: the index of the worker serving it."""
 MAX_DOWNLOAD = 64 * 1024 * 1024
 
 
@@ -152,8 +154,12 @@ class ResourcesServicer:
         authn: Authenticator | None = None,
         authz: Authorizer | None = None,
         limiter: InflightLimiter | None = None,
+        worker: int | None = None,
     ) -> None:
         self._service = service
+        # Under `--workers N`, every Watch first sends this worker's index (WORKER_METADATA), so a client (and a
+        # test) can tell which worker holds its connection.
+        self._worker_metadata = None if worker is None else ((WORKER_METADATA, str(worker)),)
         self._bookmark_interval = bookmark_interval
         self.authn = authn or Authenticator(client_certs=False)
         self.authz = authz or Authorizer(service.kinds)
@@ -191,8 +197,8 @@ class ResourcesServicer:
         try:
             _refuse_undecodable(request)
             who = self.authn.identify(context)
+            cache = await self._service.watch_cache(request.resource)
             self.authz.check(who, "watch", request.resource, field_selector=request.field_selector)
-            cache = self._service.cache(request.resource)
             labels = LabelSelector.parse(request.label_selector)
             fields = FieldSelector.parse(request.field_selector, kind=cache.kind.kind)
             await cache.ready.wait()
@@ -205,6 +211,8 @@ class ResourcesServicer:
             await abort(context, err)
             return
         timeout = self._bookmark_interval if request.allow_bookmarks else None
+        if self._worker_metadata is not None:
+            await context.send_initial_metadata(self._worker_metadata)
         try:
             while True:
                 data = await watcher.next(timeout=timeout)
@@ -297,4 +305,4 @@ class NetworkServicer(api_pb2_grpc.NetworkServicer):
         return api_pb2.UploadSummary(received=received)
 
 
-__all__ = ["NetworkServicer", "ResourcesServicer", "abort"]
+__all__ = ["WORKER_METADATA", "NetworkServicer", "ResourcesServicer", "abort"]

@@ -58,6 +58,7 @@ class ApiServerConfig:
     max_inflight_per_client: int = 100
     metrics_listen: str = ""  # host:port of /metrics, /healthz, /readyz; "" or "off": none (the CLI's default is 127.0.0.1:7423)
     server_options: list[tuple[str, object]] = field(default_factory=list)
+    worker: int | None = None  # the index of this process among `cara-apiserver --workers N` (None: no supervisor)
 
 
 def _encryption(cfg: ApiServerConfig) -> Encryption | None:
@@ -123,6 +124,8 @@ class ApiServer:
             *self.config.server_options,
         ]
         cfg = self.config
+        if cfg.worker is not None:  # the workers of one supervisor share the listening address
+            options.append(("grpc.so_reuseport", 1))
         server = grpc.aio.server(options=options)
         tokens = load_token_file(cfg.token_file) if cfg.token_file else {}
         if cfg.token_listen and not (cfg.tls.enabled and tokens):
@@ -130,10 +133,24 @@ class ApiServer:
         authn = Authenticator(client_certs=bool(cfg.tls.ca), tokens=tokens)
         self.limiter = InflightLimiter(total=cfg.max_inflight, per_client=cfg.max_inflight_per_client)
         servicer = ResourcesServicer(
-            service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=service.authorizer, limiter=self.limiter
+            service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=service.authorizer, limiter=self.limiter,
+            worker=cfg.worker,
         )
         server.add_generic_rpc_handlers((servicer.handler(self.metrics.wrap_handler),))
         api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(authn), server)
+        try:
+            self._add_ports(server)
+        except RuntimeError as exc:  # grpc's "Failed to bind": the port is taken
+            raise OSError(f"cannot listen on {cfg.listen}: {exc}") from None
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self.config.listen}")
+        self._endpoint = MetricsEndpoint(
+            self._exposition, ready=self._readiness, listen=cfg.metrics_listen, allow_insecure=cfg.allow_insecure
+        )
+        return server
+
+    def _add_ports(self, server: grpc.aio.Server) -> None:
+        cfg = self.config
         if cfg.tls.enabled:
             self.port = server.add_secure_port(cfg.listen, cfg.tls.server_credentials())
             if cfg.token_listen:
@@ -146,12 +163,6 @@ class ApiServer:
             raise ValueError(
                 f"refusing plain TCP on {cfg.listen}: give --tls-cert/--tls-key/--tls-ca, or --allow-insecure"
             )
-        if self.port == 0:
-            raise OSError(f"cannot listen on {self.config.listen}")
-        self._endpoint = MetricsEndpoint(
-            self.metrics, ready=self.started.is_set, listen=cfg.metrics_listen, allow_insecure=cfg.allow_insecure
-        )
-        return server
 
     async def _serve(self, server: grpc.aio.Server, caches: dict[str, WatchCache], definitions: asyncio.Event) -> None:
         health_servicer = await serve_introspection(server, SERVICES)
@@ -174,6 +185,12 @@ class ApiServer:
                 await health_servicer.enter_graceful_shutdown()
         finally:
             await endpoint.close()
+
+    async def _exposition(self) -> bytes:
+        return self.metrics.exposition()
+
+    async def _readiness(self) -> str:
+        return "" if self.started.is_set() else "the watch caches are still filling"
 
     async def _compact_forever(self, store: Store) -> None:
         """Every interval, compact etcd to the revision seen one interval earlier (history stays ≥ 1 interval)."""

@@ -67,8 +67,25 @@ class ResourceService:
         self._clock = clock
         self._event_leases = event_leases
         self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds)
+        # Called with a resource this apiserver does not serve, before refusing it (the DefinitionServer sets it).
+        self.find_kind: Callable[[str], Awaitable[None]] | None = None
 
     # ---- helpers ------------------------------------------------------------------------------------------
+
+    async def strategy(self, resource: str) -> KindStrategy:
+        """The strategy of `resource`. A resource not served yet is first offered to `find_kind` (which waits for a
+        definition stored in etcd that this apiserver has not followed yet), then refused (Invalid naming
+        `resource`): a kind defined through another apiserver, or another worker, is served here on its first
+        request, not refused during the moment this one lags."""
+        strategy = self.kinds.get(resource)
+        if strategy is None and self.find_kind is not None:
+            await self.find_kind(resource)
+        return self.kinds.require(resource)
+
+    async def watch_cache(self, resource: str) -> WatchCache:
+        """The watch cache of `resource` (found as `strategy` finds kinds)."""
+        await self.strategy(resource)
+        return self._caches[resource]
 
     def wrap(self, resource: str, obj: Any) -> v1.Object:
         """`obj` of `resource` in the `v1.Object` envelope."""
@@ -133,7 +150,7 @@ class ResourceService:
     # ---- verbs --------------------------------------------------------------------------------------------
 
     async def create(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
-        strategy = self.kinds.require(resource)
+        strategy = await self.strategy(resource)
         obj = self._unwrap(strategy, envelope)
         self._authz.check(who, "create", resource, name=obj.metadata.name, obj=obj)
         strategy.prepare_create(obj, now=self._clock.now())
@@ -147,7 +164,7 @@ class ResourceService:
         return obj
 
     async def get(self, resource: str, name: str, *, who: Identity = LOCAL_ADMIN) -> Any:
-        strategy = self.kinds.require(resource)
+        strategy = await self.strategy(resource)
         self._name("name", name)
         item = await self._store.get(resource, name)
         obj = codec.decode(strategy.kind.cls, item.value, item.mod_revision)
@@ -156,7 +173,7 @@ class ResourceService:
 
     async def list(self, request: v1.ListRequest, *, who: Identity = LOCAL_ADMIN) -> v1.ListResponse:
         resource = request.resource
-        strategy = self.kinds.require(resource)
+        strategy = await self.strategy(resource)
         self._authz.check(who, "list", resource, field_selector=request.field_selector)
         labels = LabelSelector.parse(request.label_selector)
         fields = FieldSelector.parse(request.field_selector, kind=strategy.kind.kind)
@@ -194,7 +211,7 @@ class ResourceService:
         return response
 
     async def update(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
-        strategy = self.kinds.require(resource)
+        strategy = await self.strategy(resource)
         new = self._unwrap(strategy, envelope)
         name = self._name("metadata.name", new.metadata.name)
         return await self._read_modify_write(
@@ -218,7 +235,7 @@ class ResourceService:
         return written
 
     async def update_status(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
-        strategy = self.kinds.require(resource)
+        strategy = await self.strategy(resource)
         new = self._unwrap(strategy, envelope)
         name = self._name("metadata.name", new.metadata.name)
         return await self._read_modify_write(
@@ -239,7 +256,7 @@ class ResourceService:
         """Remove or mark the object (as the kind's delete plan says); without `request.resource_version` a concurrent write
         makes the server read again, never Conflict."""
         resource, name = request.resource, request.name
-        strategy = self.kinds.require(resource)
+        strategy = await self.strategy(resource)
         self._name("name", name)
         return await self._read_modify_write(
             resource, name, request.resource_version, lambda: self._delete_once(strategy, request, who)

@@ -80,7 +80,9 @@ class Client:
     """A connection to the API. Use as `async with Client(address) as c:`; `await c.close()` otherwise.
 
     `target` is one `host:port` or a comma-separated list of servers; with several, calls go to the servers that
-    are up and fail over between them (`caravanserai.client.targets`).
+    are up and fail over between them (`caravanserai.client.targets`). `own_connection`: this client's channel
+    opens connections of its own instead of sharing those of other clients of this process to the same target
+    (gRPC's default); several such clients of `cara-apiserver --workers N` spread over its workers.
     """
 
     def __init__(
@@ -93,6 +95,7 @@ class Client:
         timeout: float = 30.0,
         retry_timeout: float = 30.0,
         clock: Clock | None = None,
+        own_connection: bool = False,
     ) -> None:
         self.target = server_address(target)
         self.clock: Clock = clock or SystemClock()
@@ -107,6 +110,8 @@ class Client:
             ("grpc.initial_reconnect_backoff_ms", 200),
             ("grpc.max_reconnect_backoff_ms", 2_000),
         ]
+        if own_connection:
+            options.append(("grpc.use_local_subchannel_pool", 1))
         if credentials is None and tls is not None and tls.enabled:
             credentials = tls.channel_credentials()
         channel = channel_target(self.target)  # several servers: one channel balancing over all of them

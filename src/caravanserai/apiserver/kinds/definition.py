@@ -93,8 +93,9 @@ class ResourceDefinitionStrategy(KindStrategy):
 
     async def after_write(self, ctx: KindContext, obj: Any) -> None:
         """Reply only once this apiserver serves the kind as defined (at most `SERVED_WITHIN` s), so a client may
-        create objects of the kind as soon as its definition call returns (other apiservers follow within a
-        second)."""
+        create objects of the kind as soon as its definition call returns. Other apiservers (and the other workers
+        of `--workers N`) follow within a second, and one that has not yet waits for the kind on its first request
+        instead of refusing it (`DefinitionServer.find_kind`)."""
         if ctx.kinds is None:
             return
 
