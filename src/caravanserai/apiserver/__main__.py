@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         except (ValueError, OSError) as exc:
             _fatal(str(exc))
         except ExceptionGroup as group:  # a worker that could not start
-            failed = group.subgroup(WorkerFailed)
+            failed = group.subgroup((WorkerFailed, ValueError, OSError))
             if failed is None:
                 raise
             _fatal(str(_innermost(failed)))
