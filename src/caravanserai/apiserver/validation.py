@@ -49,9 +49,11 @@ _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 def _labels(errors: Violations, path: str, labels: Mapping[str, str]) -> None:
-    for key, value in labels.items():
-        errors.check(key_path(path, key), validate_label_key(key), prefix="invalid key: ")
-        errors.check(key_path(path, key), validate_label_value(value))
+    for key, value in labels.items():  # the entry's path is only written out for a violation
+        bad_key, bad_value = validate_label_key(key), validate_label_value(value)
+        if bad_key is not None or bad_value is not None:
+            errors.check(key_path(path, key), bad_key, prefix="invalid key: ")
+            errors.check(key_path(path, key), bad_value)
 
 
 def _absolute(errors: Violations, path: str, value: str) -> None:
@@ -68,7 +70,9 @@ def _metadata(errors: Violations, meta: v1.ObjectMeta, name_rule: Callable[[str]
     _labels(errors, "metadata.labels", meta.labels)
     size = 0
     for key, value in meta.annotations.items():
-        errors.check(key_path("metadata.annotations", key), validate_label_key(key), prefix="invalid key: ")
+        bad_key = validate_label_key(key)
+        if bad_key is not None:
+            errors.check(key_path("metadata.annotations", key), bad_key, prefix="invalid key: ")
         size += len(key.encode()) + len(value.encode())
     if size > MAX_ANNOTATIONS_BYTES:
         errors.add("metadata.annotations", f"must total at most {MAX_ANNOTATIONS_BYTES} bytes (256 KiB), not {size}")
@@ -290,15 +294,17 @@ def _limits(errors: Violations, message: Message, path: str) -> None:
     """Check string sizes, list and map lengths and timestamp ranges of `message` and everything inside it."""
     for field, value in message.ListFields():
         here = f"{path}.{field.json_name}"
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        value_field = _map_value_field(field)
+        if value_field is not None:
             annotations = here == "metadata.annotations"  # bounded by their total size instead
             if len(value) > MAX_MAP_ENTRIES and not annotations:
                 errors.add(here, f"must have at most {MAX_MAP_ENTRIES} entries, not {len(value)}")
-            value_field = field.message_type.fields_by_name["value"]
             for key, item in value.items():
-                _limit_string(errors, key_path(here, str(key)), str(key), what="key")
-                if not annotations:
-                    _limit_value(errors, key_path(here, str(key)), value_field, item)
+                key = str(key)
+                if _may_exceed(key) or not (annotations or (isinstance(item, str) and not _may_exceed(item))):
+                    _limit_string(errors, key_path(here, key), key, what="key")  # the path only when needed
+                    if not annotations:
+                        _limit_value(errors, key_path(here, key), value_field, item)
         elif field.is_repeated:
             if len(value) > MAX_ITEMS:
                 errors.add(here, f"must have at most {MAX_ITEMS} entries, not {len(value)}")
@@ -318,8 +324,27 @@ def _limit_value(errors: Violations, path: str, field: Any, value: Any) -> None:
         _limits(errors, value, path)
 
 
+_NOT_A_MAP = object()
+_MAP_VALUE_FIELDS: dict[Any, Any] = {}  # field descriptor → its map's value field, or _NOT_A_MAP
+
+
+def _map_value_field(field: Any) -> Any:
+    """The value field of a map `field`, None when `field` is no map (looked up once per field descriptor)."""
+    found = _MAP_VALUE_FIELDS.get(field)
+    if found is None:
+        entry = field.message_type
+        is_map = entry is not None and entry.GetOptions().map_entry
+        found = _MAP_VALUE_FIELDS[field] = entry.fields_by_name["value"] if is_map else _NOT_A_MAP
+    return None if found is _NOT_A_MAP else found
+
+
+def _may_exceed(value: str) -> bool:
+    """Whether `value` may be over MAX_STRING_BYTES (a string of at most a quarter as many characters is not)."""
+    return len(value) > MAX_STRING_BYTES // 4
+
+
 def _limit_string(errors: Violations, path: str, value: str, *, what: str) -> None:
-    if len(value) > MAX_STRING_BYTES // 4 and (size := len(value.encode())) > MAX_STRING_BYTES:
+    if _may_exceed(value) and (size := len(value.encode())) > MAX_STRING_BYTES:
         errors.add(path, f"{what} must be at most {MAX_STRING_BYTES} bytes (64 KiB), not {size}")
 
 
