@@ -1,13 +1,14 @@
 """Writes/s and reads/s through the apiserver next to two limits measured in the same run, against the same
 etcd. Prints JSON; the ratios are what we track.
 
-    .venv/bin/python bench/bench_apiserver.py [--count 3000] [--clients 64] [--channels 4] [--workers 1,2]
+    .venv/bin/python bench/bench_apiserver.py [--count 3000] [--clients 64] [--channels 4] [--workers 1,2] [--rounds 3]
 
 The apiserver runs as its own process (`cara-apiserver`), as in production, so its CPU is not the benchmark's.
 "Clients" are concurrent request loops spread over `--channels` gRPC connections (each channel its own
 connection, so that `--workers N` spreads them over its workers). The apiserver is measured once per `--workers`
 value (1: one process, as by default; N: a supervisor and N worker processes on one address, CPU summed over
-all); each configuration gets goal lines of its own. The limits:
+all); each configuration gets goal lines of its own. `--rounds` interleaved rounds measure every configuration
+and limit in turn; each figure is its best round (every round is in `every_round`). The limits:
 
 * **direct store**: the same serialized project with the same compare-and-swap transactions straight to etcd
   through `caravanserai.storage.Store`, from this process;
@@ -31,6 +32,7 @@ from typing import Any
 
 import aiohttp
 import structlog
+from prometheus_client.parser import text_string_to_metric_families
 
 from caravanserai import v1
 from caravanserai.client import Client
@@ -91,11 +93,11 @@ async def through_apiserver(address: str, count: int, clients: int, channels: in
             await client.close()
 
 
-async def direct(endpoint: str, count: int, clients: int) -> dict[str, float]:
+async def direct(endpoint: str, count: int, clients: int, prefix: str) -> dict[str, float]:
     value = project("p000000", labels={"bench": "yes"}).SerializeToString()
     revisions: dict[int, int] = {}
     async with EtcdClient([endpoint]) as etcd:
-        store = Store(etcd, prefix="/bench-direct")
+        store = Store(etcd, prefix=prefix)
 
         async def create(i: int) -> None:
             revisions[i] = await store.create("projects", f"p{i:06d}", value)
@@ -118,11 +120,11 @@ async def direct(endpoint: str, count: int, clients: int) -> dict[str, float]:
 # ---- the bare relay ---------------------------------------------------------------------------------------------
 
 
-async def serve_relay(endpoint: str, address: str) -> None:
+async def serve_relay(endpoint: str, address: str, prefix: str) -> None:
     """A grpc.aio server with one unary method: request `name\0revision\0value` (revision 0: create), one etcd
     transaction through the Store, reply the new revision as decimal text. Runs until terminated."""
     async with EtcdClient([endpoint]) as etcd:
-        store = Store(etcd, prefix="/bench-relay")
+        store = Store(etcd, prefix=prefix)
 
         async def write(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
             name, revision, value = request.split(b"\0", 2)
@@ -160,11 +162,12 @@ async def through_relay(address: str, count: int, clients: int, channels: int) -
             await ch.close()
 
 
-async def relay(endpoint: str, count: int, clients: int, channels: int) -> dict[str, Any]:
+async def relay(endpoint: str, count: int, clients: int, channels: int, prefix: str) -> dict[str, Any]:
     """The relay process started, measured (its CPU share too), stopped."""
     address = f"127.0.0.1:{free_port()}"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--relay", "--etcd", endpoint, "--address", address, stdout=asyncio.subprocess.PIPE
+        sys.executable, __file__, "--relay", "--etcd", endpoint, "--address", address, "--prefix", prefix,
+        stdout=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
     try:
@@ -189,6 +192,19 @@ async def _all_ready(metrics: str) -> None:
     raise TimeoutError("the apiserver's workers did not get ready")
 
 
+async def _requests_by_worker(metrics: str) -> dict[str, float]:
+    """Requests each worker answered (how the kernel spread the connections); one process: key "all"."""
+    async with aiohttp.ClientSession() as session, session.get(f"http://{metrics}/metrics") as response:
+        text = await response.text()
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "caravanserai_apiserver_requests_total":
+                worker = sample.labels.get("worker", "all")
+                counts[worker] = counts.get(worker, 0) + sample.value
+    return dict(sorted(counts.items()))
+
+
 def _tree_cpu(pid: int) -> float:
     """CPU seconds of process `pid` and its live children (a `--workers N` supervisor and its workers)."""
     total = process_cpu(pid)
@@ -204,10 +220,10 @@ def _tree_cpu(pid: int) -> float:
     return total
 
 
-async def apiserver(endpoint: str, opts: argparse.Namespace, workers: int) -> dict[str, Any]:
+async def apiserver(endpoint: str, opts: argparse.Namespace, workers: int, prefix: str) -> dict[str, Any]:
     """`cara-apiserver --workers N` started, measured (with its CPU, all workers), stopped."""
     address, metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    proc = start_apiserver(endpoint, address, f"/bench-api-{workers}", "--workers", str(workers),
+    proc = start_apiserver(endpoint, address, prefix, "--workers", str(workers),
                            "--metrics-listen", metrics)  # fmt: skip
     try:
         await wait_serving(address, proc)
@@ -217,6 +233,7 @@ async def apiserver(endpoint: str, opts: argparse.Namespace, workers: int) -> di
         result: dict[str, Any] = await through_apiserver(address, opts.count, opts.clients, opts.channels)
         elapsed = time.perf_counter() - started
         used = _tree_cpu(proc.pid) - server_cpu
+        result["requests_by_worker"] = await _requests_by_worker(metrics)
         result["cpu"] = {
             "apiserver_cpu_share": round(used / elapsed, 2),
             "bench_client_cpu_share": round((time.process_time() - client_cpu) / elapsed, 2),
@@ -241,18 +258,32 @@ def _goals(clients: int, runs: dict[int, dict[str, Any]], base: dict[str, float]
     return lines
 
 
+def best(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure (a rate: higher is better) at its best round; the other entries of the best create round."""
+    top = max(rounds, key=lambda r: r["create_per_s"])
+    return {**top, **{k: max(r[k] for r in rounds) for k in top if k.endswith("_per_s")}}
+
+
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
     counts = sorted({int(n) for n in opts.workers.split(",")})
+    measured: dict[str, list[dict[str, Any]]] = {}
     async with EtcdServer() as etcd:
-        base = await direct(etcd.endpoint, opts.count, opts.clients)
-        bare = await relay(etcd.endpoint, opts.count, opts.clients, opts.channels)
-        runs = {n: await apiserver(etcd.endpoint, opts, n) for n in counts}
+        for n in range(opts.rounds):  # interleaved, so that a busy moment of the machine hits every figure alike
+            measured.setdefault("direct", []).append(await direct(etcd.endpoint, opts.count, opts.clients, f"/d{n}"))
+            measured.setdefault("relay", []).append(
+                await relay(etcd.endpoint, opts.count, opts.clients, opts.channels, f"/r{n}")
+            )
+            for w in counts:
+                measured.setdefault(f"workers={w}", []).append(await apiserver(etcd.endpoint, opts, w, f"/a{w}-{n}"))
+    base, bare = best(measured["direct"]), best(measured["relay"])
+    runs = {w: best(measured[f"workers={w}"]) for w in counts}
     one = runs[counts[0]]
     return {
         "benchmark": "apiserver_vs_direct_store",
         "count": opts.count,
         "concurrent_clients": opts.clients,
         "grpc_channels": opts.channels,
+        "rounds": opts.rounds,
         "cpus": os.cpu_count(),
         "apiserver": {k: one[k] for k in ("create_per_s", "update_per_s", "get_per_s")},
         "apiserver_by_workers": runs,
@@ -266,6 +297,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
             n: {k: round(api[k] / bare[k], 3) for k in ("create_per_s", "update_per_s")} for n, api in runs.items()
         },
         "goals": _goals(opts.clients, runs, base, bare),
+        "every_round": measured,
     }
 
 
@@ -278,11 +310,13 @@ if __name__ == "__main__":
     parser.add_argument("--relay", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--etcd", help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
+    parser.add_argument("--prefix", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; each figure is its best round")
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     args = parser.parse_args()
     if args.relay:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve_relay(args.etcd, args.address))
+            asyncio.run(serve_relay(args.etcd, args.address, args.prefix))
     else:
         print(json.dumps(asyncio.run(main(args)), indent=2))
