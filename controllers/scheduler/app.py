@@ -59,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--percentage-of-nodes-to-score",
         type=int,
         default=0,
-        help="share of nodes to find feasible before choosing (0: adaptive, 50 - N/125, at least 5)",
+        help="percent of the nodes to find feasible before choosing, never fewer than 100 nodes "
+        "(default 0: adaptive as kube-scheduler, 50 - N/125 percent, at least 5)",
     )
     group.add_argument(
         "--heartbeat-timeout",
