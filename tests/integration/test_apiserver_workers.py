@@ -1,7 +1,8 @@
 """`cara-apiserver --workers 2` as a real process over a real etcd: both workers serve one address and agree
 through etcd (a write through either is seen by watches on the other, a watch resumes on the other worker from a
 version, a kind defined through one is served at once by the other), the supervisor's endpoint covers both,
-a killed worker is restarted, SIGTERM leaves no process behind, and a bad worker count is one line."""
+a killed worker is restarted, SIGTERM leaves no process behind, and a bad worker count is one line; and, in
+process, an apiserver that has not followed a stored definition yet waits for it instead of refusing the kind."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from caravanserai import meta, v1
 from caravanserai.apiserver.grpcapi import WORKER_METADATA
 from caravanserai.client import Client
+from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import project
 from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
 from caravanserai.testing.etcd import EtcdServer
@@ -39,7 +41,7 @@ def _free_port() -> int:
 
 def _children(pid: int) -> list[int]:
     """Live processes whose parent is `pid`."""
-    found = []
+    found: list[int] = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
@@ -73,7 +75,7 @@ async def _watch(client: Client, resource_version: str) -> tuple[int, Any]:
 
 async def _names(call: Any, count: int) -> list[tuple[str, str]]:
     """(type, name) of the next `count` events of a raw Watch call."""
-    seen = []
+    seen: list[tuple[str, str]] = []
     while len(seen) < count:
         event = await asyncio.wait_for(call.read(), 10)
         if event.type != v1.BOOKMARK:
@@ -207,3 +209,26 @@ async def test_a_worker_that_cannot_start_ends_the_supervisor(etcd: EtcdServer) 
     assert proc.returncode == 1
     assert "cara-apiserver: worker 0 exited with code 1 during start-up" in err.decode()
     assert "Traceback" not in err.decode()
+
+
+async def test_an_apiserver_that_has_not_followed_a_definition_waits_for_it(api: RunningApiServer, client: Client) -> None:
+    """In process: the kind is taken out of the table as if this apiserver (or worker) had not followed its stored
+    definition yet; a create waits until it is served again instead of calling the resource unknown, and a
+    resource without any stored definition is refused at once."""
+    await define_projectset(client)
+    sets = client.resource(projectset_messages().ProjectSet)
+    service = api.server.service
+    assert service is not None
+    strategy, cache = service.kinds.get("projectsets"), service.cache("projectsets")
+    service.unserve("projectsets")
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.3, service.serve, strategy, cache)
+    started = loop.time()
+    created = await sets.create(projectset("waited", replicas=1))
+    assert created.metadata.name == "waited" and loop.time() - started >= 0.25
+    started = loop.time()
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await client.stub.List(v1.ListRequest(resource="nosuchkinds"))
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "unknown resource 'nosuchkinds'" in (refused.value.details() or "")
+    assert loop.time() - started < 2, "no stored definition: refused without waiting"
