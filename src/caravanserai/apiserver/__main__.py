@@ -21,6 +21,7 @@ import structlog
 from caravanserai.apiserver.server import ApiServer, ApiServerConfig
 from caravanserai.apiserver.workers import WorkerFailed, WorkerSupervisor
 from caravanserai.durations import parse_duration
+from caravanserai.errors import Unavailable
 from caravanserai.logging import configure_logging
 from caravanserai.tls import TLSFiles
 from caravanserai.helpformat import DefaultsHelpFormatter
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     try:
         asyncio.run(_run(config))
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, Unavailable) as exc:  # Unavailable: etcd unreachable at start
         _fatal(str(exc))
     except ExceptionGroup as group:  # a start-up error inside the server's TaskGroup (a port already taken)
         refused = group.subgroup((ValueError, OSError))
