@@ -18,7 +18,13 @@ import sys
 import structlog
 
 from caravanserai.agent.agent import Agent
-from caravanserai.agent.config import DEFAULT_FENCE_AFTER, DEFAULT_HEALTH_LISTEN, DEFAULT_LISTEN, AgentConfig
+from caravanserai.agent.config import (
+    DEFAULT_FENCE_AFTER,
+    DEFAULT_HEALTH_LISTEN,
+    DEFAULT_LISTEN,
+    DEFAULT_WORKERS,
+    AgentConfig,
+)
 from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
 from caravanserai.agent.ingress import add_ingress_arguments, limits_from_args
 from caravanserai.agent.netpool import DEFAULT_POOL_SIZE
@@ -93,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
     p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
     p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
-    p.add_argument("--workers", type=int, default=4, help="projects reconciled in parallel")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="projects reconciled in parallel")
     p.add_argument("--network-pool", type=int, default=DEFAULT_POOL_SIZE, metavar="N",
                    help="spare project networks kept ready, so that a project arriving need not wait for Docker to "
                         "make one (made and removed in the background; 0: none, each project's network is made "

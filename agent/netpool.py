@@ -24,9 +24,10 @@ Guarantees:
 * **One project per network.** A network is handed out only when no container is configured on it and no
   project of this process holds it; the agent configures a project's containers only on that project's network.
 * **Spare networks are kept at `size`**, in the background, one Docker call at a time, and only while no project
-  waits for a network being made for it (a project's own creation goes first in dockerd's queue). Networks given
-  back by removed projects are spare again; spares beyond `size` are removed in the background (with `size` 0:
-  every one). A background failure (Docker down, its address pools exhausted) is logged and retried with backoff;
+  waits for a network being made for it (a project's own creation goes first in dockerd's queue) and, for at most
+  `MAX_DEFER` seconds, while no project is being brought up or removed (`busy()`): during a burst of arrivals the
+  pool's own work would compete in dockerd with the containers being started. Networks given back by removed
+  projects are spare again; spares beyond `size` are removed in the background (with `size` 0: every one). A background failure (Docker down, its address pools exhausted) is logged and retried with backoff;
   no project ever waits for the pool's own work.
 * **Cleanup paths stay apart.** Pool networks carry `caravanserai.io/network-pool=true` and no project label, so
   the fencing sweep (`ProjectRuntime.projects_present`) never mistakes one for a project's, and removing a project
@@ -36,8 +37,10 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
 import structlog
 
@@ -51,6 +54,7 @@ from caravanserai.clock import Clock, SystemClock
 log = structlog.get_logger(__name__)
 
 DEFAULT_POOL_SIZE = 4
+MAX_DEFER = 10.0  # seconds the pool's upkeep waits at most for busy projects
 RETRY = Backoff(initial=1.0, cap=30.0)
 TOKEN_BYTES = 6
 
@@ -69,6 +73,8 @@ class NetworkPool:
         self._claims: dict[str, str] = {}  # project → network handed to it by this process
         self._spare: list[str] = []  # pool networks with no container configured on them, held by no project
         self._making = 0  # networks being made right now for projects that found no spare one
+        self._busy = 0  # projects being brought up or removed right now (`busy()`)
+        self._deferred_since: float | None = None  # when upkeep was first put off for busy projects
         self._loaded = False
         self._load_lock = asyncio.Lock()
         self._wake = asyncio.Event()  # something changed that the background loop may act on
@@ -79,6 +85,16 @@ class NetworkPool:
         return tuple(self._spare)
 
     # ---- what projects call ------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def busy(self) -> AsyncIterator[None]:
+        """Around bringing a project up or removing it: the pool's upkeep waits (at most `MAX_DEFER` s)."""
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
+            self._wake.set()
 
     async def network_for(self, project: v1.Project, attached: Iterable[str] = ()) -> str:
         """The name of the network the project's containers are to be configured on, made to exist (see the
@@ -185,13 +201,38 @@ class NetworkPool:
                 await backoff.wait()
                 continue
             if not acted:
-                await self._wake.wait()
+                await self._pause()
+
+    async def _pause(self) -> None:
+        """Until something changes, or until deferred upkeep is due."""
+        waiter = asyncio.ensure_future(self._wake.wait())
+        waits: set[asyncio.Future[Any]] = {waiter}
+        if self._deferred_since is not None:
+            due = self._deferred_since + MAX_DEFER - self._clock.monotonic()
+            waits.add(asyncio.ensure_future(self._clock.sleep(max(due, 0.0))))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in waits:
+                future.cancel()
+
+    def _deferred(self) -> bool:
+        """Whether upkeep waits: a project waits for a network being made, or projects are busy (for at most
+        `MAX_DEFER` seconds in a row)."""
+        if self._making:
+            return True
+        if not self._busy:
+            self._deferred_since = None
+            return False
+        if self._deferred_since is None:
+            self._deferred_since = self._clock.monotonic()
+        return self._clock.monotonic() - self._deferred_since < MAX_DEFER
 
     async def step(self) -> bool:
-        """Make or remove one spare network if the pool needs it and no project waits for a network being made;
-        whether it did."""
-        if self._making:
+        """Make or remove one spare network if the pool needs it and its upkeep is not deferred; whether it did."""
+        if len(self._spare) == self.size or self._deferred():
             return False
+        self._deferred_since = None
         if len(self._spare) < self.size:
             network = self._new_name()
             await self.docker.ensure_network(containers.pool_network_config(network, node=self.node))

@@ -106,6 +106,12 @@ class ProjectRuntime:
         looks like and what the services not started yet wait for. `with_health` fills in the health of
         containers whose checks the agent runs; `inputs` are what services take from Secrets and Configs (a
         service `inputs.blocked` names waits for its data)."""
+        async with self.networks.busy():
+            return await self._ensure(project, with_health=with_health, inputs=inputs, pulls=pulls)
+
+    async def _ensure(
+        self, project: v1.Project, *, with_health: HealthView, inputs: containers.ProjectInputs, pulls: PullReporter
+    ) -> Outcome:
         kept, attached = await self.remove_stale(project)
         network = await self.networks.network_for(project, attached)
         await gather_and_raise(
@@ -279,6 +285,10 @@ class ProjectRuntime:
 
     async def remove(self, project: str) -> int:
         """Remove the project's containers, networks and ephemeral volumes; returns how many objects went."""
+        async with self.networks.busy():
+            return await self._remove(project)
+
+    async def _remove(self, project: str) -> int:
         found = await self.docker.list_containers(self._filter(project))
         await gather_and_raise(self.docker.remove_container(c.id, timeout=self.stop_timeout) for c in found)
         self.networks.give_back(project, attached_networks(found))
