@@ -20,7 +20,9 @@ Guarantees:
 * **Ownership is derived from Docker, never stored.** A pool network belongs to the project whose containers are
   configured on it (running or not); one on which no container is configured is spare. A restarted agent (also
   one SIGKILLed at any moment) therefore finds every owner again: a network handed out but not yet used is spare
-  again, one in use still belongs to its project, nothing is leaked and nothing is given twice.
+  again, one in use still belongs to its project, nothing is leaked and nothing is given twice. Docker is read
+  again `FIRST_DERIVE_AFTER` seconds after start and every `DERIVE_EVERY` seconds, so that a network whose creation
+  a killed predecessor had asked for, and which appeared only after this process first looked, is found too.
 * **One project per network.** A network is handed out only when no container is configured on it and no
   project of this process holds it; the agent configures a project's containers only on that project's network.
 * **Spare networks are kept at `size`**, in the background, one Docker call at a time, and only while no project
@@ -55,6 +57,8 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_POOL_SIZE = 4
 MAX_DEFER = 10.0  # seconds the pool's upkeep waits at most for busy projects
+FIRST_DERIVE_AFTER = 5.0  # seconds after start when the pool reads Docker a second time, then every DERIVE_EVERY
+DERIVE_EVERY = 60.0
 RETRY = Backoff(initial=1.0, cap=30.0)
 TOKEN_BYTES = 6
 
@@ -75,6 +79,8 @@ class NetworkPool:
         self._making = 0  # networks being made right now for projects that found no spare one
         self._busy = 0  # projects being brought up or removed right now (`busy()`)
         self._deferred_since: float | None = None  # when upkeep was first put off for busy projects
+        self._transit: set[str] = set()  # networks being made, checked or removed by this process right now
+        self._next_derive = 0.0  # when `_derive` is due again (`clock.monotonic()`)
         self._loaded = False
         self._load_lock = asyncio.Lock()
         self._wake = asyncio.Event()  # something changed that the background loop may act on
@@ -146,21 +152,26 @@ class NetworkPool:
         vanished one is gone, a used one belongs to the project of its containers)."""
         while self._spare:
             network = self._spare.pop(0)
-            if not await self.docker.network_present(network):
-                continue
-            if await self.docker.list_containers([], network=network):
-                continue
-            return network
+            self._transit.add(network)
+            try:
+                if await self.docker.network_present(network) and not await self.docker.list_containers(
+                    [], network=network
+                ):
+                    return network
+            finally:
+                self._transit.discard(network)
         return None
 
     async def _make_for(self, project: str) -> str:
         self._making += 1
+        network = self._new_name()
+        self._transit.add(network)
         try:
-            network = self._new_name()
             log.debug("no spare network; making one", project=project, network=network)
             await self.docker.ensure_network(containers.pool_network_config(network, node=self.node))
             return network
         finally:
+            self._transit.discard(network)
             self._making -= 1
             self._wake.set()
 
@@ -170,20 +181,29 @@ class NetworkPool:
     # ---- what Docker says ----------------------------------------------------------------------------------
 
     async def _load(self) -> None:
-        """Once per process: every pool network of this node on which no container is configured is spare."""
+        """Once per process, before anything else: what Docker has (`_derive`)."""
         if self._loaded:
             return
         async with self._load_lock:
             if self._loaded:
                 return
-            listed = await self.docker.list_networks(naming.label_filter(naming.pool_labels(self.node)))
-            pool = [n.name for n in listed if naming.is_pool_network(n.name, self.node)]
-            used = {n for c in await self.docker.list_containers(naming.node_filter(self.node)) for n in c.networks}
-            for network in sorted(pool):
-                if network not in used:
-                    self._add_spare(network)
+            await self._derive()
             self._loaded = True
-            log.info("network pool loaded", spare=len(self._spare), in_use=len(set(pool) & used), size=self.size)
+
+    async def _derive(self) -> None:
+        """Every pool network of this node on which no container is configured, that this process neither holds
+        for a project nor is making, checking or removing, is spare. Repeated every `DERIVE_EVERY` seconds: a
+        network whose creation a killed predecessor had asked for may appear after this process first looked."""
+        listed = await self.docker.list_networks(naming.label_filter(naming.pool_labels(self.node)))
+        pool = [n.name for n in listed if naming.is_pool_network(n.name, self.node)]
+        used = {n for c in await self.docker.list_containers(naming.node_filter(self.node)) for n in c.networks}
+        before = len(self._spare)
+        for network in sorted(pool):
+            if network not in used and network not in self._transit:
+                self._add_spare(network)
+        self._next_derive = self._clock.monotonic() + (DERIVE_EVERY if self._loaded else FIRST_DERIVE_AFTER)
+        if not self._loaded or len(self._spare) != before:
+            log.info("network pool read from Docker", spare=len(self._spare), in_use=len(set(pool) & used))
 
     # ---- the background ------------------------------------------------------------------------------------
 
@@ -194,6 +214,8 @@ class NetworkPool:
             self._wake.clear()
             try:
                 await self._load()
+                if self._clock.monotonic() >= self._next_derive:
+                    await self._derive()
                 acted = await self.step()
                 backoff.reset()
             except DockerError as exc:
@@ -205,11 +227,13 @@ class NetworkPool:
 
     async def _pause(self) -> None:
         """Until something changes, or until deferred upkeep is due."""
-        waiter = asyncio.ensure_future(self._wake.wait())
-        waits: set[asyncio.Future[Any]] = {waiter}
-        if self._deferred_since is not None:
-            due = self._deferred_since + MAX_DEFER - self._clock.monotonic()
-            waits.add(asyncio.ensure_future(self._clock.sleep(max(due, 0.0))))
+        due = self._next_derive
+        if self._deferred_since is not None and not self._making:  # a finished making sets `_wake`
+            due = min(due, self._deferred_since + MAX_DEFER)
+        waits: set[asyncio.Future[Any]] = {
+            asyncio.ensure_future(self._wake.wait()),
+            asyncio.ensure_future(self._clock.sleep(max(due - self._clock.monotonic(), 0.0))),
+        }
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -230,19 +254,24 @@ class NetworkPool:
 
     async def step(self) -> bool:
         """Make or remove one spare network if the pool needs it and its upkeep is not deferred; whether it did."""
-        if len(self._spare) == self.size or self._deferred():
+        if len(self._spare) == self.size:
+            self._deferred_since = None
+            return False
+        if self._deferred():
             return False
         self._deferred_since = None
-        if len(self._spare) < self.size:
-            network = self._new_name()
-            await self.docker.ensure_network(containers.pool_network_config(network, node=self.node))
-            self._add_spare(network)
-            return True
-        if len(self._spare) > self.size:
-            network = self._spare.pop()
-            if not await self.docker.list_containers([], network=network):  # else it is its containers' project's
+        grow = len(self._spare) < self.size
+        network = self._new_name() if grow else self._spare.pop()
+        self._transit.add(network)
+        try:
+            if grow:
+                await self.docker.ensure_network(containers.pool_network_config(network, node=self.node))
+                self._add_spare(network)
+            elif not await self.docker.list_containers([], network=network):  # else: its containers' project's
                 await self.docker.remove_network(network)
-            return True
+        finally:
+            self._transit.discard(network)
+        return True
         return False
 
 
