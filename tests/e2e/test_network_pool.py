@@ -1,15 +1,22 @@
 """The agent's warm pool of project networks against real Docker: claim and refill, give back on delete, an agent
-restarted over a partly used pool, and `network_pool=0` (per-project networks, as before the pool)."""
+restarted over a partly used pool, `network_pool=0` (per-project networks, as before the pool), and the pool's
+upkeep waiting for busy projects (on a fake clock) and resting once full."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+
 import pytest
-from agent_harness import NODE_LABEL, StartAgent, bind, docker, docker_list, wait_phase
+from agent_harness import NODE_LABEL, StartAgent, bind, docker, docker_list, remove_node_objects, wait_phase
 
 from caravanserai import v1
 from caravanserai.agent import naming
+from caravanserai.agent.dockerapi import DockerRuntime
+from caravanserai.agent.netpool import MAX_DEFER, NetworkPool
 from caravanserai.client import Client
 from caravanserai.testing.builders import project
+from caravanserai.testing.clock import FakeClock
 from caravanserai.testing.wait import wait_for
 
 pytestmark = pytest.mark.docker
@@ -149,3 +156,37 @@ async def test_without_a_pool_each_project_gets_its_own_network_as_before(
         await wait_phase(client, name, v1.TERMINATED)
     await wait_for(lambda: docker_list("network", f"{NODE_LABEL}={again.node}") == [], timeout=20, interval=0.3,
                    message="every network of the node removed")  # fmt: skip
+
+
+async def test_pool_upkeep_waits_for_busy_projects_and_then_rests(docker_engine: None) -> None:
+    node = f"e2e-{uuid.uuid4().hex[:8]}"
+    clock = FakeClock()
+    try:
+        async with DockerRuntime.connect() as docker:
+            pool = NetworkPool(docker, node=node, size=1, clock=clock)
+            steps = 0
+            step = pool.step
+
+            async def counted() -> bool:
+                nonlocal steps
+                steps += 1
+                return await step()
+
+            pool.step = counted  # type: ignore[method-assign]
+            task = asyncio.create_task(pool.run())
+            try:
+                async with pool.busy():  # a project being brought up: the pool does not compete with it
+                    await asyncio.sleep(1.0)
+                    assert pool_networks(node) == set()
+                    clock.advance(MAX_DEFER)  # ... for at most MAX_DEFER seconds
+                    await wait_for(lambda: len(pool_networks(node)) == 1, timeout=10, interval=0.2)
+                await wait_for(lambda: pool.spare == tuple(pool_networks(node)), timeout=5)
+                await asyncio.sleep(0.2)
+                resting = steps
+                await asyncio.sleep(1.0)
+                assert steps == resting  # a full pool waits for news; it does not spin
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await asyncio.to_thread(remove_node_objects, node)
