@@ -20,7 +20,8 @@ Parts (each `async def run()`-style, independent of the others):
   Projects that leave the assignment while the agent runs (or during a relist) arrive as informer deletions.
 
 * **Network pool** (`netpool`): keeps `network_pool` spare project networks ready in the background, so that a
-  project arriving takes one instead of waiting for Docker to make it; removed projects give theirs back.
+  project arriving takes one instead of waiting for Docker to make it; removed projects give theirs back. The
+  heartbeat (so the Node's registration and Ready) starts once the pool is warm, at most `POOL_WARMUP` seconds.
 
 * **Self-fencing** (`selffence`): with no answered heartbeat for `fence_after` seconds the agent stops its
   containers (keeping them) and leaves everything alone until the API answers again; then the projects still bound
@@ -72,6 +73,7 @@ log = structlog.get_logger(__name__)
 
 COMPONENT = "cara-agent"
 GRPC_GRACE = 2.0
+POOL_WARMUP = 5.0  # seconds the first heartbeat waits at most for the network pool to fill
 SERVICES = ("caravanserai.v1.Agent",)
 
 
@@ -214,7 +216,7 @@ class Agent:
 
         async with asyncio.TaskGroup() as group:
             background = [
-                group.create_task(heartbeat.run(), name="agent-heartbeat"),
+                group.create_task(self._beat_once_warm(heartbeat, networks), name="agent-heartbeat"),
                 group.create_task(prober.run(), name="agent-health-probes"),
                 group.create_task(networks.run(), name="agent-network-pool"),
                 group.create_task(fence.run(), name="agent-self-fence"),
@@ -224,6 +226,17 @@ class Agent:
             await manager.run()  # returns after stop(); raises when a part of it fails
             for task in background:
                 task.cancel()
+
+    async def _beat_once_warm(self, heartbeat: Heartbeat, networks: NetworkPool) -> None:
+        """The heartbeat, started once the network pool is warm (at most `POOL_WARMUP` seconds): a node reported
+        Ready takes its first projects with spare networks, not with the pool's first networks still being made."""
+        waits = {asyncio.ensure_future(networks.warmed()), asyncio.ensure_future(self.clock.sleep(POOL_WARMUP))}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for future in waits:
+                future.cancel()
+        await heartbeat.run()
 
     async def _measure(self, registrar: NodeRegistrar, meter: ThroughputMeter) -> None:
         await registrar.registered.wait()

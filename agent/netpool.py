@@ -84,6 +84,7 @@ class NetworkPool:
         self._loaded = False
         self._load_lock = asyncio.Lock()
         self._wake = asyncio.Event()  # something changed that the background loop may act on
+        self._warm = asyncio.Event()  # the pool was full once, or its upkeep failed (see `warmed`)
 
     @property
     def spare(self) -> tuple[str, ...]:
@@ -219,6 +220,7 @@ class NetworkPool:
                 acted = await self.step()
                 backoff.reset()
             except DockerError as exc:
+                self._warm.set()
                 log.warning("network pool upkeep failed; retrying", error=str(exc))
                 await backoff.wait()
                 continue
@@ -252,8 +254,15 @@ class NetworkPool:
             self._deferred_since = self._clock.monotonic()
         return self._clock.monotonic() - self._deferred_since < MAX_DEFER
 
+    async def warmed(self) -> None:
+        """Returns once the pool has held `size` spare networks, or as soon as its upkeep failed (a pool that
+        cannot fill never holds anyone up)."""
+        await self._warm.wait()
+
     async def step(self) -> bool:
         """Make or remove one spare network if the pool needs it and its upkeep is not deferred; whether it did."""
+        if len(self._spare) >= self.size:
+            self._warm.set()
         if len(self._spare) == self.size:
             self._deferred_since = None
             return False
