@@ -29,8 +29,9 @@ Guarantees:
   waits for a network being made for it (a project's own creation goes first in dockerd's queue) and, for at most
   `MAX_DEFER` seconds, while no project is being brought up or removed (`busy()`): during a burst of arrivals the
   pool's own work would compete in dockerd with the containers being started. Networks given back by removed
-  projects are spare again; spares beyond `size` are removed in the background (with `size` 0: every one). A background failure (Docker down, its address pools exhausted) is logged and retried with backoff;
-  no project ever waits for the pool's own work.
+  projects are spare again; spares beyond `size` are removed in the background (with `size` 0: every one). A
+  background failure (Docker down, its address pools exhausted) is logged and retried with backoff; no project
+  ever waits for the pool's own work.
 * **Cleanup paths stay apart.** Pool networks carry `caravanserai.io/network-pool=true` and no project label, so
   the fencing sweep (`ProjectRuntime.projects_present`) never mistakes one for a project's, and removing a project
   removes its `cara_<project>_<node>` network (by label) and gives back the pool network its containers were on.
@@ -169,12 +170,24 @@ class NetworkPool:
         self._transit.add(network)
         try:
             log.debug("no spare network; making one", project=project, network=network)
-            await self.docker.ensure_network(containers.pool_network_config(network, node=self.node))
+            await self._create(network)
             return network
         finally:
             self._transit.discard(network)
             self._making -= 1
             self._wake.set()
+
+    async def _create(self, network: str) -> None:
+        """Make a pool network. Cancelled meanwhile (the agent stops), it still waits for Docker's answer before it
+        gives up, so that a stopped agent leaves no network behind that it did not know of (a killed one cannot:
+        `_derive` finds those)."""
+        config = containers.pool_network_config(network, node=self.node)
+        creation = asyncio.ensure_future(self.docker.ensure_network(config))
+        try:
+            await asyncio.shield(creation)
+        except asyncio.CancelledError:
+            await asyncio.wait({creation})
+            raise
 
     def _new_name(self) -> str:
         return naming.pool_network_name(secrets.token_hex(TOKEN_BYTES), self.node)
@@ -274,7 +287,7 @@ class NetworkPool:
         self._transit.add(network)
         try:
             if grow:
-                await self.docker.ensure_network(containers.pool_network_config(network, node=self.node))
+                await self._create(network)
                 self._add_spare(network)
             elif not await self.docker.list_containers([], network=network):  # else: its containers' project's
                 await self.docker.remove_network(network)

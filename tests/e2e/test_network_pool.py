@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from agent_harness import NODE_LABEL, StartAgent, bind, docker, docker_list, remove_node_objects, wait_phase
@@ -188,5 +190,33 @@ async def test_pool_upkeep_waits_for_busy_projects_and_then_rests(docker_engine:
             finally:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+    finally:
+        await asyncio.to_thread(remove_node_objects, node)
+
+
+async def test_a_stopped_pool_leaves_no_network_appearing_after_it(docker_engine: None) -> None:
+    node = f"e2e-{uuid.uuid4().hex[:8]}"
+    try:
+        async with DockerRuntime.connect() as docker:
+            pool = NetworkPool(docker, node=node, size=5)
+            asked: list[str] = []
+            in_flight = asyncio.Event()
+            ensure_network = docker.ensure_network
+
+            async def recorded(config: Mapping[str, Any]) -> None:
+                asked.append(config["Name"])
+                in_flight.set()
+                await ensure_network(config)
+
+            docker.ensure_network = recorded  # type: ignore[method-assign]
+            task = asyncio.create_task(pool.run())
+            await in_flight.wait()
+            await asyncio.sleep(0.02)  # the request is with dockerd
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            when_stopped = pool_networks(node)
+            assert when_stopped == set(asked)  # every network it asked for exists once it has stopped ...
+            await asyncio.sleep(1.0)
+            assert pool_networks(node) == when_stopped  # ... and none appears later
     finally:
         await asyncio.to_thread(remove_node_objects, node)
