@@ -94,6 +94,18 @@ async def _docker_call(what: str) -> AsyncIterator[None]:
         raise wrap_error(exc, what) from exc
 
 
+async def _present(what: str, inspect: Callable[[], Awaitable[Any]]) -> bool:
+    """Whether the object `inspect()` looks up exists: True when it answers, False on 404, DockerError otherwise."""
+    async with _docker_call(what):
+        try:
+            await inspect()
+        except aiodocker.DockerError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+
 def _client(url: str, *, timeout: aiohttp.ClientTimeout, limit: int) -> aiodocker.Docker:
     """An aiodocker client for `url` (unix://path or tcp://host:port) with its own connector."""
     if url.startswith("unix://"):
@@ -143,14 +155,7 @@ class DockerRuntime:
     # ---- images ------------------------------------------------------------------------------------------
 
     async def image_present(self, image: str) -> bool:
-        async with _docker_call(f"inspect image {image}"):
-            try:
-                await self.api.images.inspect(image)
-            except aiodocker.DockerError as exc:
-                if exc.status == 404:
-                    return False
-                raise
-            return True
+        return await _present(f"inspect image {image}", lambda: self.api.images.inspect(image))
 
     async def ensure_image(self, image: str) -> bool:
         """Make `image` present; pull it only when missing. Returns True when it was pulled."""
@@ -221,14 +226,7 @@ class DockerRuntime:
 
     async def network_present(self, name: str) -> bool:
         """Whether a network of that name (or id) exists."""
-        async with _docker_call(f"inspect network {name}"):
-            try:
-                await self.api.networks.get(name)
-            except aiodocker.DockerError as exc:
-                if exc.status == 404:
-                    return False
-                raise
-            return True
+        return await _present(f"inspect network {name}", lambda: self.api.networks.get(name))
 
     async def remove_network(self, name: str) -> None:
         """Remove a network; an absent one is fine."""

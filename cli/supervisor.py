@@ -30,6 +30,7 @@ from pathlib import Path
 
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.subprocesses import stop_process
 
 STATE_FILE = "cara.json"
 """Name of the state file in the data directory, present while the supervisor runs."""
@@ -246,18 +247,8 @@ class Supervisor:
         self._write_state()
 
     async def _stop(self, child: Child) -> None:
-        proc = child.proc
-        if proc is None or proc.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), STOP_GRACE)
-        except TimeoutError:
-            self._log(f"{child.name} (pid {child.pid}) ignored SIGTERM for {STOP_GRACE:g}s; killing it")
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        if await stop_process(child.proc, grace=STOP_GRACE):
+            self._log(f"{child.name} (pid {child.pid}) ignored SIGTERM for {STOP_GRACE:g}s; killed it")
 
     def _state_path(self) -> Path:
         return self.data / STATE_FILE

@@ -43,6 +43,7 @@ from caravanserai.apiserver.httpendpoint import MetricsEndpoint
 from caravanserai.apiserver.workerendpoint import WorkerProbe, WorkersView
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.subprocesses import stop_process
 
 log = structlog.get_logger(__name__)
 
@@ -172,17 +173,8 @@ class WorkerSupervisor:
     async def _stop(self, worker: Worker) -> None:
         """SIGTERM, then SIGKILL after the grace and `STOP_MARGIN`; returns once the process is gone."""
         proc = worker.proc
-        if proc is None or proc.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), self._grace + STOP_MARGIN)
-        except TimeoutError:
-            log.warning("apiserver worker ignored SIGTERM; killing it", worker=worker.index, pid=proc.pid)
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        if await stop_process(proc, grace=self._grace + STOP_MARGIN):
+            log.warning("apiserver worker ignored SIGTERM; killed it", worker=worker.index, pid=proc and proc.pid)
 
 
 def _die_with(parent: int) -> None:

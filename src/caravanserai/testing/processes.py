@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass, field
 
 from caravanserai.client import Client
+from caravanserai.subprocesses import stop_process
 
 
 def free_port() -> int:
@@ -48,13 +49,7 @@ class ApiProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
 
     async def stop(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.terminate()
-            try:
-                await asyncio.wait_for(self.proc.wait(), 10)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
+        await stop_process(self.proc, grace=10)
 
 
 __all__ = ["ApiProcess", "free_port"]
