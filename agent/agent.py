@@ -34,6 +34,7 @@ API server for less than `fence_after`; `stop()` drains the queue (bounded by `s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -61,6 +62,7 @@ from caravanserai.agent.dockerapi import DockerRuntime
 from caravanserai.agent.throughput import ThroughputMeter, measure_forever
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client
+from caravanserai.controller.clocktime import run_within
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, Manager, enqueue_mapped
 from caravanserai.errors import CaravanseraiError
@@ -230,12 +232,8 @@ class Agent:
     async def _beat_once_warm(self, heartbeat: Heartbeat, networks: NetworkPool) -> None:
         """The heartbeat, started once the network pool is warm (at most `POOL_WARMUP` seconds): a node reported
         Ready takes its first projects with spare networks, not with the pool's first networks still being made."""
-        waits = {asyncio.ensure_future(networks.warmed()), asyncio.ensure_future(self.clock.sleep(POOL_WARMUP))}
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for future in waits:
-                future.cancel()
+        with contextlib.suppress(TimeoutError):
+            await run_within(self.clock, networks.warmed(), POOL_WARMUP)
         await heartbeat.run()
 
     async def _measure(self, registrar: NodeRegistrar, meter: ThroughputMeter) -> None:

@@ -43,7 +43,6 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import AsyncIterator, Iterable
-from typing import Any
 
 import structlog
 
@@ -53,6 +52,7 @@ from caravanserai.agent.dockerapi import DockerError, DockerRuntime
 from caravanserai.agent.dockertypes import ContainerSummary
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.controller.clocktime import run_within
 
 log = structlog.get_logger(__name__)
 
@@ -245,15 +245,8 @@ class NetworkPool:
         due = self._next_derive
         if self._deferred_since is not None and not self._making:  # a finished making sets `_wake`
             due = min(due, self._deferred_since + MAX_DEFER)
-        waits: set[asyncio.Future[Any]] = {
-            asyncio.ensure_future(self._wake.wait()),
-            asyncio.ensure_future(self._clock.sleep(max(due - self._clock.monotonic(), 0.0))),
-        }
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for future in waits:
-                future.cancel()
+        with contextlib.suppress(TimeoutError):
+            await run_within(self._clock, self._wake.wait(), max(due - self._clock.monotonic(), 0.0))
 
     def _deferred(self) -> bool:
         """Whether upkeep waits: a project waits for a network being made, or projects are busy (for at most
@@ -294,7 +287,6 @@ class NetworkPool:
         finally:
             self._transit.discard(network)
         return True
-        return False
 
 
 def attached_networks(listed: Iterable[ContainerSummary]) -> list[str]:
