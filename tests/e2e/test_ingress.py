@@ -101,6 +101,11 @@ async def test_ingress_error_pages(client: Client, start_agent: StartAgent, imag
     await client.projects.create(web_project("closed", image, port=9999))  # nothing listens on 9999
     await bind(client, "closed", agent.node)
     await wait_phase(client, "closed", v1.RUNNING)
+
+    async def followed() -> bool:  # the agent's route table follows the phase through its informer
+        return (await get(agent, "web.closed.local"))[2] != "not-running"
+
+    await wait_for(followed, timeout=5, message="the route to follow the project to Running")
     status, body, error = await get(agent, "web.closed.local")
     assert (status, error) == (502, "backend-refused") and 'Project "closed"' in body
 
