@@ -25,17 +25,17 @@ from caravanserai.agent.config import (
     DEFAULT_WORKERS,
     AgentConfig,
 )
-from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
-from caravanserai.agent.ingress import add_ingress_arguments, limits_from_args
-from caravanserai.agent.netpool import DEFAULT_POOL_SIZE
-from caravanserai.agent.extended import parse_resource
+from caravanserai.agent.docker.engine import DEFAULT_DOCKER_HOST
+from caravanserai.agent.ingress.server import add_ingress_arguments, limits_from_args
+from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
+from caravanserai.agent.host.extended import parse_resource
 from caravanserai.client import add_client_arguments, server_address
-from caravanserai.durations import parse_duration
-from caravanserai.logging import configure_logging
-from caravanserai.quantity import parse_quantity
-from caravanserai.selectors import validate_dns_subdomain
-from caravanserai.tls import TLSFiles
-from caravanserai.helpformat import DefaultsHelpFormatter
+from caravanserai.text.durations import parse_duration
+from caravanserai.process.logging import configure_logging
+from caravanserai.text.quantity import parse_quantity
+from caravanserai.text.selectors import validate_dns_subdomain
+from caravanserai.process.tls import TLSFiles
+from caravanserai.process.helpformat import DefaultsHelpFormatter
 
 log = structlog.get_logger(__name__)
 

@@ -41,35 +41,36 @@ from typing import Any
 import grpc
 import structlog
 
-from caravanserai import datarefs, meta, v1
+from caravanserai.project import datarefs
+from caravanserai import meta, v1
 from caravanserai.agent.config import AgentConfig
-from caravanserai.agent.datafiles import DataFiles, default_root
-from caravanserai.agent.dockerevents import DockerEventWatcher
-from caravanserai.agent.agentservice import AgentService
-from caravanserai.agent.endpoints import ServiceEndpoints
-from caravanserai.agent.execrunner import ExecRunner
-from caravanserai.agent.ingress import Ingress
-from caravanserai.agent.logs import LogStreamer
+from caravanserai.agent.workload.datafiles import DataFiles, default_root
+from caravanserai.agent.docker.events import DockerEventWatcher
+from caravanserai.agent.access.service import AgentService
+from caravanserai.agent.ingress.endpoints import ServiceEndpoints
+from caravanserai.agent.access.execstream import ExecRunner
+from caravanserai.agent.ingress.server import Ingress
+from caravanserai.agent.access.logs import LogStreamer
 from caravanserai.agent.node import Heartbeat, NodeRegistrar
-from caravanserai.agent.health import HealthProber
-from caravanserai.agent.netpool import NetworkPool
-from caravanserai.agent.portforward import PortForwarder
-from caravanserai.agent.project import ProjectRuntime
+from caravanserai.agent.workload.health import HealthProber
+from caravanserai.agent.workload.netpool import NetworkPool
+from caravanserai.agent.access.portforward import PortForwarder
+from caravanserai.agent.workload.project import ProjectRuntime
 from caravanserai.agent.reconciler import ProjectReconciler
 from caravanserai.agent.selffence import SelfFence
-from caravanserai.agent.servicedata import ServiceData
-from caravanserai.agent.dockerapi import DockerRuntime
-from caravanserai.agent.throughput import ThroughputMeter, measure_forever
+from caravanserai.agent.workload.servicedata import ServiceData
+from caravanserai.agent.docker.engine import DockerRuntime
+from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client
 from caravanserai.controller.clocktime import run_within
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, Manager, enqueue_mapped
 from caravanserai.errors import CaravanseraiError
-from caravanserai.identity import Authenticator, load_token_file
+from caravanserai.process.identity import Authenticator, load_token_file
 from caravanserai.informer import Backoff, Informer
-from caravanserai.introspection import serve_introspection, set_serving
-from caravanserai.tls import is_loopback
+from caravanserai.process.introspection import serve_introspection, set_serving
+from caravanserai.process.tls import is_loopback
 
 log = structlog.get_logger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 
-from caravanserai.agent.dockerapi import DEFAULT_DOCKER_HOST
-from caravanserai.agent.ingresshttp import IngressLimits
-from caravanserai.tls import TLSFiles
+from caravanserai.agent.docker.engine import DEFAULT_DOCKER_HOST
+from caravanserai.agent.ingress.httpdetails import IngressLimits
+from caravanserai.process.tls import TLSFiles
 
 DEFAULT_LISTEN = "0.0.0.0:7421"
 DEFAULT_HEALTH_LISTEN = "127.0.0.1:7422"

@@ -21,7 +21,7 @@ Guarantees:
 * **Compare-and-swap writes, stale reads re-read**: a Conflict, or a FailedPrecondition such as a late Running
   refused because the project is now Terminating, makes reconcile read the project from the API server and
   decide again (at most `STALE_ATTEMPTS` times, then the key is retried with backoff).
-* **Phase changes only through `caravanserai.lifecycle`** (run, succeed, fail, terminate).
+* **Phase changes only through `caravanserai.project.lifecycle`** (run, succeed, fail, terminate).
 * **Hand-off**: a project moved away from this node (`status.previousNodeRef`, drained or tainted) keeps its
   containers here until it runs on its new node or `status.handoffDeadline` passes; it is looked at every
   `HANDOFF_POLL` seconds meanwhile.
@@ -42,15 +42,16 @@ from collections.abc import Callable
 
 import structlog
 
-from caravanserai import lifecycle, meta, v1
-from caravanserai.agent import health, projectstatus
-from caravanserai.agent.dockertypes import Observed
-from caravanserai.agent.health import HealthProber
-from caravanserai.agent.ledger import RestartLedger
-from caravanserai.agent.containers import NO_INPUTS
-from caravanserai.agent.project import HealthView, ProjectRuntime
-from caravanserai.agent.pullreport import PullEvents
-from caravanserai.agent.servicedata import ServiceData
+from caravanserai.project import lifecycle
+from caravanserai import meta, v1
+from caravanserai.agent.workload import health, projectstatus
+from caravanserai.agent.docker.records import Observed
+from caravanserai.agent.workload.health import HealthProber
+from caravanserai.agent.workload.ledger import RestartLedger
+from caravanserai.agent.docker.containers import NO_INPUTS
+from caravanserai.agent.workload.project import HealthView, ProjectRuntime
+from caravanserai.agent.workload.pullreport import PullEvents
+from caravanserai.agent.workload.servicedata import ServiceData
 from caravanserai.client import Client
 from caravanserai.clock import Clock, seconds
 from caravanserai.controller import NORMAL, WARNING, EventRecorder, Result

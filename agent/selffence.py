@@ -28,9 +28,9 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from caravanserai import v1
-from caravanserai.agent import naming
+from caravanserai.agent.docker import naming
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER
-from caravanserai.agent.project import ProjectRuntime, gather_and_raise
+from caravanserai.agent.workload.project import ProjectRuntime, gather_and_raise
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.errors import CaravanseraiError, Forbidden, NotFound

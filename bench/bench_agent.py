@@ -38,7 +38,7 @@ import structlog
 
 from caravanserai import meta, v1
 from caravanserai.agent.config import DEFAULT_WORKERS
-from caravanserai.agent.netpool import DEFAULT_POOL_SIZE
+from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
 from caravanserai.testing.builders import project

@@ -30,7 +30,7 @@ from caravanserai.client.apply import (
     merged,
 )
 from caravanserai.errors import ApiError, Invalid, Unavailable
-from caravanserai.manifestfiles import Document
+from caravanserai.text.manifestfiles import Document
 
 from caravanserai.cli.common import output_option, pass_settings, run
 from caravanserai.cli.config import Settings

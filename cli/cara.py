@@ -53,7 +53,7 @@ from caravanserai.cli.supervisor import (
     process_alive,
 )
 from caravanserai.client import DEFAULT_SERVER
-from caravanserai.selectors import validate_dns_subdomain
+from caravanserai.text.selectors import validate_dns_subdomain
 
 OFF = "off"
 

@@ -27,7 +27,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from caravanserai.client import Client, server_address
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "name")
 # Per call deadline, and how long a failed (UNAVAILABLE) idempotent call is retried before giving up: short, so

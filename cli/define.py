@@ -16,9 +16,9 @@ import click
 
 from caravanserai import v1
 from caravanserai.client.definitions import apply_definition
-from caravanserai.customkinds import definition_from_schema
+from caravanserai.customkinds.schemas import definition_from_schema
 from caravanserai.errors import NotFound
-from caravanserai.protoc import ProtocError, compile_proto
+from caravanserai.customkinds.protoc import ProtocError, compile_proto
 
 from caravanserai.cli.common import pass_settings, run
 from caravanserai.cli.config import Settings

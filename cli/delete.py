@@ -24,7 +24,7 @@ import click
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
-from caravanserai.durations import parse_duration
+from caravanserai.text.durations import parse_duration
 from caravanserai.errors import CaravanseraiError, NotFound
 
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run

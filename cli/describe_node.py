@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from caravanserai import v1
 from caravanserai.client.nodeops import requested
-from caravanserai.quantity import format_quantity
+from caravanserai.text.quantity import format_quantity
 
 from caravanserai.cli.layout import Writer, listing, metadata_fields, write_conditions, write_events
 from caravanserai.cli.printers import NONE, age, or_none, when

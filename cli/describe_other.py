@@ -15,11 +15,11 @@ from typing import Any
 
 from caravanserai import meta, v1
 from caravanserai.clock import seconds
-from caravanserai.durations import format_duration
+from caravanserai.text.durations import format_duration
 
 from caravanserai.cli.layout import Writer, metadata_fields, write_events
 from caravanserai.cli.printers import NONE, or_none, render_data, when
-from caravanserai.protojson import to_data
+from caravanserai.text.protojson import to_data
 
 
 def lease_state(lease: v1.Lease, now: float) -> str:

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caravanserai import handoff, v1
+from caravanserai.project import handoff
+from caravanserai import v1
 from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import rfc3339
-from caravanserai.ingresshosts import INTERNAL, ingress_host
+from caravanserai.project.ingresshosts import INTERNAL, ingress_host
 
 from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities, write_conditions, write_events
 from caravanserai.cli.printers import NONE, key_values, or_none
@@ -107,7 +108,7 @@ def _env(env: v1.EnvVar) -> str:
 
 
 def _granted(service: v1.Service) -> str:
-    """What the container is told it was granted (`caravanserai.handoff`), e.g. `CARA_CPU_REQUEST=500, …`."""
+    """What the container is told it was granted (`caravanserai.project.handoff`), e.g. `CARA_CPU_REQUEST=500, …`."""
     try:
         return key_values(handoff.granted(service), sep=", ")
     except ValueError as exc:  # a quantity the apiserver would refuse

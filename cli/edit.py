@@ -24,7 +24,8 @@ from typing import Any
 
 import click
 
-from caravanserai import manifest, meta
+from caravanserai.text import manifest
+from caravanserai import meta
 from caravanserai.errors import ApiError, Invalid
 
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run

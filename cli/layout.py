@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from caravanserai import meta, v1
-from caravanserai.durations import format_duration
+from caravanserai.text.durations import format_duration
 
 from caravanserai.cli.printers import NONE, UNKNOWN, age, key_values, render_table, when
 from caravanserai.cli.tables import event_last_seen

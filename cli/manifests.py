@@ -1,11 +1,11 @@
-"""Reading `-f FILE|DIR|-` for apply and delete: the library reads (`caravanserai.manifestfiles`), caractrl
+"""Reading `-f FILE|DIR|-` for apply and delete: the library reads (`caravanserai.text.manifestfiles`), caractrl
 reports each document that cannot be read on stderr, with the library's text, and goes on with the others."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caravanserai.manifestfiles import Document, ManifestError, read_documents
+from caravanserai.text.manifestfiles import Document, ManifestError, read_documents
 
 from caravanserai.cli.errors import report
 

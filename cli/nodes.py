@@ -21,7 +21,7 @@ from caravanserai import meta, v1
 from caravanserai.client import nodeops
 from caravanserai.client.nodeops import LEAVING
 from caravanserai.clock import SystemClock
-from caravanserai.durations import parse_duration
+from caravanserai.text.durations import parse_duration
 from caravanserai.errors import NotFound
 
 from caravanserai.cli.common import complete_names, pass_settings, run

@@ -21,7 +21,7 @@ import click
 
 from caravanserai import meta
 from caravanserai.errors import Invalid
-from caravanserai.protojson import from_data
+from caravanserai.text.protojson import from_data
 
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings

@@ -17,9 +17,10 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from ruamel.yaml import YAML
 
-from caravanserai import manifest, meta, v1
+from caravanserai.text import manifest
+from caravanserai import meta, v1
 from caravanserai.clock import rfc3339, seconds
-from caravanserai.durations import format_duration
+from caravanserai.text.durations import format_duration
 
 COLUMN_GAP = 3
 NONE = "<none>"
@@ -129,7 +130,7 @@ def render_objects(objects: Sequence[Message], fmt: str, *, single: bool, list_k
 
 
 def render_data(data: Any, fmt: str) -> str:
-    """`data` as indented JSON or YAML text (the layout of `caravanserai.manifest`), ending with a newline."""
+    """`data` as indented JSON or YAML text (the layout of `caravanserai.text.manifest`), ending with a newline."""
     if fmt == "json":
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     yaml = YAML(typ="rt")

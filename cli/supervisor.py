@@ -30,7 +30,7 @@ from pathlib import Path
 
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
-from caravanserai.subprocesses import stop_process
+from caravanserai.process.subprocesses import stop_process
 
 STATE_FILE = "cara.json"
 """Name of the state file in the data directory, present while the supervisor runs."""

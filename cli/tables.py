@@ -24,9 +24,9 @@ from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import seconds
-from caravanserai.durations import format_duration
-from caravanserai.ingresshosts import ingress_host
-from caravanserai.quantity import cpu_millis, format_bytes, format_cpu, to_int
+from caravanserai.text.durations import format_duration
+from caravanserai.project.ingresshosts import ingress_host
+from caravanserai.text.quantity import cpu_millis, format_bytes, format_cpu, to_int
 
 from caravanserai.cli.printers import NONE, UNKNOWN, age, key_values, or_none
 

@@ -23,7 +23,7 @@ import click
 
 from caravanserai import meta, v1
 from caravanserai.client import ResourceClient
-from caravanserai.durations import parse_duration
+from caravanserai.text.durations import parse_duration
 
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings

@@ -28,10 +28,10 @@ from caravanserai.client import Client
 from caravanserai.client.options import add_client_arguments, client_from_args
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import LeaderElectionConfig, Manager, default_identity
-from caravanserai.durations import parse_duration
+from caravanserai.text.durations import parse_duration
 from caravanserai.errors import CaravanseraiError
-from caravanserai.logging import configure_logging
-from caravanserai.helpformat import DefaultsHelpFormatter
+from caravanserai.process.logging import configure_logging
+from caravanserai.process.helpformat import DefaultsHelpFormatter
 
 log = structlog.get_logger(__name__)
 

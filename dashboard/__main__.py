@@ -29,8 +29,8 @@ from caravanserai.dashboard.actions import Actions
 from caravanserai.dashboard.logstream import LogSource
 from caravanserai.dashboard.server import Dashboard
 from caravanserai.dashboard.state import ClusterState
-from caravanserai.logging import configure_logging
-from caravanserai.tls import TLSFiles, is_loopback
+from caravanserai.process.logging import configure_logging
+from caravanserai.process.tls import TLSFiles, is_loopback
 
 log = structlog.get_logger(__name__)
 

@@ -18,7 +18,7 @@ from caravanserai.client.apply import applicable, apply_object
 from caravanserai.client.nodeops import move_project, movable_projects, set_unschedulable
 from caravanserai.clock import Clock
 from caravanserai.errors import ApiError, CaravanseraiError, Invalid, NotFound
-from caravanserai.manifestfiles import Document, ManifestError, Source, load_source
+from caravanserai.text.manifestfiles import Document, ManifestError, Source, load_source
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 MANIFEST_SOURCE = "manifest"

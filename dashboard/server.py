@@ -26,7 +26,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from caravanserai import manifest, v1
+from caravanserai.text import manifest
+from caravanserai import v1
 from caravanserai.dashboard import views
 from caravanserai.dashboard.actions import ActionError, Actions
 from caravanserai.dashboard.logstream import LogSource

@@ -10,13 +10,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from caravanserai import manifest, meta, v1
+from caravanserai.text import manifest
+from caravanserai import meta, v1
 from caravanserai.client.agentlogs import node_address
 from caravanserai.client.nodeops import requested
 from caravanserai.clock import seconds
-from caravanserai.ingresshosts import ingress_host
-from caravanserai.quantity import parse_quantity
-from caravanserai.selectors import LabelSelector
+from caravanserai.project.ingresshosts import ingress_host
+from caravanserai.text.quantity import parse_quantity
+from caravanserai.text.selectors import LabelSelector
 
 Json = dict[str, Any]
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from caravanserai.informer.mutation import ENV_VAR as MUTATION_DETECTOR_ENV
-from caravanserai.logging import configure_logging
+from caravanserai.process.logging import configure_logging
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import structlog
 
-from caravanserai import lifecycle, v1
+from caravanserai.project import lifecycle
+from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import EventRecorder, Result

@@ -4,15 +4,16 @@ None when nothing would change (so an unchanged verdict is never written again).
 Node: state Ready/NotReady with condition Ready (True: reason HeartbeatResumed after an outage, AgentReady for a
 node that was never marked NotReady; False: reason HeartbeatTimeout).
 Projects: the NotReadyAt condition (True, reason NodeNotReady, transition time = the outage start); removal of
-it when the node recovers; the evictions (`caravanserai.lifecycle` constructors) with reasons NodeNotReady
+it when the node recovers; the evictions (`caravanserai.project.lifecycle` constructors) with reasons NodeNotReady
 and TerminationTimeout.
 """
 
 from __future__ import annotations
 
-from caravanserai import lifecycle, meta, v1
+from caravanserai.project import lifecycle
+from caravanserai import meta, v1
 from caravanserai.clock import rfc3339, timestamp
-from caravanserai.durations import format_duration
+from caravanserai.text.durations import format_duration
 
 REASON_HEARTBEAT_TIMEOUT = "HeartbeatTimeout"
 REASON_HEARTBEAT_RESUMED = "HeartbeatResumed"

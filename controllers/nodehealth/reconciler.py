@@ -38,7 +38,7 @@ from caravanserai.controllers.nodehealth.policy import (
     plan_project,
     unhealthy_fraction,
 )
-from caravanserai.durations import format_duration
+from caravanserai.text.durations import format_duration
 from caravanserai.informer import NODE_REF_INDEX, CacheReader
 
 log = structlog.get_logger(__name__)

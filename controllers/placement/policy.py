@@ -25,7 +25,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from caravanserai import lifecycle, meta, v1
+from caravanserai.project import lifecycle
+from caravanserai import meta, v1
 from caravanserai.clock import seconds
 from caravanserai.controllers.scheduler.filters import (
     FilterContext,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from caravanserai import v1
-from caravanserai.quantity import cpu_millis, to_int
+from caravanserai.text.quantity import cpu_millis, to_int
 
 Resources = dict[str, int]
 """Amounts by resource name: cpu in millicores, everything else in whole units (bytes, counts)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.clock import seconds
-from caravanserai.quantity import parse_quantity
+from caravanserai.text.quantity import parse_quantity
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 
 NO_SCHEDULE = "NoSchedule"

@@ -36,8 +36,8 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, LeaderElectionConfig, Manager, Result, enqueue_mapped
 from caravanserai.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from caravanserai.informer import CacheReader
-from caravanserai.logging import configure_logging
-from caravanserai.protoc import load_proto
+from caravanserai.process.logging import configure_logging
+from caravanserai.customkinds.protoc import load_proto
 
 log = structlog.get_logger(__name__)
 
@@ -58,7 +58,7 @@ async def define_kind(client: Client) -> None:
         await client.define(ProjectSet, spec=messages.ProjectSetSpec, status=messages.ProjectSetStatus,
                             group=GROUP, short_names=("ps",), printer_columns=columns)
     except Forbidden:
-        from caravanserai.customkinds import register
+        from caravanserai.customkinds.schemas import register
 
         register(ProjectSet, group=GROUP, short_names=("ps",), printer_columns=columns)
 

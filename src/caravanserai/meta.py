@@ -138,7 +138,7 @@ def kind_of_class(cls: type[Any]) -> Kind:
         return found
     raise TypeError(
         f"{cls.__name__} is not a known kind: define it (Client.define) or register it "
-        "(caravanserai.customkinds.register) first"
+        "(caravanserai.customkinds.schemas.register) first"
     )
 
 
@@ -239,7 +239,7 @@ def remove_condition(conditions: MutableSequence[v1.Condition], type_: str) -> b
 
 def set_phase(project: v1.Project, phase: str, *, reason: str, message: str, now: float) -> None:
     """Change a project's phase and record it in the `Phase` condition, as every phase change must. The building
-    block of `caravanserai.lifecycle`'s constructors; writers call those, not this."""
+    block of `caravanserai.project.lifecycle`'s constructors; writers call those, not this."""
     project.status.phase = phase
     set_condition(project.status.conditions, v1.CONDITION_PHASE, v1.TRUE, reason=reason, message=message, now=now)
 

@@ -12,7 +12,7 @@ from agent_harness import StartAgent, wait_phase
 
 from caravanserai.testing.manager import running
 from caravanserai import meta, v1
-from caravanserai.agent import extended
+from caravanserai.agent.host import extended
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager

@@ -13,9 +13,9 @@ import pytest
 from agent_harness import NODE_LABEL, StartAgent, bind, docker, docker_list, remove_node_objects, wait_phase
 
 from caravanserai import v1
-from caravanserai.agent import naming
-from caravanserai.agent.dockerapi import DockerRuntime
-from caravanserai.agent.netpool import MAX_DEFER, NetworkPool
+from caravanserai.agent.docker import naming
+from caravanserai.agent.docker.engine import DockerRuntime
+from caravanserai.agent.workload.netpool import MAX_DEFER, NetworkPool
 from caravanserai.client import Client
 from caravanserai.testing.builders import project
 from caravanserai.testing.clock import FakeClock

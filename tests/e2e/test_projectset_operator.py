@@ -19,7 +19,7 @@ from caravanserai.controller import Manager
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer
-from caravanserai.customkinds import register
+from caravanserai.customkinds.schemas import register
 from caravanserai.testing.customkinds import GROUP, projectset, projectset_messages
 from caravanserai.testing.wait import wait_for
 

@@ -9,7 +9,7 @@ import pytest
 from agent_harness import NODE_LABEL, StartAgent, bind, container_ids, docker, wait_phase
 
 from caravanserai import meta, v1
-from caravanserai.agent import naming
+from caravanserai.agent.docker import naming
 from caravanserai.client import Client
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for

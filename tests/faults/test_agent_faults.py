@@ -34,8 +34,8 @@ from fault_processes import (
 )
 
 from caravanserai import meta, v1
-from caravanserai.agent.naming import LABEL_NETWORK_POOL
-from caravanserai.agent.netpool import DEFAULT_POOL_SIZE
+from caravanserai.agent.docker.naming import LABEL_NETWORK_POOL
+from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
 from caravanserai.client import Client
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing.apiserver import apiserver

@@ -13,7 +13,7 @@ from caravanserai.testing import builders
 from caravanserai.testing.apiserver import start_apiserver
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.processes import ApiProcess, free_port
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 ROOT = Path(__file__).resolve().parents[2]
 

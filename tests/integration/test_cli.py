@@ -32,7 +32,7 @@ from caravanserai.testing import builders
 from caravanserai.testing.apiserver import RunningApiServer, start_apiserver
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 

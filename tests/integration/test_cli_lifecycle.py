@@ -8,7 +8,8 @@ from pathlib import Path
 
 from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
-from caravanserai import lifecycle, meta, v1
+from caravanserai.project import lifecycle
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock, seconds
 from caravanserai.testing import builders

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2
 
-from caravanserai import customkinds, v1
+from caravanserai.customkinds import schemas
+from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
@@ -160,7 +161,7 @@ async def test_name_clashes_are_refused(client: Client) -> None:
         await client.define(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com", plural="projects")
     assert ("spec.plural", '"projects" is taken by built-in kind Project') in [(v.field, v.description) for v in info.value.violations]
     await define_projectset(client)
-    other = customkinds.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="other.org")
+    other = schemas.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="other.org")
     other.spec.short_names.append("ps")
     with pytest.raises(Invalid) as info:
         await client.resourcedefinitions.create(other)
@@ -171,7 +172,7 @@ async def test_name_clashes_are_refused(client: Client) -> None:
 
 async def test_bad_definitions_name_the_field(client: Client) -> None:
     m = projectset_messages()
-    bad = customkinds.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com")
+    bad = schemas.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com")
     bad.spec.schema = b"\xff\xff"
     bad.spec.status_message = "example.projectset.Nope"
     bad.spec.printer_columns.add(name="X", json_path="status")
@@ -179,7 +180,7 @@ async def test_bad_definitions_name_the_field(client: Client) -> None:
         await client.resourcedefinitions.create(bad)
     fields = [v.field for v in info.value.violations]
     assert fields == ["spec.printerColumns[0].jsonPath", "spec.schema"]
-    bad = customkinds.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com")
+    bad = schemas.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com")
     bad.metadata.name = "wrong.example.com"
     with pytest.raises(Invalid) as info:
         await client.resourcedefinitions.create(bad)

@@ -17,9 +17,9 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from caravanserai import v1
-from caravanserai.agent.ingresshttp import ERROR_HEADER, IngressLimits
-from caravanserai.agent.ingressproxy import BackendUnavailable, IngressProxy
-from caravanserai.agent.ingressroutes import Route, RouteTable
+from caravanserai.agent.ingress.httpdetails import ERROR_HEADER, IngressLimits
+from caravanserai.agent.ingress.proxy import BackendUnavailable, IngressProxy
+from caravanserai.agent.ingress.routes import Route, RouteTable
 from caravanserai.testing.builders import project
 
 

@@ -1,6 +1,6 @@
 """The lifecycle table through a real apiserver over a real etcd: every ordered pair of phases, reached by the
 paths a real cluster takes (binding, the agent's verdicts, Delete), is stored or refused exactly as
-`caravanserai.lifecycle` says; deletion and finalizers keep a project from being bound."""
+`caravanserai.project.lifecycle` says; deletion and finalizers keep a project from being bound."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from caravanserai import lifecycle, meta, v1
+from caravanserai.project import lifecycle
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import FailedPrecondition, NotFound
 from caravanserai.testing.builders import project

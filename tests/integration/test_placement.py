@@ -8,7 +8,8 @@ import asyncio
 
 from cluster_sim import add_node, condition, events_for, running_manager
 
-from caravanserai import lifecycle, v1
+from caravanserai.project import lifecycle
+from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.controllers.placement import app

@@ -10,7 +10,7 @@ import pytest
 
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.etcd import EtcdServer
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 ROOT = Path(__file__).resolve().parents[2]
 IDENTITIES = ["apiserver", "admin", "controller:manager", "node:n1", "node:n2", "viewer"]

@@ -23,7 +23,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from hypothesis import strategies as st
 
 from caravanserai import v1
-from caravanserai.violations import key_path
+from caravanserai.text.violations import key_path
 from strategies import (
     BAD_LABEL_KEYS,
     BAD_LABEL_VALUES,

@@ -14,7 +14,7 @@ from caravanserai.client import Client
 from caravanserai.errors import Forbidden, Unauthenticated, Unavailable
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import lease, node, project
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 Op = Callable[[Client], Awaitable[Any]]
 

@@ -18,7 +18,7 @@ from google.rpc import error_details_pb2, status_pb2
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import FieldViolation, Invalid, NotFound, ResourceExhausted
-from caravanserai.manifest import dump_yaml, load_manifests
+from caravanserai.text.manifest import dump_yaml, load_manifests
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.builders import node, project
 from caravanserai.testing.etcd import EtcdServer

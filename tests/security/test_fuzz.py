@@ -39,7 +39,7 @@ from caravanserai import meta, v1
 from caravanserai.apiserver.validation import validate_object, validate_status
 from caravanserai.client import Client
 from caravanserai.errors import AlreadyExists, Invalid, NotFound
-from caravanserai.manifest import load_manifests
+from caravanserai.text.manifest import load_manifests
 from caravanserai.storage import EtcdClient
 from caravanserai.storage.etcd_types import prefix_end
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
@@ -142,7 +142,7 @@ _NOT_IN_YAML = re.compile("[\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
 class _Representer(RoundTripRepresenter):
-    """As `caravanserai.manifest.dump_yaml` writes strings: double-quoted when they hold U+0085."""
+    """As `caravanserai.text.manifest.dump_yaml` writes strings: double-quoted when they hold U+0085."""
 
 
 _Representer.add_representer(
@@ -151,7 +151,7 @@ _Representer.add_representer(
 
 
 def render(case: ManifestCase) -> str:
-    """The manifest text: YAML written like `caravanserai.manifest.dump_yaml` (`caractrl get -o yaml`), or JSON."""
+    """The manifest text: YAML written like `caravanserai.text.manifest.dump_yaml` (`caractrl get -o yaml`), or JSON."""
     if case.format == "json":
         text = json.dumps(case.data, ensure_ascii=False)
         return _NOT_IN_YAML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

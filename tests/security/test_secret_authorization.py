@@ -14,7 +14,7 @@ from caravanserai.client import Client
 from caravanserai.errors import Forbidden
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import node, project
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.wait import wait_for
 
 Op = Callable[[Client], Awaitable[Any]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from caravanserai import v1
-from caravanserai.agent import containers, naming
+from caravanserai.agent.docker import containers, naming
 
 
 def make_project(**service_fields: object) -> v1.Project:

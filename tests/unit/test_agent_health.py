@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from caravanserai import v1
-from caravanserai.agent.health import HealthProber, probe_once
+from caravanserai.agent.workload.health import HealthProber, probe_once
 from caravanserai.testing.clock import FakeClock
 
 

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from caravanserai.agent.logs import LogEntry, merge_by_time, merge_live, parse_frame
-from caravanserai.agent.dockerapi import FRAME_HEADER, frame_header
+from caravanserai.agent.access.logs import LogEntry, merge_by_time, merge_live, parse_frame
+from caravanserai.agent.docker.engine import FRAME_HEADER, frame_header
 
 
 def test_frame_header() -> None:

@@ -6,10 +6,10 @@ import pathlib
 
 import pytest
 
-from caravanserai.agent import machine
-from caravanserai.agent.dockertypes import container_event, daemon_info, since_text
-from caravanserai.agent.throughput import format_rate
-from caravanserai.quantity import parse_quantity
+from caravanserai.agent.host import machine
+from caravanserai.agent.docker.records import container_event, daemon_info, since_text
+from caravanserai.agent.host.throughput import format_rate
+from caravanserai.text.quantity import parse_quantity
 
 
 def test_meminfo_total_in_bytes(tmp_path: pathlib.Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caravanserai.agent import naming
+from caravanserai.agent.docker import naming
 
 DNS_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True)
 DNS_NAME = st.lists(DNS_LABEL, min_size=1, max_size=3).map(".".join)

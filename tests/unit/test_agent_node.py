@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from caravanserai import meta, v1
 from caravanserai.agent.config import AgentConfig
-from caravanserai.agent.dockertypes import DaemonInfo
-from caravanserai.agent.machine import Capacity, MachineFacts
+from caravanserai.agent.docker.records import DaemonInfo
+from caravanserai.agent.host.machine import Capacity, MachineFacts
 from caravanserai.agent.node import NodeRegistrar
 from caravanserai.client import Client
 from caravanserai.clock import seconds

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from caravanserai import v1
-from caravanserai.agent import ordering
-from caravanserai.agent.dockertypes import Observed
+from caravanserai.agent.workload import ordering
+from caravanserai.agent.docker.records import Observed
 
 
 def app() -> v1.ProjectSpec:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from caravanserai import meta, v1
-from caravanserai.agent import projectstatus
-from caravanserai.agent.dockertypes import Observed, observe
+from caravanserai.agent.workload import projectstatus
+from caravanserai.agent.docker.records import Observed, observe
 
 
 def spec(*services: tuple[str, str]) -> v1.ProjectSpec:
@@ -171,9 +171,9 @@ def test_observe_reads_an_inspect_document() -> None:
 
 
 def test_summaries_read_docker_listings() -> None:
-    from caravanserai.agent import dockertypes
+    from caravanserai.agent.docker import records
 
-    container = dockertypes.container_summary(
+    container = records.container_summary(
         {"Id": "c1", "Names": ["/cara_p_s_n"], "State": "running", "Labels": {"caravanserai.io/project": "p"}}
     )
     assert (container.id, container.names, container.state) == ("c1", ("/cara_p_s_n",), "running")
@@ -181,10 +181,10 @@ def test_summaries_read_docker_listings() -> None:
     assert container.label("caravanserai.io/service") == ""
     assert container.networks == ()
     configured = {"Networks": {"cara_pool.ab_n": {"NetworkID": ""}, "b": {}}}  # a created container: no NetworkID yet
-    assert dockertypes.container_summary({"Id": "c2", "NetworkSettings": configured}).networks == ("b", "cara_pool.ab_n")
-    network = dockertypes.network_summary({"Id": "n1", "Name": "cara_p_n", "Labels": None})
+    assert records.container_summary({"Id": "c2", "NetworkSettings": configured}).networks == ("b", "cara_pool.ab_n")
+    network = records.network_summary({"Id": "n1", "Name": "cara_p_n", "Labels": None})
     assert (network.id, network.name, network.project) == ("n1", "cara_p_n", "")
-    volume = dockertypes.volume_summary({"Name": "v", "Labels": {"caravanserai.io/project": "q"}})
+    volume = records.volume_summary({"Name": "v", "Labels": {"caravanserai.io/project": "q"}})
     assert (volume.name, volume.project) == ("v", "q")
 
 

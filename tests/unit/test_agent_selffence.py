@@ -10,7 +10,7 @@ import pytest
 from caravanserai import v1
 from caravanserai.agent.__main__ import config_from_args, parser
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER
-from caravanserai.agent.dockertypes import ContainerSummary
+from caravanserai.agent.docker.records import ContainerSummary
 from caravanserai.agent.selffence import SelfFence
 from caravanserai.controllers.nodehealth.policy import HealthConfig
 from caravanserai.testing.clock import FakeClock

@@ -20,7 +20,7 @@ from caravanserai.cli.wait import hopeless, parse_condition
 from caravanserai.cli.watching import Selection, Watcher
 from caravanserai.client import Change, ObjectList
 from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid, Unavailable
-from caravanserai.manifestfiles import Source, load_source, split_documents
+from caravanserai.text.manifestfiles import Source, load_source, split_documents
 from caravanserai.testing import builders
 
 # ---- apply merge ----------------------------------------------------------------------------------------------

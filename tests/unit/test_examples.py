@@ -8,7 +8,7 @@ import pytest
 
 from caravanserai import meta
 from caravanserai.apiserver.validation import validate_object
-from caravanserai.manifestfiles import load_manifest_files
+from caravanserai.text.manifestfiles import load_manifest_files
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 

@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from caravanserai import handoff, registryauth, v1
-from caravanserai.agent import containers, extended
-from caravanserai.agent.dockerapi import DockerRuntime
-from caravanserai.agent.dockertypes import PullTally
-from caravanserai.agent.pullreport import progress_text
+from caravanserai.project import handoff, registryauth
+from caravanserai import v1
+from caravanserai.agent.docker import containers
+from caravanserai.agent.host import extended
+from caravanserai.agent.docker.engine import DockerRuntime
+from caravanserai.agent.docker.records import PullTally
+from caravanserai.agent.workload.pullreport import progress_text
 
 
 def fake_nvidia_smi(tmp_path: Path, gpus: int, *, code: int = 0) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from caravanserai import v1
-from caravanserai.agent.ingressroutes import RouteTable
-from caravanserai.ingresshosts import normalize_host, route_host
+from caravanserai.agent.ingress.routes import RouteTable
+from caravanserai.project.ingresshosts import normalize_host, route_host
 from caravanserai.testing.builders import project
 
 

@@ -7,7 +7,8 @@ import itertools
 
 import pytest
 
-from caravanserai import lifecycle, meta, v1
+from caravanserai.project import lifecycle
+from caravanserai import meta, v1
 from caravanserai.errors import FailedPrecondition
 from caravanserai.testing.builders import project
 

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from caravanserai import manifest, v1
+from caravanserai.text import manifest
+from caravanserai import v1
 from caravanserai.errors import Invalid
-from caravanserai.manifest import dump_json, dump_yaml, load_manifests, to_dict
-from caravanserai.manifestfiles import load_manifest_files
+from caravanserai.text.manifest import dump_json, dump_yaml, load_manifests, to_dict
+from caravanserai.text.manifestfiles import load_manifest_files
 
 WEB = """\
 apiVersion: caravanserai/v1

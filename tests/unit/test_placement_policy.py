@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from caravanserai import lifecycle, meta, v1
+from caravanserai.project import lifecycle
+from caravanserai import meta, v1
 from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, Action, plan
 from caravanserai.testing.builders import node as make_node
 from caravanserai.testing.builders import node_status, project

@@ -7,7 +7,7 @@ from google.protobuf import descriptor_pb2
 
 from caravanserai import v1
 from caravanserai.errors import Invalid
-from caravanserai.protojson import describe, from_data, to_data
+from caravanserai.text.protojson import describe, from_data, to_data
 
 
 def test_enums_doubles_unsigned_and_bytes_round_trip() -> None:

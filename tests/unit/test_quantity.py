@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from caravanserai.quantity import (
+from caravanserai.text.quantity import (
     MAX_EXPONENT,
     cpu_millis,
     format_bytes,

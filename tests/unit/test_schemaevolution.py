@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2
 
-from caravanserai import customkinds, v1
+from caravanserai.customkinds import schemas
+from caravanserai import v1
 from caravanserai.apiserver.schemaevolution import breaking_changes
-from caravanserai.customkinds import Schema, SchemaError
+from caravanserai.customkinds.schemas import Schema, SchemaError
 from caravanserai.testing.customkinds import projectset_messages
 
 Field = descriptor_pb2.FieldDescriptorProto
@@ -18,7 +19,7 @@ Field = descriptor_pb2.FieldDescriptorProto
 
 def _definition() -> v1.ResourceDefinition:
     m = projectset_messages()
-    return customkinds.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com")
+    return schemas.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com")
 
 
 def _edited(edit: Callable[[descriptor_pb2.FileDescriptorProto], None]) -> Schema:

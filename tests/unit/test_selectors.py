@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from caravanserai import v1
 from caravanserai.errors import Invalid
-from caravanserai.selectors import (
+from caravanserai.text.selectors import (
     FieldRequirement,
     FieldSelector,
     fields_of,

@@ -1,11 +1,11 @@
-"""caravanserai.subprocesses.stop_process: SIGTERM, grace, SIGKILL; returns once the process is gone."""
+"""caravanserai.process.subprocesses.stop_process: SIGTERM, grace, SIGKILL; returns once the process is gone."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 
-from caravanserai.subprocesses import stop_process
+from caravanserai.process.subprocesses import stop_process
 
 IGNORES_SIGTERM = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
 

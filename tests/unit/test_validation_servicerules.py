@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from caravanserai import servicegraph, v1
+from caravanserai.project import servicegraph
+from caravanserai import v1
 from caravanserai.apiserver.validation import validate_object
 from caravanserai.errors import Invalid
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from caravanserai.errors import FieldViolation, Invalid
-from caravanserai.violations import MAX_VIOLATIONS, Violations, key_path, quote
+from caravanserai.text.violations import MAX_VIOLATIONS, Violations, key_path, quote
 
 
 def test_quote_and_key_path_cut_long_input() -> None:

@@ -20,11 +20,11 @@ import structlog
 
 from caravanserai.apiserver.server import ApiServer, ApiServerConfig
 from caravanserai.apiserver.workers import WorkerFailed, WorkerSupervisor
-from caravanserai.durations import parse_duration
+from caravanserai.text.durations import parse_duration
 from caravanserai.errors import Unavailable
-from caravanserai.logging import configure_logging
-from caravanserai.tls import TLSFiles
-from caravanserai.helpformat import DefaultsHelpFormatter
+from caravanserai.process.logging import configure_logging
+from caravanserai.process.tls import TLSFiles
+from caravanserai.process.helpformat import DefaultsHelpFormatter
 
 
 def _parser() -> argparse.ArgumentParser:

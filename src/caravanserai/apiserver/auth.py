@@ -31,7 +31,7 @@ import structlog
 from caravanserai.apiserver.kinds import KindStrategy, KindTable
 from caravanserai.apiserver.kinds.nodegraph import NO_GRAPH, NodeGraph
 from caravanserai.errors import Forbidden
-from caravanserai.identity import LOCAL_ADMIN, Authenticator, Identity, load_token_file
+from caravanserai.process.identity import LOCAL_ADMIN, Authenticator, Identity, load_token_file
 
 log = structlog.get_logger(__name__)
 

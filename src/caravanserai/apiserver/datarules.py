@@ -2,7 +2,7 @@
 resources.
 
 * Secret: `type` Opaque (default) or RegistryAuth (keys registry/username/password, or `.dockerconfigjson`; see
-  `caravanserai.registryauth`); data keys are file-name-like (`[-._a-zA-Z0-9]+`, not `.` or `..`). Config: keys
+  `caravanserai.project.registryauth`); data keys are file-name-like (`[-._a-zA-Z0-9]+`, not `.` or `..`). Config: keys
   alike.
 * `env[i].valueFrom` names exactly one of a Secret and a Config and a key, and then `value` is empty;
   `envFrom[i]` names exactly one of a Secret and a Config.
@@ -18,11 +18,12 @@ import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
-from caravanserai import registryauth, v1
-from caravanserai.handoff import STANDARD_RESOURCES
-from caravanserai.quantity import parse_quantity
-from caravanserai.selectors import validate_dns_subdomain
-from caravanserai.violations import Violations, key_path, quote
+from caravanserai.project import registryauth
+from caravanserai import v1
+from caravanserai.project.handoff import STANDARD_RESOURCES
+from caravanserai.text.quantity import parse_quantity
+from caravanserai.text.selectors import validate_dns_subdomain
+from caravanserai.text.violations import Violations, key_path, quote
 
 _KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 MAX_MODE = 0o777

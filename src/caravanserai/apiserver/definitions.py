@@ -32,7 +32,7 @@ from caravanserai.apiserver.kinds.custom import CustomKindStrategy
 from caravanserai.apiserver.kinds.definition import SERVED_WITHIN
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
-from caravanserai.customkinds import SchemaError, definition_name
+from caravanserai.customkinds.schemas import SchemaError, definition_name
 from caravanserai.storage import Store
 
 log = structlog.get_logger(__name__)

@@ -23,7 +23,7 @@ from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed
 from caravanserai.errors import ApiError, FieldViolation, InternalError, Invalid
-from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
+from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.grpcstatus import to_trailer
 
 log = structlog.get_logger(__name__)

@@ -19,7 +19,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from caravanserai.tls import is_loopback
+from caravanserai.process.tls import is_loopback
 
 log = structlog.get_logger(__name__)
 

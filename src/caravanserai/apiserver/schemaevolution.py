@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 
-from caravanserai.customkinds import Schema
+from caravanserai.customkinds.schemas import Schema
 from caravanserai.errors import FieldViolation
 
 _TYPE_NAMES = {

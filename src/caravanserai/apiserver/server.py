@@ -26,10 +26,10 @@ from caravanserai.apiserver.kinds import nodegraph
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock, SystemClock
-from caravanserai.introspection import serve_introspection, set_serving
+from caravanserai.process.introspection import serve_introspection, set_serving
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.storage.encryption import Encryption, load_key_file
-from caravanserai.tls import TLSFiles, is_loopback
+from caravanserai.process.tls import TLSFiles, is_loopback
 
 log = structlog.get_logger(__name__)
 

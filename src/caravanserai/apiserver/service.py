@@ -32,9 +32,9 @@ from caravanserai.apiserver.kinds import NOOP, REMOVE, KindContext, KindStrategy
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock
 from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid
-from caravanserai.selectors import FieldSelector, LabelSelector, object_fields
+from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.storage import Store
-from caravanserai.violations import quote
+from caravanserai.text.violations import quote
 
 log = structlog.get_logger(__name__)
 

@@ -10,9 +10,10 @@
 
 from __future__ import annotations
 
-from caravanserai import servicegraph, v1
-from caravanserai.durations import parse_duration
-from caravanserai.violations import Violations, quote
+from caravanserai.project import servicegraph
+from caravanserai import v1
+from caravanserai.text.durations import parse_duration
+from caravanserai.text.violations import Violations, quote
 
 _MAX_INTERVAL_SECONDS = 86_400.0
 

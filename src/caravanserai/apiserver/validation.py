@@ -29,14 +29,14 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 from caravanserai import v1
 from caravanserai.apiserver import datarules, servicerules
 from caravanserai.errors import FieldViolation, Invalid
-from caravanserai.quantity import parse_quantity
-from caravanserai.selectors import (
+from caravanserai.text.quantity import parse_quantity
+from caravanserai.text.selectors import (
     validate_dns_label,
     validate_dns_subdomain,
     validate_label_key,
     validate_label_value,
 )
-from caravanserai.violations import MAX_VIOLATIONS, Violations, key_path, quote
+from caravanserai.text.violations import MAX_VIOLATIONS, Violations, key_path, quote
 
 MAX_STRING_BYTES = 64 * 1024
 MAX_ITEMS = 1000

@@ -34,7 +34,7 @@ from caravanserai.apiserver import codec
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import Expired, FieldViolation, Invalid, Unavailable
-from caravanserai.selectors import object_fields
+from caravanserai.text.selectors import object_fields
 from caravanserai.storage import Store, StoreEvent
 
 log = structlog.get_logger(__name__)

@@ -43,7 +43,7 @@ from caravanserai.apiserver.httpendpoint import MetricsEndpoint
 from caravanserai.apiserver.workerendpoint import WorkerProbe, WorkersView
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
-from caravanserai.subprocesses import stop_process
+from caravanserai.process.subprocesses import stop_process
 
 log = structlog.get_logger(__name__)
 

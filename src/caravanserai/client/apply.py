@@ -30,7 +30,8 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from caravanserai import manifest, meta
+from caravanserai.text import manifest
+from caravanserai import meta
 from caravanserai.client.client import Client, ResourceClient
 from caravanserai.errors import AlreadyExists, Conflict, NotFound
 

@@ -44,7 +44,7 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import AlreadyExists, NotFound, ResourceExhausted, Unavailable
 from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_address
 from caravanserai.grpcstatus import from_rpc_error
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 T = TypeVar("T")  # the message class of a kind: v1.Project …, or a custom kind's generated class
 R = TypeVar("R")
@@ -139,7 +139,7 @@ class Client:
 
     def resource(self, kind: str | type[T]) -> ResourceClient[Any]:
         """The typed client of a kind: by message class (`v1.Project`, or a custom kind's generated class once
-        `define`d or registered with `caravanserai.customkinds.register`), or by plural, singular or short name
+        `define`d or registered with `caravanserai.customkinds.schemas.register`), or by plural, singular or short name
         ("projects", "project", "p"; custom kinds once known to this process, see `discover`)."""
         if isinstance(kind, str):
             return ResourceClient(self, meta.kind_for(kind))

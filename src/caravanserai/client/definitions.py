@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from caravanserai import customkinds, meta, v1
+from caravanserai.customkinds import schemas
+from caravanserai import meta, v1
 from caravanserai.errors import AlreadyExists, Invalid, NotFound
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ async def define(
     timeout: float = 10.0,
 ) -> v1.ResourceDefinition:
     """See `Client.define`."""
-    wanted = customkinds.definition_for(
+    wanted = schemas.definition_for(
         cls,
         spec=spec,
         status=status,
@@ -46,7 +47,7 @@ async def define(
         node_verbs=node_verbs,
     )
     stored = await apply_definition(client, wanted)
-    kind = customkinds.register(
+    kind = schemas.register(
         cls, group=group, plural=wanted.spec.plural, short_names=short_names, printer_columns=printer_columns
     )
     await wait_served(client, kind, timeout=timeout)
@@ -92,8 +93,8 @@ async def discover(client: Client) -> list[meta.Kind]:
         kind = known.get(definition.spec.plural)
         if kind is None or (kind.custom and not _same_names(kind, definition)):
             try:
-                kind = meta.register(customkinds.kind_for_definition(definition, kind.cls if kind else None))
-            except (customkinds.SchemaError, ValueError):
+                kind = meta.register(schemas.kind_for_definition(definition, kind.cls if kind else None))
+            except (schemas.SchemaError, ValueError):
                 continue  # a definition the server does not serve either
         found.append(kind)
     return found

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from caravanserai.client.client import Client, server_address
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:

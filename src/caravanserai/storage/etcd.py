@@ -52,7 +52,7 @@ from caravanserai.storage.etcd_types import (
     TxnResult,
 )
 from caravanserai.storage.etcd_watch import watch_batches
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from caravanserai import v1
 from caravanserai.client import Client
-from caravanserai.protoc import load_proto
+from caravanserai.customkinds.protoc import load_proto
 from caravanserai.testing.docker import DEFAULT_IMAGE
 
 GROUP = "example.com"

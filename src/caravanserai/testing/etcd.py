@@ -31,7 +31,7 @@ from typing import IO, Self
 
 import structlog
 
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 log = structlog.get_logger(__name__)
 

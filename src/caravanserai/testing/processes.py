@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 
 from caravanserai.client import Client
-from caravanserai.subprocesses import stop_process
+from caravanserai.process.subprocesses import stop_process
 
 
 def free_port() -> int:

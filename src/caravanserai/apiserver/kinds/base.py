@@ -70,7 +70,7 @@ class KindStrategy(abc.ABC):
     status_on_create = True
     #: Verbs `controller:*` identities may use besides reading.
     controller_writes: frozenset[str] = frozenset()
-    #: May a node read the objects that a project bound to it references (`caravanserai.datarefs`)? Its lists and
+    #: May a node read the objects that a project bound to it references (`caravanserai.project.datarefs`)? Its lists and
     #: watches then carry only those objects (the node authorizer's rule, `apiserver.auth`).
     node_reads_referenced = False
 

@@ -16,9 +16,9 @@ from typing import Any
 from caravanserai import v1
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import KindStrategy
-from caravanserai.customkinds import Schema, kind_for_definition
-from caravanserai.selectors import validate_dns_subdomain
-from caravanserai.violations import Violations
+from caravanserai.customkinds.schemas import Schema, kind_for_definition
+from caravanserai.text.selectors import validate_dns_subdomain
+from caravanserai.text.violations import Violations
 
 
 class CustomKindStrategy(KindStrategy):

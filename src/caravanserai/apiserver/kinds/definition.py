@@ -18,10 +18,10 @@ from caravanserai import meta, v1
 from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy, KindTable
 from caravanserai.apiserver.schemaevolution import breaking_changes
-from caravanserai.customkinds import Schema, SchemaError, definition_name
+from caravanserai.customkinds.schemas import Schema, SchemaError, definition_name
 from caravanserai.errors import FieldViolation, Invalid
-from caravanserai.selectors import validate_dns_subdomain
-from caravanserai.violations import Violations, quote
+from caravanserai.text.selectors import validate_dns_subdomain
+from caravanserai.text.violations import Violations, quote
 
 log = structlog.get_logger(__name__)
 

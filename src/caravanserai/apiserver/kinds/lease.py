@@ -9,7 +9,7 @@ from caravanserai import meta
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import KindStrategy
 from caravanserai.apiserver.kinds.node import own_object_allowed
-from caravanserai.selectors import validate_dns_subdomain
+from caravanserai.text.selectors import validate_dns_subdomain
 
 KIND = meta.KINDS["leases"]
 

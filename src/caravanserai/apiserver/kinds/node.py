@@ -9,7 +9,7 @@ from caravanserai import meta, v1
 from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
 from caravanserai.errors import FailedPrecondition
-from caravanserai.selectors import FieldSelector, validate_dns_subdomain
+from caravanserai.text.selectors import FieldSelector, validate_dns_subdomain
 
 KIND = meta.KINDS["nodes"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from caravanserai import datarefs
+from caravanserai.project import datarefs
 from caravanserai.apiserver.kinds import project
 
 

@@ -1,15 +1,16 @@
-"""Projects: phase Pending on create, the phase table of `caravanserai.lifecycle` on UpdateStatus (DESIGN §4),
+"""Projects: phase Pending on create, the phase table of `caravanserai.project.lifecycle` on UpdateStatus (DESIGN §4),
 Terminating on delete while anything may run, and nodes reaching only the projects bound to them."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from caravanserai import lifecycle, meta, v1
+from caravanserai.project import lifecycle
+from caravanserai import meta, v1
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindStrategy
 from caravanserai.errors import FailedPrecondition
-from caravanserai.selectors import validate_dns_label
+from caravanserai.text.selectors import validate_dns_label
 
 KIND = meta.KINDS["projects"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from caravanserai import meta, v1
 from caravanserai.apiserver import datarules, validation
 from caravanserai.apiserver.kinds.base import KindStrategy
-from caravanserai.selectors import validate_dns_subdomain
+from caravanserai.text.selectors import validate_dns_subdomain
 
 KIND = meta.KINDS["secrets"]
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from caravanserai.testing.etcd import endpoint_healthy
 from caravanserai.testing.fleet.netns import Host
 from caravanserai.testing.fleet.process import HostProcess
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 CLIENT_PORT = 2379
 PEER_PORT = 2380

@@ -42,7 +42,7 @@ from caravanserai.testing.fleet.dockerd import HostDocker
 from caravanserai.testing.fleet.etcdcluster import EtcdCluster
 from caravanserai.testing.fleet.netns import Host, Network, check_available, free_subnet
 from caravanserai.testing.fleet.process import HostProcess
-from caravanserai.tls import TLSFiles
+from caravanserai.process.tls import TLSFiles
 
 API_PORT = 7420
 AGENT_PORT = 7421

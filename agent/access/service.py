@@ -1,0 +1,124 @@
+"""The agent's gRPC `Agent` service on `--listen`: Logs, PortForward and Exec.
+
+Guarantees:
+
+* **Logs** is served to every caller the transport admits (see `agent.Agent`: mutual TLS, or loopback).
+* **PortForward and Exec** are served only to `admin`: the client certificate's common name `admin`, or a bearer
+  token that the agent's `--token-file` maps to user `admin` or group `admin`. With authentication off (no client
+  CA and no token file: a loopback development node) every caller is admin, as on the API server. Anyone else is
+  refused with PERMISSION_DENIED (an unknown token: UNAUTHENTICATED) before anything is opened.
+* Errors are gRPC codes a client can act on: INVALID_ARGUMENT (a bad first message), NOT_FOUND (no running
+  container of that service on this node), FAILED_PRECONDITION (the container refused the port), UNAVAILABLE
+  (Docker failed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+
+from caravanserai.agent.docker.engine import DockerError
+from caravanserai.agent.ingress.endpoints import NoEndpoint
+from caravanserai.agent.access.execstream import ExecRunner, InvalidExec
+from caravanserai.agent.access.logs import LogStreamer
+from caravanserai.agent.access.portforward import ForwardRefused, InvalidForward, PortForwarder
+from caravanserai.api.v1 import api_pb2, api_pb2_grpc
+from caravanserai.errors import Unauthenticated
+from caravanserai.process.identity import Authenticator
+
+log = structlog.get_logger(__name__)
+
+Context = grpc.aio.ServicerContext[Any, Any]
+T = TypeVar("T")
+
+
+async def require_admin(authenticator: Authenticator, context: Context, verb: str) -> None:
+    """Abort the call unless its caller is admin (see the module docstring)."""
+    try:
+        who = authenticator.identify(context)
+    except Unauthenticated as exc:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, exc.message)
+    if not who.is_admin:
+        log.warning("permission denied", user=who.user, verb=verb)
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"{who.user} may not {verb}: only admin may")
+
+
+async def abort_for(context: Context, exc: Exception, *, what: str) -> None:
+    """Abort with the code for one of the refusals named in the module docstring."""
+    if isinstance(exc, (InvalidForward, InvalidExec)):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+    if isinstance(exc, NoEndpoint):
+        await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+    if isinstance(exc, ForwardRefused):
+        await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+    log.warning(f"{what} failed", error=str(exc))
+    await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
+
+async def _first_read(requests: AsyncIterator[T]) -> AsyncIterator[T]:
+    """The same stream, its first message already received. A call answered (refused) before the server has read
+    anything from a client that is still sending can end with INTERNAL instead of the refusal's code."""
+    first = await anext(requests, None)
+
+    async def chained() -> AsyncIterator[T]:
+        if first is None:
+            return
+        yield first
+        async for request in requests:
+            yield request
+
+    return chained()
+
+
+class AgentService(api_pb2_grpc.AgentServicer):
+    """caravanserai.v1.Agent on the agent's --listen address."""
+
+    def __init__(
+        self, streamer: LogStreamer, forwarder: PortForwarder, runner: ExecRunner, *, authenticator: Authenticator
+    ) -> None:
+        self._streamer = streamer
+        self._forwarder = forwarder
+        self._runner = runner
+        self._authenticator = authenticator
+
+    async def Logs(  # noqa: N802 - gRPC method name
+        self, request: api_pb2.LogsRequest, context: grpc.aio.ServicerContext[api_pb2.LogsRequest, api_pb2.LogLine]
+    ) -> AsyncIterator[api_pb2.LogLine]:
+        if not request.project:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "project is required")
+        try:
+            async for entry in self._streamer.stream(request):
+                yield entry.to_proto(timestamps=request.timestamps)
+        except LookupError as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        except DockerError as exc:
+            log.warning("log stream failed", project=request.project, service=request.service, error=str(exc))
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
+    async def PortForward(  # noqa: N802 - gRPC method name
+        self, request_iterator: AsyncIterator[api_pb2.PortForwardRequest], context: Context
+    ) -> AsyncIterator[api_pb2.PortForwardResponse]:
+        requests = await _first_read(request_iterator)
+        await require_admin(self._authenticator, context, "port-forward")
+        try:
+            async for response in self._forwarder.forward(requests):
+                yield response
+        except (InvalidForward, NoEndpoint, ForwardRefused, DockerError) as exc:
+            await abort_for(context, exc, what="port-forward")
+
+    async def Exec(  # noqa: N802 - gRPC method name
+        self, request_iterator: AsyncIterator[api_pb2.ExecRequest], context: Context
+    ) -> AsyncIterator[api_pb2.ExecResponse]:
+        requests = await _first_read(request_iterator)
+        await require_admin(self._authenticator, context, "exec")
+        try:
+            async for response in self._runner.run(requests):
+                yield response
+        except (InvalidExec, NoEndpoint, DockerError) as exc:
+            await abort_for(context, exc, what="exec")
+
+
+__all__ = ["AgentService", "abort_for", "require_admin"]

@@ -1,0 +1,1 @@
+"""Facts about the node: capacity, extended resources and GPUs, throughput to the control plane."""

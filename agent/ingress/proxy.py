@@ -1,0 +1,302 @@
+"""The ingress reverse proxy (aiohttp server and client): any node answers for any host.
+
+    proxy = IngressProxy(table, backends, node="node-1", limits=IngressLimits())
+    async with proxy.serving("0.0.0.0", 8081):
+        ...
+
+Guarantees for a request with `Host: H`:
+
+* H unknown → **404** naming H. H's route is `Internal` and the client is neither on loopback nor one of the
+  cluster's node addresses → **403**. H's project is not Running → **503** naming the project and its phase.
+* The project runs on this node → the request goes to the target service's container on the project network
+  (`backends` says where); a refused or unresolvable backend → **502**/**503**, no headers from it in time →
+  **504**.
+* The project runs on another node → the request is forwarded once, to that node's ingress over its published
+  address, marked with `X-Caravanserai-Forwarded-By`. A marked request is never forwarded again (**502** when
+  its project does not run here either): loops are impossible.
+* HTTP/1.1 keep-alive on both sides (the client connection pool is kept per backend); bodies stream in both
+  directions as they come (chunked uploads, server-sent events); WebSocket upgrades are proxied message by
+  message; hop-by-hop headers are dropped and X-Forwarded-* set (see `ingresshttp`).
+* Limits (`IngressLimits`): a request body over `max_request_body` is refused with **413** (or cut off when it
+  grows past it while streaming); a response over `max_response_body` is cut off; no byte for `idle_timeout`
+  seconds ends the exchange.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+import aiohttp
+import structlog
+from aiohttp import hdrs, web
+from yarl import URL
+
+from caravanserai.agent.ingress.httpdetails import (
+    FORWARDED_BY,
+    WEBSOCKET_HANDSHAKE,
+    IngressLimits,
+    end_to_end,
+    error_page,
+    is_websocket,
+    upstream_headers,
+)
+from caravanserai.agent.ingress.routes import Route, RouteTable
+
+log = structlog.get_logger(__name__)
+
+CHUNK = 64 * 1024
+SMALL_BODY = 64 * 1024  # responses up to this size (with a Content-Length) are relayed in one piece
+
+
+class BackendUnavailable(Exception):
+    """The route's container has no address to send to (not created, not running, not on the network)."""
+
+
+class Backends(Protocol):
+    """Where this node sends a local route's requests: the seam between routing and the container runtime."""
+
+    async def address(self, route: Route) -> tuple[str, int]:
+        """(host, port) of the route's target; raises BackendUnavailable with a reason a person can read."""
+        ...
+
+    def forget(self, route: Route) -> None:
+        """The address given for `route` refused a connection: look it up afresh next time."""
+        ...
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _limited(content: aiohttp.StreamReader, limit: int) -> AsyncIterator[bytes]:
+    seen = 0
+    async for chunk in content.iter_chunked(CHUNK):
+        seen += len(chunk)
+        if limit and seen > limit:
+            raise _TooLarge()
+        yield chunk
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+class IngressProxy:
+    """The proxy of one node; see the module docstring."""
+
+    def __init__(self, table: RouteTable, backends: Backends, *, node: str, limits: IngressLimits | None = None):
+        self.table = table
+        self.backends = backends
+        self.node = node
+        self.limits = limits or IngressLimits()
+        self.port = 0  # once serving
+        self._session: aiohttp.ClientSession | None = None
+
+    def application(self) -> web.Application:
+        app = web.Application(client_max_size=self.limits.max_request_body or 2**62)
+        app.router.add_route("*", "/{tail:.*}", self.handle)
+        return app
+
+    @contextlib.asynccontextmanager
+    async def serving(self, host: str, port: int) -> AsyncIterator[IngressProxy]:
+        """Serve on host:port (0: a free port, then in `self.port`) until the block ends."""
+        timeout = aiohttp.ClientTimeout(total=None, connect=self.limits.connect_timeout, sock_read=self.limits.idle_timeout)
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
+                                         skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+                                         cookie_jar=aiohttp.DummyCookieJar()) as session:
+            self._session = session
+            runner = web.AppRunner(self.application(), access_log=None, handler_cancellation=True)
+            await runner.setup()
+            try:
+                sock = socket.create_server((host, port), family=_family(host), reuse_port=False)
+                await web.SockSite(runner, sock).start()
+                self.port = sock.getsockname()[1]
+                log.info("ingress listening", address=f"{host}:{self.port}", node=self.node)
+                yield self
+            finally:
+                await runner.cleanup()
+                self._session = None
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Route one request (see the module docstring)."""
+        host = request.headers.get(hdrs.HOST, "")
+        route = self.table.lookup(host)
+        if route is None:
+            return self._page(404, "unknown-host", f'No project serves host "{host}".')
+        if not route.public and not self._internal_client(request.remote or ""):
+            return self._page(403, "internal-only", f'Host "{route.host}" is Internal: served only inside the cluster.')
+        if not route.running:
+            phase = route.phase or "Pending"
+            return self._page(503, "not-running", f'Project "{route.project}" is {phase}, not Running.')
+        try:
+            target, first_hop = await self._target(request, route)
+        except BackendUnavailable as exc:
+            return self._page(503, "no-backend", f'Project "{route.project}": {exc}')
+        except _Refused as exc:
+            return self._page(502, exc.error, str(exc))
+        if is_websocket(request):
+            return await self._websocket(request, route, target, first_hop=first_hop)
+        return await self._http(request, route, target, first_hop=first_hop)
+
+    async def _target(self, request: web.Request, route: Route) -> tuple[URL, bool]:
+        """(where to send, whether this node is the first ingress) for a Running route."""
+        forwarded_by = request.headers.get(FORWARDED_BY, "")
+        if route.node == self.node:
+            host, port = await self.backends.address(route)
+            return URL.build(scheme="http", host=host, port=port), not forwarded_by
+        if forwarded_by:
+            raise _Refused("misrouted", f'Project "{route.project}" runs on node {route.node}, not here; '
+                                        f"node {forwarded_by} forwarded the request (not forwarded again).")
+        endpoint = self.table.node(route.node)
+        if endpoint is None or not endpoint.address or not endpoint.ingress_port:
+            raise _Refused("node-unreachable", f'Project "{route.project}" runs on node {route.node}, '
+                                               "which publishes no ingress address.")
+        return URL.build(scheme="http", host=endpoint.address, port=endpoint.ingress_port), True
+
+    def _internal_client(self, address: str) -> bool:
+        return _is_loopback(address) or self.table.is_node_address(address)
+
+    def _page(self, status: int, error: str, text: str) -> web.Response:
+        return error_page(status, error, text, node=self.node)
+
+    def _outgoing(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> tuple[URL, dict[str, str]]:
+        local = route.node == self.node
+        headers = upstream_headers(request, first_hop=first_hop, drop=(FORWARDED_BY,) if local else ())
+        if not local:
+            headers[FORWARDED_BY] = self.node
+        return target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query), headers  # type: ignore[return-value]
+
+    async def _http(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> web.StreamResponse:
+        assert self._session is not None
+        limits = self.limits
+        if limits.max_request_body and (request.content_length or 0) > limits.max_request_body:
+            return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
+        url, headers = self._outgoing(request, route, target, first_hop=first_hop)
+        body = _limited(request.content, limits.max_request_body) if request.body_exists else None
+        try:
+            async with asyncio.timeout(limits.response_timeout):
+                upstream = await self._session.request(
+                    request.method, url, headers=headers, data=body, allow_redirects=False, compress=None
+                )
+        except _TooLarge:
+            return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
+        except TimeoutError:
+            return self._page(504, "backend-timeout", f'Project "{route.project}" did not answer within '
+                                                      f"{limits.response_timeout:g} s.")
+        except aiohttp.ClientError as exc:
+            self.backends.forget(route)
+            return self._page(502, "backend-refused", f'Project "{route.project}" ({route.service}:{route.port}) '
+                                                      f"refused the connection: {exc}")
+        async with upstream:
+            return await self._relay(request, upstream)
+
+    async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+        """Copy the backend's response to the client as it arrives (a small one of known length in one piece)."""
+        headers = end_to_end(upstream.headers, drop=(hdrs.CONTENT_LENGTH,))
+        length = upstream.content_length if hdrs.CONTENT_LENGTH in upstream.headers else None
+        limit = self.limits.max_response_body
+        bodiless = request.method == "HEAD" or upstream.status in (204, 304) or upstream.status < 200
+        if length is not None and length <= SMALL_BODY and (not limit or length <= limit) and not bodiless:
+            try:
+                body = await upstream.content.readexactly(length) if length else b""
+            except (aiohttp.ClientError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                log.info("ingress backend response ended early", error=str(exc))
+                if request.transport is not None:
+                    request.transport.close()
+                return web.Response(status=502)
+            return web.Response(status=upstream.status, reason=upstream.reason, headers=headers, body=body)
+        response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+        response.headers.extend(headers)
+        if upstream.content_length is not None and hdrs.CONTENT_LENGTH in upstream.headers:
+            response.content_length = upstream.content_length
+        await response.prepare(request)
+        limit, sent = self.limits.max_response_body, 0
+        try:
+            async for chunk in upstream.content.iter_any():
+                sent += len(chunk)
+                if limit and sent > limit:
+                    log.warning("ingress response cut off at the size limit", limit=limit)
+                    if request.transport is not None:
+                        request.transport.close()
+                    return response
+                await response.write(chunk)
+        except (aiohttp.ClientError, TimeoutError) as exc:  # the backend broke off: so does the client connection
+            log.info("ingress backend stream ended early", error=str(exc))
+            if request.transport is not None:
+                request.transport.close()
+            return response
+        await response.write_eof()
+        return response
+
+    async def _websocket(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> web.StreamResponse:
+        assert self._session is not None
+        url, headers = self._outgoing(request, route, target, first_hop=first_hop)
+        for name in list(headers):
+            if name.lower() in WEBSOCKET_HANDSHAKE:
+                del headers[name]
+        protocols = [p.strip() for p in request.headers.get(hdrs.SEC_WEBSOCKET_PROTOCOL, "").split(",") if p.strip()]
+        try:
+            upstream = await self._session.ws_connect(
+                url.with_scheme("ws"), headers=headers, protocols=protocols, autoping=False,
+                max_msg_size=self.limits.max_websocket_message, timeout=aiohttp.ClientWSTimeout(ws_receive=None),
+            )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return self._page(502, "backend-refused", f'Project "{route.project}" refused the WebSocket: {exc}')
+        async with upstream:
+            client = web.WebSocketResponse(
+                protocols=(upstream.protocol,) if upstream.protocol else (), autoping=False,
+                max_msg_size=self.limits.max_websocket_message,
+            )
+            await client.prepare(request)
+            await _pump_websockets(client, upstream)
+            return client
+
+
+async def _copy(source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+                sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse) -> None:
+    """Copy messages from `source` to `sink` until `source` closes; then close `sink` with the same code."""
+    async for message in source:
+        if message.type == aiohttp.WSMsgType.TEXT:
+            await sink.send_str(message.data)
+        elif message.type == aiohttp.WSMsgType.BINARY:
+            await sink.send_bytes(message.data)
+        elif message.type == aiohttp.WSMsgType.PING:
+            await sink.ping(message.data)
+        elif message.type == aiohttp.WSMsgType.PONG:
+            await sink.pong(message.data)
+    await sink.close(code=source.close_code or aiohttp.WSCloseCode.OK)
+
+
+async def _pump_websockets(client: web.WebSocketResponse, upstream: aiohttp.ClientWebSocketResponse) -> None:
+    """Both directions at once; when either side closes, the other is closed too."""
+    tasks = [asyncio.create_task(_copy(client, upstream)), asyncio.create_task(_copy(upstream, client))]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await client.close()
+        await upstream.close()
+
+
+class _Refused(Exception):
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+__all__ = ["BackendUnavailable", "Backends", "IngressProxy"]

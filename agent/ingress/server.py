@@ -1,0 +1,123 @@
+"""The agent's ingress: the proxy on `--ingress-listen`, its route table, and the informers that feed it.
+
+    ingress = Ingress(runtime, node="node-1", listen="0.0.0.0:8081", limits=IngressLimits())
+    async with ingress.serving():
+        ingress.follow(factory)      # informers of every project and every node, shared with the agent
+        ...
+
+Guarantees: `serving()` listens before it returns (the port is in `ingress.port` for the Node status, 0 when
+the listen address is `off`); routes follow the informers' changes as they are delivered (no polling), so a
+project that becomes Running, moves or is deleted is routed accordingly as soon as the watch event arrives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator
+
+from caravanserai import v1
+from caravanserai.agent.docker.engine import DockerRuntime
+from caravanserai.agent.ingress.endpoints import ContainerBackends, ServiceEndpoints
+from caravanserai.agent.ingress.httpdetails import IngressLimits
+from caravanserai.agent.ingress.proxy import IngressProxy
+from caravanserai.agent.ingress.routes import RouteTable
+from caravanserai.text.durations import parse_duration
+from caravanserai.informer import SharedInformerFactory
+from caravanserai.text.quantity import to_int
+
+OFF = "off"
+DEFAULT_INGRESS_LISTEN = "0.0.0.0:8081"
+
+
+def parse_listen(listen: str) -> tuple[str, int] | None:
+    """(host, port) of an `--ingress-listen` value, None for `off`; ValueError names what is wrong."""
+    if listen.strip().lower() == OFF:
+        return None
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"invalid --ingress-listen {listen!r}: expected HOST:PORT or off")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _listen(text: str) -> str:
+    try:
+        parse_listen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _size(text: str) -> int:
+    try:
+        return to_int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+    return value
+
+
+def add_ingress_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `--ingress-*` flags of cara-agent."""
+    d = IngressLimits()
+    add = parser.add_argument
+    add("--ingress-listen", type=_listen, default=DEFAULT_INGRESS_LISTEN,
+        help=f"HOST:PORT of the ingress HTTP proxy, or off (default {DEFAULT_INGRESS_LISTEN})")
+    add("--ingress-max-request-body", type=_size, default=d.max_request_body, metavar="SIZE",
+        help="largest request body the ingress forwards, e.g. 64Mi; 0: no limit (default 64Mi)")
+    add("--ingress-max-response-body", type=_size, default=d.max_response_body, metavar="SIZE",
+        help="largest response body the ingress relays before cutting it off; 0: no limit (default 0)")
+    add("--ingress-connect-timeout", type=_seconds, default=d.connect_timeout, metavar="DURATION",
+        help="time to connect to a backend (default 5s)")
+    add("--ingress-response-timeout", type=_seconds, default=d.response_timeout, metavar="DURATION",
+        help="time for a backend to send its response headers (default 60s)")
+    add("--ingress-idle-timeout", type=_seconds, default=d.idle_timeout, metavar="DURATION",
+        help="time without a byte from the backend before the exchange ends (default 5m)")
+
+
+def limits_from_args(args: argparse.Namespace) -> IngressLimits:
+    return IngressLimits(
+        max_request_body=args.ingress_max_request_body, max_response_body=args.ingress_max_response_body,
+        connect_timeout=args.ingress_connect_timeout, response_timeout=args.ingress_response_timeout,
+        idle_timeout=args.ingress_idle_timeout,
+    )
+
+
+class Ingress:
+    """One node's ingress proxy and route table."""
+
+    def __init__(self, runtime: DockerRuntime, *, node: str, listen: str, limits: IngressLimits) -> None:
+        self.address = parse_listen(listen)
+        self.table = RouteTable()
+        self.proxy = IngressProxy(
+            self.table, ContainerBackends(ServiceEndpoints(runtime, node=node)), node=node, limits=limits
+        )
+
+    @property
+    def port(self) -> int:
+        return self.proxy.port
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[Ingress]:
+        """Serve until the block ends (nothing at all when the ingress is off)."""
+        if self.address is None:
+            yield self
+            return
+        async with self.proxy.serving(*self.address):
+            yield self
+
+    def follow(self, informers: SharedInformerFactory) -> None:
+        """Route from the shared informers of every project and every node."""
+        if self.address is not None:
+            self.table.follow(informers.informer(v1.Project), informers.informer(v1.Node))
+
+
+__all__ = ["DEFAULT_INGRESS_LISTEN", "Ingress", "OFF", "add_ingress_arguments", "limits_from_args", "parse_listen"]

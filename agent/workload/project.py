@@ -1,0 +1,333 @@
+"""A whole project on Docker: bring it up, observe it, stop it, remove it. Built on `DockerRuntime`.
+
+Guarantees:
+
+* **Idempotent and stateless**: everything is found again through names and labels, so each operation may be
+  repeated, interrupted and resumed, by this agent or by a restarted one.
+* **Adoption**: a container whose labels show this node, this project uid and the service's current spec hash
+  is kept as it is (started again if it should run); any other container under the service's name is replaced.
+  A spec change therefore recreates exactly the services whose spec changed.
+* **Images follow `imagePullPolicy`** (`imagepull.prepare_image`), pulled before the old container of a changed
+  service is removed; a pull that cannot succeed is a `ServiceFailure` with reason ImagePullFailed (or
+  ErrImageNeverPull) and Docker's message; a refused create or start is a `ServiceFailure` too (CreateFailed,
+  StartFailed). A Docker daemon that does not answer raises `DockerUnavailable`: the caller retries.
+* **Services start in parallel**, in waves that follow `dependsOn` (`ordering.unmet`): a service whose
+  dependencies are not met is neither created nor started; what it waits for is returned. Stops and removals
+  run in parallel.
+* **Networks** come from the node's `NetworkPool` (`netpool`): the one the project's containers are on, else a
+  spare pool network, else (no pool) `cara_<project>_<node>`.
+* **Removal** takes containers (stop with the configured timeout, then remove), the project's network (a pool
+  network is given back to the pool; `cara_<project>_<node>` is removed) and the ephemeral volumes; persistent
+  volumes are kept. Only objects labelled for this node are touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import structlog
+
+from caravanserai import v1
+from caravanserai.agent.docker import containers, naming
+from caravanserai.agent.workload import ordering, projectstatus
+from caravanserai.agent.docker.engine import DockerRefused, DockerRuntime
+from caravanserai.agent.workload.failures import (
+    REASON_CREATE_FAILED,
+    REASON_IMAGE_PULL_FAILED,
+    REASON_START_FAILED,
+    ServiceFailure,
+)
+from caravanserai.agent.workload.imagepull import UNREPORTED, PullReporter, prepare_image
+from caravanserai.agent.workload.netpool import NetworkPool, attached_networks
+from caravanserai.agent.docker.records import ContainerSummary, Labelled, Observed
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What bringing a project up found: the containers by service, the first lasting failure if any, and what
+    each service not started yet waits for (dependsOn)."""
+
+    observed: dict[str, Observed]
+    failure: ServiceFailure | None = None
+    waiting: dict[str, str] = field(default_factory=dict)
+
+
+HealthView = Callable[[v1.Service, Observed], Observed]
+"""Fills in the health of a service's container (the agent's own http/tcp checks); identity by default."""
+
+
+def _as_observed(service: v1.Service, observed: Observed) -> Observed:
+    return observed
+
+
+async def gather_all(calls: Iterable[Awaitable[T]]) -> list[T | BaseException]:
+    """Await every call concurrently; results and exceptions in order (no call is cancelled by another)."""
+    return list(await asyncio.gather(*calls, return_exceptions=True))
+
+
+def _raise_unexpected(results: Iterable[object]) -> None:
+    """Re-raise the first exception that is not a ServiceFailure (e.g. DockerUnavailable)."""
+    for result in results:
+        if isinstance(result, BaseException) and not isinstance(result, ServiceFailure):
+            raise result
+
+
+class ProjectRuntime:
+    """Project-level Docker operations for the agent of `node`."""
+
+    def __init__(
+        self, runtime: DockerRuntime, *, node: str, stop_timeout: int, networks: NetworkPool | None = None
+    ) -> None:
+        self.docker = runtime
+        self.node = node
+        self.stop_timeout = stop_timeout
+        self.networks = networks or NetworkPool(runtime, node=node, size=0)  # no pool: `cara_<project>_<node>`
+
+    def _filter(self, project: str, **extra: str) -> list[str]:
+        return naming.node_filter(self.node, project=project, **extra)
+
+    # ---- up ----------------------------------------------------------------------------------------------
+
+    async def ensure(
+        self,
+        project: v1.Project,
+        *,
+        with_health: HealthView = _as_observed,
+        inputs: containers.ProjectInputs = containers.NO_INPUTS,
+        pulls: PullReporter = UNREPORTED,
+    ) -> Outcome:
+        """Make every service of `project` run as its spec says, in `dependsOn` order; returns what each container
+        looks like and what the services not started yet wait for. `with_health` fills in the health of
+        containers whose checks the agent runs; `inputs` are what services take from Secrets and Configs (a
+        service `inputs.blocked` names waits for its data)."""
+        async with self.networks.busy():
+            return await self._ensure(project, with_health=with_health, inputs=inputs, pulls=pulls)
+
+    async def _ensure(
+        self, project: v1.Project, *, with_health: HealthView, inputs: containers.ProjectInputs, pulls: PullReporter
+    ) -> Outcome:
+        kept, attached = await self.remove_stale(project)
+        network = await self.networks.network_for(project, attached)
+        await gather_and_raise(
+            self.docker.ensure_volume(containers.volume_config(project, volume, node=self.node))
+            for volume in project.spec.volumes
+            if containers.volume_type(volume) in containers.DOCKER_VOLUME_TYPES
+        )
+        by_name = {s.name: s for s in project.spec.services}
+        current = await self.observe(project, kept)
+        observed = {k: with_health(by_name[k], o) for k, o in current.items() if k in by_name}
+        pending, waiting = list(project.spec.services), dict[str, str]()
+        failures: list[ServiceFailure] = []
+        while pending:  # waves: what may start now starts in parallel; what it unblocks goes in the next wave
+            wave, waiting = self._next_wave(project, pending, observed, inputs)
+            if not wave:
+                break
+            results = await gather_all(
+                self.ensure_service(
+                    project, service, inputs.of(service), known=observed.get(service.name), pulls=pulls, network=network
+                )
+                for service in wave
+            )
+            _raise_unexpected(results)
+            for service, result in zip(wave, results, strict=True):
+                if isinstance(result, Observed):
+                    observed[service.name] = with_health(service, result)
+                elif isinstance(result, ServiceFailure):
+                    failures.append(result)
+            pending = [s for s in pending if s.name in waiting]
+        return Outcome(observed, failures[0] if failures else None, waiting)
+
+    def _next_wave(
+        self, project: v1.Project, pending: list[v1.Service], observed: dict[str, Observed], inputs: containers.ProjectInputs
+    ) -> tuple[list[v1.Service], dict[str, str]]:
+        """The services of `pending` that may be ensured now, and what the others wait for."""
+        wave: list[v1.Service] = []
+        waiting: dict[str, str] = {}
+        for service in pending:
+            found = observed.get(service.name)
+            adoptable = found is not None and self._adoptable(project, service, found, inputs.of(service))
+            held = "" if adoptable else inputs.blocked.get(service.name) or ordering.unmet(
+                service, project.spec, observed
+            )
+            if held:
+                waiting[service.name] = held
+            else:
+                wave.append(service)
+        return wave, waiting
+
+    def _adoptable(
+        self, project: v1.Project, service: v1.Service, found: Observed, inputs: containers.ServiceInputs
+    ) -> bool:
+        return (
+            found.node == self.node
+            and found.project_uid == project.metadata.uid
+            and found.spec_hash == containers.spec_hash(service, inputs.digest)
+        )
+
+    async def ensure_service(
+        self,
+        project: v1.Project,
+        service: v1.Service,
+        inputs: containers.ServiceInputs | None = None,
+        *,
+        known: Observed | None = None,
+        pulls: PullReporter = UNREPORTED,
+        network: str = "",
+    ) -> Observed:
+        """Adopt, start or (re)create the service's container with its `inputs` (from Secrets and Configs; none:
+        its literal environment) on the project's `network` (see `NetworkPool.network_for`; "": the project's
+        own `cara_<project>_<node>`); returns its observed state. `known` is the container as just inspected: an
+        adoptable one that needs nothing is returned without asking Docker again."""
+        inputs = inputs or containers.ServiceInputs.literal(service)
+        if known is not None and self._adoptable(project, service, known, inputs) and not projectstatus.needs_start(
+            service, known
+        ):
+            return known
+        name = naming.container_name(project.metadata.name, service.name, self.node)
+        found = await self.docker.inspect_container(name)
+        if found is not None:
+            if self._adoptable(project, service, found, inputs):
+                if not projectstatus.needs_start(service, found):
+                    return found
+                await self._start(found.container_id, service)
+                return await self._observe(found.container_id)
+        replacing = found is not None and found.status == projectstatus.RUNNING
+        await prepare_image(self.docker, service, inputs, pulls, replacing=replacing)
+        if found is not None:
+            log.info("replacing container", container=name, reason="spec or owner changed")
+            await self.docker.remove_container(found.container_id, timeout=self.stop_timeout)
+        container_id = await self._create(project, service, name, inputs, network)
+        await self._start(container_id, service)
+        return await self._observe(container_id)
+
+    async def _create(
+        self, project: v1.Project, service: v1.Service, name: str, inputs: containers.ServiceInputs, network: str
+    ) -> str:
+        config = containers.container_config(project, service, node=self.node, inputs=inputs, network=network)
+        try:
+            return await self.docker.create_container(name, config)
+        except DockerRefused as exc:
+            if exc.status == 409:  # the name is taken after all: let the next attempt adopt or replace it
+                raise
+            raise ServiceFailure(REASON_CREATE_FAILED, f"service {service.name}: {exc.message}") from exc
+
+    async def _start(self, container_id: str, service: v1.Service) -> None:
+        try:
+            await self.docker.start_container(container_id)
+        except DockerRefused as exc:
+            raise ServiceFailure(REASON_START_FAILED, f"service {service.name}: {exc.message}") from exc
+
+    async def _observe(self, container_id: str) -> Observed:
+        found = await self.docker.inspect_container(container_id)
+        if found is None:
+            raise DockerRefused(404, f"container {container_id[:12]} vanished while starting")
+        return found
+
+    async def remove_stale(self, project: v1.Project) -> tuple[list[ContainerSummary], list[str]]:
+        """Remove what an older incarnation of the project (other uid) left, containers of services that are no
+        longer in the spec, and containers not under their service's name (made under an older naming scheme).
+        Returns the containers that stay, and the networks that the project's containers (removed ones too) were
+        configured on: the project keeps using its network."""
+        name, uid = project.metadata.name, project.metadata.uid
+        expected = {s.name: f"/{naming.container_name(name, s.name, self.node)}" for s in project.spec.services}
+        listed = await self.docker.list_containers(self._filter(name))
+        stale = [
+            c.id
+            for c in listed
+            if c.label(naming.LABEL_PROJECT_UID) != uid or expected.get(c.label(naming.LABEL_SERVICE)) not in c.names
+        ]
+        await gather_and_raise(self.docker.remove_container(cid, timeout=self.stop_timeout) for cid in stale)
+        old_volumes = [
+            v.name
+            for v in await self.docker.list_volumes(self._filter(name, volume_type=containers.VOLUME_EPHEMERAL))
+            if v.label(naming.LABEL_PROJECT_UID) != uid
+        ]
+        await gather_and_raise(self.docker.remove_volume(v) for v in old_volumes)
+        return [c for c in listed if c.id not in stale], attached_networks(listed)
+
+    # ---- observe and stop --------------------------------------------------------------------------------
+
+    async def observe(
+        self, project: v1.Project, listed: Sequence[ContainerSummary] | None = None
+    ) -> dict[str, Observed]:
+        """The containers of the project's current incarnation, by service (inspected concurrently; `listed`:
+        the project's containers as just listed, else they are listed here)."""
+        if listed is None:
+            listed = await self.docker.list_containers(self._filter(project.metadata.name))
+        items = await gather_all(self.docker.inspect_container(c.id) for c in listed)
+        _raise_unexpected(items)
+        return {
+            item.service: item
+            for item in items
+            if isinstance(item, Observed) and item.project_uid == project.metadata.uid
+        }
+
+    async def restart_service(self, container_id: str) -> None:
+        """Restart one container (stop with the configured timeout, then start): Docker does not restart
+        unhealthy containers itself."""
+        await self.docker.stop_container(container_id, timeout=self.stop_timeout)
+        await self.docker.start_container(container_id)
+
+    async def stop(self, project: str) -> None:
+        """Stop the project's running containers (they stay, with their logs)."""
+        running = [
+            c.id for c in await self.docker.list_containers(self._filter(project)) if c.state == projectstatus.RUNNING
+        ]
+        await gather_and_raise(self.docker.stop_container(cid, timeout=self.stop_timeout) for cid in running)
+
+    # ---- down --------------------------------------------------------------------------------------------
+
+    async def remove(self, project: str) -> int:
+        """Remove the project's containers, networks and ephemeral volumes; returns how many objects went."""
+        async with self.networks.busy():
+            return await self._remove(project)
+
+    async def _remove(self, project: str) -> int:
+        found = await self.docker.list_containers(self._filter(project))
+        await gather_and_raise(self.docker.remove_container(c.id, timeout=self.stop_timeout) for c in found)
+        self.networks.give_back(project, attached_networks(found))
+        networks = await self.docker.list_networks(self._filter(project))  # `cara_<project>_<node>`, not the pool's
+        await gather_and_raise(self.docker.remove_network(n.id) for n in networks)
+        volumes = await self.docker.list_volumes(self._filter(project, volume_type=containers.VOLUME_EPHEMERAL))
+        await gather_and_raise(self.docker.remove_volume(v.name) for v in volumes)
+        removed = len(found) + len(networks) + len(volumes)
+        if removed:
+            log.info("project resources removed", project=project, objects=removed)
+        return removed
+
+    async def projects_present(self) -> set[str]:
+        """Names of every project that has a container, network or volume of this node on Docker."""
+        labels = naming.node_filter(self.node)
+        listed: list[Labelled] = [
+            *await self.docker.list_containers(labels),
+            *await self.docker.list_networks(labels),
+            *await self.docker.list_volumes(labels),
+        ]
+        return {item.project for item in listed if item.project}
+
+
+async def gather_and_raise(calls: Iterable[Awaitable[object]]) -> None:
+    """Await every call concurrently, then raise the first exception if any failed."""
+    for result in await gather_all(calls):
+        if isinstance(result, BaseException):
+            raise result
+
+
+__all__ = [
+    "HealthView",
+    "Outcome",
+    "ProjectRuntime",
+    "REASON_CREATE_FAILED",
+    "REASON_IMAGE_PULL_FAILED",
+    "REASON_START_FAILED",
+    "ServiceFailure",
+    "gather_all",
+    "gather_and_raise",
+]

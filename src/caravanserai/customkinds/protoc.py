@@ -1,0 +1,104 @@
+"""Compile the .proto of a custom kind with grpcio-tools (install the `proto` extra: `pip install caravanserai[proto]`).
+
+    python -m caravanserai.customkinds.protoc --python_out=. projectset.proto     # generate projectset_pb2.py
+    messages = load_proto("projectset.proto")                          # or build the classes at run time
+    ProjectSet = messages.ProjectSet
+
+A custom kind's file imports `caravanserai/api/v1/resources.proto` (for `caravanserai.v1.ObjectMeta`, `Condition`,
+`ProjectSpec` …); it is supplied from the installed package, so no copy of it is needed on the include path.
+Google's well-known types (`google/protobuf/*.proto`) are found too.
+
+Guarantees: every failure is a `ProtocError` with one line of explanation (protoc's own message, or which extra
+to install); classes from `load_proto` live in the default descriptor pool, so they mix with `caravanserai.v1`
+messages (`CopyFrom`, conditions helpers) exactly like generated code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import pathlib
+import sys
+import tempfile
+import types
+from collections.abc import Sequence
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from caravanserai.api.v1 import resources_pb2
+from caravanserai.customkinds.schemas import file_descriptor_set
+
+EXTRA = "caravanserai[proto]"
+
+
+class ProtocError(RuntimeError):
+    """The .proto could not be compiled (or grpcio-tools is missing)."""
+
+
+def _protoc() -> types.ModuleType:
+    try:
+        from grpc_tools import protoc  # type: ignore[import-untyped]  # noqa: PLC0415 - optional extra
+    except ImportError:
+        raise ProtocError(f"compiling .proto files needs grpcio-tools: pip install '{EXTRA}'") from None
+    module: types.ModuleType = protoc
+    return module
+
+
+def compile_proto(path: str, *, include: Sequence[str] = (), python_out: str = "") -> bytes:
+    """The serialized FileDescriptorSet of `path` with every import (dependencies first); with `python_out`,
+    also write the generated Python module there. ProtocError on any failure."""
+    protoc = _protoc()
+    source = pathlib.Path(path)
+    if not source.is_file():
+        raise ProtocError(f"{path}: no such file")
+    well_known = pathlib.Path(str(protoc.__file__)).parent / "_proto"
+    with tempfile.TemporaryDirectory(prefix="cara-protoc-") as tmp:
+        own, out = pathlib.Path(tmp, "own.pb"), pathlib.Path(tmp, "out.pb")
+        own.write_bytes(file_descriptor_set([resources_pb2.ObjectMeta.DESCRIPTOR]))
+        args = ["protoc", f"-I{source.parent.resolve()}", *(f"-I{i}" for i in include), f"-I{well_known}"]
+        args += [f"--descriptor_set_in={own}", "--include_imports", f"--descriptor_set_out={out}"]
+        if python_out:
+            args.append(f"--python_out={python_out}")
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            code = protoc.main([*args, str(source.resolve())])
+        if code != 0 or not out.exists():
+            detail = " ".join(stderr.getvalue().split()) or f"protoc exited with {code}"
+            raise ProtocError(f"{path}: {detail}")
+        return out.read_bytes()
+
+
+def load_proto(path: str, *, include: Sequence[str] = ()) -> types.SimpleNamespace:
+    """The message classes of `path` (by name), built in the default descriptor pool. ProtocError on failure."""
+    files = descriptor_pb2.FileDescriptorSet.FromString(compile_proto(path, include=include)).file
+    pool = descriptor_pool.Default()
+    for file in files:
+        try:
+            pool.FindFileByName(file.name)
+        except KeyError:
+            pool.Add(file)
+    target = pool.FindFileByName(files[-1].name)
+    classes = {name: message_factory.GetMessageClass(d) for name, d in target.message_types_by_name.items()}
+    return types.SimpleNamespace(**classes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m caravanserai.customkinds.protoc", description=__doc__.splitlines()[0])
+    parser.add_argument("proto", help="the .proto file")
+    parser.add_argument("--python_out", default=".", help="where to write the generated module")
+    parser.add_argument("-I", "--include", action="append", default=[], help="further import directories")
+    args = parser.parse_args(argv)
+    try:
+        compile_proto(args.proto, include=args.include, python_out=args.python_out)
+    except ProtocError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = ["EXTRA", "ProtocError", "compile_proto", "load_proto", "main"]
