@@ -1,4 +1,4 @@
-"""`Agent.Logs` (served by `agentservice`) streams the stdout and stderr of a project's containers.
+"""`Agent.Logs` (served by `access.service`) streams the stdout and stderr of a project's containers.
 
 Guarantees:
 

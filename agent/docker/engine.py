@@ -9,7 +9,7 @@ Guarantees:
   and a failed pull is `ImagePullFailed`.
 * **Pulls** within `pull_timeout` seconds, with registry credentials when given, reporting progress
   (`PullProgress`); whether to pull is the caller's decision (`ensure_image` pulls only a missing image).
-* **Typed results.** Calls return the records of `dockertypes` (summaries, observed state, daemon facts,
+* **Typed results.** Calls return the records of `records` (summaries, observed state, daemon facts,
   events), never Docker's JSON; those parsers are the only readers of Docker's documents in the agent.
 * **Two connection pools.** Short calls share a pooled client with a request timeout; long streams (follow
   logs, events) use a second client without a connection limit or read timeout, so streams never starve calls.

@@ -1,6 +1,6 @@
 """Docker's exec API behind the agent's Docker boundary: run a command in a container, attached.
 
-    async with dockerexec.attach(runtime, container_id, ExecOptions(command=("sh", "-c", "echo hi"))) as session:
+    async with execapi.attach(runtime, container_id, ExecOptions(command=("sh", "-c", "echo hi"))) as session:
         while (chunk := await session.read()) is not None:
             ...
         code = await session.exit_code()
@@ -14,7 +14,7 @@ Guarantees:
 * With a TTY the initial size is set right after the command starts (as `docker exec -t` does; the engine's exec
   API before 1.42 takes no size at creation), so a command that reads its size at once may still see 0×0.
 * `exit_code()` waits (briefly) until Docker reports the command finished and returns its code.
-* aiodocker and aiohttp errors leave as `DockerError`s (`dockerapi.wrap_error`); leaving the block closes the
+* aiodocker and aiohttp errors leave as `DockerError`s (`engine.wrap_error`); leaving the block closes the
   attachment (the command itself is not killed by Docker; it sees its stdin and output closed).
 """
 

@@ -1,6 +1,6 @@
 """The typed records the Docker adapter returns, and the one place that reads Docker's JSON into them.
 
-Everything above the adapter (`dockerapi.DockerRuntime`) sees only these frozen records: container, network and
+Everything above the adapter (`engine.DockerRuntime`) sees only these frozen records: container, network and
 volume summaries, a container's observed state, the daemon's facts and container events. The parsers below are
 the only code in the agent that indexes Docker's JSON documents; they are pure (no I/O) and tolerate missing
 fields (a field Docker leaves out reads as empty, zero or False).

@@ -16,7 +16,7 @@ Guarantees for a request with `Host: H`:
   its project does not run here either): loops are impossible.
 * HTTP/1.1 keep-alive on both sides (the client connection pool is kept per backend); bodies stream in both
   directions as they come (chunked uploads, server-sent events); WebSocket upgrades are proxied message by
-  message; hop-by-hop headers are dropped and X-Forwarded-* set (see `ingresshttp`).
+  message; hop-by-hop headers are dropped and X-Forwarded-* set (see `ingress.httpdetails`).
 * Limits (`IngressLimits`): a request body over `max_request_body` is refused with **413** (or cut off when it
   grows past it while streaming); a response over `max_response_body` is cut off; no byte for `idle_timeout`
   seconds ends the exchange.
