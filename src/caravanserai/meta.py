@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import MutableSequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, Protocol, Self, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
@@ -18,6 +18,13 @@ from caravanserai.clock import timestamp
 
 Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config
 T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event, v1.ResourceDefinition, v1.Secret, v1.Config)
+
+
+class _Copyable(Protocol):
+    def CopyFrom(self, other_msg: Self) -> None: ...
+
+
+M = TypeVar("M", bound=_Copyable)  # any message, including a kind strategy's generic one (`apiserver.kinds.base.T`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +178,7 @@ def with_type_meta(obj: T) -> T:
     return obj
 
 
-def copy(obj: T) -> T:
+def copy(obj: M) -> M:
     """A deep copy: cached objects are read-only, whoever writes copies first."""
     out = type(obj)()
     out.CopyFrom(obj)

@@ -36,7 +36,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.representer import RoundTripRepresenter
 
 from caravanserai import meta, v1
-from caravanserai.apiserver.validation import validate_object, validate_status
+from caravanserai.apiserver.kinds import validate_object, validate_status
 from caravanserai.client import Client
 from caravanserai.errors import AlreadyExists, Invalid, NotFound
 from caravanserai.text.manifest import load_manifests

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from caravanserai import meta
-from caravanserai.apiserver.validation import validate_object
+from caravanserai.apiserver.kinds import validate_object
 from caravanserai.text.manifestfiles import load_manifest_files
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))

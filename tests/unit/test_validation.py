@@ -8,14 +8,8 @@ from typing import Any
 import pytest
 
 from caravanserai import v1
-from caravanserai.apiserver.validation import (
-    MAX_ITEMS,
-    MAX_MAP_ENTRIES,
-    MAX_STRING_BYTES,
-    MAX_VIOLATIONS,
-    validate_object,
-    validate_status,
-)
+from caravanserai.apiserver.kinds import validate_object, validate_status
+from caravanserai.apiserver.validation import MAX_ITEMS, MAX_MAP_ENTRIES, MAX_STRING_BYTES, MAX_VIOLATIONS
 from caravanserai.errors import Invalid
 
 Mutation = Callable[[Any], object]

@@ -10,7 +10,7 @@ import pytest
 
 from caravanserai.project import servicegraph
 from caravanserai import v1
-from caravanserai.apiserver.validation import validate_object
+from caravanserai.apiserver.kinds import validate_object
 from caravanserai.errors import Invalid
 
 

@@ -75,7 +75,7 @@ class Authorizer:
             return verb in READ_VERBS or (strategy is not None and verb in strategy.controller_writes)
         return verb in READ_VERBS and not (strategy is not None and strategy.confidential)
 
-    def visible(self, who: Identity, strategy: KindStrategy) -> Callable[[Any], bool] | None:
+    def visible(self, who: Identity, strategy: KindStrategy[Any]) -> Callable[[Any], bool] | None:
         """For lists and watches: which objects `who` may see, or None when every object the selectors pick is
         visible. A node sees only the referenced objects of kinds it reads that way."""
         node = who.node

@@ -72,7 +72,7 @@ class ResourceService:
 
     # ---- helpers ------------------------------------------------------------------------------------------
 
-    async def strategy(self, resource: str) -> KindStrategy:
+    async def strategy(self, resource: str) -> KindStrategy[Any]:
         """The strategy of `resource`. A resource not served yet is first offered to `find_kind` (which waits for a
         definition stored in etcd that this apiserver has not followed yet), then refused (Invalid naming
         `resource`): a kind defined through another apiserver, or another worker, is served here on its first
@@ -91,7 +91,7 @@ class ResourceService:
         """`obj` of `resource` in the `v1.Object` envelope."""
         return self.kinds.require(resource).kind.wrap(obj)
 
-    def _unwrap(self, strategy: KindStrategy, envelope: v1.Object) -> Any:
+    def _unwrap(self, strategy: KindStrategy[Any], envelope: v1.Object) -> Any:
         obj = strategy.unwrap(envelope)
         if obj.api_version and obj.api_version != strategy.api_version:
             raise Invalid.of([FieldViolation("apiVersion", f"must be {strategy.api_version}")])
@@ -109,7 +109,7 @@ class ResourceService:
             raise Invalid.of([FieldViolation(field, f"{quote(name)} cannot be an object name")])
         return name
 
-    async def _current(self, strategy: KindStrategy, name: str, expected: str) -> Any:
+    async def _current(self, strategy: KindStrategy[Any], name: str, expected: str) -> Any:
         """The stored object, which must be at version `expected` (Conflict otherwise).
 
         Served from the watch cache when the cache already holds exactly that version (the following CAS proves it
@@ -218,7 +218,7 @@ class ResourceService:
             resource, name, new.metadata.resource_version, lambda: self._update_once(strategy, new, name, who)
         )
 
-    async def _update_once(self, strategy: KindStrategy, new: Any, name: str, who: Identity) -> Any:
+    async def _update_once(self, strategy: KindStrategy[Any], new: Any, name: str, who: Identity) -> Any:
         resource = strategy.plural
         old = await self._current(strategy, name, new.metadata.resource_version)
         merged = strategy.prepare_update(old, new)
@@ -242,7 +242,7 @@ class ResourceService:
             resource, name, new.metadata.resource_version, lambda: self._update_status_once(strategy, new, name, who)
         )
 
-    async def _update_status_once(self, strategy: KindStrategy, new: Any, name: str, who: Identity) -> Any:
+    async def _update_status_once(self, strategy: KindStrategy[Any], new: Any, name: str, who: Identity) -> Any:
         resource = strategy.plural
         old = await self._current(strategy, name, new.metadata.resource_version)
         self._authz.check(who, "update_status", resource, name=old.metadata.name, obj=new, old=old)
@@ -262,7 +262,7 @@ class ResourceService:
             resource, name, request.resource_version, lambda: self._delete_once(strategy, request, who)
         )
 
-    async def _delete_once(self, strategy: KindStrategy, request: v1.DeleteRequest, who: Identity) -> v1.DeleteResponse:
+    async def _delete_once(self, strategy: KindStrategy[Any], request: v1.DeleteRequest, who: Identity) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
         current = await self._current(strategy, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
@@ -279,7 +279,7 @@ class ResourceService:
         log.info("marked for deletion", resource=resource, name=name, phase=getattr(stored.status, "phase", ""))
         return v1.DeleteResponse(object=strategy.kind.wrap(stored), deleted=False)
 
-    def serve(self, strategy: KindStrategy, cache: WatchCache) -> None:
+    def serve(self, strategy: KindStrategy[Any], cache: WatchCache) -> None:
         """Start serving a kind (a custom kind whose definition appeared) with its watch cache."""
         self._caches[strategy.plural] = cache
         self.kinds.add(strategy)

@@ -15,6 +15,12 @@ Guarantees of the base behaviour:
   stored object, and bumps generation only when the spec changed. UpdateStatus takes only the status.
 * Delete removes the record at once unless finalizers remain (then the object is marked with a
   deletion_timestamp and removed once an update empties them).
+
+A strategy is generic over its kind's message class (`KindStrategy[v1.Project]`): every hook takes and returns
+that class, so a kind's module is type-checked against its own fields. The class must have the shape of
+`KindObject` (type meta, metadata, spec, status), as every kind's message has. The table holds strategies of
+different kinds and so stores `KindStrategy[Any]`; custom kinds, whose classes are built at run time, are
+`KindStrategy[Any]` too.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from caravanserai import meta, v1
 from caravanserai.apiserver.eventleases import EventLeases
@@ -36,6 +42,31 @@ from caravanserai.storage import Store
 
 # Delete plans.
 REMOVE, MARK, FINALIZE, NOOP = "remove", "mark", "finalize", "noop"
+
+
+class KindObject(Protocol):
+    """What the base strategy reads and writes on an object of any kind: type meta, metadata, a spec and a status
+    (every kind's message has them; `v1.Project`, `v1.Node` … match this protocol as they are)."""
+
+    api_version: str
+    kind: str
+
+    @property
+    def metadata(self) -> v1.ObjectMeta: ...
+
+    @property
+    def spec(self) -> Message: ...
+
+    @property
+    def status(self) -> Message: ...
+
+    def HasField(self, field_name: Literal["status"]) -> bool: ...
+
+    def CopyFrom(self, other_msg: Self) -> None: ...
+
+
+T = TypeVar("T", bound=KindObject)
+"""The message class of a strategy's kind."""
 
 
 def _is_uuid(text: str) -> bool:
@@ -62,9 +93,10 @@ def stamp(field: Any, now: float) -> None:
     field.seconds, field.nanos = value.seconds, value.nanos
 
 
-class KindStrategy(abc.ABC):
-    """What the apiserver does to objects of one kind on each verb. Pure except for `before_delete` and
-    `create_lease`, which may read the store."""
+class KindStrategy(abc.ABC, Generic[T]):
+    """What the apiserver does to objects of one kind (of message class `T`) on each verb. Pure except for
+    `before_create`, `before_update`, `after_write`, `before_delete`, `remove` and `create_lease`, which may use
+    the store."""
 
     #: May a client set status on Create (kinds whose status is unused or written by their creator)?
     status_on_create = True
@@ -89,7 +121,7 @@ class KindStrategy(abc.ABC):
 
     # ---- create ---------------------------------------------------------------------------------------------
 
-    def prepare_create(self, obj: Any, *, now: float) -> None:
+    def prepare_create(self, obj: T, *, now: float) -> None:
         """Default a new object in place (see the module docstring); Invalid for fields a client may not set."""
         violations: list[FieldViolation] = []
         if obj.metadata.resource_version:
@@ -113,25 +145,26 @@ class KindStrategy(abc.ABC):
     def api_version(self) -> str:
         return self.kind.api_version
 
-    async def before_create(self, ctx: KindContext, obj: Any) -> None:
+    async def before_create(self, ctx: KindContext, obj: T) -> None:
         """Refuse a create that conflicts with other stored objects (checked after validation)."""
 
-    async def before_update(self, ctx: KindContext, old: Any, new: Any) -> None:
+    async def before_update(self, ctx: KindContext, old: T, new: T) -> None:
         """Refuse an update that conflicts with stored objects (checked after validation; `new` changed)."""
 
-    async def after_write(self, ctx: KindContext, obj: Any) -> None:
+    async def after_write(self, ctx: KindContext, obj: T) -> None:
         """Called after a Create or an Update stored `obj`, before the reply; by default nothing."""
 
-    def unwrap(self, envelope: v1.Object) -> Any:
+    def unwrap(self, envelope: v1.Object) -> T:
         """The request's object of this kind (a copy the service owns); Invalid naming `kind` for another kind."""
         try:
-            return meta.copy(self.kind.unwrap(envelope))
+            obj: T = self.kind.unwrap(envelope)  # `meta.Kind.cls` is untyped: the kind's class is `T` by construction
+            return meta.copy(obj)
         except DecodeError as exc:
             raise Invalid.of([FieldViolation("object", f"not a valid {self.kind.kind} message: {exc}")]) from None
         except ValueError as exc:
             raise Invalid.of([FieldViolation("kind", f"request for {self.plural} carries {exc}")]) from None
 
-    def default_new(self, obj: Any, *, now: float) -> None:
+    def default_new(self, obj: T, *, now: float) -> None:
         """Kind-specific defaults of a new object (after the common ones)."""
 
     async def create_lease(self, ctx: KindContext) -> int:
@@ -141,17 +174,17 @@ class KindStrategy(abc.ABC):
     # ---- validation -----------------------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def validate(self, obj: Any) -> None:
+    def validate(self, obj: T) -> None:
         """Invalid listing every violation of type meta, metadata and spec (Create and Update). Every kind
         defines its own rules."""
 
     @abc.abstractmethod
-    def validate_status(self, obj: Any) -> None:
+    def validate_status(self, obj: T) -> None:
         """Invalid listing every violation of the status (UpdateStatus). Every kind defines its own rules."""
 
     # ---- update ---------------------------------------------------------------------------------------------
 
-    def prepare_update(self, old: Any, new: Any) -> Any:
+    def prepare_update(self, old: T, new: T) -> T:
         """The object to store for an Update of `old` with `new` (a fresh message; neither input changes)."""
         self.require_version(new)
         merged = meta.copy(old)
@@ -166,14 +199,14 @@ class KindStrategy(abc.ABC):
             merged.metadata.generation = old.metadata.generation + 1
         return merged
 
-    def prepare_status(self, old: Any, new: Any, *, now: float) -> Any:
+    def prepare_status(self, old: T, new: T, *, now: float) -> T:
         """The object to store for an UpdateStatus of `old` with `new`: new status, everything else from `old`."""
         self.require_version(new)
         merged = meta.copy(old)
         merged.status.CopyFrom(new.status)
         return merged
 
-    def require_version(self, obj: Any) -> None:
+    def require_version(self, obj: T) -> None:
         if not obj.metadata.resource_version:
             raise Invalid.of(
                 [FieldViolation("metadata.resourceVersion", "required: pass the version you read")], what=self.kind.kind
@@ -181,35 +214,35 @@ class KindStrategy(abc.ABC):
 
     # ---- delete ---------------------------------------------------------------------------------------------
 
-    async def before_delete(self, ctx: KindContext, obj: Any, *, force: bool) -> None:
+    async def before_delete(self, ctx: KindContext, obj: T, *, force: bool) -> None:
         """Refuse (FailedPrecondition) a delete that must not happen now."""
 
-    async def remove(self, ctx: KindContext, obj: Any) -> int:
+    async def remove(self, ctx: KindContext, obj: T) -> int:
         """Remove the record of `obj` (compare-and-swap on its version); how many other objects went with it."""
         await ctx.store.delete(self.plural, obj.metadata.name, expected_revision=int(obj.metadata.resource_version))
         return 0
 
-    def delete_plan(self, obj: Any, *, force: bool) -> str:
+    def delete_plan(self, obj: T, *, force: bool) -> str:
         """REMOVE (the record goes now), MARK/FINALIZE (the record is marked for deletion) or NOOP (already
         marked)."""
         if obj.metadata.finalizers and not force:
             return NOOP if obj.metadata.HasField("deletion_timestamp") else FINALIZE
         return REMOVE
 
-    def mark_deleted(self, obj: Any, plan: str, *, now: float) -> Any:
+    def mark_deleted(self, obj: T, plan: str, *, now: float) -> T:
         """A copy of `obj` marked for deletion under `plan` (MARK or FINALIZE)."""
         marked = meta.copy(obj)
         if not marked.metadata.HasField("deletion_timestamp"):
             stamp(marked.metadata.deletion_timestamp, now)
         return marked
 
-    def removable_after_update(self, obj: Any) -> bool:
+    def removable_after_update(self, obj: T) -> bool:
         """True when an updated object should now disappear: deletion was requested and no finalizer is left."""
         return obj.metadata.HasField("deletion_timestamp") and not obj.metadata.finalizers
 
     # ---- authorization ----------------------------------------------------------------------------------------
 
-    def node_allows(self, node: str, verb: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
+    def node_allows(self, node: str, verb: str, *, name: str, obj: T | None, old: T | None, field_selector: str) -> bool:
         """May identity `node:<node>` do `verb`? Nodes have no access unless a kind says so."""
         return False
 
@@ -217,13 +250,13 @@ class KindStrategy(abc.ABC):
 class KindTable:
     """The kinds one apiserver serves, by plural. The one place requests find their kind's strategy."""
 
-    def __init__(self, strategies: list[KindStrategy] | None = None) -> None:
-        self._by_plural: dict[str, KindStrategy] = {}
+    def __init__(self, strategies: list[KindStrategy[Any]] | None = None) -> None:
+        self._by_plural: dict[str, KindStrategy[Any]] = {}
         self._changed = asyncio.Event()  # set (and replaced) on every add and remove
         for strategy in strategies or ():
             self.add(strategy)
 
-    def add(self, strategy: KindStrategy) -> None:
+    def add(self, strategy: KindStrategy[Any]) -> None:
         self._by_plural[strategy.plural] = strategy
         self._notify()
 
@@ -245,19 +278,19 @@ class KindTable:
             return False
         return True
 
-    def get(self, plural: str) -> KindStrategy | None:
+    def get(self, plural: str) -> KindStrategy[Any] | None:
         return self._by_plural.get(plural)
 
     def __contains__(self, plural: object) -> bool:
         return plural in self._by_plural
 
-    def __iter__(self) -> Iterator[KindStrategy]:
+    def __iter__(self) -> Iterator[KindStrategy[Any]]:
         return iter(list(self._by_plural.values()))
 
     def plurals(self) -> list[str]:
         return sorted(self._by_plural)
 
-    def require(self, plural: str) -> KindStrategy:
+    def require(self, plural: str) -> KindStrategy[Any]:
         """The strategy for `plural`; Invalid naming the field `resource` and the known resources otherwise."""
         strategy = self._by_plural.get(plural)
         if strategy is None:
@@ -266,4 +299,4 @@ class KindTable:
         return strategy
 
 
-__all__ = ["FINALIZE", "KindContext", "KindStrategy", "KindTable", "MARK", "NOOP", "REMOVE", "stamp"]
+__all__ = ["FINALIZE", "KindContext", "KindObject", "KindStrategy", "KindTable", "MARK", "NOOP", "REMOVE", "T", "stamp"]

@@ -1,27 +1,73 @@
 """Custom kinds: the strategy of a kind defined by a ResourceDefinition.
 
-* Objects are checked against the definition's descriptors (`validation.schema_rules`): unknown fields, wrong wire
+* Objects are checked against the definition's descriptors (`schema_rules`): unknown fields, wrong wire
   types and undefined enum numbers are refused with their field path (`spec.replicas`), on top of the common
   metadata rules and size limits.
 * Status is a subresource: Create refuses it, Update keeps the stored one, UpdateStatus changes only it;
   generation moves on spec changes only (the base strategy's behaviour).
 * Authorization: `admin` and `controller:*` identities read and write objects and their status, other identities
   read, `node:*` identities may use only the verbs listed in the definition's `nodeVerbs`.
+
+The strategy is a `KindStrategy[Any]`: a custom kind's message class is built at run time from the definition's
+descriptors, so no static type names its fields.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.message import Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
 from caravanserai import v1
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import KindStrategy
 from caravanserai.customkinds.schemas import Schema, kind_for_definition
 from caravanserai.text.selectors import validate_dns_subdomain
-from caravanserai.text.violations import Violations
+from caravanserai.text.violations import Violations, key_path
 
 
-class CustomKindStrategy(KindStrategy):
+def schema_rules(errors: Violations, message: Message, path: str) -> None:
+    """Check `message` (of a custom kind) against its descriptor: fields the descriptor does not know, fields sent
+    with the wrong wire type (both arrive as unknown fields) and enum numbers the enum does not define."""
+    unknowns: Any = UnknownFieldSet(message)  # iterable at run time; the stubs do not say so
+    for unknown in unknowns:
+        known = message.DESCRIPTOR.fields_by_number.get(unknown.field_number)
+        if known is not None:
+            errors.add(f"{path}.{known.json_name}", f"has the wrong type (wire type {unknown.wire_type}); expected {_type_of(known)}")
+        else:
+            errors.add(path, f"unknown field number {unknown.field_number}")
+    for field, value in message.ListFields():
+        here = f"{path}.{field.json_name}"
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            for key in value:
+                _schema_value(errors, key_path(here, str(key)), value_field, value[key])
+        elif field.is_repeated:
+            for i, item in enumerate(value):
+                _schema_value(errors, f"{here}[{i}]", field, item)
+        else:
+            _schema_value(errors, here, field, value)
+
+
+def _schema_value(errors: Violations, path: str, field: Any, value: Any) -> None:
+    if field.message_type is not None:
+        schema_rules(errors, value, path)
+    elif field.enum_type is not None and value not in field.enum_type.values_by_number:
+        names = ", ".join(v.name for v in field.enum_type.values)
+        errors.add(path, f"{value} is not a value of {field.enum_type.name} ({names})")
+
+
+def _type_of(field: Any) -> str:
+    if field.message_type is not None:
+        return str(field.message_type.full_name)
+    if field.enum_type is not None:
+        return str(field.enum_type.full_name)
+    names = {v: k.removeprefix("TYPE_").lower() for k, v in vars(type(field)).items() if k.startswith("TYPE_")}
+    return str(names.get(field.type, field.type))
+
+
+class CustomKindStrategy(KindStrategy[Any]):  # classes built at run time: see the module docstring
     status_on_create = False
     controller_writes = frozenset({"create", "update", "update_status", "delete"})
 
@@ -35,8 +81,8 @@ class CustomKindStrategy(KindStrategy):
 
     def validate(self, obj: Any) -> None:
         def spec_rule(errors: Violations, spec: Any) -> None:
-            validation.schema_rules(errors, spec, "spec")
-            validation.schema_rules(errors, obj.metadata, "metadata")
+            schema_rules(errors, spec, "spec")
+            schema_rules(errors, obj.metadata, "metadata")
 
         validation.check_object(
             obj,
@@ -48,11 +94,11 @@ class CustomKindStrategy(KindStrategy):
 
     def validate_status(self, obj: Any) -> None:
         validation.check_status(
-            obj, kind=self.kind.kind, status_rule=lambda errors, status: validation.schema_rules(errors, status, "status")
+            obj, kind=self.kind.kind, status_rule=lambda errors, status: schema_rules(errors, status, "status")
         )
 
     def node_allows(self, node: str, verb: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
         return verb in self._node_verbs
 
 
-__all__ = ["CustomKindStrategy"]
+__all__ = ["CustomKindStrategy", "schema_rules"]

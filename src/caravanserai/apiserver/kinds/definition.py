@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import structlog
 
@@ -67,22 +66,24 @@ def _names(spec: v1.ResourceDefinitionSpec) -> list[tuple[str, str]]:
     return names + [(f"spec.shortNames[{i}]", s) for i, s in enumerate(spec.short_names)]
 
 
-class ResourceDefinitionStrategy(KindStrategy):
+class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
     """Only admin writes definitions (no controller writes, no node access); everyone else reads them."""
 
-    def validate(self, obj: Any) -> None:
+    def validate(self, obj: v1.ResourceDefinition) -> None:
         validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_subdomain, spec_rule=definition_spec)
         expected = definition_name(obj.spec.plural, obj.spec.group)
         if obj.metadata.name != expected:
             raise Invalid.of([FieldViolation("metadata.name", f"must be {quote(expected)} (<plural>.<group>)")])
 
-    def validate_status(self, obj: Any) -> None:
+    def validate_status(self, obj: v1.ResourceDefinition) -> None:
         validation.check_status(obj, kind=KIND.kind, status_rule=validation.no_rules)
 
-    async def before_create(self, ctx: KindContext, obj: Any) -> None:
+    async def before_create(self, ctx: KindContext, obj: v1.ResourceDefinition) -> None:
         await self._refuse_clashes(ctx, obj)
 
-    async def before_update(self, ctx: KindContext, old: Any, new: Any) -> None:
+    async def before_update(
+        self, ctx: KindContext, old: v1.ResourceDefinition, new: v1.ResourceDefinition
+    ) -> None:
         """Kind never changes (group and plural are fixed by the name); the new schema must read stored objects."""
         if new.spec.kind != old.spec.kind:
             raise Invalid.of([FieldViolation("spec.kind", f"cannot change (was {quote(old.spec.kind)})")])
@@ -91,7 +92,7 @@ class ResourceDefinitionStrategy(KindStrategy):
             raise Invalid.of(violations, what=f"schema update of {new.metadata.name}")
         await self._refuse_clashes(ctx, new)
 
-    async def after_write(self, ctx: KindContext, obj: Any) -> None:
+    async def after_write(self, ctx: KindContext, obj: v1.ResourceDefinition) -> None:
         """Reply only once this apiserver serves the kind as defined (at most `SERVED_WITHIN` s), so a client may
         create objects of the kind as soon as its definition call returns. Other apiservers (and the other workers
         of `--workers N`) follow within a second, and one that has not yet waits for the kind on its first request
@@ -107,7 +108,7 @@ class ResourceDefinitionStrategy(KindStrategy):
         if not await ctx.kinds.wait_until(served, SERVED_WITHIN):
             log.warning("definition stored but its kind is not served yet", definition=obj.metadata.name)
 
-    async def _refuse_clashes(self, ctx: KindContext, obj: Any) -> None:
+    async def _refuse_clashes(self, ctx: KindContext, obj: v1.ResourceDefinition) -> None:
         """Invalid when a name of the kind is taken by a built-in kind or another stored definition."""
         taken: dict[str, str] = {}
         for builtin in meta.KINDS.values():
@@ -125,7 +126,7 @@ class ResourceDefinitionStrategy(KindStrategy):
         if violations:
             raise Invalid.of(violations, what=f"definition {obj.metadata.name}")
 
-    async def remove(self, ctx: KindContext, obj: Any) -> int:
+    async def remove(self, ctx: KindContext, obj: v1.ResourceDefinition) -> int:
         """Delete the definition and every object of its kind in one transaction; how many objects went."""
         return await ctx.store.delete_with_contents(
             self.plural,

@@ -1,17 +1,40 @@
 """Nodes: state NotReady on create, no delete while projects are bound (unless forced), a node reaching only its
-own Node."""
+own Node. Rules: taints well-formed and each key:effect once; status with a known state, well-formed conditions,
+quantities and addresses."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
 from caravanserai.errors import FailedPrecondition
-from caravanserai.text.selectors import FieldSelector, validate_dns_subdomain
+from caravanserai.text.selectors import FieldSelector, validate_dns_subdomain, validate_label_key, validate_label_value
+from caravanserai.text.violations import Violations
 
 KIND = meta.KINDS["nodes"]
+
+
+def node_spec(errors: Violations, spec: v1.NodeSpec) -> None:
+    for i, taint in enumerate(spec.taints):
+        if errors.required(f"spec.taints[{i}].key", taint.key):
+            errors.check(f"spec.taints[{i}].key", validate_label_key(taint.key), prefix="invalid key: ")
+        errors.check(f"spec.taints[{i}].value", validate_label_value(taint.value))
+        errors.choice(f"spec.taints[{i}].effect", taint.effect, validation.TAINT_EFFECTS)
+    errors.unique(((f"spec.taints[{i}]", f"{t.key}:{t.effect}") for i, t in enumerate(spec.taints)), "taint")
+
+
+def node_status(errors: Violations, status: v1.NodeStatus) -> None:
+    errors.choice("status.state", status.state, v1.NODE_STATES, empty="while unknown")
+    validation.conditions(errors, "status.conditions", status.conditions)
+    validation.quantities(errors, "status.capacity", status.capacity)
+    validation.quantities(errors, "status.allocatable", status.allocatable)
+    for i, address in enumerate(status.network.addresses):
+        errors.choice(f"status.network.addresses[{i}].type", address.type, ("InternalIP", "ExternalIP", "Hostname"))
+        errors.required(f"status.network.addresses[{i}].address", address.address)
+    errors.between("status.network.agentPort", status.network.agent_port, 0, 65535)
+    for name, text in (("download", status.network.throughput.download), ("upload", status.network.throughput.upload)):
+        if text:
+            validation.quantity(errors, f"status.network.throughput.{name}", text)
 
 
 def own_object_allowed(node: str, verb: str, *, name: str, field_selector: str) -> bool:
@@ -23,20 +46,20 @@ def own_object_allowed(node: str, verb: str, *, name: str, field_selector: str) 
     return verb in ("get", "create", "update", "update_status") and name == node
 
 
-class NodeStrategy(KindStrategy):
+class NodeStrategy(KindStrategy[v1.Node]):
     status_on_create = False
     controller_writes = frozenset({"update_status"})
 
-    def default_new(self, obj: Any, *, now: float) -> None:
+    def default_new(self, obj: v1.Node, *, now: float) -> None:
         obj.status.state = v1.NODE_NOT_READY
 
-    def validate(self, obj: Any) -> None:
-        validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_subdomain, spec_rule=validation.node_spec)
+    def validate(self, obj: v1.Node) -> None:
+        validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_subdomain, spec_rule=node_spec)
 
-    def validate_status(self, obj: Any) -> None:
-        validation.check_status(obj, kind=KIND.kind, status_rule=validation.node_status)
+    def validate_status(self, obj: v1.Node) -> None:
+        validation.check_status(obj, kind=KIND.kind, status_rule=node_status)
 
-    async def before_delete(self, ctx: KindContext, obj: Any, *, force: bool) -> None:
+    async def before_delete(self, ctx: KindContext, obj: v1.Node, *, force: bool) -> None:
         """FailedPrecondition when projects are bound to the node. Reads etcd, not the watch cache: a binding
         acknowledged a moment ago must count even if the cache has not seen it yet."""
         if force:
@@ -54,7 +77,9 @@ class NodeStrategy(KindStrategy):
                 f"node {node} still has {len(busy)} project(s) ({shown}); drain it first or delete with --force"
             )
 
-    def node_allows(self, node: str, verb: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
+    def node_allows(
+        self, node: str, verb: str, *, name: str, obj: v1.Node | None, old: v1.Node | None, field_selector: str
+    ) -> bool:
         """A node reads every node (its ingress forwards to the node running a project, and serves Internal hosts to
         the cluster's node addresses) and writes only its own."""
         if verb in ("get", "list", "watch"):
@@ -64,4 +89,4 @@ class NodeStrategy(KindStrategy):
 
 STRATEGY = NodeStrategy(KIND)
 
-__all__ = ["STRATEGY", "NodeStrategy", "own_object_allowed"]
+__all__ = ["KIND", "STRATEGY", "NodeStrategy", "node_spec", "node_status", "own_object_allowed"]

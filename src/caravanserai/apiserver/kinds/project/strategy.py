@@ -1,35 +1,35 @@
 """Projects: phase Pending on create, the phase table of `caravanserai.project.lifecycle` on UpdateStatus (DESIGN §4),
-Terminating on delete while anything may run, and nodes reaching only the projects bound to them."""
+Terminating on delete while anything may run, and nodes reaching only the projects bound to them. The rules of a
+project's spec and status are in `rules` (with `servicerules` and `datarules`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindStrategy
+from caravanserai.apiserver.kinds.project.rules import project_spec, project_status
 from caravanserai.errors import FailedPrecondition
+from caravanserai.project import lifecycle
 from caravanserai.text.selectors import validate_dns_label
 
 KIND = meta.KINDS["projects"]
 
 
-class ProjectStrategy(KindStrategy):
+class ProjectStrategy(KindStrategy[v1.Project]):
     status_on_create = False
     controller_writes = frozenset({"update_status", "delete"})
 
-    def default_new(self, obj: Any, *, now: float) -> None:
+    def default_new(self, obj: v1.Project, *, now: float) -> None:
         lifecycle.created(obj, now=now)
         default_requests(obj.spec)
 
-    def validate(self, obj: Any) -> None:
-        validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_label, spec_rule=validation.project_spec)
+    def validate(self, obj: v1.Project) -> None:
+        validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_label, spec_rule=project_spec)
 
-    def validate_status(self, obj: Any) -> None:
-        validation.check_status(obj, kind=KIND.kind, status_rule=validation.project_status)
+    def validate_status(self, obj: v1.Project) -> None:
+        validation.check_status(obj, kind=KIND.kind, status_rule=project_status)
 
-    def prepare_update(self, old: Any, new: Any) -> Any:
+    def prepare_update(self, old: v1.Project, new: v1.Project) -> v1.Project:
         new = meta.copy(new)
         default_requests(new.spec)
         merged = super().prepare_update(old, new)
@@ -37,31 +37,33 @@ class ProjectStrategy(KindStrategy):
             raise FailedPrecondition(f"project {old.metadata.name} is being deleted; its spec cannot change")
         return merged
 
-    def prepare_status(self, old: Any, new: Any, *, now: float) -> Any:
+    def prepare_status(self, old: v1.Project, new: v1.Project, *, now: float) -> v1.Project:
         """New status, checked against the lifecycle's phase table (which also records phase changes)."""
         merged = super().prepare_status(old, new, now=now)
         lifecycle.check(old, merged, now=now)
         return merged
 
-    def delete_plan(self, obj: Any, *, force: bool) -> str:
+    def delete_plan(self, obj: v1.Project, *, force: bool) -> str:
         plan = lifecycle.delete_plan(obj, force=force)
         if plan == REMOVE and obj.metadata.finalizers and not force:
             return NOOP if obj.metadata.HasField("deletion_timestamp") else FINALIZE
         return plan
 
-    def mark_deleted(self, obj: Any, plan: str, *, now: float) -> Any:
+    def mark_deleted(self, obj: v1.Project, plan: str, *, now: float) -> v1.Project:
         return lifecycle.mark_terminating(obj, now=now) if plan == MARK else super().mark_deleted(obj, plan, now=now)
 
-    def removable_after_update(self, obj: Any) -> bool:
+    def removable_after_update(self, obj: v1.Project) -> bool:
         return super().removable_after_update(obj) and obj.status.phase in lifecycle.DELETE_AT_ONCE
 
-    def node_allows(self, node: str, verb: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
+    def node_allows(
+        self, node: str, verb: str, *, name: str, obj: v1.Project | None, old: v1.Project | None, field_selector: str
+    ) -> bool:
         """A node reads every project (its ingress answers for any host and forwards to the node that runs the
         project) and writes the status of projects while they stay bound to it."""
         if verb in ("get", "list", "watch"):
             return True
         if verb == "update_status":
-            return old is not None and old.status.node_ref == node and obj.status.node_ref == node
+            return old is not None and obj is not None and old.status.node_ref == node and obj.status.node_ref == node
         return False
 
 
@@ -76,4 +78,4 @@ def default_requests(spec: v1.ProjectSpec) -> None:
 
 STRATEGY = ProjectStrategy(KIND)
 
-__all__ = ["STRATEGY", "ProjectStrategy"]
+__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests"]

@@ -1,9 +1,7 @@
-"""Validation of Secrets and Configs, of the places a project names them, of image pull settings and of extended
-resources.
+"""The rules of the places a project names Secrets and Configs, of its image pull settings and of extended
+resources (the rules of Secrets and Configs themselves are beside their strategies, `kinds.secret` and
+`kinds.config`).
 
-* Secret: `type` Opaque (default) or RegistryAuth (keys registry/username/password, or `.dockerconfigjson`; see
-  `caravanserai.project.registryauth`); data keys are file-name-like (`[-._a-zA-Z0-9]+`, not `.` or `..`). Config: keys
-  alike.
 * `env[i].valueFrom` names exactly one of a Secret and a Config and a key, and then `value` is empty;
   `envFrom[i]` names exactly one of a Secret and a Config.
 * A volume of type Secret names a Secret (and no Config), of type Config a Config; `mode` only for those, within
@@ -14,40 +12,17 @@ resources.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
-from caravanserai.project import registryauth
 from caravanserai import v1
+from caravanserai.apiserver import validation
 from caravanserai.project.handoff import STANDARD_RESOURCES
 from caravanserai.text.quantity import parse_quantity
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, key_path, quote
 
-_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 MAX_MODE = 0o777
-
-
-def _keys(errors: Violations, path: str, keys: list[str]) -> None:
-    for key in keys:
-        if not _KEY.match(key) or key in (".", ".."):
-            errors.add(key_path(path, key), "key must consist of letters, digits, '-', '_' or '.' (not '.' or '..')")
-
-
-def secret_spec(errors: Violations, spec: v1.SecretSpec) -> None:
-    errors.choice("spec.type", spec.type, v1.SECRET_TYPES, empty="for Opaque")
-    _keys(errors, "spec.data", list(spec.data))
-    if spec.type == v1.SECRET_REGISTRY_AUTH:
-        try:
-            registryauth.credentials(spec.data)
-        except ValueError as exc:
-            key, _, reason = str(exc).partition(": ")
-            errors.add(key_path("spec.data", key), reason)
-
-
-def config_spec(errors: Violations, spec: v1.ConfigSpec) -> None:
-    _keys(errors, "spec.data", list(spec.data))
 
 
 def _one_source(errors: Violations, path: str, secret: str, config: str) -> None:
@@ -66,7 +41,7 @@ def service_data(errors: Violations, path: str, service: v1.Service) -> None:
         here = f"{path}.env[{i}].valueFrom"
         _one_source(errors, here, env.value_from.secret, env.value_from.config)
         if errors.required(f"{here}.key", env.value_from.key):
-            _keys(errors, f"{here}.key", [env.value_from.key])
+            validation.data_keys(errors, f"{here}.key", [env.value_from.key])
         if env.value:
             errors.add(f"{path}.env[{i}].value", "must be empty when valueFrom is set")
     for i, source in enumerate(service.env_from):
@@ -130,12 +105,4 @@ def pull_secrets(errors: Violations, spec: v1.ProjectSpec) -> None:
     errors.unique(((f"spec.imagePullSecrets[{i}]", n) for i, n in enumerate(spec.image_pull_secrets)), "secret")
 
 
-__all__ = [
-    "MAX_MODE",
-    "config_spec",
-    "extended_resources",
-    "pull_secrets",
-    "secret_spec",
-    "service_data",
-    "volume_data",
-]
+__all__ = ["MAX_MODE", "extended_resources", "pull_secrets", "service_data", "volume_data"]
