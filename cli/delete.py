@@ -30,11 +30,12 @@ from caravanserai.errors import CaravanseraiError, NotFound
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found, report
+from caravanserai.cli.kinds import plurals
 from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.resources import CUSTOM_KINDS, discover_kinds, is_allowed, parse_target
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
 
-DELETABLE = ("nodes", "projects", "resourcedefinitions", CUSTOM_KINDS)
+DELETABLE = (*plurals(lambda view: view.deletable), CUSTOM_KINDS)
 DEFAULT_TIMEOUT = "60s"
 GONE = Condition("delete", lambda obj: obj is None, wants_absent=True)
 

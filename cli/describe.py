@@ -1,5 +1,6 @@
 """`caractrl describe RESOURCE NAME…`: everything about an object of any kind, in a readable layout, with its
-events (projects, nodes, leases and events have layouts of their own; other kinds show metadata, spec, status).
+events, in the layout of the kind's entry in the CLI's kind table (`cli/kinds/`; kinds without a layout of their
+own, custom kinds among them, show metadata, spec and status).
 
 The events of the kind are listed once (field selector `involvedObject.kind=…`) and matched here on the involved
 object's name (and uid).
@@ -15,48 +16,19 @@ import click
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
-from caravanserai.errors import Forbidden, NotFound
+from caravanserai.errors import NotFound
 
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
-from caravanserai.cli.describe_node import describe_node
-from caravanserai.cli.describe_other import describe_event, describe_generic, describe_lease, describe_secret
-from caravanserai.cli.describe_project import describe_project
 from caravanserai.cli.errors import PartialFailure, report
+from caravanserai.cli.kinds import view_of
 from caravanserai.cli.layout import events_about
 from caravanserai.cli.resources import get_object, parse_target
 
 
 async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list[v1.Event]) -> str:
     obj: Any = await get_object(client.resource(kind.plural), name)
-    now = time.time()
-    about = events_about(events, obj)
-    if kind.plural == "projects":
-        return describe_project(obj, about, now, node=await _node_of(client, obj))
-    if kind.plural == "leases":
-        return describe_lease(obj, about, now)
-    if kind.plural == "events":
-        return describe_event(obj, about, now)
-    if kind.plural == "secrets":
-        return describe_secret(obj, about, now)
-    if kind.plural != "nodes":
-        return describe_generic(obj, about, now)
-    bound = await client.projects.list(field_selector=f"status.nodeRef={name}")
-    try:
-        lease: v1.Lease | None = await client.leases.get(name)
-    except NotFound:
-        lease = None
-    return describe_node(obj, lease, [p for p in bound if p.status.phase in v1.BOUND_PHASES], about, now)
-
-
-async def _node_of(client: Client, project: v1.Project) -> v1.Node | None:
-    """The project's node (None when it has none or it cannot be read)."""
-    if not project.status.node_ref or not project.spec.ingress:
-        return None
-    try:
-        return await client.nodes.get(project.status.node_ref)
-    except (NotFound, Forbidden):
-        return None
+    return await view_of(kind).describe(client, obj, events_about(events, obj), time.time())
 
 
 async def _describe(settings: Settings, kind: meta.Kind, names: Sequence[str]) -> None:

@@ -23,9 +23,9 @@ from caravanserai.errors import NotFound
 from caravanserai.cli.common import complete_names, complete_resource, output_option, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, report
+from caravanserai.cli.kinds import columns_of, load_context, rows, view_of
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
-from caravanserai.cli.tables import columns_of, load_context, rows
 from caravanserai.cli.watching import Selection, Watcher
 
 NO_RESOURCES = "No resources found."
@@ -96,11 +96,12 @@ def get(
 
 
 def events_for(kind: meta.Kind, target: str) -> str:
-    """The field selector of `get events --for KIND/NAME`."""
-    if kind.plural != "events":
+    """The field selector of `get events --for KIND/NAME` (the kind's `for_selector`; only events have one)."""
+    narrow = view_of(kind).for_selector
+    if narrow is None:
         raise click.UsageError("--for selects events; use it with `get events`")
     about, name = split_target(target)
-    return f"involvedObject.kind={about.kind},involvedObject.name={name}"
+    return narrow(about, name)
 
 
 async def _get(settings: Settings, opts: GetOptions) -> None:

@@ -14,7 +14,8 @@ How fields map:
   a string field whose comment is just a list of values (`"Ready" or "NotReady".`,
   `NoSchedule, PreferNoSchedule or NoExecute.`) becomes an `enum` of those values;
 * required: `apiVersion`, `kind`, `metadata` (with `name`), plus the fields the server always requires
-  (`spec.services[].name` and `.image` for projects, and the like).
+  (`spec.services[].name` and `.image` for projects, and the like: each kind's `SchemaBits` in the CLI's kind
+  table, `cli/kinds/`, which also says which kinds `caractrl schema` offers).
 """
 
 from __future__ import annotations
@@ -31,33 +32,26 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from caravanserai import meta, v1
 
+from caravanserai.cli.kinds import VIEWS, plurals, view_of
 from caravanserai.cli.resources import CUSTOM_KINDS, resolve_kind
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-SCHEMA_KINDS = ("nodes", "projects")
+SCHEMA_KINDS = plurals(lambda view: view.schema is not None)
 _STUBS = ("resources_pb2.pyi",)
 _ITEM = r'(?:"[^"]*"|[A-Z][A-Za-z]*)(?: \([^)]*\))?'
 _ENUM = re.compile(rf"^{_ITEM}(?:(?:, | or |, or ){_ITEM})+\.?$")
 _VALUE = re.compile(r'"([^"]*)"|([A-Z][A-Za-z]*)(?: \([^)]*\))?')
 _RANGE = re.compile(r"\((\d+)-(\d+)\)")
 
-# Fields the server always requires (by message name and camelCase field name), beyond apiVersion/kind/metadata.
+# Fields the server always requires (by message name and camelCase field name), beyond apiVersion/kind/metadata:
+# those of every kind, then each kind's own (applied by message name to every schema, as a message name means the
+# same message in every kind).
 REQUIRED: dict[str, tuple[str, ...]] = {
     "ObjectMeta": ("name",),
-    "ProjectSpec": ("services",),
-    "Service": ("name", "image"),
-    "EnvVar": ("name",),
-    "VolumeMount": ("name", "mountPath"),
-    "Volume": ("name",),
-    "Ingress": ("name", "target"),
-    "IngressTarget": ("service", "port"),
-    "Taint": ("key", "effect"),
     "Condition": ("type", "status"),
-    "NodeAddress": ("type", "address"),
-    "ServicePort": ("containerPort",),
-    "ServiceStatus": ("name",),
+    **{name: fields for view in VIEWS.values() if view.schema for name, fields in view.schema.required.items()},
 }
-_NON_EMPTY = {("ProjectSpec", "services")}
+_NON_EMPTY = frozenset(pair for view in VIEWS.values() if view.schema for pair in view.schema.non_empty)
 _INT_RANGES = {
     FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
     FieldDescriptor.TYPE_SINT32: (-(2**31), 2**31 - 1),
@@ -195,7 +189,8 @@ def schema_of(kind: meta.Kind) -> dict[str, Any]:
     top = builder.defs[kind.kind]
     top["properties"]["apiVersion"] = {"description": "API group and version.", "const": kind.api_version}
     top["properties"]["kind"] = {"description": "Kind of the object.", "const": kind.kind}
-    top["required"] = ["apiVersion", "kind", "metadata"] + (["spec"] if kind.plural == "projects" else [])
+    bits = view_of(kind).schema
+    top["required"] = ["apiVersion", "kind", "metadata", *(bits.top_required if bits else ())]
     return {
         "$schema": DRAFT,
         "$id": f"{kind.kind.lower()}.json",

@@ -1,12 +1,9 @@
-"""The columns `caractrl get` prints for each kind (`-o table` and `-o wide`).
+"""The pieces of `caractrl get` tables (`-o table` and `-o wide`): `Columns` (one kind's table), `RowContext`
+(what rows may look up besides their own object), quantities for people, and the readings of a project or an
+event that tables and descriptions share.
 
-    nodes     NAME STATE SCHEDULABLE CPU MEMORY PROJECTS AGE   (+ LABELS ADDRESS THROUGHPUT LAST-HEARTBEAT)
-    projects  NAME PHASE NODE READY RESTARTS AGE                (+ HOSTS REASON MESSAGE)
-    events    LAST SEEN TYPE REASON OBJECT MESSAGE              (+ SOURCE COUNT FIRST SEEN NAME, before MESSAGE)
-    leases    NAME HOLDER AGE                                   (+ DURATION RENEWED TRANSITIONS)
-
-Node rows need other objects (projects bound to the node, the node's heartbeat Lease): `load_context` lists
-them once per table, not once per row.
+Each kind's columns are in its entry of the CLI's kind table (`cli/kinds/`); a custom kind's table is made here
+from its definition's printer columns (`custom_columns`).
 """
 
 from __future__ import annotations
@@ -14,42 +11,27 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf import json_format
 
 from caravanserai import meta, v1
-from caravanserai.client import Client
-from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import seconds
-from caravanserai.text.durations import format_duration
-from caravanserai.project.ingresshosts import ingress_host
 from caravanserai.text.quantity import cpu_millis, format_bytes, format_cpu, to_int
 
-from caravanserai.cli.printers import NONE, UNKNOWN, age, key_values, or_none
+from caravanserai.cli.printers import NONE, age, key_values
 
 
 @dataclass
 class RowContext:
-    """What rows of one table may look up besides their own object."""
+    """What rows of one table may look up besides their own object (a kind's `lookups` fill it once per table:
+    node rows count the projects bound to each node and read its heartbeat Lease)."""
 
     now: float = field(default_factory=time.time)
     projects_per_node: Counter[str] = field(default_factory=Counter)
     leases: dict[str, v1.Lease] = field(default_factory=dict)
-
-
-async def load_context(client: Client, kind: meta.Kind) -> RowContext:
-    """The lookups the rows of `kind` need (projects and leases for nodes; nothing for other kinds)."""
-    context = RowContext()
-    if kind.plural == "nodes":
-        projects = await client.projects.list()
-        context.projects_per_node.update(
-            p.status.node_ref for p in projects if p.status.node_ref and p.status.phase in v1.BOUND_PHASES
-        )
-        context.leases = {lease.metadata.name: lease for lease in await client.leases.list()}
-    return context
 
 
 # ---- quantities ---------------------------------------------------------------------------------------------
@@ -75,33 +57,7 @@ def bytes_text(quantity: str) -> str:
         return quantity
 
 
-def throughput_text(node: v1.Node) -> str:
-    """`↓11.9Mi/s ↑2.9Mi/s`, `<none>` when never measured."""
-    measured = node.status.network.throughput
-    if not measured.download and not measured.upload:
-        return NONE
-    return f"↓{bytes_text(measured.download)}/s ↑{bytes_text(measured.upload)}/s"
-
-
-# ---- rows ---------------------------------------------------------------------------------------------------
-
-
-def node_row(node: v1.Node, ctx: RowContext, wide: bool) -> list[str]:
-    allocatable = node.status.allocatable
-    row = [
-        node.metadata.name,
-        or_none(node.status.state, UNKNOWN),
-        "false" if node.spec.unschedulable else "true",
-        cpu_text(allocatable.get("cpu", "")),
-        bytes_text(allocatable.get("memory", "")),
-        str(ctx.projects_per_node.get(node.metadata.name, 0)),
-        age(node.metadata.creation_timestamp, ctx.now),
-    ]
-    if wide:
-        lease = ctx.leases.get(node.metadata.name)
-        heartbeat = age(lease.spec.renew_time, ctx.now) if lease is not None else NONE
-        row += [key_values(node.metadata.labels), or_none(node_address(node)), throughput_text(node), heartbeat]
-    return row
+# ---- readings that rows and descriptions share ------------------------------------------------------------
 
 
 def project_reason(project: v1.Project) -> v1.Condition | None:
@@ -123,72 +79,12 @@ def restarts(project: v1.Project) -> str:
     return str(sum(s.restart_count for s in project.status.services))
 
 
-def project_row(project: v1.Project, ctx: RowContext, wide: bool) -> list[str]:
-    row = [
-        project.metadata.name,
-        or_none(project.status.phase, UNKNOWN),
-        or_none(project.status.node_ref),
-        services_ready(project),
-        restarts(project),
-        age(project.metadata.creation_timestamp, ctx.now),
-    ]
-    if wide:
-        cond = project_reason(project)
-        hosts = ",".join(
-            f"{ingress_host(project, i)}->{i.target.service}:{i.target.port}" for i in project.spec.ingress
-        )
-        row += [or_none(hosts), or_none(cond.reason if cond else ""), or_none(cond.message if cond else "")]
-    return row
-
-
 def event_last_seen(event: v1.Event) -> float:
     """When an event last happened (its creation when it carries no timestamps)."""
     for ts in (event.spec.last_timestamp, event.spec.first_timestamp, event.metadata.creation_timestamp):
         if ts.seconds or ts.nanos:
             return seconds(ts)
     return 0.0
-
-
-def involved(event: v1.Event) -> str:
-    """`project/web` for the object an event is about."""
-    ref = event.spec.involved_object
-    return f"{ref.kind.lower()}/{ref.name}"
-
-
-def event_row(event: v1.Event, ctx: RowContext, wide: bool) -> list[str]:
-    spec = event.spec
-    last = event_last_seen(event)
-    row = [format_duration(ctx.now - last) if last else UNKNOWN, spec.type, spec.reason, involved(event)]
-    if wide:
-        source = ",".join(p for p in (spec.source.component, spec.source.host) if p)
-        first = age(spec.first_timestamp, ctx.now)
-        row += [or_none(source), str(max(spec.count, 1)), first, event.metadata.name]
-    row.append(spec.message)
-    return row
-
-
-def lease_row(lease: v1.Lease, ctx: RowContext, wide: bool) -> list[str]:
-    row = [lease.metadata.name, or_none(lease.spec.holder_identity), age(lease.metadata.creation_timestamp, ctx.now)]
-    if wide:
-        duration = f"{lease.spec.lease_duration_seconds}s" if lease.spec.lease_duration_seconds else NONE
-        row += [duration, age(lease.spec.renew_time, ctx.now), str(lease.spec.lease_transitions)]
-    return row
-
-
-def secret_row(secret: v1.Secret, ctx: RowContext, wide: bool) -> list[str]:
-    """Name, type, number of keys, age: never a value."""
-    row = [secret.metadata.name, secret.spec.type or v1.SECRET_OPAQUE, str(len(secret.spec.data))]
-    row.append(age(secret.metadata.creation_timestamp, ctx.now))
-    if wide:
-        row.append(", ".join(sorted(secret.spec.data)) or NONE)
-    return row
-
-
-def config_row(config: v1.Config, ctx: RowContext, wide: bool) -> list[str]:
-    row = [config.metadata.name, str(len(config.spec.data)), age(config.metadata.creation_timestamp, ctx.now)]
-    if wide:
-        row.append(", ".join(sorted(config.spec.data)) or NONE)
-    return row
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,44 +98,6 @@ class Columns:
 
     def header(self, wide: bool) -> list[str]:
         return list(self.wide_headers if wide else self.headers)
-
-
-COLUMNS: dict[str, Columns] = {
-    "nodes": Columns(
-        ("NAME", "STATE", "SCHEDULABLE", "CPU", "MEMORY", "PROJECTS", "AGE"),
-        ("NAME", "STATE", "SCHEDULABLE", "CPU", "MEMORY", "PROJECTS", "AGE", "LABELS", "ADDRESS", "THROUGHPUT",
-         "LAST-HEARTBEAT"),
-        node_row,
-    ),
-    "projects": Columns(
-        ("NAME", "PHASE", "NODE", "READY", "RESTARTS", "AGE"),
-        ("NAME", "PHASE", "NODE", "READY", "RESTARTS", "AGE", "HOSTS", "REASON", "MESSAGE"),
-        project_row,
-    ),
-    "events": Columns(
-        ("LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"),
-        ("LAST SEEN", "TYPE", "REASON", "OBJECT", "SOURCE", "COUNT", "FIRST SEEN", "NAME", "MESSAGE"),
-        event_row,
-        sort_key=event_last_seen,
-    ),
-    "leases": Columns(("NAME", "HOLDER", "AGE"), ("NAME", "HOLDER", "AGE", "DURATION", "RENEWED", "TRANSITIONS"),
-                      lease_row),
-    "secrets": Columns(("NAME", "TYPE", "DATA", "AGE"), ("NAME", "TYPE", "DATA", "AGE", "KEYS"), secret_row),
-    "configs": Columns(("NAME", "DATA", "AGE"), ("NAME", "DATA", "AGE", "KEYS"), config_row),
-}
-
-
-def definition_row(definition: v1.ResourceDefinition, ctx: RowContext, wide: bool) -> list[str]:
-    spec = definition.spec
-    row = [definition.metadata.name, spec.kind, or_none(",".join(spec.short_names)), age(definition.metadata.creation_timestamp, ctx.now)]
-    if wide:
-        row += [or_none(",".join(c.name for c in spec.printer_columns)), or_none(",".join(spec.node_verbs))]
-    return row
-
-
-COLUMNS["resourcedefinitions"] = Columns(
-    ("NAME", "KIND", "SHORTNAMES", "AGE"), ("NAME", "KIND", "SHORTNAMES", "AGE", "COLUMNS", "NODE-VERBS"), definition_row
-)
 
 
 def json_path_value(obj: Any, path: str) -> str:
@@ -271,34 +129,15 @@ def custom_columns(kind: meta.Kind) -> Columns:
     return Columns(("NAME", *names, "AGE"), ("NAME", *names, "AGE", "LABELS"), row)
 
 
-def columns_of(kind: meta.Kind) -> Columns:
-    """The table of `kind`: its own for built-in kinds, from the definition's printer columns for custom kinds."""
-    return COLUMNS.get(kind.plural) or custom_columns(kind)
-
-
-def rows(kind: meta.Kind, objects: Sequence[Any], ctx: RowContext, *, wide: bool) -> list[list[str]]:
-    """The rows for `objects` of `kind`, in the kind's order (names; events by time)."""
-    columns = columns_of(kind)
-    return [columns.row(o, ctx, wide) for o in sorted(objects, key=columns.sort_key)]
-
-
 __all__ = [
-    "COLUMNS",
     "Columns",
     "RowContext",
     "bytes_text",
-    "columns_of",
-    "custom_columns",
-    "config_row",
     "cpu_text",
+    "custom_columns",
     "event_last_seen",
-    "involved",
     "json_path_value",
-    "load_context",
-    "node_address",
     "project_reason",
-    "rows",
-    "secret_row",
+    "restarts",
     "services_ready",
-    "throughput_text",
 ]

@@ -9,14 +9,16 @@ Several `--for` must all hold (kubectl ANDs them). `condition=Type` means status
 compares case-insensitively. Prints `project/web condition met`; on timeout prints
 `error: timed out waiting for the condition on projects/web` and exits 1. A project that ends up Failed or
 Terminated while waiting for another phase is reported at once instead of waiting for the timeout.
+
+What a kind offers (`FIELD=VALUE` fields, when waiting is hopeless, whether `wait` takes it at all) is in its
+entry of the CLI's kind table (`cli/kinds/`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -28,40 +30,32 @@ from caravanserai.text.durations import parse_duration
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, not_found
+from caravanserai.cli.kinds import plurals, view_of
+from caravanserai.cli.kinds.base import Condition, Predicate
 from caravanserai.cli.resources import CUSTOM_KINDS, parse_target
 from caravanserai.cli.watching import Selection, Watcher
 
-WAITABLE = ("nodes", "projects", CUSTOM_KINDS)
+WAITABLE = (*plurals(lambda view: view.waitable), CUSTOM_KINDS)
 DEFAULT_TIMEOUT = "30s"
-_FINAL_PHASES = (v1.SUCCEEDED, v1.FAILED, v1.TERMINATED)
-
-Predicate = Callable[[Any], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    """One `--for` clause: its text and a test on the object (None when the object does not exist)."""
-
-    text: str
-    test: Predicate
-    wants_absent: bool = False
-    phase: str = ""
 
 
 def parse_condition(text: str, kind: meta.Kind) -> Condition:
-    """`delete`, `phase=Running` (projects), `state=Ready` (nodes) or `condition=Type[=value]`."""
+    """`delete`, `condition=Type[=value]` or `FIELD=VALUE` on one of the kind's wait fields (`phase=Running` for
+    projects, `state=Ready` for nodes)."""
     what, _, value = text.partition("=")
     what = what.strip().lower()
     if what == "delete" and not value:
         return Condition(text, lambda obj: obj is None, wants_absent=True)
-    if what == "phase" and value and kind.plural == "projects":
-        return Condition(text, lambda obj: obj is not None and obj.status.phase.lower() == value.lower(), phase=value)
-    if what == "state" and value and kind.plural == "nodes":
-        return Condition(text, lambda obj: obj is not None and obj.status.state.lower() == value.lower())
+    fields = view_of(kind).wait_fields
+    read = fields.get(what)
+    if read is not None and value:
+        return Condition(
+            text, lambda obj: obj is not None and read(obj).lower() == value.lower(), field=what, value=value
+        )
     if what == "condition" and value:
         type_, _, status = value.partition("=")
         return Condition(text, _has_condition(type_, status or v1.TRUE))
-    hint = {"projects": " or phase=PHASE", "nodes": " or state=STATE"}.get(kind.plural, "")
+    hint = "".join(f" or {name}={name.upper()}" for name in fields)
     raise click.BadParameter(f"{text!r}: use delete, condition=TYPE[=STATUS]{hint}", param_hint="'--for'")
 
 
@@ -77,16 +71,12 @@ def _has_condition(type_: str, status: str) -> Predicate:
 
 
 def hopeless(obj: Any, conditions: Sequence[Condition]) -> str | None:
-    """Why waiting is pointless (a project reached a final phase the conditions do not ask for), or None."""
-    if not isinstance(obj, v1.Project) or obj.status.phase not in _FINAL_PHASES:
+    """Why waiting is pointless (as the kind's `hopeless` says: a project reached a final phase the conditions do
+    not ask for), or None."""
+    if obj is None:
         return None
-    if obj.status.phase != v1.TERMINATED and 0 < obj.status.observed_generation < obj.metadata.generation:
-        return None  # a changed spec (or a restart) returns a finished project to Pending
-    if any(c.wants_absent or c.phase.lower() == obj.status.phase.lower() for c in conditions):
-        return None
-    cond = meta.get_condition(obj.status.conditions, v1.CONDITION_PHASE)
-    detail = f": {cond.reason}: {cond.message}" if cond and (cond.reason or cond.message) else ""
-    return f"project/{obj.metadata.name} is {obj.status.phase}{detail}"
+    judge = view_of(meta.kind_of(obj)).hopeless
+    return judge(obj, conditions) if judge is not None else None
 
 
 async def wait_for_object(
@@ -164,5 +154,5 @@ async def _wait(settings: Settings, kind: meta.Kind, names: list[str], condition
         raise CommandError(timeout_message(kind.plural, late))
 
 
-__all__ = ["DEFAULT_TIMEOUT", "WAITABLE", "Condition", "hopeless", "parse_condition", "timeout_message", "wait",
-           "wait_all", "wait_for_object"]
+__all__ = ["DEFAULT_TIMEOUT", "WAITABLE", "Condition", "Predicate", "hopeless", "parse_condition", "timeout_message",
+           "wait", "wait_all", "wait_for_object"]

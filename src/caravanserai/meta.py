@@ -1,8 +1,29 @@
 """The kinds the API serves, and helpers every component uses on objects and their conditions.
 
 `KINDS` is the one table mapping a plural resource name ("projects") to its kind ("Project"), message class and
-field in the `v1.Object` envelope. Generic code (apiserver, client, informer, CLI) goes through it, so adding a
-kind is one line here plus its messages.
+field in the `v1.Object` envelope. Generic code (apiserver verbs, watch cache, client, informer, manifests) goes
+through it and never names a kind; what differs per kind lives in two more tables, one entry per kind each.
+
+Adding a built-in kind is:
+
+1. **Messages**: `<Kind>`, `<Kind>Spec`, `<Kind>Status` in `proto/caravanserai/v1/`, a field for it in the
+   `v1.Object` envelope's `object` oneof; regenerate (`make generate`) and re-export the classes from
+   `caravanserai.v1`.
+2. **Here**: one `Kind(...)` line in `KINDS` (names, class, envelope field, `confidential`), and the class in the
+   `Resource` and `T` type lists below (and `caravanserai.text.manifest.Resource`) so typed code accepts it.
+3. **Apiserver**: a strategy with the kind's rules beside it, `apiserver/kinds/<kind>.py` (a
+   `KindStrategy[v1.<Kind>]`: defaults, validation, delete plan, node access), one line in
+   `apiserver.kinds.BUILTIN`.
+4. **CLI**: a view, `cli/kinds/<kind>.py` (a `KindView`: `get` columns, `describe` layout, `wait` fields, schema
+   bits), one line in `cli.kinds.VIEWS`.
+
+Optional: a typed attribute on `caravanserai.client.Client` (`client.<plural>`; `client.resource("<plural>")`
+works without it), the plural in `caravanserai.client.apply.APPLICABLE` when `apply` should take the kind, and
+its page in `docs/`. Tests guard the tables: `tests/unit/test_kind_table.py` (one strategy per kind, no kind
+branch in the apiserver) and `tests/unit/test_cli_kind_table.py` (one view per kind, no kind branch in the CLI).
+
+Custom kinds need none of this: a ResourceDefinition carries their names and schema (`customkinds`), the
+apiserver serves them with a generic strategy and the CLI shows them through their printer columns.
 """
 
 from __future__ import annotations

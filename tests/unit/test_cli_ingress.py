@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from caravanserai import v1
 from caravanserai.cli.describe_project import describe_project, ingress_rows
-from caravanserai.cli.tables import RowContext, project_row
+from caravanserai.cli.kinds.project import project_row
+from caravanserai.cli.tables import RowContext
 from caravanserai.testing.builders import project
 
 

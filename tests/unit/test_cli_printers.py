@@ -25,7 +25,10 @@ from caravanserai.cli.printers import (
     when,
 )
 from caravanserai.cli.schema import documented_values, kind_schema
-from caravanserai.cli.tables import COLUMNS, RowContext, node_address, project_reason, rows, throughput_text
+from caravanserai.cli.kinds import VIEWS, rows
+from caravanserai.cli.kinds.node import throughput_text
+from caravanserai.cli.tables import RowContext, project_reason
+from caravanserai.client.agentlogs import node_address
 from caravanserai.client import Change
 from caravanserai.clock import rfc3339, timestamp
 from caravanserai.testing import builders
@@ -111,7 +114,7 @@ def test_project_reason_prefers_unschedulable_while_pending() -> None:
                        message="0/2 nodes are available", now=NOW)
     cond = project_reason(project)
     assert cond is not None and cond.reason == "Unschedulable"
-    row = COLUMNS["projects"].row(project, RowContext(now=NOW), True)
+    row = VIEWS["projects"].columns.row(project, RowContext(now=NOW), True)
     assert row[-2:] == ["Unschedulable", "0/2 nodes are available"]
 
 

@@ -1,0 +1,78 @@
+"""The CLI's table of kinds: one `KindView` per built-in kind (`base.KindView`: its `get` columns, `describe`
+layout, `wait` fields, schema bits …), one module each, keyed by plural — the client-side twin of the apiserver's
+`KindTable`. `get`, `describe`, `wait`, `schema` and `delete` look a kind up here and never name one
+(`tests/unit/test_cli_kind_table.py` checks it).
+
+A custom kind has no module: `view_of` makes its view from the definition's printer columns (NAME, the columns,
+AGE), with the generic description (metadata, spec, status) and `condition=`/`delete` waits.
+
+Adding a built-in kind to the CLI is one module here (its `VIEW`) and one line in `VIEWS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from caravanserai import meta
+from caravanserai.client import Client
+
+from caravanserai.cli.kinds import config, definition, event, lease, node, project, secret
+from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
+from caravanserai.cli.tables import Columns, RowContext, custom_columns
+
+VIEWS: dict[str, KindView] = {
+    view.plural: view
+    for view in (
+        project.VIEW,
+        node.VIEW,
+        lease.VIEW,
+        event.VIEW,
+        definition.VIEW,
+        secret.VIEW,
+        config.VIEW,
+    )
+}
+"""The built-in kinds' views, by plural."""
+
+
+def view_of(kind: meta.Kind) -> KindView:
+    """The view of `kind`: its own for a built-in kind, made from the definition's printer columns otherwise."""
+    found = VIEWS.get(kind.plural)
+    if found is not None:
+        return found
+    return KindView(kind.plural, custom_columns(kind), waitable=True, deletable=True)
+
+
+def plurals(having: Callable[[KindView], bool]) -> tuple[str, ...]:
+    """The built-in kinds (sorted plurals) whose view has `having` (`lambda v: v.deletable`)."""
+    return tuple(sorted(plural for plural, view in VIEWS.items() if having(view)))
+
+
+def columns_of(kind: meta.Kind) -> Columns:
+    """The `get` table of `kind`."""
+    return view_of(kind).columns
+
+
+async def load_context(client: Client, kind: meta.Kind) -> RowContext:
+    """What the rows of `kind` look up besides their own objects (listed once per table)."""
+    return await view_of(kind).lookups(client)
+
+
+def rows(kind: meta.Kind, objects: Sequence[Any], ctx: RowContext, *, wide: bool) -> list[list[str]]:
+    """The rows for `objects` of `kind`, in the kind's order (names; events by time)."""
+    columns = columns_of(kind)
+    return [columns.row(o, ctx, wide) for o in sorted(objects, key=columns.sort_key)]
+
+
+__all__ = [
+    "Condition",
+    "KindView",
+    "SchemaBits",
+    "VIEWS",
+    "columns_of",
+    "load_context",
+    "plurals",
+    "rows",
+    "view_of",
+]
