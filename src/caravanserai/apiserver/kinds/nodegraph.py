@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from caravanserai.project import datarefs
+from caravanserai import v1
 from caravanserai.apiserver.kinds import project
+from caravanserai.project import datarefs
 
 
 class NodeGraph:
@@ -25,7 +26,7 @@ class NodeGraph:
     The names a node may read are computed once per node, resource and `revision()` of the projects (a list of
     many Secrets costs one pass over the projects, not one per Secret)."""
 
-    def __init__(self, projects: Callable[[], Iterable[Any]], revision: Callable[[], int] = lambda: 0) -> None:
+    def __init__(self, projects: Callable[[], Iterable[v1.Project]], revision: Callable[[], int] = lambda: 0) -> None:
         self._projects = projects
         self._revision = revision
         self._at = -1
