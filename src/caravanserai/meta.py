@@ -10,7 +10,7 @@ Adding a built-in kind is:
    `v1.Object` envelope's `object` oneof; regenerate (`make generate`) and re-export the classes from
    `caravanserai.v1`.
 2. **Here**: one `Kind(...)` line in `KINDS` (names, class, envelope field, `confidential`), and the class in the
-   `Resource` and `T` type lists below (and `caravanserai.text.manifest.Resource`) so typed code accepts it.
+   `Resource` type below (and `caravanserai.text.manifest.Resource`) so typed code accepts it.
 3. **Apiserver**: a strategy with the kind's rules beside it, `apiserver/kinds/<kind>.py` (a
    `KindStrategy[v1.<Kind>]`: defaults, validation, delete plan, node access), one line in
    `apiserver.kinds.BUILTIN`.
@@ -38,13 +38,18 @@ from caravanserai import v1
 from caravanserai.clock import timestamp
 
 Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config
-T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event, v1.ResourceDefinition, v1.Secret, v1.Config)
+
+
+class _TypeMeta(Protocol):
+    api_version: str
+    kind: str
 
 
 class _Copyable(Protocol):
     def CopyFrom(self, other_msg: Self) -> None: ...
 
 
+T = TypeVar("T", bound=_TypeMeta)  # an object of any kind, built-in or custom: it carries type meta
 M = TypeVar("M", bound=_Copyable)  # any message, including a kind strategy's generic one (`apiserver.kinds.base.T`)
 
 
@@ -193,7 +198,7 @@ def unwrap(envelope: v1.Object) -> Any:
 
 def with_type_meta(obj: T) -> T:
     """Set api_version and kind on `obj` (in place) and return it."""
-    kind = kind_of(obj)
+    kind = kind_of_class(type(obj))
     obj.api_version = kind.api_version
     obj.kind = kind.kind
     return obj
