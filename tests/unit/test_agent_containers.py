@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from caravanserai import v1
@@ -143,3 +145,65 @@ def test_network_and_volume_configs_carry_owner_labels() -> None:
     assert persistent["Labels"][naming.LABEL_VOLUME_TYPE] == "Persistent"
     assert ephemeral["Labels"][naming.LABEL_VOLUME_TYPE] == "Ephemeral"
     assert ephemeral["Labels"][naming.LABEL_VOLUME] == "cache"
+
+
+def _pinned_project() -> v1.Project:
+    """A project whose one service sets every field the create configuration reads."""
+    project = make_project(command=["httpd", "-f"], args=["-p", "8080"], working_dir="/srv", restart_policy="OnFailure")
+    service = project.spec.services[0]
+    service.env.add(name="GREETING", value="hi=there")
+    service.ports.add(container_port=8080, host_port=18080, host_ip="127.0.0.1")
+    service.ports.add(container_port=53, protocol="UDP")
+    service.volume_mounts.add(name="data", mount_path="/data", read_only=True)
+    service.resources.limits.update({"cpu": "1500m", "memory": "256Mi"})
+    service.resources.requests.update({"cpu": "250m", "memory": "64Mi", "nvidia.com/gpu": "2"})
+    service.healthcheck.exec.command.extend(["true"])
+    service.healthcheck.interval = "5s"
+    return project
+
+
+# Pinned values: containers made by an earlier agent are adopted only when their spec-hash label matches, and
+# their configuration is the one below. A change here recreates every container of every running project.
+PINNED_BODY = (
+    '{"Image":"caravanserai/busybox:test","Hostname":"web","Env":["GREETING=hi=there","TOKEN=s3cret",'
+    '"CARA_NODE_NAME=n1","CARA_PROJECT=shop","CARA_SERVICE=web","CARA_CPU_REQUEST=250","CARA_MEMORY_REQUEST=67108864",'
+    '"CARA_CPU_LIMIT=1500","CARA_MEMORY_LIMIT=268435456","CARA_RESOURCE_NVIDIA_COM_GPU=2"],'
+    '"Labels":{"caravanserai.io/managed":"true","caravanserai.io/node":"n1","caravanserai.io/project":"shop",'
+    '"caravanserai.io/project-uid":"uid-1","caravanserai.io/service":"web","caravanserai.io/generation":"3",'
+    '"caravanserai.io/spec-hash":"29aa313f7944208d"},'
+    '"HostConfig":{"NetworkMode":"cara_pool.ab12_n1","RestartPolicy":{"Name":"on-failure","MaximumRetryCount":0},'
+    '"NanoCpus":1500000000,"Memory":268435456,"CpuShares":256,"MemoryReservation":67108864,'
+    '"PortBindings":{"8080/tcp":[{"HostIp":"127.0.0.1","HostPort":"18080"}]},'
+    '"Mounts":[{"Type":"volume","Source":"cara_shop_data_n1","Target":"/data","ReadOnly":true},'
+    '{"Type":"bind","Source":"/var/lib/cara/d","Target":"/etc/app","ReadOnly":true}],'
+    '"DeviceRequests":[{"Driver":"nvidia","Count":2,"Capabilities":[["gpu"]]}]},'
+    '"NetworkingConfig":{"EndpointsConfig":{"cara_pool.ab12_n1":{"Aliases":["web"]}}},'
+    '"Entrypoint":["httpd","-f"],"Cmd":["-p","8080"],"ExposedPorts":{"8080/tcp":{},"53/udp":{}},"WorkingDir":"/srv",'
+    '"Healthcheck":{"Test":["CMD","true"],"Interval":5000000000,"Timeout":5000000000,"Retries":3,"StartPeriod":0}}'
+)
+PINNED_MINIMAL_BODY = (
+    '{"Image":"redis:7","Hostname":"db","Env":["CARA_NODE_NAME=n1","CARA_PROJECT=shop","CARA_SERVICE=db"],'
+    '"Labels":{"caravanserai.io/managed":"true","caravanserai.io/node":"n1","caravanserai.io/project":"shop",'
+    '"caravanserai.io/project-uid":"uid-1","caravanserai.io/service":"db","caravanserai.io/generation":"1",'
+    '"caravanserai.io/spec-hash":"750917e99bd8f15a"},'
+    '"HostConfig":{"NetworkMode":"cara_shop_n1","RestartPolicy":{"Name":"always","MaximumRetryCount":0}},'
+    '"NetworkingConfig":{"EndpointsConfig":{"cara_shop_n1":{"Aliases":["db"]}}}}'
+)
+
+
+def test_spec_hash_and_create_body_are_pinned() -> None:
+    project = _pinned_project()
+    service = project.spec.services[0]
+    assert containers.spec_hash(service) == "8a38777e0553b124"
+    assert containers.spec_hash(service, "d1g") == "29aa313f7944208d"
+    inputs = containers.ServiceInputs(
+        ("GREETING=hi=there", "TOKEN=s3cret"), mounts=(("/var/lib/cara/d", "/etc/app"),), digest="d1g"
+    )
+    body = containers.container_config(project, service, node="n1", inputs=inputs, network="cara_pool.ab12_n1")
+    assert json.dumps(body, separators=(",", ":")) == PINNED_BODY  # key order included
+
+    minimal = v1.Project()
+    minimal.metadata.name, minimal.metadata.uid, minimal.metadata.generation = "shop", "uid-1", 1
+    minimal.spec.services.add(name="db", image="redis:7")
+    body = containers.container_config(minimal, minimal.spec.services[0], node="n1")
+    assert json.dumps(body, separators=(",", ":")) == PINNED_MINIMAL_BODY
