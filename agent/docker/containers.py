@@ -4,6 +4,8 @@ Guarantees:
 
 * **Deterministic.** The same project, service and node always give the same configuration and the same
   `spec_hash`, so a restarted agent recognises the containers it made.
+* **Typed, with one writer of the body.** A service's container is a frozen `ContainerCreate` record
+  (`container_create`); its `body()` is the one place that writes Docker's create body (`container_config`).
 * **Kubernetes semantics for the command line.** `command` replaces the image's ENTRYPOINT and `args` its CMD;
   with `command` set and no `args`, the image's CMD is not used (Docker drops it when Entrypoint is given).
 * **Restart policies**: Always (the default) → Docker `always`; OnFailure → `on-failure` (unlimited retries);
@@ -158,39 +160,142 @@ def port_key(port: v1.ServicePort) -> str:
     return f"{port.container_port}/{(port.protocol or 'TCP').lower()}"
 
 
-def _ports(service: v1.Service) -> tuple[dict[str, Any], dict[str, list[dict[str, str]]]]:
-    exposed: dict[str, Any] = {}
-    bindings: dict[str, list[dict[str, str]]] = {}
-    for port in service.ports:
-        key = port_key(port)
-        exposed[key] = {}
-        if port.host_port:
-            bindings.setdefault(key, []).append({"HostIp": port.host_ip, "HostPort": str(port.host_port)})
-    return exposed, bindings
+@dataclass(frozen=True, slots=True)
+class Port:
+    """A container port: Docker's key (`8080/tcp`), and where it is published on the node (`host_port` 0: only
+    exposed on the project network)."""
+
+    key: str
+    host_ip: str = ""
+    host_port: int = 0
+
+    @staticmethod
+    def of(port: v1.ServicePort) -> Port:
+        return Port(port_key(port), port.host_ip, port.host_port)
 
 
-def _mounts(project: v1.Project, service: v1.Service, node: str, inputs: ServiceInputs) -> list[dict[str, Any]]:
-    docker_volumes = {v.name for v in project.spec.volumes if volume_type(v) in DOCKER_VOLUME_TYPES}
-    mounts: list[dict[str, Any]] = [
-        {
-            "Type": "volume",
-            "Source": naming.volume_name(project.metadata.name, mount.name, node),
-            "Target": mount.mount_path,
-            "ReadOnly": mount.read_only,
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """A mount of a container: a Docker volume (`volume`) or a host directory (`bind`)."""
+
+    type: str
+    source: str
+    target: str
+    read_only: bool
+
+    def body(self) -> dict[str, Any]:
+        return {"Type": self.type, "Source": self.source, "Target": self.target, "ReadOnly": self.read_only}
+
+
+@dataclass(frozen=True, slots=True)
+class Healthcheck:
+    """Docker's HEALTHCHECK for an `exec` check: the command (`CMD` form) and its settings, times in seconds."""
+
+    command: tuple[str, ...]
+    interval: float
+    timeout: float
+    retries: int
+    start_period: float
+
+    @staticmethod
+    def of(check: v1.HealthCheck) -> Healthcheck | None:
+        """The HEALTHCHECK of an exec check (None for http/tcp checks, which the agent runs)."""
+        if not check.HasField("exec"):
+            return None
+        settings = HealthSettings.of(check)
+        return Healthcheck(
+            tuple(check.exec.command), settings.interval, settings.timeout, settings.retries, settings.start_period
+        )
+
+    def body(self) -> dict[str, Any]:
+        """Docker's `Healthcheck` (times in nanoseconds)."""
+        nanos = 1_000_000_000
+        return {
+            "Test": ["CMD", *self.command],
+            "Interval": int(self.interval * nanos),
+            "Timeout": int(self.timeout * nanos),
+            "Retries": self.retries,
+            "StartPeriod": int(self.start_period * nanos),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerCreate:
+    """Everything the agent sets when it creates a service's container; `body()` is the one place that writes
+    it as the Engine API body of `POST /containers/create` (fields left empty are left out of it).
+
+    `hostname` is also the container's DNS alias on `network`; `restart_policy` is Docker's name for it
+    (`always`, `on-failure`, `no`); `resources` are HostConfig's resource fields (see `resource_settings`);
+    `gpus` is the number of NVIDIA GPUs requested from Docker (0: no device request)."""
+
+    image: str
+    hostname: str
+    env: tuple[str, ...]
+    labels: Mapping[str, str]
+    network: str
+    restart_policy: str
+    resources: Mapping[str, int] = field(default_factory=dict)
+    ports: tuple[Port, ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    gpus: int = 0
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+    working_dir: str = ""
+    healthcheck: Healthcheck | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The Engine API (1.41) body; its keys, their order and their values are what adoption relies on."""
+        body: dict[str, Any] = {
+            "Image": self.image,
+            "Hostname": self.hostname,
+            "Env": list(self.env),
+            "Labels": dict(self.labels),
+            "HostConfig": self._host_config(),
+            "NetworkingConfig": {"EndpointsConfig": {self.network: {"Aliases": [self.hostname]}}},
+        }
+        optional: dict[str, Any] = {
+            "Entrypoint": list(self.entrypoint),
+            "Cmd": list(self.cmd),
+            "ExposedPorts": {port.key: {} for port in self.ports},
+            "WorkingDir": self.working_dir,
+            "Healthcheck": self.healthcheck.body() if self.healthcheck is not None else None,
+        }
+        body.update((key, value) for key, value in optional.items() if value)
+        return body
+
+    def _host_config(self) -> dict[str, Any]:
+        host_config: dict[str, Any] = {
+            "NetworkMode": self.network,
+            "RestartPolicy": {"Name": self.restart_policy, "MaximumRetryCount": 0},
+            **self.resources,
+        }
+        bindings: dict[str, list[dict[str, str]]] = {}
+        for port in self.ports:
+            if port.host_port:
+                bindings.setdefault(port.key, []).append({"HostIp": port.host_ip, "HostPort": str(port.host_port)})
+        gpus = {"Driver": "nvidia", "Count": self.gpus, "Capabilities": [["gpu"]]}
+        optional: dict[str, Any] = {
+            "PortBindings": bindings,
+            "Mounts": [mount.body() for mount in self.mounts],
+            "DeviceRequests": [gpus] if self.gpus else [],
+        }
+        host_config.update((key, value) for key, value in optional.items() if value)
+        return host_config
+
+
+def _mounts(project: v1.Project, service: v1.Service, node: str, inputs: ServiceInputs) -> tuple[Mount, ...]:
+    docker_volumes = {v.name for v in project.spec.volumes if volume_type(v) in DOCKER_VOLUME_TYPES}
+    volumes = (
+        Mount("volume", naming.volume_name(project.metadata.name, mount.name, node), mount.mount_path, mount.read_only)
         for mount in service.volume_mounts
         if mount.name in docker_volumes
-    ]
-    mounts += [{"Type": "bind", "Source": source, "Target": target, "ReadOnly": True} for source, target in inputs.mounts]
-    return mounts
+    )
+    return (*volumes, *(Mount("bind", source, target, True) for source, target in inputs.mounts))
 
 
-def device_requests(resources: v1.ResourceRequirements) -> list[dict[str, Any]]:
-    """Docker device requests for the GPUs a service is granted (`nvidia.com/gpu`); none without."""
-    count = handoff.extended(resources).get(NVIDIA_GPU, 0)
-    if not count:
-        return []
-    return [{"Driver": "nvidia", "Count": count, "Capabilities": [["gpu"]]}]
+def gpu_count(resources: v1.ResourceRequirements) -> int:
+    """How many NVIDIA GPUs (`nvidia.com/gpu`) a service is granted: Docker's device request for them."""
+    return handoff.extended(resources).get(NVIDIA_GPU, 0)
 
 
 def resource_settings(resources: v1.ResourceRequirements) -> dict[str, int]:
@@ -207,19 +312,35 @@ def resource_settings(resources: v1.ResourceRequirements) -> dict[str, int]:
     return settings
 
 
-def docker_healthcheck(check: v1.HealthCheck) -> dict[str, Any] | None:
-    """Docker's `Healthcheck` for an exec check (None for http/tcp checks, which the agent runs)."""
-    if not check.HasField("exec"):
-        return None
-    settings = HealthSettings.of(check)
-    nanos = 1_000_000_000
-    return {
-        "Test": ["CMD", *check.exec.command],
-        "Interval": int(settings.interval * nanos),
-        "Timeout": int(settings.timeout * nanos),
-        "Retries": settings.retries,
-        "StartPeriod": int(settings.start_period * nanos),
-    }
+def container_create(
+    project: v1.Project,
+    service: v1.Service,
+    *,
+    node: str,
+    inputs: ServiceInputs | None = None,
+    network: str = "",
+) -> ContainerCreate:
+    """The container of one service of `project`, run by the agent of `node`, with the `inputs` it takes from
+    Secrets and Configs (none: its literal environment), on the project's `network` (by default
+    `cara_<project>_<node>`; the agent's network pool may give it another, see `netpool`)."""
+    inputs = inputs or ServiceInputs.literal(service)
+    granted = handoff.environment(service, node=node, project=project.metadata.name)
+    return ContainerCreate(
+        image=service.image,
+        hostname=service.name,
+        env=(*inputs.env, *(f"{name}={value}" for name, value in granted.items())),
+        labels=container_labels(project, service, node=node, digest=inputs.digest),
+        network=network or naming.network_name(project.metadata.name, node),
+        restart_policy=DOCKER_RESTART_POLICIES[restart_policy(service)],
+        resources=resource_settings(service.resources),
+        ports=tuple(Port.of(port) for port in service.ports),
+        mounts=_mounts(project, service, node, inputs),
+        gpus=gpu_count(service.resources),
+        entrypoint=tuple(service.command),
+        cmd=tuple(service.args),
+        working_dir=service.working_dir,
+        healthcheck=Healthcheck.of(service.healthcheck) if service.HasField("healthcheck") else None,
+    )
 
 
 def container_config(
@@ -230,64 +351,30 @@ def container_config(
     inputs: ServiceInputs | None = None,
     network: str = "",
 ) -> dict[str, Any]:
-    """The body of `POST /containers/create` for one service of `project`, run by the agent of `node`, with the
-    `inputs` it takes from Secrets and Configs (none: its literal environment), on the project's `network` (by
-    default `cara_<project>_<node>`; the agent's network pool may give it another, see `netpool`)."""
-    inputs = inputs or ServiceInputs.literal(service)
-    network = network or naming.network_name(project.metadata.name, node)
-    exposed, bindings = _ports(service)
-    host_config: dict[str, Any] = {
-        "NetworkMode": network,
-        "RestartPolicy": {"Name": DOCKER_RESTART_POLICIES[restart_policy(service)], "MaximumRetryCount": 0},
-        **resource_settings(service.resources),
-    }
-    if bindings:
-        host_config["PortBindings"] = bindings
-    mounts = _mounts(project, service, node, inputs)
-    if mounts:
-        host_config["Mounts"] = mounts
-    devices = device_requests(service.resources)
-    if devices:
-        host_config["DeviceRequests"] = devices
-    granted = handoff.environment(service, node=node, project=project.metadata.name)
-    config: dict[str, Any] = {
-        "Image": service.image,
-        "Hostname": service.name,
-        "Env": [*inputs.env, *(f"{name}={value}" for name, value in granted.items())],
-        "Labels": container_labels(project, service, node=node, digest=inputs.digest),
-        "HostConfig": host_config,
-        "NetworkingConfig": {"EndpointsConfig": {network: {"Aliases": [service.name]}}},
-    }
-    if service.command:
-        config["Entrypoint"] = list(service.command)
-    if service.args:
-        config["Cmd"] = list(service.args)
-    if exposed:
-        config["ExposedPorts"] = exposed
-    if service.working_dir:
-        config["WorkingDir"] = service.working_dir
-    healthcheck = docker_healthcheck(service.healthcheck) if service.HasField("healthcheck") else None
-    if healthcheck is not None:
-        config["Healthcheck"] = healthcheck
-    return config
+    """The body of `POST /containers/create` for one service of `project` (see `container_create`)."""
+    return container_create(project, service, node=node, inputs=inputs, network=network).body()
 
 
 __all__ = [
+    "ContainerCreate",
     "DOCKER_RESTART_POLICIES",
     "DOCKER_VOLUME_TYPES",
+    "Healthcheck",
+    "Mount",
+    "NO_INPUTS",
     "NVIDIA_GPU",
+    "Port",
+    "ProjectInputs",
     "RESTART_ALWAYS",
     "RESTART_NEVER",
-    "NO_INPUTS",
-    "ProjectInputs",
     "RESTART_ON_FAILURE",
     "ServiceInputs",
     "VOLUME_EPHEMERAL",
     "VOLUME_PERSISTENT",
     "container_config",
+    "container_create",
     "container_labels",
-    "device_requests",
-    "docker_healthcheck",
+    "gpu_count",
     "network_config",
     "pool_network_config",
     "port_key",

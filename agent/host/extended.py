@@ -7,7 +7,7 @@ Guarantees:
 * **Detection never fails registration**: without `nvidia-smi` on PATH, or when it fails or hangs (5 s), no GPU is
   reported.
 * `NVIDIA_GPU` (`nvidia.com/gpu`) is the resource a container turns into a Docker device request
-  (`containers.device_requests`).
+  (`containers.ContainerCreate`, `gpus`).
 """
 
 from __future__ import annotations
