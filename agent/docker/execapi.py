@@ -14,7 +14,7 @@ Guarantees:
 * With a TTY the initial size is set right after the command starts (as `docker exec -t` does; the engine's exec
   API before 1.42 takes no size at creation), so a command that reads its size at once may still see 0×0.
 * `exit_code()` waits (briefly) until Docker reports the command finished and returns its code.
-* aiodocker and aiohttp errors leave as `DockerError`s (`engine.wrap_error`); leaving the block closes the
+* aiodocker and aiohttp errors leave as `DockerError`s (`calls.docker_call`); leaving the block closes the
   attachment (the command itself is not killed by Docker; it sees its stdin and output closed).
 """
 
@@ -25,25 +25,17 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import aiodocker
 import aiodocker.execs
 import aiodocker.stream
-import aiohttp
 
-from caravanserai.agent.docker.engine import DockerError, DockerRuntime, wrap_error
+from caravanserai.agent.docker import records
+from caravanserai.agent.docker.calls import DockerError, docker_call
+from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.records import ExecChunk, ExecOptions
 
 EXIT_POLL = 0.02
 EXIT_WAIT = 5.0
 STREAM_NAMES = {1: "stdout", 2: "stderr"}
-
-
-@contextlib.asynccontextmanager
-async def _wrapped(what: str) -> AsyncIterator[None]:
-    try:
-        yield
-    except (aiodocker.DockerError, aiohttp.ClientError, OSError, TimeoutError) as exc:
-        raise wrap_error(exc, what) from exc
 
 
 @dataclass(slots=True)
@@ -55,7 +47,7 @@ class ExecSession:
     _stdin_open: bool
 
     async def read(self) -> ExecChunk | None:
-        async with _wrapped("read exec output"):
+        async with docker_call("read exec output"):
             message = await self._stream.read_out()
         if message is None:
             return None
@@ -63,7 +55,7 @@ class ExecSession:
 
     async def write(self, data: bytes) -> None:
         if self._stdin_open and data:
-            async with _wrapped("write exec input"):
+            async with docker_call("write exec input"):
                 await self._stream.write_in(data)
 
     async def close_stdin(self) -> None:
@@ -78,7 +70,7 @@ class ExecSession:
 
     async def resize(self, *, width: int, height: int) -> None:
         if width and height:
-            async with _wrapped("resize exec terminal"):
+            async with docker_call("resize exec terminal"):
                 await self._exec.resize(w=width, h=height)
 
     async def exit_code(self) -> int:
@@ -86,11 +78,10 @@ class ExecSession:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + EXIT_WAIT
         while True:
-            async with _wrapped("inspect exec"):
-                info = await self._exec.inspect()
-            if not info.get("Running") or loop.time() > deadline:
-                code = info.get("ExitCode")
-                return int(code) if code is not None and not info.get("Running") else -1
+            async with docker_call("inspect exec"):
+                state = records.exec_state(await self._exec.inspect())
+            if not state.running or loop.time() > deadline:
+                return state.exit_code if state.exit_code is not None and not state.running else -1
             await asyncio.sleep(EXIT_POLL)
 
 
@@ -98,7 +89,7 @@ class ExecSession:
 async def attach(runtime: DockerRuntime, container_id: str, options: ExecOptions) -> AsyncIterator[ExecSession]:
     """Create and start an exec instance of `options` in the container, attached; closed on exit."""
     container = runtime.streams.containers.container(container_id)
-    async with _wrapped(f"exec in container {container_id[:12]}"):
+    async with docker_call(f"exec in container {container_id[:12]}"):
         instance = await container.exec(
             list(options.command), stdout=True, stderr=True, stdin=options.stdin, tty=options.tty,
             environment=list(options.env) or None, workdir=options.workdir or None,

@@ -1,9 +1,9 @@
 """The typed records the Docker adapter returns, and the one place that reads Docker's JSON into them.
 
-Everything above the adapter (`engine.DockerRuntime`) sees only these frozen records: container, network and
-volume summaries, a container's observed state, the daemon's facts and container events. The parsers below are
-the only code in the agent that indexes Docker's JSON documents; they are pure (no I/O) and tolerate missing
-fields (a field Docker leaves out reads as empty, zero or False).
+Everything above the adapter (`engine.DockerRuntime`, `execapi`) sees only these frozen records: container, network
+and volume summaries, a container's observed state, an exec'd command's state, the daemon's facts, container events
+and pull progress. The parsers below are the only code in the agent that indexes Docker's JSON documents; they are
+pure (no I/O) and tolerate missing fields (a field Docker leaves out reads as empty, zero or False).
 """
 
 from __future__ import annotations
@@ -12,9 +12,20 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from caravanserai.agent.docker import naming
+
+# The keys of a container list entry that `ContainerSummary` reads (aiodocker lists containers as objects).
+SUMMARY_KEYS = ("Id", "Names", "Image", "Labels", "State", "Status", "Created", "NetworkSettings")
+
+
+class Indexable(Protocol):
+    """A document aiodocker wraps in an object that is indexed by Docker's keys (a listed container)."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+    def __contains__(self, key: str, /) -> bool: ...
 
 
 def _labels(value: Any) -> dict[str, str]:
@@ -112,6 +123,15 @@ class ExecChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class ExecState:
+    """What `GET /exec/{id}/json` says about an exec'd command: whether it still runs, and its exit code (None
+    when Docker does not say)."""
+
+    running: bool = False
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonInfo:
     """The facts of `docker info` the agent reports (empty or zero when Docker did not say)."""
 
@@ -145,6 +165,11 @@ def container_summary(item: Mapping[str, Any]) -> ContainerSummary:
     )
 
 
+def listed_container(item: Indexable) -> ContainerSummary:
+    """The `ContainerSummary` of one container as aiodocker lists it."""
+    return container_summary({key: item[key] for key in SUMMARY_KEYS if key in item})
+
+
 def network_summary(item: Mapping[str, Any]) -> NetworkSummary:
     labels = _labels(item.get("Labels"))
     return NetworkSummary(id=str(item.get("Id", "")), name=str(item.get("Name", "")), labels=labels)
@@ -152,6 +177,22 @@ def network_summary(item: Mapping[str, Any]) -> NetworkSummary:
 
 def volume_summary(item: Mapping[str, Any]) -> VolumeSummary:
     return VolumeSummary(name=str(item.get("Name", "")), labels=_labels(item.get("Labels")))
+
+
+def volume_summaries(listing: Mapping[str, Any]) -> list[VolumeSummary]:
+    """The volumes of a `GET /volumes` answer."""
+    return [volume_summary(v) for v in listing.get("Volumes") or []]
+
+
+def image_size(info: Mapping[str, Any]) -> int:
+    """The size in bytes of an image from its inspect document (0 when Docker does not say)."""
+    return int(info.get("Size") or 0)
+
+
+def exec_state(info: Mapping[str, Any]) -> ExecState:
+    """The `ExecState` of an exec instance's inspect document."""
+    code = info.get("ExitCode")
+    return ExecState(running=bool(info.get("Running")), exit_code=int(code) if code is not None else None)
 
 
 def docker_time(text: Any) -> float:
@@ -288,18 +329,25 @@ __all__ = [
     "DaemonInfo",
     "ExecChunk",
     "ExecOptions",
+    "ExecState",
+    "Indexable",
     "Labelled",
     "NetworkSummary",
     "Observed",
     "PullProgress",
     "PullTally",
+    "SUMMARY_KEYS",
     "VolumeSummary",
     "container_event",
     "container_summary",
     "daemon_info",
     "docker_time",
+    "exec_state",
+    "image_size",
+    "listed_container",
     "network_summary",
     "observe",
     "since_text",
+    "volume_summaries",
     "volume_summary",
 ]
