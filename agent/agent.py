@@ -2,7 +2,9 @@
 
     await Agent(AgentConfig(server="10.0.0.1:7420", node_name="node-1")).run()
 
-Parts (each `async def run()`-style, independent of the others):
+Parts (each `async def run()`-style, independent of the others), made in dependency order with no part patched
+after it is made: the controller's work queue first (the health prober, the self-fence and the sweeps add to it),
+then the reconciler and its controller, then the node's heartbeat:
 
 * **Agent gRPC service** on `--listen` (log streaming; with the standard health service and server reflection),
   started first so the Node can advertise its port. With
@@ -35,7 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 import grpc
@@ -65,12 +68,13 @@ from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client
 from caravanserai.controller.clocktime import run_within
 from caravanserai.clock import Clock, SystemClock
-from caravanserai.controller import Controller, EventRecorder, Manager, enqueue_mapped
+from caravanserai.controller import Controller, ControllerMetrics, EventRecorder, Manager, enqueue_mapped
 from caravanserai.errors import CaravanseraiError
 from caravanserai.process.identity import Authenticator, load_token_file
 from caravanserai.informer import Backoff, Informer
 from caravanserai.process.introspection import serve_introspection, set_serving
 from caravanserai.process.tls import is_loopback
+from caravanserai.workqueue import WorkQueue
 
 log = structlog.get_logger(__name__)
 
@@ -166,35 +170,68 @@ class Agent:
         return f"127.0.0.1:{port}"
 
     async def _run_parts(self, client: Client, docker: DockerRuntime, ingress: Ingress) -> None:
+        """Make the parts in dependency order (each from parts made before it), then run them until the manager
+        returns. The work queue comes first: the health prober, the fence and the sweeps add to it."""
         config, clock = self.config, self.clock
+        manager = self._make_manager(client)
+        informer: Informer[v1.Project] = manager.informers.informer(
+            v1.Project, field_selector=f"status.nodeRef={config.node_name}"
+        )
+        metrics = ControllerMetrics(COMPONENT)
+        queue: WorkQueue[str] = WorkQueue(clock=clock, metrics=metrics.queue)
+        networks = NetworkPool(docker, node=config.node_name, size=config.network_pool, clock=clock)
+        projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout, networks=networks)
+        sweep = functools.partial(self._sweep, informer, queue, projects)
+        fence = SelfFence(
+            fence_after=config.fence_after, clock=clock, projects=projects, client=client, node=config.node_name,
+            on_unfenced=sweep,
+        )
+        prober = HealthProber(clock=clock, on_change=queue.add)
+        reconciler = self._make_reconciler(client, informer, projects, fence=fence, prober=prober)
+        controller = Controller(
+            COMPONENT, reconciler, queue, max_concurrent_reconciles=config.workers, clock=clock, metrics=metrics
+        )
+        self._watch(controller, informer, manager, ingress)
         registrar = NodeRegistrar(
             client, config, docker_info=docker.info, clock=clock, agent_port=self.port, ingress_port=ingress.port
         )
-        meter = ThroughputMeter(client, clock=clock, size=config.throughput_bytes)
-        networks = NetworkPool(docker, node=config.node_name, size=config.network_pool, clock=clock)
-        projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout, networks=networks)
-        fence = SelfFence(
-            fence_after=config.fence_after, clock=clock, projects=projects, client=client, node=config.node_name
-        )
         heartbeat = Heartbeat(client, registrar, config, clock=clock, on_contact=fence.contact)
-        manager = Manager(
+        meter = ThroughputMeter(client, clock=clock, size=config.throughput_bytes)
+        await self._run_beside(manager, {
+            "agent-heartbeat": self._beat_once_warm(heartbeat, networks),
+            "agent-health-probes": prober.run(),
+            "agent-network-pool": networks.run(),
+            "agent-self-fence": fence.run(),
+            "agent-throughput": self._measure(registrar, meter),
+            "agent-docker": self._fence_and_watch(informer, queue, sweep, docker),
+        })
+
+    def _make_manager(self, client: Client) -> Manager:
+        host, port = self._http_address()
+        return Manager(
             client,
-            clock=clock,
-            metrics_host=self._http_address()[0],
-            metrics_port=self._http_address()[1],
+            clock=self.clock,
+            metrics_host=host,
+            metrics_port=port,
             shutdown_timeout=self.shutdown_grace,
             cache_sync_timeout=float("inf"),  # an unreachable API server is waited for, never fatal
             # After an outage the assignments watch is what tells a returning agent that its projects moved away:
             # it is retried at least every heartbeat interval (client-go's 30 s cap, doubled by jitter, would
             # leave stale copies running for up to a minute after the API server answers again).
-            informer_backoff=Backoff(cap=config.heartbeat_interval),
+            informer_backoff=Backoff(cap=self.config.heartbeat_interval),
         )
-        informer: Informer[v1.Project] = manager.informers.informer(
-            v1.Project, field_selector=f"status.nodeRef={config.node_name}"
-        )
-        enqueue: list[Callable[[str], None]] = []  # the prober wakes projects through the controller made below
-        prober = HealthProber(clock=clock, on_change=lambda name: [add(name) for add in enqueue])
-        reconciler = ProjectReconciler(
+
+    def _make_reconciler(
+        self,
+        client: Client,
+        informer: Informer[v1.Project],
+        projects: ProjectRuntime,
+        *,
+        fence: SelfFence,
+        prober: HealthProber,
+    ) -> ProjectReconciler:
+        config, clock = self.config, self.clock
+        return ProjectReconciler(
             client=client,
             projects=projects,
             lookup=informer.get,
@@ -205,10 +242,13 @@ class Agent:
             fenced=lambda: fence.fenced,
             data=ServiceData(client, DataFiles(config.data_dir or default_root(config.node_name))),
         )
-        controller = Controller(COMPONENT, reconciler, max_concurrent_reconciles=config.workers, clock=clock)
-        enqueue.append(controller.enqueue)
+
+    def _watch(
+        self, controller: Controller, informer: Informer[v1.Project], manager: Manager, ingress: Ingress
+    ) -> None:
+        """Feed the controller from the projects bound here and the Secrets and Configs they read, the ingress
+        from the informers of every project and node; add the controller to the manager."""
         controller.watch(informer)
-        fence.on_unfenced = lambda: self._sweep(informer, controller, projects)
         ingress.follow(manager.informers)
         for cls in (v1.Secret, v1.Config):  # the server sends only those referenced by projects bound here
             controller.watch(manager.informers.informer(cls), enqueue_mapped(_readers(informer)))
@@ -217,16 +257,12 @@ class Agent:
         if self._stop_requested:
             manager.stop()
 
+    async def _run_beside(self, manager: Manager, parts: Mapping[str, Coroutine[Any, Any, None]]) -> None:
+        """Run `parts` (task name → coroutine) in one TaskGroup beside the manager until it returns (after
+        `stop()`; it raises when a part of it fails), then cancel them."""
         async with asyncio.TaskGroup() as group:
-            background = [
-                group.create_task(self._beat_once_warm(heartbeat, networks), name="agent-heartbeat"),
-                group.create_task(prober.run(), name="agent-health-probes"),
-                group.create_task(networks.run(), name="agent-network-pool"),
-                group.create_task(fence.run(), name="agent-self-fence"),
-                group.create_task(self._measure(registrar, meter), name="agent-throughput"),
-                group.create_task(self._fence_and_watch(informer, controller, projects, docker), name="agent-docker"),
-            ]
-            await manager.run()  # returns after stop(); raises when a part of it fails
+            background = [group.create_task(part, name=name) for name, part in parts.items()]
+            await manager.run()
             for task in background:
                 task.cancel()
 
@@ -243,24 +279,24 @@ class Agent:
         await measure_forever(meter, registrar.write_throughput, clock=self.clock, interval=interval)
 
     async def _fence_and_watch(
-        self, informer: Informer[v1.Project], controller: Controller, projects: ProjectRuntime, docker: DockerRuntime
+        self,
+        informer: Informer[v1.Project],
+        queue: WorkQueue[str],
+        sweep: Callable[[], Awaitable[None]],
+        docker: DockerRuntime,
     ) -> None:
         """After the first sync: sweep Docker, then follow Docker events and sweep again periodically."""
         await informer.wait_synced()
-
-        async def sweep() -> None:
-            await self._sweep(informer, controller, projects)
-
         await sweep()
         self.synced.set()
         watcher = DockerEventWatcher(
-            docker, node=self.config.node_name, clock=self.clock, on_project=controller.enqueue, on_reconnect=sweep
+            docker, node=self.config.node_name, clock=self.clock, on_project=queue.add, on_reconnect=sweep
         )
         async with asyncio.TaskGroup() as group:
             group.create_task(watcher.run(), name="agent-docker-events")
             group.create_task(self._sweep_forever(sweep), name="agent-sweep")
 
-    async def _sweep(self, informer: Informer[v1.Project], controller: Controller, projects: ProjectRuntime) -> None:
+    async def _sweep(self, informer: Informer[v1.Project], queue: WorkQueue[str], projects: ProjectRuntime) -> None:
         """Queue every project assigned here and every project that has Docker objects of this node."""
         try:
             present = await projects.projects_present()
@@ -269,7 +305,7 @@ class Agent:
             present = set()
         assigned = {p.metadata.name for p in informer.list()}
         for name in sorted(present | assigned):
-            controller.enqueue(name)
+            queue.add(name)
         orphans = sorted(present - assigned)
         if orphans:
             log.info("fencing projects no longer assigned here", projects=orphans)

@@ -50,6 +50,7 @@ class Controller:
         max_concurrent_reconciles: int = 1,
         clock: Clock | None = None,
         rate_limiter: RateLimiter | None = None,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
         if max_concurrent_reconciles < 1:
             raise ValueError(f"max_concurrent_reconciles must be at least 1, not {max_concurrent_reconciles}")
@@ -57,10 +58,12 @@ class Controller:
         self.reconciler = reconciler
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self._clock: Clock = clock or SystemClock()
-        self.metrics = ControllerMetrics(name)
-        # A queue made here reports its numbers to `metrics`; for a queue passed in, the controller counts its
-        # own retries and the manager samples the depth (adds and latencies stay with the queue's own hooks).
-        self._own_queue = queue is None
+        self.metrics = metrics or ControllerMetrics(name)
+        # A queue made here reports its numbers to `metrics`, and so does a queue passed in with the `metrics` it
+        # reports to (`WorkQueue(metrics=metrics.queue)`, made first so that parts built before the controller can
+        # add keys); for any other queue passed in, the controller counts its own retries and the manager samples
+        # the depth (adds and latencies stay with the queue's own hooks).
+        self._queue_reports = queue is None or metrics is not None
         if queue is None:  # (not `queue or …`: an empty queue is falsy)
             queue = WorkQueue(clock=self._clock, rate_limiter=rate_limiter, metrics=self.metrics.queue)
         self.queue: WorkQueue[str] = queue
@@ -129,7 +132,7 @@ class Controller:
                 exc_info=not _expected(exc),
             )
             self.queue.add_rate_limited(key)
-            if not self._own_queue:
+            if not self._queue_reports:
                 self.metrics.queue.retried(key)
             self._record("error", started)
             return
@@ -147,7 +150,7 @@ class Controller:
 
     def _record(self, outcome: str, started: float) -> None:
         self.metrics.reconciled(outcome, self._clock.monotonic() - started)
-        if not self._own_queue:
+        if not self._queue_reports:
             self.metrics.queue.depth(len(self.queue))
 
 
