@@ -51,7 +51,8 @@ async def log_frames(
     }
     what = f"logs of {container_id[:12]}"
     try:
-        async with streams._query(f"containers/{container_id}/logs", params=params) as response:
+        # aiodocker has no public call that returns the raw multiplexed response: its private `_query` does.
+        async with streams._query(f"containers/{container_id}/logs", params=params) as response:  # noqa: SLF001
             try:
                 while True:
                     try:
