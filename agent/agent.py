@@ -66,7 +66,7 @@ from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client
-from caravanserai.controller.clocktime import run_within
+from caravanserai.clock import run_within
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, ControllerMetrics, EventRecorder, Manager, enqueue_mapped
 from caravanserai.errors import CaravanseraiError

@@ -51,8 +51,7 @@ from caravanserai.agent.docker import containers, naming
 from caravanserai.agent.docker.engine import DockerError, DockerRuntime
 from caravanserai.agent.docker.records import ContainerSummary
 from caravanserai.backoff import Backoff
-from caravanserai.clock import Clock, SystemClock
-from caravanserai.controller.clocktime import run_within
+from caravanserai.clock import Clock, SystemClock, run_within
 
 log = structlog.get_logger(__name__)
 

@@ -44,8 +44,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from caravanserai import meta, v1
 from caravanserai.backoff import Backoff
 from caravanserai.client import Client
-from caravanserai.clock import Clock, SystemClock, timestamp
-from caravanserai.controller.clocktime import run_within
+from caravanserai.clock import Clock, SystemClock, run_within, timestamp
 from caravanserai.errors import ApiError, Conflict, NotFound
 
 log = structlog.get_logger(__name__)

@@ -35,9 +35,8 @@ from typing import Any
 import structlog
 
 from caravanserai.client import Client
-from caravanserai.clock import Clock, SystemClock
+from caravanserai.clock import Clock, SystemClock, run_within
 from caravanserai.controller import metrics
-from caravanserai.controller.clocktime import run_within
 from caravanserai.controller.controller import Controller
 from caravanserai.controller.httpserver import TEXT, HttpServer
 from caravanserai.controller.leaderelection import LeaderElectionConfig, LeaderElector
