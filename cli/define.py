@@ -16,7 +16,7 @@ import click
 
 from caravanserai import v1
 from caravanserai.client.definitions import apply_definition
-from caravanserai.customkinds.schemas import definition_from_schema
+from caravanserai.customkinds.schemas import KindNames, definition_from_schema
 from caravanserai.errors import NotFound
 from caravanserai.customkinds.protoc import ProtocError, compile_proto
 
@@ -65,10 +65,11 @@ def define(
     """Define a custom kind from a .proto file (needs grpcio-tools)."""
     try:
         schema = compile_proto(proto, include=includes)
-        definition = definition_from_schema(
-            schema, kind=kind, group=group, plural=plural, short_names=short_names,
-            printer_columns=_columns(columns), node_verbs=node_verbs,
+        names = KindNames.of(
+            kind, group=group, plural=plural, short_names=short_names, printer_columns=_columns(columns),
+            node_verbs=node_verbs,
         )
+        definition = definition_from_schema(schema, names)
     except (ProtocError, ValueError) as exc:
         raise CommandError(f"error: {exc}") from None
     if output:

@@ -162,19 +162,17 @@ class Client:
         register it in this process and wait (up to `timeout` seconds) until the server serves it. Idempotent;
         an incompatible schema change is refused (Invalid naming the field). Returns the stored definition."""
         from caravanserai.client.definitions import define  # noqa: PLC0415 - keeps this module small
+        from caravanserai.customkinds.schemas import KindNames  # noqa: PLC0415
 
-        return await define(
-            self,
+        names = KindNames.of(
             cls,
-            spec=spec,
-            status=status,
             group=group,
             plural=plural,
             short_names=short_names,
             printer_columns=printer_columns,
             node_verbs=node_verbs,
-            timeout=timeout,
         )
+        return await define(self, cls, names, spec=spec, status=status, timeout=timeout)
 
     async def discover(self) -> list[meta.Kind]:
         """Register every custom kind the server serves (classes built from the definitions' schemas, unless a

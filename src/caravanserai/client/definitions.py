@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from caravanserai.customkinds import schemas
@@ -25,31 +24,15 @@ POLL_SECONDS = 0.05
 async def define(
     client: Client,
     cls: type[Any],
+    names: schemas.KindNames,
     *,
     spec: type[Any],
     status: type[Any],
-    group: str,
-    plural: str = "",
-    short_names: Sequence[str] = (),
-    printer_columns: Sequence[tuple[str, str]] = (),
-    node_verbs: Sequence[str] = (),
     timeout: float = 10.0,
 ) -> v1.ResourceDefinition:
-    """See `Client.define`."""
-    wanted = schemas.definition_for(
-        cls,
-        spec=spec,
-        status=status,
-        group=group,
-        plural=plural,
-        short_names=short_names,
-        printer_columns=printer_columns,
-        node_verbs=node_verbs,
-    )
-    stored = await apply_definition(client, wanted)
-    kind = schemas.register(
-        cls, group=group, plural=wanted.spec.plural, short_names=short_names, printer_columns=printer_columns
-    )
+    """See `Client.define` (which builds `names` from its keyword arguments)."""
+    stored = await apply_definition(client, schemas.definition_of(names, cls, spec=spec, status=status))
+    kind = meta.register(names.kind_entry(cls))
     await wait_served(client, kind, timeout=timeout)
     return stored
 
@@ -91,21 +74,13 @@ async def discover(client: Client) -> list[meta.Kind]:
     known = {k.plural: k for k in meta.registered()}
     for definition in definitions:
         kind = known.get(definition.spec.plural)
-        if kind is None or (kind.custom and not _same_names(kind, definition)):
+        if kind is None or (kind.custom and kind != schemas.kind_for_definition(definition, kind.cls)):
             try:
                 kind = meta.register(schemas.kind_for_definition(definition, kind.cls if kind else None))
             except (schemas.SchemaError, ValueError):
                 continue  # a definition the server does not serve either
         found.append(kind)
     return found
-
-
-def _same_names(kind: meta.Kind, definition: v1.ResourceDefinition) -> bool:
-    spec = definition.spec
-    columns = tuple((c.name, c.json_path) for c in spec.printer_columns)
-    return (kind.kind, kind.group, kind.short_names, kind.printer_columns) == (
-        spec.kind, spec.group, tuple(spec.short_names), columns
-    )
 
 
 __all__ = ["apply_definition", "define", "discover", "wait_served"]

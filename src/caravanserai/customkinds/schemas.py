@@ -4,6 +4,10 @@
     schema = Schema.compile(definition.spec)     # message classes built from the definition's descriptors
     kind = kind_for_definition(definition)        # a meta.Kind (dynamic class) for generic code such as the CLI
 
+A kind's names (kind, group, plural, short names, printer columns, node verbs) travel together as one `KindNames`
+record: the keyword arguments of `definition_for`, `register` and `Client.define` build it once, and
+`KindNames.of_spec` reads it back from a definition.
+
 Conventions of a custom kind's object message (the same as built-in kinds): `api_version = 1`, `kind = 2`,
 `metadata = 3` (caravanserai.v1.ObjectMeta), `spec = 4`, `status = 5`. A definition names only the spec and status
 messages; the object message is derived from them, so every party builds the same wire format.
@@ -54,6 +58,73 @@ def definition_name(plural: str, group: str) -> str:
     return f"{plural}.{group}"
 
 
+@dataclass(frozen=True, slots=True)
+class KindNames:
+    """The names of a custom kind: what a ResourceDefinition's spec carries besides its schema, and what a custom
+    `meta.Kind` holds besides its class. Built once (`of` from keyword arguments, `of_spec` from a definition)."""
+
+    kind: str  # "ProjectSet": the object message's name
+    group: str  # "example.com": apiVersion is <group>/v1
+    plural: str  # "projectsets": the resource name in requests and etcd keys
+    short_names: tuple[str, ...] = ()  # further names `caractrl` accepts, e.g. ("ps",)
+    printer_columns: tuple[tuple[str, str], ...] = ()  # (header, JSON path) extra columns of `caractrl get`
+    node_verbs: tuple[str, ...] = ()  # the verbs node identities may use on the kind's objects
+
+    @classmethod
+    def of(
+        cls,
+        kind: str | type[Any],
+        *,
+        group: str,
+        plural: str = "",
+        short_names: Sequence[str] = (),
+        printer_columns: Sequence[tuple[str, str]] = (),
+        node_verbs: Sequence[str] = (),
+    ) -> KindNames:
+        """The names as users give them: `kind` is the kind's name or the generated object class (named after its
+        message); `plural` defaults to `default_plural(kind)`; sequences become tuples."""
+        name = kind if isinstance(kind, str) else kind.DESCRIPTOR.name
+        return cls(
+            name,
+            group,
+            plural or default_plural(name),
+            tuple(short_names),
+            tuple(printer_columns),
+            tuple(node_verbs),
+        )
+
+    @classmethod
+    def of_spec(cls, spec: v1.ResourceDefinitionSpec) -> KindNames:
+        """The names a definition's spec carries."""
+        columns = tuple((c.name, c.json_path) for c in spec.printer_columns)
+        return cls(spec.kind, spec.group, spec.plural, tuple(spec.short_names), columns, tuple(spec.node_verbs))
+
+    @property
+    def definition_name(self) -> str:
+        """The name the kind's definition must have: `<plural>.<group>`."""
+        return definition_name(self.plural, self.group)
+
+    def write(self, spec: v1.ResourceDefinitionSpec) -> None:
+        """Set these names on `spec` (which holds none yet)."""
+        spec.group, spec.kind, spec.plural = self.group, self.kind, self.plural
+        spec.short_names.extend(self.short_names)
+        for name, path in self.printer_columns:
+            spec.printer_columns.add(name=name, json_path=path)
+        spec.node_verbs.extend(self.node_verbs)
+
+    def kind_entry(self, cls: type[Any]) -> meta.Kind:
+        """The `meta.Kind` of this kind's objects, whose message class is `cls`."""
+        return meta.Kind(
+            self.kind,
+            self.plural,
+            cls,
+            "custom",
+            self.short_names,
+            group=self.group,
+            printer_columns=self.printer_columns,
+        )
+
+
 def file_descriptor_set(messages: Iterable[Descriptor]) -> bytes:
     """A serialized FileDescriptorSet with the files of `messages` and everything they import, dependencies first."""
     out = descriptor_pb2.FileDescriptorSet()
@@ -86,36 +157,40 @@ def definition_for(
     """The ResourceDefinition of the generated message class `cls` (the object) with its `spec` and `status` classes.
 
     Raises ValueError when `cls` does not follow the object conventions (see the module docstring)."""
+    names = KindNames.of(
+        cls,
+        group=group,
+        plural=plural,
+        short_names=short_names,
+        printer_columns=printer_columns,
+        node_verbs=node_verbs,
+    )
+    return definition_of(names, cls, spec=spec, status=status)
+
+
+def definition_of(names: KindNames, cls: type[Any], *, spec: type[Any], status: type[Any]) -> v1.ResourceDefinition:
+    """The ResourceDefinition of the kind `names`, whose object message is the generated class `cls` (named
+    `names.kind`) with its `spec` and `status` classes.
+
+    Raises ValueError when `cls` does not follow the object conventions (see the module docstring) or is not named
+    `names.kind`."""
     _check_object_message(cls.DESCRIPTOR, spec.DESCRIPTOR, status.DESCRIPTOR)
-    kind = cls.DESCRIPTOR.name
-    plural = plural or default_plural(kind)
+    if cls.DESCRIPTOR.name != names.kind:
+        raise ValueError(f"{cls.DESCRIPTOR.full_name} is not named {names.kind}")
     definition = v1.ResourceDefinition(api_version=v1.API_VERSION, kind="ResourceDefinition")
-    definition.metadata.name = definition_name(plural, group)
+    definition.metadata.name = names.definition_name
     body = definition.spec
-    body.group, body.kind, body.plural = group, kind, plural
-    body.short_names.extend(short_names)
+    names.write(body)
     body.schema = file_descriptor_set([spec.DESCRIPTOR, status.DESCRIPTOR])
     body.spec_message = spec.DESCRIPTOR.full_name
     body.status_message = status.DESCRIPTOR.full_name
-    for name, path in printer_columns:
-        body.printer_columns.add(name=name, json_path=path)
-    body.node_verbs.extend(node_verbs)
     return definition
 
 
-def definition_from_schema(
-    schema: bytes,
-    *,
-    kind: str,
-    group: str,
-    plural: str = "",
-    short_names: Sequence[str] = (),
-    printer_columns: Sequence[tuple[str, str]] = (),
-    node_verbs: Sequence[str] = (),
-) -> v1.ResourceDefinition:
-    """The ResourceDefinition of the object message named `kind` in the serialized FileDescriptorSet `schema` (as
-    `protoc --include_imports --descriptor_set_out` writes it). ValueError when it is not there or does not follow
-    the object conventions."""
+def definition_from_schema(schema: bytes, names: KindNames) -> v1.ResourceDefinition:
+    """The ResourceDefinition of the kind `names`, whose object message (named `names.kind`) is in the serialized
+    FileDescriptorSet `schema` (as `protoc --include_imports --descriptor_set_out` writes it). ValueError when it is
+    not there or does not follow the object conventions."""
     pool = descriptor_pool.DescriptorPool()
     known = _add_own_files(pool)
     try:
@@ -123,25 +198,16 @@ def definition_from_schema(
         _add_files(pool, [f for f in files if f.name not in known], known)
     except (DecodeError, SchemaError) as exc:
         raise ValueError(f"not a usable FileDescriptorSet: {exc}") from None
-    found = [f"{f.package}.{m.name}".lstrip(".") for f in files for m in f.message_type if m.name == kind]
+    found = [f"{f.package}.{m.name}".lstrip(".") for f in files for m in f.message_type if m.name == names.kind]
     if not found:
-        raise ValueError(f"no message {kind} in the schema")
+        raise ValueError(f"no message {names.kind} in the schema")
     obj = pool.FindMessageTypeByName(found[-1])
     spec_field, status_field = obj.fields_by_name.get("spec"), obj.fields_by_name.get("status")
     if spec_field is None or spec_field.message_type is None or status_field is None or status_field.message_type is None:
         raise ValueError(f"{obj.full_name} must have message fields spec = 4 and status = 5")
     spec = message_factory.GetMessageClass(spec_field.message_type)
     status = message_factory.GetMessageClass(status_field.message_type)
-    return definition_for(
-        message_factory.GetMessageClass(obj),
-        spec=spec,
-        status=status,
-        group=group,
-        plural=plural,
-        short_names=short_names,
-        printer_columns=printer_columns,
-        node_verbs=node_verbs,
-    )
+    return definition_of(names, message_factory.GetMessageClass(obj), spec=spec, status=status)
 
 
 def _check_object_message(obj: Descriptor, spec: Descriptor, status: Descriptor) -> None:
@@ -268,32 +334,19 @@ def register(
 ) -> meta.Kind:
     """Make the generated class `cls` known to this process as a custom kind of `group` (what `Client.define` does
     after defining it), so that `Client.resource(cls)`, informers and `EventRecorder` take its objects."""
-    kind = cls.DESCRIPTOR.name
-    return meta.register(
-        meta.Kind(
-            kind, plural or default_plural(kind), cls, "custom", tuple(short_names), group=group,
-            printer_columns=tuple(printer_columns),
-        )
-    )
+    names = KindNames.of(cls, group=group, plural=plural, short_names=short_names, printer_columns=printer_columns)
+    return meta.register(names.kind_entry(cls))
 
 
 def kind_for_definition(definition: v1.ResourceDefinition, cls: type[Any] | None = None) -> meta.Kind:
     """The meta.Kind of a definition's objects: with `cls` (the user's generated class) or a class compiled from
     the definition's schema. SchemaError when the schema does not build."""
-    spec = definition.spec
-    object_cls = cls if cls is not None else Schema.compile(spec).object_cls
-    return meta.Kind(
-        spec.kind,
-        spec.plural,
-        object_cls,
-        "custom",
-        tuple(spec.short_names),
-        group=spec.group,
-        printer_columns=tuple((c.name, c.json_path) for c in spec.printer_columns),
-    )
+    object_cls = cls if cls is not None else Schema.compile(definition.spec).object_cls
+    return KindNames.of_spec(definition.spec).kind_entry(object_cls)
 
 
 __all__ = [
+    "KindNames",
     "OBJECT_FIELDS",
     "Schema",
     "SchemaError",
@@ -302,6 +355,7 @@ __all__ = [
     "definition_for",
     "definition_from_schema",
     "definition_name",
+    "definition_of",
     "file_descriptor_set",
     "kind_for_definition",
     "register",
