@@ -71,7 +71,7 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, ControllerMetrics, EventRecorder, Manager, enqueue_mapped
 from caravanserai.errors import CaravanseraiError
 from caravanserai.process.identity import Authenticator, load_token_file
-from caravanserai.informer import Backoff, Informer
+from caravanserai.informer import Backoff, Informer, WatchOptions
 from caravanserai.process.introspection import serve_introspection, set_serving
 from caravanserai.process.tls import is_loopback
 from caravanserai.workqueue import WorkQueue
@@ -218,7 +218,7 @@ class Agent:
             # After an outage the assignments watch is what tells a returning agent that its projects moved away:
             # it is retried at least every heartbeat interval (client-go's 30 s cap, doubled by jitter, would
             # leave stale copies running for up to a minute after the API server answers again).
-            informer_backoff=Backoff(cap=self.config.heartbeat_interval),
+            watch_options=WatchOptions(backoff=Backoff(cap=self.config.heartbeat_interval)),
         )
 
     def _make_reconciler(

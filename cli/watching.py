@@ -22,7 +22,7 @@ from typing import Any
 from caravanserai import v1
 from caravanserai.backoff import Backoff
 from caravanserai.client import Change, ResourceClient
-from caravanserai.client.resumable import Listed, ResumableWatch, relist_changes
+from caravanserai.client.resumable import Listed, ResumableWatch, WatchOptions, relist_changes
 from caravanserai.errors import Unavailable
 
 INACTIVITY = 60.0
@@ -60,9 +60,7 @@ class Watcher:
                 self.resources,
                 label_selector=self.selection.label_selector,
                 field_selector=self.selection.field_selector,
-                backoff=BACKOFF,
-                idle_timeout=self.inactivity,
-                watch_duration=None,
+                watch_options=WatchOptions(backoff=BACKOFF, idle_timeout=self.inactivity, watch_duration=None),
                 retry_on=(Unavailable,),
             )
             self._items = watch.changes()

@@ -12,7 +12,7 @@ import pytest
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import AlreadyExists, ApiError, Conflict
-from caravanserai.informer import Informer
+from caravanserai.informer import Informer, WatchOptions
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
@@ -23,7 +23,7 @@ from caravanserai.testing.wait import wait_for
 async def test_etcd_killed_during_500_acknowledged_writes(own_etcd: EtcdServer) -> None:
     acknowledged: set[str] = set()
     async with apiserver(own_etcd.endpoint) as api, Client(api.address, retry_timeout=20, timeout=5) as c:
-        informer: Informer[v1.Project] = Informer(c.projects, watch_idle_timeout=5)
+        informer: Informer[v1.Project] = Informer(c.projects, watch_options=WatchOptions(idle_timeout=5))
         watching = asyncio.create_task(informer.run())
         await informer.wait_synced()
 
@@ -61,7 +61,7 @@ async def test_apiserver_killed_during_watch_nothing_missed_or_repeated(etcd, ap
     delivered: list[tuple[str, str, str]] = []
     written: list[tuple[str, str]] = []
     async with Client(api_process.address, retry_timeout=30) as c:
-        informer: Informer[v1.Project] = Informer(c.projects, watch_idle_timeout=3)
+        informer: Informer[v1.Project] = Informer(c.projects, watch_options=WatchOptions(idle_timeout=3))
 
         def record(kind: str) -> Any:
             return lambda *objs: delivered.append((kind, objs[-1].metadata.name, objs[-1].metadata.resource_version))

@@ -12,7 +12,7 @@ from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock, timestamp
 from caravanserai.controller import Manager
 from caravanserai.errors import NotFound
-from caravanserai.informer import Backoff
+from caravanserai.informer import Backoff, WatchOptions
 from caravanserai.testing.builders import lease, node, node_status
 
 T = TypeVar("T")
@@ -88,7 +88,7 @@ async def running_manager(
     client: Client, setup: Callable[[Manager], T], *, clock: Clock | None = None, **kwargs: Any
 ) -> AsyncIterator[tuple[Manager, T]]:
     """A Manager with what `setup(manager)` adds, running as a task until the block exits (then stopped)."""
-    manager = Manager(client, clock=clock, informer_backoff=FAST_INFORMERS, shutdown_timeout=5.0, **kwargs)
+    manager = Manager(client, clock=clock, watch_options=WatchOptions(backoff=FAST_INFORMERS), shutdown_timeout=5.0, **kwargs)
     parts = setup(manager)
     async with running(manager):
         yield manager, parts

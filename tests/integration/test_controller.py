@@ -24,7 +24,7 @@ from caravanserai.controller import (
     enqueue_mapped,
 )
 from caravanserai.errors import Conflict
-from caravanserai.informer import Backoff, CacheMutationError
+from caravanserai.informer import Backoff, CacheMutationError, WatchOptions
 from caravanserai.testing.builders import node, project
 from caravanserai.testing.clock import FakeClock
 from caravanserai.testing.wait import wait_for
@@ -67,7 +67,7 @@ class Script:
 
 
 def manager_for(client: Client, **kwargs: Any) -> Manager:
-    return Manager(client, informer_backoff=FAST, shutdown_timeout=5.0, **kwargs)
+    return Manager(client, watch_options=WatchOptions(backoff=FAST), shutdown_timeout=5.0, **kwargs)
 
 
 async def test_errors_are_retried_with_growing_backoff_then_forgotten(client: Client) -> None:

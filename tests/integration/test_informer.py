@@ -19,6 +19,7 @@ from caravanserai.informer import (
     Backoff,
     Informer,
     SharedInformerFactory,
+    WatchOptions,
 )
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing.apiserver import RunningApiServer, start_apiserver
@@ -105,7 +106,7 @@ async def etcd_names(client: Client) -> list[str]:
 async def test_informer_lists_watches_filters_and_indexes(client: Client) -> None:
     for name, app in (("web-1", "web"), ("web-2", "web"), ("db-1", "db")):
         await client.projects.create(project(name, labels={"app": app}))
-    factory = SharedInformerFactory(client, backoff=FAST)
+    factory = SharedInformerFactory(client, watch_options=WatchOptions(backoff=FAST))
     web = factory.informer(v1.Project, label_selector="app=web", indexers=NODE_REF_INDEXERS)
     everything = factory.informer("projects")
     assert factory.informer(v1.Project, label_selector="app=web") is web
@@ -142,7 +143,7 @@ async def test_informer_resumes_after_the_apiserver_dies_mid_stream(etcd: EtcdSe
     api = await start_apiserver(etcd.endpoint, bookmark_interval=0.2)
     try:
         async with Client(api.address, timeout=5, retry_timeout=5) as client:
-            factory = SharedInformerFactory(client, backoff=FAST)
+            factory = SharedInformerFactory(client, watch_options=WatchOptions(backoff=FAST))
             projects = factory.informer(v1.Project)
             events = Recorder(projects)
             async with running(factory.run()):
@@ -180,7 +181,7 @@ async def test_relist_after_compaction_converges_and_delivers_every_missed_delet
         async with Client(api.address, timeout=5, retry_timeout=5) as client:
             for i in range(30):
                 await client.projects.create(project(f"p{i:02d}", labels={"batch": str(i % 3)}))
-            factory = SharedInformerFactory(client, backoff=FAST)
+            factory = SharedInformerFactory(client, watch_options=WatchOptions(backoff=FAST))
             projects = factory.informer(v1.Project)
             events = Recorder(projects)
             async with running(factory.run()):
@@ -223,7 +224,7 @@ async def change_while_away(etcd: EtcdServer, prefix: str, etcd_client: EtcdClie
 
 async def test_the_shared_factory_serves_all_controllers_from_one_watch(client: Client, api: RunningApiServer) -> None:
     await client.nodes.create(node("n1"))
-    factory = SharedInformerFactory(client, backoff=FAST)
+    factory = SharedInformerFactory(client, watch_options=WatchOptions(backoff=FAST))
     first = factory.informer(v1.Node)
     second = factory.informer("nodes")
     assert first is second and len(factory.informers()) == 1

@@ -15,7 +15,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import seconds
 from caravanserai.controller import Controller, LeaderElectionConfig, LeaderElector, Manager, Result
-from caravanserai.informer import Backoff
+from caravanserai.informer import Backoff, WatchOptions
 from caravanserai.testing.apiserver import RunningApiServer, start_apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.clock import FakeClock
@@ -61,7 +61,7 @@ class Replica:
         self.manager = Manager(
             self.client,
             leader_election=election(who),
-            informer_backoff=Backoff(initial=0.05, cap=0.3),
+            watch_options=WatchOptions(backoff=Backoff(initial=0.05, cap=0.3)),
             shutdown_timeout=2.0,
         )
         controller = Controller("busy", Busy(who, intervals))

@@ -9,7 +9,7 @@ import contextlib
 from caravanserai import v1
 from caravanserai.backoff import Backoff
 from caravanserai.client import Client
-from caravanserai.informer import Informer
+from caravanserai.informer import Informer, WatchOptions
 from caravanserai.testing.apiserver import start_apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
@@ -24,7 +24,7 @@ async def test_informer_catches_up_as_soon_as_the_api_is_back(etcd: EtcdServer) 
     restarted = None
     loop = asyncio.get_running_loop()
     async with Client(api.address, timeout=5, retry_timeout=0) as client:
-        informer: Informer[v1.Project] = Informer(client.projects, backoff=SLOW)
+        informer: Informer[v1.Project] = Informer(client.projects, watch_options=WatchOptions(backoff=SLOW))
         running = asyncio.create_task(informer.run())
         try:
             await wait_for(informer.has_synced, 10)

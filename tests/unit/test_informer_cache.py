@@ -23,6 +23,7 @@ from caravanserai.informer import (
     Indexer,
     Informer,
     MutationDetector,
+    WatchOptions,
     node_ref_index,
 )
 from caravanserai.informer.mutation import ENV_VAR
@@ -249,7 +250,7 @@ def test_mutation_detector_is_off_by_default_and_on_by_environment(monkeypatch: 
 async def test_informer_fails_loudly_when_a_handler_mutates_a_cached_object(compact: bool) -> None:
     api = FakeProjects()
     api.put(project("a"))
-    informer = informer_of(api, compact=compact, detect_mutations=True, backoff=FAST)
+    informer = informer_of(api, compact=compact, detect_mutations=True, watch_options=WatchOptions(backoff=FAST))
 
     def careless(obj: v1.Project) -> None:
         obj.spec.priority = 100  # should have copied first
@@ -267,7 +268,7 @@ async def test_informer_fails_loudly_when_a_handler_mutates_a_cached_object(comp
 async def test_handlers_run_after_the_cache_update_in_event_order(compact: bool) -> None:
     api = FakeProjects()
     api.put(project("a"))
-    informer = informer_of(api, compact=compact, backoff=FAST)
+    informer = informer_of(api, compact=compact, watch_options=WatchOptions(backoff=FAST))
     seen: list[tuple[str, str, str, bool]] = []
 
     def on_add(obj: v1.Project) -> None:
@@ -298,7 +299,7 @@ async def test_handlers_run_after_the_cache_update_in_event_order(compact: bool)
 
 async def test_every_handler_hears_every_change_even_when_one_fails_or_is_async() -> None:
     api = FakeProjects()
-    informer = informer_of(api, backoff=FAST)
+    informer = informer_of(api, watch_options=WatchOptions(backoff=FAST))
     calls: list[str] = []
 
     def broken(obj: v1.Project) -> None:
@@ -325,7 +326,7 @@ async def test_a_late_handler_first_hears_the_cached_objects_then_live_changes(c
     api = FakeProjects()
     api.put(project("a"))
     api.put(project("b"))
-    informer = informer_of(api, compact=compact, backoff=FAST)
+    informer = informer_of(api, compact=compact, watch_options=WatchOptions(backoff=FAST))
     async with running(informer.run()):
         await informer.wait_synced()
         names: list[str] = []
@@ -342,7 +343,7 @@ async def test_resync_redelivers_every_cached_object_as_an_update_without_readin
     api = FakeProjects()
     api.put(project("a"))
     api.put(project("b"))
-    informer = informer_of(api, clock=clock, resync_period=30.0, backoff=FAST)
+    informer = informer_of(api, clock=clock, resync_period=30.0, watch_options=WatchOptions(backoff=FAST))
     updates: list[tuple[str, bool]] = []
     informer.add_event_handler(on_update=lambda old, new: updates.append((new.metadata.name, old is new)))
     async with running(informer.run()):
@@ -357,7 +358,7 @@ async def test_resync_redelivers_every_cached_object_as_an_update_without_readin
 
 async def test_a_full_notification_backlog_holds_the_stream_back() -> None:
     api = FakeProjects()
-    informer = informer_of(api, backoff=FAST, max_pending=4)
+    informer = informer_of(api, watch_options=WatchOptions(backoff=FAST), max_pending=4)
     release = asyncio.Event()
     heard: list[str] = []
     most_pending = 0
@@ -389,7 +390,7 @@ async def test_a_full_notification_backlog_holds_the_stream_back() -> None:
 async def test_a_broken_stream_resumes_from_the_last_version_without_relisting() -> None:
     api = FakeProjects()
     api.put(project("a"))
-    informer = informer_of(api, backoff=FAST)
+    informer = informer_of(api, watch_options=WatchOptions(backoff=FAST))
     async with running(informer.run()):
         await informer.wait_synced()
         api.put(project("b"))
@@ -410,7 +411,7 @@ async def test_an_expired_version_relists_and_delivers_missed_deletions(compact:
     api = FakeProjects()
     for name in ("a", "b", "c"):
         api.put(project(name))
-    informer = informer_of(api, compact=compact, backoff=FAST)
+    informer = informer_of(api, compact=compact, watch_options=WatchOptions(backoff=FAST))
     deleted: list[str] = []
     updated: list[str] = []
     informer.add_event_handler(
@@ -438,7 +439,7 @@ async def test_a_silent_watch_is_restarted_from_the_last_bookmark() -> None:
     api.put(project("a"))
     # The detector (on in tests) would add its periodic check as a second sleeper on the fake clock.
     informer = informer_of(
-        api, clock=clock, watch_idle_timeout=60.0, backoff=Backoff(initial=1.0, jitter=0.0), detect_mutations=False
+        api, clock=clock, watch_options=WatchOptions(idle_timeout=60.0, backoff=Backoff(initial=1.0, jitter=0.0)), detect_mutations=False
     )
     async with running(informer.run()):
         await informer.wait_synced()
@@ -463,7 +464,7 @@ async def test_a_failing_first_list_is_retried_until_it_succeeds() -> None:
     api = FakeProjects()
     api.put(project("a"))
     api.down = True
-    informer = informer_of(api, backoff=FAST)
+    informer = informer_of(api, watch_options=WatchOptions(backoff=FAST))
     async with running(informer.run()):
         await asyncio.sleep(0.05)
         assert not informer.has_synced() and api.lists == 0

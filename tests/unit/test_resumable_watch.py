@@ -14,7 +14,7 @@ from caravanserai import v1
 from caravanserai.backoff import Backoff
 from caravanserai.cli.watching import Selection, Watcher
 from caravanserai.client import Change
-from caravanserai.client.resumable import Listed, ResumableWatch, relist_changes
+from caravanserai.client.resumable import Listed, ResumableWatch, WatchOptions, relist_changes
 from caravanserai.errors import Forbidden, Unavailable
 from caravanserai.testing.builders import project
 from caravanserai.testing.clock import FakeClock
@@ -41,7 +41,7 @@ async def test_a_recycled_watch_resumes_from_its_version_at_once_without_relisti
     api = FakeProjects()
     api.put(project("a"))
     watch: ResumableWatch[Any] = ResumableWatch(
-        cast(Any, api), clock=clock, backoff=Backoff(initial=100.0, jitter=0.0), watch_duration=(10.0, 10.0)
+        cast(Any, api), clock=clock, watch_options=WatchOptions(backoff=Backoff(initial=100.0, jitter=0.0), watch_duration=(10.0, 10.0))
     )
     seen: list[str] = []
     async with contextlib.aclosing(watch.changes()) as changes:
@@ -68,7 +68,7 @@ async def test_a_recycled_watch_resumes_from_its_version_at_once_without_relisti
 
 async def test_errors_outside_retry_on_reach_the_consumer() -> None:
     api = FakeProjects()
-    watch: ResumableWatch[Any] = ResumableWatch(cast(Any, api), backoff=FAST, retry_on=(Unavailable,))
+    watch: ResumableWatch[Any] = ResumableWatch(cast(Any, api), watch_options=WatchOptions(backoff=FAST), retry_on=(Unavailable,))
     async with contextlib.aclosing(watch.changes()) as changes:
         assert isinstance(await anext(changes), Listed)
         nxt = asyncio.ensure_future(anext(changes))

@@ -33,8 +33,10 @@ does:
 7. **A failing list is retried** with the same backoff. The generator ends only when the consumer leaves it
    (close it: `contextlib.aclosing`) or a non-retryable error is raised.
 
-Every wait before a retry goes through `ResumableWatch.pause`, the one place that decides how a retry waits.
-Time is the injected clock's: idle and recycle deadlines and backoff sleeps use it.
+The knobs (`backoff`, `idle_timeout`, `watch_duration`, `page_size`) are one `WatchOptions` record, handed down
+whole by the Manager, the informer factory, the informer and the reflector. Every wait before a retry goes through
+`ResumableWatch.pause`, the one place that decides how a retry waits. Time is the injected clock's: idle and
+recycle deadlines and backoff sleeps use it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,17 @@ T = TypeVar("T")
 DEFAULT_IDLE_TIMEOUT = 60.0
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_WATCH_DURATION = (300.0, 600.0)
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    """How a resumable watch retries, presumes silence dead, recycles and pages (steps 3 to 7 and 1 of the module
+    docstring). One record from the Manager down to the watch; the defaults are the informers' (client-go's)."""
+
+    backoff: Backoff = Backoff()  # the wait before each retry (reset by every list, change or bookmark)
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT  # seconds without a change or bookmark that mean a dead watch
+    watch_duration: tuple[float, float] | None = DEFAULT_WATCH_DURATION  # each watch's random lifetime; None: none
+    page_size: int = DEFAULT_PAGE_SIZE  # objects per page of a list
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +121,7 @@ class ResumableWatch(Generic[T]):
         label_selector: str = "",
         field_selector: str = "",
         clock: Clock | None = None,
-        backoff: Backoff = Backoff(),
-        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
-        watch_duration: tuple[float, float] | None = DEFAULT_WATCH_DURATION,
-        page_size: int = DEFAULT_PAGE_SIZE,
+        watch_options: WatchOptions = WatchOptions(),
         retry_on: tuple[type[Exception], ...] = (Exception,),
         logger: Any = None,
     ) -> None:
@@ -119,10 +129,10 @@ class ResumableWatch(Generic[T]):
         self._label_selector = label_selector
         self._field_selector = field_selector
         self._clock: Clock = clock or SystemClock()
-        self._backoff = backoff.start(self._clock)
-        self._idle_timeout = idle_timeout
-        self._watch_duration = watch_duration
-        self._page_size = page_size
+        self._backoff = watch_options.backoff.start(self._clock)
+        self._idle_timeout = watch_options.idle_timeout
+        self._watch_duration = watch_options.watch_duration
+        self._page_size = watch_options.page_size
         self._retry_on = retry_on
         self._log = logger  # a structlog logger, or None to stay silent (the CLI's stdout is its output)
         # Everything up to this version was handed to the consumer ("" before the first list).
@@ -289,5 +299,6 @@ __all__ = [
     "Listed",
     "ResumableWatch",
     "WatchIdle",
+    "WatchOptions",
     "relist_changes",
 ]

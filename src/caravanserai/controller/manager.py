@@ -40,8 +40,7 @@ from caravanserai.controller import metrics
 from caravanserai.controller.controller import Controller
 from caravanserai.controller.httpserver import TEXT, HttpServer
 from caravanserai.controller.leaderelection import LeaderElectionConfig, LeaderElector
-from caravanserai.informer import Backoff, SharedInformerFactory
-from caravanserai.informer.reflector import DEFAULT_WATCH_IDLE_TIMEOUT
+from caravanserai.informer import SharedInformerFactory, WatchOptions
 
 log = structlog.get_logger(__name__)
 
@@ -64,8 +63,7 @@ class Manager:
         shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
         resync_period: float = 0.0,
         detect_mutations: bool | None = None,
-        watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
-        informer_backoff: Backoff = Backoff(),
+        watch_options: WatchOptions = WatchOptions(),
     ) -> None:
         self.client = client
         self._clock: Clock = clock or SystemClock()
@@ -74,8 +72,7 @@ class Manager:
             clock=self._clock,
             resync_period=resync_period,
             detect_mutations=detect_mutations,
-            watch_idle_timeout=watch_idle_timeout,
-            backoff=informer_backoff,
+            watch_options=watch_options,
         )
         self.elector = LeaderElector(client, leader_election, clock=self._clock) if leader_election else None
         self._controllers: list[Controller] = []

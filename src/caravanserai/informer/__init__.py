@@ -8,7 +8,9 @@
 
 * `Reflector` (the resume protocol is written out in `caravanserai.informer.reflector`): list, watch from the
   list's version, resume from the last event or bookmark after any stream error with jittered backoff, relist on
-  Expired (vanished objects become deletions), restart a watch silent for `watch_idle_timeout`.
+  Expired (vanished objects become deletions), restart a watch silent for `WatchOptions.idle_timeout`. The watch
+  knobs (backoff, idle timeout, watch lifetime, page size) are one `WatchOptions` record, given to the factory
+  (or the Manager) and passed down whole.
 * `Indexer`: objects by name plus indexes (labels by default; `status.nodeRef`, `status.phase` or your own).
   Cached objects are read-only; `CARA_CACHE_MUTATION_DETECTOR=1` (or `detect_mutations=True`) makes a change to
   one fail loudly with `CacheMutationError`.
@@ -35,7 +37,7 @@ from caravanserai.informer.indexer import (
 from caravanserai.informer.informer import EventHandler, Informer, Registration
 from caravanserai.informer.mutation import CacheMutationError, MutationDetector
 from caravanserai.backoff import Backoff
-from caravanserai.informer.reflector import Reflector, WatchIdle
+from caravanserai.informer.reflector import Reflector, WatchIdle, WatchOptions
 
 __all__ = [
     "Backoff",
@@ -56,6 +58,7 @@ __all__ = [
     "Registration",
     "SharedInformerFactory",
     "WatchIdle",
+    "WatchOptions",
     "label_index",
     "node_ref_index",
     "phase_index",

@@ -25,11 +25,10 @@ from typing import Any, TypeVar, overload
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
+from caravanserai.client.resumable import WatchOptions
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.informer.indexer import IndexFunc
 from caravanserai.informer.informer import Informer
-from caravanserai.backoff import Backoff
-from caravanserai.informer.reflector import DEFAULT_PAGE_SIZE, DEFAULT_WATCH_IDLE_TIMEOUT
 
 T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event)
 
@@ -46,9 +45,7 @@ class SharedInformerFactory:
         clock: Clock | None = None,
         resync_period: float = 0.0,
         detect_mutations: bool | None = None,
-        watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
-        backoff: Backoff = Backoff(),
-        page_size: int = DEFAULT_PAGE_SIZE,
+        watch_options: WatchOptions = WatchOptions(),
         compact: bool = True,
     ) -> None:
         self._client = client
@@ -56,9 +53,7 @@ class SharedInformerFactory:
         self._options: dict[str, Any] = {
             "resync_period": resync_period,
             "detect_mutations": detect_mutations,
-            "watch_idle_timeout": watch_idle_timeout,
-            "backoff": backoff,
-            "page_size": page_size,
+            "watch_options": watch_options,
             "compact": compact,
         }
         self._informers: dict[InformerKey, Informer[Any]] = {}

@@ -40,16 +40,11 @@ import structlog
 
 from caravanserai import v1
 from caravanserai.client import ResourceClient
-from caravanserai.backoff import Backoff
+from caravanserai.client.resumable import WatchOptions
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.informer.indexer import CacheReader, Indexer, IndexFunc
 from caravanserai.informer.mutation import MutationDetector
-from caravanserai.informer.reflector import (
-    DEFAULT_PAGE_SIZE,
-    DEFAULT_WATCH_DURATION,
-    DEFAULT_WATCH_IDLE_TIMEOUT,
-    Reflector,
-)
+from caravanserai.informer.reflector import Reflector
 
 log = structlog.get_logger(__name__)
 
@@ -111,31 +106,22 @@ class Informer(Generic[T]):
         resync_period: float = 0.0,
         clock: Clock | None = None,
         detect_mutations: bool | None = None,
-        watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
-        watch_duration: tuple[float, float] = DEFAULT_WATCH_DURATION,
-        backoff: Backoff = Backoff(),
-        page_size: int = DEFAULT_PAGE_SIZE,
+        watch_options: WatchOptions = WatchOptions(),
         max_pending: int = DEFAULT_MAX_PENDING,
         compact: bool = True,
     ) -> None:
-        self.resource = client.resource
-        self.label_selector = label_selector
-        self.field_selector = field_selector
+        self.resource, self.label_selector, self.field_selector = client.resource, label_selector, field_selector
         self._clock: Clock = clock or SystemClock()
         detector = MutationDetector(enabled=detect_mutations, kind=client.kind.kind)
         self._indexer: Indexer[T] = Indexer(indexers, detector=detector, compact=client.kind.cls if compact else None)
-        self._resync_period = resync_period
-        self._max_pending = max_pending
+        self._resync_period, self._max_pending = resync_period, max_pending
         self.reflector: Reflector[T] = Reflector(
             client,
             self,
             label_selector=label_selector,
             field_selector=field_selector,
             clock=self._clock,
-            watch_idle_timeout=watch_idle_timeout,
-            watch_duration=watch_duration,
-            backoff=backoff,
-            page_size=page_size,
+            watch_options=watch_options,
         )
         # Handlers registered so far. Replaced (never changed in place), so a notification can hold the tuple
         # that was current when its change was applied: a handler never hears of changes from before it was added.

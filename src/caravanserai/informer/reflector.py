@@ -8,7 +8,7 @@ shared with the CLI. The reflector adds what a cache needs:
   ones updates, new ones adds); every change is applied in order;
 * any failure of the list or the watch is retried (client-go's numbers: 0.8 s · 2ⁿ capped at 30 s, each delay
   stretched by up to 100 % at random, reset after 2 minutes without failure or by any progress); each watch is
-  recycled after a random 5 to 10 minutes;
+  recycled after a random 5 to 10 minutes (the defaults of `WatchOptions`, which the reflector passes on whole);
 * back-pressure: the sink applies events synchronously (cache writes never wait for handlers); when its
   consumers fall behind, `wait_for_room()` holds the stream back, which counts as activity, not silence;
 * a failure of the sink itself (a `CacheMutationError`, a failing index function) is raised from `run()`:
@@ -23,24 +23,14 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
-from caravanserai.backoff import Backoff
 from caravanserai.client import ResourceClient
-from caravanserai.client.resumable import (
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_PAGE_SIZE,
-    DEFAULT_WATCH_DURATION,
-    Listed,
-    ResumableWatch,
-    WatchIdle,
-)
+from caravanserai.client.resumable import Listed, ResumableWatch, WatchIdle, WatchOptions
 from caravanserai.clock import Clock
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
-
-DEFAULT_WATCH_IDLE_TIMEOUT = DEFAULT_IDLE_TIMEOUT
 
 
 class Sink(Protocol[T_contra]):
@@ -72,10 +62,7 @@ class Reflector(Generic[T]):
         label_selector: str = "",
         field_selector: str = "",
         clock: Clock | None = None,
-        watch_idle_timeout: float = DEFAULT_WATCH_IDLE_TIMEOUT,
-        watch_duration: tuple[float, float] = DEFAULT_WATCH_DURATION,
-        backoff: Backoff = Backoff(),
-        page_size: int = DEFAULT_PAGE_SIZE,
+        watch_options: WatchOptions = WatchOptions(),
     ) -> None:
         self._sink = sink
         self._watch: ResumableWatch[T] = ResumableWatch(
@@ -83,10 +70,7 @@ class Reflector(Generic[T]):
             label_selector=label_selector,
             field_selector=field_selector,
             clock=clock,
-            backoff=backoff,
-            idle_timeout=watch_idle_timeout,
-            watch_duration=watch_duration,
-            page_size=page_size,
+            watch_options=watch_options,
             logger=log.bind(resource=client.resource, labels=label_selector, fields=field_selector),
         )
 
@@ -124,11 +108,4 @@ class Reflector(Generic[T]):
                     await sink.wait_for_room()
 
 
-__all__ = [
-    "DEFAULT_PAGE_SIZE",
-    "DEFAULT_WATCH_DURATION",
-    "DEFAULT_WATCH_IDLE_TIMEOUT",
-    "Reflector",
-    "Sink",
-    "WatchIdle",
-]
+__all__ = ["Reflector", "Sink", "WatchIdle", "WatchOptions"]
