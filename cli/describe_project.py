@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caravanserai.project import handoff
+from caravanserai.project import grants
 from caravanserai import v1
 from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import rfc3339
@@ -108,9 +108,9 @@ def _env(env: v1.EnvVar) -> str:
 
 
 def _granted(service: v1.Service) -> str:
-    """What the container is told it was granted (`caravanserai.project.handoff`), e.g. `CARA_CPU_REQUEST=500, …`."""
+    """What the container is told it was granted (`caravanserai.project.grants`), e.g. `CARA_CPU_REQUEST=500, …`."""
     try:
-        return key_values(handoff.granted(service), sep=", ")
+        return key_values(grants.resource_variables(service), sep=", ")
     except ValueError as exc:  # a quantity the apiserver would refuse
         return f"<{exc}>"
 

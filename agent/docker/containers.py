@@ -14,7 +14,7 @@ Guarantees:
   (`cpu` → CpuShares relative to 1024 per core, `memory` → MemoryReservation). `nvidia.com/gpu` becomes a Docker
   device request for that many GPUs (driver nvidia); other extended resources (such as `gpu`) are counted by the
   scheduler and told to the container.
-* **Hand-off**: after the service's own environment come the variables of `caravanserai.project.handoff` (node, project,
+* **Grants**: after the service's own environment come the variables of `caravanserai.project.grants` (node, project,
   service, the cpu/memory requests and limits, `CARA_RESOURCE_<NAME>` per extended resource).
 * **Inputs**: what a service takes from Secrets and Configs (`ServiceInputs`: its resolved environment, the host
   directories of its data volumes, the digest of the data it read) is part of the configuration, and the digest
@@ -35,7 +35,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from caravanserai.project import handoff
+from caravanserai.project import grants
 from caravanserai import v1
 from caravanserai.agent.docker import naming
 from caravanserai.text.quantity import cpu_millis, to_int
@@ -295,7 +295,7 @@ def _mounts(project: v1.Project, service: v1.Service, node: str, inputs: Service
 
 def gpu_count(resources: v1.ResourceRequirements) -> int:
     """How many NVIDIA GPUs (`nvidia.com/gpu`) a service is granted: Docker's device request for them."""
-    return handoff.extended(resources).get(NVIDIA_GPU, 0)
+    return grants.extended(resources).get(NVIDIA_GPU, 0)
 
 
 def resource_settings(resources: v1.ResourceRequirements) -> dict[str, int]:
@@ -324,7 +324,7 @@ def container_create(
     Secrets and Configs (none: its literal environment), on the project's `network` (by default
     `cara_<project>_<node>`; the agent's network pool may give it another, see `netpool`)."""
     inputs = inputs or ServiceInputs.literal(service)
-    granted = handoff.environment(service, node=node, project=project.metadata.name)
+    granted = grants.environment(service, node=node, project=project.metadata.name)
     return ContainerCreate(
         image=service.image,
         hostname=service.name,

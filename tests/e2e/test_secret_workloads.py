@@ -1,5 +1,5 @@
 """Secrets and Configs on real Docker: environment variables and read-only files, a change restarting exactly
-the services that read what changed, and the hand-off of granted resources read back inside a container."""
+the services that read what changed, and the grant variables read back inside a container."""
 
 from __future__ import annotations
 

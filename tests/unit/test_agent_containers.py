@@ -49,7 +49,7 @@ def test_full_service_maps_to_docker_fields() -> None:
     assert config["WorkingDir"] == "/srv"
     assert config["Hostname"] == "web"
     assert config["Env"] == [
-        "GREETING=hi=there",  # the service's own environment, then the hand-off of what it was granted
+        "GREETING=hi=there",  # the service's own environment, then the variables of what it was granted
         "CARA_NODE_NAME=n1",
         "CARA_PROJECT=shop",
         "CARA_SERVICE=web",

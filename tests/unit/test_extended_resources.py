@@ -1,5 +1,5 @@
 """Extended resources on the node (--resource, nvidia-smi), the GPU device request as Docker receives it, the
-hand-off environment, registry credentials and pull progress."""
+grant environment, registry credentials and pull progress."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from caravanserai.project import handoff, registryauth
+from caravanserai.project import grants, registryauth
 from caravanserai import v1
 from caravanserai.agent.docker import containers
 from caravanserai.agent.host import extended
@@ -56,11 +56,11 @@ def test_automatic_labels() -> None:
     assert labels[extended.LABEL_ARCH] in ("amd64", "arm64")
 
 
-def test_handoff_environment() -> None:
+def test_grant_environment() -> None:
     service = v1.Service(name="w")
     service.resources.requests.update({"cpu": "1.5", "memory": "1Gi", "nvidia.com/gpu": "2"})
     service.resources.limits.update({"cpu": "2", "example.com/fpga": "1"})
-    assert handoff.environment(service, node="n1", project="p") == {
+    assert grants.environment(service, node="n1", project="p") == {
         "CARA_NODE_NAME": "n1", "CARA_PROJECT": "p", "CARA_SERVICE": "w",
         "CARA_CPU_REQUEST": "1500", "CARA_MEMORY_REQUEST": str(2**30), "CARA_CPU_LIMIT": "2000",
         "CARA_RESOURCE_EXAMPLE_COM_FPGA": "1", "CARA_RESOURCE_NVIDIA_COM_GPU": "2",

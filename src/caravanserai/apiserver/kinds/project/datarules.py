@@ -17,7 +17,7 @@ from decimal import Decimal, InvalidOperation
 
 from caravanserai import v1
 from caravanserai.apiserver import validation
-from caravanserai.project.handoff import STANDARD_RESOURCES
+from caravanserai.project.grants import STANDARD_RESOURCES
 from caravanserai.text.quantity import parse_quantity
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, key_path, quote

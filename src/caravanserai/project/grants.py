@@ -1,4 +1,6 @@
-"""What a container is told about what it was granted: the environment variables of the hand-off.
+"""What a container is told about what it was granted: the grant variables in its environment.
+
+(Not to be confused with the drain hand-off, `caravanserai.project.lifecycle`: a project leaving a node.)
 
 Every container the agent creates gets (after the service's own `env`, so these win):
 
@@ -39,8 +41,8 @@ def extended(resources: v1.ResourceRequirements) -> dict[str, int]:
     return granted
 
 
-def granted(service: v1.Service) -> dict[str, str]:
-    """The resource variables of the hand-off for `service` (without the names of node, project and service)."""
+def resource_variables(service: v1.Service) -> dict[str, str]:
+    """The resource variables of the grant for `service` (without the names of node, project and service)."""
     resources = service.resources
     env: dict[str, str] = {}
     for which, values in (("REQUEST", resources.requests), ("LIMIT", resources.limits)):
@@ -54,8 +56,9 @@ def granted(service: v1.Service) -> dict[str, str]:
 
 
 def environment(service: v1.Service, *, node: str, project: str) -> dict[str, str]:
-    """Every hand-off variable for `service` of `project` running on `node`."""
-    return {"CARA_NODE_NAME": node, "CARA_PROJECT": project, "CARA_SERVICE": service.name, **granted(service)}
+    """Every grant variable for `service` of `project` running on `node`."""
+    names = {"CARA_NODE_NAME": node, "CARA_PROJECT": project, "CARA_SERVICE": service.name}
+    return {**names, **resource_variables(service)}
 
 
-__all__ = ["STANDARD_RESOURCES", "environment", "extended", "granted", "resource_env_name"]
+__all__ = ["STANDARD_RESOURCES", "environment", "extended", "resource_env_name", "resource_variables"]
