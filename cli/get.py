@@ -26,7 +26,7 @@ from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.kinds import columns_of, load_context, rows, view_of
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
-from caravanserai.cli.watching import Selection, Watcher
+from caravanserai.cli.watching import Selection, SelectionWatch
 
 NO_RESOURCES = "No resources found."
 
@@ -201,7 +201,9 @@ class WatchPrinter:
 
 
 async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) -> None:
-    async with settings.client() as client, Watcher(client.resource(opts.kind.plural), _selection(opts)) as watcher:
+    async with settings.client() as client, SelectionWatch(
+        client.resource(opts.kind.plural), _selection(opts)
+    ) as watcher:
         current = await watcher.list_current()
         printer = WatchPrinter(client, opts)
         if show_current:

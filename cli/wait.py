@@ -33,7 +33,7 @@ from caravanserai.cli.errors import CommandError, not_found
 from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.kinds.base import Condition, Predicate
 from caravanserai.cli.resources import CUSTOM_KINDS, parse_target
-from caravanserai.cli.watching import Selection, Watcher
+from caravanserai.cli.watching import Selection, SelectionWatch
 
 WAITABLE = (*plurals(lambda view: view.waitable), CUSTOM_KINDS)
 DEFAULT_TIMEOUT = "30s"
@@ -83,7 +83,7 @@ async def wait_for_object(
     resources: ResourceClient[Any], name: str, conditions: Sequence[Condition], *, must_exist: bool
 ) -> None:
     """Return once every condition holds for `name` (watching); raise CommandError when that cannot happen."""
-    async with Watcher(resources, Selection(field_selector=f"metadata.name={name}")) as watcher:
+    async with SelectionWatch(resources, Selection(field_selector=f"metadata.name={name}")) as watcher:
         items = await watcher.list_current()
         current = items[0] if items else None
         if current is None and must_exist:

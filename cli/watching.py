@@ -42,11 +42,11 @@ class Selection:
 
 
 @dataclass
-class Watcher:
+class SelectionWatch:
     """A resumable list+watch of one kind. `known` maps names to the last state seen of each selected object.
 
-    Use as `async with Watcher(...) as watcher:`, call `list_current()` first, then iterate `events()`; leaving
-    the block (or closing `events()`) ends the watch."""
+    Use as `async with SelectionWatch(...) as watcher:`, call `list_current()` first, then iterate `events()`;
+    leaving the block (or closing `events()`) ends the watch."""
 
     resources: ResourceClient[Any]
     selection: Selection = field(default_factory=Selection)
@@ -87,7 +87,7 @@ class Watcher:
                     self._remember(item)
                     yield item
 
-    async def __aenter__(self) -> Watcher:
+    async def __aenter__(self) -> SelectionWatch:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -102,4 +102,4 @@ class Watcher:
             self.known[change.object.metadata.name] = change.object
 
 
-__all__ = ["BACKOFF", "INACTIVITY", "Selection", "Watcher"]
+__all__ = ["BACKOFF", "INACTIVITY", "Selection", "SelectionWatch"]

@@ -28,7 +28,7 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.dashboard.actions import Actions
 from caravanserai.dashboard.logstream import LogSource
 from caravanserai.dashboard.server import Dashboard
-from caravanserai.dashboard.state import ClusterState
+from caravanserai.dashboard.state import ClusterView
 from caravanserai.process.logging import configure_logging
 from caravanserai.process.tls import TLSFiles, is_loopback
 
@@ -94,7 +94,7 @@ class DashboardProcess:
         tls = TLSFiles(cert=self._opts.tls_cert, key=self._opts.tls_key, ca=self._opts.tls_ca)
         token = self._opts.token or os.environ.get("CARA_TOKEN") or None
         async with client_from_args(self._opts) as client:
-            state = ClusterState(client, clock=self.clock)
+            state = ClusterView(client, clock=self.clock)
             logs = LogSource(state.get, credentials=tls.channel_credentials() if tls.enabled else None, token=token)
             dashboard = Dashboard(state, Actions(client, read_only=self.serve.read_only, clock=self.clock), logs, server=client.target)
             runner = web.AppRunner(dashboard.app(), access_log=None, shutdown_timeout=1.0)

@@ -61,7 +61,7 @@ def api_error(err: ApiError) -> ActionError:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class ApplyOutcome:
     """One object applied: `project/web created`."""
 
     object: str
@@ -80,12 +80,12 @@ class Actions:
         if self.read_only:
             raise ActionError(403, READ_ONLY)
 
-    async def apply(self, text: str) -> list[Outcome]:
+    async def apply(self, text: str) -> list[ApplyOutcome]:
         """Create or update every object of a pasted manifest (YAML or JSON, several documents allowed), in order,
         as `caractrl apply` does (same reader, same merge); the first refusal stops and is reported, naming its
         document, with the objects applied before it."""
         self._check_allowed()
-        outcomes: list[Outcome] = []
+        outcomes: list[ApplyOutcome] = []
         for doc in await self._documents(text):
             kind = meta.kind_of(doc.object)
             label = f"{kind.kind.lower()}/{doc.object.metadata.name}"
@@ -96,7 +96,7 @@ class Actions:
             except ApiError as err:
                 refused = api_error(err)
                 raise ActionError(refused.status, _after(outcomes, f"{doc.origin}: {label}: {refused.message}")) from None
-            outcomes.append(Outcome(label, applied.action))
+            outcomes.append(ApplyOutcome(label, applied.action))
         return outcomes
 
     async def _documents(self, text: str) -> list[Document]:
@@ -155,11 +155,11 @@ class Actions:
         return moved
 
 
-def _after(outcomes: list[Outcome], message: str) -> str:
+def _after(outcomes: list[ApplyOutcome], message: str) -> str:
     if not outcomes:
         return message
     done = ", ".join(f"{o.object} {o.action}" for o in outcomes)
     return f"{message} (before it: {done})"
 
 
-__all__ = ["ActionError", "Actions", "Outcome", "READ_ONLY", "api_error"]
+__all__ = ["ActionError", "Actions", "ApplyOutcome", "READ_ONLY", "api_error"]

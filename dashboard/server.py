@@ -2,7 +2,7 @@
 
 The endpoints are documented for `curl` users in docs/dashboard.md. Guarantees:
 
-* Reads are served from the informer caches (`ClusterState`), never by a call per request to the API server; a
+* Reads are served from the informer caches (`ClusterView`), never by a call per request to the API server; a
   read before the caches synced waits for them (503 after `SYNC_WAIT` seconds).
 * `/api/v1/stream` is a server-sent-events stream: `change` events name what changed (see `state.Subscription`);
   a comment every `KEEPALIVE` seconds keeps proxies from closing it.
@@ -31,7 +31,7 @@ from caravanserai import v1
 from caravanserai.dashboard import views
 from caravanserai.dashboard.actions import ActionError, Actions
 from caravanserai.dashboard.logstream import LogSource
-from caravanserai.dashboard.state import ClusterState
+from caravanserai.dashboard.state import ClusterView
 from caravanserai.errors import Invalid
 
 log = structlog.get_logger(__name__)
@@ -83,9 +83,9 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 class Dashboard:
-    """The aiohttp application over a `ClusterState`, `Actions` and a `LogSource`."""
+    """The aiohttp application over a `ClusterView`, `Actions` and a `LogSource`."""
 
-    def __init__(self, state: ClusterState, actions: Actions, logs: LogSource, *, server: str) -> None:
+    def __init__(self, state: ClusterView, actions: Actions, logs: LogSource, *, server: str) -> None:
         self.state = state
         self.actions = actions
         self.logs = logs

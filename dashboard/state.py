@@ -35,7 +35,7 @@ MAX_PENDING_NAMES = 500
 
 
 @dataclass
-class Change:
+class BrowserUpdate:
     """What a browser is told: resources that changed, and (unless too many) which objects and how."""
 
     resources: list[str]
@@ -60,7 +60,7 @@ class Subscription:
                 self._objects.clear()
         self._wakeup.set()
 
-    async def next(self, *, clock: Clock, coalesce: float, timeout: float) -> Change | None:
+    async def next(self, *, clock: Clock, coalesce: float, timeout: float) -> BrowserUpdate | None:
         """What changed since the last call, after waiting for a first change (None after `timeout` without)."""
         if not self._resources:
             self._wakeup.clear()
@@ -69,14 +69,14 @@ class Subscription:
             except TimeoutError:
                 return None
             await clock.sleep(coalesce)
-        change = Change(
+        update = BrowserUpdate(
             sorted(self._resources),
             [{"resource": r, "name": n, "type": t} for (r, n), t in sorted(self._objects.items())],
         )
         self._resources.clear()
         self._objects.clear()
         self._overflow = False
-        return change
+        return update
 
 
 def known_kinds() -> list[meta.Kind]:
@@ -85,8 +85,8 @@ def known_kinds() -> list[meta.Kind]:
     return [k for k in meta.registered() if not k.confidential]
 
 
-class ClusterState:
-    """Informers over every known kind; `run()` runs them until cancelled."""
+class ClusterView:
+    """The dashboard's view of the cluster: informers over every known kind; `run()` runs them until cancelled."""
 
     def __init__(self, client: Client, *, clock: Clock, kinds_interval: float = 5.0) -> None:
         self.client = client
@@ -179,4 +179,4 @@ class ClusterState:
             subscription.add(resource, type_, obj.metadata.name)
 
 
-__all__ = ["Change", "ClusterState", "Subscription"]
+__all__ = ["BrowserUpdate", "ClusterView", "Subscription"]

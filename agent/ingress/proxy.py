@@ -69,7 +69,7 @@ class Backends(Protocol):
         ...
 
 
-class _TooLarge(Exception):
+class _BodyTooLarge(Exception):
     pass
 
 
@@ -78,7 +78,7 @@ async def _limited(content: aiohttp.StreamReader, limit: int) -> AsyncIterator[b
     async for chunk in content.iter_chunked(CHUNK):
         seen += len(chunk)
         if limit and seen > limit:
-            raise _TooLarge()
+            raise _BodyTooLarge()
         yield chunk
 
 
@@ -191,7 +191,7 @@ class IngressProxy:
                 upstream = await self._session.request(
                     request.method, url, headers=headers, data=body, allow_redirects=False, compress=None
                 )
-        except _TooLarge:
+        except _BodyTooLarge:
             return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
         except TimeoutError:
             return self._page(504, "backend-timeout", f'Project "{route.project}" did not answer within '

@@ -17,7 +17,7 @@ from caravanserai.cli.config import ConfigError, Settings, channel_credentials, 
 from caravanserai.cli.errors import describe_error, invalid, not_found
 from caravanserai.cli.resources import CONFLICT_RETRIES, modify, parse_target
 from caravanserai.cli.wait import hopeless, parse_condition
-from caravanserai.cli.watching import Selection, Watcher
+from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Change, ObjectList
 from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid, Unavailable
 from caravanserai.text.manifestfiles import Source, load_source, split_documents
@@ -231,7 +231,7 @@ async def test_watcher_resumes_after_unavailable_and_relists_after_expired(monke
             [Change(v1.ADDED, project("d", "10"))],
         ],
     )
-    async with Watcher(fake, Selection()) as watcher:  # type: ignore[arg-type]
+    async with SelectionWatch(fake, Selection()) as watcher:  # type: ignore[arg-type]
         assert [o.metadata.name for o in await watcher.list_current()] == ["a", "b"]
         seen = []
         async for event in watcher.events():

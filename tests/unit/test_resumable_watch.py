@@ -12,7 +12,7 @@ from test_informer_cache import FakeProjects, until
 
 from caravanserai import v1
 from caravanserai.backoff import Backoff
-from caravanserai.cli.watching import Selection, Watcher
+from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Change
 from caravanserai.client.resumable import Listed, ResumableWatch, WatchOptions, relist_changes
 from caravanserai.errors import Forbidden, Unavailable
@@ -84,7 +84,7 @@ async def test_the_cli_watcher_reports_a_relist_as_changes_of_the_names_it_watch
     api = FakeProjects()
     for name in ("a", "b", "other"):
         api.put(project(name))
-    async with Watcher(cast(Any, api), Selection(names=frozenset({"a", "b", "c"}))) as watcher:
+    async with SelectionWatch(cast(Any, api), Selection(names=frozenset({"a", "b", "c"}))) as watcher:
         assert sorted(o.metadata.name for o in await watcher.list_current()) == ["a", "b"]
         got: list[tuple[str, str]] = []
 

@@ -42,8 +42,8 @@ from caravanserai.storage.etcd_errors import FAILOVER_CODES, etcd_error
 from caravanserai.storage.etcd_types import (
     Compare,
     DeleteResult,
+    EtcdLease,
     EventBatch,
-    Lease,
     Op,
     PutResult,
     RangeOp,
@@ -180,11 +180,11 @@ class EtcdClient:
 
     # -- Leases --------------------------------------------------------------------------------------------
 
-    async def lease_grant(self, ttl: int, *, lease_id: int = 0) -> Lease:
+    async def lease_grant(self, ttl: int, *, lease_id: int = 0) -> EtcdLease:
         """A new lease living `ttl` seconds unless kept alive; `lease_id` 0 lets etcd choose the id."""
         req = rpc_pb2.LeaseGrantRequest(ttl=ttl, id=lease_id)
         resp = await self._unary(lambda c: c.lease.LeaseGrant(req, timeout=self._request_timeout), idempotent=False)
-        return Lease(resp.id, resp.ttl)
+        return EtcdLease(resp.id, resp.ttl)
 
     async def lease_revoke(self, lease_id: int) -> None:
         """End a lease now, deleting its keys. NotFound when it does not exist (or already expired)."""

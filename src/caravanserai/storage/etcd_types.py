@@ -162,7 +162,9 @@ def _op_result(op: rpc_pb2.ResponseOp) -> OpResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Lease:
+class EtcdLease:
+    """A lease etcd granted: its id and time to live in seconds."""
+
     id: int
     ttl: int
 
@@ -278,10 +280,10 @@ __all__ = [
     "CompareTarget",
     "DeleteOp",
     "DeleteResult",
+    "EtcdLease",
     "Event",
     "EventBatch",
     "KeyValue",
-    "Lease",
     "Op",
     "OpResult",
     "PutOp",
