@@ -16,7 +16,7 @@ several agents in one process (tests) never compete for it."""
 LEASE_DURATION_SECONDS = 40
 DEFAULT_WORKERS = 16
 """`--workers`: projects reconciled at once. Each reconcile mostly waits for Docker (a container stop waits up to
-`--stop-timeout`), so a burst of arrivals or deletions is bounded by this number, not by the agent's CPU."""
+`--stop-timeout`), so a burst of arrivals or deletions is limited by this number, not by the agent's CPU."""
 DEFAULT_FENCE_AFTER = 90.0 + 180.0
 """`--fence-after`: node health's default heartbeat timeout (90 s) plus its default grace period (3 min), the moment
 the control plane moves a silent node's Running projects elsewhere."""

@@ -8,8 +8,8 @@ notifications for every connected browser.
   subscription's pending set (resource and name → change type) and wakes it; the stream sends what accumulated,
   at most once per `coalesce` seconds, so a burst of changes is one message and a change reaches the browser
   within `coalesce` plus the informer's own delay (well under a second).
-* **Bounded.** A subscription remembers at most `MAX_PENDING_NAMES` names; beyond that it keeps only which
-  resources changed (the page reloads those wholesale). A stuck browser costs a bounded set, never a queue.
+* **Capped.** A subscription remembers at most `MAX_PENDING_NAMES` names; beyond that it keeps only which
+  resources changed (the page reloads those wholesale). A stuck browser costs a capped set, never a queue.
 * The caches are read-only: views copy what they need into plain data (`caravanserai.dashboard.views`).
 """
 

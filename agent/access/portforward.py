@@ -5,7 +5,7 @@ Guarantees:
 * The first request names project, service and port (1-65535); the agent dials the service's container on the
   project network (only this node can reach it), answers with an empty message once connected, and then copies
   bytes both ways as they come, with flow control (a slow reader holds back the writer; nothing is buffered
-  without bound).
+  without limit).
 * The client ending its request stream half-closes the connection (the container reads EOF) while the
   container's answer keeps flowing; the container closing its side ends the call. Cancelling the call closes the
   connection at once.

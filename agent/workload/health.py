@@ -12,7 +12,7 @@ Guarantees (Docker's HEALTHCHECK semantics):
 * A tracked container starts `starting`; one passing probe makes it `healthy`; `retries` consecutive failing
   probes make it `unhealthy`, except that failures during `startPeriod` (from when it was first tracked, i.e.
   started) are not counted. A passing probe resets the count.
-* Probes run every `interval`, each bounded by `timeout`; probes of different containers run concurrently.
+* Probes run every `interval`, each limited by `timeout`; probes of different containers run concurrently.
 * `on_change(project)` is called after a container's status changed, so the project is reconciled at once.
 * Tracking a new container id for a service forgets the old one (a recreated or restarted container starts
   over); `forget_except` drops containers that are gone.

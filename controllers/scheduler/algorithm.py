@@ -1,8 +1,8 @@
-"""One scheduling decision: filter a bounded sample of nodes, score the feasible ones, pick the best.
+"""One scheduling decision: filter a capped sample of nodes, score the feasible ones, pick the best.
 
 Guarantees (kube-scheduler's `schedule_one`, in Python and over `NodeInfo` records):
 
-* **Bounded work.** With fewer than `MIN_FEASIBLE_NODES_TO_FIND` (100) nodes every node is considered. With more,
+* **Capped work.** With fewer than `MIN_FEASIBLE_NODES_TO_FIND` (100) nodes every node is considered. With more,
   the search stops once `nodes_to_find(N)` feasible nodes are found: `max(5, 50 − N/125)` % of N, never fewer
   than 100 (1 000 nodes → 420; 5 000 → 500). The search starts where the previous one stopped (`start`, rotated
   by the caller with `Decision.visited`), so every node gets its turn and a sample never starves the others.

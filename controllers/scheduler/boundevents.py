@@ -12,7 +12,7 @@ Guarantees:
 * **Every binding this replica made gets its event**, in binding order (the queue is FIFO), written once. The
   event names the project at the version the binding produced. Two bindings of one project before the first
   event is written (bound, moved back to Pending, bound again) leave one event, for the later binding.
-* **Bounded.** At most `max_pending` events wait (each a name, uid and version, not a whole project); a binding
+* **Capped.** At most `max_pending` events wait (each a name, uid and version, not a whole project); a binding
   beyond that gets no event, and a warning with the number dropped so far is logged.
 * **Best effort, like every event.** A refused write is logged by the recorder and not retried; events still
   waiting when this replica stops leading are written when it leads again (they stay true: the bindings were

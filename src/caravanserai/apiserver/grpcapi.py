@@ -43,7 +43,7 @@ MAX_DOWNLOAD = 64 * 1024 * 1024
 
 # An error travels in metadata (the message in grpc-message, percent-encoded; the details in a base64 trailer).
 # gRPC clients refuse metadata over 8 KiB by default (randomly between 8 and 16 KiB), which would turn a refusal
-# naming many fields, or echoing a huge name, into RESOURCE_EXHAUSTED without any field. Both parts are bounded
+# naming many fields, or echoing a huge name, into RESOURCE_EXHAUSTED without any field. Both parts are capped
 # so that even a message of multi-byte characters (x3 percent-encoded) stays under that limit.
 MAX_ERROR_MESSAGE_BYTES = 1024
 MAX_ERROR_DETAILS_BYTES = 2048  # field violations, in the status trailer
@@ -66,7 +66,7 @@ def _left_out(violations: Sequence[FieldViolation]) -> int:
     return len(violations) - 1 + (int(counted.group(1)) if counted else 1)
 
 
-def _bounded(err: ApiError) -> ApiError:
+def _capped(err: ApiError) -> ApiError:
     """`err` small enough to reach any client: message cut, and field violations beyond the budget replaced by one
     `(more)` entry saying how many were left out."""
     message = _cut(err.message, MAX_ERROR_MESSAGE_BYTES)
@@ -85,14 +85,14 @@ def _bounded(err: ApiError) -> ApiError:
         return Invalid(message, kept)
     if message == err.message:
         return err
-    bounded = copy.copy(err)
-    bounded.message = message
-    return bounded
+    capped = copy.copy(err)
+    capped.message = message
+    return capped
 
 
 async def abort(context: Context, err: ApiError) -> None:
-    """End the call with `err`'s status code, message and rich details, bounded in size (see `_bounded`)."""
-    err = _bounded(err)
+    """End the call with `err`'s status code, message and rich details, capped in size (see `_capped`)."""
+    err = _capped(err)
     await context.abort(err.code, err.message, trailing_metadata=to_trailer(err))
 
 

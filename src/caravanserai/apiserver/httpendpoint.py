@@ -49,7 +49,7 @@ async def _fine() -> str:
 
 
 class MetricsEndpoint:
-    """Serves the three paths on `listen` ("off": nothing). `port` is the bound TCP port after `start()`."""
+    """Serves the three paths on `listen` ("off": nothing). `port` is the TCP port it listens on after `start()`."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
-"""Overload protection: bounded in-flight requests, overall and per client.
+"""Overload protection: capped in-flight requests, overall and per client.
 
-A request over either bound is refused at once with RESOURCE_EXHAUSTED and retry advice, never queued, so a
+A request over either cap is refused at once with RESOURCE_EXHAUSTED and retry advice, never queued, so a
 client flood cannot stall the server and other clients keep being served (each client has its own share).
 """
 

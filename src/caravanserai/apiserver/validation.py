@@ -15,7 +15,7 @@ Guarantees:
   (at most `MAX_VIOLATIONS`, then a count of the rest), so a user fixes a manifest in one round.
 * **Field paths** are camelCase manifest paths with indexes and quoted map keys: `spec.services[1].name`,
   `metadata.labels["Bad Key"]`, `spec.services[0].resources.requests["cpu"]`.
-* **Bounded input.** Beyond the rules of each kind, no string may exceed `MAX_STRING_BYTES`, no list
+* **Capped input.** Beyond the rules of each kind, no string may exceed `MAX_STRING_BYTES`, no list
   `MAX_ITEMS` entries, no map `MAX_MAP_ENTRIES` entries; annotations are exempt from the last two and share
   `MAX_ANNOTATIONS_BYTES` instead (room for a last-applied configuration); every timestamp lies within
   years 1-9999.
@@ -142,7 +142,7 @@ def _limits(errors: Violations, message: Message, path: str) -> None:
         here = f"{path}.{field.json_name}"
         value_field = _map_value_field(field)
         if value_field is not None:
-            annotations = here == "metadata.annotations"  # bounded by their total size instead
+            annotations = here == "metadata.annotations"  # capped by their total size instead
             if len(value) > MAX_MAP_ENTRIES and not annotations:
                 errors.add(here, f"must have at most {MAX_MAP_ENTRIES} entries, not {len(value)}")
             for key, item in value.items():

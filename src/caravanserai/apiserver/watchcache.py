@@ -9,7 +9,7 @@ For each kind the apiserver keeps one `WatchCache`:
   a watcher registered at version V receives exactly the events with revision > V that match its selectors.
 * **Selection changes are events.** An object that stops matching a watcher's selectors reaches it as DELETED,
   one that starts matching as ADDED.
-* **Bounded history.** Events are kept for the last `history_events` changes; a watch from an older version raises
+* **Capped history.** Events are kept for the last `history_events` changes; a watch from an older version raises
   `Expired` (the client relists).
 * **Watchers indexed by the value they select.** A watcher whose field selector requires `field=value` (an agent's
   `status.nodeRef=<node>`) is filed under that pair and offered only the changes whose object, before or after,

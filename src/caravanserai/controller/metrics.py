@@ -68,9 +68,9 @@ class Histogram:
     def samples(self, name: str, labels: Mapping[str, str]) -> list[Sample]:
         out: list[Sample] = []
         cumulative = 0
-        for bound, count in zip(self.buckets, self._counts, strict=True):
+        for upper, count in zip(self.buckets, self._counts, strict=True):
             cumulative += count
-            out.append(Sample(f"{name}_bucket", {**labels, "le": _number(bound)}, cumulative))
+            out.append(Sample(f"{name}_bucket", {**labels, "le": _number(upper)}, cumulative))
         out.append(Sample(f"{name}_bucket", {**labels, "le": "+Inf"}, self.count))
         out.append(Sample(f"{name}_sum", labels, self.sum))
         out.append(Sample(f"{name}_count", labels, self.count))

@@ -66,7 +66,7 @@ class EventRecorder:
         self._clock: Clock = clock or SystemClock()
         self._window = aggregation_window
         self._max_tracked = max_tracked
-        # The last event written per identical-event key, least recently recorded first (bounded LRU).
+        # The last event written per identical-event key, least recently recorded first (capped LRU).
         self._recent: collections.OrderedDict[_Key, _Recorded] = collections.OrderedDict()
 
     async def normal(self, obj: Any, reason: str, message: str) -> v1.Event | None:

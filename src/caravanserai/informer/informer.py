@@ -13,7 +13,7 @@ Guarantees (client-go's SharedInformer contract):
   first, then live changes; its `Registration` reports when it has caught up.
 * **Resync** (every `resync_period` seconds when > 0) re-delivers `on_update(obj, obj)` for every cached object;
   it reads nothing from the server.
-* **Backpressure, not unbounded memory.** When more than `max_pending` notifications wait for handlers, the watch
+* **Backpressure, not unlimited memory.** When more than `max_pending` notifications wait for handlers, the watch
   stream is held back until they are half done.
 * **No echo.** An event carrying the very version the cache already holds for an object (a server replaying
   history a little too far back) changes nothing and is not delivered.

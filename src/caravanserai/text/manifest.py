@@ -18,7 +18,7 @@ Guarantees:
   in string maps (labels `tier: 1`, requests `cpu: 0.5`) keep their source text (`010` stays "010");
   int64 values may be strings or numbers. A raw U+0085, which the YAML reader would turn into a line break even
   inside quotes, is refused with its place (output writes it as the escape `\\N`).
-* **Bounded.** Nesting deeper than `MAX_DEPTH` and documents that expand (through aliases) to more than
+* **Capped.** Nesting deeper than `MAX_DEPTH` and documents that expand (through aliases) to more than
   `MAX_VALUES` values (all items of a list document together) are refused, so hostile input cannot exhaust
   memory or time. Whatever the text, the result is objects or `Invalid`: no other exception escapes.
 * **Output** (`to_dict`, `dump_yaml`, `dump_json`) uses camelCase, omits empty fields and writes int64 as

@@ -20,7 +20,7 @@ of json_format's first error. Guarantees:
   A string with an `rfc3339` attribute (a YAML timestamp) gives that value to Timestamp fields. An integer field
   written with a leading zero (`0400`) is refused as ambiguous (octal in YAML 1.1, decimal in 1.2): `0o400` or
   `256` say which.
-* **Bounded.** Data with more than `max_values` values (counted after YAML aliases are expanded) is refused.
+* **Capped.** Data with more than `max_values` values (counted after YAML aliases are expanded) is refused.
 * `to_data` writes camelCase keys, int64 as numbers, times as RFC 3339, and omits empty fields and messages;
   `from_data(to_data(m), type(m)) == m` for messages without present-but-empty sub-messages.
 """

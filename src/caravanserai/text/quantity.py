@@ -11,7 +11,7 @@ Grammar (as in Kubernetes' `resource.Quantity`):
 Guarantees:
 
 * **Exact.** Values are `decimal.Decimal` computed without rounding: `parse_quantity("0.1Ki") == Decimal("102.4")`.
-* **Bounded.** Input longer than `MAX_LENGTH` characters or with an exponent beyond ±`MAX_EXPONENT` is refused,
+* **Capped.** Input longer than `MAX_LENGTH` characters or with an exponent beyond ±`MAX_EXPONENT` is refused,
   so hostile input cannot make arithmetic slow or huge.
 * **Signs.** `parse_quantity` accepts a sign (it is part of the syntax); `cpu_millis` and `to_int`, which read
   resource amounts, refuse negative values.

@@ -56,7 +56,7 @@ class ExponentialBackoff:
         self._base_delay = base_delay
         self._max_delay = max_delay
         # Failures recorded per key since its last `forget`; a key is absent once forgotten, so memory is
-        # bounded by the keys currently failing.
+        # limited by the keys currently failing.
         self._failures: dict[Hashable, int] = {}
 
     def when(self, key: Hashable) -> float:
