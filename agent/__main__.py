@@ -22,7 +22,7 @@ from caravanserai.agent.config import (
     DEFAULT_FENCE_AFTER,
     DEFAULT_HEALTH_LISTEN,
     DEFAULT_LISTEN,
-    DEFAULT_WORKERS,
+    DEFAULT_RECONCILE_WORKERS,
     AgentConfig,
 )
 from caravanserai.agent.docker.engine import DEFAULT_DOCKER_HOST
@@ -99,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
     p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
     p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
-    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="projects reconciled in parallel")
+    p.add_argument("--workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="projects reconciled in parallel")
     p.add_argument("--network-pool", type=int, default=DEFAULT_POOL_SIZE, metavar="N",
                    help="spare project networks kept ready, so that a project arriving need not wait for Docker to "
                         "make one (made and removed in the background; 0: none, each project's network is made "
@@ -149,7 +149,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         advertise_address=args.advertise_address,
         reserved_cpu=args.reserved_cpu,
         reserved_memory=args.reserved_memory,
-        workers=args.workers,
+        reconcile_workers=args.workers,
         network_pool=args.network_pool,
         metrics_port=args.metrics_port,
         health_listen=args.health_listen,

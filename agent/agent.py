@@ -13,8 +13,8 @@ then the reconciler and its controller, then the node's heartbeat:
 * **Heartbeat**: registers the Node, then renews its Lease every `heartbeat_interval` seconds.
 * **Throughput**: measured once registered, then every `throughput_interval` seconds.
 * **Manager**: the projects informer (field selector `status.nodeRef=<node>`) and the `ProjectReconciler`'s
-  controller with `workers` workers; /metrics, /healthz and /readyz always: on `--health-listen` (loopback
-  by default), or on every interface at `--metrics-port` when that is given.
+  controller with `reconcile_workers` reconcile workers; /metrics, /healthz and /readyz always: on
+  `--health-listen` (loopback by default), or on every interface at `--metrics-port` when that is given.
 * **Fencing and Docker events**: once the informer has synced, every project found on Docker (containers,
   networks, volumes labelled for this node) is queued, so projects that are no longer assigned here, or whose
   uid changed, are removed; then Docker's events stream queues a project whenever one of its containers
@@ -189,7 +189,8 @@ class Agent:
         prober = HealthProber(clock=clock, on_change=queue.add)
         reconciler = self._make_reconciler(client, informer, projects, fence=fence, prober=prober)
         controller = Controller(
-            COMPONENT, reconciler, queue, max_concurrent_reconciles=config.workers, clock=clock, metrics=metrics
+            COMPONENT, reconciler, queue, max_concurrent_reconciles=config.reconcile_workers, clock=clock,
+            metrics=metrics,
         )
         self._watch(controller, informer, manager, ingress)
         registrar = NodeRegistrar(

@@ -14,7 +14,7 @@ DEFAULT_HEALTH_LISTEN = "127.0.0.1:7422"
 """Where `cara-agent` serves /healthz without flags. `AgentConfig` itself defaults to a free loopback port, so that
 several agents in one process (tests) never compete for it."""
 LEASE_DURATION_SECONDS = 40
-DEFAULT_WORKERS = 16
+DEFAULT_RECONCILE_WORKERS = 16
 """`--workers`: projects reconciled at once. Each reconcile mostly waits for Docker (a container stop waits up to
 `--stop-timeout`), so a burst of arrivals or deletions is limited by this number, not by the agent's CPU."""
 DEFAULT_FENCE_AFTER = 90.0 + 180.0
@@ -45,7 +45,7 @@ class AgentConfig:
     hostname: str = field(default_factory=socket.gethostname)
     reserved_cpu: str = "500m"
     reserved_memory: str = "512Mi"
-    workers: int = DEFAULT_WORKERS
+    reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
     # spare project networks kept ready (`netpool`); 0: none, each project gets `cara_<project>_<node>` made when it
     # arrives. cara-agent's flag defaults to `netpool.DEFAULT_POOL_SIZE`; an AgentConfig made in code keeps none, so
     # that the many agents of a test run do not hold Docker's (by default about 30) network address ranges.
@@ -72,6 +72,6 @@ __all__ = [
     "DEFAULT_FENCE_AFTER",
     "DEFAULT_HEALTH_LISTEN",
     "DEFAULT_LISTEN",
-    "DEFAULT_WORKERS",
+    "DEFAULT_RECONCILE_WORKERS",
     "LEASE_DURATION_SECONDS",
 ]

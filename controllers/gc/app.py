@@ -23,13 +23,13 @@ from caravanserai.workqueue import WorkQueue
 
 NAME = "gc"
 COMPONENT = "cara-gc"
-DEFAULT_WORKERS = 4
+DEFAULT_RECONCILE_WORKERS = 4
 
 
 @dataclass(frozen=True, slots=True)
 class GCOptions:
     config: GCConfig = GCConfig()
-    workers: int = DEFAULT_WORKERS
+    reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
     identity: str = ""
 
 
@@ -55,12 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="delete Succeeded projects this long after they succeeded (default: keep them until deleted)",
     )
-    group.add_argument("--gc-workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles")
+    group.add_argument("--gc-workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="concurrent reconciles")
 
 
 def options_from_args(opts: argparse.Namespace) -> GCOptions:
     config = GCConfig(terminated_delay=opts.terminated_delay, succeeded_ttl=opts.succeeded_ttl)
-    return GCOptions(config, workers=opts.gc_workers, identity=identity(opts))
+    return GCOptions(config, reconcile_workers=opts.gc_workers, identity=identity(opts))
 
 
 def candidates(nodes: CacheReader[v1.Node]) -> Callable[[Any], bool]:
@@ -91,7 +91,7 @@ def setup(manager: Manager, client: Client, clock: Clock, options: GCOptions = G
     nodes = manager.informers.informer(v1.Node)
     recorder = EventRecorder(client, component=COMPONENT, host=options.identity, clock=clock)
     reconciler = GCReconciler(client, projects.cache, nodes.cache, recorder, clock=clock, config=options.config)
-    controller = Controller(NAME, reconciler, max_concurrent_reconciles=options.workers, clock=clock)
+    controller = Controller(NAME, reconciler, max_concurrent_reconciles=options.reconcile_workers, clock=clock)
     controller.watch(projects, enqueue_matching(candidates(nodes.cache)))
     controller.watch(nodes, projects_of_deleted_node(projects.cache))
     manager.add(controller)

@@ -29,22 +29,22 @@ from caravanserai.informer import NODE_REF_INDEXERS, CacheReader
 
 NAME = "node-health"
 COMPONENT = "cara-node-health"
-DEFAULT_WORKERS = 4
+DEFAULT_RECONCILE_WORKERS = 4
 MIN_DURATION = 1.0
 
 
 @dataclass(frozen=True, slots=True)
 class NodeHealthOptions:
     config: HealthConfig = HealthConfig()
-    workers: int = DEFAULT_WORKERS
+    reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
     identity: str = ""
 
 
 class NodeHealthController(Controller):
     """A Controller that starts its reconciler's start-up grace each time it starts running (leading)."""
 
-    def __init__(self, reconciler: NodeHealthReconciler, *, workers: int, clock: Clock) -> None:
-        super().__init__(NAME, reconciler, max_concurrent_reconciles=workers, clock=clock)
+    def __init__(self, reconciler: NodeHealthReconciler, *, reconcile_workers: int, clock: Clock) -> None:
+        super().__init__(NAME, reconciler, max_concurrent_reconciles=reconcile_workers, clock=clock)
         self.health = reconciler
 
     async def run(self) -> None:
@@ -75,7 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--unhealthy-threshold", type=float, default=DEFAULT_UNHEALTHY_THRESHOLD,
         help="evictions stop while more than this share of nodes is NotReady (default 0.55)",
     )
-    group.add_argument("--node-health-workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles")
+    group.add_argument(
+        "--node-health-workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="concurrent reconciles"
+    )
 
 
 def options_from_args(opts: argparse.Namespace) -> NodeHealthOptions:
@@ -86,7 +88,7 @@ def options_from_args(opts: argparse.Namespace) -> NodeHealthOptions:
         startup_grace_period=opts.startup_grace_period,
         unhealthy_threshold=opts.unhealthy_threshold,
     )
-    return NodeHealthOptions(config=config, workers=opts.node_health_workers, identity=identity(opts))
+    return NodeHealthOptions(config=config, reconcile_workers=opts.node_health_workers, identity=identity(opts))
 
 
 def _not_known_ready(nodes: CacheReader[v1.Node], name: str) -> bool:
@@ -128,7 +130,7 @@ def setup(
     reconciler = NodeHealthReconciler(
         client, nodes.cache, leases.cache, projects.cache, recorder, clock=clock, config=options.config
     )
-    controller = NodeHealthController(reconciler, workers=options.workers, clock=clock)
+    controller = NodeHealthController(reconciler, reconcile_workers=options.reconcile_workers, clock=clock)
     controller.watch(nodes)
     controller.watch(leases, enqueue_mapped(lease_to_node(nodes.cache)))
     controller.watch(projects, enqueue_mapped(project_to_node(nodes.cache)))

@@ -20,13 +20,13 @@ from caravanserai.workqueue import WorkQueue
 
 NAME = "placement"
 COMPONENT = "cara-placement"
-DEFAULT_WORKERS = 2
+DEFAULT_RECONCILE_WORKERS = 2
 
 
 @dataclass(frozen=True, slots=True)
 class PlacementOptions:
     handoff_timeout: float = DEFAULT_HANDOFF_TIMEOUT
-    workers: int = DEFAULT_WORKERS
+    reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
     identity: str = ""
 
 
@@ -46,11 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a project evicted by a NoExecute taint keeps its old containers at most this long while it starts "
         "elsewhere (default 5m)",
     )
-    group.add_argument("--placement-workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles")
+    group.add_argument("--placement-workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="concurrent reconciles")
 
 
 def options_from_args(opts: argparse.Namespace) -> PlacementOptions:
-    return PlacementOptions(opts.handoff_timeout, workers=opts.placement_workers, identity=identity(opts))
+    return PlacementOptions(opts.handoff_timeout, reconcile_workers=opts.placement_workers, identity=identity(opts))
 
 
 def projects_of_changed_node(projects: CacheReader[v1.Project]) -> HandlerFactory:
@@ -79,7 +79,7 @@ def setup(manager: Manager, client: Client, clock: Clock, options: PlacementOpti
     reconciler = PlacementReconciler(
         client, projects.cache, nodes.cache, recorder, clock=clock, handoff_timeout=options.handoff_timeout
     )
-    controller = Controller(NAME, reconciler, max_concurrent_reconciles=options.workers, clock=clock)
+    controller = Controller(NAME, reconciler, max_concurrent_reconciles=options.reconcile_workers, clock=clock)
     controller.watch(projects, enqueue_matching(concerned))
     controller.watch(nodes, projects_of_changed_node(projects.cache))
     manager.add(controller)

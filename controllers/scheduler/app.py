@@ -18,7 +18,7 @@ from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager
 from caravanserai.controllers.process import duration, identity
 from caravanserai.controllers.scheduler.algorithm import Policy
-from caravanserai.controllers.scheduler.boundevents import EVENT_WORKERS, BoundEvents
+from caravanserai.controllers.scheduler.boundevents import EVENT_RECONCILE_WORKERS, BoundEvents
 from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT
 from caravanserai.controllers.scheduler.handlers import SchedulerHandlers
@@ -30,7 +30,7 @@ from caravanserai.workqueue import WorkQueue
 NAME = "scheduler"
 EVENTS_NAME = "scheduler-events"
 COMPONENT = "cara-scheduler"
-DEFAULT_WORKERS = 16
+DEFAULT_RECONCILE_WORKERS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class SchedulerOptions:
     """What the flags configure."""
 
     config: SchedulerConfig = SchedulerConfig()
-    workers: int = DEFAULT_WORKERS
+    reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
     identity: str = ""
 
 
@@ -70,14 +70,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a node is Ready while its Lease was renewed this recently (default 90s)",
     )
     group.add_argument(
-        "--scheduler-workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles (binds in flight)"
+        "--scheduler-workers",
+        type=int,
+        default=DEFAULT_RECONCILE_WORKERS,
+        help="concurrent reconciles (binds in flight)",
     )
 
 
 def options_from_args(opts: argparse.Namespace) -> SchedulerOptions:
     policy = Policy(strategy=opts.strategy, percentage_of_nodes_to_score=opts.percentage_of_nodes_to_score)
     config = SchedulerConfig(policy=policy, heartbeat_timeout=opts.heartbeat_timeout)
-    return SchedulerOptions(config=config, workers=opts.scheduler_workers, identity=identity(opts))
+    return SchedulerOptions(config=config, reconcile_workers=opts.scheduler_workers, identity=identity(opts))
 
 
 def _wake_on_add(reconciler: SchedulerReconciler) -> HandlerFactory:
@@ -106,10 +109,12 @@ def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOpti
     nodes.add_event_handler(handlers.nodes())
     leases.add_event_handler(handlers.leases())
     projects.add_event_handler(handlers.projects())
-    controller = Controller(NAME, reconciler, queue, max_concurrent_reconciles=options.workers, clock=clock)
+    controller = Controller(NAME, reconciler, queue, max_concurrent_reconciles=options.reconcile_workers, clock=clock)
     controller.watch(projects, _wake_on_add(reconciler))
     manager.add(controller)
-    events = Controller(EVENTS_NAME, bound_events, event_queue, max_concurrent_reconciles=EVENT_WORKERS, clock=clock)
+    events = Controller(
+        EVENTS_NAME, bound_events, event_queue, max_concurrent_reconciles=EVENT_RECONCILE_WORKERS, clock=clock
+    )
     manager.add(events)
     return Scheduler(controller, reconciler, state, events)
 
@@ -120,7 +125,7 @@ def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argpar
 
 __all__ = [
     "COMPONENT",
-    "DEFAULT_WORKERS",
+    "DEFAULT_RECONCILE_WORKERS",
     "EVENTS_NAME",
     "NAME",
     "Scheduler",

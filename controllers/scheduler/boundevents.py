@@ -31,7 +31,7 @@ from caravanserai.workqueue import WorkQueue
 log = structlog.get_logger(__name__)
 
 DEFAULT_MAX_PENDING = 50_000
-EVENT_WORKERS = 4
+EVENT_RECONCILE_WORKERS = 4
 """Events written concurrently: enough to keep up with steady binding rates, few enough to leave the API server
 to the bindings during a burst."""
 
@@ -78,4 +78,4 @@ def scheduled_message(project: str, node: str) -> str:
     return f"Successfully assigned {project} to {node}"
 
 
-__all__ = ["BoundEvents", "DEFAULT_MAX_PENDING", "EVENT_WORKERS", "scheduled_message"]
+__all__ = ["BoundEvents", "DEFAULT_MAX_PENDING", "EVENT_RECONCILE_WORKERS", "scheduled_message"]

@@ -1,4 +1,4 @@
-"""The controller runtime: the reconcile contract, controllers with workers, the manager, leader election and
+"""The controller runtime: the reconcile contract, controllers with reconcile workers, the manager, leader election and
 events.
 
     class TTLReconciler:
@@ -14,7 +14,7 @@ events.
 
 * `Reconciler` / `Result` / `TerminalError` (`reconcile`): raise → rate-limited retry; `requeue_after` →
   reconciled again later; `TerminalError` → logged, not retried; success → the key's failures are forgotten.
-* `Controller` (`controller`): workers over a `caravanserai.workqueue.WorkQueue`; one key never twice at once.
+* `Controller` (`controller`): reconcile workers over a `caravanserai.workqueue.WorkQueue`; one key never twice at once.
 * `Manager` (`manager`): informers, then (while leading) controllers, in one TaskGroup; `/healthz`, `/readyz`,
   `/metrics`; SIGTERM drains queues, releases the lease and stops informers.
 * `LeaderElector` / `LeaderElectionConfig` (`leaderelection`): one active replica per lease.

@@ -1,4 +1,4 @@
-"""A Controller: workers taking keys from a work queue and calling a `Reconciler`.
+"""A Controller: reconcile workers taking keys from a work queue and calling a `Reconciler`.
 
     controller = Controller("ttl", TTLReconciler(...))
     controller.watch(projects)                                   # a project change → its name
@@ -7,8 +7,8 @@
 
 Guarantees:
 
-* `max_concurrent_reconciles` workers (default 1) share one queue: different keys run in parallel, one key never
-  twice at once (the queue is stingy).
+* `max_concurrent_reconciles` reconcile workers (default 1) share one queue: different keys run in parallel, one
+  key never twice at once (the queue is stingy).
 * The outcome of each reconcile is handled as `caravanserai.controller.reconcile` describes: forget, add_after,
   add_rate_limited, or log-and-forget for `TerminalError`. Any exception is caught (CancelledError excepted),
   so a bug in one reconcile never stops the workers.

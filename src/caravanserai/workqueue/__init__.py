@@ -1,7 +1,7 @@
 """An asyncio work queue of keys for controllers, with the guarantees of client-go's workqueue.
 
-Producers (informer event handlers) add keys; workers take a key, reconcile it, and say they are done. The
-queue promises:
+Producers (informer event handlers) add keys; workers (a controller's reconcile workers) take a key, reconcile
+it, and say they are done. The queue promises:
 
 * **Fair**: keys are handed out in the order of their first add since they were last handed out (FIFO).
 * **Stingy**: a key is never handed to two workers at once, and repeated adds of a key before a worker
