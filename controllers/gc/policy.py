@@ -44,7 +44,7 @@ class Verdict(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class GCStep:
     """`verdict`, due at `due` (wall-clock seconds)."""
 
     verdict: Verdict
@@ -65,18 +65,18 @@ def may_be_orphan(project: v1.Project) -> bool:
     return project.status.phase in v1.BOUND_PHASES and bool(project.status.node_ref)
 
 
-def plan(project: v1.Project, *, node_exists: bool, config: GCConfig = GCConfig()) -> Step:
+def plan(project: v1.Project, *, node_exists: bool, config: GCConfig = GCConfig()) -> GCStep:
     """The step for `project` (see the module docstring); `node_exists` says whether its node_ref names a Node."""
     phase = project.status.phase
     if phase == v1.TERMINATED:
-        return Step(Verdict.DELETE_TERMINATED, terminated_at(project) + config.terminated_delay)
+        return GCStep(Verdict.DELETE_TERMINATED, terminated_at(project) + config.terminated_delay)
     if phase == v1.SUCCEEDED and config.succeeded_ttl is not None:
-        return Step(Verdict.DELETE_SUCCEEDED, terminated_at(project) + config.succeeded_ttl)
+        return GCStep(Verdict.DELETE_SUCCEEDED, terminated_at(project) + config.succeeded_ttl)
     if may_be_orphan(project) and not node_exists:
-        return Step(Verdict.FINISH_ORPHAN if phase == v1.TERMINATING else Verdict.UNBIND_ORPHAN)
+        return GCStep(Verdict.FINISH_ORPHAN if phase == v1.TERMINATING else Verdict.UNBIND_ORPHAN)
     if project.spec.HasField("expire_at") and phase != v1.TERMINATING:
-        return Step(Verdict.EXPIRE, seconds(project.spec.expire_at))
-    return Step(Verdict.KEEP)
+        return GCStep(Verdict.EXPIRE, seconds(project.spec.expire_at))
+    return GCStep(Verdict.KEEP)
 
 
 def is_candidate(project: v1.Project, *, node_known: bool) -> bool:
@@ -89,7 +89,7 @@ def is_candidate(project: v1.Project, *, node_known: bool) -> bool:
 __all__ = [
     "DEFAULT_TERMINATED_DELAY",
     "GCConfig",
-    "Step",
+    "GCStep",
     "Verdict",
     "is_candidate",
     "may_be_orphan",

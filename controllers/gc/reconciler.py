@@ -24,7 +24,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import EventRecorder, Result
-from caravanserai.controllers.gc.policy import GCConfig, Step, Verdict, may_be_orphan, plan
+from caravanserai.controllers.gc.policy import GCConfig, GCStep, Verdict, may_be_orphan, plan
 from caravanserai.errors import NotFound
 from caravanserai.informer import CacheReader
 
@@ -78,7 +78,7 @@ class GCReconciler:
     def _node_cached(self, project: v1.Project) -> bool:
         return not may_be_orphan(project) or self._nodes.get(project.status.node_ref) is not None
 
-    async def _confirm(self, key: str, cached: v1.Project) -> tuple[v1.Project, Step] | None:
+    async def _confirm(self, key: str, cached: v1.Project) -> tuple[v1.Project, GCStep] | None:
         """The project as stored now and its step re-planned on it; None when there is nothing left to do."""
         try:
             live = await self._client.projects.get(key)
@@ -98,7 +98,7 @@ class GCReconciler:
             return False
         return True
 
-    async def _act(self, project: v1.Project, step: Step, now: float) -> None:
+    async def _act(self, project: v1.Project, step: GCStep, now: float) -> None:
         name, node = project.metadata.name, project.status.node_ref
         verdict = step.verdict
         if verdict is Verdict.DELETE_TERMINATED:

@@ -47,7 +47,7 @@ class HealthConfig:
     unhealthy_threshold: float = DEFAULT_UNHEALTHY_THRESHOLD
 
 
-class Action(enum.Enum):
+class HealthAction(enum.Enum):
     """What to do to one project."""
 
     NONE = "none"
@@ -57,14 +57,14 @@ class Action(enum.Enum):
     CLEAR_NOT_READY_AT = "clear"  # the node recovered first
 
 
-EVICTIONS = frozenset({Action.TO_PENDING, Action.FORCE_TERMINATED})
+EVICTIONS = frozenset({HealthAction.TO_PENDING, HealthAction.FORCE_TERMINATED})
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class HealthStep:
     """`action` for a project, due at `due` (wall-clock seconds); an action due later waits until then."""
 
-    action: Action
+    action: HealthAction
     due: float = 0.0
 
 
@@ -101,23 +101,23 @@ def not_ready_at(project: v1.Project) -> float | None:
     return seconds(cond.last_transition_time)
 
 
-def plan_project(project: v1.Project, *, node_ready: bool, outage: float, config: HealthConfig) -> Step:
+def plan_project(project: v1.Project, *, node_ready: bool, outage: float, config: HealthConfig) -> HealthStep:
     """What to do to `project` on its node (see the module docstring). `outage` is the outage start."""
     phase = project.status.phase
     stamp = not_ready_at(project)
     if node_ready:
         has_condition = meta.get_condition(project.status.conditions, v1.CONDITION_NOT_READY_AT) is not None
-        return Step(Action.CLEAR_NOT_READY_AT) if has_condition else Step(Action.NONE)
+        return HealthStep(HealthAction.CLEAR_NOT_READY_AT) if has_condition else HealthStep(HealthAction.NONE)
     if phase == v1.SCHEDULED:
-        return Step(Action.TO_PENDING, outage)
+        return HealthStep(HealthAction.TO_PENDING, outage)
     if phase == v1.RUNNING:
         if stamp is None or stamp < outage:
-            return Step(Action.STAMP_NOT_READY_AT, outage)
-        return Step(Action.TO_PENDING, stamp + config.grace_period)
+            return HealthStep(HealthAction.STAMP_NOT_READY_AT, outage)
+        return HealthStep(HealthAction.TO_PENDING, stamp + config.grace_period)
     if phase == v1.TERMINATING:
         requested = seconds(project.metadata.deletion_timestamp)
-        return Step(Action.FORCE_TERMINATED, max(outage, requested) + config.terminating_timeout)
-    return Step(Action.NONE)
+        return HealthStep(HealthAction.FORCE_TERMINATED, max(outage, requested) + config.terminating_timeout)
+    return HealthStep(HealthAction.NONE)
 
 
 def unhealthy_fraction(deadlines: Iterable[float], now: float) -> float:
@@ -135,15 +135,15 @@ def braked(fraction: float, config: HealthConfig) -> bool:
 
 
 __all__ = [
-    "Action",
     "DEFAULT_GRACE_PERIOD",
     "DEFAULT_HEARTBEAT_TIMEOUT",
     "DEFAULT_STARTUP_GRACE_PERIOD",
     "DEFAULT_TERMINATING_TIMEOUT",
     "DEFAULT_UNHEALTHY_THRESHOLD",
     "EVICTIONS",
+    "HealthAction",
     "HealthConfig",
-    "Step",
+    "HealthStep",
     "braked",
     "heartbeat_deadline",
     "is_ready",

@@ -28,9 +28,9 @@ from caravanserai.clock import Clock
 from caravanserai.controller import EventRecorder, Result
 from caravanserai.controllers.nodehealth import conditions
 from caravanserai.controllers.nodehealth.policy import (
-    Action,
+    HealthAction,
     HealthConfig,
-    Step,
+    HealthStep,
     braked,
     heartbeat_deadline,
     is_ready,
@@ -130,11 +130,13 @@ class NodeHealthReconciler:
                 next_due = due if next_due is None else min(next_due, due)
         return None if next_due is None else max(0.0, next_due - now)
 
-    async def _take_step(self, project: v1.Project, node: str, step: Step, outage: float, now: float) -> float | None:
+    async def _take_step(
+        self, project: v1.Project, node: str, step: HealthStep, outage: float, now: float
+    ) -> float | None:
         """Do `step` if it is due and allowed; the time to look again, or None when nothing is left to do."""
-        if step.action is Action.NONE:
+        if step.action is HealthAction.NONE:
             return None
-        if step.action is Action.STAMP_NOT_READY_AT:
+        if step.action is HealthAction.STAMP_NOT_READY_AT:
             stamped = conditions.project_stamped(project, node=node, outage=outage, grace_period=self.config.grace_period)
             stored = await self._client.projects.update_status(stamped)
             grace = format_duration(self.config.grace_period)
@@ -150,9 +152,9 @@ class NodeHealthReconciler:
         await self._evict(project, node, step, now)
         return None
 
-    async def _evict(self, project: v1.Project, node: str, step: Step, now: float) -> None:
+    async def _evict(self, project: v1.Project, node: str, step: HealthStep, now: float) -> None:
         name = project.metadata.name
-        if step.action is Action.FORCE_TERMINATED:
+        if step.action is HealthAction.FORCE_TERMINATED:
             timeout = self.config.terminating_timeout
             updated = conditions.project_terminated(project, node=node, now=now, terminating_timeout=timeout)
             reason = conditions.REASON_TERMINATION_TIMEOUT

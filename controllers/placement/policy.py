@@ -46,7 +46,7 @@ from caravanserai.controllers.scheduler.snapshot import (
 CONDITION_TAINTED_AT = "TaintedAt"
 
 
-class Action(enum.Enum):
+class PlacementAction(enum.Enum):
     NONE = "none"
     TO_PENDING = "to-pending"
     STAMP_TAINTED = "stamp-tainted"  # a tolerated-for-a-while NoExecute taint was first seen
@@ -55,11 +55,11 @@ class Action(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class PlacementStep:
     """`action` due at `due` (wall-clock seconds), with the reason and message to record; `handoff` says whether
     the old containers keep running until the project runs elsewhere."""
 
-    action: Action
+    action: PlacementAction
     due: float = 0.0
     reason: str = ""
     message: str = ""
@@ -108,50 +108,53 @@ def still_eligible(project: v1.Project, node: v1.Node, others_requested: Mapping
     return None
 
 
-def plan(project: v1.Project, node: v1.Node | None, *, others_requested: Mapping[str, int], now: float) -> Step:
+def plan(
+    project: v1.Project, node: v1.Node | None, *, others_requested: Mapping[str, int], now: float
+) -> PlacementStep:
     """The step for `project` bound to `node` (None: unknown node, the garbage collector's case)."""
     status, generation = project.status, project.metadata.generation
     if project.metadata.HasField("deletion_timestamp"):
-        return Step(Action.NONE)
+        return PlacementStep(PlacementAction.NONE)
     if status.phase in lifecycle.FINISHED and 0 < status.observed_generation < generation:
         message = f"Spec changed (generation {generation}) after the project was {status.phase}; placing it again"
-        return Step(Action.TO_PENDING, now, lifecycle.REASON_SPEC_CHANGED, message)
+        return PlacementStep(PlacementAction.TO_PENDING, now, lifecycle.REASON_SPEC_CHANGED, message)
     if status.phase not in (v1.SCHEDULED, v1.RUNNING) or node is None:
-        return Step(Action.NONE)
+        return PlacementStep(PlacementAction.NONE)
     taint_step = _taint_step(project, node, now)
-    if taint_step.action is Action.TO_PENDING and taint_step.due <= now:
+    if taint_step.action is PlacementAction.TO_PENDING and taint_step.due <= now:
         return taint_step
     if status.scheduled_generation and status.scheduled_generation != generation:
         why = still_eligible(project, node, others_requested)
         if why is not None:
             message = f"Node {node.metadata.name} no longer fits the changed spec ({why}); placing it again"
-            return Step(Action.TO_PENDING, now, lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE, message)
-        if taint_step.action is Action.NONE:
-            return Step(Action.CONFIRM, now)
+            return PlacementStep(PlacementAction.TO_PENDING, now, lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE, message)
+        if taint_step.action is PlacementAction.NONE:
+            return PlacementStep(PlacementAction.CONFIRM, now)
     return taint_step
 
 
-def _taint_step(project: v1.Project, node: v1.Node, now: float) -> Step:
+def _taint_step(project: v1.Project, node: v1.Node, now: float) -> PlacementStep:
     limit, taint = no_execute_deadline(project, node)
     stamp = meta.get_condition(project.status.conditions, CONDITION_TAINTED_AT)
     name = node.metadata.name
     if limit is None:
-        return Step(Action.CLEAR_TAINTED, now) if stamp is not None else Step(Action.NONE)
+        cleared = PlacementAction.CLEAR_TAINTED
+        return PlacementStep(cleared, now) if stamp is not None else PlacementStep(PlacementAction.NONE)
     message = f"Node {name} has taint {taint} that the project does not tolerate"
+    eviction = lifecycle.REASON_TAINT_EVICTION
     if limit == 0:
-        return Step(Action.TO_PENDING, now, lifecycle.REASON_TAINT_EVICTION, message + "; moving it", handoff=True)
+        return PlacementStep(PlacementAction.TO_PENDING, now, eviction, message + "; moving it", handoff=True)
+    tolerated = f"Node {name} has taint {taint}, tolerated for {limit:g}s"
     if stamp is None or not stamp.HasField("last_transition_time"):
-        return Step(Action.STAMP_TAINTED, now, lifecycle.REASON_TAINT_EVICTION,
-                    f"Node {name} has taint {taint}, tolerated for {limit:g}s")
+        return PlacementStep(PlacementAction.STAMP_TAINTED, now, eviction, tolerated)
     due = seconds(stamp.last_transition_time) + limit
-    return Step(Action.TO_PENDING, due, lifecycle.REASON_TAINT_EVICTION,
-                f"Node {name} has taint {taint}, tolerated for {limit:g}s; moving it", handoff=True)
+    return PlacementStep(PlacementAction.TO_PENDING, due, eviction, tolerated + "; moving it", handoff=True)
 
 
 __all__ = [
-    "Action",
     "CONDITION_TAINTED_AT",
-    "Step",
+    "PlacementAction",
+    "PlacementStep",
     "no_execute_deadline",
     "plan",
     "still_eligible",

@@ -22,7 +22,7 @@ from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import EventRecorder, Result
-from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, Action, Step, plan
+from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, PlacementAction, PlacementStep, plan
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.errors import NotFound
 from caravanserai.informer import NODE_REF_INDEX, CacheReader
@@ -53,7 +53,7 @@ class PlacementReconciler:
         self.handoff_timeout = handoff_timeout
         self.moves = 0
 
-    def _plan(self, project: v1.Project, now: float) -> Step:
+    def _plan(self, project: v1.Project, now: float) -> PlacementStep:
         node = self._nodes.get(project.status.node_ref) if project.status.node_ref else None
         return plan(project, node, others_requested=self._others_requested(project), now=now)
 
@@ -73,7 +73,7 @@ class PlacementReconciler:
             return Result()
         now = self._clock.now()
         step = self._plan(cached, now)
-        if step.action is Action.NONE:
+        if step.action is PlacementAction.NONE:
             return Result()
         if step.due > now:
             return Result(requeue_after=step.due - now)
@@ -82,14 +82,14 @@ class PlacementReconciler:
         except NotFound:
             return Result()
         step = self._plan(live, now)
-        if step.action is Action.NONE or step.due > now:
-            return Result(requeue_after=step.due - now if step.action is not Action.NONE else None)
+        if step.action is PlacementAction.NONE or step.due > now:
+            return Result(requeue_after=step.due - now if step.action is not PlacementAction.NONE else None)
         return Result(requeue_after=await self._act(live, step, now))
 
-    async def _act(self, project: v1.Project, step: Step, now: float) -> float | None:
+    async def _act(self, project: v1.Project, step: PlacementStep, now: float) -> float | None:
         """Write `step`; seconds after which to look again (a stamped taint's deadline), else None."""
         name = project.metadata.name
-        if step.action is Action.TO_PENDING:
+        if step.action is PlacementAction.TO_PENDING:
             until = now + self.handoff_timeout if step.handoff else None
             moved = lifecycle.return_to_pending(project, reason=step.reason, message=step.message, now=now,
                                                 handoff_until=until)
@@ -103,16 +103,16 @@ class PlacementReconciler:
                 await self._recorder.warning(stored, step.reason, step.message)
             return None
         updated = meta.copy(project)
-        if step.action is Action.STAMP_TAINTED:
+        if step.action is PlacementAction.STAMP_TAINTED:
             meta.set_condition(updated.status.conditions, CONDITION_TAINTED_AT, v1.TRUE, reason=step.reason,
                                message=step.message, now=now)
             stored = await self._client.projects.update_status(updated)
             await self._recorder.warning(stored, step.reason, step.message)
             again = self._plan(stored, now)
-            return max(0.0, again.due - now) if again.action is Action.TO_PENDING else None
-        if step.action is Action.CLEAR_TAINTED:
+            return max(0.0, again.due - now) if again.action is PlacementAction.TO_PENDING else None
+        if step.action is PlacementAction.CLEAR_TAINTED:
             meta.remove_condition(updated.status.conditions, CONDITION_TAINTED_AT)
-        elif step.action is Action.CONFIRM:
+        elif step.action is PlacementAction.CONFIRM:
             updated.status.scheduled_generation = project.metadata.generation
         await self._client.projects.update_status(updated)
         return None

@@ -6,7 +6,7 @@ import pytest
 
 from caravanserai import meta, v1
 from caravanserai.clock import timestamp
-from caravanserai.controllers.gc.policy import GCConfig, Step, Verdict, is_candidate, plan, terminated_at
+from caravanserai.controllers.gc.policy import GCConfig, GCStep as Step, Verdict, is_candidate, plan, terminated_at
 from caravanserai.testing.builders import project
 
 T = 1_000_000.0

@@ -8,9 +8,9 @@ from caravanserai import meta, v1
 from caravanserai.clock import seconds, timestamp
 from caravanserai.controllers.nodehealth import conditions
 from caravanserai.controllers.nodehealth.policy import (
-    Action,
+    HealthAction as Action,
     HealthConfig,
-    Step,
+    HealthStep as Step,
     braked,
     heartbeat_deadline,
     is_ready,

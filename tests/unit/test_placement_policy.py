@@ -6,7 +6,7 @@ import pytest
 
 from caravanserai.project import lifecycle
 from caravanserai import meta, v1
-from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, Action, plan
+from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, PlacementAction as Action, plan
 from caravanserai.testing.builders import node as make_node
 from caravanserai.testing.builders import node_status, project
 
