@@ -25,7 +25,6 @@ from caravanserai.agent.config import (
     DEFAULT_RECONCILE_WORKERS,
     AgentConfig,
 )
-from caravanserai.agent.docker.engine import DEFAULT_DOCKER_HOST
 from caravanserai.agent.ingress.server import add_ingress_arguments, limits_from_args
 from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
 from caravanserai.agent.host.extended import parse_resource
@@ -36,6 +35,7 @@ from caravanserai.text.quantity import parse_quantity
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.process.tls import TLSFiles
 from caravanserai.process.helpformat import DefaultsHelpFormatter
+from caravanserai.text.addresses import DEFAULT_DOCKER_HOST, parse_address
 
 log = structlog.get_logger(__name__)
 
@@ -63,9 +63,10 @@ def _resource(text: str) -> tuple[str, int]:
 
 
 def _host_port(text: str) -> str:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not host:port")
+    try:
+        parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     return text
 
 

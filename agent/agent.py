@@ -73,7 +73,7 @@ from caravanserai.errors import CaravanseraiError
 from caravanserai.process.identity import Authenticator, load_token_file
 from caravanserai.informer import Backoff, Informer, WatchOptions
 from caravanserai.process.introspection import serve_introspection, set_serving
-from caravanserai.process.tls import is_loopback
+from caravanserai.text.addresses import is_loopback, parse_address
 from caravanserai.workqueue import WorkQueue
 
 log = structlog.get_logger(__name__)
@@ -147,8 +147,7 @@ class Agent:
         else `health_listen`."""
         if self.config.metrics_port is not None:
             return "0.0.0.0", self.config.metrics_port
-        host, _, port = self.config.health_listen.rpartition(":")
-        return host.strip("[]"), int(port)
+        return parse_address(self.config.health_listen, flag="--health-listen")
 
     @property
     def http_port(self) -> int:
@@ -161,7 +160,7 @@ class Agent:
         listen = self.config.listen
         if is_loopback(listen) or self.config.allow_insecure:
             return listen
-        port = listen.rpartition(":")[2]
+        port = parse_address(listen, flag="--listen").port
         log.warning(
             "no TLS: the log service listens on loopback only; give --tls-cert/--tls-key (and --tls-ca) "
             "or --allow-insecure to serve it on " + listen,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 
-from caravanserai.agent.docker.engine import DEFAULT_DOCKER_HOST
 from caravanserai.agent.ingress.httpdetails import IngressLimits
 from caravanserai.process.tls import TLSFiles
+from caravanserai.text.addresses import DEFAULT_DOCKER_HOST
 
 DEFAULT_LISTEN = "0.0.0.0:7421"
 DEFAULT_HEALTH_LISTEN = "127.0.0.1:7422"
@@ -60,11 +60,6 @@ class AgentConfig:
     fence_after: float = DEFAULT_FENCE_AFTER  # stop this node's containers after this long without the API; 0: never
     resources: dict[str, int] = field(default_factory=dict)  # extended resources (--resource NAME=COUNT)
     data_dir: str = ""  # files of Secret and Config volumes; "" = datafiles.default_root(node_name), on tmpfs
-
-    @property
-    def listen_port(self) -> int:
-        """The port part of `listen` (0 when the server picks one)."""
-        return int(self.listen.rpartition(":")[2] or 0)
 
 
 __all__ = [

@@ -29,7 +29,6 @@ import click
 from click.core import ParameterSource
 
 from caravanserai.cli.localcluster import (
-    DEFAULT_DOCKER_HOST,
     DEFAULT_ETCD_PORT,
     ETCD_MISSING,
     command_name,
@@ -41,7 +40,6 @@ from caravanserai.cli.localcluster import (
     port_problem,
     probe,
     read_state,
-    split_address,
     stop_processes,
     wait_ready,
 )
@@ -53,9 +51,8 @@ from caravanserai.cli.supervisor import (
     process_alive,
 )
 from caravanserai.client import DEFAULT_SERVER
+from caravanserai.text.addresses import DEFAULT_DOCKER_HOST, OFF, Address, is_off, parse_address
 from caravanserai.text.selectors import validate_dns_subdomain
-
-OFF = "off"
 
 
 # ---------------------------------------------------------------------------------------------- small helpers
@@ -71,12 +68,17 @@ def _fail(message: str) -> NoReturn:
 
 
 def _address_or_off(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    return OFF if value.strip().lower() == OFF else _address(ctx, param, value)
+    return OFF if is_off(value) else _address(ctx, param, value)
+
+
+def _split(address: str) -> Address:
+    """A `cara up` address: host:port with a fixed port (it is checked free, and shown)."""
+    return parse_address(address, port_zero=False)
 
 
 def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     try:
-        split_address(value)
+        _split(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     return value
@@ -99,19 +101,19 @@ def etcd_binary() -> str:
 def check_ports(spec: ClusterSpec) -> None:
     """Exit with a clear message when two components share a port or a port is taken."""
     wanted = {
-        "--listen": split_address(spec.api_listen),
+        "--listen": _split(spec.api_listen),
         "--etcd-port": ("127.0.0.1", spec.etcd_client_port),
         "--etcd-peer-port": ("127.0.0.1", spec.etcd_peer_port),
     }
     if spec.metrics_listen != OFF:
-        wanted["--metrics-listen"] = split_address(spec.metrics_listen)
+        wanted["--metrics-listen"] = _split(spec.metrics_listen)
     if spec.agent:
-        wanted["--agent-listen"] = split_address(spec.agent_listen)
-        wanted["--agent-health-listen"] = split_address(spec.agent_health_listen)
+        wanted["--agent-listen"] = _split(spec.agent_listen)
+        wanted["--agent-health-listen"] = _split(spec.agent_health_listen)
         if spec.ingress_listen != OFF:
-            wanted["--ingress-listen"] = split_address(spec.ingress_listen)
+            wanted["--ingress-listen"] = _split(spec.ingress_listen)
     if spec.dashboard:
-        wanted["--dashboard-listen"] = split_address(spec.dashboard_listen)
+        wanted["--dashboard-listen"] = _split(spec.dashboard_listen)
     seen: dict[int, str] = {}
     for flag, (host, port) in wanted.items():
         if port in seen:

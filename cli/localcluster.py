@@ -29,10 +29,7 @@ from caravanserai.cli.supervisor import (
 )
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
-
-
-DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
-"""Where the agent finds Docker unless `--docker-host` says otherwise (the agent's own default)."""
+from caravanserai.text.addresses import UnixSocket, parse_docker_host
 
 
 DEFAULT_ETCD_PORT = 23790
@@ -59,14 +56,6 @@ def default_data_dir() -> Path:
     """`$XDG_DATA_HOME/caravanserai`, by default `~/.local/share/caravanserai`."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "caravanserai"
-
-
-def split_address(text: str) -> tuple[str, int]:
-    """`host:port` (IPv6 hosts in brackets) → (host, port); ValueError when it is not one."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{text!r} is not host:port")
-    return host.strip("[]"), int(port)
 
 
 def port_problem(host: str, port: int) -> str | None:
@@ -141,21 +130,18 @@ def exclusive(data: Path) -> Iterator[None]:
 
 def docker_ping(url: str, timeout: float = 5.0) -> str | None:
     """None when the Docker engine at `url` (unix:// or tcp://) answers GET /_ping with 200, else what went wrong."""
-    scheme, _, rest = url.partition("://")
     try:
-        if scheme == "unix":
+        address = parse_docker_host(url)
+        if isinstance(address, UnixSocket):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.settimeout(timeout)
             try:
-                sock.connect(rest)
+                sock.connect(address.path)
             except OSError:
                 sock.close()
                 raise
-        elif scheme in ("tcp", "http"):
-            host, port = split_address(rest if ":" in rest else f"{rest}:2375")
-            sock = socket.create_connection((host, port), timeout)
         else:
-            return f"unsupported Docker address {url} (use unix:// or tcp://)"
+            sock = socket.create_connection(address, timeout)
         with sock:
             sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
             reply = sock.recv(256)
@@ -228,7 +214,6 @@ def command_name(program: str) -> str:
 
 
 __all__ = [
-    "DEFAULT_DOCKER_HOST",
     "DEFAULT_ETCD_PORT",
     "DOCKER_MISSING",
     "ETCD_MISSING",
@@ -244,7 +229,6 @@ __all__ = [
     "port_problem",
     "probe",
     "read_state",
-    "split_address",
     "stop_processes",
     "wait_ready",
 ]

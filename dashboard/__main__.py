@@ -30,7 +30,8 @@ from caravanserai.dashboard.logstream import LogSource
 from caravanserai.dashboard.server import Dashboard
 from caravanserai.dashboard.state import ClusterView
 from caravanserai.process.logging import configure_logging
-from caravanserai.process.tls import TLSFiles, is_loopback
+from caravanserai.process.tls import TLSFiles
+from caravanserai.text.addresses import Address, is_loopback, parse_address
 
 log = structlog.get_logger(__name__)
 
@@ -47,11 +48,9 @@ class ServeOptions:
     allow_insecure: bool = False
     read_only: bool = False
 
-    def address(self) -> tuple[str, int]:
-        host, sep, port = self.listen.rpartition(":")
-        if not sep or not host or not port.isdigit() or int(port) > 65535:
-            raise ValueError(f"--listen: {self.listen!r} is not host:port")
-        return host.strip("[]"), int(port)
+    def address(self) -> Address:
+        """`--listen` as (host, port); ValueError naming the flag when it is not host:port."""
+        return parse_address(self.listen, flag="--listen")
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """The HTTPS context, None for plain HTTP; ValueError when plain HTTP is not allowed on `listen`."""

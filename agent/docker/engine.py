@@ -55,10 +55,9 @@ from caravanserai.agent.docker.records import (
 )
 from caravanserai.agent.docker.streams import FRAME_HEADER, STREAM_NAMES, frame_header
 from caravanserai.project.registryauth import DOCKER_HUB, RegistryCredential, registry_of
+from caravanserai.text.addresses import DEFAULT_DOCKER_HOST
 
 log = structlog.get_logger(__name__)
-
-DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 
 
 class DockerRuntime:
@@ -269,7 +268,6 @@ class DockerRuntime:
 
 
 __all__ = [
-    "DEFAULT_DOCKER_HOST",
     "ContainerEvent",
     "ContainerSummary",
     "DaemonInfo",

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from caravanserai import v1
 from caravanserai.agent.docker.records import DaemonInfo
 from caravanserai.agent.host.extended import node_resources
+from caravanserai.text.addresses import parse_address
 from caravanserai.text.quantity import cpu_millis, format_cpu, format_quantity, to_int
 
 ADDRESS_INTERNAL_IP = "InternalIP"
@@ -133,14 +134,8 @@ def node_info(docker_info: DaemonInfo, *, os_release: str = "/etc/os-release") -
 
 
 def split_host_port(address: str, default_port: int = 7420) -> tuple[str, int]:
-    """("host", port) of "host:port", "[v6]:port" or a bare host."""
-    if address.startswith("["):
-        host, _, rest = address[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else default_port
-    host, sep, port = address.rpartition(":")
-    if not sep or ":" in host:
-        return address, default_port
-    return host, int(port)
+    """("host", port) of "host:port", "[v6]:port" or a bare host; ValueError when it is none of them."""
+    return parse_address(address, flag="server", default_port=default_port)
 
 
 def route_address(server: str) -> str | None:

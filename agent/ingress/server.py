@@ -22,22 +22,19 @@ from caravanserai.agent.ingress.endpoints import ContainerBackends, ServiceEndpo
 from caravanserai.agent.ingress.httpdetails import IngressLimits
 from caravanserai.agent.ingress.proxy import IngressProxy
 from caravanserai.agent.ingress.routes import RouteTable
+from caravanserai.text import addresses
+from caravanserai.text.addresses import Address
 from caravanserai.text.durations import parse_duration
 from caravanserai.informer import SharedInformerFactory
 from caravanserai.text.quantity import to_int
 
-OFF = "off"
 DEFAULT_INGRESS_LISTEN = "0.0.0.0:8081"
 
 
-def parse_listen(listen: str) -> tuple[str, int] | None:
-    """(host, port) of an `--ingress-listen` value, None for `off`; ValueError names what is wrong."""
-    if listen.strip().lower() == OFF:
-        return None
-    host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"invalid --ingress-listen {listen!r}: expected HOST:PORT or off")
-    return host.strip("[]") or "0.0.0.0", int(port)
+def parse_listen(listen: str) -> Address | None:
+    """(host, port) of an `--ingress-listen` value (`:8081`: every interface), None for `off`; ValueError names
+    what is wrong."""
+    return addresses.parse_listen(listen, flag="--ingress-listen", default_host="0.0.0.0")
 
 
 def _listen(text: str) -> str:
@@ -120,4 +117,4 @@ class Ingress:
             self.table.follow(informers.informer(v1.Project), informers.informer(v1.Node))
 
 
-__all__ = ["DEFAULT_INGRESS_LISTEN", "Ingress", "OFF", "add_ingress_arguments", "limits_from_args", "parse_listen"]
+__all__ = ["DEFAULT_INGRESS_LISTEN", "Ingress", "add_ingress_arguments", "limits_from_args", "parse_listen"]

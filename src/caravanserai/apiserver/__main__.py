@@ -15,6 +15,7 @@ import contextlib
 import signal
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import structlog
 
@@ -25,6 +26,7 @@ from caravanserai.errors import Unavailable
 from caravanserai.process.logging import configure_logging
 from caravanserai.process.tls import TLSFiles
 from caravanserai.process.helpformat import DefaultsHelpFormatter
+from caravanserai.text.addresses import parse_address
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,11 +86,18 @@ def _check_workers(opts: argparse.Namespace) -> None:
     """Refuse a worker count the supervisor cannot serve (one line naming the flag)."""
     if opts.workers < 1:
         _fatal(f"--workers: must be at least 1, got {opts.workers}")
-    if opts.workers > 1 and opts.listen.rpartition(":")[2] == "0":
+    if opts.workers > 1 and _port(opts.listen) == 0:
         _fatal(f"--workers: {opts.workers} workers share one address; give --listen a fixed port, not {opts.listen}")
 
 
-def _fatal(message: str) -> None:
+def _port(listen: str) -> int:
+    try:
+        return parse_address(listen, flag="--listen").port
+    except ValueError as exc:
+        _fatal(str(exc))
+
+
+def _fatal(message: str) -> NoReturn:
     print(f"cara-apiserver: {message}", file=sys.stderr)
     raise SystemExit(1)
 

@@ -19,12 +19,9 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from caravanserai.process.tls import is_loopback
+from caravanserai.text import addresses
 
 log = structlog.get_logger(__name__)
-
-OFF = ("", "off")
-UNIX = "unix:"
 
 Probe = Callable[[], Awaitable[str]]
 """A health or readiness check: "" when fine, else what is wrong (the 503's text)."""
@@ -32,16 +29,8 @@ Probe = Callable[[], Awaitable[str]]
 
 def parse_listen(text: str) -> tuple[str, int] | str | None:
     """`host:port` → (host, port); `unix:PATH` → PATH; None for "off" or ""; ValueError naming the flag otherwise."""
-    if text in OFF:
-        return None
-    if text.startswith(UNIX):
-        if not text[len(UNIX):]:
-            raise ValueError(f"--metrics-listen: {text!r} names no socket path")
-        return text[len(UNIX):]
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--metrics-listen: {text!r} is not host:port, unix:PATH or off")
-    return host.strip("[]"), int(port)
+    listen = addresses.parse_listen_or_unix(text or addresses.OFF, flag="--metrics-listen")
+    return listen.path if isinstance(listen, addresses.UnixSocket) else listen
 
 
 async def _fine() -> str:
@@ -64,7 +53,7 @@ class MetricsEndpoint:
         self._ready = ready
         self._healthy = healthy
         self._address = parse_listen(listen)
-        if isinstance(self._address, tuple) and not (is_loopback(listen) or allow_insecure):
+        if isinstance(self._address, tuple) and not (addresses.is_loopback(listen) or allow_insecure):
             raise ValueError(f"refusing plain HTTP metrics on {listen}: use a loopback address, or --allow-insecure")
         self._runner: web.AppRunner | None = None
         self.port = 0

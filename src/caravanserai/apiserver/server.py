@@ -29,7 +29,8 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.process.introspection import serve_introspection, set_serving
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.storage.encryption import Encryption, load_key_file
-from caravanserai.process.tls import TLSFiles, is_loopback
+from caravanserai.process.tls import TLSFiles
+from caravanserai.text.addresses import is_loopback
 
 log = structlog.get_logger(__name__)
 

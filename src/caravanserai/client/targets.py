@@ -23,6 +23,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+from caravanserai.text.addresses import Address, parse_address
+
 DEFAULT_SERVER = "127.0.0.1:7420"
 _SCHEMES = ("http://", "https://", "grpc://")
 
@@ -59,13 +61,9 @@ def split_servers(address: str) -> list[str]:
     return entries
 
 
-def split_host_port(entry: str) -> tuple[str, int]:
-    """`host:port` or `[v6]:port` → (host, port); ValueError naming the entry when malformed."""
-    host, sep, port = entry.rpartition(":")
-    host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"server {entry!r} is not host:port")
-    return host, int(port)
+def _server(entry: str) -> Address:
+    """`host:port` or `[v6]:port` of one entry; ValueError naming the entry when malformed."""
+    return parse_address(entry, flag="server", port_zero=False)
 
 
 def _resolve(host: str, port: int) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
@@ -88,7 +86,7 @@ def channel_target(address: str) -> ChannelTarget:
         return ChannelTarget(entries[0])
     resolved = []
     for entry in entries:
-        host, port = split_host_port(entry)
+        host, port = _server(entry)
         resolved.append((_resolve(host, port), port))
     versions = {ip.version for ip, _ in resolved}
     if len(versions) > 1:
@@ -97,16 +95,15 @@ def channel_target(address: str) -> ChannelTarget:
         target = "ipv4:" + ",".join(f"{ip}:{port}" for ip, port in resolved)
     else:
         target = "ipv6:" + ",".join(f"[{ip}]:{port}" for ip, port in resolved)
-    first_host, first_port = split_host_port(entries[0])
-    authority = f"[{first_host}]:{first_port}" if ":" in first_host else f"{first_host}:{first_port}"
+    first = _server(entries[0])
     return ChannelTarget(
         target,
         (
             ("grpc.lb_policy_name", "round_robin"),
-            ("grpc.default_authority", authority),
-            ("grpc.ssl_target_name_override", first_host),
+            ("grpc.default_authority", str(first)),
+            ("grpc.ssl_target_name_override", first.host),
         ),
     )
 
 
-__all__ = ["DEFAULT_SERVER", "ChannelTarget", "channel_target", "server_address", "split_host_port", "split_servers"]
+__all__ = ["DEFAULT_SERVER", "ChannelTarget", "channel_target", "server_address", "split_servers"]

@@ -46,10 +46,4 @@ class TLSFiles:
         return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
 
 
-def is_loopback(address: str) -> bool:
-    """True when a listen address (host:port) binds only the loopback interface."""
-    host = address.rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
-
-
-__all__ = ["TLSFiles", "is_loopback"]
+__all__ = ["TLSFiles"]
