@@ -9,9 +9,7 @@ period. Containers keep running: stopping the agent never stops workloads.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
-import signal
 import socket
 import sys
 
@@ -35,9 +33,12 @@ from caravanserai.text.quantity import parse_quantity
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.process.tls import TLSFiles
 from caravanserai.process.helpformat import DefaultsHelpFormatter
+from caravanserai.process.shell import fatal, run_main, until_signalled
 from caravanserai.text.addresses import DEFAULT_DOCKER_HOST, parse_address
 
 log = structlog.get_logger(__name__)
+
+PROG = "cara-agent"
 
 
 def _label(text: str) -> tuple[str, str]:
@@ -85,7 +86,7 @@ def _duration(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cara-agent", description="Run this machine's assigned projects on Docker.", formatter_class=DefaultsHelpFormatter)
+    p = argparse.ArgumentParser(prog=PROG, description="Run this machine's assigned projects on Docker.", formatter_class=DefaultsHelpFormatter)
     add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="name of this node (default: hostname)")
     p.add_argument("--docker-host", default=DEFAULT_DOCKER_HOST, help="Docker Engine address (unix:// or tcp://)")
@@ -163,12 +164,9 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
 
 
 async def run(config: AgentConfig) -> None:
-    """Run the agent until SIGTERM/SIGINT."""
+    """Run the agent until SIGTERM/SIGINT (then stop it cleanly)."""
     agent = Agent(config)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, agent.stop)
-    await agent.run()
+    await until_signalled(agent.run(), stop=agent.stop)
     log.info("agent stopped", node=config.node_name)
 
 
@@ -178,9 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
     except ValueError as exc:
-        print(f"cara-agent: {exc}", file=sys.stderr)
-        return 2
-    asyncio.run(run(config))
+        fatal(PROG, exc, code=2)  # a usage error, as argparse's own
+    run_main(PROG, lambda: run(config), errors=())  # a running agent's failures keep their traceback
     return 0
 
 

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.process.shell import keep_restarting, until_signalled
 from caravanserai.process.subprocesses import stop_process
 
 STATE_FILE = "cara.json"
@@ -199,9 +199,9 @@ class Supervisor:
     async def run(self) -> None:
         """Run until SIGTERM or SIGINT, then stop every child and remove the state file."""
         (self.data / "logs").mkdir(parents=True, exist_ok=True)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._stopping.set)
+        await until_signalled(self._supervise(), stop=self._stopping.set)  # a second signal changes nothing
+
+    async def _supervise(self) -> None:
         self._log(f"supervisor {os.getpid()} starting {', '.join(c.name for c in self.children)}")
         tasks: list[asyncio.Task[None]] = []
         for child in self.children:
@@ -221,18 +221,16 @@ class Supervisor:
         self._log("stopped")
 
     async def _keep_running(self, child: Child) -> None:
-        backoff = RESTART_BACKOFF.start(self.clock)
-        while True:
-            started = self.clock.monotonic()
+        async def life() -> int:
             await self._start(child)
             assert child.proc is not None
-            code = await child.proc.wait()
-            if self.clock.monotonic() - started > HEALTHY_RUN:
-                backoff.reset()
+            return await child.proc.wait()
+
+        def exited(code: int, delay: float) -> None:
             child.restarts += 1
-            delay = backoff.next_delay()
             self._log(f"{child.name} (pid {child.pid}) exited with {code}; restarting in {delay:.0f}s")
-            await self.clock.sleep(delay)
+
+        await keep_restarting(life, policy=RESTART_BACKOFF, clock=self.clock, on_exit=exited, healthy_run=HEALTHY_RUN)
 
     async def _start(self, child: Child) -> None:
         log = open(self.data / "logs" / f"{child.name}.log", "ab")  # noqa: SIM115 - the child owns it

@@ -16,9 +16,6 @@ drained, lease released) and exits 1 with a one-line message when it cannot star
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,8 +29,12 @@ from caravanserai.text.durations import parse_duration
 from caravanserai.errors import CaravanseraiError
 from caravanserai.process.logging import configure_logging
 from caravanserai.process.helpformat import DefaultsHelpFormatter
+from caravanserai.process.shell import run_main, until_signalled
 
 log = structlog.get_logger(__name__)
+
+STARTUP_ERRORS = (CaravanseraiError, OSError, TimeoutError, ValueError)
+"""Errors that end a controller process in one line: the API unreachable, caches not synced in time, bad flags."""
 
 Setup = Callable[[Manager, Client, Clock, argparse.Namespace], Any]
 """Adds a process's controllers to its manager: `setup(manager, client, clock, opts)`."""
@@ -103,12 +104,11 @@ def new_manager(opts: argparse.Namespace, client: Client, clock: Clock, **kwargs
 
 
 async def serve(opts: argparse.Namespace, setup: Setup, *, clock: Clock | None = None) -> None:
-    """Connect, build the manager and its controllers, and run until SIGTERM/SIGINT."""
+    """Connect, build the manager and its controllers, and run until SIGTERM/SIGINT (then stop cleanly)."""
     clock = clock or SystemClock()
     async with client_from_args(opts) as client:
         manager = new_manager(opts, client, clock)
         setup(manager, client, clock, opts)
-        manager.install_signal_handlers()
         log.info(
             "starting",
             server=client.target,
@@ -116,20 +116,16 @@ async def serve(opts: argparse.Namespace, setup: Setup, *, clock: Clock | None =
             leader_elect=opts.leader_elect,
             identity=identity(opts),
         )
-        await manager.run()
+        await until_signalled(manager.run(), stop=manager.stop)
 
 
 def run_process(parser: argparse.ArgumentParser, setup: Setup, argv: Sequence[str] | None = None) -> int:
-    """Parse `argv`, configure logging and serve; the process's exit status."""
+    """Parse `argv`, configure logging and serve; 0 once stopped by a signal (a start-up error exits 1 in one line,
+    through `caravanserai.process.shell.run_main`)."""
     opts = parser.parse_args(argv)
     json = {"auto": None, "json": True, "console": False}[opts.log_format]
     configure_logging(opts.log_level, json=json)
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(serve(opts, setup))
-    except (CaravanseraiError, OSError, TimeoutError, ValueError) as exc:
-        print(f"{parser.prog}: {exc}", file=sys.stderr)
-        return 1
+    run_main(parser.prog, lambda: serve(opts, setup), errors=STARTUP_ERRORS)
     return 0
 
 

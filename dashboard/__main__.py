@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
 import ssl
 import sys
 from collections.abc import Sequence
@@ -30,11 +28,13 @@ from caravanserai.dashboard.logstream import LogSource
 from caravanserai.dashboard.server import Dashboard
 from caravanserai.dashboard.state import ClusterView
 from caravanserai.process.logging import configure_logging
+from caravanserai.process.shell import run_main, until_signalled
 from caravanserai.process.tls import TLSFiles
 from caravanserai.text.addresses import Address, is_loopback, parse_address
 
 log = structlog.get_logger(__name__)
 
+PROG = "cara-dashboard"
 DEFAULT_LISTEN = "127.0.0.1:7480"
 
 
@@ -66,7 +66,7 @@ class ServeOptions:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cara-dashboard", description="Serve a live web dashboard of a cluster.")
+    p = argparse.ArgumentParser(prog=PROG, description="Serve a live web dashboard of a cluster.")
     add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
     p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the web page (host:port; default %(default)s)")
     p.add_argument("--https-cert", default="", help="certificate (PEM) to serve HTTPS with")
@@ -115,27 +115,11 @@ def serve_options(opts: argparse.Namespace) -> ServeOptions:
                         allow_insecure=opts.allow_insecure, read_only=opts.read_only)
 
 
-async def _run(process: DashboardProcess) -> None:
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await process.run()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     opts = parser().parse_args(argv)
     configure_logging(opts.log_level)
-    serve = serve_options(opts)
-    try:
-        serve.address()
-        serve.ssl_context()
-        asyncio.run(_run(DashboardProcess(opts, serve)))
-    except (ValueError, OSError) as exc:
-        print(f"cara-dashboard: {exc}", file=sys.stderr)
-        return 1
+    serve = serve_options(opts)  # checked first thing in run(), before connecting
+    run_main(PROG, lambda: until_signalled(DashboardProcess(opts, serve).run()), errors=(ValueError, OSError))
     return 0
 
 

@@ -10,12 +10,8 @@ With `--workers N` (N > 1) this process is a supervisor of N apiserver processes
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
 
 import structlog
 
@@ -24,13 +20,20 @@ from caravanserai.apiserver.workers import WorkerFailed, WorkerSupervisor
 from caravanserai.text.durations import parse_duration
 from caravanserai.errors import Unavailable
 from caravanserai.process.logging import configure_logging
+from caravanserai.process.shell import fatal, run_main, until_signalled
 from caravanserai.process.tls import TLSFiles
 from caravanserai.process.helpformat import DefaultsHelpFormatter
 from caravanserai.text.addresses import parse_address
 
+PROG = "cara-apiserver"
+SERVER_ERRORS = (ValueError, OSError, Unavailable)
+"""Start-up errors of a server that end it in one line: bad flags or files, a port taken, etcd unreachable."""
+SUPERVISOR_ERRORS = (WorkerFailed, ValueError, OSError)
+"""The same for the supervisor of `--workers N`: a worker that could not start, bad flags, a port taken."""
+
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cara-apiserver", description="Serve the Caravanserai API from etcd.", formatter_class=DefaultsHelpFormatter)
+    p = argparse.ArgumentParser(prog=PROG, description="Serve the Caravanserai API from etcd.", formatter_class=DefaultsHelpFormatter)
     p.add_argument("--etcd-endpoints", default="http://127.0.0.1:2379", help="comma-separated etcd client URLs")
     p.add_argument("--etcd-prefix", default="/caravanserai", help="key prefix of every object in etcd")
     p.add_argument("--listen", default="127.0.0.1:7420", help="address to serve gRPC on (host:port)")
@@ -60,67 +63,24 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _run(config: ApiServerConfig) -> None:
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await ApiServer(config).run()
-
-
-async def _supervise(argv: Sequence[str], opts: argparse.Namespace) -> None:
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    supervisor = WorkerSupervisor(argv, workers=opts.workers, metrics_listen=opts.metrics_listen,
-                                  allow_insecure=opts.allow_insecure, grace=opts.shutdown_grace)  # fmt: skip
-    with contextlib.suppress(asyncio.CancelledError):
-        await supervisor.run()
-
-
 def _check_workers(opts: argparse.Namespace) -> None:
     """Refuse a worker count the supervisor cannot serve (one line naming the flag)."""
     if opts.workers < 1:
-        _fatal(f"--workers: must be at least 1, got {opts.workers}")
+        fatal(PROG, f"--workers: must be at least 1, got {opts.workers}")
     if opts.workers > 1 and _port(opts.listen) == 0:
-        _fatal(f"--workers: {opts.workers} workers share one address; give --listen a fixed port, not {opts.listen}")
+        fatal(PROG, f"--workers: {opts.workers} workers share one address; give --listen a fixed port, not {opts.listen}")
 
 
 def _port(listen: str) -> int:
     try:
         return parse_address(listen, flag="--listen").port
     except ValueError as exc:
-        _fatal(str(exc))
+        fatal(PROG, exc)
 
 
-def _fatal(message: str) -> NoReturn:
-    print(f"cara-apiserver: {message}", file=sys.stderr)
-    raise SystemExit(1)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
-    opts = _parser().parse_args(args)
-    _check_workers(opts)
-    configure_logging(opts.log_level)
-    if opts.workers > 1:
-        try:
-            asyncio.run(_supervise(args, opts))
-        except (ValueError, OSError) as exc:
-            _fatal(str(exc))
-        except ExceptionGroup as group:  # a worker that could not start
-            failed = group.subgroup((WorkerFailed, ValueError, OSError))
-            if failed is None:
-                raise
-            _fatal(str(_innermost(failed)))
-        return
-    if opts.worker_index is not None:
-        structlog.contextvars.bind_contextvars(worker=opts.worker_index)
-    config = ApiServerConfig(
+def _config(opts: argparse.Namespace) -> ApiServerConfig:
+    """The configuration of one apiserver (or worker) process from its flags."""
+    return ApiServerConfig(
         etcd_endpoints=[e.strip() for e in opts.etcd_endpoints.split(",") if e.strip()],
         etcd_prefix=opts.etcd_prefix,
         listen=opts.listen,
@@ -138,21 +98,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         metrics_listen=opts.metrics_listen,
         worker=opts.worker_index,
     )
-    try:
-        asyncio.run(_run(config))
-    except (ValueError, OSError, Unavailable) as exc:  # Unavailable: etcd unreachable at start
-        _fatal(str(exc))
-    except ExceptionGroup as group:  # a start-up error inside the server's TaskGroup (a port already taken)
-        refused = group.subgroup((ValueError, OSError))
-        if refused is None:
-            raise
-        _fatal(str(_innermost(refused)))
 
 
-def _innermost(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    return error
+def _supervisor(argv: Sequence[str], opts: argparse.Namespace) -> WorkerSupervisor:
+    return WorkerSupervisor(argv, workers=opts.workers, metrics_listen=opts.metrics_listen,
+                            allow_insecure=opts.allow_insecure, grace=opts.shutdown_grace)  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    opts = _parser().parse_args(args)
+    _check_workers(opts)
+    configure_logging(opts.log_level)
+    if opts.workers > 1:
+        run_main(PROG, lambda: until_signalled(_supervisor(args, opts).run()), errors=SUPERVISOR_ERRORS)
+        return
+    if opts.worker_index is not None:
+        structlog.contextvars.bind_contextvars(worker=opts.worker_index)
+    run_main(PROG, lambda: until_signalled(ApiServer(_config(opts)).run()), errors=SERVER_ERRORS)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from caravanserai.apiserver.httpendpoint import MetricsEndpoint
 from caravanserai.apiserver.workerendpoint import WorkerProbe, WorkersView
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.process.shell import keep_restarting
 from caravanserai.process.subprocesses import stop_process
 
 log = structlog.get_logger(__name__)
@@ -139,21 +140,24 @@ class WorkerSupervisor:
 
     async def _keep(self, worker: Worker) -> None:
         """Run `worker`, restarting it when it dies after it was ready; WorkerFailed when it dies before."""
-        backoff = RESTART_BACKOFF.start(self._clock)
+
+        async def life() -> int:
+            proc = await self._start(worker)
+            watcher = asyncio.create_task(self._watch_ready(worker))
+            try:
+                code = await proc.wait()
+            finally:
+                watcher.cancel()
+            if not worker.ever_ready:
+                raise WorkerFailed(f"worker {worker.index} exited with code {code} during start-up")
+            return code
+
+        def exited(code: int, delay: float) -> None:
+            worker.restarts += 1
+            log.warning("apiserver worker exited; restarting", worker=worker.index, code=code, delay=delay)
+
         try:
-            while True:
-                proc = await self._start(worker)
-                watcher = asyncio.create_task(self._watch_ready(worker))
-                try:
-                    code = await proc.wait()
-                finally:
-                    watcher.cancel()
-                if not worker.ever_ready:
-                    raise WorkerFailed(f"worker {worker.index} exited with code {code} during start-up")
-                delay = backoff.next_delay()
-                worker.restarts += 1
-                log.warning("apiserver worker exited; restarting", worker=worker.index, code=code, delay=delay)
-                await self._clock.sleep(delay)
+            await keep_restarting(life, policy=RESTART_BACKOFF, clock=self._clock, on_exit=exited)
         finally:
             await self._stop(worker)
 
