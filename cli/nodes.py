@@ -21,7 +21,8 @@ from caravanserai import meta, v1
 from caravanserai.client import nodeops
 from caravanserai.client.nodeops import LEAVING
 from caravanserai.clock import SystemClock
-from caravanserai.text.durations import parse_duration
+from caravanserai.project.lifecycle import DEFAULT_HANDOFF
+from caravanserai.text.durations import format_duration, parse_duration
 from caravanserai.errors import NotFound
 
 from caravanserai.cli.common import complete_names, pass_settings, run
@@ -116,7 +117,7 @@ async def _wait_moved(settings: Settings, names: list[str], node: str, timeout: 
 @click.option("--force", is_flag=True, help="With --delete: remove the records at once, skipping Terminating.")
 @click.option("--wait/--no-wait", default=None,
               help="Wait until the projects run elsewhere (or, with --delete, are gone). Default: wait when moving.")
-@click.option("--timeout", default="5m", show_default=True,
+@click.option("--timeout", default=format_duration(DEFAULT_HANDOFF), show_default=True,
               help="How long the old containers keep running while a moved project starts elsewhere, and how long "
               "--wait waits.")
 @pass_settings

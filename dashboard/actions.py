@@ -18,14 +18,13 @@ from caravanserai.client.apply import applicable, apply_object
 from caravanserai.client.nodeops import move_project, movable_projects, set_unschedulable
 from caravanserai.clock import Clock
 from caravanserai.errors import ApiError, CaravanseraiError, Invalid, NotFound
+from caravanserai.project.lifecycle import DEFAULT_HANDOFF
 from caravanserai.text.manifestfiles import Document, ManifestError, Source, load_source
 
 MAX_MANIFEST_BYTES = 1024 * 1024
 MANIFEST_SOURCE = "manifest"
 """The source name of a pasted manifest in origins: `manifest, document 2`."""
 READ_ONLY = "the dashboard is read-only (started with --read-only)"
-DRAIN_HANDOFF = 300.0
-"""Seconds a drained node keeps a moved project's old containers while it starts elsewhere (caractrl's default)."""
 
 # gRPC status → HTTP status of the dashboard's JSON answer.
 HTTP_STATUS = {
@@ -141,14 +140,14 @@ class Actions:
 
     async def drain(self, node: str) -> list[str]:
         """Cordon `node`, then move its Scheduled and Running projects back to Pending (reason NodeDrained) with a
-        hand-off of `DRAIN_HANDOFF` seconds, as `caractrl drain`; returns the names moved."""
+        hand-off of `DEFAULT_HANDOFF` seconds, as `caractrl drain`; returns the names moved."""
         await self.cordon(node, True)
         moved = []
         try:
             page = await self._client.projects.list(field_selector=f"status.nodeRef={node}")
             for name in movable_projects(list(page), node):
                 now = self._clock.now()
-                if await move_project(self._client, name, node, now=now, handoff_until=now + DRAIN_HANDOFF):
+                if await move_project(self._client, name, node, now=now, handoff_until=now + DEFAULT_HANDOFF):
                     moved.append(name)
         except ApiError as err:
             raise api_error(err) from None

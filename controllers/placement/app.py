@@ -13,9 +13,11 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager, enqueue_matching
-from caravanserai.controllers.placement.reconciler import DEFAULT_HANDOFF_TIMEOUT, PlacementReconciler
+from caravanserai.controllers.placement.reconciler import PlacementReconciler
 from caravanserai.controllers.process import duration, identity
 from caravanserai.informer import NODE_REF_INDEX, NODE_REF_INDEXERS, CacheReader, EventHandler
+from caravanserai.project.lifecycle import DEFAULT_HANDOFF
+from caravanserai.text.durations import format_duration
 from caravanserai.workqueue import WorkQueue
 
 NAME = "placement"
@@ -25,7 +27,7 @@ DEFAULT_RECONCILE_WORKERS = 2
 
 @dataclass(frozen=True, slots=True)
 class PlacementOptions:
-    handoff_timeout: float = DEFAULT_HANDOFF_TIMEOUT
+    handoff_timeout: float = DEFAULT_HANDOFF
     reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
     identity: str = ""
 
@@ -41,10 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--handoff-timeout",
         type=duration(),
-        default=DEFAULT_HANDOFF_TIMEOUT,
+        default=DEFAULT_HANDOFF,
         metavar="DURATION",
         help="a project evicted by a NoExecute taint keeps its old containers at most this long while it starts "
-        "elsewhere (default 5m)",
+        f"elsewhere (default {format_duration(DEFAULT_HANDOFF)})",
     )
     group.add_argument("--placement-workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="concurrent reconciles")
 

@@ -29,7 +29,6 @@ from caravanserai.informer import NODE_REF_INDEX, CacheReader
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_HANDOFF_TIMEOUT = 300.0
 
 
 class PlacementReconciler:
@@ -43,7 +42,7 @@ class PlacementReconciler:
         recorder: EventRecorder,
         *,
         clock: Clock,
-        handoff_timeout: float = DEFAULT_HANDOFF_TIMEOUT,
+        handoff_timeout: float = lifecycle.DEFAULT_HANDOFF,
     ) -> None:
         self._client = client
         self._projects = projects
@@ -118,4 +117,4 @@ class PlacementReconciler:
         return None
 
 
-__all__ = ["DEFAULT_HANDOFF_TIMEOUT", "PlacementReconciler"]
+__all__ = ["PlacementReconciler"]

@@ -21,7 +21,9 @@ Guarantees:
   containers before it is Terminated; `force` removes at once whatever the phase.
 * **Hand-off.** `return_to_pending(..., handoff_until=t)` records the node the project leaves in
   `status.previousNodeRef` and the deadline in `status.handoffDeadline`: that node's agent keeps the old
-  containers until the project runs again elsewhere (`run` clears both) or the deadline passes.
+  containers until the project runs again elsewhere (`run` clears both) or the deadline passes. Its length is
+  `DEFAULT_HANDOFF` unless the writer is told otherwise (`caractrl drain --timeout`, the dashboard's drain,
+  placement's `--handoff-timeout`).
 
 This module sits below the client layer: the apiserver, the controllers, the agent and the CLI import it.
 """
@@ -47,6 +49,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 DELETE_AT_ONCE = frozenset({v1.PENDING, v1.TERMINATED, ""})
 # Phases a project never leaves by itself (only a spec change, a restart or Delete moves it on).
 FINISHED = frozenset({v1.SUCCEEDED, v1.FAILED})
+# Seconds the node a moved project leaves keeps its old containers while the project starts elsewhere.
+DEFAULT_HANDOFF = 300.0
 
 REASON_CREATED = "Created"
 REASON_SCHEDULED = "Scheduled"
@@ -221,6 +225,7 @@ def _record_phase_condition(old: v1.Project, new: v1.Project, *, now: float) -> 
 
 
 __all__ = [
+    "DEFAULT_HANDOFF",
     "DELETE_AT_ONCE",
     "FINISHED",
     "REASON_CREATED",
