@@ -28,6 +28,7 @@ from caravanserai.cli.agents import AgentConnection, connect, find_project_node,
 from caravanserai.cli.common import pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError
+from caravanserai.text.addresses import parse_port
 
 CHUNK = 256 * 1024  # bytes per gRPC message: fewer, larger messages move more bytes per second
 
@@ -43,9 +44,10 @@ def parse_ports(text: str) -> tuple[int, int]:
 
 
 def _port(text: str, what: str, *, allow_zero: bool) -> int:
-    if not text.isdigit() or not (0 if allow_zero else 1) <= int(text) <= 65535:
-        raise CommandError(f"error: invalid {what} port {text!r}: expected 1-65535")
-    return int(text)
+    try:
+        return parse_port(text, port_zero=allow_zero)
+    except ValueError:
+        raise CommandError(f"error: invalid {what} port {text!r}: expected 1-65535") from None
 
 
 class Forwarder:

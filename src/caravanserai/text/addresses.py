@@ -12,6 +12,7 @@ Forms, each accepted where the caller asks for it:
 * **`host:port`** everywhere: a name, an IPv4 address or an IPv6 address in brackets (`[::1]:7420`). The port is
   0–65535 (0: the kernel picks one), or 1–65535 with `port_zero=False` where a port is dialled or shown. An IPv6
   address without brackets is split at its last colon (`::1:7420` → `::1`, 7420), as the flags always read it.
+* **`port`** alone (`parse_port`), for flags that take a port and no host (`caractrl port-forward 8080:80`).
 * **`host`** alone with `default_port` (an API server to route to; there an unbracketed IPv6 address is a host).
 * **`:port`** with `default_host` (the ingress: `:8081` listens on every interface).
 * **`off`** (any case, blanks around it ignored) for a listener that can be switched off (`parse_listen`: None).
@@ -160,6 +161,14 @@ def _split(text: str, *, host_alone: bool) -> tuple[str | None, str | None]:
     return host, port
 
 
+def parse_port(text: str, *, flag: str = "", port_zero: bool = True) -> int:
+    """A port alone: 0–65535, or 1–65535 with `port_zero=False`; AddressError naming `flag` otherwise."""
+    port = _port(text, zero=port_zero)
+    if port is None:
+        raise AddressError(_named(flag, f"{text!r} is not a port ({0 if port_zero else 1}-65535)"))
+    return port
+
+
 def _port(text: str | None, *, zero: bool) -> int | None:
     if text is None or not text.isdigit() or not (0 if zero else 1) <= int(text) <= 65535:
         return None
@@ -189,4 +198,5 @@ __all__ = [
     "parse_docker_host",
     "parse_listen",
     "parse_listen_or_unix",
+    "parse_port",
 ]

@@ -13,6 +13,7 @@ from caravanserai.text.addresses import (
     parse_docker_host,
     parse_listen,
     parse_listen_or_unix,
+    parse_port,
 )
 
 
@@ -157,3 +158,13 @@ def test_loopback(text: str, loopback: bool) -> None:
 def test_address_text_brackets_ipv6() -> None:
     assert str(Address("::1", 7420)) == "[::1]:7420"
     assert str(Address("10.0.0.1", 80)) == "10.0.0.1:80"
+
+
+def test_a_port_alone() -> None:
+    assert parse_port("0") == 0
+    assert parse_port("65535", port_zero=False) == 65535
+    for bad in ("", "x", "-1", "65536", " 80"):
+        with pytest.raises(AddressError, match=r"is not a port \(0-65535\)"):
+            parse_port(bad)
+    with pytest.raises(AddressError, match=r"^--port: '0' is not a port \(1-65535\)$"):
+        parse_port("0", flag="--port", port_zero=False)
