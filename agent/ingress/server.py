@@ -31,15 +31,15 @@ from caravanserai.text.quantity import to_int
 DEFAULT_INGRESS_LISTEN = "0.0.0.0:8081"
 
 
-def parse_listen(listen: str) -> Address | None:
+def parse_listen(listen: str, *, flag: str = "--ingress-listen") -> Address | None:
     """(host, port) of an `--ingress-listen` value (`:8081`: every interface), None for `off`; ValueError names
-    what is wrong."""
-    return addresses.parse_listen(listen, flag="--ingress-listen", default_host="0.0.0.0")
+    `flag` and what is wrong."""
+    return addresses.parse_listen(listen, flag=flag, default_host="0.0.0.0")
 
 
 def _listen(text: str) -> str:
     try:
-        parse_listen(text)
+        parse_listen(text, flag="")  # argparse names the flag itself
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
