@@ -17,127 +17,40 @@ For each kind the apiserver keeps one `WatchCache`:
 * **Slow watchers are cut, never waited for.** Dispatch never blocks: a watcher whose backlog exceeds
   `max_pending` is closed (it resumes from its last version), so one slow client cannot slow the others.
 * Cached objects are read-only: callers copy before changing anything.
+
+This module keeps the cache in step with etcd and registers watchers; `watchfanout` holds the watchers, their
+queues and their filing by value, `watchhistory` the window of recent changes and where it starts in etcd.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import structlog
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import codec
+from caravanserai.apiserver.watchfanout import (
+    CacheEvent,
+    IndexKey,
+    Predicate,
+    Watcher,
+    WatcherClosed,
+    WatcherIndex,
+    index_keys,
+)
+from caravanserai.apiserver.watchhistory import History, window_start
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import Expired, FieldViolation, Invalid, Unavailable
-from caravanserai.text.selectors import object_fields
 from caravanserai.storage import Store, StoreEvent
 
 log = structlog.get_logger(__name__)
 
 # A failing store is retried after 0.1–0.2 s, doubling to 5–10 s; a success starts again from the bottom.
 RETRY_BACKOFF = Backoff(initial=0.1, cap=5.0, jitter=1.0, reset_after=None)
-
-Predicate = Callable[[Any], bool]
-IndexKey = tuple[str, str]  # (selectable field, value), e.g. ("status.nodeRef", "node-1")
-
-
-@dataclass(slots=True)
-class CacheEvent:
-    """One change of one object at one revision. `obj` is the state after (DELETED: the last state)."""
-
-    revision: int
-    type: str  # ADDED | MODIFIED | DELETED
-    obj: Any
-    prev: Any | None
-    kind: meta.Kind
-    _encoded: dict[str, bytes] = field(default_factory=dict)
-
-    def encode(self, type_: str) -> bytes:
-        """The serialized v1.WatchEvent for this change as `type_`, computed once and shared by all watchers."""
-        data = self._encoded.get(type_)
-        if data is None:
-            data = v1.WatchEvent(type=type_, object=self.kind.wrap(self.obj)).SerializeToString()
-            self._encoded[type_] = data
-        return data
-
-
-class WatcherClosed(Exception):
-    """The watcher was closed by the cache (too slow, or the cache stopped); resume from the last version."""
-
-
-class Watcher:
-    """One client's view of a WatchCache: serialized v1.WatchEvent messages, in order."""
-
-    def __init__(
-        self, cache: WatchCache, predicate: Predicate, *, after: int, max_pending: int, index: IndexKey | None = None
-    ) -> None:
-        self._cache = cache
-        self._predicate = predicate
-        self.index = index  # the (field, value) the predicate requires, or None
-        self._after = after  # events at or below this revision were already seen by the client
-        self._max_pending = max_pending
-        self._pending: collections.deque[bytes] = collections.deque()
-        self._wakeup = asyncio.Event()
-        self._closed: str | None = None  # reason, once closed
-        self.delivered_revision = after  # highest revision handed to the client
-
-    def offer(self, event: CacheEvent, *, live: bool = True) -> None:
-        """Queue `event` if it concerns this watcher; never blocks."""
-        if self._closed is not None or event.revision <= self._after:
-            return
-        type_ = self._translate(event)
-        if type_ is None:
-            return
-        if live and len(self._pending) >= self._max_pending:
-            self.close("watcher too slow: more than %d events pending" % self._max_pending)
-            return
-        self._pending.append(event.encode(type_))
-        self._wakeup.set()
-
-    def _translate(self, event: CacheEvent) -> str | None:
-        now_match = self._predicate(event.obj)
-        if event.type == v1.DELETED:
-            return v1.DELETED if now_match else None
-        was_match = event.prev is not None and self._predicate(event.prev)
-        if now_match and was_match:
-            return event.type
-        if now_match:
-            return v1.ADDED
-        if was_match:
-            return v1.DELETED
-        return None
-
-    def close(self, reason: str) -> None:
-        if self._closed is None:
-            self._closed = reason
-            self._wakeup.set()
-            self._cache._detach(self)
-
-    async def next(self, *, timeout: float | None) -> bytes | None:
-        """The next serialized event; None when `timeout` passes first. Raises WatcherClosed once closed and
-        drained."""
-        while not self._pending:
-            if self._closed is not None:
-                raise WatcherClosed(self._closed)
-            self._wakeup.clear()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except TimeoutError:
-                return None
-        return self._pending.popleft()
-
-    def bookmark(self) -> bytes:
-        """A serialized BOOKMARK event at the cache's current revision — never below the version the watch started
-        from (a client that listed from etcd can be ahead of the cache; its version must not go backwards)."""
-        kind = self._cache.kind
-        obj = kind.cls()
-        obj.metadata.resource_version = str(max(self._cache.revision, self._after))
-        return v1.WatchEvent(type=v1.BOOKMARK, object=kind.wrap(obj)).SerializeToString()
 
 
 class WatchCache:
@@ -158,15 +71,11 @@ class WatchCache:
         self._clock: Clock = clock or SystemClock()  # for retry delays only; never for stored timestamps
         self._store = store
         self._history_revisions = history_revisions
-        self._history: collections.deque[CacheEvent] = collections.deque(maxlen=history_events)
+        self._history = History(history_events)
         self._max_pending = max_pending
-        self._watchers: set[Watcher] = set()
-        self._unindexed: set[Watcher] = set()  # offered every change
-        self._indexed: dict[IndexKey, set[Watcher]] = {}  # offered only changes with that field value
-        self._indexed_fields: collections.Counter[str] = collections.Counter()  # field → watchers indexed by it
+        self._watchers = WatcherIndex()
         self.objects: dict[str, Any] = {}  # name → current object (read-only)
         self.revision = 0  # every change up to this revision is applied
-        self._oldest = 0  # a watch from any version ≥ this can be served from history
         self.ready = asyncio.Event()
         self._closed: str | None = None  # set once the apiserver stops: no new watchers, existing ones closed
         self._listeners: list[Callable[[], None]] = []  # told (synchronously) after every change of `objects`
@@ -184,7 +93,12 @@ class WatchCache:
     @property
     def pending_events(self) -> int:
         """Events queued to watchers and not yet taken by them (for metrics)."""
-        return sum(len(w._pending) for w in self._watchers)
+        return sum(w.pending for w in self._watchers)
+
+    @property
+    def _indexed(self) -> Mapping[IndexKey, set[Watcher]]:
+        """The indexed watchers, grouped by the (field, value) they are filed under (the filing test reads it)."""
+        return self._watchers.indexed
 
     def watch(
         self,
@@ -206,77 +120,26 @@ class WatchCache:
             if resource_version == "0":
                 for obj in list(self.objects.values()):
                     if predicate(obj):
-                        watcher._pending.append(v1.WatchEvent(type=v1.ADDED, object=self.kind.wrap(obj)).SerializeToString())
+                        watcher.preload(v1.WatchEvent(type=v1.ADDED, object=self.kind.wrap(obj)).SerializeToString())
         else:
             after = _parse_version(resource_version)
-            if after < self._oldest:
-                raise Expired(f"too old resource version: {after} (oldest available {self._oldest})")
+            if after < self._history.oldest:
+                raise Expired(f"too old resource version: {after} (oldest available {self._history.oldest})")
             watcher = Watcher(self, predicate, after=after, max_pending=limit, index=index)
-            for event in self._history_after(after):
-                if index is None or index in self._keys(event, (index[0],)):
+            for event in self._history.after(after):
+                if index is None or index in index_keys(event, (index[0],)):
                     watcher.offer(event, live=False)
-        self._attach(watcher)
+        self._watchers.add(watcher)
         return watcher
-
-    def _history_after(self, revision: int) -> list[CacheEvent]:
-        """The events of the window with a revision above `revision`, oldest first. The window is in revision
-        order, so this reads from the newest end only as far as needed (a thousand watchers resuming from recent
-        versions do not each scan the whole window)."""
-        recent: list[CacheEvent] = []
-        for event in reversed(self._history):
-            if event.revision <= revision:
-                break
-            recent.append(event)
-        recent.reverse()
-        return recent
 
     def add_listener(self, listener: Callable[[], None]) -> None:
         """Call `listener()` after every change this cache applies (and after every relist). It must not block;
         it reads `objects` itself (the server's definition watcher sets an event)."""
         self._listeners.append(listener)
 
-    def _attach(self, watcher: Watcher) -> None:
-        self._watchers.add(watcher)
-        if watcher.index is None:
-            self._unindexed.add(watcher)
-            return
-        self._indexed.setdefault(watcher.index, set()).add(watcher)
-        self._indexed_fields[watcher.index[0]] += 1
-
-    def _detach(self, watcher: Watcher) -> None:
-        if watcher not in self._watchers:
-            return
+    def detach(self, watcher: Watcher) -> None:
+        """Unfile `watcher` (it closed); it is offered no more changes."""
         self._watchers.discard(watcher)
-        if watcher.index is None:
-            self._unindexed.discard(watcher)
-            return
-        group = self._indexed[watcher.index]
-        group.discard(watcher)
-        if not group:
-            del self._indexed[watcher.index]
-        self._indexed_fields[watcher.index[0]] -= 1
-        if not self._indexed_fields[watcher.index[0]]:
-            del self._indexed_fields[watcher.index[0]]
-
-    def _targets(self, change: CacheEvent) -> list[Watcher]:
-        """The watchers `change` may concern: every unindexed one, and the indexed ones filed under a value the
-        object has after or had before the change (each watcher once)."""
-        targets = list(self._unindexed)
-        if not self._indexed:
-            return targets
-        for key in self._keys(change, self._indexed_fields):
-            targets.extend(self._indexed.get(key, ()))
-        return targets
-
-    @staticmethod
-    def _keys(change: CacheEvent, fields: Iterable[str]) -> set[IndexKey]:
-        """The (field, value) pairs of `fields` that the object has after or had before `change`."""
-        keys: set[IndexKey] = set()
-        for obj in (change.obj, change.prev):
-            if obj is not None:
-                values = object_fields(obj)
-                keys.update((field, values.get(field, "")) for field in fields)
-        return keys
 
     # ---- keeping in step with etcd --------------------------------------------------------------------------
 
@@ -289,7 +152,7 @@ class WatchCache:
                 await self._follow(start)
             except Expired:
                 # History may now have a hole before our revision: only versions from here on can be replayed.
-                self._oldest = max(self._oldest, self.revision)
+                self._history.oldest = max(self._history.oldest, self.revision)
                 log.warning("watch cache expired; relisting", resource=self.resource, revision=self.revision)
             except asyncio.CancelledError:
                 self._close_all("apiserver shutting down")
@@ -314,26 +177,13 @@ class WatchCache:
         return revision + 1
 
     async def _history_start(self, revision: int) -> int:
-        """Where the first watch starts: `history_revisions` back, or at the oldest revision etcd still keeps
-        (found by bisection) — so clients resuming after an apiserver restart need not relist."""
-        low, high = max(1, revision - self._history_revisions), revision + 1
-        if not await self._readable(low):
-            while high - low > 1:  # invariant: `low` is compacted, `high` is readable (or just past the list)
-                middle = (low + high) // 2
-                if await self._readable(middle):
-                    high = middle
-                else:
-                    low = middle
-            low = high
-        self._oldest = low - 1
-        return low
-
-    async def _readable(self, revision: int) -> bool:
-        try:
-            await self._store.list(self.resource, limit=1, revision=revision)
-        except Expired:
-            return False
-        return True
+        """Where the first watch starts (`watchhistory.window_start`), so clients resuming after an apiserver
+        restart need not relist; history can serve versions from just below it."""
+        start = await window_start(
+            self._store, self.resource, revision=revision, history_revisions=self._history_revisions
+        )
+        self._history.oldest = start - 1
+        return start
 
     async def _list_all(self) -> tuple[dict[str, Any], int]:
         objects: dict[str, Any] = {}
@@ -385,12 +235,10 @@ class WatchCache:
 
     def _record(self, change: CacheEvent) -> None:
         """Append to history and offer to every watcher (each skips what it has already seen)."""
-        if len(self._history) == self._history.maxlen:
-            self._oldest = self._history[0].revision
         self._history.append(change)
         if change.revision > self.revision:
             self.revision = change.revision
-        for watcher in self._targets(change):
+        for watcher in self._watchers.targets(change):
             watcher.offer(change)
         self._tell()
 
