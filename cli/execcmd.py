@@ -178,6 +178,6 @@ def exec_command(ctx: click.Context, settings: Settings, target: str, command: t
     ctx.exit(run(_exec(settings, start)))
 
 
-exec_command.fixed_resource = "projects"  # type: ignore[attr-defined]
+exec_command.fixed_resource = "projects"  # type: ignore[attr-defined]  # a mark read by cli/common.py with getattr; click declares no such attribute
 
 __all__ = ["exec_command", "read_chunks", "terminal_size"]

@@ -84,6 +84,6 @@ def logs(settings: Settings, target: str, service: str, follow: bool, tail: int,
 
 
 # a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
-logs.fixed_resource = "projects"  # type: ignore[attr-defined]
+logs.fixed_resource = "projects"  # type: ignore[attr-defined]  # a mark read by cli/common.py with getattr; click declares no such attribute
 
 __all__ = ["check_scheduled", "logs", "stream_logs"]

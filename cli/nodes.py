@@ -54,7 +54,7 @@ def _cordon_command(name: str, value: bool, done: str, doc: str) -> click.Comman
         click.echo(f"node/{node} {done}" if changed else f"node/{node} already {done}")
 
     # a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
-    command.fixed_resource = "nodes"  # type: ignore[attr-defined]
+    command.fixed_resource = "nodes"  # type: ignore[attr-defined]  # a mark read by cli/common.py with getattr; click declares no such attribute
     return command
 
 
@@ -162,6 +162,6 @@ def _drain_by_deleting(settings: Settings, node: str, yes: bool, opts: DeleteOpt
 
 
 # a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
-drain.fixed_resource = "nodes"  # type: ignore[attr-defined]
+drain.fixed_resource = "nodes"  # type: ignore[attr-defined]  # a mark read by cli/common.py with getattr; click declares no such attribute
 
 __all__ = ["LEAVING", "PLACED", "cordon", "drain", "set_unschedulable", "uncordon"]

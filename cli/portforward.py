@@ -139,6 +139,6 @@ def port_forward(settings: Settings, target: str, ports: str, address: str) -> N
     run(_serve(settings, project, service, local, remote, address))
 
 
-port_forward.fixed_resource = "projects"  # type: ignore[attr-defined]
+port_forward.fixed_resource = "projects"  # type: ignore[attr-defined]  # a mark read by cli/common.py with getattr; click declares no such attribute
 
 __all__ = ["Forwarder", "parse_ports", "port_forward"]

@@ -110,7 +110,7 @@ def resource_name(obj: Message) -> str:
 def object_dict(obj: Message) -> dict[str, Any]:
     """The manifest form of `obj` (camelCase keys, apiVersion and kind always set)."""
     # obj is one of the kinds with_type_meta is constrained to, but typed here as their base, Message.
-    typed = meta.with_type_meta(meta.copy(obj))  # type: ignore[type-var]
+    typed = meta.with_type_meta(meta.copy(obj))  # type: ignore[type-var]  # obj is one of the kinds with_type_meta is constrained to, typed as Message
     return manifest.to_dict(typed)
 
 

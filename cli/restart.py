@@ -46,6 +46,6 @@ def restart(settings: Settings, kind: str, name: str, services: tuple[str, ...])
 
 
 # a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
-restart.fixed_resource = "projects"  # type: ignore[attr-defined]
+restart.fixed_resource = "projects"  # type: ignore[attr-defined]  # a mark read by cli/common.py with getattr; click declares no such attribute
 
 __all__ = ["restart"]

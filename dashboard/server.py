@@ -175,10 +175,10 @@ class Dashboard:
         return _json(views.project_view(project, node, self.state.objects("events"), now))
 
     def _project(self, name: str) -> v1.Project:
-        project = self.state.get("projects", name)
+        project: v1.Project | None = self.state.get("projects", name)  # the projects kind holds v1.Project
         if project is None:
             raise ActionError(404, f'projects "{name}" not found')
-        return project  # type: ignore[no-any-return]
+        return project
 
     async def events(self, request: web.Request) -> web.Response:
         now = await self._synced("events")

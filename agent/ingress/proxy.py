@@ -34,6 +34,7 @@ from typing import Protocol
 import aiohttp
 import structlog
 from aiohttp import hdrs, web
+from multidict import CIMultiDict
 from yarl import URL
 
 from caravanserai.agent.ingress.httpdetails import (
@@ -172,12 +173,12 @@ class IngressProxy:
     def _page(self, status: int, error: str, text: str) -> web.Response:
         return error_page(status, error, text, node=self.node)
 
-    def _outgoing(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> tuple[URL, dict[str, str]]:
+    def _outgoing(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> tuple[URL, CIMultiDict[str]]:
         local = route.node == self.node
         headers = upstream_headers(request, first_hop=first_hop, drop=(FORWARDED_BY,) if local else ())
         if not local:
             headers[FORWARDED_BY] = self.node
-        return target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query), headers  # type: ignore[return-value]
+        return target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query), headers
 
     async def _http(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> web.StreamResponse:
         assert self._session is not None

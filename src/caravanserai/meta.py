@@ -213,7 +213,7 @@ def copy(obj: M) -> M:
 
 def name_of(obj: Message) -> str:
     # Message declares no fields; every kind's message has metadata.name, a str.
-    return obj.metadata.name  # type: ignore[attr-defined, no-any-return]
+    return obj.metadata.name  # type: ignore[attr-defined, no-any-return]  # Message declares no fields; every kind has metadata.name
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -247,7 +247,7 @@ def set_condition(
         return False
     if existing is None:
         # conditions is a repeated message field (it has add()), typed by the MutableSequence it also is.
-        existing = conditions.add()  # type: ignore[attr-defined]
+        existing = conditions.add()  # type: ignore[attr-defined]  # a repeated message field has add(); typed as a MutableSequence
         existing.type = type_
         transitioned = True
     else:

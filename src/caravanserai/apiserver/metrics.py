@@ -183,9 +183,9 @@ class _Handlers:
     def wrap(self, verb: str, handler: grpc.RpcMethodHandler[Any, Any]) -> grpc.RpcMethodHandler[Any, Any]:
         """`handler` (of method `verb`), counted and timed."""
         if handler.unary_unary is not None:
-            return handler._replace(unary_unary=self._unary(verb, handler.unary_unary))  # type: ignore[attr-defined, no-any-return]
+            return handler._replace(unary_unary=self._unary(verb, handler.unary_unary))  # type: ignore[attr-defined, no-any-return]  # grpc's handlers are namedtuples; the stubs do not say so
         if handler.unary_stream is not None:
-            return handler._replace(unary_stream=self._stream(verb, handler.unary_stream))  # type: ignore[attr-defined, no-any-return]
+            return handler._replace(unary_stream=self._stream(verb, handler.unary_stream))  # type: ignore[attr-defined, no-any-return]  # grpc's handlers are namedtuples; the stubs do not say so
         return handler
 
     def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:

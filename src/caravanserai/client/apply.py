@@ -133,7 +133,7 @@ def keep_restarts(merged_spec: Message, live_spec: Message, previous: Mapping[st
     owned = {
         str(s.get("name")) for s in previous_services if isinstance(s, dict) and "restartedAt" in s
     }
-    for service in merged_spec.services:  # type: ignore[attr-defined]
+    for service in merged_spec.services:  # type: ignore[attr-defined]  # reached only when live_spec has services, so merged_spec (same kind) has them
         stamp = live_stamps.get(service.name)
         if stamp is not None and not service.HasField("restarted_at") and service.name not in owned:
             service.restarted_at.CopyFrom(stamp)

@@ -271,7 +271,7 @@ class ResumableWatch(Generic[T]):
         except Exception as exc:  # noqa: BLE001 - handed to the loop, which decides
             outcome = exc
         finally:
-            await stream.aclose()  # type: ignore[attr-defined]
+            await stream.aclose()  # type: ignore[attr-defined]  # Resources.watch is an async generator, typed as the AsyncIterator it is
         await queue.put(outcome)
 
     async def _watchdog(self, reader: asyncio.Task[None], recycle_at: float) -> None:

@@ -165,7 +165,7 @@ class Indexer(Generic[T]):
         """The object stored under `name` (present): itself, or compact, decoded afresh."""
         if self._cls is None:
             return self._items[name]
-        obj: T = self._cls.FromString(self._blobs[name])  # type: ignore[attr-defined]
+        obj: T = self._cls.FromString(self._blobs[name])  # type: ignore[attr-defined]  # T is unbounded; compact storage is given message classes only
         if self._detector.enabled:
             self._handed[name] = obj
         return obj
@@ -210,8 +210,8 @@ class Indexer(Generic[T]):
         if self._cls is None:
             self._items[name] = obj
         else:
-            self._blobs[name] = obj.SerializeToString(deterministic=True)  # type: ignore[attr-defined]
-            self._versions[name] = obj.metadata.resource_version  # type: ignore[attr-defined]
+            self._blobs[name] = obj.SerializeToString(deterministic=True)  # type: ignore[attr-defined]  # T is unbounded; compact storage is given message classes only
+            self._versions[name] = obj.metadata.resource_version  # type: ignore[attr-defined]  # T is unbounded; every kind's message has metadata
             if self._detector.enabled:
                 self._handed[name] = obj  # what the informer hands to its event handlers
         self._file(name, obj)

@@ -279,7 +279,7 @@ class Informer(Generic[T]):
     def replace(self, objects: Sequence[T], resource_version: str) -> None:
         """Make the cache hold exactly `objects`, notifying the differences (see the module docstring)."""
         # T is a kind's message; its bound, Message, declares no metadata (same below).
-        fresh: dict[str, Any] = {obj.metadata.name: obj for obj in objects}  # type: ignore[attr-defined]
+        fresh: dict[str, Any] = {obj.metadata.name: obj for obj in objects}  # type: ignore[attr-defined]  # T is any kind's message; Message declares no metadata
         handlers = self._handlers
         for name in self._indexer.keys():
             if name not in fresh:
@@ -305,13 +305,13 @@ class Informer(Generic[T]):
 
     def apply(self, event_type: str, obj: T) -> None:
         """One watch event: the cache changes first, then the handlers hear of it."""
-        name: str = obj.metadata.name  # type: ignore[attr-defined]
+        name: str = obj.metadata.name  # type: ignore[attr-defined]  # T is any kind's message; Message declares no metadata
         if event_type == v1.DELETED:
             if self._indexer.delete(name) is not None:
                 self._push(self._handlers, _DELETE, obj, None)
                 self.counts[v1.DELETED] += 1
             return
-        if self._indexer.version(name) == obj.metadata.resource_version:  # type: ignore[attr-defined]
+        if self._indexer.version(name) == obj.metadata.resource_version:  # type: ignore[attr-defined]  # T is any kind's message; Message declares no metadata
             return  # a replay of a state we hold (a server resuming from an older version): nothing changed
         old = self._indexer.upsert(name, obj)
         if old is None:

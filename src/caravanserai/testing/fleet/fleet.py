@@ -324,7 +324,7 @@ async def _poll(check: object, timeout: float, what: str, process: HostProcess |
         if process is not None and not process.running:
             raise RuntimeError(f"{process.name} exited:\n{process.log_tail()}")
         try:
-            await check()  # type: ignore[operator]
+            await check()  # type: ignore[operator]  # check is an async callable, typed object by _poll's callers
             return
         except Exception as exc:  # noqa: BLE001 - not there yet
             last = exc
