@@ -76,7 +76,7 @@ _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
 
 def parse_wrk(text: str) -> dict[str, float]:
     """requests/s and latency percentiles (ms) from `wrk --latency` output."""
-    result: dict[str, float] = {"requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))}  # type: ignore[union-attr]
+    result: dict[str, float] = {"requests_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))}  # type: ignore[union-attr]  # wrk always prints Requests/sec
     for pct, value, unit in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", text, re.M):
         result[f"p{pct}_ms"] = round(float(value) * _UNITS[unit], 3)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)

@@ -127,7 +127,7 @@ async def port_forward(
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
-        assert line.startswith("Forwarding from 127.0.0.1:"), line + (await proc.stderr.read()).decode()  # type: ignore[union-attr]
+        assert line.startswith("Forwarding from 127.0.0.1:"), line + (await proc.stderr.read()).decode()  # type: ignore[union-attr]  # the process is started with stderr piped
         yield int(line.split()[2].rsplit(":", 1)[1]), proc
     finally:
         if proc.returncode is None:
@@ -183,7 +183,7 @@ async def test_port_forward_to_a_closed_port_says_so(api: RunningApiServer, hell
         assert proc.stderr is not None
 
         async def complaint() -> bytes:
-            return await proc.stderr.readline()  # type: ignore[union-attr]
+            return await proc.stderr.readline()  # type: ignore[union-attr]  # asserted not None above; the closure does not keep the narrowing
 
         line = (await asyncio.wait_for(complaint(), 10)).decode()
         assert "hello/web:9 refused the connection" in line and "connection from 127.0.0.1:" in line

@@ -174,7 +174,7 @@ async def test_pool_upkeep_waits_for_busy_projects_and_then_rests(docker_engine:
                 steps += 1
                 return await step()
 
-            pool.step = counted  # type: ignore[method-assign]
+            pool.step = counted  # type: ignore[method-assign]  # counts the pool's steps by wrapping the method
             task = asyncio.create_task(pool.run())
             try:
                 async with pool.busy():  # a project being brought up: the pool does not compete with it
@@ -208,7 +208,7 @@ async def test_a_stopped_pool_leaves_no_network_appearing_after_it(docker_engine
                 in_flight.set()
                 await ensure_network(config)
 
-            docker.ensure_network = recorded  # type: ignore[method-assign]
+            docker.ensure_network = recorded  # type: ignore[method-assign]  # records the calls by wrapping the method
             task = asyncio.create_task(pool.run())
             await in_flight.wait()
             await asyncio.sleep(0.02)  # the request is with dockerd

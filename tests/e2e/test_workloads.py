@@ -222,7 +222,7 @@ async def test_failed_project_recovers_when_a_fixed_manifest_is_applied(
     client: Client, start_agent: StartAgent, image: str, api: object, tmp_path: Path
 ) -> None:
     await start_agent()
-    server = api.address  # type: ignore[attr-defined]
+    server = api.address  # type: ignore[attr-defined]  # api is the apiserver fixture, typed object
     manifest = tmp_path / "fixme.yaml"
     manifest.write_text(FIXME.format(image=image, command='["sh", "-c", "exit 2"]', policy="Never"))
     assert await asyncio.to_thread(ctl, server, "apply", "-f", str(manifest)) == "project/fixme created\n"
@@ -249,7 +249,7 @@ async def test_caractrl_restart_recreates_only_the_named_service(
     await bind(client, "pair", agent.node)
     await wait_phase(client, "pair", v1.RUNNING, timeout=30)
     before = container_ids(f"{NODE_LABEL}={agent.node}")
-    out = await asyncio.to_thread(ctl, api.address, "restart", "project", "pair", "web")  # type: ignore[attr-defined]
+    out = await asyncio.to_thread(ctl, api.address, "restart", "project", "pair", "web")  # type: ignore[attr-defined]  # api is the apiserver fixture, typed object
     assert out == "project/pair restarted (web; generation 2)\n"
 
     async def recreated() -> dict[str, str] | None:
@@ -272,7 +272,7 @@ async def test_drain_moves_the_project_to_the_other_agent_on_the_same_docker_eng
     service(p, "web", image, ["sleep", "3600"])
     p.spec.node_selector["pool"] = "drain-test"
     await client.projects.create(p)
-    server = api.address  # type: ignore[attr-defined]
+    server = api.address  # type: ignore[attr-defined]  # api is the apiserver fixture, typed object
     async with controllers(client):
         running = await wait_phase(client, "moving", v1.RUNNING, timeout=30)
         assert running.status.node_ref == first.node

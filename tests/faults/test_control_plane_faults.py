@@ -57,7 +57,7 @@ async def test_etcd_killed_during_500_acknowledged_writes(own_etcd: EtcdServer) 
             await watching
 
 
-async def test_apiserver_killed_during_watch_nothing_missed_or_repeated(etcd, api_process: ApiProcess) -> None:  # type: ignore[no-untyped-def]
+async def test_apiserver_killed_during_watch_nothing_missed_or_repeated(etcd, api_process: ApiProcess) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     delivered: list[tuple[str, str, str]] = []
     written: list[tuple[str, str]] = []
     async with Client(api_process.address, retry_timeout=30) as c:
@@ -93,7 +93,7 @@ async def test_apiserver_killed_during_watch_nothing_missed_or_repeated(etcd, ap
     assert [(kind, name) for kind, name, _ in delivered if kind == "delete"] == [("delete", "k0")]
 
 
-async def test_two_apiservers_over_one_etcd_are_consistent(etcd) -> None:  # type: ignore[no-untyped-def]
+async def test_two_apiservers_over_one_etcd_are_consistent(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     async with apiserver(etcd.endpoint) as a, apiserver(etcd.endpoint, prefix=a.prefix) as b:
         async with Client(a.address) as ca, Client(b.address) as cb:
             for i in range(20):

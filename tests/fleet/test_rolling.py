@@ -32,7 +32,7 @@ class Churn:
     async def _retry(self, call: object) -> None:
         while True:
             try:
-                await call()  # type: ignore[operator]
+                await call()  # type: ignore[operator]  # call is an async callable, typed object
                 return
             except NotFound:
                 return  # a delete whose lost first attempt had been carried out

@@ -267,12 +267,12 @@ async def test_watch_selection_changes_are_added_and_deleted(client: Client) -> 
 async def test_watchers_filed_by_node_see_only_their_node_and_are_not_checked_for_others(
     client: Client, api: RunningApiServer
 ) -> None:
-    cache = api.server.service.cache("projects")  # type: ignore[union-attr]
+    cache = api.server.service.cache("projects")  # type: ignore[union-attr]  # the server is started: service is set
     start = (await client.projects.list()).resource_version
     checked: dict[str, list[str]] = {"n1": [], "n2": []}
 
-    def on(node: str):  # type: ignore[no-untyped-def]
-        def predicate(obj) -> bool:  # type: ignore[no-untyped-def]
+    def on(node: str):  # type: ignore[no-untyped-def]  # returns an untyped predicate for the watch cache
+        def predicate(obj) -> bool:  # type: ignore[no-untyped-def]  # obj is any cached object (the cache's Predicate takes Any)
             checked[node].append(obj.metadata.name)
             return bool(obj.status.node_ref == node)
 
@@ -321,14 +321,14 @@ async def test_watch_sends_bookmarks(client: Client) -> None:
         break
 
 
-async def test_watch_from_compacted_version_is_expired(etcd, client: Client, api: RunningApiServer) -> None:  # type: ignore[no-untyped-def]
+async def test_watch_from_compacted_version_is_expired(etcd, client: Client, api: RunningApiServer) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     from caravanserai.testing.apiserver import start_apiserver
 
     first = await client.projects.create(project("old"))
     for i in range(5):
         first.metadata.annotations["i"] = str(i)
         first = await client.projects.update(first)
-    store = api.server.service._store  # type: ignore[union-attr]  # noqa: SLF001
+    store = api.server.service._store  # type: ignore[union-attr]  # the server is started: service is set  # noqa: SLF001
     await store.compact(await store.current_revision())
     # A new apiserver cannot replay history from before the compaction: older versions are Expired.
     fresh = await start_apiserver(etcd.endpoint, prefix=api.prefix)
@@ -350,7 +350,7 @@ def _token(revision: int, after: str) -> str:
     return base64.urlsafe_b64encode(json.dumps({"rv": revision, "after": after}).encode()).decode()
 
 
-async def test_watch_resumes_across_apiserver_restart(etcd, client: Client, api: RunningApiServer) -> None:  # type: ignore[no-untyped-def]
+async def test_watch_resumes_across_apiserver_restart(etcd, client: Client, api: RunningApiServer) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     from caravanserai.testing.apiserver import start_apiserver
 
     p = await client.projects.create(project("resume"))
@@ -379,14 +379,14 @@ async def test_events_are_stored_with_a_lease(client: Client, api: RunningApiSer
     ev.spec.type = "Warning"
     ev.spec.reason = "Tested"
     await client.events.create(ev)
-    leases = api.server.service._event_leases  # type: ignore[union-attr]
+    leases = api.server.service._event_leases  # type: ignore[union-attr]  # the server is started: service is set
     assert leases._lease != 0  # noqa: SLF001
 
 
 async def test_a_watcher_that_cannot_keep_up_is_closed_and_others_are_not(client: Client, api: RunningApiServer) -> None:
     from caravanserai.apiserver.watchcache import WatcherClosed
 
-    cache = api.server.service.cache("projects")  # type: ignore[union-attr]
+    cache = api.server.service.cache("projects")  # type: ignore[union-attr]  # the server is started: service is set
     slow = cache.watch(lambda obj: True, resource_version="", max_pending=5)
     healthy = cache.watch(lambda obj: True, resource_version="")
     for i in range(10):

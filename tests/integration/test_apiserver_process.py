@@ -24,7 +24,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type: ignore[no-untyped-def]
+async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     address = f"127.0.0.1:{_free_port()}"
     metrics = f"127.0.0.1:{_free_port()}"
     proc = await asyncio.create_subprocess_exec(
@@ -61,7 +61,7 @@ async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type
             await proc.wait()
 
 
-async def test_bad_flags_give_one_line(etcd) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_flags_give_one_line(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", "0.0.0.0:0",
         stderr=asyncio.subprocess.PIPE,

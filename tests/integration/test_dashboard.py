@@ -135,7 +135,7 @@ async def _next_change(stream: aiohttp.ClientResponse) -> dict[str, Any]:
         if line.startswith("event: "):
             event = line[len("event: "):]
         elif line.startswith("data: ") and event == "change":
-            return json.loads(line[len("data: "):])  # type: ignore[no-any-return]
+            return json.loads(line[len("data: "):])  # type: ignore[no-any-return]  # json.loads gives Any; the change event is an object
 
 
 async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Client) -> None:
@@ -160,7 +160,7 @@ async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Cl
     assert (await cluster.nodes.get(NODE)).spec.unschedulable
     moved = await cluster.projects.get("web")
     assert moved.status.phase == v1.PENDING
-    assert meta.get_condition(moved.status.conditions, v1.CONDITION_PHASE).reason == "NodeDrained"  # type: ignore[union-attr]
+    assert meta.get_condition(moved.status.conditions, v1.CONDITION_PHASE).reason == "NodeDrained"  # type: ignore[union-attr]  # the drained project has its Phase condition
     status, unknown = await send(dash, "POST", "/api/v1/nodes/nowhere/cordon")
     assert status == 404 and unknown["error"] == 'nodes "nowhere" not found'
 

@@ -39,7 +39,7 @@ async def _events(client: Client) -> None:
 
 
 def names(objects: object) -> list[str]:
-    return sorted(o.metadata.name for o in objects)  # type: ignore[attr-defined]
+    return sorted(o.metadata.name for o in objects)  # type: ignore[attr-defined]  # objects is a list of messages with metadata, typed object
 
 
 async def test_list_events_by_involved_object_reason_and_type(client: Client) -> None:

@@ -20,7 +20,7 @@ from caravanserai.testing.wait import wait_for
 CLOCK = SystemClock()
 
 
-def collector(client: Client, delay: float = 0.5):  # type: ignore[no-untyped-def]
+def collector(client: Client, delay: float = 0.5):  # type: ignore[no-untyped-def]  # returns running_manager's context manager; its type is left to inference
     options = app.GCOptions(GCConfig(terminated_delay=delay))
     return running_manager(client, lambda m: app.setup(m, client, CLOCK, options))
 
@@ -40,7 +40,7 @@ async def gone(client: Client, name: str) -> bool:
 async def place(client: Client, name: str, phase: str, node: str = "n1", **spec: object) -> v1.Project:
     obj = project(name)
     if "expire_at" in spec:
-        obj.spec.expire_at.CopyFrom(timestamp(spec["expire_at"]))  # type: ignore[arg-type]
+        obj.spec.expire_at.CopyFrom(timestamp(spec["expire_at"]))  # type: ignore[arg-type]  # spec values are typed object; expire_at is a float
     await client.projects.create(obj)
     if phase != v1.PENDING:
         await set_phase(client, name, v1.SCHEDULED, node_ref=node)
@@ -133,7 +133,7 @@ async def test_absence_is_confirmed_with_a_live_read(client: Client) -> None:
     await add_node(client, "n1")
     running = await place(client, "run", v1.RUNNING)
     recorder = EventRecorder(client, component="test")
-    reconciler = GCReconciler(client, LiveProjects(running), EmptyCache(), recorder, clock=CLOCK)  # type: ignore[arg-type]
+    reconciler = GCReconciler(client, LiveProjects(running), EmptyCache(), recorder, clock=CLOCK)  # type: ignore[arg-type]  # LiveProjects and EmptyCache are fakes of the informer caches
     await reconciler.reconcile("run")
     kept = await client.projects.get("run")  # the node exists: nothing was done on the stale cache's word
     assert (kept.status.phase, kept.status.node_ref, kept.metadata.resource_version) == (

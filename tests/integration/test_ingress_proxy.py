@@ -63,7 +63,7 @@ async def backend_app() -> web.Application:
     async def echo(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         headers = {f"Echo-{k}": v for k, v in request.headers.items()}
-        return web.Response(body=body, headers={**headers, "Peer-Port": str(request.transport.get_extra_info("peername")[1]),  # type: ignore[union-attr]
+        return web.Response(body=body, headers={**headers, "Peer-Port": str(request.transport.get_extra_info("peername")[1]),  # type: ignore[union-attr]  # a request being served has a transport
                                                 "Connection": "X-Secret", "X-Secret": "hop"})
 
     async def events(request: web.Request) -> web.StreamResponse:

@@ -65,7 +65,7 @@ def cluster(client: Client, clock: FakeClock) -> Cluster:
     return Cluster(client, clock)
 
 
-def health(client: Client, clock: FakeClock, **config: float):  # type: ignore[no-untyped-def]
+def health(client: Client, clock: FakeClock, **config: float):  # type: ignore[no-untyped-def]  # returns running_manager's context manager; its type is left to inference
     options = app.NodeHealthOptions(config=HealthConfig(**{"startup_grace_period": 0.0, **config}), identity="t")
     return running_manager(client, lambda m: app.setup(m, client, clock, options))
 

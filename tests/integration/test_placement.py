@@ -20,7 +20,7 @@ from caravanserai.testing.wait import wait_for
 CLOCK = SystemClock()
 
 
-def upkeep(client: Client, handoff: float = 60.0):  # type: ignore[no-untyped-def]
+def upkeep(client: Client, handoff: float = 60.0):  # type: ignore[no-untyped-def]  # returns running_manager's context manager; its type is left to inference
     options = app.PlacementOptions(handoff_timeout=handoff)
     return running_manager(client, lambda m: app.setup(m, client, CLOCK, options))
 

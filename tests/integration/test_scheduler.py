@@ -23,8 +23,8 @@ from caravanserai.testing.wait import wait_for
 CLOCK = SystemClock()
 
 
-def scheduler(client: Client, **options: object):  # type: ignore[no-untyped-def]
-    return running_manager(client, lambda m: app.setup(m, client, CLOCK, app.SchedulerOptions(**options)))  # type: ignore[arg-type]
+def scheduler(client: Client, **options: object):  # type: ignore[no-untyped-def]  # returns running_manager's context manager; its type is left to inference
+    return running_manager(client, lambda m: app.setup(m, client, CLOCK, app.SchedulerOptions(**options)))  # type: ignore[arg-type]  # options are SchedulerOptions fields, typed object here
 
 
 async def phase_of(client: Client, name: str) -> v1.Project:
@@ -69,7 +69,7 @@ async def test_the_only_eligible_node_is_chosen(client: Client, case: str) -> No
     decoy = {"cpu": "64", "memory": "256Gi", "labels": {"zone": "a"}, "extra": {"gpu": "2"}, **DECOY_CASES[case]}
     if case == "notready":
         decoy["renewed_at"] = CLOCK.now() - 200  # renewed longer ago than the 90 s heartbeat timeout
-    await add_node(client, "decoy", **decoy)  # type: ignore[arg-type]
+    await add_node(client, "decoy", **decoy)  # type: ignore[arg-type]  # the decoy's fields, typed object in DECOY_CASES
     await add_node(client, "ok", labels={"zone": "a"}, extra={"gpu": "1"})
     if case == "full":
         await client.projects.create(project("hog", requests={"gpu": "1"}))
@@ -220,7 +220,7 @@ async def test_a_burst_never_overcommits(client: Client) -> None:
 
 
 async def test_only_the_leader_binds(client: Client) -> None:
-    def replica(identity: str):  # type: ignore[no-untyped-def]
+    def replica(identity: str):  # type: ignore[no-untyped-def]  # returns running_manager's context manager; its type is left to inference
         election = LeaderElectionConfig(
             name="test-scheduler", identity=identity, lease_duration=3.0, renew_deadline=2.0, retry_period=0.25
         )

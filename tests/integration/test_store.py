@@ -213,7 +213,7 @@ async def retry_unavailable(call: Callable[[], object], timeout: float = 15.0) -
     async with asyncio.timeout(timeout):
         while True:
             try:
-                await call()  # type: ignore[misc]
+                await call()  # type: ignore[misc]  # call returns an awaitable, typed object
                 return
             except Unavailable:
                 await asyncio.sleep(0.1)

@@ -150,7 +150,7 @@ async def test_no_client_certificate_is_refused(secure_api: RunningApiServer, ce
             await plain.projects.list()
 
 
-async def test_plain_tcp_only_on_loopback(etcd) -> None:  # type: ignore[no-untyped-def]
+async def test_plain_tcp_only_on_loopback(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     from caravanserai.testing.apiserver import start_apiserver
 
     with pytest.raises(ValueError, match="refusing plain TCP"):

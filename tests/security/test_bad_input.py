@@ -48,7 +48,7 @@ async def channel(api: RunningApiServer) -> AsyncIterator[grpc.aio.Channel]:
 
 async def etcd_revision(api: RunningApiServer) -> int:
     """The etcd revision under the apiserver's store: unchanged means nothing was written."""
-    return await api.server.service._store.current_revision()  # type: ignore[union-attr]
+    return await api.server.service._store.current_revision()  # type: ignore[union-attr]  # the server is started: service is set
 
 
 def fields(err: Invalid) -> list[str]:

@@ -20,7 +20,7 @@ def flags(tls: TLSFiles) -> list[str]:
 
 
 async def apply(url: str, **kwargs: object) -> tuple[int, dict[str, object]]:
-    async with aiohttp.ClientSession() as s, s.post(url + "api/v1/apply", json={"manifest": MANIFEST}, **kwargs) as r:  # type: ignore[arg-type]
+    async with aiohttp.ClientSession() as s, s.post(url + "api/v1/apply", json={"manifest": MANIFEST}, **kwargs) as r:  # type: ignore[arg-type]  # kwargs are ClientSession.post options, typed object here
         return r.status, await r.json()
 
 

@@ -15,7 +15,7 @@ from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 
 
-async def test_flood_is_refused_and_others_are_served(etcd) -> None:  # type: ignore[no-untyped-def]
+async def test_flood_is_refused_and_others_are_served(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     async with apiserver(etcd.endpoint, max_inflight=200, max_inflight_per_client=8) as api:
         async with Client(api.address) as setup:
             await setup.projects.create(project("target"))

@@ -11,7 +11,7 @@ from caravanserai.testing.clock import FakeClock
 
 
 def check(**settings: object) -> v1.HealthCheck:
-    return v1.HealthCheck(tcp=v1.TcpCheck(port=1), **settings)  # type: ignore[arg-type]
+    return v1.HealthCheck(tcp=v1.TcpCheck(port=1), **settings)  # type: ignore[arg-type]  # settings are HealthCheck fields, typed object here
 
 
 async def test_status_follows_probes_with_retries_and_start_period() -> None:

@@ -63,7 +63,7 @@ async def test_fences_only_after_the_silence_and_stops_every_running_container()
     clock = FakeClock()
     docker = FakeDocker([_container("a", "web"), _container("b", "db")])
     fence = SelfFence(
-        fence_after=10.0, clock=clock, projects=FakeProjects(docker), client=None, node="n1"  # type: ignore[arg-type]
+        fence_after=10.0, clock=clock, projects=FakeProjects(docker), client=None, node="n1"  # type: ignore[arg-type]  # fakes of the projects adapter and the client
     )
     task = asyncio.create_task(fence.run())
     try:
@@ -128,7 +128,7 @@ async def test_on_reconnect_only_projects_still_bound_here_start_again() -> None
 
     client = FakeClient(FakeProjectsApi({"web": "n1", "db": "n2"}))  # db moved to n2 meanwhile
     fence = SelfFence(
-        fence_after=10.0, clock=clock, projects=FakeProjects(docker), client=client, node="n1",  # type: ignore[arg-type]
+        fence_after=10.0, clock=clock, projects=FakeProjects(docker), client=client, node="n1",  # type: ignore[arg-type]  # fakes of the projects adapter and the client
         on_unfenced=on_unfenced,
     )
     task = asyncio.create_task(fence.run())

@@ -231,7 +231,7 @@ async def test_watcher_resumes_after_unavailable_and_relists_after_expired(monke
             [Change(v1.ADDED, project("d", "10"))],
         ],
     )
-    async with SelectionWatch(fake, Selection()) as watcher:  # type: ignore[arg-type]
+    async with SelectionWatch(fake, Selection()) as watcher:  # type: ignore[arg-type]  # a fake of the typed resource client
         assert [o.metadata.name for o in await watcher.list_current()] == ["a", "b"]
         seen = []
         async for event in watcher.events():
@@ -286,12 +286,12 @@ def cordon(node: v1.Node) -> bool:
 
 async def test_modify_rereads_after_a_conflict() -> None:
     nodes = RacyNodes(conflicts=2)
-    obj, changed = await modify(nodes, "n1", cordon)  # type: ignore[arg-type]
+    obj, changed = await modify(nodes, "n1", cordon)  # type: ignore[arg-type]  # RacyNodes fakes the nodes client
     assert (changed, obj.spec.unschedulable, nodes.reads) == (True, True, 3)
 
 
 async def test_modify_gives_up_after_repeated_conflicts() -> None:
     nodes = RacyNodes(conflicts=CONFLICT_RETRIES)
     with pytest.raises(Conflict):
-        await modify(nodes, "n1", cordon)  # type: ignore[arg-type]
+        await modify(nodes, "n1", cordon)  # type: ignore[arg-type]  # RacyNodes fakes the nodes client
     assert nodes.reads == CONFLICT_RETRIES

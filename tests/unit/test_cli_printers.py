@@ -188,8 +188,8 @@ def cleared(message: Message, path: str) -> Message:
     *parents, last = path.split(".")
     target: object = copy
     for part in parents:
-        target = target[int(part)] if part.isdigit() else getattr(target, part)  # type: ignore[index]
-    target.ClearField(last)  # type: ignore[attr-defined]
+        target = target[int(part)] if part.isdigit() else getattr(target, part)  # type: ignore[index]  # target walks a message: a repeated field or a message, typed object
+    target.ClearField(last)  # type: ignore[attr-defined]  # target is a message by now, typed object
     return copy
 
 
@@ -306,10 +306,10 @@ async def test_watch_printer_prefixes_events_and_keeps_alignment(capsys: pytest.
 
 async def test_watch_printer_json_and_name(capsys: pytest.CaptureFixture[str]) -> None:
     project = builders.project("web")
-    await WatchPrinter(None, GetOptions(meta.KINDS["projects"], [], "name", watch_events=True)).print(  # type: ignore[arg-type]
+    await WatchPrinter(None, GetOptions(meta.KINDS["projects"], [], "name", watch_events=True)).print(  # type: ignore[arg-type]  # project rows look nothing up
         [Change(v1.MODIFIED, project)]
     )
-    await WatchPrinter(None, GetOptions(meta.KINDS["projects"], [], "json")).print(  # type: ignore[arg-type]
+    await WatchPrinter(None, GetOptions(meta.KINDS["projects"], [], "json")).print(  # type: ignore[arg-type]  # project rows look nothing up
         [Change(v1.MODIFIED, project)]
     )
     out = capsys.readouterr().out
@@ -333,16 +333,16 @@ def conforms(data: object, schema: dict[str, object], defs: dict[str, dict[str, 
     problems: list[str] = []
     if isinstance(data, dict):
         props = schema.get("properties")
-        problems += [f"{path}.{key}: required" for key in schema.get("required", []) if key not in data]  # type: ignore[attr-defined]
+        problems += [f"{path}.{key}: required" for key in schema.get("required", []) if key not in data]  # type: ignore[attr-defined]  # schema is a JSON Schema object, typed object
         for key, value in data.items():
             if isinstance(props, dict) and key not in props:
                 problems.append(f"{path}.{key}: not in the schema")
                 continue
             sub = props[key] if isinstance(props, dict) else schema["additionalProperties"]
-            problems += conforms(value, sub, defs, f"{path}.{key}")  # type: ignore[arg-type]
+            problems += conforms(value, sub, defs, f"{path}.{key}")  # type: ignore[arg-type]  # sub is a JSON Schema object, typed object
     elif isinstance(data, list):
         for i, item in enumerate(data):
-            problems += conforms(item, schema["items"], defs, f"{path}[{i}]")  # type: ignore[arg-type]
+            problems += conforms(item, schema["items"], defs, f"{path}[{i}]")  # type: ignore[arg-type]  # items is a JSON Schema object, typed object
     return problems
 
 

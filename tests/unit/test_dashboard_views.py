@@ -19,7 +19,7 @@ NOW = 1_800_000_000.0
 
 
 def bound(name: str, node_name: str, phase: str = v1.RUNNING, **kwargs: object) -> v1.Project:
-    p = project(name, **kwargs)  # type: ignore[arg-type]
+    p = project(name, **kwargs)  # type: ignore[arg-type]  # kwargs are builder fields, typed object here
     p.status.node_ref = node_name
     p.status.phase = phase
     p.metadata.creation_timestamp.CopyFrom(timestamp(NOW - 90))
@@ -111,7 +111,7 @@ class CustomKind:
 def test_any_kind_table_uses_the_kinds_printer_columns() -> None:
     kind = CustomKind("Node", "nodes", (), (Column("Zone", ".metadata.labels.zone"), Column("CPU", ".status.allocatable.cpu")))
     n = node_status(node("n1", labels={"zone": "a"}))
-    table = views.kind_table(kind, [n], NOW)  # type: ignore[arg-type]
+    table = views.kind_table(kind, [n], NOW)  # type: ignore[arg-type]  # a CustomKind stands in for meta.Kind: the view reads its names and columns
     assert table["columns"] == ["Zone", "CPU"]
     assert table["rows"][0]["cells"] == ["a", "4"]
     assert views.kind_table(meta.KINDS["nodes"], [n], NOW)["columns"] == []

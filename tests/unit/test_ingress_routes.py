@@ -57,10 +57,10 @@ def test_the_older_project_keeps_a_shared_host() -> None:
     table = RouteTable()
     table.set_project(shop("young", host="app.example.com", created=20))
     table.set_project(shop("old", host="app.example.com", created=10))
-    assert table.lookup("app.example.com").project == "old"  # type: ignore[union-attr]
+    assert table.lookup("app.example.com").project == "old"  # type: ignore[union-attr]  # the host has a route
     assert [r.project for r in table.conflicts()] == ["young"]
     table.remove_project("old")
-    assert table.lookup("app.example.com").project == "young"  # type: ignore[union-attr]
+    assert table.lookup("app.example.com").project == "young"  # type: ignore[union-attr]  # the host has a route
     assert table.conflicts() == []
 
 

@@ -351,5 +351,5 @@ def test_a_leading_zero_integer_is_refused_as_ambiguous() -> None:
     )
     with pytest.raises(Invalid, match=r"spec.volumes\[0\].mode: 0400 is ambiguous .* write 0o400 for octal"):
         load_manifests(text % "0400", source="x.yaml")
-    assert load_manifests(text % "0o400", source="x.yaml")[0].spec.volumes[0].mode == 0o400  # type: ignore[union-attr]
-    assert load_manifests(text % "256", source="x.yaml")[0].spec.volumes[0].mode == 0o400  # type: ignore[union-attr]
+    assert load_manifests(text % "0o400", source="x.yaml")[0].spec.volumes[0].mode == 0o400  # type: ignore[union-attr]  # the manifest holds one Project
+    assert load_manifests(text % "256", source="x.yaml")[0].spec.volumes[0].mode == 0o400  # type: ignore[union-attr]  # the manifest holds one Project

@@ -30,11 +30,11 @@ def node(name: str = "n1", **fields: object) -> NodeInfo:
         "renew_time": NOW - 5,
     }
     defaults.update(fields)
-    return NodeInfo(name, **defaults)  # type: ignore[arg-type]
+    return NodeInfo(name, **defaults)  # type: ignore[arg-type]  # fields are NodeInfo fields, typed object here
 
 
 def project(**fields: object) -> ProjectInfo:
-    return ProjectInfo("p", **fields)  # type: ignore[arg-type]
+    return ProjectInfo("p", **fields)  # type: ignore[arg-type]  # fields are ProjectInfo fields, typed object here
 
 
 @pytest.mark.parametrize(

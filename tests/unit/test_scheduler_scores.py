@@ -31,11 +31,11 @@ GI = 1024**3
 def node(name: str = "n", **fields: object) -> NodeInfo:
     defaults: dict[str, object] = {"allocatable": {"cpu": 4000, "memory": 8 * GI}, "renew_time": NOW}
     defaults.update(fields)
-    return NodeInfo(name, **defaults)  # type: ignore[arg-type]
+    return NodeInfo(name, **defaults)  # type: ignore[arg-type]  # fields are NodeInfo fields, typed object here
 
 
 def project(name: str = "p", **fields: object) -> ProjectInfo:
-    return ProjectInfo(name, **fields)  # type: ignore[arg-type]
+    return ProjectInfo(name, **fields)  # type: ignore[arg-type]  # fields are ProjectInfo fields, typed object here
 
 
 @pytest.mark.parametrize(

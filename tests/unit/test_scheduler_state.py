@@ -54,7 +54,7 @@ def test_bound_projects_are_counted_incrementally() -> None:
     assert state.requested("n1") == {"cpu": 500, "memory": GI}
     b = bound("b", "n1", v1.SCHEDULED, cpu="1")
     state.observe_project(None, b)
-    assert state.node("n1").requested == {"cpu": 1500, "memory": GI}  # type: ignore[union-attr]
+    assert state.node("n1").requested == {"cpu": 1500, "memory": GI}  # type: ignore[union-attr]  # the node was just upserted
     # Running → Terminating keeps counting; Terminating → Terminated frees
     term = meta.copy(a)
     term.status.phase = v1.TERMINATING
@@ -68,7 +68,7 @@ def test_bound_projects_are_counted_incrementally() -> None:
     state.observe_project(None, bound("c", "later"))
     assert state.requested("n1") == {} and state.requested("later") == {"cpu": 500, "memory": GI}
     state.upsert_node(node_status(node("later")))
-    assert state.node("later").requested == {"cpu": 500, "memory": GI}  # type: ignore[union-attr]
+    assert state.node("later").requested == {"cpu": 500, "memory": GI}  # type: ignore[union-attr]  # the node was just upserted
 
 
 def test_a_spec_change_of_a_bound_project_is_recounted() -> None:
@@ -135,7 +135,7 @@ def test_node_changes_that_matter_for_placement() -> None:
     same.status.network.throughput.download = "10M"
     meta.set_condition(same.status.conditions, v1.CONDITION_READY, v1.TRUE, reason="x", now=1.0)
     assert not state.upsert_node(same)  # throughput and conditions do not change placement
-    assert state.node("n1").download == 10e6  # type: ignore[union-attr]
+    assert state.node("n1").download == 10e6  # type: ignore[union-attr]  # the node was upserted above
     for change in ("labels", "taint", "cordon", "allocatable"):
         changed = meta.copy(same)
         if change == "labels":
@@ -161,11 +161,11 @@ def test_lease_renew_time_reaches_the_node_whenever_it_arrives() -> None:
     ls.spec.renew_time.CopyFrom(timestamp(500.0))
     assert state.set_lease(ls) is None
     state.upsert_node(node_status(node("n1")))
-    assert state.node("n1").renew_time == 500.0  # type: ignore[union-attr]
+    assert state.node("n1").renew_time == 500.0  # type: ignore[union-attr]  # the node was just upserted
     ls.spec.renew_time.CopyFrom(timestamp(510.0))
     assert state.set_lease(ls) == 500.0
     state.delete_lease("n1")
-    assert state.node("n1").renew_time is None  # type: ignore[union-attr]
+    assert state.node("n1").renew_time is None  # type: ignore[union-attr]  # the node was upserted above
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ class ProtocError(RuntimeError):
 
 def _protoc() -> types.ModuleType:
     try:
-        from grpc_tools import protoc  # type: ignore[import-untyped]  # noqa: PLC0415 - optional extra
+        from grpc_tools import protoc  # type: ignore[import-untyped]  # grpcio-tools ships no stubs  # noqa: PLC0415 - optional extra
     except ImportError:
         raise ProtocError(f"compiling .proto files needs grpcio-tools: pip install '{EXTRA}'") from None
     module: types.ModuleType = protoc
