@@ -27,8 +27,8 @@ import structlog
 from caravanserai.client import Client, ResourceClient
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
-from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
 from benchlib import free_port, goal, wait_serving
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 OPS = ("create_per_s", "update_per_s", "get_per_s")
 

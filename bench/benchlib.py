@@ -1,16 +1,27 @@
 """Helpers the benchmarks share: free loopback ports, starting and waiting for an apiserver process, process CPU
-time, percentiles, and the goal lines `run_all.py` prints."""
+time, percentiles, and the goal lines `run_all.py` prints.
+
+Importing it makes the suite's own support (`tests/support`, imported as `support`) importable too: the benchmarks
+run from a source checkout, as the tests do.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import pathlib
 import socket
 import subprocess
 import sys
 from typing import Any
 
 from caravanserai.client import Client
+
+TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
+"""The folder that holds the suite's `support` package."""
+
+if str(TESTS) not in sys.path:
+    sys.path.append(str(TESTS))
 
 
 def free_port() -> int:

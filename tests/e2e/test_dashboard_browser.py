@@ -27,7 +27,7 @@ from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.gc.policy import GCConfig
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.testing.apiserver import RunningApiServer
-from caravanserai.testing.dashboard import dashboard
+from support.dashboard import dashboard
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

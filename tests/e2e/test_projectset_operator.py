@@ -20,7 +20,7 @@ from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.customkinds.schemas import register
-from caravanserai.testing.customkinds import GROUP, projectset, projectset_messages
+from support.customkinds import GROUP, projectset, projectset_messages
 from caravanserai.testing.wait import wait_for
 
 OPERATOR = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"

@@ -16,7 +16,7 @@ from fault_processes import Processes, remove_labelled
 
 from caravanserai.testing.docker import ensure_test_image
 from caravanserai.testing.etcd import EtcdServer
-from caravanserai.testing.processes import ApiProcess, free_port
+from support.processes import ApiProcess, free_port
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from caravanserai.testing.fleet.process import HostProcess
+from support.fleet.process import HostProcess
 
 NODE_LABEL = "caravanserai.io/node"
 PROJECT_LABEL = "caravanserai.io/project"

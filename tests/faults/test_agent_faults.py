@@ -41,7 +41,7 @@ from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
-from caravanserai.testing.processes import ApiProcess, free_port
+from support.processes import ApiProcess, free_port
 from caravanserai.testing.wait import wait_for
 
 pytestmark = pytest.mark.docker

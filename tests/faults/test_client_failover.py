@@ -12,7 +12,7 @@ from caravanserai.client import Client
 from caravanserai.testing import builders
 from caravanserai.testing.apiserver import start_apiserver
 from caravanserai.testing.etcd import EtcdServer
-from caravanserai.testing.processes import ApiProcess, free_port
+from support.processes import ApiProcess, free_port
 from caravanserai.process.tls import TLSFiles
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from caravanserai.informer import Informer, WatchOptions
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
-from caravanserai.testing.processes import ApiProcess
+from support.processes import ApiProcess
 from caravanserai.testing.wait import wait_for
 
 

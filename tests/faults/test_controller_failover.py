@@ -35,7 +35,7 @@ from caravanserai.clock import timestamp
 from caravanserai.errors import Conflict
 from caravanserai.testing.builders import lease, node, node_status, project
 from caravanserai.testing.etcd import EtcdServer
-from caravanserai.testing.processes import ApiProcess
+from support.processes import ApiProcess
 from caravanserai.testing.wait import wait_for
 
 NODES = 10

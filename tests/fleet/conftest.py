@@ -1,4 +1,4 @@
-"""The fleet tier: one fleet of network-namespace hosts for the session (see `caravanserai.testing.fleet`).
+"""The fleet tier: one fleet of network-namespace hosts for the session (see `tests/support/fleet`).
 
 Skipped with the reason when namespaces cannot be made here (not root, no iproute2/iptables/nsenter). After
 each test the fleet is put back: links healed, stopped processes started again, every project removed and every
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Generator
 
 import pytest
 
-from caravanserai.testing.fleet import Fleet, FleetConfig, NamespacesUnavailable, check_available
+from support.fleet import Fleet, FleetConfig, NamespacesUnavailable, check_available
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, reset
 
 

@@ -8,7 +8,7 @@ import datetime
 
 from caravanserai import v1
 from caravanserai.client import Client
-from caravanserai.testing.fleet import EngineContainer, Fleet
+from support.fleet import EngineContainer, Fleet
 from caravanserai.testing.wait import wait_for
 
 PROJECT_LABEL = "caravanserai.io/project"

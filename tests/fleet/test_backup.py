@@ -4,7 +4,7 @@ cluster, `etcdctl snapshot restore` on every member, start again: the same objec
 from __future__ import annotations
 
 from caravanserai.testing import builders
-from caravanserai.testing.fleet import Fleet
+from support.fleet import Fleet
 
 
 async def test_snapshot_destroy_restore_gives_back_the_same_objects(fleet: Fleet) -> None:

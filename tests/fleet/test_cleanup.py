@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from caravanserai.testing.fleet import HostProcess, NamespacesUnavailable, Network, check_available, cleanup
-from caravanserai.testing.fleet.netns import PREFIX, free_subnet, sh
+from support.fleet import HostProcess, NamespacesUnavailable, Network, check_available, cleanup
+from support.fleet.netns import PREFIX, free_subnet, sh
 
 
 async def test_leftovers_of_a_killed_run_are_removed() -> None:

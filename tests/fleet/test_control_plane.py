@@ -15,7 +15,7 @@ from caravanserai.client import Client
 from caravanserai.client.resumable import Listed, ResumableWatch
 from caravanserai.errors import AlreadyExists, CaravanseraiError
 from caravanserai.testing import builders
-from caravanserai.testing.fleet import Fleet
+from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 WRITES = 500

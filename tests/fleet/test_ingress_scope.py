@@ -13,7 +13,7 @@ import urllib.request
 from fleet_helpers import wait_running
 
 from caravanserai.testing import builders
-from caravanserai.testing.fleet import Fleet
+from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 WEB = ["sh", "-c", "echo scoped > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"]

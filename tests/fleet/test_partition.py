@@ -11,7 +11,7 @@ from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container
 
 from caravanserai import v1
 from caravanserai.testing import builders
-from caravanserai.testing.fleet import Fleet
+from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 FIGURES: dict[str, float] = {}

@@ -11,7 +11,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
 from caravanserai.testing import builders
-from caravanserai.testing.fleet import Fleet
+from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 

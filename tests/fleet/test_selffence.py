@@ -12,7 +12,7 @@ from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container
 from caravanserai import v1
 from caravanserai.clock import seconds
 from caravanserai.testing import builders
-from caravanserai.testing.fleet import Fleet
+from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 MAX_OVERLAP = 3.0

@@ -10,7 +10,7 @@ import urllib.request
 from fleet_helpers import QUICK_STOP, copies, wait_running
 
 from caravanserai.testing import builders
-from caravanserai.testing.fleet import Fleet
+from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 

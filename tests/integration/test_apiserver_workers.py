@@ -26,7 +26,7 @@ from caravanserai.apiserver.grpcapi import WORKER_METADATA
 from caravanserai.client import Client
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import project
-from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_projectset, projectset, projectset_messages
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
 

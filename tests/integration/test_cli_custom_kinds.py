@@ -11,7 +11,7 @@ import pytest
 
 from caravanserai.client import Client
 from caravanserai.testing.apiserver import RunningApiServer
-from caravanserai.testing.customkinds import define_projectset, example_proto, projectset, projectset_messages
+from support.customkinds import define_projectset, example_proto, projectset, projectset_messages
 
 from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 

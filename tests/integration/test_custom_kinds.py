@@ -15,7 +15,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
-from caravanserai.testing.customkinds import GROUP, define_projectset, projectset, projectset_messages
+from support.customkinds import GROUP, define_projectset, projectset, projectset_messages
 from caravanserai.testing.etcd import EtcdServer
 
 

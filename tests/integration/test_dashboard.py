@@ -18,8 +18,8 @@ from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import node, node_status, project
-from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
-from caravanserai.testing.dashboard import RunningDashboard, dashboard
+from support.customkinds import define_projectset, projectset, projectset_messages
+from support.dashboard import RunningDashboard, dashboard
 from caravanserai.testing.wait import wait_for
 
 NODE = "dash-node"

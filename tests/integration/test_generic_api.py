@@ -15,7 +15,7 @@ from caravanserai import v1
 from caravanserai.client import Client, ResourceClient
 from caravanserai.errors import Conflict, Invalid, NotFound
 from caravanserai.testing.builders import project
-from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import pytest
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import NotFound
-from caravanserai.testing.customkinds import projectset
+from support.customkinds import projectset
 from caravanserai.testing.wait import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"

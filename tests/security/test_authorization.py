@@ -185,7 +185,7 @@ async def start_plain(endpoint: str) -> None:
 # nodes get only the verbs a definition grants them.
 
 def _custom_ops(admin: Client) -> dict[str, Op]:
-    from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
+    from support.customkinds import define_projectset, projectset, projectset_messages
 
     sets = lambda c: c.resource(projectset_messages().ProjectSet)  # noqa: E731
 
@@ -233,7 +233,7 @@ CUSTOM_ALLOWED: dict[str, set[str] | None] = {
 async def test_authorization_matrix_of_custom_kinds(
     secure_api: RunningApiServer, tls_of: Callable[[str], TLSFiles], identity: str
 ) -> None:
-    from caravanserai.testing.customkinds import define_projectset, projectset, projectset_messages
+    from support.customkinds import define_projectset, projectset, projectset_messages
 
     async with Client(secure_api.address, tls=tls_of("admin")) as admin:
         await define_projectset(admin, node_verbs=("get",))

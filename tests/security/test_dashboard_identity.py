@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 
 from caravanserai.testing.apiserver import RunningApiServer
-from caravanserai.testing.dashboard import dashboard
+from support.dashboard import dashboard
 from caravanserai.process.tls import TLSFiles
 
 MANIFEST = "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: dash-id}\nspec:\n  services: [{name: a, image: busybox:test}]\n"

@@ -9,7 +9,7 @@
 Guarantees:
 
 * **One table.** `TRANSITIONS` is the only list of legal phase changes; the apiserver refuses every other change
-  through `check` (FailedPrecondition), and `tests/unit/test_lifecycle.py` walks every pair.
+  through `check` (FailedPrecondition), and `tests/unit/project/test_lifecycle.py` walks every pair.
 * **One constructor per change** (`bind`, `unschedulable`, `run`, `fail`, `succeed`, `return_to_pending`,
   `mark_terminating`, `terminate`): each returns a copy of the project in its new phase with the `Phase`
   condition recording the reason and message; the project passed in is never changed (informer caches are

@@ -20,8 +20,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from caravanserai.testing.fleet.netns import Host
-from caravanserai.testing.fleet.process import HostProcess
+from support.fleet.netns import Host
+from support.fleet.process import HostProcess
 
 
 @dataclass(frozen=True, slots=True)

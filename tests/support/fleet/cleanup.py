@@ -22,7 +22,7 @@ import shutil
 import signal
 from pathlib import Path
 
-from caravanserai.testing.fleet.netns import PREFIX, remove_run_network, sh
+from support.fleet.netns import PREFIX, remove_run_network, sh
 
 RUNS_ROOT = Path("/var/tmp/caravanserai-fleet")
 CGROUP_ROOT = Path("/sys/fs/cgroup")

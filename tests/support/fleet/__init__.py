@@ -2,12 +2,12 @@
 Engine and agent), a three-member etcd cluster, two apiservers and two controller managers, all over mutual TLS,
 with real faults (links cut, processes killed). See `fleet.Fleet`; needs root."""
 
-from caravanserai.testing.fleet.cleanup import remove_leftovers
-from caravanserai.testing.fleet.dockerd import EngineContainer, HostDocker
-from caravanserai.testing.fleet.etcdcluster import EtcdCluster, EtcdMember
-from caravanserai.testing.fleet.fleet import AGENT_PORT, API_PORT, Fleet, FleetConfig
-from caravanserai.testing.fleet.netns import Host, NamespacesUnavailable, Network, check_available
-from caravanserai.testing.fleet.process import HostProcess
+from support.fleet.cleanup import remove_leftovers
+from support.fleet.dockerd import EngineContainer, HostDocker
+from support.fleet.etcdcluster import EtcdCluster, EtcdMember
+from support.fleet.fleet import AGENT_PORT, API_PORT, Fleet, FleetConfig
+from support.fleet.netns import Host, NamespacesUnavailable, Network, check_available
+from support.fleet.process import HostProcess
 
 __all__ = [
     "AGENT_PORT",

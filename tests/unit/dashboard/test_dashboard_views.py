@@ -127,6 +127,6 @@ def test_json_path() -> None:
 
 def test_page_files_are_package_data() -> None:
     """The page is served from the installed package: its files must be listed as package data."""
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
     assert "static/*" in pyproject["tool"]["setuptools"]["package-data"]["caravanserai.dashboard"]
     assert {p.name for p in STATIC.iterdir()} >= {"index.html", "app.js", "style.css"}

@@ -29,23 +29,25 @@ import secrets
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from caravanserai import v1
 from caravanserai.client import Client
-from caravanserai.testing.docker import DEFAULT_IMAGE, ensure_test_image
-from caravanserai.testing.fleet import cleanup
-from caravanserai.testing.fleet.dockerd import HostDocker
-from caravanserai.testing.fleet.etcdcluster import EtcdCluster
-from caravanserai.testing.fleet.netns import Host, Network, check_available, free_subnet
-from caravanserai.testing.fleet.process import HostProcess
 from caravanserai.process.tls import TLSFiles
+from caravanserai.testing.docker import DEFAULT_IMAGE, ensure_test_image
+from support.fleet import cleanup
+from support.fleet.dockerd import HostDocker
+from support.fleet.etcdcluster import EtcdCluster
+from support.fleet.netns import Host, Network, check_available, free_subnet
+from support.fleet.process import HostProcess
 
 API_PORT = 7420
 AGENT_PORT = 7421
+
+CERTS_SCRIPT = Path(__file__).resolve().parents[3] / "deploy" / "certs.sh"
+"""The repository's `deploy/certs.sh`: the harness runs from a source checkout, beside it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +164,7 @@ class Fleet:
             raise
 
     def _make_certs(self) -> None:
-        script = str(resources.files("caravanserai.testing.fleet") / "certs.sh")
+        script = str(CERTS_SCRIPT)
         certs = self.workdir / "certs"
         control = ",".join(h.address for h in self.control_hosts)
         env = {**os.environ, "APISERVER_HOSTS": control, "ETCD_HOSTS": control}

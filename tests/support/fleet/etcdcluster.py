@@ -20,10 +20,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from caravanserai.testing.etcd import endpoint_healthy
-from caravanserai.testing.fleet.netns import Host
-from caravanserai.testing.fleet.process import HostProcess
 from caravanserai.process.tls import TLSFiles
+from caravanserai.testing.etcd import endpoint_healthy
+from support.fleet.netns import Host
+from support.fleet.process import HostProcess
 
 CLIENT_PORT = 2379
 PEER_PORT = 2380

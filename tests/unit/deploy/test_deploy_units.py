@@ -16,7 +16,7 @@ from caravanserai.agent.__main__ import parser as agent_parser
 from caravanserai.apiserver.__main__ import _parser as apiserver_parser
 from caravanserai.controllers.manager import parser as manager_parser
 
-UNITS = Path(__file__).resolve().parents[2] / "deploy" / "systemd"
+UNITS = Path(__file__).resolve().parents[3] / "deploy" / "systemd"
 PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "cara-apiserver": apiserver_parser,
     "cara-controller-manager": manager_parser,

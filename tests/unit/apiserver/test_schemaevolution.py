@@ -12,7 +12,7 @@ from caravanserai.customkinds import schemas
 from caravanserai import v1
 from caravanserai.apiserver.schemaevolution import breaking_changes
 from caravanserai.customkinds.schemas import Schema, SchemaError
-from caravanserai.testing.customkinds import projectset_messages
+from support.customkinds import projectset_messages
 
 Field = descriptor_pb2.FieldDescriptorProto
 

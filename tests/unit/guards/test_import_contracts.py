@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 LINT_IMPORTS = pathlib.Path(sys.executable).with_name("lint-imports")
 
 

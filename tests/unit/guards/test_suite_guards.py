@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+CONFTEST = Path(__file__).resolve().parents[2] / "conftest.py"
 
 SUITE = '''
 import asyncio

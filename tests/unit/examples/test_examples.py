@@ -10,7 +10,7 @@ from caravanserai import meta
 from caravanserai.apiserver.kinds import validate_object
 from caravanserai.text.manifestfiles import load_manifest_files
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "examples").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

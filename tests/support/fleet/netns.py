@@ -17,7 +17,7 @@ Guarantees:
 * **Bridged traffic passes.** Docker's `FORWARD DROP` policy would drop bridged frames when br_netfilter is
   loaded; one ACCEPT rule for the bridge, tagged with a comment naming the run, is inserted and removed.
 * **Nothing stays.** Every name carries the run's prefix (`cfl<run>`); `leftover_runs()` finds runs whose owner
-  process is gone (a killed test run), so `caravanserai.testing.fleet.cleanup` can remove them.
+  process is gone (a killed test run), so `support.fleet.cleanup` can remove them.
 
 Requires root (CAP_NET_ADMIN) and the `ip` and `iptables` commands; `NamespacesUnavailable` says why not.
 """

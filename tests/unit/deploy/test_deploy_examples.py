@@ -11,7 +11,7 @@ from ruamel.yaml import YAML
 from caravanserai.apiserver import metrics as apiserver_metrics
 from caravanserai.controller import metrics as controller_metrics
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 
 
 def test_prometheus_config_scrapes_the_default_addresses() -> None:
