@@ -1,5 +1,5 @@
-"""Helpers the benchmarks share: free loopback ports, starting and waiting for an apiserver process, process CPU
-time, percentiles, and the goal lines `run_all.py` prints.
+"""Helpers the benchmarks share: free loopback ports (`caravanserai.testing.free_port`), starting and waiting for an
+apiserver process, process CPU time, percentiles, and the goal lines `run_all.py` prints.
 
 Importing it makes the suite's own support (`tests/support`, imported as `support`) importable too: the benchmarks
 run from a source checkout, as the tests do.
@@ -10,25 +10,18 @@ from __future__ import annotations
 import asyncio
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 from typing import Any
 
 from caravanserai.client import Client
+from caravanserai.testing import free_port
 
 TESTS = pathlib.Path(__file__).resolve().parents[1] / "tests"
 """The folder that holds the suite's `support` package."""
 
 if str(TESTS) not in sys.path:
     sys.path.append(str(TESTS))
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def process_cpu(pid: int) -> float:

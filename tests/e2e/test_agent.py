@@ -14,8 +14,8 @@ from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.client import Client
 from caravanserai.clock import seconds
 from caravanserai.errors import NotFound
+from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
-from caravanserai.testing.etcd import free_port
 from caravanserai.testing.wait import wait_for
 
 pytestmark = pytest.mark.docker

@@ -33,7 +33,7 @@ import pytest
 from agent_harness import docker, remove_node_objects
 from ruamel.yaml import YAML
 
-from caravanserai.testing import ensure_test_image
+from caravanserai.testing import ensure_test_image, free_port, free_ports
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -43,23 +43,6 @@ T = TypeVar("T")
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-
-
-def free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports nobody listens on right now (the kernel's picks, all held until chosen)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-def free_port() -> int:
-    """One TCP port nobody listens on right now."""
-    return free_ports(1)[0]
 
 
 def script(name: str) -> str:

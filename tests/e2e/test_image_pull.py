@@ -25,6 +25,7 @@ from agent_harness import StartAgent, bind, docker, wait_phase
 from caravanserai import meta, v1
 from caravanserai.agent.docker import naming
 from caravanserai.client import Client
+from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
 
@@ -48,12 +49,6 @@ class Registry:
         return target
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def registry(tmp_path: Path, image: str) -> Iterator[Registry]:
     if shutil.which("docker-registry") is None or shutil.which("htpasswd") is None:
@@ -62,7 +57,7 @@ def registry(tmp_path: Path, image: str) -> Iterator[Registry]:
     (root / "data").mkdir(parents=True)
     htpasswd = subprocess.run(["htpasswd", "-Bbn", USER, PASSWORD], check=True, capture_output=True, text=True)
     (root / "htpasswd").write_text(htpasswd.stdout)  # the registry accepts bcrypt entries only
-    port = _free_port()
+    port = free_port()
     (root / "config.yml").write_text(
         "version: 0.1\nlog: {level: error}\n"
         f"storage: {{filesystem: {{rootdirectory: {root / 'data'}}}}}\n"

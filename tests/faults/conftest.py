@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from fault_processes import Processes, remove_labelled
 
+from caravanserai.testing import free_port
 from caravanserai.testing.docker import ensure_test_image
 from caravanserai.testing.etcd import EtcdServer
-from support.processes import ApiProcess, free_port
+from support.processes import ApiProcess
 
 
 @pytest.fixture

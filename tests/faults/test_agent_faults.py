@@ -38,11 +38,12 @@ from caravanserai.agent.docker.naming import LABEL_NETWORK_POOL
 from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
 from caravanserai.client import Client
 from caravanserai.storage import EtcdClient, Store
+from caravanserai.testing import free_port
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
-from support.processes import ApiProcess, free_port
 from caravanserai.testing.wait import wait_for
+from support.processes import ApiProcess
 
 pytestmark = pytest.mark.docker
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from caravanserai import v1
 from caravanserai.client import Client
+from caravanserai.process.tls import TLSFiles
 from caravanserai.testing import builders
+from caravanserai.testing import free_port
 from caravanserai.testing.apiserver import start_apiserver
 from caravanserai.testing.etcd import EtcdServer
-from support.processes import ApiProcess, free_port
-from caravanserai.process.tls import TLSFiles
+from support.processes import ApiProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 

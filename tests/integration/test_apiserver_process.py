@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 import urllib.request
 
@@ -14,19 +13,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import grpc
 
 from caravanserai.client import Client
+from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
-    address = f"127.0.0.1:{_free_port()}"
-    metrics = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
+    metrics = f"127.0.0.1:{free_port()}"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address,
         "--etcd-prefix", f"/proc-{os.getpid()}", "--metrics-listen", metrics,

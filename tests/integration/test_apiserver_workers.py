@@ -24,19 +24,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from caravanserai import meta, v1
 from caravanserai.apiserver.grpcapi import WORKER_METADATA
 from caravanserai.client import Client
+from caravanserai.testing import free_port
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import project
-from support.customkinds import define_projectset, projectset, projectset_messages
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 CONNECTIONS = 16  # clients with connections of their own opened until both workers hold one (fails: 2^-15)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _children(pid: int) -> list[int]:
@@ -86,10 +81,10 @@ async def _names(call: Any, count: int) -> list[tuple[str, str]]:
 @pytest.fixture
 async def workers(etcd: EtcdServer) -> AsyncIterator[tuple[asyncio.subprocess.Process, str, str]]:
     """(supervisor, gRPC address, metrics base URL) of `cara-apiserver --workers 2`, once ready."""
-    address, metrics = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+    address, metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address,
-        "--etcd-prefix", f"/workers-{os.getpid()}-{_free_port()}", "--metrics-listen", metrics, "--workers", "2",
+        "--etcd-prefix", f"/workers-{os.getpid()}-{free_port()}", "--metrics-listen", metrics, "--workers", "2",
         "--shutdown-grace", "1", "--log-level", "warning",
     )  # fmt: skip
     try:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -28,7 +27,7 @@ from caravanserai.cli.apply import LAST_APPLIED
 from caravanserai.client import Client
 from caravanserai.clock import timestamp
 from caravanserai.errors import NotFound
-from caravanserai.testing import builders
+from caravanserai.testing import builders, free_port
 from caravanserai.testing.apiserver import RunningApiServer, start_apiserver
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
@@ -463,14 +462,8 @@ async def test_logs_through_the_agent(cli: Caractrl, client: Client) -> None:
 # ---- connection, config, misc ---------------------------------------------------------------------------------
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_unreachable_server_names_the_address(cli: Caractrl) -> None:
-    address = f"127.0.0.1:{closed_port()}"
+    address = f"127.0.0.1:{free_port()}"
     result = await cli("--server", address, "get", "projects", server=False)
     assert result.exit_code == 1
     assert result.stderr.startswith(f"error: cannot reach the Caravanserai API server at {address}")

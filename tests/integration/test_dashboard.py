@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,11 +15,12 @@ import pytest
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
+from caravanserai.testing import free_port
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import node, node_status, project
+from caravanserai.testing.wait import wait_for
 from support.customkinds import define_projectset, projectset, projectset_messages
 from support.dashboard import RunningDashboard, dashboard
-from caravanserai.testing.wait import wait_for
 
 NODE = "dash-node"
 
@@ -222,9 +222,3 @@ async def test_the_process_lists_a_custom_kind_defined_later_with_its_printer_co
     finally:
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 15) == 0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

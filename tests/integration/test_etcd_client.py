@@ -22,8 +22,8 @@ from caravanserai.storage.etcd_types import (
     RangeResult,
     prefix_end,
 )
-from caravanserai.testing import EtcdServer
-from caravanserai.testing.etcd import EtcdStartError, free_port
+from caravanserai.testing import EtcdServer, free_port
+from caravanserai.testing.etcd import EtcdStartError
 
 
 @pytest.fixture

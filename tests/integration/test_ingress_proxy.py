@@ -20,6 +20,7 @@ from caravanserai import v1
 from caravanserai.agent.ingress.httpdetails import ERROR_HEADER, IngressLimits
 from caravanserai.agent.ingress.proxy import BackendUnavailable, IngressProxy
 from caravanserai.agent.ingress.routes import Route, RouteTable
+from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 
 
@@ -218,9 +219,7 @@ async def test_error_pages(cluster: Cluster) -> None:
     cluster.apply(web_project("off", node="n1", phase=v1.FAILED))
     cluster.apply(web_project("gone", node="n1"))  # Running, but its container has no address
     cluster.apply(web_project("moved", node="n3"))  # a node without a published ingress
-    dead = socket.create_server(("127.0.0.1", 0))
-    cluster.backends.addresses["dead"] = ("127.0.0.1", dead.getsockname()[1])
-    dead.close()  # nothing listens there any more: connection refused
+    cluster.backends.addresses["dead"] = ("127.0.0.1", free_port())  # nothing listens there: connection refused
     cluster.apply(web_project("dead", node="n1"))
     cases = [
         ("nowhere.example", 404, "unknown-host", "nowhere.example"),

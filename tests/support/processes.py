@@ -6,18 +6,12 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 from dataclasses import dataclass, field
 
 from caravanserai.client import Client
 from caravanserai.process.subprocesses import stop_process
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from caravanserai.testing import free_port
 
 
 @dataclass
@@ -52,4 +46,4 @@ class ApiProcess:
         await stop_process(self.proc, grace=10)
 
 
-__all__ = ["ApiProcess", "free_port"]
+__all__ = ["ApiProcess"]

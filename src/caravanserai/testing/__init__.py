@@ -1,5 +1,5 @@
 """Fixtures users can import for their own tests: a real etcd process, an in-process apiserver over it, a fake
-clock, object builders, `wait_for`, `running(manager)` and the Docker test image."""
+clock, object builders, `wait_for`, `running(manager)`, free ports and the Docker test image."""
 
 from caravanserai.testing import builders
 from caravanserai.testing.apiserver import RunningApiServer, apiserver, start_apiserver
@@ -7,6 +7,7 @@ from caravanserai.testing.clock import FakeClock
 from caravanserai.testing.docker import DEFAULT_IMAGE, ensure_test_image
 from caravanserai.testing.etcd import EtcdServer, EtcdStartError
 from caravanserai.testing.manager import running
+from caravanserai.testing.ports import free_port, free_ports
 from caravanserai.testing.wait import wait_for
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "apiserver",
     "builders",
     "ensure_test_image",
+    "free_port",
+    "free_ports",
     "running",
     "start_apiserver",
     "wait_for",

@@ -22,7 +22,6 @@ import contextlib
 import pathlib
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -32,6 +31,7 @@ from typing import IO, Self
 import structlog
 
 from caravanserai.process.tls import TLSFiles
+from caravanserai.testing.ports import free_port
 
 log = structlog.get_logger(__name__)
 
@@ -41,14 +41,6 @@ _POLL_SECONDS = 0.05
 
 class EtcdStartError(RuntimeError):
     """The etcd binary is missing, exited during startup, or never became healthy."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def endpoint_healthy(host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> bool:
@@ -262,4 +254,4 @@ class EtcdServer:
             self._client_port = self._peer_port = 0
 
 
-__all__ = ["EtcdServer", "EtcdStartError", "endpoint_healthy", "free_port"]
+__all__ = ["EtcdServer", "EtcdStartError", "endpoint_healthy"]
