@@ -21,7 +21,7 @@ PRINTER_COLUMNS = (("REPLICAS", ".spec.replicas"), ("READY", ".status.readyRepli
 
 
 def example_proto() -> pathlib.Path:
-    """Where the example's .proto is: next to the package in a source checkout."""
+    """Where the example's .proto is: in the source checkout that holds this support package."""
     here = pathlib.Path(__file__).resolve()
     for parent in here.parents:
         candidate = parent / "examples" / "projectset" / "projectset.proto"
