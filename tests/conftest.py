@@ -33,7 +33,7 @@ from caravanserai.testing.plugin import cara_apiserver, cara_client, cara_etcd, 
 
 os.environ[MUTATION_DETECTOR_ENV] = "1"
 
-# `pytester` runs the guards below on a suite of their own (tests/unit/test_suite_guards.py).
+# `pytester` runs the guards below on a suite of their own (tests/unit/guards/test_suite_guards.py).
 pytest_plugins = ["pytester"]
 
 # Logs of in-process servers go to stderr (pytest shows them for failing tests), never into captured stdout.

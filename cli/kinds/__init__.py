@@ -1,7 +1,7 @@
 """The CLI's table of kinds: one `KindView` per built-in kind (`base.KindView`: its `get` columns, `describe`
 layout, `wait` fields, schema bits …), one module each, keyed by plural — the client-side twin of the apiserver's
 `KindTable`. `get`, `describe`, `wait`, `schema` and `delete` look a kind up here and never name one
-(`tests/unit/test_cli_kind_table.py` checks it).
+(`tests/unit/cli/test_cli_kind_table.py` checks it).
 
 A custom kind has no module: `view_of` makes its view from the definition's printer columns (NAME, the columns,
 AGE), with the generic description (metadata, spec, status) and `condition=`/`delete` waits.

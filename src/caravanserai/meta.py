@@ -19,8 +19,9 @@ Adding a built-in kind is:
 
 Optional: a typed attribute on `caravanserai.client.Client` (`client.<plural>`; `client.resource("<plural>")`
 works without it), the plural in `caravanserai.client.apply.APPLICABLE` when `apply` should take the kind, and
-its page in `docs/`. Tests guard the tables: `tests/unit/test_kind_table.py` (one strategy per kind, no kind
-branch in the apiserver) and `tests/unit/test_cli_kind_table.py` (one view per kind, no kind branch in the CLI).
+its page in `docs/`. Tests guard the tables: `tests/unit/apiserver/test_kind_table.py` (one strategy per kind, no
+kind branch in the apiserver) and `tests/unit/cli/test_cli_kind_table.py` (one view per kind, no kind branch in the
+CLI).
 
 Custom kinds need none of this: a ResourceDefinition carries their names and schema (`customkinds`), the
 apiserver serves them with a generic strategy and the CLI shows them through their printer columns.
