@@ -23,18 +23,18 @@ from caravanserai.agent.config import (
     DEFAULT_RECONCILE_WORKERS,
     AgentConfig,
 )
+from caravanserai.agent.host.extended import parse_resource
 from caravanserai.agent.ingress.server import add_ingress_arguments, limits_from_args
 from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
-from caravanserai.agent.host.extended import parse_resource
 from caravanserai.client import add_client_arguments, server_address
-from caravanserai.text.durations import parse_duration
+from caravanserai.process.helpformat import DefaultsHelpFormatter
 from caravanserai.process.logging import configure_logging
+from caravanserai.process.shell import fatal, run_main, until_signalled
+from caravanserai.process.tls import TLSFiles
+from caravanserai.text.addresses import DEFAULT_DOCKER_HOST, parse_address
+from caravanserai.text.durations import parse_duration
 from caravanserai.text.quantity import parse_quantity
 from caravanserai.text.selectors import validate_dns_subdomain
-from caravanserai.process.tls import TLSFiles
-from caravanserai.process.helpformat import DefaultsHelpFormatter
-from caravanserai.process.shell import fatal, run_main, until_signalled
-from caravanserai.text.addresses import DEFAULT_DOCKER_HOST, parse_address
 
 log = structlog.get_logger(__name__)
 
@@ -86,41 +86,75 @@ def _duration(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Run this machine's assigned projects on Docker.", formatter_class=DefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Run this machine's assigned projects on Docker.", formatter_class=DefaultsHelpFormatter
+    )
     add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="name of this node (default: hostname)")
     p.add_argument("--docker-host", default=DEFAULT_DOCKER_HOST, help="Docker Engine address (unix:// or tcp://)")
     p.add_argument("--heartbeat-interval", type=_positive, default=10.0, help="seconds between Lease renewals")
     p.add_argument("--label", type=_label, action="append", default=[], help="node label key=value (repeatable)")
     p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the Agent gRPC service (logs)")
-    p.add_argument("--allow-insecure", action="store_true",
-                   help="serve the log service over plain TCP on a non-loopback --listen (default: loopback only without TLS)")
-    p.add_argument("--token-file", default="",
-                   help="bearer tokens of callers of the Agent service (token,user[,groups] lines; admin may exec/port-forward)")
+    p.add_argument(
+        "--allow-insecure",
+        action="store_true",
+        help="serve the log service over plain TCP on a non-loopback --listen (default: loopback only without TLS)",
+    )
+    p.add_argument(
+        "--token-file",
+        default="",
+        help="bearer tokens of callers of the Agent service (token,user[,groups] lines; admin may exec/port-forward)",
+    )
     add_ingress_arguments(p)
     p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
     p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
     p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
     p.add_argument("--workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="projects reconciled in parallel")
-    p.add_argument("--network-pool", type=int, default=DEFAULT_POOL_SIZE, metavar="N",
-                   help="spare project networks kept ready, so that a project arriving need not wait for Docker to "
-                        "make one (made and removed in the background; 0: none, each project's network is made "
-                        "when it arrives)")
-    p.add_argument("--metrics-port", type=int, default=None,
-                   help="serve /metrics, /healthz and /readyz on every interface at this port")
-    p.add_argument("--health-listen", type=_host_port, default=DEFAULT_HEALTH_LISTEN,
-                   help="where /healthz, /readyz and /metrics are served without --metrics-port (host:port)")
+    p.add_argument(
+        "--network-pool",
+        type=int,
+        default=DEFAULT_POOL_SIZE,
+        metavar="N",
+        help="spare project networks kept ready, so that a project arriving need not wait for Docker to "
+        "make one (made and removed in the background; 0: none, each project's network is made "
+        "when it arrives)",
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve /metrics, /healthz and /readyz on every interface at this port",
+    )
+    p.add_argument(
+        "--health-listen",
+        type=_host_port,
+        default=DEFAULT_HEALTH_LISTEN,
+        help="where /healthz, /readyz and /metrics are served without --metrics-port (host:port)",
+    )
     p.add_argument("--stop-timeout", type=int, default=10, help="seconds a container gets to stop before SIGKILL")
     p.add_argument("--pull-timeout", type=_positive, default=600.0, help="seconds an image pull may take")
-    p.add_argument("--fence-after", type=_duration, default=DEFAULT_FENCE_AFTER,
-                   help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
-                   "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
-                   "period; 0: never)")
-    p.add_argument("--resource", type=_resource, action="append", default=[], metavar="NAME=COUNT",
-                   help="an extended resource this node offers, e.g. gpu=2 (repeatable; nvidia.com/gpu is detected)")
-    p.add_argument("--data-dir", default="",
-                   help="where files of Secret and Config volumes are written (default: a tmpfs directory under "
-                        "/dev/shm/caravanserai-agent/)")
+    p.add_argument(
+        "--fence-after",
+        type=_duration,
+        default=DEFAULT_FENCE_AFTER,
+        help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
+        "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
+        "period; 0: never)",
+    )
+    p.add_argument(
+        "--resource",
+        type=_resource,
+        action="append",
+        default=[],
+        metavar="NAME=COUNT",
+        help="an extended resource this node offers, e.g. gpu=2 (repeatable; nvidia.com/gpu is detected)",
+    )
+    p.add_argument(
+        "--data-dir",
+        default="",
+        help="where files of Secret and Config volumes are written (default: a tmpfs directory under "
+        "/dev/shm/caravanserai-agent/)",
+    )
     p.add_argument("--log-level", default="info", help="debug, info, warning or error")
     return p
 

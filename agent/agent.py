@@ -44,35 +44,34 @@ from typing import Any
 import grpc
 import structlog
 
-from caravanserai.project import datarefs
 from caravanserai import meta, v1
-from caravanserai.agent.config import AgentConfig
-from caravanserai.agent.workload.datafiles import DataFiles, default_root
-from caravanserai.agent.docker.events import DockerEventWatcher
-from caravanserai.agent.access.service import AgentService
-from caravanserai.agent.ingress.endpoints import ServiceEndpoints
 from caravanserai.agent.access.execstream import ExecRunner
-from caravanserai.agent.ingress.server import Ingress
 from caravanserai.agent.access.logs import LogStreamer
-from caravanserai.agent.node import Heartbeat, NodeRegistrar
-from caravanserai.agent.workload.health import HealthProber
-from caravanserai.agent.workload.netpool import NetworkPool
 from caravanserai.agent.access.portforward import PortForwarder
-from caravanserai.agent.workload.project import ProjectRuntime
+from caravanserai.agent.access.service import AgentService
+from caravanserai.agent.config import AgentConfig
+from caravanserai.agent.docker.engine import DockerRuntime
+from caravanserai.agent.docker.events import DockerEventWatcher
+from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
+from caravanserai.agent.ingress.endpoints import ServiceEndpoints
+from caravanserai.agent.ingress.server import Ingress
+from caravanserai.agent.node import Heartbeat, NodeRegistrar
 from caravanserai.agent.reconciler import ProjectReconciler
 from caravanserai.agent.selffence import SelfFence
+from caravanserai.agent.workload.datafiles import DataFiles, default_root
+from caravanserai.agent.workload.health import HealthProber
+from caravanserai.agent.workload.netpool import NetworkPool
+from caravanserai.agent.workload.project import ProjectRuntime
 from caravanserai.agent.workload.servicedata import ServiceData
-from caravanserai.agent.docker.engine import DockerRuntime
-from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client
-from caravanserai.clock import run_within
-from caravanserai.clock import Clock, SystemClock
+from caravanserai.clock import Clock, SystemClock, run_within
 from caravanserai.controller import Controller, ControllerMetrics, EventRecorder, Manager, enqueue_mapped
 from caravanserai.errors import CaravanseraiError
-from caravanserai.process.identity import Authenticator, load_token_file
 from caravanserai.informer import Backoff, Informer, WatchOptions
+from caravanserai.process.identity import Authenticator, load_token_file
 from caravanserai.process.introspection import serve_introspection, set_serving
+from caravanserai.project import datarefs
 from caravanserai.text.addresses import is_loopback, parse_address
 from caravanserai.workqueue import WorkQueue
 
@@ -111,8 +110,9 @@ class Agent:
         async with (
             Client(config.server, tls=config.tls, token=config.token) as client,
             DockerRuntime.connect(config.docker_host, pull_timeout=config.pull_timeout) as docker,
-            Ingress(docker, node=config.node_name, listen=config.ingress_listen,
-                    limits=config.ingress_limits).serving() as ingress,
+            Ingress(
+                docker, node=config.node_name, listen=config.ingress_listen, limits=config.ingress_limits
+            ).serving() as ingress,
         ):
             self.ingress_port = ingress.port
             server = await self._start_grpc(docker)
@@ -182,13 +182,21 @@ class Agent:
         projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout, networks=networks)
         sweep = functools.partial(self._sweep, informer, queue, projects)
         fence = SelfFence(
-            fence_after=config.fence_after, clock=clock, projects=projects, client=client, node=config.node_name,
+            fence_after=config.fence_after,
+            clock=clock,
+            projects=projects,
+            client=client,
+            node=config.node_name,
             on_unfenced=sweep,
         )
         prober = HealthProber(clock=clock, on_change=queue.add)
         reconciler = self._make_reconciler(client, informer, projects, fence=fence, prober=prober)
         controller = Controller(
-            COMPONENT, reconciler, queue, max_concurrent_reconciles=config.reconcile_workers, clock=clock,
+            COMPONENT,
+            reconciler,
+            queue,
+            max_concurrent_reconciles=config.reconcile_workers,
+            clock=clock,
             metrics=metrics,
         )
         self._watch(controller, informer, manager, ingress)
@@ -197,14 +205,17 @@ class Agent:
         )
         heartbeat = Heartbeat(client, registrar, config, clock=clock, on_contact=fence.contact)
         meter = ThroughputMeter(client, clock=clock, size=config.throughput_bytes)
-        await self._run_beside(manager, {
-            "agent-heartbeat": self._beat_once_warm(heartbeat, networks),
-            "agent-health-probes": prober.run(),
-            "agent-network-pool": networks.run(),
-            "agent-self-fence": fence.run(),
-            "agent-throughput": self._measure(registrar, meter),
-            "agent-docker": self._fence_and_watch(informer, queue, sweep, docker),
-        })
+        await self._run_beside(
+            manager,
+            {
+                "agent-heartbeat": self._beat_once_warm(heartbeat, networks),
+                "agent-health-probes": prober.run(),
+                "agent-network-pool": networks.run(),
+                "agent-self-fence": fence.run(),
+                "agent-throughput": self._measure(registrar, meter),
+                "agent-docker": self._fence_and_watch(informer, queue, sweep, docker),
+            },
+        )
 
     def _make_manager(self, client: Client) -> Manager:
         host, port = self._http_address()

@@ -25,9 +25,9 @@ from typing import TypeVar
 import structlog
 
 from caravanserai import meta, v1
-from caravanserai.agent.host import extended, machine
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.docker.records import DaemonInfo
+from caravanserai.agent.host import extended, machine
 from caravanserai.backoff import Backoff
 from caravanserai.client import Client
 from caravanserai.clock import Clock, timestamp

@@ -42,13 +42,12 @@ from collections.abc import Callable
 
 import structlog
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
-from caravanserai.agent.workload import health, projectstatus
+from caravanserai.agent.docker.containers import NO_INPUTS
 from caravanserai.agent.docker.records import Observed
+from caravanserai.agent.workload import health, projectstatus
 from caravanserai.agent.workload.health import HealthProber
 from caravanserai.agent.workload.ledger import RestartLedger
-from caravanserai.agent.docker.containers import NO_INPUTS
 from caravanserai.agent.workload.project import HealthView, ProjectRuntime
 from caravanserai.agent.workload.pullreport import PullEvents
 from caravanserai.agent.workload.servicedata import ServiceData
@@ -56,6 +55,7 @@ from caravanserai.client import Client
 from caravanserai.clock import Clock, seconds
 from caravanserai.controller import NORMAL, WARNING, EventRecorder, Result
 from caravanserai.errors import Conflict, FailedPrecondition, Forbidden, NotFound
+from caravanserai.project import lifecycle
 
 log = structlog.get_logger(__name__)
 
@@ -180,7 +180,9 @@ class ProjectReconciler:
         name, spec = project.metadata.name, project.spec
         inputs = await self._data.inputs(project) if self._data is not None else NO_INPUTS
         pulls = PullEvents(project, client=self._client, recorder=self._recorder, clock=self._clock)
-        outcome = await self._projects.ensure(project, with_health=self._with_health(project), inputs=inputs, pulls=pulls)
+        outcome = await self._projects.ensure(
+            project, with_health=self._with_health(project), inputs=inputs, pulls=pulls
+        )
         project = pulls.latest  # with the progress messages written while images were pulled
         if self._data is not None and not outcome.waiting and outcome.failure is None:  # nothing old runs on
             self._data.files.prune(name, {path for i in inputs.services.values() for path, _ in i.mounts})
@@ -226,9 +228,10 @@ class ProjectReconciler:
             await self._projects.restart_service(found.container_id)
             self._ledger.restarted(project.metadata.name, service.name, found.container_id)
             if self._prober is not None:
-                self._prober.forget_except(project.metadata.name, {
-                    o.container_id for o in observed.values() if o.container_id != found.container_id
-                })
+                self._prober.forget_except(
+                    project.metadata.name,
+                    {o.container_id for o in observed.values() if o.container_id != found.container_id},
+                )
             restarted.append(service.name)
             observed[service.name] = dataclasses.replace(found, health=health.STARTING)
         return restarted

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from caravanserai import v1
-from caravanserai.agent.docker import naming
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER
+from caravanserai.agent.docker import naming
 from caravanserai.agent.workload.project import ProjectRuntime, gather_and_raise
 from caravanserai.client import Client
 from caravanserai.clock import Clock
@@ -101,8 +101,11 @@ class SelfFence:
             self.fences += 1
             log.warning("no apiserver answered: stopping this node's containers", node=self._node, silent=silent)
         try:
-            running = [c for c in await self._projects.docker.list_containers(naming.node_filter(self._node))
-                       if c.state == RUNNING]
+            running = [
+                c
+                for c in await self._projects.docker.list_containers(naming.node_filter(self._node))
+                if c.state == RUNNING
+            ]
             self._stopped.update(c.project for c in running if c.project)
             await gather_and_raise(
                 self._projects.docker.stop_container(c.id, timeout=self._projects.stop_timeout) for c in running

@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 import structlog
+from benchlib import free_port, goal
 
 from caravanserai import meta, v1
 from caravanserai.agent.config import DEFAULT_WORKERS
@@ -42,13 +43,10 @@ from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
 from caravanserai.testing.builders import project
-from benchlib import free_port, goal
 
 NODE = "bench-agent"
 BASELINE_LABEL = "caravanserai.bench=baseline"
 COMMAND = ["sleep", "3600"]
-
-
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -163,7 +161,9 @@ async def watch_running(client: Client, names: set[str], since: str, running_at:
             raise RuntimeError(f"project {name} failed: {list(event.object.status.conditions)}")
 
 
-async def agent_run(client: Client, image: str, count: int, *, bind_here: bool, prefix: str = "bench") -> dict[str, Any]:
+async def agent_run(
+    client: Client, image: str, count: int, *, bind_here: bool, prefix: str = "bench"
+) -> dict[str, Any]:
     """Apply `count` projects at once and time apply → Running; then delete them and time the teardown."""
     names = {f"{prefix}-{i:03d}" for i in range(count)}
     running_at: dict[str, float] = {}
@@ -223,13 +223,47 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
     try:
         async with EtcdServer() as etcd:
             address = f"127.0.0.1:{free_port()}"
-            procs.append(spawn(["cara-apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address, "--metrics-listen", "off",
-                                "--log-level", "warning"], f"{logs}/apiserver.log"))
-            procs.append(spawn(["cara-agent", "--server", address, "--node-name", NODE, "--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0",
-                                "--ingress-listen", "127.0.0.1:0",
-                                "--workers", str(opts.workers), "--stop-timeout", "1", "--log-level", "warning",
-                                *([] if opts.network_pool is None else ["--network-pool", str(opts.network_pool)])],
-                               f"{logs}/agent.log"))
+            procs.append(
+                spawn(
+                    [
+                        "cara-apiserver",
+                        "--etcd-endpoints",
+                        etcd.endpoint,
+                        "--listen",
+                        address,
+                        "--metrics-listen",
+                        "off",
+                        "--log-level",
+                        "warning",
+                    ],
+                    f"{logs}/apiserver.log",
+                )
+            )
+            procs.append(
+                spawn(
+                    [
+                        "cara-agent",
+                        "--server",
+                        address,
+                        "--node-name",
+                        NODE,
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--health-listen",
+                        "127.0.0.1:0",
+                        "--ingress-listen",
+                        "127.0.0.1:0",
+                        "--workers",
+                        str(opts.workers),
+                        "--stop-timeout",
+                        "1",
+                        "--log-level",
+                        "warning",
+                        *([] if opts.network_pool is None else ["--network-pool", str(opts.network_pool)]),
+                    ],
+                    f"{logs}/agent.log",
+                )
+            )
             if use_scheduler:
                 procs.append(spawn(["cara-scheduler", "--server", address], f"{logs}/scheduler.log"))
             async with Client(address, retry_timeout=5) as client:
@@ -269,15 +303,30 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "ratio_agent_to_docker_run_on_networks_made_before": round(agent["total_s"] / ready["total_s"], 3),
         "ratio_agent_to_docker_run": round(agent["total_s"] / baseline["total_s"], 3),
         "ratio_agent_to_docker_network_and_run": round(agent["total_s"] / direct["total_s"], 3),
-        "single": {"agent": single, "docker_run": raw_single,
-                   "p50_above_docker_run_ms": round((single["p50_s"] - raw_single["p50_s"]) * 1000)},  # fmt: skip
+        "single": {
+            "agent": single,
+            "docker_run": raw_single,
+            "p50_above_docker_run_ms": round((single["p50_s"] - raw_single["p50_s"]) * 1000),
+        },  # fmt: skip
         "goals": [
-            goal(f"end to end: {opts.count} projects apply -> Running / {opts.count} concurrent docker run",
-                 round(agent["total_s"] / baseline["total_s"], 3), 1.2, at_most=True),  # fmt: skip
-            goal("end to end: the same / the same Docker work done directly (network + container each)",
-                 round(agent["total_s"] / direct["total_s"], 3), 1.05, at_most=True),  # fmt: skip
-            goal("end to end: one project apply -> Running, p50 above docker run (ms)",
-                 round((single["p50_s"] - raw_single["p50_s"]) * 1000), 300, at_most=True),  # fmt: skip
+            goal(
+                f"end to end: {opts.count} projects apply -> Running / {opts.count} concurrent docker run",
+                round(agent["total_s"] / baseline["total_s"], 3),
+                1.2,
+                at_most=True,
+            ),  # fmt: skip
+            goal(
+                "end to end: the same / the same Docker work done directly (network + container each)",
+                round(agent["total_s"] / direct["total_s"], 3),
+                1.05,
+                at_most=True,
+            ),  # fmt: skip
+            goal(
+                "end to end: one project apply -> Running, p50 above docker run (ms)",
+                round((single["p50_s"] - raw_single["p50_s"]) * 1000),
+                300,
+                at_most=True,
+            ),  # fmt: skip
         ],
     }
 
@@ -285,10 +334,16 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20)
-    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="cara-agent's --workers (default: its default)")
+    parser.add_argument(
+        "--workers", type=int, default=DEFAULT_WORKERS, help="cara-agent's --workers (default: its default)"
+    )
     parser.add_argument("--single", type=int, default=5, help="projects applied one at a time")
-    parser.add_argument("--network-pool", type=int, default=None,
-                        help="cara-agent's --network-pool (default: not given, the agent's default)")
+    parser.add_argument(
+        "--network-pool",
+        type=int,
+        default=None,
+        help="cara-agent's --network-pool (default: not given, the agent's default)",
+    )
     parser.add_argument("--scheduler", action="store_true", help="bind with a cara-scheduler process when installed")
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

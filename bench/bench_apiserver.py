@@ -36,17 +36,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import grpc
 import structlog
+from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
 from prometheus_client.parser import text_string_to_metric_families
 
 from caravanserai import v1
 from caravanserai.client import Client
-import grpc
-
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
-from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
 
 RELAY_METHOD = "/bench.Relay/Write"
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]  # each channel its own connection, as each Client here
@@ -66,15 +65,14 @@ async def rate(op: Op, count: int, *, workers: int) -> float:
     return round(count / (time.perf_counter() - started), 1)
 
 
-
-
-
-
-async def through_apiserver(address: str, count: int, clients: int, channels: int, *, first: int = 0) -> dict[str, float]:
+async def through_apiserver(
+    address: str, count: int, clients: int, channels: int, *, first: int = 0
+) -> dict[str, float]:
     """Creates, updates and gets of projects p<first>… through `caravanserai.client.Client`."""
     pool = [Client(address, own_connection=True) for _ in range(channels)]
     objs: dict[int, v1.Project] = {}
     try:
+
         def c(i: int) -> Client:
             return pool[i % channels]
 
@@ -116,6 +114,7 @@ async def through_apiserver_bare(address: str, count: int, clients: int, channel
         gets.append(v1.GetRequest(resource="projects", name=obj.metadata.name).SerializeToString())
     stored: dict[int, v1.Object] = {}
     try:
+
         async def create(i: int) -> None:
             stored[i] = v1.Object.FromString(await stubs["Create"][i % channels](creates[i]))
 
@@ -160,8 +159,6 @@ async def direct(endpoint: str, count: int, clients: int, prefix: str) -> dict[s
         }
 
 
-
-
 # ---- the bare relay ---------------------------------------------------------------------------------------------
 
 
@@ -192,6 +189,7 @@ async def through_relay(address: str, count: int, clients: int, channels: int) -
     value = project("p000000", labels={"bench": "yes"}).SerializeToString()
     revisions: dict[int, bytes] = {}
     try:
+
         async def create(i: int) -> None:
             revisions[i] = await calls[i % channels](b"p%06d\x000\x00%s" % (i, value))
 
@@ -211,7 +209,15 @@ async def relay(endpoint: str, count: int, clients: int, channels: int, prefix: 
     """The relay process started, measured (its CPU share too), stopped."""
     address = f"127.0.0.1:{free_port()}"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--relay", "--etcd", endpoint, "--address", address, "--prefix", prefix,
+        sys.executable,
+        __file__,
+        "--relay",
+        "--etcd",
+        endpoint,
+        "--address",
+        address,
+        "--prefix",
+        prefix,
         stdout=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None

@@ -23,12 +23,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
+from benchlib import free_port, goal, wait_serving
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 from caravanserai.client import Client, ResourceClient
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
-from benchlib import free_port, goal, wait_serving
-from support.customkinds import define_projectset, projectset, projectset_messages
 
 OPS = ("create_per_s", "update_per_s", "get_per_s")
 
@@ -45,7 +45,9 @@ async def rate(op: Callable[[int], Awaitable[Any]], count: int, *, workers: int)
     return round(count / (time.perf_counter() - started), 1)
 
 
-async def measure(rc: ResourceClient[Any], make: Callable[[str], Any], prefix: str, count: int, clients: int) -> dict[str, float]:
+async def measure(
+    rc: ResourceClient[Any], make: Callable[[str], Any], prefix: str, count: int, clients: int
+) -> dict[str, float]:
     objs: dict[int, Any] = {}
 
     async def create(i: int) -> None:
@@ -76,8 +78,12 @@ async def run(address: str, opts: argparse.Namespace) -> dict[str, Any]:
         sets = client.resource(projectset_messages().ProjectSet)
         builtin, custom = [], []
         for n in range(opts.rounds):
-            builtin.append(await measure(client.projects, lambda name: project(name), f"p{n}", opts.count, opts.clients))
-            custom.append(await measure(sets, lambda name: projectset(name, replicas=2), f"s{n}", opts.count, opts.clients))
+            builtin.append(
+                await measure(client.projects, lambda name: project(name), f"p{n}", opts.count, opts.clients)
+            )
+            custom.append(
+                await measure(sets, lambda name: projectset(name, replicas=2), f"s{n}", opts.count, opts.clients)
+            )
     projects, projectsets = best(builtin), best(custom)
     ratio = {op: round(projectsets[op] / projects[op], 3) for op in OPS}
     return {
@@ -100,8 +106,19 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         address = f"127.0.0.1:{free_port()}"
         exe = os.path.join(os.path.dirname(sys.executable), "cara-apiserver")
         proc = subprocess.Popen(
-            [exe, "--etcd-endpoints", etcd.endpoint, "--listen", address, "--metrics-listen", "off",
-             "--etcd-prefix", "/bench-kinds", "--log-level", "warning"],
+            [
+                exe,
+                "--etcd-endpoints",
+                etcd.endpoint,
+                "--listen",
+                address,
+                "--metrics-listen",
+                "off",
+                "--etcd-prefix",
+                "/bench-kinds",
+                "--log-level",
+                "warning",
+            ],
             stderr=subprocess.DEVNULL,
         )
         try:

@@ -28,12 +28,12 @@ import time
 from typing import Any
 
 import structlog
+from benchlib import free_port, goal, start_apiserver, stop, wait_serving
 
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
 from caravanserai.testing.builders import project
-from benchlib import free_port, goal, start_apiserver, stop, wait_serving
 
 COMMAND = ["sleep", "3600"]
 
@@ -160,8 +160,12 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "grace_period_s": opts.grace_period,
         **result,
         "goals": [
-            goal(f"failover: {opts.projects} projects Running on the other agent after SIGKILL (s)",
-                 result["running_elsewhere_after_s"], result["budget_s"], at_most=True),  # fmt: skip
+            goal(
+                f"failover: {opts.projects} projects Running on the other agent after SIGKILL (s)",
+                result["running_elsewhere_after_s"],
+                result["budget_s"],
+                at_most=True,
+            ),  # fmt: skip
         ],
     }
 

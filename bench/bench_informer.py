@@ -30,6 +30,7 @@ import tracemalloc
 from typing import Any
 
 import structlog
+from benchlib import free_port, goal, start_apiserver, stop, wait_serving
 
 from caravanserai import v1
 from caravanserai.client import Client
@@ -39,7 +40,6 @@ from caravanserai.informer import Informer
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
 from caravanserai.workqueue import WorkQueue
-from benchlib import free_port, goal, start_apiserver, stop, wait_serving
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
@@ -52,13 +52,15 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-
-
 def bench_project(i: int) -> v1.Project:
     """A realistic small project as `caractrl apply` stores it: two services with requests, a few labels and
     annotations, and the last-applied annotation (the manifest as JSON)."""
-    obj = project(f"p{i:06d}", services=["web", "db"], requests={"cpu": "100m", "memory": "64Mi"},
-                  labels={"app": f"app-{i % 50}", "tier": "bench", "team": f"t{i % 7}"})
+    obj = project(
+        f"p{i:06d}",
+        services=["web", "db"],
+        requests={"cpu": "100m", "memory": "64Mi"},
+        labels={"app": f"app-{i % 50}", "tier": "bench", "team": f"t{i % 7}"},
+    )
     obj.metadata.annotations["owner"] = f"user-{i % 100}@example.com"
     obj.metadata.annotations[LAST_APPLIED] = configuration(applied_form(obj))
     return obj
@@ -95,8 +97,19 @@ async def write(address: str, mode: str, count: int, clients: int, objects: int)
 
 async def run_writer(address: str, mode: str, count: int, clients: int, objects: int) -> dict[str, float]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--writer", mode, "--address", address, "--count", str(count),
-        "--clients", str(clients), "--objects", str(objects), stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        __file__,
+        "--writer",
+        mode,
+        "--address",
+        address,
+        "--count",
+        str(count),
+        "--clients",
+        str(clients),
+        "--objects",
+        str(objects),
+        stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await proc.communicate()
     if proc.returncode != 0:
@@ -122,7 +135,9 @@ class Counter:
         self.last = now
 
 
-async def measure_memory(client: Client, objects: int) -> tuple[dict[str, Any], Informer[v1.Project], asyncio.Task[None]]:
+async def measure_memory(
+    client: Client, objects: int
+) -> tuple[dict[str, Any], Informer[v1.Project], asyncio.Task[None]]:
     before = rss_bytes()
     informer: Informer[v1.Project] = Informer(client.projects)
     started = time.perf_counter()
@@ -227,8 +242,6 @@ async def measure_raw_watch(client: Client, address: str, opts: argparse.Namespa
     return {"events": counter.events, "cpu_us_per_event": round(cpu / max(counter.events, 1) * 1e6, 1)}
 
 
-
-
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
     async with EtcdServer() as etcd:
         address = f"127.0.0.1:{free_port()}"
@@ -252,8 +265,12 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
         "throughput": throughput,
         "bare_client_watch_baseline": raw,
         "goals": [
-            goal("informer (default, compact): RSS per 10,000 cached projects with last-applied (MiB)",
-                 memory["rss_delta_mib_per_10k"], 20, at_most=True),  # fmt: skip
+            goal(
+                "informer (default, compact): RSS per 10,000 cached projects with last-applied (MiB)",
+                memory["rss_delta_mib_per_10k"],
+                20,
+                at_most=True,
+            ),  # fmt: skip
         ],
     }
 

@@ -62,8 +62,10 @@ async def wait_until(check: Any, what: str, timeout: float = 60.0) -> None:
 
 
 def web_project(image: str, host_port: int, blob_mib: int) -> v1.Project:
-    serve = (f"busybox dd if=/dev/zero of=/tmp/blob bs=1048576 count={blob_mib} 2>/dev/null; "
-             "echo ok > /tmp/index.html; exec httpd -f -p 8080 -h /tmp")
+    serve = (
+        f"busybox dd if=/dev/zero of=/tmp/blob bs=1048576 count={blob_mib} 2>/dev/null; "
+        "echo ok > /tmp/index.html; exec httpd -f -p 8080 -h /tmp"
+    )
     p = project("bench", image=image, services=["web"], command=["sh", "-c", serve])
     p.spec.services[0].ports.add(container_port=8080, host_port=host_port, host_ip="127.0.0.1")
     ingress = p.spec.ingress.add(name="site", host="web")
@@ -87,9 +89,20 @@ def parse_wrk(text: str) -> dict[str, float]:
 def wrk(port: int, opts: argparse.Namespace, connections: int) -> dict[str, float]:
     threads = min(2, connections)
     out = subprocess.run(
-        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{opts.duration}s", "--latency", "-H", f"Host: {HOST}",
-         f"http://127.0.0.1:{port}/index.html"],
-        capture_output=True, text=True, check=True, timeout=opts.duration + 60,
+        [
+            "wrk",
+            f"-t{threads}",
+            f"-c{connections}",
+            f"-d{opts.duration}s",
+            "--latency",
+            "-H",
+            f"Host: {HOST}",
+            f"http://127.0.0.1:{port}/index.html",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=opts.duration + 60,
     )
     return parse_wrk(out.stdout)
 
@@ -102,8 +115,15 @@ def interleaved(ports: dict[str, int], opts: argparse.Namespace, connections: in
         for name, port in ports.items():
             runs[name].append(wrk(port, opts, connections))
     return {
-        name: {key: round(statistics.median(r[key] for r in rounds) if key != "requests_per_s"
-                          else statistics.fmean(r[key] for r in rounds), 3) for key in rounds[0]}
+        name: {
+            key: round(
+                statistics.median(r[key] for r in rounds)
+                if key != "requests_per_s"
+                else statistics.fmean(r[key] for r in rounds),
+                3,
+            )
+            for key in rounds[0]
+        }
         for name, rounds in runs.items()
     }
 
@@ -140,26 +160,67 @@ async def port_forward_rates(address: str, host_port: int, opts: argparse.Namesp
     finally:
         proc.terminate()
         proc.wait(10)
-    return {"blob_mib": opts.blob_mib, "direct_mib_per_s": direct, "port_forward_mib_per_s": forwarded,
-            "ratio_port_forward_to_direct": round(forwarded / direct, 3)}
+    return {
+        "blob_mib": opts.blob_mib,
+        "direct_mib_per_s": direct,
+        "port_forward_mib_per_s": forwarded,
+        "ratio_port_forward_to_direct": round(forwarded / direct, 3),
+    }
 
 
-async def start_cluster(etcd: EtcdServer, logs: str, procs: list[subprocess.Popen[bytes]]) -> tuple[str, dict[str, int]]:
+async def start_cluster(
+    etcd: EtcdServer, logs: str, procs: list[subprocess.Popen[bytes]]
+) -> tuple[str, dict[str, int]]:
     address = f"127.0.0.1:{free_port()}"
-    procs.append(spawn(["cara-apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address,
-                        "--metrics-listen", "off", "--log-level", "warning"], f"{logs}/apiserver.log"))
+    procs.append(
+        spawn(
+            [
+                "cara-apiserver",
+                "--etcd-endpoints",
+                etcd.endpoint,
+                "--listen",
+                address,
+                "--metrics-listen",
+                "off",
+                "--log-level",
+                "warning",
+            ],
+            f"{logs}/apiserver.log",
+        )
+    )
     ports = {node: free_port() for node in NODES}
     for node, port in ports.items():
-        procs.append(spawn(["cara-agent", "--server", address, "--node-name", node, "--listen", "127.0.0.1:0",
-                            "--health-listen", "127.0.0.1:0", "--ingress-listen", f"127.0.0.1:{port}",
-                            "--stop-timeout", "1", "--log-level", "warning"], f"{logs}/agent-{node}.log"))
+        procs.append(
+            spawn(
+                [
+                    "cara-agent",
+                    "--server",
+                    address,
+                    "--node-name",
+                    node,
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--health-listen",
+                    "127.0.0.1:0",
+                    "--ingress-listen",
+                    f"127.0.0.1:{port}",
+                    "--stop-timeout",
+                    "1",
+                    "--log-level",
+                    "warning",
+                ],
+                f"{logs}/agent-{node}.log",
+            )
+        )
     return address, ports
 
 
 async def run_project(client: Client, image: str, host_port: int, opts: argparse.Namespace) -> None:
     for node in NODES:
+
         async def ready(node: str = node) -> bool:
             return (await client.nodes.get(node)).status.state == v1.NODE_READY
+
         await wait_until(ready, f"node {node} registration")
     await client.projects.create(web_project(image, host_port, opts.blob_mib))
     current = meta.copy(await client.projects.get("bench"))
@@ -199,12 +260,20 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 proc.kill()
         for node in NODES:
-            names = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=caravanserai.io/node={node}"],
-                                   capture_output=True, text=True, check=False).stdout.split()
+            names = subprocess.run(
+                ["docker", "ps", "-aq", "--filter", f"label=caravanserai.io/node={node}"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.split()
             if names:
                 subprocess.run(["docker", "rm", "-f", *names], capture_output=True, check=False)
-            nets = subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label=caravanserai.io/node={node}"],
-                                  capture_output=True, text=True, check=False).stdout.split()
+            nets = subprocess.run(
+                ["docker", "network", "ls", "-q", "--filter", f"label=caravanserai.io/node={node}"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.split()
             if nets:
                 subprocess.run(["docker", "network", "rm", *nets], capture_output=True, check=False)
         shutil.rmtree(logs, ignore_errors=True)
@@ -213,8 +282,13 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
     return {
         "goals": [
             goal("ingress requests/s / published port's", ratio, 0.5, at_most=False),
-            goal("ingress added p50 latency (one connection: the hop, no queueing)", added_p50, 1.0, at_most=True,
-                 unit=" ms"),
+            goal(
+                "ingress added p50 latency (one connection: the hop, no queueing)",
+                added_p50,
+                1.0,
+                at_most=True,
+                unit=" ms",
+            ),
         ],
         "benchmark": "ingress_and_port_forward_vs_direct",
         "cpus": os.cpu_count(),

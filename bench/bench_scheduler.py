@@ -44,6 +44,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
+from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -53,11 +54,8 @@ from caravanserai.errors import Conflict
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import lease, node, node_status, project
-from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
 
 SIZES = [("100m", "128Mi"), ("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi")]
-
-
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -119,10 +117,6 @@ async def wait_http_ok(url: str, proc: subprocess.Popen[bytes], timeout: float =
         except OSError:
             await asyncio.sleep(0.2)
     raise TimeoutError(f"{url} not ready")
-
-
-
-
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -301,8 +295,10 @@ async def measure(
             "bound_per_s": round(len(burst) / (last - first), 1),
             "created_per_s": round(len(burst) / (created - first), 1),
             "create_to_bound": ms([watch.bound_at[n] - sent[n] for n in burst]),
-            "cpu_ms_per_bind": {"scheduler": round(burst_cpu[0] * 1000 / len(burst), 2),
-                                "apiserver": round(burst_cpu[1] * 1000 / len(burst), 2)},  # fmt: skip
+            "cpu_ms_per_bind": {
+                "scheduler": round(burst_cpu[0] * 1000 / len(burst), 2),
+                "apiserver": round(burst_cpu[1] * 1000 / len(burst), 2),
+            },  # fmt: skip
         },
         "paced": {
             "projects": len(paced),
@@ -382,8 +378,12 @@ def goals_of(run: dict[str, Any]) -> list[dict[str, Any]]:
     at = f"{run['nodes']} nodes, {run['pending']['projects']} pending"
     return [
         goal(f"scheduler: binds/s ({at})", run["pending"]["bound_per_s"], 300, at_most=False),
-        goal(f"scheduler: p99 create -> bound at {run['paced']['rate_per_s']:g}/s (ms)",
-             run["paced"]["create_to_bound"]["p99_ms"], 1000, at_most=True),  # fmt: skip
+        goal(
+            f"scheduler: p99 create -> bound at {run['paced']['rate_per_s']:g}/s (ms)",
+            run["paced"]["create_to_bound"]["p99_ms"],
+            1000,
+            at_most=True,
+        ),  # fmt: skip
         goal("scheduler: overcommitted nodes", run["overcommitted_nodes"], 0, at_most=True),
     ]
 
@@ -391,7 +391,12 @@ def goals_of(run: dict[str, Any]) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[5000])
-    parser.add_argument("--projects", type=int, default=10_000, help="projects pending before the scheduler starts, and again in the burst")
+    parser.add_argument(
+        "--projects",
+        type=int,
+        default=10_000,
+        help="projects pending before the scheduler starts, and again in the burst",
+    )
     parser.add_argument("--paced", type=int, default=400, help="projects created at --rate")
     parser.add_argument("--rate", type=float, default=50.0, help="creations per second of the paced phase")
     parser.add_argument("--renew-cycle", type=float, default=60.0, help="seconds in which every Lease is renewed")

@@ -43,7 +43,11 @@ def run_suite() -> dict[str, Any]:
     """Run `make test`'s command; its output goes to this script's stderr. The command's wall time and status."""
     started = time.monotonic()
     done = subprocess.run(["scripts/test.sh"], cwd=ROOT, stdout=sys.stderr, check=False)
-    return {"command": "scripts/test.sh", "wall_s": round(time.monotonic() - started, 1), "exit_status": done.returncode}
+    return {
+        "command": "scripts/test.sh",
+        "wall_s": round(time.monotonic() - started, 1),
+        "exit_status": done.returncode,
+    }
 
 
 def main(opts: argparse.Namespace) -> dict[str, Any]:

@@ -35,12 +35,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
+from benchlib import free_port, goal, percentile, process_cpu, start_apiserver, stop, wait_serving
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
-from benchlib import free_port, goal, percentile, process_cpu, start_apiserver, stop, wait_serving
 
 SENT = "bench.caravanserai.io/sent"
 PHASE = "bench.caravanserai.io/phase"
@@ -97,9 +97,7 @@ async def _changes(client: Client, node: str | None, since: str) -> AsyncIterato
         yield change.object
 
 
-async def run_watchers(
-    address: str, nodes: int, watchers: tuple[int, int], warm: int, since: str
-) -> dict[str, Any]:
+async def run_watchers(address: str, nodes: int, watchers: tuple[int, int], warm: int, since: str) -> dict[str, Any]:
     """Open the watches; print "ready" once each has its warm-up events (updates 0..warm-1); then read
     "done N" (N updates measured) from stdin, wait until every watcher has its share (30 s at most), report."""
     pool = [Client(address, timeout=60) for _ in range(CHANNELS)]
@@ -289,8 +287,12 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
             goal("watch fan-out: events to non-selecting watchers", fan["wrong"], 0, at_most=True),
             goal("watch fan-out: events missing", fan["missing"], 0, at_most=True),
             goal("watch fan-out: updates/s achieved", selecting["achieved_per_s"], opts.rate * 0.98, at_most=False),
-            goal("watch fan-out: apiserver CPU per delivered event above no watchers (us)",
-                 selecting["apiserver_cpu_us_per_delivered_above_idle"], 100, at_most=True),  # fmt: skip
+            goal(
+                "watch fan-out: apiserver CPU per delivered event above no watchers (us)",
+                selecting["apiserver_cpu_us_per_delivered_above_idle"],
+                100,
+                at_most=True,
+            ),  # fmt: skip
         ],
     }
 

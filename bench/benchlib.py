@@ -67,7 +67,12 @@ def goal(name: str, figure: float | None, target: float, *, at_most: bool, unit:
         verdict = "not measured"
     else:
         verdict = "met" if (figure <= target if at_most else figure >= target) else "not met"
-    return {"goal": name, "figure": figure, "target": f"{'<=' if at_most else '>='} {target:g}{unit}", "verdict": verdict}
+    return {
+        "goal": name,
+        "figure": figure,
+        "target": f"{'<=' if at_most else '>='} {target:g}{unit}",
+        "verdict": verdict,
+    }
 
 
 async def wait_serving(address: str, proc: subprocess.Popen[bytes], *, attempts: int = 300) -> None:

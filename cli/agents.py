@@ -13,14 +13,13 @@ import grpc
 
 from caravanserai import v1
 from caravanserai.api.v1 import api_pb2_grpc
-from caravanserai.client.agentlogs import agent_channel, bearer_metadata
-from caravanserai.client.agentlogs import agent_error as library_agent_error
-from caravanserai.errors import FailedPrecondition, Forbidden, Unauthenticated, Unavailable
-
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError
 from caravanserai.cli.resources import get_object
 from caravanserai.cli.tables import project_reason
+from caravanserai.client.agentlogs import agent_channel, bearer_metadata
+from caravanserai.client.agentlogs import agent_error as library_agent_error
+from caravanserai.errors import FailedPrecondition, Forbidden, Unauthenticated, Unavailable
 
 
 def check_service(project: v1.Project, service: str) -> None:

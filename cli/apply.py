@@ -20,6 +20,12 @@ from collections.abc import Sequence
 import click
 
 from caravanserai import meta
+from caravanserai.cli.common import output_option, pass_settings, run
+from caravanserai.cli.config import Settings
+from caravanserai.cli.errors import CommandError, PartialFailure, invalid, one_line, reason, report
+from caravanserai.cli.manifests import read_manifests
+from caravanserai.cli.printers import render_objects, resource_name
+from caravanserai.cli.resources import discover_kinds
 from caravanserai.client import Client
 from caravanserai.client.apply import (
     APPLICABLE,
@@ -32,13 +38,6 @@ from caravanserai.client.apply import (
 from caravanserai.errors import ApiError, Invalid, Unavailable
 from caravanserai.text.manifestfiles import Document
 
-from caravanserai.cli.common import output_option, pass_settings, run
-from caravanserai.cli.config import Settings
-from caravanserai.cli.errors import CommandError, PartialFailure, invalid, one_line, reason, report
-from caravanserai.cli.manifests import read_manifests
-from caravanserai.cli.printers import render_objects, resource_name
-from caravanserai.cli.resources import discover_kinds
-
 
 def failure_line(doc: Document, exc: ApiError) -> str:
     """`Error from server (Invalid): web.yaml, document 2: project "web" is invalid: spec…: is required`."""
@@ -47,15 +46,21 @@ def failure_line(doc: Document, exc: ApiError) -> str:
     return one_line(f"Error from server ({reason(exc)}): {doc.origin}: {message}")
 
 
-async def apply_documents(client: Client, documents: Sequence[Document], *, dry_run: bool) -> tuple[list[Applied], bool]:
+async def apply_documents(
+    client: Client, documents: Sequence[Document], *, dry_run: bool
+) -> tuple[list[Applied], bool]:
     """Apply each document in order; report failures and go on. Returns (outcomes, failed)."""
     outcomes: list[Applied] = []
     failed = False
     for doc in documents:
         kind = meta.kind_of(doc.object)
         if not applicable(kind):
-            report(ValueError(f"{doc.origin}: kind {kind.kind} cannot be applied (only Project, Node, Secret, Config, "
-                              "ResourceDefinition and custom kinds)"))
+            report(
+                ValueError(
+                    f"{doc.origin}: kind {kind.kind} cannot be applied (only Project, Node, Secret, Config, "
+                    "ResourceDefinition and custom kinds)"
+                )
+            )
             failed = True
             continue
         try:
@@ -69,8 +74,15 @@ async def apply_documents(client: Client, documents: Sequence[Document], *, dry_
 
 
 @click.command("apply")
-@click.option("-f", "--filename", "filenames", multiple=True, required=True, metavar="FILE|DIR|-",
-              help="Manifest file, directory of manifests, or - for stdin (repeatable).")
+@click.option(
+    "-f",
+    "--filename",
+    "filenames",
+    multiple=True,
+    required=True,
+    metavar="FILE|DIR|-",
+    help="Manifest file, directory of manifests, or - for stdin (repeatable).",
+)
 @output_option()
 @click.option("--dry-run", is_flag=True, help="Show what would happen without writing anything.")
 @pass_settings

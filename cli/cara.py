@@ -54,7 +54,6 @@ from caravanserai.client import DEFAULT_SERVER
 from caravanserai.text.addresses import DEFAULT_DOCKER_HOST, OFF, Address, is_off, parse_address
 from caravanserai.text.selectors import validate_dns_subdomain
 
-
 # ---------------------------------------------------------------------------------------------- small helpers
 
 
@@ -137,7 +136,11 @@ def spawn_supervisor(data: Path, spec: ClusterSpec) -> None:
     with open(data / "logs" / "supervisor.log", "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", SUPERVISOR_MODULE, json.dumps(asdict(spec))],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, cwd=data,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            cwd=data,
             env=cluster_env(data),
         )
     deadline = time.monotonic() + 10
@@ -159,8 +162,10 @@ def next_steps(spec: ClusterSpec) -> list[str]:
     if spec.dashboard:
         lines.append(f"      open http://{spec.dashboard_listen}/ (the live dashboard)")
     if not spec.agent:
-        lines.append(f"No agent runs here: projects stay Pending until a node joins (cara-agent --server "
-                     f"{spec.api_listen} --node-name NAME on a machine with Docker).")
+        lines.append(
+            f"No agent runs here: projects stay Pending until a node joins (cara-agent --server "
+            f"{spec.api_listen} --node-name NAME on a machine with Docker)."
+        )
     elif Path("examples/hello.yaml").is_file():
         lines.append(f"      {ctl} apply -f examples/hello.yaml && {ctl} wait project hello --for phase=Running")
     data = "" if Path(spec.data_dir) == default_data_dir().resolve() else f" --data-dir {spec.data_dir}"
@@ -170,14 +175,26 @@ def next_steps(spec: ClusterSpec) -> list[str]:
 
 def _ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec) -> list[str]:
     """Flags given on the command line that differ from the running cluster's settings."""
-    fields = {"listen": "api_listen", "etcd_port": "etcd_client_port", "etcd_peer_port": "etcd_peer_port",
-              "no_agent": "agent", "node_name": "node_name", "agent_listen": "agent_listen",
-              "metrics_listen": "metrics_listen", "agent_health_listen": "agent_health_listen",
-              "no_dashboard": "dashboard", "dashboard_listen": "dashboard_listen",
-              "docker_host": "docker_host", "ingress_listen": "ingress_listen"}
-    return [f"--{param.replace('_', '-')}" for param, attr in fields.items()
-            if ctx.get_parameter_source(param) == ParameterSource.COMMANDLINE
-            and getattr(running, attr) != getattr(asked, attr)]
+    fields = {
+        "listen": "api_listen",
+        "etcd_port": "etcd_client_port",
+        "etcd_peer_port": "etcd_peer_port",
+        "no_agent": "agent",
+        "node_name": "node_name",
+        "agent_listen": "agent_listen",
+        "metrics_listen": "metrics_listen",
+        "agent_health_listen": "agent_health_listen",
+        "no_dashboard": "dashboard",
+        "dashboard_listen": "dashboard_listen",
+        "docker_host": "docker_host",
+        "ingress_listen": "ingress_listen",
+    }
+    return [
+        f"--{param.replace('_', '-')}"
+        for param, attr in fields.items()
+        if ctx.get_parameter_source(param) == ParameterSource.COMMANDLINE
+        and getattr(running, attr) != getattr(asked, attr)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -190,50 +207,128 @@ def cli() -> None:
 
 
 DATA_DIR_OPTION = click.option(
-    "--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-    help="etcd data, logs and the cluster's state file  [default: ~/.local/share/caravanserai]")
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="etcd data, logs and the cluster's state file  [default: ~/.local/share/caravanserai]",
+)
 
 
 @cli.command()
 @DATA_DIR_OPTION
-@click.option("--listen", default=DEFAULT_SERVER, show_default=True, callback=_address, metavar="HOST:PORT",
-              help="API server address (host:port)")
-@click.option("--etcd-port", default=DEFAULT_ETCD_PORT, show_default=True, type=click.IntRange(1, 65535),
-              metavar="PORT",
-              help="etcd client port (on 127.0.0.1)")
-@click.option("--etcd-peer-port", default=None, type=click.IntRange(1, 65535), metavar="PORT",
-              help="etcd peer port  [default: --etcd-port + 1]")
+@click.option(
+    "--listen",
+    default=DEFAULT_SERVER,
+    show_default=True,
+    callback=_address,
+    metavar="HOST:PORT",
+    help="API server address (host:port)",
+)
+@click.option(
+    "--etcd-port",
+    default=DEFAULT_ETCD_PORT,
+    show_default=True,
+    type=click.IntRange(1, 65535),
+    metavar="PORT",
+    help="etcd client port (on 127.0.0.1)",
+)
+@click.option(
+    "--etcd-peer-port",
+    default=None,
+    type=click.IntRange(1, 65535),
+    metavar="PORT",
+    help="etcd peer port  [default: --etcd-port + 1]",
+)
 @click.option("--no-agent", is_flag=True, help="run no agent (a control plane without a local node; no Docker needed)")
 @click.option("--node-name", default=None, metavar="NAME", help="name of the local node  [default: the host name]")
-@click.option("--agent-listen", default="127.0.0.1:7421", show_default=True, callback=_address, metavar="HOST:PORT",
-              help="address of the agent's log service")
-@click.option("--agent-health-listen", default="127.0.0.1:7422", show_default=True, callback=_address,
-              metavar="HOST:PORT", help="address of the agent's /healthz")
-@click.option("--ingress-listen", default="127.0.0.1:8081", show_default=True, callback=_address_or_off,
-              metavar="HOST:PORT", help="address of the agent's ingress HTTP proxy, or off")
-@click.option("--docker-host", default=DEFAULT_DOCKER_HOST, show_default=True, metavar="URL",
-              help="Docker Engine address the agent uses (unix:// or tcp://)")
-@click.option("--metrics-listen", default="127.0.0.1:7423", show_default=True, callback=_address_or_off,
-              metavar="HOST:PORT", help="address of the API server's /metrics, /healthz and /readyz (off: none)")
+@click.option(
+    "--agent-listen",
+    default="127.0.0.1:7421",
+    show_default=True,
+    callback=_address,
+    metavar="HOST:PORT",
+    help="address of the agent's log service",
+)
+@click.option(
+    "--agent-health-listen",
+    default="127.0.0.1:7422",
+    show_default=True,
+    callback=_address,
+    metavar="HOST:PORT",
+    help="address of the agent's /healthz",
+)
+@click.option(
+    "--ingress-listen",
+    default="127.0.0.1:8081",
+    show_default=True,
+    callback=_address_or_off,
+    metavar="HOST:PORT",
+    help="address of the agent's ingress HTTP proxy, or off",
+)
+@click.option(
+    "--docker-host",
+    default=DEFAULT_DOCKER_HOST,
+    show_default=True,
+    metavar="URL",
+    help="Docker Engine address the agent uses (unix:// or tcp://)",
+)
+@click.option(
+    "--metrics-listen",
+    default="127.0.0.1:7423",
+    show_default=True,
+    callback=_address_or_off,
+    metavar="HOST:PORT",
+    help="address of the API server's /metrics, /healthz and /readyz (off: none)",
+)
 @click.option("--no-dashboard", is_flag=True, help="run no web dashboard")
-@click.option("--dashboard-listen", default="127.0.0.1:7480", show_default=True, callback=_address,
-              metavar="HOST:PORT", help="address of the web dashboard")
-@click.option("--timeout", default=90.0, show_default=True, metavar="SECONDS", help="seconds to wait for the cluster to answer")
+@click.option(
+    "--dashboard-listen",
+    default="127.0.0.1:7480",
+    show_default=True,
+    callback=_address,
+    metavar="HOST:PORT",
+    help="address of the web dashboard",
+)
+@click.option(
+    "--timeout", default=90.0, show_default=True, metavar="SECONDS", help="seconds to wait for the cluster to answer"
+)
 @click.pass_context
-def up(ctx: click.Context, data_dir: Path | None, listen: str, etcd_port: int, etcd_peer_port: int | None,
-       no_agent: bool, node_name: str | None, agent_listen: str, agent_health_listen: str, ingress_listen: str,
-       docker_host: str, metrics_listen: str, no_dashboard: bool, dashboard_listen: str, timeout: float) -> None:
+def up(
+    ctx: click.Context,
+    data_dir: Path | None,
+    listen: str,
+    etcd_port: int,
+    etcd_peer_port: int | None,
+    no_agent: bool,
+    node_name: str | None,
+    agent_listen: str,
+    agent_health_listen: str,
+    ingress_listen: str,
+    docker_host: str,
+    metrics_listen: str,
+    no_dashboard: bool,
+    dashboard_listen: str,
+    timeout: float,
+) -> None:
     """Start etcd, the API server, the controllers, an agent and the dashboard in the background; return once the
     cluster answers.
 
     Running it again while the cluster is up changes nothing and prints the same summary."""
     data = _data_dir(data_dir)
     asked = ClusterSpec(
-        data_dir=str(data), api_listen=listen, etcd_client_port=etcd_port,
-        etcd_peer_port=etcd_peer_port or etcd_port + 1, agent=not no_agent, agent_listen=agent_listen,
-        node_name="" if no_agent else (node_name or default_node_name()), docker_host=docker_host,
-        metrics_listen=metrics_listen, agent_health_listen=agent_health_listen, dashboard=not no_dashboard,
-        dashboard_listen=dashboard_listen, ingress_listen=ingress_listen,
+        data_dir=str(data),
+        api_listen=listen,
+        etcd_client_port=etcd_port,
+        etcd_peer_port=etcd_peer_port or etcd_port + 1,
+        agent=not no_agent,
+        agent_listen=agent_listen,
+        node_name="" if no_agent else (node_name or default_node_name()),
+        docker_host=docker_host,
+        metrics_listen=metrics_listen,
+        agent_health_listen=agent_health_listen,
+        dashboard=not no_dashboard,
+        dashboard_listen=dashboard_listen,
+        ingress_listen=ingress_listen,
     )
     with exclusive(data):
         state = read_state(data)
@@ -242,15 +337,20 @@ def up(ctx: click.Context, data_dir: Path | None, listen: str, etcd_port: int, e
             click.echo(f"Caravanserai is already running (supervisor pid {state['supervisor_pid']}).")
             ignored = _ignored_flags(ctx, spec, asked)
             if ignored:
-                click.echo(f"warning: {', '.join(ignored)} ignored: the running cluster keeps its settings "
-                           "(cara down first to change them)", err=True)
+                click.echo(
+                    f"warning: {', '.join(ignored)} ignored: the running cluster keeps its settings "
+                    "(cara down first to change them)",
+                    err=True,
+                )
         else:
             spec = asked
             _start(data, spec)
     problem = asyncio.run(wait_ready(spec.api_listen, spec.node_name or None, timeout))
     if problem:
-        _fail(f"the cluster did not become ready within {timeout:g}s: {problem} (it keeps trying; logs in "
-              f"{data / 'logs'}; `cara status`, `cara down`)")
+        _fail(
+            f"the cluster did not become ready within {timeout:g}s: {problem} (it keeps trying; logs in "
+            f"{data / 'logs'}; `cara status`, `cara down`)"
+        )
     node = f", node {spec.node_name} Ready" if spec.agent else ", no agent"
     click.echo(f"Caravanserai is up: API at {spec.api_listen}{node}; data and logs in {data}.")
     for line in next_steps(spec):
@@ -270,8 +370,9 @@ def _start(data: Path, spec: ClusterSpec) -> None:
             _fail(problem)
     leftovers = leftover_processes(data)
     if leftovers:
-        click.echo(f"Stopping {len(leftovers)} processes left by a previous run (pids "
-                   f"{' '.join(map(str, leftovers))}).")
+        click.echo(
+            f"Stopping {len(leftovers)} processes left by a previous run (pids {' '.join(map(str, leftovers))})."
+        )
         stop_processes(leftovers, grace=10.0)
     check_ports(spec)
     spawn_supervisor(data, spec)
@@ -279,7 +380,13 @@ def _start(data: Path, spec: ClusterSpec) -> None:
 
 @cli.command()
 @DATA_DIR_OPTION
-@click.option("--timeout", default=30.0, show_default=True, metavar="SECONDS", help="seconds to wait for a clean stop before killing")
+@click.option(
+    "--timeout",
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="seconds to wait for a clean stop before killing",
+)
 def down(data_dir: Path | None, timeout: float) -> None:
     """Stop every process of the local cluster; its data stays for the next `cara up`.
 
@@ -311,8 +418,10 @@ def _stop_cluster(data: Path, timeout: float) -> None:
     (data / STATE_FILE).unlink(missing_ok=True)
     if survivors:
         _fail(f"processes {' '.join(map(str, survivors))} did not stop")
-    click.echo("Caravanserai is down; its state is kept for the next `cara up`, and the containers of running "
-               "projects keep running.")
+    click.echo(
+        "Caravanserai is down; its state is kept for the next `cara up`, and the containers of running "
+        "projects keep running."
+    )
 
 
 @cli.command()
@@ -326,8 +435,10 @@ def status(data_dir: Path | None) -> None:
     if state is None:
         leftovers = leftover_processes(data)
         if leftovers:
-            click.echo(f"Caravanserai is not running, but processes of it are left (pids "
-                       f"{' '.join(map(str, leftovers))}): run cara down.")
+            click.echo(
+                f"Caravanserai is not running, but processes of it are left (pids "
+                f"{' '.join(map(str, leftovers))}): run cara down."
+            )
         else:
             click.echo("Caravanserai is not running.")
         sys.exit(3)

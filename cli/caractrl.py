@@ -75,10 +75,20 @@ def _silence_stdout() -> None:
 
 
 @click.group(cls=CaractrlGroup, context_settings=CONTEXT_SETTINGS)
-@click.option("-s", "--server", metavar="HOST:PORT", help="API server address, or several separated by commas [env CARA_SERVER; default 127.0.0.1:7420].")
+@click.option(
+    "-s",
+    "--server",
+    metavar="HOST:PORT",
+    help="API server address, or several separated by commas [env CARA_SERVER; default 127.0.0.1:7420].",
+)
 @output_option()
-@click.option("--config", "config_path", type=_PATH, envvar="CARA_CONFIG",
-              help="Config file [env CARA_CONFIG; default $XDG_CONFIG_HOME/caravanserai/config.yaml].")
+@click.option(
+    "--config",
+    "config_path",
+    type=_PATH,
+    envvar="CARA_CONFIG",
+    help="Config file [env CARA_CONFIG; default $XDG_CONFIG_HOME/caravanserai/config.yaml].",
+)
 @click.option("--token", envvar="CARA_TOKEN", help="Bearer token sent with every call [env CARA_TOKEN].")
 @click.option("--tls-ca", type=_PATH, help="CA certificate (PEM) to verify the server with; enables TLS.")
 @click.option("--tls-cert", type=_PATH, help="Client certificate (PEM) for mutual TLS.")
@@ -108,9 +118,26 @@ def caractrl(
 
 
 for command in (
-    annotate, apply, completion, cordon, define, delete, describe, drain, edit, exec_command, get, label, logs, patch,
-    port_forward, restart, schema,
-    uncordon, version, wait,
+    annotate,
+    apply,
+    completion,
+    cordon,
+    define,
+    delete,
+    describe,
+    drain,
+    edit,
+    exec_command,
+    get,
+    label,
+    logs,
+    patch,
+    port_forward,
+    restart,
+    schema,
+    uncordon,
+    version,
+    wait,
 ):
     caractrl.add_command(command)
 

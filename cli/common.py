@@ -14,7 +14,6 @@ import click
 from click.shell_completion import CompletionItem
 
 from caravanserai import meta
-
 from caravanserai.cli.config import OUTPUT_FORMATS, Settings
 
 T = TypeVar("T")

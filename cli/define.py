@@ -15,15 +15,14 @@ from collections.abc import Sequence
 import click
 
 from caravanserai import v1
-from caravanserai.client.definitions import apply_definition
-from caravanserai.customkinds.schemas import KindNames, definition_from_schema
-from caravanserai.errors import NotFound
-from caravanserai.customkinds.protoc import ProtocError, compile_proto
-
 from caravanserai.cli.common import pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError
 from caravanserai.cli.printers import render_objects
+from caravanserai.client.definitions import apply_definition
+from caravanserai.customkinds.protoc import ProtocError, compile_proto
+from caravanserai.customkinds.schemas import KindNames, definition_from_schema
+from caravanserai.errors import NotFound
 
 
 def _columns(values: Sequence[str]) -> list[tuple[str, str]]:
@@ -31,8 +30,9 @@ def _columns(values: Sequence[str]) -> list[tuple[str, str]]:
     for value in values:
         name, sep, path = value.partition("=")
         if not sep or not name or not path.startswith("."):
-            raise click.BadParameter(f"{value!r}: use NAME=.json.path, e.g. READY=.status.readyReplicas",
-                                     param_hint="'--column'")
+            raise click.BadParameter(
+                f"{value!r}: use NAME=.json.path, e.g. READY=.status.readyReplicas", param_hint="'--column'"
+            )
         columns.append((name, path))
     return columns
 
@@ -43,12 +43,22 @@ def _columns(values: Sequence[str]) -> list[tuple[str, str]]:
 @click.option("--group", required=True, help="API group, e.g. example.com (apiVersion becomes <group>/v1).")
 @click.option("--plural", default="", help="Plural resource name (default: lowercase kind + s).")
 @click.option("--short-name", "short_names", multiple=True, help="Short name for caractrl (repeatable).")
-@click.option("--column", "columns", multiple=True, metavar="NAME=PATH",
-              help="Printer column for `caractrl get`, e.g. READY=.status.readyReplicas (repeatable).")
+@click.option(
+    "--column",
+    "columns",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="Printer column for `caractrl get`, e.g. READY=.status.readyReplicas (repeatable).",
+)
 @click.option("--node-verb", "node_verbs", multiple=True, help="A verb node identities may use (repeatable).")
 @click.option("-I", "--include", "includes", multiple=True, metavar="DIR", help="Further import directories.")
-@click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default=None,
-              help="Print the ResourceDefinition manifest instead of applying it.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["yaml", "json"]),
+    default=None,
+    help="Print the ResourceDefinition manifest instead of applying it.",
+)
 @pass_settings
 def define(
     settings: Settings,
@@ -66,7 +76,11 @@ def define(
     try:
         schema = compile_proto(proto, include=includes)
         names = KindNames.of(
-            kind, group=group, plural=plural, short_names=short_names, printer_columns=_columns(columns),
+            kind,
+            group=group,
+            plural=plural,
+            short_names=short_names,
+            printer_columns=_columns(columns),
             node_verbs=node_verbs,
         )
         definition = definition_from_schema(schema, names)

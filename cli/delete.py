@@ -23,10 +23,6 @@ from typing import Any
 import click
 
 from caravanserai import meta, v1
-from caravanserai.client import Client
-from caravanserai.text.durations import parse_duration
-from caravanserai.errors import CaravanseraiError, NotFound
-
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found, report
@@ -34,6 +30,9 @@ from caravanserai.cli.kinds import plurals
 from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.resources import CUSTOM_KINDS, discover_kinds, is_allowed, parse_target
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
+from caravanserai.client import Client
+from caravanserai.errors import CaravanseraiError, NotFound
+from caravanserai.text.durations import parse_duration
 
 DELETABLE = (*plurals(lambda view: view.deletable), CUSTOM_KINDS)
 DEFAULT_TIMEOUT = "60s"
@@ -62,8 +61,14 @@ class Target:
 @click.command("delete")
 @click.argument("resource", required=False, shell_complete=complete_resource)
 @click.argument("names", nargs=-1, shell_complete=complete_names)
-@click.option("-f", "--filename", "filenames", multiple=True, metavar="FILE|DIR|-",
-              help="Delete the objects named in these manifests (repeatable).")
+@click.option(
+    "-f",
+    "--filename",
+    "filenames",
+    multiple=True,
+    metavar="FILE|DIR|-",
+    help="Delete the objects named in these manifests (repeatable).",
+)
 @click.option("-l", "--selector", "label_selector", default="", help="Delete every object matching this selector.")
 @click.option("--force", is_flag=True, help="Remove the records at once, skipping Terminating.")
 @click.option("--wait/--no-wait", default=False, show_default=True, help="Wait until the records are gone.")
@@ -99,7 +104,9 @@ def delete(
     run(_delete_named(settings, kind, wanted, label_selector, opts))
 
 
-async def _delete_named(settings: Settings, kind: meta.Kind, names: list[str], selector: str, opts: DeleteOptions) -> None:
+async def _delete_named(
+    settings: Settings, kind: meta.Kind, names: list[str], selector: str, opts: DeleteOptions
+) -> None:
     async with settings.client() as client:
         if selector:
             page = await client.resource(kind.plural).list(label_selector=selector)

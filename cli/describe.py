@@ -15,15 +15,14 @@ from typing import Any
 import click
 
 from caravanserai import meta, v1
-from caravanserai.client import Client
-from caravanserai.errors import NotFound
-
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.kinds import view_of
 from caravanserai.cli.layout import events_about
 from caravanserai.cli.resources import get_object, parse_target
+from caravanserai.client import Client
+from caravanserai.errors import NotFound
 
 
 async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list[v1.Event]) -> str:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from caravanserai import v1
-from caravanserai.client.nodeops import requested
-from caravanserai.text.quantity import format_quantity
 
+from caravanserai import v1
 from caravanserai.cli.layout import Writer, listing, metadata_fields, write_conditions, write_events
 from caravanserai.cli.printers import NONE, age, or_none, when
 from caravanserai.cli.tables import bytes_text, cpu_text, services_ready
+from caravanserai.client.nodeops import requested
+from caravanserai.text.quantity import format_quantity
 
 
 def _taint(t: v1.Taint) -> str:
@@ -93,8 +93,12 @@ def describe_node(
     out = Writer()
     schedulable = "false (cordoned)" if node.spec.unschedulable else "true"
     out.fields(
-        [("Name", node.metadata.name), ("Kind", "Node"), ("State", or_none(node.status.state, "<unknown>")),
-         ("Schedulable", schedulable)]
+        [
+            ("Name", node.metadata.name),
+            ("Kind", "Node"),
+            ("State", or_none(node.status.state, "<unknown>")),
+            ("Schedulable", schedulable),
+        ]
         + metadata_fields(node, now)
     )
     out.heading("Spec")
@@ -114,8 +118,10 @@ def describe_node(
     _resources(out, "Allocated (requests of bound projects)", allocated(node, projects))
     write_conditions(out, node.status.conditions, now)
     out.heading("Projects")
-    rows = [[p.metadata.name, p.status.phase, services_ready(p), age(p.metadata.creation_timestamp, now)]
-            for p in sorted(projects, key=lambda p: p.metadata.name)]
+    rows = [
+        [p.metadata.name, p.status.phase, services_ready(p), age(p.metadata.creation_timestamp, now)]
+        for p in sorted(projects, key=lambda p: p.metadata.name)
+    ]
     out.table(("NAME", "PHASE", "SERVICES", "AGE"), rows)
     write_events(out, events, now)
     return out.text()

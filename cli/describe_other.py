@@ -14,11 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from caravanserai import meta, v1
-from caravanserai.clock import seconds
-from caravanserai.text.durations import format_duration
-
 from caravanserai.cli.layout import Writer, metadata_fields, write_events
 from caravanserai.cli.printers import NONE, or_none, render_data, when
+from caravanserai.clock import seconds
+from caravanserai.text.durations import format_duration
 from caravanserai.text.protojson import to_data
 
 
@@ -84,8 +83,14 @@ def describe_secret(secret: v1.Secret, events: Sequence[v1.Event], now: float) -
     """Type and keys with their sizes: never a value (`caractrl get secret NAME -o yaml` shows them, base64, to
     identities allowed to read them)."""
     out = Writer()
-    out.fields([("Name", secret.metadata.name), ("Kind", "Secret"), ("Type", secret.spec.type or v1.SECRET_OPAQUE),
-                *metadata_fields(secret, now)])
+    out.fields(
+        [
+            ("Name", secret.metadata.name),
+            ("Kind", "Secret"),
+            ("Type", secret.spec.type or v1.SECRET_OPAQUE),
+            *metadata_fields(secret, now),
+        ]
+    )
     out.heading("Data")
     out.table(("KEY", "SIZE"), [[key, f"{len(secret.spec.data[key])} bytes"] for key in sorted(secret.spec.data)], 1)
     write_events(out, events, now)

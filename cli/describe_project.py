@@ -8,18 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caravanserai.project import grants
 from caravanserai import v1
-from caravanserai.client.agentlogs import node_address
-from caravanserai.clock import rfc3339
-from caravanserai.project.ingresshosts import INTERNAL, ingress_host
-
 from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities, write_conditions, write_events
 from caravanserai.cli.printers import NONE, key_values, or_none
 from caravanserai.cli.tables import project_reason, services_ready
+from caravanserai.client.agentlogs import node_address
+from caravanserai.clock import rfc3339
+from caravanserai.project import grants
+from caravanserai.project.ingresshosts import INTERNAL, ingress_host
 
-SERVICE_STATUS_HEADERS = ("NAME", "STATE", "READY", "HEALTH", "RESTARTS", "EXIT CODE", "LAST EXIT", "CONTAINER",
-                          "IMAGE", "GENERATION", "WAITING FOR", "MESSAGE")
+SERVICE_STATUS_HEADERS = (
+    "NAME",
+    "STATE",
+    "READY",
+    "HEALTH",
+    "RESTARTS",
+    "EXIT CODE",
+    "LAST EXIT",
+    "CONTAINER",
+    "IMAGE",
+    "GENERATION",
+    "WAITING FOR",
+    "MESSAGE",
+)
 
 
 def _header(project: v1.Project) -> list[tuple[str, str]]:
@@ -39,7 +50,12 @@ def _header(project: v1.Project) -> list[tuple[str, str]]:
     ]
     if status.previous_node_ref or status.HasField("handoff_deadline"):
         deadline = rfc3339(status.handoff_deadline) if status.HasField("handoff_deadline") else NONE
-        pairs.append(("Handoff", f"old containers on {or_none(status.previous_node_ref)} until it runs, at most until {deadline}"))
+        pairs.append(
+            (
+                "Handoff",
+                f"old containers on {or_none(status.previous_node_ref)} until it runs, at most until {deadline}",
+            )
+        )
     return pairs
 
 
@@ -53,8 +69,10 @@ def deletion_outlook(project: v1.Project) -> str:
         after = f" and its finalizers are removed ({finalizers})" if finalizers else ""
         return f"the agent removes the containers; the record is removed once it is Terminated{after}"
     if phase == v1.PENDING:
-        return (f"requested; the project stays Pending and is not scheduled until its finalizers are removed "
-                f"({finalizers}), then its record is removed")
+        return (
+            f"requested; the project stays Pending and is not scheduled until its finalizers are removed "
+            f"({finalizers}), then its record is removed"
+        )
     return f"requested; the record is removed when its finalizers are removed ({finalizers})"
 
 
@@ -83,9 +101,12 @@ def _service(out: Writer, service: v1.Service) -> None:
             ("Env", listing(_env(e) for e in service.env)),
             ("Env From", listing(_source(s.secret, s.config) for s in service.env_from)),
             ("Ports", listing(_port(p) for p in service.ports)),
-            ("Volume Mounts", listing(
-                f"{m.name} -> {m.mount_path}{' (read-only)' if m.read_only else ''}" for m in service.volume_mounts
-            )),
+            (
+                "Volume Mounts",
+                listing(
+                    f"{m.name} -> {m.mount_path}{' (read-only)' if m.read_only else ''}" for m in service.volume_mounts
+                ),
+            ),
             ("Requests", quantities(service.resources.requests)),
             ("Limits", quantities(service.resources.limits)),
             ("Granted", _granted(service)),
@@ -127,7 +148,9 @@ def healthcheck_text(check: v1.HealthCheck) -> str:
     if check.HasField("exec"):
         probes.append("exec " + " ".join(check.exec.command))
     if check.HasField("http"):
-        probes.append(f"http GET :{check.http.port}{check.http.path or '/'} ({check.http.expected_status or '200-399'})")
+        probes.append(
+            f"http GET :{check.http.port}{check.http.path or '/'} ({check.http.expected_status or '200-399'})"
+        )
     if check.HasField("tcp"):
         probes.append(f"tcp :{check.tcp.port}")
     probe = ", ".join(probes) or "<no probe>"
@@ -214,7 +237,9 @@ def ingress_rows(project: v1.Project, node: v1.Node | None) -> list[list[str]]:
     return rows
 
 
-def describe_project(project: v1.Project, events: Sequence[v1.Event], now: float, *, node: v1.Node | None = None) -> str:
+def describe_project(
+    project: v1.Project, events: Sequence[v1.Event], now: float, *, node: v1.Node | None = None
+) -> str:
     """The full description of `project`, with its `events`; `node` is the project's node (for its ingress)."""
     out = Writer()
     out.fields(_header(project) + metadata_fields(project, now))

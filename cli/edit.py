@@ -24,16 +24,15 @@ from typing import Any
 
 import click
 
-from caravanserai.text import manifest
 from caravanserai import meta
-from caravanserai.errors import ApiError, Invalid
-
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.edits import check_read_only, to_update, unchanged
 from caravanserai.cli.errors import CommandError, describe_error, invalid, one_line
 from caravanserai.cli.printers import object_dict, render_data, resource_name
 from caravanserai.cli.resources import get_object, parse_target
+from caravanserai.errors import ApiError, Invalid
+from caravanserai.text import manifest
 
 CANCELLED = "Edit cancelled, no changes made."
 

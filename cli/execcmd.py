@@ -26,7 +26,6 @@ import click
 import grpc
 
 from caravanserai.api.v1 import api_pb2
-
 from caravanserai.cli.agents import AgentConnection, connect, find_project_node, split_target
 from caravanserai.cli.common import pass_settings, run
 from caravanserai.cli.config import Settings
@@ -71,7 +70,9 @@ async def read_chunks(fd: int) -> AsyncIterator[bytes]:
         yield chunk
 
 
-async def requests(start: api_pb2.ExecStart, resizes: asyncio.Queue[api_pb2.TerminalSize]) -> AsyncIterator[api_pb2.ExecRequest]:
+async def requests(
+    start: api_pb2.ExecStart, resizes: asyncio.Queue[api_pb2.TerminalSize]
+) -> AsyncIterator[api_pb2.ExecRequest]:
     """The start, then stdin (with `start.stdin`) and terminal resizes as they come."""
     yield api_pb2.ExecRequest(start=start)
     events: asyncio.Queue[api_pb2.ExecRequest | None] = asyncio.Queue()
@@ -166,13 +167,27 @@ def _env(values: tuple[str, ...]) -> list[str]:
 @click.option("-w", "--workdir", default="", metavar="DIR", help="Working directory inside the container.")
 @pass_settings
 @click.pass_context
-def exec_command(ctx: click.Context, settings: Settings, target: str, command: tuple[str, ...], interactive: bool,
-                 use_tty: bool, env: tuple[str, ...], workdir: str) -> None:
+def exec_command(
+    ctx: click.Context,
+    settings: Settings,
+    target: str,
+    command: tuple[str, ...],
+    interactive: bool,
+    use_tty: bool,
+    env: tuple[str, ...],
+    workdir: str,
+) -> None:
     """Run a command in a service's container; exit with its exit code."""
     project, service = split_target(target)
     start = api_pb2.ExecStart(
-        project=project, service=service, command=list(command), env=_env(env), workdir=workdir,
-        stdin=interactive, tty=use_tty, size=terminal_size() if use_tty else None,
+        project=project,
+        service=service,
+        command=list(command),
+        env=_env(env),
+        workdir=workdir,
+        stdin=interactive,
+        tty=use_tty,
+        size=terminal_size() if use_tty else None,
     )
     sys.stdout.flush()
     ctx.exit(run(_exec(settings, start)))

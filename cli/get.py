@@ -1,10 +1,10 @@
 """`caractrl get RESOURCE [NAME…]`: tables, json/yaml/name, selectors and `--watch`.
 
-    caractrl get projects                        # table of every project
-    caractrl get p web -o yaml                   # one object as YAML
-    caractrl get no -o wide -l zone=a            # wide table, label selector
-    caractrl get projects -w                     # the table, then one line per change (survives restarts)
-    caractrl get events --for project/web        # the events about one object
+caractrl get projects                        # table of every project
+caractrl get p web -o yaml                   # one object as YAML
+caractrl get no -o wide -l zone=a            # wide table, label selector
+caractrl get projects -w                     # the table, then one line per change (survives restarts)
+caractrl get events --for project/web        # the events about one object
 """
 
 from __future__ import annotations
@@ -17,9 +17,6 @@ from typing import Any
 import click
 
 from caravanserai import meta, v1
-from caravanserai.client import Change, Client
-from caravanserai.errors import NotFound
-
 from caravanserai.cli.common import complete_names, complete_resource, output_option, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, report
@@ -27,6 +24,8 @@ from caravanserai.cli.kinds import columns_of, load_context, rows, view_of
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
 from caravanserai.cli.watching import Selection, SelectionWatch
+from caravanserai.client import Change, Client
+from caravanserai.errors import NotFound
 
 NO_RESOURCES = "No resources found."
 
@@ -54,11 +53,19 @@ class GetOptions:
 @click.argument("names", nargs=-1, shell_complete=complete_names)
 @output_option()
 @click.option("-l", "--selector", "label_selector", default="", help="Label selector, e.g. app=web,tier!=db.")
-@click.option("--field-selector", default="",
-              help="Field selector: metadata.name for every kind; status.phase, status.nodeRef for projects; "
-                   "involvedObject.kind, involvedObject.name, reason, type for events.")
-@click.option("--for", "for_object", metavar="KIND/NAME", default="",
-              help="Only the events about this object, e.g. project/web (events only).")
+@click.option(
+    "--field-selector",
+    default="",
+    help="Field selector: metadata.name for every kind; status.phase, status.nodeRef for projects; "
+    "involvedObject.kind, involvedObject.name, reason, type for events.",
+)
+@click.option(
+    "--for",
+    "for_object",
+    metavar="KIND/NAME",
+    default="",
+    help="Only the events about this object, e.g. project/web (events only).",
+)
 @click.option("-w", "--watch", is_flag=True, help="After listing, print every change (resumes after disconnects).")
 @click.option("--watch-only", is_flag=True, help="Print only changes, not the current objects.")
 @click.option("--output-watch-events", is_flag=True, help="Prefix watched objects with ADDED/MODIFIED/DELETED.")
@@ -86,8 +93,14 @@ def get(
     if wanted and (label_selector or field_selector) and not (watch or watch_only):
         raise click.UsageError("names cannot be given together with a selector")
     opts = GetOptions(
-        kind, wanted, settings.output_format(output).lower(), label_selector, field_selector,
-        no_headers, ignore_not_found, output_watch_events,
+        kind,
+        wanted,
+        settings.output_format(output).lower(),
+        label_selector,
+        field_selector,
+        no_headers,
+        ignore_not_found,
+        output_watch_events,
     )
     if watch or watch_only:
         run(_watch(settings, opts, show_current=not watch_only))
@@ -201,9 +214,10 @@ class WatchPrinter:
 
 
 async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) -> None:
-    async with settings.client() as client, SelectionWatch(
-        client.resource(opts.kind.plural), _selection(opts)
-    ) as watcher:
+    async with (
+        settings.client() as client,
+        SelectionWatch(client.resource(opts.kind.plural), _selection(opts)) as watcher,
+    ):
         current = await watcher.list_current()
         printer = WatchPrinter(client, opts)
         if show_current:

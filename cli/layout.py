@@ -1,12 +1,12 @@
 """The text layout of `caractrl describe`: aligned `Key:  value` blocks, indented sections and small tables.
 
-    Name:          web
-    Phase:         Pending
-    Spec:
-      Priority:    0
-    Conditions:
-      TYPE        STATUS   REASON          MESSAGE                       AGE
-      Scheduled   False    Unschedulable   0/3 nodes are available: …    5s
+Name:          web
+Phase:         Pending
+Spec:
+  Priority:    0
+Conditions:
+  TYPE        STATUS   REASON          MESSAGE                       AGE
+  Scheduled   False    Unschedulable   0/3 nodes are available: …    5s
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from caravanserai import meta, v1
-from caravanserai.text.durations import format_duration
-
 from caravanserai.cli.printers import NONE, UNKNOWN, age, key_values, render_table, when
 from caravanserai.cli.tables import event_last_seen
+from caravanserai.text.durations import format_duration
 
 INDENT = "  "
 # Annotations describe hides: machinery, not information (shown by `get -o yaml`).
@@ -81,8 +80,14 @@ def metadata_fields(obj: Any, now: float) -> list[tuple[str, str]]:
 def condition_rows(conditions: Iterable[v1.Condition], now: float) -> list[list[str]]:
     """TYPE STATUS REASON MESSAGE AGE HEARTBEAT rows (AGE: since the last transition)."""
     return [
-        [c.type, c.status, c.reason or NONE, c.message or NONE, age(c.last_transition_time, now),
-         age(c.last_heartbeat_time, now)]
+        [
+            c.type,
+            c.status,
+            c.reason or NONE,
+            c.message or NONE,
+            age(c.last_transition_time, now),
+            age(c.last_heartbeat_time, now),
+        ]
         for c in conditions
     ]
 
@@ -100,8 +105,10 @@ def events_about(events: Iterable[v1.Event], obj: Any) -> list[v1.Event]:
     kind = meta.kind_of(obj).kind
     name, uid = obj.metadata.name, obj.metadata.uid
     chosen = [
-        e for e in events
-        if e.spec.involved_object.kind == kind and e.spec.involved_object.name == name
+        e
+        for e in events
+        if e.spec.involved_object.kind == kind
+        and e.spec.involved_object.name == name
         and (not uid or not e.spec.involved_object.uid or e.spec.involved_object.uid == uid)
     ]
     return sorted(chosen, key=event_last_seen)

@@ -31,7 +31,6 @@ from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
 from caravanserai.text.addresses import UnixSocket, parse_docker_host
 
-
 DEFAULT_ETCD_PORT = 23790
 """etcd's client port under `cara up` (not etcd's usual 2379, so that a system etcd can run beside it)."""
 
@@ -162,8 +161,10 @@ def docker_problem(url: str) -> str | None:
         return DOCKER_MISSING
     if problem == "permission denied":
         return f"cannot use the Docker engine at {url}: permission denied (run as root or join the docker group)"
-    return (f"no Docker engine answers at {url} ({problem}): start it (systemctl start docker, or "
-            "scripts/start-dockerd.sh in a clone of Caravanserai), or run `cara up --no-agent`")
+    return (
+        f"no Docker engine answers at {url} ({problem}): start it (systemctl start docker, or "
+        "scripts/start-dockerd.sh in a clone of Caravanserai), or run `cara up --no-agent`"
+    )
 
 
 async def probe(address: str, node: str | None) -> str:

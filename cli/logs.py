@@ -16,15 +16,14 @@ from typing import IO
 import click
 
 from caravanserai import v1
-from caravanserai.client.agentlogs import agent_logs
-from caravanserai.errors import ApiError, FailedPrecondition, Unavailable
-
 from caravanserai.cli.agents import check_service
 from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError
 from caravanserai.cli.resources import get_object
 from caravanserai.cli.tables import project_reason
+from caravanserai.client.agentlogs import agent_logs
+from caravanserai.errors import ApiError, FailedPrecondition, Unavailable
 
 
 def check_scheduled(project: v1.Project, service: str) -> None:
@@ -80,7 +79,11 @@ def logs(settings: Settings, target: str, service: str, follow: bool, tail: int,
     if not project:
         raise click.UsageError("PROJECT must not be empty")
     service = from_target or service
-    run(_logs(settings, v1.LogsRequest(project=project, service=service, follow=follow, tail=tail, timestamps=timestamps)))
+    run(
+        _logs(
+            settings, v1.LogsRequest(project=project, service=service, follow=follow, tail=tail, timestamps=timestamps)
+        )
+    )
 
 
 # a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caravanserai.text.manifestfiles import Document, ManifestError, read_documents
-
 from caravanserai.cli.errors import report
+from caravanserai.text.manifestfiles import Document, ManifestError, read_documents
 
 
 def read_manifests(paths: Sequence[str]) -> tuple[list[Document], bool]:

@@ -21,13 +21,12 @@ from typing import Any
 import click
 
 from caravanserai import meta
-from caravanserai.client import Client
-from caravanserai.errors import CaravanseraiError, Invalid
-
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, invalid, one_line, report
 from caravanserai.cli.resources import modify, parse_target
+from caravanserai.client import Client
+from caravanserai.errors import CaravanseraiError, Invalid
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +102,9 @@ async def _change_all(
         for name in await _names(client, kind, names, selector):
             try:
                 _, changed = await modify(
-                    client.resource(kind.plural), name, lambda obj: change(verb.field(obj), changes, overwrite=overwrite)
+                    client.resource(kind.plural),
+                    name,
+                    lambda obj: change(verb.field(obj), changes, overwrite=overwrite),
                 )
             except Invalid as exc:
                 click.echo(one_line(f"Error from server (Invalid): {invalid(kind.kind, name, exc)}"), err=True)
@@ -121,8 +122,9 @@ async def _change_all(
 def _command(verb: Verb, summary: str) -> click.Command:
     @click.command(verb.name, help=summary)
     @click.argument("resource", shell_complete=complete_resource)
-    @click.argument("arguments", nargs=-1, required=True, metavar="[NAME…] KEY=VALUE… KEY-…",
-                    shell_complete=complete_names)
+    @click.argument(
+        "arguments", nargs=-1, required=True, metavar="[NAME…] KEY=VALUE… KEY-…", shell_complete=complete_names
+    )
     @click.option("--overwrite", is_flag=True, help="Allow replacing the value of an existing key.")
     @click.option("-l", "--selector", default="", help="Change every object matching this label selector.")
     @pass_settings

@@ -18,18 +18,16 @@ import asyncio
 import click
 
 from caravanserai import meta, v1
-from caravanserai.client import nodeops
-from caravanserai.client.nodeops import LEAVING
-from caravanserai.clock import SystemClock
-from caravanserai.project.lifecycle import DEFAULT_HANDOFF
-from caravanserai.text.durations import format_duration, parse_duration
-from caravanserai.errors import NotFound
-
 from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.delete import DeleteOptions, Target, delete_targets
 from caravanserai.cli.errors import PartialFailure, not_found
-
+from caravanserai.client import nodeops
+from caravanserai.client.nodeops import LEAVING
+from caravanserai.clock import SystemClock
+from caravanserai.errors import NotFound
+from caravanserai.project.lifecycle import DEFAULT_HANDOFF
+from caravanserai.text.durations import format_duration, parse_duration
 
 PLACED = (v1.SCHEDULED, v1.RUNNING, v1.SUCCEEDED, v1.FAILED)
 """A moved project has arrived once it is in one of these phases on another node."""
@@ -77,7 +75,9 @@ async def _move(settings: Settings, node: str, timeout: float) -> list[str]:
     """Send the movable projects of `node` back to Pending with a hand-off of `timeout`; the names moved."""
     clock = SystemClock()
     async with settings.client() as client:
-        names = nodeops.movable_projects(list(await client.projects.list(field_selector=f"status.nodeRef={node}")), node)
+        names = nodeops.movable_projects(
+            list(await client.projects.list(field_selector=f"status.nodeRef={node}")), node
+        )
         moved = []
         for name in names:
             now = clock.now()
@@ -115,11 +115,17 @@ async def _wait_moved(settings: Settings, names: list[str], node: str, timeout: 
 @click.option("--delete", "delete_", is_flag=True, help="Delete the projects instead of moving them (asks first).")
 @click.option("-y", "--yes", is_flag=True, help="With --delete: do not ask for confirmation.")
 @click.option("--force", is_flag=True, help="With --delete: remove the records at once, skipping Terminating.")
-@click.option("--wait/--no-wait", default=None,
-              help="Wait until the projects run elsewhere (or, with --delete, are gone). Default: wait when moving.")
-@click.option("--timeout", default=format_duration(DEFAULT_HANDOFF), show_default=True,
-              help="How long the old containers keep running while a moved project starts elsewhere, and how long "
-              "--wait waits.")
+@click.option(
+    "--wait/--no-wait",
+    default=None,
+    help="Wait until the projects run elsewhere (or, with --delete, are gone). Default: wait when moving.",
+)
+@click.option(
+    "--timeout",
+    default=format_duration(DEFAULT_HANDOFF),
+    show_default=True,
+    help="How long the old containers keep running while a moved project starts elsewhere, and how long --wait waits.",
+)
 @pass_settings
 def drain(
     settings: Settings, node: str, delete_: bool, yes: bool, force: bool, wait: bool | None, timeout: str
@@ -136,8 +142,9 @@ def drain(
     changed = run(set_unschedulable(settings, node, True))
     click.echo(f"node/{node} cordoned" if changed else f"node/{node} already cordoned")
     if delete_:
-        _drain_by_deleting(settings, node, yes, DeleteOptions(force=force, wait=bool(wait), timeout=seconds,
-                                                                ignore_not_found=True))
+        _drain_by_deleting(
+            settings, node, yes, DeleteOptions(force=force, wait=bool(wait), timeout=seconds, ignore_not_found=True)
+        )
     else:
         moved = run(_move(settings, node, seconds))
         if moved and wait is not False:

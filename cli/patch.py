@@ -20,15 +20,14 @@ from typing import Any
 import click
 
 from caravanserai import meta
-from caravanserai.errors import Invalid
-from caravanserai.text.protojson import from_data
-
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.edits import check_read_only, to_update, unchanged
 from caravanserai.cli.errors import CommandError, invalid, one_line
 from caravanserai.cli.printers import object_dict
 from caravanserai.cli.resources import modify, parse_target
+from caravanserai.errors import Invalid
+from caravanserai.text.protojson import from_data
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -89,8 +88,14 @@ async def _patch(settings: Settings, kind: meta.Kind, name: str, patch: dict[str
 @click.argument("resource", shell_complete=complete_resource)
 @click.argument("name", required=False, shell_complete=complete_names)
 @click.option("-p", "--patch", "patch_text", required=True, metavar="JSON", help="The JSON merge patch.")
-@click.option("--type", "patch_type", type=click.Choice(["merge"]), default="merge", show_default=True,
-              help="Patch format (JSON merge patch, RFC 7386).")
+@click.option(
+    "--type",
+    "patch_type",
+    type=click.Choice(["merge"]),
+    default="merge",
+    show_default=True,
+    help="Patch format (JSON merge patch, RFC 7386).",
+)
 @pass_settings
 def patch(settings: Settings, resource: str, name: str | None, patch_text: str, patch_type: str) -> None:
     """Change an object with a JSON merge patch of its manifest form."""

@@ -23,7 +23,6 @@ import click
 import grpc
 
 from caravanserai.api.v1 import api_pb2
-
 from caravanserai.cli.agents import AgentConnection, connect, find_project_node, split_target
 from caravanserai.cli.common import pass_settings, run
 from caravanserai.cli.config import Settings
@@ -84,7 +83,9 @@ class Forwarder:
                     await writer.drain()
         except grpc.aio.AioRpcError as exc:
             if exc.code() != grpc.StatusCode.CANCELLED:
-                print(f"{self.agent.error(exc).message} (connection from {_address(peer)})", file=sys.stderr, flush=True)
+                print(
+                    f"{self.agent.error(exc).message} (connection from {_address(peer)})", file=sys.stderr, flush=True
+                )
         except (ConnectionError, OSError):
             call.cancel()  # the local client went away: abort the remote connection
         finally:
@@ -129,8 +130,9 @@ def _check_address(_ctx: click.Context, _param: click.Parameter, value: str) -> 
 @click.command("port-forward")
 @click.argument("target", metavar="PROJECT/SERVICE")
 @click.argument("ports", metavar="[LOCAL:]REMOTE")
-@click.option("--address", default="127.0.0.1", show_default=True, callback=_check_address,
-              help="Local address to listen on.")
+@click.option(
+    "--address", default="127.0.0.1", show_default=True, callback=_check_address, help="Local address to listen on."
+)
 @pass_settings
 def port_forward(settings: Settings, target: str, ports: str, address: str) -> None:
     """Forward a local port to a port of a service's container."""

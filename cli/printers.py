@@ -17,9 +17,9 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from ruamel.yaml import YAML
 
-from caravanserai.text import manifest
 from caravanserai import meta, v1
 from caravanserai.clock import rfc3339, seconds
+from caravanserai.text import manifest
 from caravanserai.text.durations import format_duration
 
 COLUMN_GAP = 3

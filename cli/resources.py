@@ -12,13 +12,12 @@ from typing import Any
 import click
 
 from caravanserai import meta
+from caravanserai.cli.config import Settings
+from caravanserai.cli.errors import not_found
 from caravanserai.client import ResourceClient
 from caravanserai.client import apply as client_apply
 from caravanserai.client.apply import CONFLICT_RETRIES
 from caravanserai.errors import CaravanseraiError, NotFound
-
-from caravanserai.cli.config import Settings
-from caravanserai.cli.errors import not_found
 
 CUSTOM_KINDS = "<custom kinds>"
 """In an `allowed` list: every custom kind is allowed too."""

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import click
 
-from caravanserai.client import nodeops
-from caravanserai.clock import SystemClock
-from caravanserai.errors import NotFound
-
 from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import not_found
+from caravanserai.client import nodeops
+from caravanserai.clock import SystemClock
+from caravanserai.errors import NotFound
 
 RESTARTABLE = ("project", "projects", "p")
 

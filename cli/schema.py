@@ -30,8 +30,7 @@ from typing import Any
 import click
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from caravanserai import meta, v1
-
+from caravanserai import meta
 from caravanserai.cli.kinds import VIEWS, plurals, view_of
 from caravanserai.cli.resources import CUSTOM_KINDS, resolve_kind
 
@@ -59,8 +58,13 @@ _INT_RANGES = {
     FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
     FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
 }
-_INT64 = {FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64, FieldDescriptor.TYPE_SFIXED64,
-          FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_FIXED64}
+_INT64 = {
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_SFIXED64,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_FIXED64,
+}
 
 
 # ---- comments from the stubs ----------------------------------------------------------------------------------
@@ -89,7 +93,11 @@ def _class_docs(cls: ast.ClassDef, docs: dict[str, str]) -> None:
     for index, stmt in enumerate(body):
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and index + 1 < len(body):
             after = body[index + 1]
-            if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+            if (
+                isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
                 docs[f"{cls.name}.{stmt.target.id}"] = after.value.value.strip()
         elif isinstance(stmt, ast.FunctionDef) and ast.get_docstring(stmt):
             docs[f"{cls.name}.{stmt.name}"] = ast.get_docstring(stmt) or ""
@@ -162,7 +170,10 @@ class SchemaBuilder:
         message = field.message_type
         schema: dict[str, Any]
         if message is not None and message.GetOptions().map_entry:
-            schema = {"type": "object", "additionalProperties": self.single(message, message.fields_by_name["value"], "")}
+            schema = {
+                "type": "object",
+                "additionalProperties": self.single(message, message.fields_by_name["value"], ""),
+            }
         elif field.is_repeated:
             schema = {"type": "array", "items": self.single(owner, field, doc)}
             if (owner.name, field.json_name) in _NON_EMPTY:
@@ -209,5 +220,14 @@ def schema(kind: str) -> None:
     click.echo(json.dumps(schema_of(resolved), indent=2, ensure_ascii=False))
 
 
-__all__ = ["DRAFT", "REQUIRED", "SCHEMA_KINDS", "SchemaBuilder", "documented_values", "kind_schema", "proto_docs",
-           "schema", "schema_of"]
+__all__ = [
+    "DRAFT",
+    "REQUIRED",
+    "SCHEMA_KINDS",
+    "SchemaBuilder",
+    "documented_values",
+    "kind_schema",
+    "proto_docs",
+    "schema",
+    "schema_of",
+]

@@ -96,33 +96,91 @@ class ClusterSpec:
 
     def _etcd(self) -> Child:
         peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
-        return Child("etcd", [
-            self.etcd_binary, "--name", "cara", "--data-dir", str(Path(self.data_dir) / "etcd"),
-            "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
-            "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
-            "--initial-cluster", f"cara={peer_url}",
-        ])
+        return Child(
+            "etcd",
+            [
+                self.etcd_binary,
+                "--name",
+                "cara",
+                "--data-dir",
+                str(Path(self.data_dir) / "etcd"),
+                "--listen-client-urls",
+                self.etcd_url,
+                "--advertise-client-urls",
+                self.etcd_url,
+                "--listen-peer-urls",
+                peer_url,
+                "--initial-advertise-peer-urls",
+                peer_url,
+                "--initial-cluster",
+                f"cara={peer_url}",
+            ],
+        )
 
     def _apiserver(self) -> Child:
-        return Child("apiserver", [sys.executable, "-m", "caravanserai.apiserver",
-                                   "--etcd-endpoints", self.etcd_url, "--listen", self.api_listen,
-                                   "--metrics-listen", self.metrics_listen])
+        return Child(
+            "apiserver",
+            [
+                sys.executable,
+                "-m",
+                "caravanserai.apiserver",
+                "--etcd-endpoints",
+                self.etcd_url,
+                "--listen",
+                self.api_listen,
+                "--metrics-listen",
+                self.metrics_listen,
+            ],
+        )
 
     def _controller_manager(self) -> Child:
-        return Child("controller-manager", [sys.executable, "-m", "caravanserai.controllers.manager",
-                                            "--server", self.api_listen, "--no-leader-elect", "--metrics-port", "-1"])
+        return Child(
+            "controller-manager",
+            [
+                sys.executable,
+                "-m",
+                "caravanserai.controllers.manager",
+                "--server",
+                self.api_listen,
+                "--no-leader-elect",
+                "--metrics-port",
+                "-1",
+            ],
+        )
 
     def _agent(self) -> Child:
-        argv = [sys.executable, "-m", "caravanserai.agent", "--server", self.api_listen,
-                "--node-name", self.node_name, "--listen", self.agent_listen,
-                "--health-listen", self.agent_health_listen, "--ingress-listen", self.ingress_listen]
+        argv = [
+            sys.executable,
+            "-m",
+            "caravanserai.agent",
+            "--server",
+            self.api_listen,
+            "--node-name",
+            self.node_name,
+            "--listen",
+            self.agent_listen,
+            "--health-listen",
+            self.agent_health_listen,
+            "--ingress-listen",
+            self.ingress_listen,
+        ]
         if self.docker_host:
             argv += ["--docker-host", self.docker_host]
         return Child("agent", argv)
 
     def _dashboard(self) -> Child:
-        return Child("dashboard", [sys.executable, "-m", "caravanserai.dashboard", "--server", self.api_listen,
-                                   "--listen", self.dashboard_listen])
+        return Child(
+            "dashboard",
+            [
+                sys.executable,
+                "-m",
+                "caravanserai.dashboard",
+                "--server",
+                self.api_listen,
+                "--listen",
+                self.dashboard_listen,
+            ],
+        )
 
 
 def process_alive(pid: int) -> bool:
@@ -236,7 +294,11 @@ class Supervisor:
         log = open(self.data / "logs" / f"{child.name}.log", "ab")  # noqa: SIM115 - the child owns it
         try:
             child.proc = await asyncio.create_subprocess_exec(
-                *child.argv, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, env=cluster_env(self.data),
+                *child.argv,
+                stdout=log,
+                stderr=log,
+                stdin=asyncio.subprocess.DEVNULL,
+                env=cluster_env(self.data),
             )
         finally:
             log.close()

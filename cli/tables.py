@@ -18,10 +18,9 @@ from typing import Any
 from google.protobuf import json_format
 
 from caravanserai import meta, v1
+from caravanserai.cli.printers import NONE, age, key_values
 from caravanserai.clock import seconds
 from caravanserai.text.quantity import cpu_millis, format_bytes, format_cpu, to_int
-
-from caravanserai.cli.printers import NONE, age, key_values
 
 
 @dataclass

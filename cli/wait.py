@@ -24,9 +24,6 @@ from typing import Any
 import click
 
 from caravanserai import meta, v1
-from caravanserai.client import ResourceClient
-from caravanserai.text.durations import parse_duration
-
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, not_found
@@ -34,6 +31,8 @@ from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.kinds.base import Condition, Predicate
 from caravanserai.cli.resources import CUSTOM_KINDS, parse_target
 from caravanserai.cli.watching import Selection, SelectionWatch
+from caravanserai.client import ResourceClient
+from caravanserai.text.durations import parse_duration
 
 WAITABLE = (*plurals(lambda view: view.waitable), CUSTOM_KINDS)
 DEFAULT_TIMEOUT = "30s"
@@ -129,8 +128,14 @@ def timeout_message(plural: str, names: Sequence[str]) -> str:
 @click.command("wait")
 @click.argument("resource", shell_complete=complete_resource)
 @click.argument("names", nargs=-1, required=True, shell_complete=complete_names)
-@click.option("--for", "for_", multiple=True, required=True, metavar="CONDITION",
-              help="delete | phase=PHASE | state=STATE | condition=TYPE[=STATUS]; repeat to require several.")
+@click.option(
+    "--for",
+    "for_",
+    multiple=True,
+    required=True,
+    metavar="CONDITION",
+    help="delete | phase=PHASE | state=STATE | condition=TYPE[=STATUS]; repeat to require several.",
+)
 @click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="Give up after this long (0: never).")
 @pass_settings
 def wait(settings: Settings, resource: str, names: Sequence[str], for_: Sequence[str], timeout: str) -> None:
@@ -144,7 +149,9 @@ def wait(settings: Settings, resource: str, names: Sequence[str], for_: Sequence
     run(_wait(settings, kind, wanted, conditions, seconds))
 
 
-async def _wait(settings: Settings, kind: meta.Kind, names: list[str], conditions: list[Condition], timeout: float) -> None:
+async def _wait(
+    settings: Settings, kind: meta.Kind, names: list[str], conditions: list[Condition], timeout: float
+) -> None:
     async with settings.client() as client:
         late = await wait_all(client.resource(kind.plural), names, conditions, timeout=timeout)
     for name in names:
@@ -154,5 +161,15 @@ async def _wait(settings: Settings, kind: meta.Kind, names: list[str], condition
         raise CommandError(timeout_message(kind.plural, late))
 
 
-__all__ = ["DEFAULT_TIMEOUT", "WAITABLE", "Condition", "Predicate", "hopeless", "parse_condition", "timeout_message",
-           "wait", "wait_all", "wait_for_object"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "WAITABLE",
+    "Condition",
+    "Predicate",
+    "hopeless",
+    "parse_condition",
+    "timeout_message",
+    "wait",
+    "wait_all",
+    "wait_for_object",
+]

@@ -25,11 +25,11 @@ from caravanserai.client import Client
 from caravanserai.client.options import add_client_arguments, client_from_args
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import LeaderElectionConfig, Manager, default_identity
-from caravanserai.text.durations import parse_duration
 from caravanserai.errors import CaravanseraiError
-from caravanserai.process.logging import configure_logging
 from caravanserai.process.helpformat import DefaultsHelpFormatter
+from caravanserai.process.logging import configure_logging
 from caravanserai.process.shell import run_main, until_signalled
+from caravanserai.text.durations import parse_duration
 
 log = structlog.get_logger(__name__)
 
@@ -55,7 +55,9 @@ def duration(minimum: float = 0.0) -> Callable[[str], float]:
 
 def process_parser(prog: str, *, description: str, lease: str, metrics_port: int) -> argparse.ArgumentParser:
     """A parser with the flags every controller process has (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, conflict_handler="resolve", formatter_class=DefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=prog, description=description, conflict_handler="resolve", formatter_class=DefaultsHelpFormatter
+    )
     add_client_arguments(parser)
     election = parser.add_argument_group("leader election")
     election.add_argument(

@@ -61,7 +61,9 @@ class ServeOptions:
             context.load_cert_chain(self.https_cert, self.https_key)
             return context
         if not (is_loopback(self.listen) or self.allow_insecure):
-            raise ValueError(f"refusing plain HTTP on {self.listen}: give --https-cert/--https-key, or --allow-insecure")
+            raise ValueError(
+                f"refusing plain HTTP on {self.listen}: give --https-cert/--https-key, or --allow-insecure"
+            )
         return None
 
 
@@ -95,15 +97,21 @@ class DashboardProcess:
         async with client_from_args(self._opts) as client:
             state = ClusterView(client, clock=self.clock)
             logs = LogSource(state.get, credentials=tls.channel_credentials() if tls.enabled else None, token=token)
-            dashboard = Dashboard(state, Actions(client, read_only=self.serve.read_only, clock=self.clock), logs, server=client.target)
+            dashboard = Dashboard(
+                state, Actions(client, read_only=self.serve.read_only, clock=self.clock), logs, server=client.target
+            )
             runner = web.AppRunner(dashboard.app(), access_log=None, shutdown_timeout=1.0)
             await runner.setup()
             try:
                 await web.TCPSite(runner, host, port, ssl_context=context).start()
                 self.port = runner.addresses[0][1]
                 scheme = "https" if context else "http"
-                log.info("dashboard serving", url=f"{scheme}://{host}:{self.port}/", server=client.target,
-                         read_only=self.serve.read_only)
+                log.info(
+                    "dashboard serving",
+                    url=f"{scheme}://{host}:{self.port}/",
+                    server=client.target,
+                    read_only=self.serve.read_only,
+                )
                 self.started.set()
                 await state.run()
             finally:
@@ -111,8 +119,13 @@ class DashboardProcess:
 
 
 def serve_options(opts: argparse.Namespace) -> ServeOptions:
-    return ServeOptions(listen=opts.listen, https_cert=opts.https_cert, https_key=opts.https_key,
-                        allow_insecure=opts.allow_insecure, read_only=opts.read_only)
+    return ServeOptions(
+        listen=opts.listen,
+        https_cert=opts.https_cert,
+        https_key=opts.https_key,
+        allow_insecure=opts.allow_insecure,
+        read_only=opts.read_only,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

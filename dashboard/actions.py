@@ -15,7 +15,7 @@ import grpc
 from caravanserai import meta
 from caravanserai.client import Client
 from caravanserai.client.apply import applicable, apply_object
-from caravanserai.client.nodeops import move_project, movable_projects, set_unschedulable
+from caravanserai.client.nodeops import movable_projects, move_project, set_unschedulable
 from caravanserai.clock import Clock
 from caravanserai.errors import ApiError, CaravanseraiError, Invalid, NotFound
 from caravanserai.project.lifecycle import DEFAULT_HANDOFF
@@ -94,7 +94,9 @@ class Actions:
                 applied = await apply_object(self._client, doc.object)
             except ApiError as err:
                 refused = api_error(err)
-                raise ActionError(refused.status, _after(outcomes, f"{doc.origin}: {label}: {refused.message}")) from None
+                raise ActionError(
+                    refused.status, _after(outcomes, f"{doc.origin}: {label}: {refused.message}")
+                ) from None
             outcomes.append(ApplyOutcome(label, applied.action))
         return outcomes
 

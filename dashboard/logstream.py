@@ -41,7 +41,9 @@ class LogSource:
             raise ActionError(409, f'project "{name}" is not on a node (phase {project.status.phase})')
         node = self._lookup("nodes", project.status.node_ref)
         if node is None:
-            raise ActionError(409, f'project "{name}" is bound to node "{project.status.node_ref}", which does not exist')
+            raise ActionError(
+                409, f'project "{name}" is bound to node "{project.status.node_ref}", which does not exist'
+            )
         request = v1.LogsRequest(project=name, service=service, follow=True, tail=max(-1, min(tail, MAX_TAIL)))
         return self._lines(node, request)
 

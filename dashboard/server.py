@@ -26,13 +26,13 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from caravanserai.text import manifest
 from caravanserai import v1
 from caravanserai.dashboard import views
 from caravanserai.dashboard.actions import ActionError, Actions
 from caravanserai.dashboard.logstream import LogSource
 from caravanserai.dashboard.state import ClusterView
 from caravanserai.errors import Invalid
+from caravanserai.text import manifest
 
 log = structlog.get_logger(__name__)
 
@@ -98,10 +98,18 @@ class Dashboard:
         app = web.Application(middlewares=[_guard], client_max_size=2 * 1024 * 1024)
         get, r = app.router.add_get, self
         for path, handler in (
-            ("/", r.index), ("/healthz", r.healthz), ("/readyz", r.readyz), ("/api/v1/config", r.config),
-            ("/api/v1/cluster", r.cluster), ("/api/v1/projects", r.projects), ("/api/v1/projects/{name}", r.project),
-            ("/api/v1/projects/{name}/logs", r.project_logs), ("/api/v1/events", r.events),
-            ("/api/v1/kinds", r.kinds), ("/api/v1/kinds/{plural}", r.kind), ("/api/v1/kinds/{plural}/{name}", r.object),
+            ("/", r.index),
+            ("/healthz", r.healthz),
+            ("/readyz", r.readyz),
+            ("/api/v1/config", r.config),
+            ("/api/v1/cluster", r.cluster),
+            ("/api/v1/projects", r.projects),
+            ("/api/v1/projects/{name}", r.project),
+            ("/api/v1/projects/{name}/logs", r.project_logs),
+            ("/api/v1/events", r.events),
+            ("/api/v1/kinds", r.kinds),
+            ("/api/v1/kinds/{plural}", r.kind),
+            ("/api/v1/kinds/{plural}/{name}", r.object),
             ("/api/v1/stream", r.stream),
         ):
             get(path, handler)
@@ -183,8 +191,9 @@ class Dashboard:
     async def events(self, request: web.Request) -> web.Response:
         now = await self._synced("events")
         q = request.query
-        return _json(views.events_view(self.state.objects("events"), now, type_=q.get("type", ""),
-                                       obj=q.get("object", "")))
+        return _json(
+            views.events_view(self.state.objects("events"), now, type_=q.get("type", ""), obj=q.get("object", ""))
+        )
 
     async def kinds(self, _request: web.Request) -> web.Response:
         return _json(views.kinds_view(self.state.kinds.values()))
@@ -192,7 +201,9 @@ class Dashboard:
     def _kind(self, plural: str) -> Any:
         kind = self.state.kinds.get(plural)
         if kind is None:
-            raise ActionError(404, f'the dashboard knows no resource "{plural}" (known: {", ".join(sorted(self.state.kinds))})')
+            raise ActionError(
+                404, f'the dashboard knows no resource "{plural}" (known: {", ".join(sorted(self.state.kinds))})'
+            )
         return kind
 
     async def kind(self, request: web.Request) -> web.Response:
@@ -275,10 +286,14 @@ class Dashboard:
 
 
 async def _event_stream(request: web.Request) -> web.StreamResponse:
-    response = web.StreamResponse(headers={
-        "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
-        **SECURITY_HEADERS,
-    })
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+            **SECURITY_HEADERS,
+        }
+    )
     await response.prepare(request)
     return response
 

@@ -10,12 +10,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from caravanserai.text import manifest
 from caravanserai import meta, v1
 from caravanserai.client.agentlogs import node_address
 from caravanserai.client.nodeops import requested
 from caravanserai.clock import seconds
 from caravanserai.project.ingresshosts import ingress_host
+from caravanserai.text import manifest
 from caravanserai.text.quantity import parse_quantity
 from caravanserai.text.selectors import LabelSelector
 
@@ -81,8 +81,11 @@ def pending_reason(project: v1.Project) -> Json | None:
     """Why a project is where it is: the Scheduled=False condition of a Pending project (Unschedulable and its
     message), else the Phase condition; None when it has neither."""
     scheduled = meta.get_condition(project.status.conditions, v1.CONDITION_SCHEDULED)
-    condition = scheduled if (project.status.phase == v1.PENDING and scheduled is not None
-                              and scheduled.status == v1.FALSE) else None
+    condition = (
+        scheduled
+        if (project.status.phase == v1.PENDING and scheduled is not None and scheduled.status == v1.FALSE)
+        else None
+    )
     condition = condition or meta.get_condition(project.status.conditions, v1.CONDITION_PHASE) or scheduled
     if condition is None or not (condition.reason or condition.message):
         return None
@@ -162,22 +165,29 @@ def project_view(project: v1.Project, node: v1.Node | None, events: Iterable[v1.
     services = []
     for service in project.spec.services:
         status = statuses.get(service.name)
-        services.append({
-            "name": service.name,
-            "image": service.image,
-            "state": status.state if status is not None else "",
-            "ready": bool(status is not None and status.ready),
-            "restarts": status.restart_count if status is not None else 0,
-            "exitCode": status.exit_code if status is not None else 0,
-            "message": status.message if status is not None else "",
-        })
+        services.append(
+            {
+                "name": service.name,
+                "image": service.image,
+                "state": status.state if status is not None else "",
+                "ready": bool(status is not None and status.ready),
+                "restarts": status.restart_count if status is not None else 0,
+                "exitCode": status.exit_code if status is not None else 0,
+                "message": status.message if status is not None else "",
+            }
+        )
     name = project.metadata.name
     about = [e for e in events if e.spec.involved_object.kind == "Project" and e.spec.involved_object.name == name]
     return {
         **project_row(project, now),
         "conditions": [
-            {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message,
-             "age": _age(c.last_transition_time, now)}
+            {
+                "type": c.type,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "age": _age(c.last_transition_time, now),
+            }
             for c in project.status.conditions
         ],
         "services": services,
@@ -225,11 +235,17 @@ def json_path(data: Any, path: str) -> Any:
 
 def kinds_view(kinds: Iterable[meta.Kind]) -> Json:
     """The kinds the dashboard knows (those of the client's kind table)."""
-    return {"kinds": [
-        {"plural": k.plural, "kind": k.kind, "shortNames": list(k.short_names),
-         "columns": [name for name, _ in printer_columns(k)]}
-        for k in sorted(kinds, key=lambda k: k.plural)
-    ]}
+    return {
+        "kinds": [
+            {
+                "plural": k.plural,
+                "kind": k.kind,
+                "shortNames": list(k.short_names),
+                "columns": [name for name, _ in printer_columns(k)],
+            }
+            for k in sorted(kinds, key=lambda k: k.plural)
+        ]
+    }
 
 
 def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
@@ -239,10 +255,21 @@ def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
     for obj in sorted(objects, key=lambda o: o.metadata.name):
         data = manifest.to_dict(obj)
         cells = [json_path(data, path) for _, path in columns]
-        rows.append({"name": obj.metadata.name, "cells": cells, "age": _age(obj.metadata.creation_timestamp, now),
-                     "object": data})
-    return {"kind": kind.kind, "plural": kind.plural, "columns": [name for name, _ in columns], "rows": rows,
-            "now": now}
+        rows.append(
+            {
+                "name": obj.metadata.name,
+                "cells": cells,
+                "age": _age(obj.metadata.creation_timestamp, now),
+                "object": data,
+            }
+        )
+    return {
+        "kind": kind.kind,
+        "plural": kind.plural,
+        "columns": [name for name, _ in columns],
+        "rows": rows,
+        "now": now,
+    }
 
 
 __all__ = [

@@ -19,8 +19,8 @@ import shutil
 import sys
 import tempfile
 
-from grpc_tools import protoc
 import grpc_tools
+from grpc_tools import protoc
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAPPINGS = {

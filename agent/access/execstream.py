@@ -39,8 +39,13 @@ def exec_options(start: api_pb2.ExecStart) -> ExecOptions:
     if bad:
         raise InvalidExec(f"start.env: {bad[0]!r} is not KEY=VALUE")
     return ExecOptions(
-        command=tuple(start.command), env=tuple(start.env), workdir=start.workdir, stdin=start.stdin,
-        tty=start.tty, width=start.size.width, height=start.size.height,
+        command=tuple(start.command),
+        env=tuple(start.env),
+        workdir=start.workdir,
+        stdin=start.stdin,
+        tty=start.tty,
+        width=start.size.width,
+        height=start.size.height,
     )
 
 

@@ -23,7 +23,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-
 from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.api.v1 import api_pb2

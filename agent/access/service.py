@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 import grpc
 import structlog
 
-from caravanserai.agent.docker.engine import DockerError
-from caravanserai.agent.ingress.endpoints import NoEndpoint
 from caravanserai.agent.access.execstream import ExecRunner, InvalidExec
 from caravanserai.agent.access.logs import LogStreamer
 from caravanserai.agent.access.portforward import ForwardRefused, InvalidForward, PortForwarder
+from caravanserai.agent.docker.engine import DockerError
+from caravanserai.agent.ingress.endpoints import NoEndpoint
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.errors import Unauthenticated
 from caravanserai.process.identity import Authenticator

@@ -35,12 +35,12 @@ from typing import Any
 
 from google.protobuf import json_format
 
-from caravanserai.project import grants
 from caravanserai import v1
 from caravanserai.agent.docker import naming
-from caravanserai.text.quantity import cpu_millis, to_int
+from caravanserai.project import grants
 from caravanserai.project.registryauth import RegistryCredential
 from caravanserai.project.servicegraph import HealthSettings
+from caravanserai.text.quantity import cpu_millis, to_int
 
 RESTART_ALWAYS = "Always"
 RESTART_ON_FAILURE = "OnFailure"

@@ -123,7 +123,10 @@ class DockerRuntime:
         log.info("pulling image", image=image, registry_auth=auth is not None)
         credentials = None if auth is None else {"username": auth.username, "password": auth.password}
         # aiodocker sends credentials only with a registry host in the name: Docker Hub's implicit one made explicit.
-        implicit_hub = registry_of(image) == DOCKER_HUB and image.partition("/")[0] not in ("docker.io", "index.docker.io")
+        implicit_hub = registry_of(image) == DOCKER_HUB and image.partition("/")[0] not in (
+            "docker.io",
+            "index.docker.io",
+        )
         name = f"{DOCKER_HUB}/{image}" if auth is not None and implicit_hub else image
         tally = PullTally()
         try:

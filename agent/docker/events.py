@@ -28,9 +28,7 @@ from caravanserai.clock import Clock
 log = structlog.get_logger(__name__)
 
 # Container actions that can change a project's observed state.
-ACTIONS = (
-    "create", "start", "restart", "die", "kill", "oom", "stop", "destroy", "pause", "unpause", "health_status"
-)
+ACTIONS = ("create", "start", "restart", "die", "kill", "oom", "stop", "destroy", "pause", "unpause", "health_status")
 # Subscribing again waits 0.5 s after a stream that delivered events, else doubling up to 10 s.
 RESUBSCRIBE_BACKOFF = Backoff(initial=0.5, cap=10.0, jitter=0.0, reset_after=None)
 

@@ -91,8 +91,13 @@ async def attach(runtime: DockerRuntime, container_id: str, options: ExecOptions
     container = runtime.streams.containers.container(container_id)
     async with docker_call(f"exec in container {container_id[:12]}"):
         instance = await container.exec(
-            list(options.command), stdout=True, stderr=True, stdin=options.stdin, tty=options.tty,
-            environment=list(options.env) or None, workdir=options.workdir or None,
+            list(options.command),
+            stdout=True,
+            stderr=True,
+            stdin=options.stdin,
+            tty=options.tty,
+            environment=list(options.env) or None,
+            workdir=options.workdir or None,
         )
         stream = instance.start(detach=False)
         await stream.__aenter__()

@@ -74,7 +74,9 @@ def pool_network_name(token: str, node: str) -> str:
 def is_pool_network(name: str, node: str) -> bool:
     """Whether `name` is a pool network name of `node` (made by `pool_network_name`)."""
     prefix, suffix = f"{PREFIX}{SEPARATOR}{POOL_PART}", f"{SEPARATOR}{node}"
-    return name.startswith(prefix) and name.endswith(suffix) and bool(_TOKEN.fullmatch(name[len(prefix) : -len(suffix)]))
+    return (
+        name.startswith(prefix) and name.endswith(suffix) and bool(_TOKEN.fullmatch(name[len(prefix) : -len(suffix)]))
+    )
 
 
 def pool_labels(node: str) -> dict[str, str]:

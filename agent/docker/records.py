@@ -100,6 +100,7 @@ class Observed:
     def running(self) -> bool:
         return self.status == "running"
 
+
 @dataclass(frozen=True, slots=True)
 class ExecOptions:
     """A command to run in a container (Docker exec): arguments, KEY=VALUE environment, working directory ("" for
@@ -205,7 +206,7 @@ def docker_time(text: Any) -> float:
     fraction, zone = "0", "Z"
     if rest:
         digits = "".join(itertools.takewhile(str.isdigit, rest))
-        fraction, zone = digits or "0", rest[len(digits):] or "Z"
+        fraction, zone = digits or "0", rest[len(digits) :] or "Z"
     elif head.endswith("Z"):
         head = head[:-1]
     try:

@@ -46,9 +46,7 @@ async def log_frames(
     multiplexed response is read here (containers made by the agent have no TTY). An absent container yields
     nothing.
     """
-    params: dict[str, bool | str] = {
-        "stdout": True, "stderr": True, "timestamps": True, "follow": follow, "tail": tail
-    }
+    params: dict[str, bool | str] = {"stdout": True, "stderr": True, "timestamps": True, "follow": follow, "tail": tail}
     what = f"logs of {container_id[:12]}"
     try:
         # aiodocker has no public call that returns the raw multiplexed response: its private `_query` does.

@@ -23,8 +23,18 @@ from caravanserai.text.selectors import validate_label_key
 LABEL_HOSTNAME = "caravanserai.io/hostname"
 LABEL_OS = "caravanserai.io/os"
 LABEL_ARCH = "caravanserai.io/arch"
-_ARCH_NAMES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "arm",
-               "i386": "386", "i686": "386", "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
+_ARCH_NAMES = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "armv7l": "arm",
+    "i386": "386",
+    "i686": "386",
+    "ppc64le": "ppc64le",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+}
 NVIDIA_SMI_TIMEOUT = 5.0
 
 

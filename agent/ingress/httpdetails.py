@@ -23,12 +23,20 @@ ERROR_HEADER = "X-Caravanserai-Error"
 HOP_BY_HOP = frozenset(
     h.lower()
     for h in (
-        "Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE",
-        "Trailer", "Transfer-Encoding", "Upgrade",
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+        "Proxy-Connection",
+        "TE",
+        "Trailer",
+        "Transfer-Encoding",
+        "Upgrade",
     )
 )
 WEBSOCKET_HANDSHAKE = frozenset(
-    h.lower() for h in ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
+    h.lower()
+    for h in ("Sec-WebSocket-Key", "Sec-WebSocket-Version", "Sec-WebSocket-Extensions", "Sec-WebSocket-Protocol")
 )
 MIB = 1024 * 1024
 

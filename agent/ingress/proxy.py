@@ -113,11 +113,17 @@ class IngressProxy:
     @contextlib.asynccontextmanager
     async def serving(self, host: str, port: int) -> AsyncIterator[IngressProxy]:
         """Serve on host:port (0: a free port, then in `self.port`) until the block ends."""
-        timeout = aiohttp.ClientTimeout(total=None, connect=self.limits.connect_timeout, sock_read=self.limits.idle_timeout)
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self.limits.connect_timeout, sock_read=self.limits.idle_timeout
+        )
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                         skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
-                                         cookie_jar=aiohttp.DummyCookieJar()) as session:
+        async with aiohttp.ClientSession(
+            connector=connector,
+            timeout=timeout,
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
+            cookie_jar=aiohttp.DummyCookieJar(),
+        ) as session:
             self._session = session
             runner = web.AppRunner(self.application(), access_log=None, handler_cancellation=True)
             await runner.setup()
@@ -159,12 +165,17 @@ class IngressProxy:
             host, port = await self.backends.address(route)
             return URL.build(scheme="http", host=host, port=port), not forwarded_by
         if forwarded_by:
-            raise _Refused("misrouted", f'Project "{route.project}" runs on node {route.node}, not here; '
-                                        f"node {forwarded_by} forwarded the request (not forwarded again).")
+            raise _Refused(
+                "misrouted",
+                f'Project "{route.project}" runs on node {route.node}, not here; '
+                f"node {forwarded_by} forwarded the request (not forwarded again).",
+            )
         endpoint = self.table.node(route.node)
         if endpoint is None or not endpoint.address or not endpoint.ingress_port:
-            raise _Refused("node-unreachable", f'Project "{route.project}" runs on node {route.node}, '
-                                               "which publishes no ingress address.")
+            raise _Refused(
+                "node-unreachable",
+                f'Project "{route.project}" runs on node {route.node}, which publishes no ingress address.',
+            )
         return URL.build(scheme="http", host=endpoint.address, port=endpoint.ingress_port), True
 
     def _internal_client(self, address: str) -> bool:
@@ -173,7 +184,9 @@ class IngressProxy:
     def _page(self, status: int, error: str, text: str) -> web.Response:
         return error_page(status, error, text, node=self.node)
 
-    def _outgoing(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> tuple[URL, CIMultiDict[str]]:
+    def _outgoing(
+        self, request: web.Request, route: Route, target: URL, *, first_hop: bool
+    ) -> tuple[URL, CIMultiDict[str]]:
         local = route.node == self.node
         headers = upstream_headers(request, first_hop=first_hop, drop=(FORWARDED_BY,) if local else ())
         if not local:
@@ -195,12 +208,18 @@ class IngressProxy:
         except _BodyTooLarge:
             return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
         except TimeoutError:
-            return self._page(504, "backend-timeout", f'Project "{route.project}" did not answer within '
-                                                      f"{limits.response_timeout:g} s.")
+            return self._page(
+                504,
+                "backend-timeout",
+                f'Project "{route.project}" did not answer within {limits.response_timeout:g} s.',
+            )
         except aiohttp.ClientError as exc:
             self.backends.forget(route)
-            return self._page(502, "backend-refused", f'Project "{route.project}" ({route.service}:{route.port}) '
-                                                      f"refused the connection: {exc}")
+            return self._page(
+                502,
+                "backend-refused",
+                f'Project "{route.project}" ({route.service}:{route.port}) refused the connection: {exc}',
+            )
         async with upstream:
             return await self._relay(request, upstream)
 
@@ -242,7 +261,9 @@ class IngressProxy:
         await response.write_eof()
         return response
 
-    async def _websocket(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> web.StreamResponse:
+    async def _websocket(
+        self, request: web.Request, route: Route, target: URL, *, first_hop: bool
+    ) -> web.StreamResponse:
         assert self._session is not None
         url, headers = self._outgoing(request, route, target, first_hop=first_hop)
         for name in list(headers):
@@ -251,14 +272,19 @@ class IngressProxy:
         protocols = [p.strip() for p in request.headers.get(hdrs.SEC_WEBSOCKET_PROTOCOL, "").split(",") if p.strip()]
         try:
             upstream = await self._session.ws_connect(
-                url.with_scheme("ws"), headers=headers, protocols=protocols, autoping=False,
-                max_msg_size=self.limits.max_websocket_message, timeout=aiohttp.ClientWSTimeout(ws_receive=None),
+                url.with_scheme("ws"),
+                headers=headers,
+                protocols=protocols,
+                autoping=False,
+                max_msg_size=self.limits.max_websocket_message,
+                timeout=aiohttp.ClientWSTimeout(ws_receive=None),
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             return self._page(502, "backend-refused", f'Project "{route.project}" refused the WebSocket: {exc}')
         async with upstream:
             client = web.WebSocketResponse(
-                protocols=(upstream.protocol,) if upstream.protocol else (), autoping=False,
+                protocols=(upstream.protocol,) if upstream.protocol else (),
+                autoping=False,
                 max_msg_size=self.limits.max_websocket_message,
             )
             await client.prepare(request)
@@ -266,8 +292,10 @@ class IngressProxy:
             return client
 
 
-async def _copy(source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
-                sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse) -> None:
+async def _copy(
+    source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+    sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
+) -> None:
     """Copy messages from `source` to `sink` until `source` closes; then close `sink` with the same code."""
     async for message in source:
         if message.type == aiohttp.WSMsgType.TEXT:

@@ -150,12 +150,16 @@ class RouteTable:
     def follow(self, projects: Informer[v1.Project], nodes: Informer[v1.Node]) -> None:
         """Keep the table current from the two informers (every project and every node of the cluster)."""
         projects.add_event_handler(
-            on_add=self.set_project, on_update=lambda _old, new: self.set_project(new),
-            on_delete=self.remove_project, name="ingress-routes",
+            on_add=self.set_project,
+            on_update=lambda _old, new: self.set_project(new),
+            on_delete=self.remove_project,
+            name="ingress-routes",
         )
         nodes.add_event_handler(
-            on_add=self.set_node, on_update=lambda _old, new: self.set_node(new),
-            on_delete=self.remove_node, name="ingress-nodes",
+            on_add=self.set_node,
+            on_update=lambda _old, new: self.set_node(new),
+            on_delete=self.remove_node,
+            name="ingress-nodes",
         )
 
     def _rehost(self, hosts: set[str]) -> None:

@@ -22,10 +22,10 @@ from caravanserai.agent.ingress.endpoints import ContainerBackends, ServiceEndpo
 from caravanserai.agent.ingress.httpdetails import IngressLimits
 from caravanserai.agent.ingress.proxy import IngressProxy
 from caravanserai.agent.ingress.routes import RouteTable
+from caravanserai.informer import SharedInformerFactory
 from caravanserai.text import addresses
 from caravanserai.text.addresses import Address
 from caravanserai.text.durations import parse_duration
-from caravanserai.informer import SharedInformerFactory
 from caravanserai.text.quantity import to_int
 
 DEFAULT_INGRESS_LISTEN = "0.0.0.0:8081"
@@ -66,24 +66,55 @@ def add_ingress_arguments(parser: argparse.ArgumentParser) -> None:
     """The `--ingress-*` flags of cara-agent."""
     d = IngressLimits()
     add = parser.add_argument
-    add("--ingress-listen", type=_listen, default=DEFAULT_INGRESS_LISTEN,
-        help=f"HOST:PORT of the ingress HTTP proxy, or off (default {DEFAULT_INGRESS_LISTEN})")
-    add("--ingress-max-request-body", type=_size, default=d.max_request_body, metavar="SIZE",
-        help="largest request body the ingress forwards, e.g. 64Mi; 0: no limit (default 64Mi)")
-    add("--ingress-max-response-body", type=_size, default=d.max_response_body, metavar="SIZE",
-        help="largest response body the ingress relays before cutting it off; 0: no limit (default 0)")
-    add("--ingress-connect-timeout", type=_seconds, default=d.connect_timeout, metavar="DURATION",
-        help="time to connect to a backend (default 5s)")
-    add("--ingress-response-timeout", type=_seconds, default=d.response_timeout, metavar="DURATION",
-        help="time for a backend to send its response headers (default 60s)")
-    add("--ingress-idle-timeout", type=_seconds, default=d.idle_timeout, metavar="DURATION",
-        help="time without a byte from the backend before the exchange ends (default 5m)")
+    add(
+        "--ingress-listen",
+        type=_listen,
+        default=DEFAULT_INGRESS_LISTEN,
+        help=f"HOST:PORT of the ingress HTTP proxy, or off (default {DEFAULT_INGRESS_LISTEN})",
+    )
+    add(
+        "--ingress-max-request-body",
+        type=_size,
+        default=d.max_request_body,
+        metavar="SIZE",
+        help="largest request body the ingress forwards, e.g. 64Mi; 0: no limit (default 64Mi)",
+    )
+    add(
+        "--ingress-max-response-body",
+        type=_size,
+        default=d.max_response_body,
+        metavar="SIZE",
+        help="largest response body the ingress relays before cutting it off; 0: no limit (default 0)",
+    )
+    add(
+        "--ingress-connect-timeout",
+        type=_seconds,
+        default=d.connect_timeout,
+        metavar="DURATION",
+        help="time to connect to a backend (default 5s)",
+    )
+    add(
+        "--ingress-response-timeout",
+        type=_seconds,
+        default=d.response_timeout,
+        metavar="DURATION",
+        help="time for a backend to send its response headers (default 60s)",
+    )
+    add(
+        "--ingress-idle-timeout",
+        type=_seconds,
+        default=d.idle_timeout,
+        metavar="DURATION",
+        help="time without a byte from the backend before the exchange ends (default 5m)",
+    )
 
 
 def limits_from_args(args: argparse.Namespace) -> IngressLimits:
     return IngressLimits(
-        max_request_body=args.ingress_max_request_body, max_response_body=args.ingress_max_response_body,
-        connect_timeout=args.ingress_connect_timeout, response_timeout=args.ingress_response_timeout,
+        max_request_body=args.ingress_max_request_body,
+        max_response_body=args.ingress_max_response_body,
+        connect_timeout=args.ingress_connect_timeout,
+        response_timeout=args.ingress_response_timeout,
         idle_timeout=args.ingress_idle_timeout,
     )
 

@@ -20,4 +20,10 @@ class ServiceFailure(CaravanseraiError):
         self.message = message
 
 
-__all__ = ["REASON_CREATE_FAILED", "REASON_IMAGE_PULL_FAILED", "REASON_NEVER_PULL", "REASON_START_FAILED", "ServiceFailure"]
+__all__ = [
+    "REASON_CREATE_FAILED",
+    "REASON_IMAGE_PULL_FAILED",
+    "REASON_NEVER_PULL",
+    "REASON_START_FAILED",
+    "ServiceFailure",
+]

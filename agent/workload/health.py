@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import structlog
 
-from caravanserai.project import servicegraph
 from caravanserai import v1
 from caravanserai.clock import Clock
+from caravanserai.project import servicegraph
 from caravanserai.project.servicegraph import HealthSettings
 
 log = structlog.get_logger(__name__)

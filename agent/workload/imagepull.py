@@ -85,7 +85,9 @@ async def prepare_image(
     except ImagePullFailed as exc:
         if replacing and policy == v1.PULL_ALWAYS:
             await reporter.failed(service.name, image, exc.message)
-            raise PullBackOff(f"service {service.name}: pulling {image} failed, old container kept: {exc.message}") from exc
+            raise PullBackOff(
+                f"service {service.name}: pulling {image} failed, old container kept: {exc.message}"
+            ) from exc
         raise ServiceFailure(REASON_IMAGE_PULL_FAILED, f"service {service.name}: {exc.message}") from exc
     await reporter.pulled(service.name, image, size)
 

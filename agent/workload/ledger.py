@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from caravanserai import v1
-from caravanserai.agent.workload import projectstatus
 from caravanserai.agent.docker.records import Observed
+from caravanserai.agent.workload import projectstatus
 
 
 class RestartLedger:

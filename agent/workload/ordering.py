@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from caravanserai.project import servicegraph
 from caravanserai import v1
 from caravanserai.agent.docker.records import Observed
 from caravanserai.agent.workload.projectstatus import HEALTHY, RUNNING, completed
+from caravanserai.project import servicegraph
 
 _WORDS = {servicegraph.STARTED: "start", servicegraph.HEALTHY: "be healthy", servicegraph.COMPLETED: "complete"}
 

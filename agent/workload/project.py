@@ -32,8 +32,9 @@ import structlog
 
 from caravanserai import v1
 from caravanserai.agent.docker import containers, naming
-from caravanserai.agent.workload import ordering, projectstatus
 from caravanserai.agent.docker.engine import DockerRefused, DockerRuntime
+from caravanserai.agent.docker.records import ContainerSummary, Labelled, Observed
+from caravanserai.agent.workload import ordering, projectstatus
 from caravanserai.agent.workload.failures import (
     REASON_CREATE_FAILED,
     REASON_IMAGE_PULL_FAILED,
@@ -42,7 +43,6 @@ from caravanserai.agent.workload.failures import (
 )
 from caravanserai.agent.workload.imagepull import UNREPORTED, PullReporter, prepare_image
 from caravanserai.agent.workload.netpool import NetworkPool, attached_networks
-from caravanserai.agent.docker.records import ContainerSummary, Labelled, Observed
 
 log = structlog.get_logger(__name__)
 
@@ -145,7 +145,11 @@ class ProjectRuntime:
         return Outcome(observed, failures[0] if failures else None, waiting)
 
     def _next_wave(
-        self, project: v1.Project, pending: list[v1.Service], observed: dict[str, Observed], inputs: containers.ProjectInputs
+        self,
+        project: v1.Project,
+        pending: list[v1.Service],
+        observed: dict[str, Observed],
+        inputs: containers.ProjectInputs,
     ) -> tuple[list[v1.Service], dict[str, str]]:
         """The services of `pending` that may be ensured now, and what the others wait for."""
         wave: list[v1.Service] = []
@@ -153,8 +157,8 @@ class ProjectRuntime:
         for service in pending:
             found = observed.get(service.name)
             adoptable = found is not None and self._adoptable(project, service, found, inputs.of(service))
-            held = "" if adoptable else inputs.blocked.get(service.name) or ordering.unmet(
-                service, project.spec, observed
+            held = (
+                "" if adoptable else inputs.blocked.get(service.name) or ordering.unmet(service, project.spec, observed)
             )
             if held:
                 waiting[service.name] = held
@@ -186,8 +190,10 @@ class ProjectRuntime:
         own `cara_<project>_<node>`); returns its observed state. `known` is the container as just inspected: an
         adoptable one that needs nothing is returned without asking Docker again."""
         inputs = inputs or containers.ServiceInputs.literal(service)
-        if known is not None and self._adoptable(project, service, known, inputs) and not projectstatus.needs_start(
-            service, known
+        if (
+            known is not None
+            and self._adoptable(project, service, known, inputs)
+            and not projectstatus.needs_start(service, known)
         ):
             return known
         name = naming.container_name(project.metadata.name, service.name, self.node)

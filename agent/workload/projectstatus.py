@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
 from caravanserai.agent.docker.containers import RESTART_NEVER, RESTART_ON_FAILURE, restart_policy
 from caravanserai.agent.docker.records import Observed
+from caravanserai.project import lifecycle
 
 # Docker's State.Status values.
 CREATED = "created"
@@ -100,8 +100,11 @@ def ended_for_good(service: v1.Service, observed: Observed) -> bool:
 
 def completed(service: v1.Service, observed: Observed | None) -> bool:
     """Whether the service did its work: ended for good with exit code 0."""
-    return observed is not None and observed.status == EXITED and observed.exit_code == 0 and ended_for_good(
-        service, observed
+    return (
+        observed is not None
+        and observed.status == EXITED
+        and observed.exit_code == 0
+        and ended_for_good(service, observed)
     )
 
 
@@ -247,8 +250,14 @@ def apply(project: v1.Project, assessment: Assessment, *, generation: int | None
         why, detail = assessment.degraded
         meta.set_condition(status.conditions, v1.CONDITION_DEGRADED, v1.TRUE, reason=why, message=detail, now=now)
     else:
-        meta.set_condition(status.conditions, v1.CONDITION_DEGRADED, v1.FALSE, reason=REASON_HEALTHY,
-                           message="no service is crash-looping or unhealthy", now=now)
+        meta.set_condition(
+            status.conditions,
+            v1.CONDITION_DEGRADED,
+            v1.FALSE,
+            reason=REASON_HEALTHY,
+            message="no service is crash-looping or unhealthy",
+            now=now,
+        )
     if generation is not None:
         status.observed_generation = generation
     return out

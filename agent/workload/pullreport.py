@@ -85,4 +85,11 @@ class PullEvents:
         await self._event(WARNING, REASON_PULL_BACK_OFF, text)
 
 
-__all__ = ["PROGRESS_INTERVAL", "PullEvents", "REASON_PULLED", "REASON_PULLING", "REASON_PULL_BACK_OFF", "progress_text"]
+__all__ = [
+    "PROGRESS_INTERVAL",
+    "PullEvents",
+    "REASON_PULLED",
+    "REASON_PULLING",
+    "REASON_PULL_BACK_OFF",
+    "progress_text",
+]

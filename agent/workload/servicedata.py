@@ -29,12 +29,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from caravanserai.project import datarefs, registryauth
 from caravanserai import v1
 from caravanserai.agent.docker.containers import ProjectInputs, ServiceInputs
 from caravanserai.agent.workload.datafiles import DEFAULT_MODE, DataFiles
 from caravanserai.client import Client
 from caravanserai.errors import Forbidden, NotFound
+from caravanserai.project import datarefs, registryauth
 from caravanserai.text.violations import quote
 
 Data = Mapping[str, bytes]

@@ -15,11 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from caravanserai import meta
-from caravanserai.client import Client
-
 from caravanserai.cli.kinds import config, definition, event, lease, node, project, secret
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
 from caravanserai.cli.tables import Columns, RowContext, custom_columns
+from caravanserai.client import Client
 
 VIEWS: dict[str, KindView] = {
     view.plural: view

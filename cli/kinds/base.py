@@ -23,10 +23,9 @@ from types import MappingProxyType
 from typing import Any
 
 from caravanserai import meta, v1
-from caravanserai.client import Client
-
 from caravanserai.cli.describe_other import describe_generic
 from caravanserai.cli.tables import Columns, RowContext
+from caravanserai.client import Client
 
 Describer = Callable[[Client, Any, Sequence[v1.Event], float], Awaitable[str]]
 """`describe(client, obj, events about obj, now)`: the text of `caractrl describe` for one object."""

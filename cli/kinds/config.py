@@ -1,12 +1,11 @@
 """Configs in caractrl: the `get` table; `describe` shows metadata, spec and status.
 
-    NAME DATA AGE   (wide: + KEYS)
+NAME DATA AGE   (wide: + KEYS)
 """
 
 from __future__ import annotations
 
 from caravanserai import v1
-
 from caravanserai.cli.kinds.base import KindView
 from caravanserai.cli.printers import NONE, age
 from caravanserai.cli.tables import Columns, RowContext

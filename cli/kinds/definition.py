@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 from caravanserai import v1
-
 from caravanserai.cli.kinds.base import KindView
 from caravanserai.cli.printers import age, or_none
 from caravanserai.cli.tables import Columns, RowContext
@@ -15,7 +14,12 @@ from caravanserai.cli.tables import Columns, RowContext
 
 def definition_row(definition: v1.ResourceDefinition, ctx: RowContext, wide: bool) -> list[str]:
     spec = definition.spec
-    row = [definition.metadata.name, spec.kind, or_none(",".join(spec.short_names)), age(definition.metadata.creation_timestamp, ctx.now)]
+    row = [
+        definition.metadata.name,
+        spec.kind,
+        or_none(",".join(spec.short_names)),
+        age(definition.metadata.creation_timestamp, ctx.now),
+    ]
     if wide:
         row += [or_none(",".join(c.name for c in spec.printer_columns)), or_none(",".join(spec.node_verbs))]
     return row

@@ -7,12 +7,11 @@
 from __future__ import annotations
 
 from caravanserai import meta, v1
-from caravanserai.text.durations import format_duration
-
 from caravanserai.cli.describe_other import describe_event
 from caravanserai.cli.kinds.base import KindView, offline
 from caravanserai.cli.printers import UNKNOWN, age, or_none
 from caravanserai.cli.tables import Columns, RowContext, event_last_seen
+from caravanserai.text.durations import format_duration
 
 
 def involved(event: v1.Event) -> str:

@@ -1,12 +1,11 @@
 """Leases in caractrl: the `get` table and the `describe` layout (held, expired or free, by this machine's clock).
 
-    NAME HOLDER AGE   (wide: + DURATION RENEWED TRANSITIONS)
+NAME HOLDER AGE   (wide: + DURATION RENEWED TRANSITIONS)
 """
 
 from __future__ import annotations
 
 from caravanserai import v1
-
 from caravanserai.cli.describe_other import describe_lease
 from caravanserai.cli.kinds.base import KindView, offline
 from caravanserai.cli.printers import NONE, age, or_none

@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from caravanserai import v1
-from caravanserai.client import Client
-from caravanserai.client.agentlogs import node_address
-from caravanserai.errors import NotFound
-
 from caravanserai.cli.describe_node import describe_node
 from caravanserai.cli.kinds.base import KindView, SchemaBits
 from caravanserai.cli.printers import NONE, UNKNOWN, age, key_values, or_none
 from caravanserai.cli.tables import Columns, RowContext, bytes_text, cpu_text
+from caravanserai.client import Client
+from caravanserai.client.agentlogs import node_address
+from caravanserai.errors import NotFound
 
 
 async def lookups(client: Client) -> RowContext:
@@ -71,8 +70,19 @@ VIEW = KindView(
     "nodes",
     Columns(
         ("NAME", "STATE", "SCHEDULABLE", "CPU", "MEMORY", "PROJECTS", "AGE"),
-        ("NAME", "STATE", "SCHEDULABLE", "CPU", "MEMORY", "PROJECTS", "AGE", "LABELS", "ADDRESS", "THROUGHPUT",
-         "LAST-HEARTBEAT"),
+        (
+            "NAME",
+            "STATE",
+            "SCHEDULABLE",
+            "CPU",
+            "MEMORY",
+            "PROJECTS",
+            "AGE",
+            "LABELS",
+            "ADDRESS",
+            "THROUGHPUT",
+            "LAST-HEARTBEAT",
+        ),
         node_row,
     ),
     lookups=lookups,

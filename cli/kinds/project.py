@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from caravanserai import meta, v1
-from caravanserai.client import Client
-from caravanserai.errors import Forbidden, NotFound
-from caravanserai.project.ingresshosts import ingress_host
-
 from caravanserai.cli.describe_project import describe_project
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
 from caravanserai.cli.printers import UNKNOWN, age, or_none
 from caravanserai.cli.tables import Columns, RowContext, project_reason, restarts, services_ready
+from caravanserai.client import Client
+from caravanserai.errors import Forbidden, NotFound
+from caravanserai.project.ingresshosts import ingress_host
 
 _FINAL_PHASES = (v1.SUCCEEDED, v1.FAILED, v1.TERMINATED)
 

@@ -1,12 +1,11 @@
 """Secrets in caractrl: the `get` table and the `describe` layout, which show keys and sizes, never a value.
 
-    NAME TYPE DATA AGE   (wide: + KEYS)
+NAME TYPE DATA AGE   (wide: + KEYS)
 """
 
 from __future__ import annotations
 
 from caravanserai import v1
-
 from caravanserai.cli.describe_other import describe_secret
 from caravanserai.cli.kinds.base import KindView, offline
 from caravanserai.cli.printers import NONE, age

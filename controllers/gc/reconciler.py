@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import structlog
 
-from caravanserai.project import lifecycle
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
@@ -27,6 +26,7 @@ from caravanserai.controller import EventRecorder, Result
 from caravanserai.controllers.gc.policy import GCConfig, GCStep, Verdict, may_be_orphan, plan
 from caravanserai.errors import NotFound
 from caravanserai.informer import CacheReader
+from caravanserai.project import lifecycle
 
 log = structlog.get_logger(__name__)
 
@@ -104,7 +104,9 @@ class GCReconciler:
         if verdict is Verdict.DELETE_TERMINATED:
             await self._delete(project)
         elif verdict is Verdict.DELETE_SUCCEEDED:
-            await self._recorder.normal(project, REASON_SUCCEEDED_TTL, "Succeeded longer than --succeeded-ttl; deleting")
+            await self._recorder.normal(
+                project, REASON_SUCCEEDED_TTL, "Succeeded longer than --succeeded-ttl; deleting"
+            )
             await self._delete(project)
         elif verdict is Verdict.EXPIRE:
             await self._recorder.normal(project, REASON_EXPIRED, "spec.expireAt has passed; deleting the project")
@@ -120,13 +122,17 @@ class GCReconciler:
                     project, reason=REASON_NODE_DELETED, message=f"{message}; returned to Pending", now=now
                 )
             stored = await self._client.projects.update_status(updated)
-            await self._recorder.warning(stored, REASON_NODE_DELETED, f"{message}; project is now {stored.status.phase}")
+            await self._recorder.warning(
+                stored, REASON_NODE_DELETED, f"{message}; project is now {stored.status.phase}"
+            )
         self.actions[verdict] = self.actions.get(verdict, 0) + 1
         log.info("collected", project=name, action=verdict.value, node=node or None)
 
     async def _delete(self, project: v1.Project) -> None:
         try:
-            await self._client.projects.delete(project.metadata.name, resource_version=project.metadata.resource_version)
+            await self._client.projects.delete(
+                project.metadata.name, resource_version=project.metadata.resource_version
+            )
         except NotFound:
             return
 

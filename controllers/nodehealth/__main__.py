@@ -1,7 +1,7 @@
 """cara-node-health: marks nodes NotReady when their Lease lapses and moves work off them.
 
-    cara-node-health [--server HOST:PORT] [--heartbeat-timeout 90s] [--grace-period 3m] [--terminating-timeout 10m]
-                     [--startup-grace-period 60s] [--no-leader-elect] [--metrics-port 10252]
+cara-node-health [--server HOST:PORT] [--heartbeat-timeout 90s] [--grace-period 3m] [--terminating-timeout 10m]
+                 [--startup-grace-period 60s] [--no-leader-elect] [--metrics-port 10252]
 """
 
 from __future__ import annotations

@@ -56,23 +56,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("node health")
     at_least = duration(MIN_DURATION)
     group.add_argument(
-        "--heartbeat-timeout", type=at_least, default=DEFAULT_HEARTBEAT_TIMEOUT, metavar="DURATION",
+        "--heartbeat-timeout",
+        type=at_least,
+        default=DEFAULT_HEARTBEAT_TIMEOUT,
+        metavar="DURATION",
         help="NotReady after no Lease renewal for this long (default 90s; 90, 90s, 3m … from 1s)",
     )
     group.add_argument(
-        "--grace-period", type=at_least, default=DEFAULT_GRACE_PERIOD, metavar="DURATION",
+        "--grace-period",
+        type=at_least,
+        default=DEFAULT_GRACE_PERIOD,
+        metavar="DURATION",
         help="Running projects on a NotReady node return to Pending after this (default 3m)",
     )
     group.add_argument(
-        "--terminating-timeout", type=at_least, default=DEFAULT_TERMINATING_TIMEOUT, metavar="DURATION",
+        "--terminating-timeout",
+        type=at_least,
+        default=DEFAULT_TERMINATING_TIMEOUT,
+        metavar="DURATION",
         help="Terminating projects on a NotReady node are marked Terminated after this (default 10m)",
     )
     group.add_argument(
-        "--startup-grace-period", type=at_least, default=DEFAULT_STARTUP_GRACE_PERIOD, metavar="DURATION",
+        "--startup-grace-period",
+        type=at_least,
+        default=DEFAULT_STARTUP_GRACE_PERIOD,
+        metavar="DURATION",
         help="no evictions for this long after the controller starts or takes over (default 60s)",
     )
     group.add_argument(
-        "--unhealthy-threshold", type=float, default=DEFAULT_UNHEALTHY_THRESHOLD,
+        "--unhealthy-threshold",
+        type=float,
+        default=DEFAULT_UNHEALTHY_THRESHOLD,
         help="evictions stop while more than this share of nodes is NotReady (default 0.55)",
     )
     group.add_argument(

@@ -10,9 +10,9 @@ and TerminationTimeout.
 
 from __future__ import annotations
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
 from caravanserai.clock import rfc3339, timestamp
+from caravanserai.project import lifecycle
 from caravanserai.text.durations import format_duration
 
 REASON_HEARTBEAT_TIMEOUT = "HeartbeatTimeout"

@@ -38,8 +38,8 @@ from caravanserai.controllers.nodehealth.policy import (
     plan_project,
     unhealthy_fraction,
 )
-from caravanserai.text.durations import format_duration
 from caravanserai.informer import NODE_REF_INDEX, CacheReader
+from caravanserai.text.durations import format_duration
 
 log = structlog.get_logger(__name__)
 
@@ -137,7 +137,9 @@ class NodeHealthReconciler:
         if step.action is HealthAction.NONE:
             return None
         if step.action is HealthAction.STAMP_NOT_READY_AT:
-            stamped = conditions.project_stamped(project, node=node, outage=outage, grace_period=self.config.grace_period)
+            stamped = conditions.project_stamped(
+                project, node=node, outage=outage, grace_period=self.config.grace_period
+            )
             stored = await self._client.projects.update_status(stamped)
             grace = format_duration(self.config.grace_period)
             await self._recorder.warning(

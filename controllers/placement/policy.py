@@ -25,7 +25,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
 from caravanserai.clock import seconds
 from caravanserai.controllers.scheduler.filters import (
@@ -42,6 +41,7 @@ from caravanserai.controllers.scheduler.snapshot import (
     node_spec_fields,
     project_info,
 )
+from caravanserai.project import lifecycle
 
 CONDITION_TAINTED_AT = "TaintedAt"
 
@@ -98,8 +98,9 @@ def still_eligible(project: v1.Project, node: v1.Node, others_requested: Mapping
     """None when `node` still takes `project` as its spec is now; else why not ("node selector mismatch" …)."""
     labels, _, taints, allocatable = node_spec_fields(node)
     info = project_info(project)
-    node_info = NodeInfo(node.metadata.name, labels, taints=taints, allocatable=allocatable,
-                         requested=dict(others_requested))
+    node_info = NodeInfo(
+        node.metadata.name, labels, taints=taints, allocatable=allocatable, requested=dict(others_requested)
+    )
     ctx = FilterContext(now=0.0)
     for check in (node_selector_matches, taints_tolerated, resources_fit):
         rejection = check(info, node_info, ctx)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import structlog
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
@@ -26,9 +25,9 @@ from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, Plac
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.errors import NotFound
 from caravanserai.informer import NODE_REF_INDEX, CacheReader
+from caravanserai.project import lifecycle
 
 log = structlog.get_logger(__name__)
-
 
 
 class PlacementReconciler:
@@ -90,8 +89,9 @@ class PlacementReconciler:
         name = project.metadata.name
         if step.action is PlacementAction.TO_PENDING:
             until = now + self.handoff_timeout if step.handoff else None
-            moved = lifecycle.return_to_pending(project, reason=step.reason, message=step.message, now=now,
-                                                handoff_until=until)
+            moved = lifecycle.return_to_pending(
+                project, reason=step.reason, message=step.message, now=now, handoff_until=until
+            )
             meta.remove_condition(moved.status.conditions, CONDITION_TAINTED_AT)
             stored = await self._client.projects.update_status(moved)
             self.moves += 1
@@ -103,8 +103,14 @@ class PlacementReconciler:
             return None
         updated = meta.copy(project)
         if step.action is PlacementAction.STAMP_TAINTED:
-            meta.set_condition(updated.status.conditions, CONDITION_TAINTED_AT, v1.TRUE, reason=step.reason,
-                               message=step.message, now=now)
+            meta.set_condition(
+                updated.status.conditions,
+                CONDITION_TAINTED_AT,
+                v1.TRUE,
+                reason=step.reason,
+                message=step.message,
+                now=now,
+            )
             stored = await self._client.projects.update_status(updated)
             await self._recorder.warning(stored, step.reason, step.message)
             again = self._plan(stored, now)

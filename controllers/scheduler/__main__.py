@@ -1,6 +1,6 @@
 """cara-scheduler: binds Pending projects to nodes.
 
-    cara-scheduler [--server HOST:PORT] [--strategy spread|binpack] [--no-leader-elect] [--metrics-port 10251]
+cara-scheduler [--server HOST:PORT] [--strategy spread|binpack] [--no-leader-elect] [--metrics-port 10251]
 """
 
 from __future__ import annotations

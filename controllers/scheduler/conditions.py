@@ -11,8 +11,8 @@ Both return a copy: the cached project is never changed.
 
 from __future__ import annotations
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
+from caravanserai.project import lifecycle
 
 REASON_SCHEDULED = lifecycle.REASON_SCHEDULED
 REASON_UNSCHEDULABLE = lifecycle.REASON_UNSCHEDULABLE

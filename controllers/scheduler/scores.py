@@ -111,9 +111,7 @@ def resource_score(strategy: str) -> ScoreFunc:
     raise ValueError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
 
 
-def total_score(
-    project: ProjectInfo, node: NodeInfo, *, strategy: str = SPREAD, weights: Weights = Weights()
-) -> float:
+def total_score(project: ProjectInfo, node: NodeInfo, *, strategy: str = SPREAD, weights: Weights = Weights()) -> float:
     """The weighted sum of every score for placing `project` on `node`."""
     score = weights.resources * resource_score(strategy)(project, node)
     if node.taints:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.clock import seconds
-from caravanserai.text.quantity import parse_quantity
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
+from caravanserai.text.quantity import parse_quantity
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -123,9 +123,7 @@ def lease_renew_time(lease: v1.Lease) -> float | None:
 
 def project_info(project: v1.Project) -> ProjectInfo:
     """The scheduling view of `project`."""
-    tolerations = tuple(
-        TolerationInfo(t.key, t.operator or EQUAL, t.value, t.effect) for t in project.spec.tolerations
-    )
+    tolerations = tuple(TolerationInfo(t.key, t.operator or EQUAL, t.value, t.effect) for t in project.spec.tolerations)
     return ProjectInfo(
         name=project.metadata.name,
         requests=project_requests(project),

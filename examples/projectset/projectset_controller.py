@@ -34,10 +34,10 @@ from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, LeaderElectionConfig, Manager, Result, enqueue_mapped
+from caravanserai.customkinds.protoc import load_proto
 from caravanserai.errors import AlreadyExists, Conflict, Forbidden, NotFound
 from caravanserai.informer import CacheReader
 from caravanserai.process.logging import configure_logging
-from caravanserai.customkinds.protoc import load_proto
 
 log = structlog.get_logger(__name__)
 
@@ -55,8 +55,14 @@ async def define_kind(client: Client) -> None:
     """Define projectsets.example.com (or update it); register it only when this identity may not define."""
     columns = [("DESIRED", ".spec.replicas"), ("READY", ".status.readyReplicas")]
     try:
-        await client.define(ProjectSet, spec=messages.ProjectSetSpec, status=messages.ProjectSetStatus,
-                            group=GROUP, short_names=("ps",), printer_columns=columns)
+        await client.define(
+            ProjectSet,
+            spec=messages.ProjectSetSpec,
+            status=messages.ProjectSetStatus,
+            group=GROUP,
+            short_names=("ps",),
+            printer_columns=columns,
+        )
     except Forbidden:
         from caravanserai.customkinds.schemas import register
 
@@ -81,8 +87,15 @@ def desired_project(obj: Any, name: str) -> v1.Project:
 class ProjectSetReconciler:
     """Reconciles one set (the key is its name) against the projects labelled with it."""
 
-    def __init__(self, client: Client, sets: CacheReader[Any], projects: CacheReader[v1.Project],
-                 recorder: EventRecorder, *, clock: Clock) -> None:
+    def __init__(
+        self,
+        client: Client,
+        sets: CacheReader[Any],
+        projects: CacheReader[v1.Project],
+        recorder: EventRecorder,
+        *,
+        clock: Clock,
+    ) -> None:
         self._client = client
         self._sets = client.resource(ProjectSet)
         self._set_cache = sets
@@ -136,7 +149,9 @@ class ProjectSetReconciler:
 
     async def _update_template(self, obj: Any, project: v1.Project) -> None:
         wanted = desired_project(obj, project.metadata.name)
-        if project.spec == wanted.spec and all(project.metadata.labels.get(k) == v for k, v in wanted.metadata.labels.items()):
+        if project.spec == wanted.spec and all(
+            project.metadata.labels.get(k) == v for k, v in wanted.metadata.labels.items()
+        ):
             return
         updated = meta.copy(project)
         updated.spec.CopyFrom(wanted.spec)
@@ -150,7 +165,9 @@ class ProjectSetReconciler:
     async def _remove_terminated(self, project: v1.Project) -> None:
         if project.status.phase == v1.TERMINATED:
             try:
-                await self._client.projects.delete(project.metadata.name, resource_version=project.metadata.resource_version)
+                await self._client.projects.delete(
+                    project.metadata.name, resource_version=project.metadata.resource_version
+                )
             except (NotFound, Conflict):
                 return
 
@@ -192,9 +209,14 @@ class ProjectSetReconciler:
         status.observed_generation = obj.metadata.generation
         status.conditions.extend(obj.status.conditions)
         all_ready = ready == len(wanted)
-        meta.set_condition(status.conditions, "Ready", v1.TRUE if all_ready else v1.FALSE,
-                           reason="AllReplicasRunning" if all_ready else "ReplicasNotRunning",
-                           message=f"{ready}/{len(wanted)} projects Running", now=self._clock.now())
+        meta.set_condition(
+            status.conditions,
+            "Ready",
+            v1.TRUE if all_ready else v1.FALSE,
+            reason="AllReplicasRunning" if all_ready else "ReplicasNotRunning",
+            message=f"{ready}/{len(wanted)} projects Running",
+            now=self._clock.now(),
+        )
         if status == obj.status:
             return
         fresh = meta.copy(obj)
@@ -211,8 +233,14 @@ def owner_of(project: Any) -> list[str]:
     return [owner] if owner else []
 
 
-def build(client: Client, *, clock: Clock | None = None, metrics_port: int | None = None,
-          leader_election: LeaderElectionConfig | None = None, workers: int = 2) -> Manager:
+def build(
+    client: Client,
+    *,
+    clock: Clock | None = None,
+    metrics_port: int | None = None,
+    leader_election: LeaderElectionConfig | None = None,
+    workers: int = 2,
+) -> Manager:
     """The manager with the ProjectSet controller: informers on sets and on the sets' projects, events."""
     clock = clock or SystemClock()
     manager = Manager(client, clock=clock, metrics_port=metrics_port, leader_election=leader_election)

@@ -29,10 +29,10 @@ from caravanserai.controller import (
     TerminalError,
     enqueue_object,
 )
-from caravanserai.text.durations import parse_duration
 from caravanserai.errors import NotFound
 from caravanserai.informer import CacheReader
 from caravanserai.process.logging import configure_logging
+from caravanserai.text.durations import parse_duration
 
 log = structlog.get_logger(__name__)
 

@@ -80,7 +80,7 @@ def seconds(ts: Timestamp) -> float:
 
 def rfc3339(ts: Timestamp) -> str:
     """RFC 3339 text of a Timestamp in UTC, e.g. 2026-11-29T12:00:00Z."""
-    when = _dt.datetime.fromtimestamp(seconds(ts), tz=_dt.timezone.utc)
+    when = _dt.datetime.fromtimestamp(seconds(ts), tz=_dt.UTC)
     return when.isoformat(timespec="seconds").replace("+00:00", "Z")
 
 

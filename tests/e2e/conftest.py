@@ -99,5 +99,3 @@ async def start_agent(api: RunningApiServer, image: str) -> AsyncIterator[StartA
             await handle.stop()
         for name in nodes:
             await asyncio.to_thread(remove_node_objects, name)
-
-

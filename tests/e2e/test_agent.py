@@ -186,9 +186,7 @@ async def test_delete_removes_containers_network_and_ephemeral_volumes(
     await wait_gone(client, "gone")
 
 
-async def test_spec_change_recreates_only_changed_services(
-    client: Client, start_agent: StartAgent, image: str
-) -> None:
+async def test_spec_change_recreates_only_changed_services(client: Client, start_agent: StartAgent, image: str) -> None:
     agent = await start_agent()
     await client.projects.create(project("edit", image=image, services=["a", "b"]))
     await bind(client, "edit", agent.node)
@@ -209,7 +207,7 @@ async def test_spec_change_recreates_only_changed_services(
     ids = {s.name: s.container_id for s in after.status.services}
     assert ids["a"] == before["a"]
     edited = f"cara_edit_b_{agent.node}"
-    assert docker("inspect", "-f", "{{index .Config.Labels \"caravanserai.io/generation\"}}", edited) == "2"
+    assert docker("inspect", "-f", '{{index .Config.Labels "caravanserai.io/generation"}}', edited) == "2"
     assert "VERSION=2" in docker("inspect", "-f", "{{json .Config.Env}}", edited)
 
 

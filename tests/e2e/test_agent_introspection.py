@@ -30,9 +30,8 @@ async def test_agent_healthz_health_and_reflection_without_flags(start_agent: St
     assert running.config.metrics_port is None
     port = running.agent.http_port
     assert port
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"http://127.0.0.1:{port}/healthz") as response:
-            assert response.status == 200
+    async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as response:
+        assert response.status == 200
     address = f"127.0.0.1:{running.agent.port}"
     async with grpc.aio.insecure_channel(address) as channel:
         stub = health_pb2_grpc.HealthStub(channel)

@@ -14,16 +14,16 @@ import pytest
 from agent_harness import NODE_LABEL, bind, docker, docker_list, remove_node_objects, wait_phase
 
 from caravanserai import v1
-from caravanserai.agent.docker import naming
 from caravanserai.agent.agent import Agent
 from caravanserai.agent.config import AgentConfig
+from caravanserai.agent.docker import naming
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.client import Client
+from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
-from caravanserai.process.tls import TLSFiles
 
 pytestmark = pytest.mark.docker
 

@@ -150,11 +150,31 @@ class Cluster:
     dashboard_listen: str = ""
 
     def up_args(self, *extra: str) -> list[str]:
-        return [script("cara"), "up", "--data-dir", str(self.data_dir), "--listen", self.api,
-                "--etcd-port", str(self.etcd_port), "--etcd-peer-port", str(self.etcd_peer_port),
-                "--node-name", self.node, "--agent-listen", self.agent_listen,
-                "--metrics-listen", self.metrics_listen, "--agent-health-listen", self.agent_health_listen,
-                "--dashboard-listen", self.dashboard_listen, "--ingress-listen", self.ingress_listen, *extra]
+        return [
+            script("cara"),
+            "up",
+            "--data-dir",
+            str(self.data_dir),
+            "--listen",
+            self.api,
+            "--etcd-port",
+            str(self.etcd_port),
+            "--etcd-peer-port",
+            str(self.etcd_peer_port),
+            "--node-name",
+            self.node,
+            "--agent-listen",
+            self.agent_listen,
+            "--metrics-listen",
+            self.metrics_listen,
+            "--agent-health-listen",
+            self.agent_health_listen,
+            "--dashboard-listen",
+            self.dashboard_listen,
+            "--ingress-listen",
+            self.ingress_listen,
+            *extra,
+        ]
 
     def cara(self, command: str, *extra: str) -> subprocess.CompletedProcess[str]:
         if command == "up":
@@ -190,15 +210,27 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     """Flags for a private cluster. After the test `cara down` runs, any leftover process is killed and every
     Docker object of the test's node is removed."""
     data_dir = tmp_path / "data"
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "share")}
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_DATA_HOME": str(tmp_path / "share"),
+    }
     env.pop("CARA_SERVER", None)
     api, etcd, peer, agent, metrics, health, dash, ingress = free_ports(8)
-    c = Cluster(data_dir=data_dir, api=f"127.0.0.1:{api}", etcd_port=etcd, etcd_peer_port=peer,
-                agent_listen=f"127.0.0.1:{agent}", ingress_listen=f"127.0.0.1:{ingress}",
-                node=f"cara-up-{uuid.uuid4().hex[:8]}", env=env,
-                metrics_listen=f"127.0.0.1:{metrics}", agent_health_listen=f"127.0.0.1:{health}",
-                dashboard_listen=f"127.0.0.1:{dash}")
+    c = Cluster(
+        data_dir=data_dir,
+        api=f"127.0.0.1:{api}",
+        etcd_port=etcd,
+        etcd_peer_port=peer,
+        agent_listen=f"127.0.0.1:{agent}",
+        ingress_listen=f"127.0.0.1:{ingress}",
+        node=f"cara-up-{uuid.uuid4().hex[:8]}",
+        env=env,
+        metrics_listen=f"127.0.0.1:{metrics}",
+        agent_health_listen=f"127.0.0.1:{health}",
+        dashboard_listen=f"127.0.0.1:{dash}",
+    )
     try:
         yield c
     finally:
@@ -351,8 +383,9 @@ def test_up_without_etcd_names_the_debian_package(cluster: Cluster, tmp_path: Pa
     empty.mkdir()
     result = run(cluster.up_args(), {**cluster.env, "PATH": str(empty)})
     assert result.returncode == 1
-    assert result.stderr == ("error: etcd is not installed: install the Debian package etcd-server "
-                             "(apt-get install etcd-server)\n")
+    assert result.stderr == (
+        "error: etcd is not installed: install the Debian package etcd-server (apt-get install etcd-server)\n"
+    )
     assert not (cluster.data_dir / "cara.json").exists()
     cluster.assert_no_process_left()
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from agent_harness import RunningAgent, StartAgent, bind
+from support.dashboard import dashboard
 
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
@@ -27,7 +28,6 @@ from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.gc.policy import GCConfig
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.testing.apiserver import RunningApiServer
-from support.dashboard import dashboard
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -46,11 +46,21 @@ def browser() -> Iterator[Driver]:
     """Headless Chromium (Debian packages chromium and chromium-driver, installed by scripts/setup.sh)."""
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if shutil.which(path) is None]
     if missing:
-        pytest.skip(f"no browser for the dashboard tests: {', '.join(missing)} missing (apt-get install chromium chromium-driver)")
+        pytest.skip(
+            f"no browser for the dashboard tests: {', '.join(missing)} missing (apt-get install chromium chromium-driver)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1360,900",
-                 "--no-first-run", "--disable-extensions", "--disable-background-networking"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1360,900",
+        "--no-first-run",
+        "--disable-extensions",
+        "--disable-background-networking",
+    ):
         options.add_argument(flag)
     service = webdriver.ChromeService(executable_path=CHROMEDRIVER)
     driver = webdriver.Chrome(service=service, options=options)
@@ -88,7 +98,10 @@ async def call(fn: Callable[..., Any], *args: Any) -> Any:
 async def until(driver: Driver, what: str, condition: Callable[[Driver], Any], timeout: float = 20) -> Any:
     """Wait (in a thread) until `condition(driver)` is truthy; fail naming `what` and saving a screenshot."""
     try:
-        return await call(WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=(WebDriverException,)).until, condition)
+        return await call(
+            WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=(WebDriverException,)).until,
+            condition,
+        )
     except TimeoutException:
         await screenshot(driver, f"failed-{what.replace(' ', '-')}")
         raise AssertionError(f"the page never showed {what}") from None
@@ -110,9 +123,11 @@ def manifest(name: str, image: str, *, selector: str = "") -> str:
     """A one-service project that logs `started <name>` and then a tick a second."""
     extra = f"  nodeSelector:\n    {selector}\n" if selector else ""
     script = f"echo started {name}; while true; do echo tick; sleep 1; done"
-    return (f"apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\n"
-            f"spec:\n{extra}  services:\n  - name: main\n    image: {image}\n    command: [sh, -c, '{script}']\n"
-            f"    resources:\n      requests:\n        cpu: 250m\n        memory: 64Mi\n")
+    return (
+        f"apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: {name}\n  labels:\n    app: {name}\n"
+        f"spec:\n{extra}  services:\n  - name: main\n    image: {image}\n    command: [sh, -c, '{script}']\n"
+        f"    resources:\n      requests:\n        cpu: 250m\n        memory: 64Mi\n"
+    )
 
 
 async def apply_through_page(driver: Driver, text: str) -> str:
@@ -120,7 +135,11 @@ async def apply_through_page(driver: Driver, text: str) -> str:
     await call(area.clear)
     await call(driver.execute_script, "arguments[0].value = arguments[1];", area, text)
     await call((await call(driver.find_element, By.ID, "apply-button")).click)
-    return str(await until(driver, "the apply result", lambda d: (r := text_of(d, "#apply-result")) not in ("", "applying…") and r))
+    return str(
+        await until(
+            driver, "the apply result", lambda d: (r := text_of(d, "#apply-result")) not in ("", "applying…") and r
+        )
+    )
 
 
 # Records (in the page, on the machine's clock) when the phase cell of a project first shows something else.
@@ -153,7 +172,10 @@ async def test_dashboard_live_in_a_browser(
         phase = f'tr[data-name="{web}"] .phase'
         await until(browser, f"{web} Running", lambda b: text_of(b, phase) == "Running", timeout=60)
         # A project no node can take stays Pending and says why, inline.
-        assert await apply_through_page(browser, manifest(waiting, image, selector="zone: nowhere")) == f"project/{waiting} created"
+        assert (
+            await apply_through_page(browser, manifest(waiting, image, selector="zone: nowhere"))
+            == f"project/{waiting} created"
+        )
         reason = f'tr[data-name="{waiting}"] .reason'
         await until(browser, "the Unschedulable reason", lambda b: "Unschedulable" in text_of(b, reason))
         assert text_of(browser, f'tr[data-name="{waiting}"] .phase') == "Pending"
@@ -164,7 +186,9 @@ async def test_dashboard_live_in_a_browser(
         await call(browser.execute_script, WATCH_PHASE, waiting, "Pending")
         changed = time.time()
         await bind(client, waiting, node.node)
-        seen_at = await until(browser, "the phase change", lambda b: b.execute_script("return window.__phaseChangedAt;"))
+        seen_at = await until(
+            browser, "the phase change", lambda b: b.execute_script("return window.__phaseChangedAt;")
+        )
         assert seen_at / 1000 - changed < 1.0, f"the page showed the change after {seen_at / 1000 - changed:.2f} s"
 
         # The project page: its services, conditions and a live log tail from the node's agent.
@@ -183,14 +207,24 @@ async def test_dashboard_live_in_a_browser(
         await call(browser.get, d.url + f"#/events?object=project%2F{web}")
         await until(browser, f"the events of {web}", lambda b: f"project/{web}" in text_of(b, "#events-table tbody"))
         await call(browser.get, d.url + "#/kinds/nodes")
-        await until(browser, "the node in the generic table", lambda b: b.find_elements(By.CSS_SELECTOR, f'#kind-table tr[data-name="{node.node}"]'))
+        await until(
+            browser,
+            "the node in the generic table",
+            lambda b: b.find_elements(By.CSS_SELECTOR, f'#kind-table tr[data-name="{node.node}"]'),
+        )
 
         # Deleting it through the page removes it (Terminating, stopped by the agent, then collected).
         await call(browser.get, d.url + "#/projects")
-        button = await until(browser, "the delete button", lambda b: b.find_elements(By.CSS_SELECTOR, f'button.delete[data-name="{web}"]'))
+        button = await until(
+            browser,
+            "the delete button",
+            lambda b: b.find_elements(By.CSS_SELECTOR, f'button.delete[data-name="{web}"]'),
+        )
         await call(button[0].click)
         await call(browser.switch_to.alert.accept)
-        await until(browser, f"{web} gone", lambda b: not b.find_elements(By.CSS_SELECTOR, f'tr[data-name="{web}"]'), timeout=60)
+        await until(
+            browser, f"{web} gone", lambda b: not b.find_elements(By.CSS_SELECTOR, f'tr[data-name="{web}"]'), timeout=60
+        )
         assert await call(browser.execute_script, "return window.__notReloaded === true;")
 
 
@@ -201,9 +235,12 @@ async def test_read_only_dashboard_refuses_actions(browser: Driver, api: Running
         panel = await call(browser.find_element, By.ID, "apply-panel")
         assert not await call(panel.is_displayed), "the apply panel is hidden"
         # Even a request made from the page itself is refused by the server.
-        status = await call(browser.execute_async_script, """
+        status = await call(
+            browser.execute_async_script,
+            """
             const done = arguments[arguments.length - 1];
             fetch('/api/v1/apply', {method: 'POST', headers: {'Content-Type': 'application/json'},
                                     body: JSON.stringify({manifest: 'kind: Project'})})
-              .then(async (r) => done([r.status, (await r.json()).error]));""")
+              .then(async (r) => done([r.status, (await r.json()).error]));""",
+        )
         assert status == [403, "the dashboard is read-only (started with --read-only)"]

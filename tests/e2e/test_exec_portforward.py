@@ -30,9 +30,15 @@ SERVE = f"echo hello > /tmp/index.html; httpd -p 8080 -h /tmp; exec nc -ll -p {E
 async def caractrl(api: RunningApiServer, *args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
     """Run caractrl; (exit code, stdout, stderr)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "caravanserai.cli", "--server", api.address, *args,
+        sys.executable,
+        "-m",
+        "caravanserai.cli",
+        "--server",
+        api.address,
+        *args,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(stdin), 30)
     assert proc.returncode is not None
@@ -52,13 +58,26 @@ async def hello(client: Client, start_agent: StartAgent, image: str) -> str:
 async def test_exec_prints_output_and_exits_with_the_code(api: RunningApiServer, hello: str) -> None:
     code, out, err = await caractrl(api, "exec", "hello/web", "--", "sh", "-c", "echo hi; echo oops >&2; exit 3")
     assert (code, out, err) == (3, "hi\n", "oops\n")
-    code, out, _ = await caractrl(api, "exec", "-e", "GREETING=hey there", "-w", "/tmp", "hello/web", "--",
-                                  "sh", "-c", 'echo "$GREETING from $(pwd)"')
+    code, out, _ = await caractrl(
+        api,
+        "exec",
+        "-e",
+        "GREETING=hey there",
+        "-w",
+        "/tmp",
+        "hello/web",
+        "--",
+        "sh",
+        "-c",
+        'echo "$GREETING from $(pwd)"',
+    )
     assert (code, out) == (0, "hey there from /tmp\n")
 
 
 async def test_exec_with_a_terminal(api: RunningApiServer, hello: str) -> None:
-    code, out, err = await caractrl(api, "exec", "-t", "hello/web", "--", "sh", "-c", "test -t 1 && echo on a tty; exit 4")
+    code, out, err = await caractrl(
+        api, "exec", "-t", "hello/web", "--", "sh", "-c", "test -t 1 && echo on a tty; exit 4"
+    )
     assert (code, out, err) == (4, "on a tty\r\n", "")  # the terminal's line discipline: \n becomes \r\n
     code, out, _ = await caractrl(api, "exec", "hello/web", "--", "sh", "-c", "test -t 1 || echo no tty")
     assert (code, out) == (0, "no tty\n")
@@ -74,8 +93,9 @@ async def test_exec_terminal_size_and_resize(client: Client, start_agent: StartA
 
     async def requests() -> AsyncIterator[api_pb2.ExecRequest]:
         size = api_pb2.TerminalSize(width=100, height=30)
-        start = api_pb2.ExecStart(project="sized", service="web", command=["sh", "-c", script], stdin=True, tty=True,
-                                  size=size)
+        start = api_pb2.ExecStart(
+            project="sized", service="web", command=["sh", "-c", script], stdin=True, tty=True, size=size
+        )
         yield api_pb2.ExecRequest(start=start)
         await asyncio.sleep(1)
         yield api_pb2.ExecRequest(resize=api_pb2.TerminalSize(width=120, height=40))
@@ -121,8 +141,16 @@ async def port_forward(
     """A running `caractrl port-forward`; yields the local port it printed and the process."""
     auth = ("--token", token) if token else ()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "caravanserai.cli", "--server", api.address, *auth, "port-forward", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "caravanserai.cli",
+        "--server",
+        api.address,
+        *auth,
+        "port-forward",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None

@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 import pytest
 from agent_harness import StartAgent, wait_phase
 
-from caravanserai.testing.manager import running
 from caravanserai import meta, v1
 from caravanserai.agent.host import extended
 from caravanserai.client import Client
@@ -18,6 +17,7 @@ from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.testing.builders import project
+from caravanserai.testing.manager import running
 from caravanserai.testing.wait import wait_for
 
 pytestmark = pytest.mark.docker

@@ -43,8 +43,9 @@ class Registry:
         """Push the local image `source` as `<address>/<repo>` and drop the local tag (so a pull is needed)."""
         target = f"{self.address}/{repo}"
         docker("tag", source, target)
-        subprocess.run(["docker", "--config", self.docker_config, "push", target], check=True, capture_output=True,
-                       timeout=120)
+        subprocess.run(
+            ["docker", "--config", self.docker_config, "push", target], check=True, capture_output=True, timeout=120
+        )
         docker("rmi", target)
         return target
 
@@ -64,8 +65,9 @@ def registry(tmp_path: Path, image: str) -> Iterator[Registry]:
         f"http: {{addr: '127.0.0.1:{port}'}}\n"
         f"auth: {{htpasswd: {{realm: caravanserai-test, path: {root / 'htpasswd'}}}}}\n"
     )
-    process = subprocess.Popen(["docker-registry", "serve", str(root / "config.yml")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        ["docker-registry", "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     address = f"127.0.0.1:{port}"
     pushed: list[str] = []
     try:
@@ -80,8 +82,14 @@ def registry(tmp_path: Path, image: str) -> Iterator[Registry]:
                 time.sleep(0.1)
         config = root / "docker-config"
         config.mkdir()
-        subprocess.run(["docker", "--config", str(config), "login", address, "-u", USER, "--password-stdin"],
-                       input=PASSWORD, text=True, check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            ["docker", "--config", str(config), "login", address, "-u", USER, "--password-stdin"],
+            input=PASSWORD,
+            text=True,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         yield Registry(address, str(config))
     finally:
         process.terminate()
@@ -112,8 +120,11 @@ def app(name: str, image: str, *, secret: str = "", policy: str = "") -> v1.Proj
 
 
 async def messages(client: Client, name: str, reason: str) -> list[str]:
-    return [e.spec.message for e in (await client.events.list()).items
-            if e.spec.involved_object.name == name and e.spec.reason == reason]
+    return [
+        e.spec.message
+        for e in (await client.events.list()).items
+        if e.spec.involved_object.name == name and e.spec.reason == reason
+    ]
 
 
 async def test_private_registry_pulls(client: Client, start_agent: StartAgent, image: str, registry: Registry) -> None:
@@ -126,8 +137,9 @@ async def test_private_registry_pulls(client: Client, start_agent: StartAgent, i
     seen: list[str] = []
 
     async def follow() -> None:  # every service status message the project goes through
-        async for change in client.projects.watch(resource_version=created.metadata.resource_version,
-                                                  field_selector="metadata.name=right"):
+        async for change in client.projects.watch(
+            resource_version=created.metadata.resource_version, field_selector="metadata.name=right"
+        ):
             seen.extend(s.message for s in change.object.status.services)
 
     watching = asyncio.create_task(follow())
@@ -199,6 +211,6 @@ async def test_always_picks_up_a_re_pushed_tag(
         return found if found and found != first else ""
 
     second = await wait_for(moved_on, timeout=60, message="the container runs the re-pushed image")
-    assert docker("inspect", "-f", "{{index .Config.Labels \"pushed\"}}", second) == "second"
+    assert docker("inspect", "-f", '{{index .Config.Labels "pushed"}}', second) == "second"
     await wait_phase(client, "moving", v1.RUNNING, timeout=30)
     assert len(await messages(client, "moving", "Pulled")) >= 1

@@ -16,7 +16,7 @@ from caravanserai.testing.wait import wait_for
 pytestmark = pytest.mark.docker
 
 # The page names the container that served it (a random id drawn when it starts).
-SERVE = "echo \"hello from $(cat /proc/sys/kernel/random/uuid)\" > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"
+SERVE = 'echo "hello from $(cat /proc/sys/kernel/random/uuid)" > /tmp/index.html && exec httpd -f -p 8080 -h /tmp'
 
 
 def web_project(name: str, image: str, *, port: int = 8080) -> v1.Project:

@@ -11,16 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness import StartAgent
+from support.customkinds import GROUP, projectset, projectset_messages
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
 from caravanserai.controllers.scheduler import app as scheduler_app
+from caravanserai.customkinds.schemas import register
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer
-from caravanserai.customkinds.schemas import register
-from support.customkinds import GROUP, projectset, projectset_messages
 from caravanserai.testing.wait import wait_for
 
 OPERATOR = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
@@ -43,8 +43,16 @@ async def scheduler(client: Client) -> AsyncIterator[None]:
 @contextlib.asynccontextmanager
 async def operator(api: RunningApiServer) -> AsyncIterator[asyncio.subprocess.Process]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(OPERATOR), "--server", api.address, "--leader-elect", "--metrics-port", "0",
-        "--log-level", "warning", stdout=asyncio.subprocess.DEVNULL,
+        sys.executable,
+        str(OPERATOR),
+        "--server",
+        api.address,
+        "--leader-elect",
+        "--metrics-port",
+        "0",
+        "--log-level",
+        "warning",
+        stdout=asyncio.subprocess.DEVNULL,
     )
     try:
         yield proc

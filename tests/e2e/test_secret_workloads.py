@@ -36,7 +36,9 @@ async def test_env_and_files_and_a_change_restarts_exactly_its_readers(
     creds = meta.with_type_meta(v1.Secret(metadata=v1.ObjectMeta(name="creds")))
     creds.spec.data.update({"password": b"pw-1", "token": b"tok-1"})
     await client.secrets.create(creds)
-    await client.configs.create(v1.Config(metadata=v1.ObjectMeta(name="settings"), spec=v1.ConfigSpec(data={"MODE": "fast"})))
+    await client.configs.create(
+        v1.Config(metadata=v1.ObjectMeta(name="settings"), spec=v1.ConfigSpec(data={"MODE": "fast"}))
+    )
     p = project("app")
     del p.spec.services[:]
     env_user = service(p, "env-user", image)  # reads creds/password and every key of settings
@@ -67,15 +69,15 @@ async def test_env_and_files_and_a_change_restarts_exactly_its_readers(
     current.spec.data["token"] = b"tok-2"
     await client.secrets.update(current)
     before = await wait_for(lambda: replaced("file-user"), timeout=30, message="file-user recreated")
-    await wait_for(lambda: in_container("app", "file-user", node, "cat /etc/creds/token", check=False) == "tok-2",
-                   timeout=10)
+    await wait_for(
+        lambda: in_container("app", "file-user", node, "cat /etc/creds/token", check=False) == "tok-2", timeout=10
+    )
     # The key both read: both are recreated, the bystander never.
     current = await client.secrets.get("creds")
     current.spec.data["password"] = b"pw-2"
     await client.secrets.update(current)
     before = await wait_for(lambda: replaced("env-user", "file-user"), timeout=30, message="both readers recreated")
-    await wait_for(lambda: in_container("app", "env-user", node, 'echo "$PASSWORD"', check=False) == "pw-2",
-                   timeout=10)
+    await wait_for(lambda: in_container("app", "env-user", node, 'echo "$PASSWORD"', check=False) == "pw-2", timeout=10)
     # A metadata-only write (what re-encryption does) restarts nobody.
     current = await client.secrets.get("creds")
     current.metadata.annotations["caravanserai.io/rewritten"] = "1"

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from agent_harness import NODE_LABEL, StartAgent, bind, container_ids, docker, wait_phase
 
-from caravanserai.testing.manager import running
 from caravanserai import meta, v1
 from caravanserai.cli.tables import restarts, services_ready
 from caravanserai.client import Client
@@ -22,6 +21,7 @@ from caravanserai.controller import Manager
 from caravanserai.controllers.placement import app as placement_app
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.testing.builders import project
+from caravanserai.testing.manager import running
 from caravanserai.testing.wait import wait_for
 
 pytestmark = pytest.mark.docker
@@ -78,7 +78,8 @@ async def test_a_job_project_succeeds(client: Client, start_agent: StartAgent, i
     await bind(client, "job", agent.node)
     done = await wait_phase(client, "job", v1.SUCCEEDED, timeout=30)
     assert [(s.name, s.state, s.exit_code) for s in done.status.services] == [
-        ("migrate", "completed", 0), ("report", "completed", 0),
+        ("migrate", "completed", 0),
+        ("report", "completed", 0),
     ]
     phase = meta.get_condition(done.status.conditions, v1.CONDITION_PHASE)
     assert phase is not None and phase.reason == "Completed"
@@ -277,8 +278,11 @@ async def test_drain_moves_the_project_to_the_other_agent_on_the_same_docker_eng
         running = await wait_phase(client, "moving", v1.RUNNING, timeout=30)
         assert running.status.node_ref == first.node
         out = await asyncio.to_thread(ctl, server, "drain", first.node, "--no-wait", "--timeout", "60s")
-        assert out.splitlines() == [f"node/{first.node} cordoned", f"project/moving moving off node/{first.node}",
-                                    f"node/{first.node} drained"]
+        assert out.splitlines() == [
+            f"node/{first.node} cordoned",
+            f"project/moving moving off node/{first.node}",
+            f"node/{first.node} drained",
+        ]
         pending = await client.projects.get("moving")
         assert (pending.status.phase, pending.status.previous_node_ref) == (v1.PENDING, first.node)
         await asyncio.sleep(3.0)  # no other node yet: the old container keeps running on the drained node

@@ -7,14 +7,14 @@ import os
 import subprocess
 from pathlib import Path
 
+from support.processes import ApiProcess
+
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.process.tls import TLSFiles
-from caravanserai.testing import builders
-from caravanserai.testing import free_port
+from caravanserai.testing import builders, free_port
 from caravanserai.testing.apiserver import start_apiserver
 from caravanserai.testing.etcd import EtcdServer
-from support.processes import ApiProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,8 +25,9 @@ def _tls(certs: Path, name: str) -> TLSFiles:
 
 async def test_tls_client_fails_over_and_checks_the_server_name(etcd: EtcdServer, tmp_path: Path) -> None:
     """Two TLS apiservers; the client names them `localhost:a,127.0.0.1:b`. Stopping the one in use is invisible."""
-    subprocess.run([str(ROOT / "deploy" / "certs.sh"), str(tmp_path), "apiserver", "admin"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [str(ROOT / "deploy" / "certs.sh"), str(tmp_path), "apiserver", "admin"], check=True, capture_output=True
+    )
     server_tls = _tls(tmp_path, "apiserver")
     first = await start_apiserver(etcd.endpoint, tls=server_tls)
     second = await start_apiserver(etcd.endpoint, prefix=first.prefix, tls=server_tls)

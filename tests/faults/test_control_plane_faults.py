@@ -8,6 +8,7 @@ import contextlib
 from typing import Any
 
 import pytest
+from support.processes import ApiProcess
 
 from caravanserai import v1
 from caravanserai.client import Client
@@ -16,7 +17,6 @@ from caravanserai.informer import Informer, WatchOptions
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
-from support.processes import ApiProcess
 from caravanserai.testing.wait import wait_for
 
 
@@ -50,8 +50,11 @@ async def test_etcd_killed_during_500_acknowledged_writes(own_etcd: EtcdServer) 
         stored = {p.metadata.name for p in (await c.projects.list()).items}
         assert len(acknowledged) == 500
         assert acknowledged <= stored
-        await wait_for(lambda: {p.metadata.name for p in informer.list()} == stored, 30,
-                       message="informer converges after the etcd restart")
+        await wait_for(
+            lambda: {p.metadata.name for p in informer.list()} == stored,
+            30,
+            message="informer converges after the etcd restart",
+        )
         watching.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watching

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 from fault_processes import OsProcess, Processes, scheduler_argv
+from support.processes import ApiProcess
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -35,7 +36,6 @@ from caravanserai.clock import timestamp
 from caravanserai.errors import Conflict
 from caravanserai.testing.builders import lease, node, node_status, project
 from caravanserai.testing.etcd import EtcdServer
-from support.processes import ApiProcess
 from caravanserai.testing.wait import wait_for
 
 NODES = 10
@@ -280,7 +280,9 @@ async def test_scheduler_failovers_mid_binding_never_bind_a_project_twice(
                 seen = all(log.last_version.get(p.metadata.name) == p.metadata.resource_version for p in stored)
                 return stored if seen else None
 
-            final = await wait_for(watch_caught_up, 10, interval=0.2, message="the watch to have seen every stored version")
+            final = await wait_for(
+                watch_caught_up, 10, interval=0.2, message="the watch to have seen every stored version"
+            )
             final_leader = await leader(client)
         events = (await client.events.list()).items
     scheduled_by = Counter(e.spec.source.host for e in events if e.spec.reason == "Scheduled")

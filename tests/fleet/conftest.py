@@ -11,9 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator, Generator
 
 import pytest
-
-from support.fleet import Fleet, FleetConfig, NamespacesUnavailable, check_available
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, reset
+from support.fleet import Fleet, FleetConfig, NamespacesUnavailable, check_available
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 
+from support.fleet import EngineContainer, Fleet
+
 from caravanserai import v1
 from caravanserai.client import Client
-from support.fleet import EngineContainer, Fleet
 from caravanserai.testing.wait import wait_for
 
 PROJECT_LABEL = "caravanserai.io/project"
@@ -75,8 +76,6 @@ async def wait_running(client: Client, names: list[str], timeout: float = 60.0) 
     return result
 
 
-
-
 def _epoch(text: str) -> float:
     """Docker's RFC 3339 time with nanoseconds → seconds since the epoch (0.0 for Docker's zero time)."""
     if text.startswith("0001-"):
@@ -96,4 +95,14 @@ async def container_times(fleet: Fleet, host: str, container_id: str) -> tuple[f
     return _epoch(started), _epoch(finished)
 
 
-__all__ = ["GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "QUICK_STOP", "all_containers", "container_times", "copies", "phases", "reset", "wait_running"]
+__all__ = [
+    "GRACE_PERIOD",
+    "HEARTBEAT_TIMEOUT",
+    "QUICK_STOP",
+    "all_containers",
+    "container_times",
+    "copies",
+    "phases",
+    "reset",
+    "wait_running",
+]

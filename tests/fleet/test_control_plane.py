@@ -9,13 +9,13 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from fleet_helpers import QUICK_STOP, wait_running
+from support.fleet import Fleet
 
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.client.resumable import Listed, ResumableWatch
 from caravanserai.errors import AlreadyExists, CaravanseraiError
 from caravanserai.testing import builders
-from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 WRITES = 500
@@ -91,9 +91,11 @@ async def test_killing_the_etcd_leader_during_500_writes_loses_nothing(fleet: Fl
 
         await load.run(kill_leader, after=150)
         stored = await load.stored()
-        print(f"etcd leader {leader.name} killed: {len(load.acknowledged)} acknowledged, "
-              f"{len(set(load.names) - set(stored))} lost, {load.failed_requests} requests failed, "
-              f"watch lists {load.lists}")
+        print(
+            f"etcd leader {leader.name} killed: {len(load.acknowledged)} acknowledged, "
+            f"{len(set(load.names) - set(stored))} lost, {load.failed_requests} requests failed, "
+            f"watch lists {load.lists}"
+        )
         assert sorted(stored) == sorted(load.names)  # all present, none twice
         assert load.lists == 1  # the watch resumed without a relist
         new_leader = await fleet.etcd.leader()
@@ -110,9 +112,11 @@ async def test_killing_one_apiserver_under_load_loses_and_fails_nothing(fleet: F
 
         await load.run(kill_apiserver, after=150)
         stored = await load.stored()
-        print(f"apiserver killed: {len(load.acknowledged)} acknowledged, "
-              f"{len(set(load.names) - set(stored))} lost, {load.failed_requests} requests failed, "
-              f"watch lists {load.lists}")
+        print(
+            f"apiserver killed: {len(load.acknowledged)} acknowledged, "
+            f"{len(set(load.names) - set(stored))} lost, {load.failed_requests} requests failed, "
+            f"watch lists {load.lists}"
+        )
         assert sorted(stored) == sorted(load.names)
         assert load.lists == 1
         assert load.failed_requests == 0

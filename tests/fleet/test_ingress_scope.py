@@ -11,9 +11,9 @@ import urllib.error
 import urllib.request
 
 from fleet_helpers import wait_running
+from support.fleet import Fleet
 
 from caravanserai.testing import builders
-from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 WEB = ["sh", "-c", "echo scoped > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"]

@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 
 from fleet_helpers import QUICK_STOP, all_containers, copies
+from support.fleet import Fleet
 
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
 from caravanserai.testing import builders
-from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
-
 
 LIVE = 12
 
@@ -76,8 +75,10 @@ async def test_rolling_restart_of_the_control_plane_keeps_the_asked_state(fleet:
             await asyncio.sleep(2.0)
         churn.stop.set()
         await asyncio.wait_for(task, 60)
-        print(f"rolling restart: {len(churn.wanted)} projects kept, {len(churn.deleted)} deleted, "
-              f"{churn.failed_requests} requests failed")
+        print(
+            f"rolling restart: {len(churn.wanted)} projects kept, {len(churn.deleted)} deleted, "
+            f"{churn.failed_requests} requests failed"
+        )
 
         async def settled() -> bool:
             projects = {p.metadata.name: p for p in await client.projects.list()}

@@ -8,11 +8,11 @@ import asyncio
 import time
 
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container_times, copies, wait_running
+from support.fleet import Fleet
 
 from caravanserai import v1
 from caravanserai.clock import seconds
 from caravanserai.testing import builders
-from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 MAX_OVERLAP = 3.0
@@ -62,8 +62,12 @@ async def test_fenced_copies_start_again_when_still_bound_on_reconnect(fleet: Fl
             controllers.pause()
         fleet.cut(node)
         cut_at = time.monotonic()
-        await wait_for(lambda: _stopped(fleet, node, container), HEARTBEAT_TIMEOUT + GRACE_PERIOD + 5, interval=0.2,
-                       message="copy stopped by the fence")
+        await wait_for(
+            lambda: _stopped(fleet, node, container),
+            HEARTBEAT_TIMEOUT + GRACE_PERIOD + 5,
+            interval=0.2,
+            message="copy stopped by the fence",
+        )
         fenced_after = time.monotonic() - cut_at
         print(f"fenced {fenced_after:.1f} s after the cut (--fence-after {HEARTBEAT_TIMEOUT + GRACE_PERIOD:.0f} s)")
         assert fenced_after >= HEARTBEAT_TIMEOUT + GRACE_PERIOD - fleet.config.heartbeat_interval - 1.0

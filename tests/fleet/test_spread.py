@@ -8,9 +8,9 @@ import subprocess
 import urllib.request
 
 from fleet_helpers import QUICK_STOP, copies, wait_running
+from support.fleet import Fleet
 
 from caravanserai.testing import builders
-from support.fleet import Fleet
 from caravanserai.testing.wait import wait_for
 
 
@@ -33,7 +33,9 @@ async def test_projects_spread_over_three_hosts_and_logs_cross_hosts(fleet: Flee
     async with fleet.client() as client:
         for name in names:
             await client.projects.create(
-                builders.project(name, image=fleet.config.image, command=QUICK_STOP, requests={"cpu": "800m"})  # one per host fits
+                builders.project(
+                    name, image=fleet.config.image, command=QUICK_STOP, requests={"cpu": "800m"}
+                )  # one per host fits
             )
         placement = await wait_running(client, names)
     assert sorted(placement.values()) == sorted(h.name for h in fleet.workers)
@@ -63,8 +65,9 @@ async def test_ingress_and_port_forward_reach_a_project_on_another_host(fleet: F
     elsewhere = next(h for h in fleet.workers if h.name != node)
 
     def via_ingress() -> bytes:
-        request = urllib.request.Request(f"http://{elsewhere.address}:{INGRESS_PORT}/index.html",
-                                         headers={"Host": "web.site.local"})
+        request = urllib.request.Request(
+            f"http://{elsewhere.address}:{INGRESS_PORT}/index.html", headers={"Host": "web.site.local"}
+        )
         with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - a harness address
             return bytes(response.read())
 
@@ -73,7 +76,8 @@ async def test_ingress_and_port_forward_reach_a_project_on_another_host(fleet: F
 
     forward = await asyncio.create_subprocess_exec(
         *fleet.caractrl_argv("port-forward", f"site/{project.spec.services[0].name}", ":8080"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         assert forward.stdout is not None

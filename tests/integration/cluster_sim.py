@@ -6,7 +6,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from caravanserai.testing.manager import running
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock, timestamp
@@ -14,6 +13,7 @@ from caravanserai.controller import Manager
 from caravanserai.errors import NotFound
 from caravanserai.informer import Backoff, WatchOptions
 from caravanserai.testing.builders import lease, node, node_status
+from caravanserai.testing.manager import running
 
 T = TypeVar("T")
 FAST_INFORMERS = Backoff(initial=0.05, cap=0.3)
@@ -72,11 +72,7 @@ async def set_phase(client: Client, name: str, phase: str, *, node_ref: str | No
 async def events_for(client: Client, name: str, reason: str | None = None) -> list[v1.Event]:
     """The events about the object `name` (optionally only those with `reason`)."""
     events = (await client.events.list()).items
-    return [
-        e
-        for e in events
-        if e.spec.involved_object.name == name and (reason is None or e.spec.reason == reason)
-    ]
+    return [e for e in events if e.spec.involved_object.name == name and (reason is None or e.spec.reason == reason)]
 
 
 def condition(obj: Any, type_: str) -> v1.Condition | None:
@@ -88,7 +84,9 @@ async def running_manager(
     client: Client, setup: Callable[[Manager], T], *, clock: Clock | None = None, **kwargs: Any
 ) -> AsyncIterator[tuple[Manager, T]]:
     """A Manager with what `setup(manager)` adds, running as a task until the block exits (then stopped)."""
-    manager = Manager(client, clock=clock, watch_options=WatchOptions(backoff=FAST_INFORMERS), shutdown_timeout=5.0, **kwargs)
+    manager = Manager(
+        client, clock=clock, watch_options=WatchOptions(backoff=FAST_INFORMERS), shutdown_timeout=5.0, **kwargs
+    )
     parts = setup(manager)
     async with running(manager):
         yield manager, parts

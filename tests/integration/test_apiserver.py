@@ -383,7 +383,9 @@ async def test_events_are_stored_with_a_lease(client: Client, api: RunningApiSer
     assert leases._lease != 0  # noqa: SLF001
 
 
-async def test_a_watcher_that_cannot_keep_up_is_closed_and_others_are_not(client: Client, api: RunningApiServer) -> None:
+async def test_a_watcher_that_cannot_keep_up_is_closed_and_others_are_not(
+    client: Client, api: RunningApiServer
+) -> None:
     from caravanserai.apiserver.watchcache import WatcherClosed
 
     cache = api.server.service.cache("projects")  # type: ignore[union-attr]  # the server is started: service is set

@@ -76,8 +76,10 @@ async def test_metrics_count_known_traffic_per_server(api: Mapping[str, RunningA
 
             async def caches_caught_up() -> bool:
                 mine, theirs = await samples(first), await samples(second)
-                return (value(mine, "caravanserai_apiserver_objects", resource="projects") == 3
-                        and value(theirs, "caravanserai_apiserver_objects", resource="projects") == 1)
+                return (
+                    value(mine, "caravanserai_apiserver_objects", resource="projects") == 3
+                    and value(theirs, "caravanserai_apiserver_objects", resource="projects") == 1
+                )
 
             await wait_for(caches_caught_up, 5, message="both watch caches hold the projects written")
             s = await samples(first)
@@ -85,8 +87,16 @@ async def test_metrics_count_known_traffic_per_server(api: Mapping[str, RunningA
             assert requests(s, "Get") == 2
             assert requests(s, "Get", "NOT_FOUND") == 1
             assert requests(s, "List") == 1
-            assert value(s, "caravanserai_apiserver_request_duration_seconds_count",
-                         verb="Create", resource="projects", code="OK") == 3
+            assert (
+                value(
+                    s,
+                    "caravanserai_apiserver_request_duration_seconds_count",
+                    verb="Create",
+                    resource="projects",
+                    code="OK",
+                )
+                == 3
+            )
             assert value(s, "caravanserai_apiserver_watchers", resource="projects") == 1
             assert value(s, "caravanserai_apiserver_objects", resource="projects") == 3
             assert value(s, "caravanserai_apiserver_objects", resource="nodes") == 0
@@ -103,9 +113,11 @@ async def test_metrics_count_known_traffic_per_server(api: Mapping[str, RunningA
 
         async def lag_settles_and_watch_is_counted() -> bool:
             s = await samples(first)
-            return (value(s, "caravanserai_apiserver_watch_cache_lag_seconds", resource="projects") == 0
-                    and value(s, "caravanserai_apiserver_watchers", resource="projects") == 0
-                    and requests(s, "Watch", "CANCELLED") + requests(s, "Watch") == 1)
+            return (
+                value(s, "caravanserai_apiserver_watch_cache_lag_seconds", resource="projects") == 0
+                and value(s, "caravanserai_apiserver_watchers", resource="projects") == 0
+                and requests(s, "Watch", "CANCELLED") + requests(s, "Watch") == 1
+            )
 
         await wait_for(lag_settles_and_watch_is_counted, 5, message="watch ended, cache caught up")
 

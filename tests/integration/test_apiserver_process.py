@@ -9,8 +9,8 @@ import signal
 import sys
 import urllib.request
 
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from caravanserai.client import Client
 from caravanserai.testing import free_port
@@ -22,8 +22,17 @@ async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type
     address = f"127.0.0.1:{free_port()}"
     metrics = f"127.0.0.1:{free_port()}"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", address,
-        "--etcd-prefix", f"/proc-{os.getpid()}", "--metrics-listen", metrics,
+        sys.executable,
+        "-m",
+        "caravanserai.apiserver",
+        "--etcd-endpoints",
+        etcd.endpoint,
+        "--listen",
+        address,
+        "--etcd-prefix",
+        f"/proc-{os.getpid()}",
+        "--metrics-listen",
+        metrics,
         stderr=asyncio.subprocess.PIPE,
     )
     try:
@@ -42,7 +51,10 @@ async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type
             with urllib.request.urlopen(f"http://{metrics}{path}", timeout=5) as response:  # noqa: ASYNC210 - loopback
                 assert response.status == 200
                 if path == "/metrics":
-                    assert b'caravanserai_apiserver_requests_total{code="OK",resource="projects",verb="Create"} 1.0' in response.read()
+                    assert (
+                        b'caravanserai_apiserver_requests_total{code="OK",resource="projects",verb="Create"} 1.0'
+                        in response.read()
+                    )
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 15)
         assert code == 0
@@ -57,7 +69,13 @@ async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type
 
 async def test_bad_flags_give_one_line(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "caravanserai.apiserver", "--etcd-endpoints", etcd.endpoint, "--listen", "0.0.0.0:0",
+        sys.executable,
+        "-m",
+        "caravanserai.apiserver",
+        "--etcd-endpoints",
+        etcd.endpoint,
+        "--listen",
+        "0.0.0.0:0",
         stderr=asyncio.subprocess.PIPE,
     )
     _, err = await asyncio.wait_for(proc.communicate(), 20)

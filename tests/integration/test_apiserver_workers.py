@@ -20,6 +20,7 @@ import aiohttp
 import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 from caravanserai import meta, v1
 from caravanserai.apiserver.grpcapi import WORKER_METADATA
@@ -29,7 +30,6 @@ from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
-from support.customkinds import define_projectset, projectset, projectset_messages
 
 CONNECTIONS = 16  # clients with connections of their own opened until both workers hold one (fails: 2^-15)
 
@@ -206,7 +206,9 @@ async def test_a_worker_that_cannot_start_ends_the_supervisor(etcd: EtcdServer) 
     assert "Traceback" not in err.decode()
 
 
-async def test_an_apiserver_that_has_not_followed_a_definition_waits_for_it(api: RunningApiServer, client: Client) -> None:
+async def test_an_apiserver_that_has_not_followed_a_definition_waits_for_it(
+    api: RunningApiServer, client: Client
+) -> None:
     """In process: the kind is taken out of the table as if this apiserver (or worker) had not followed its stored
     definition yet; a create waits until it is served again instead of calling the resource unknown, and a
     resource without any stored definition is refused at once."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
@@ -27,13 +28,11 @@ from caravanserai.cli.apply import LAST_APPLIED
 from caravanserai.client import Client
 from caravanserai.clock import timestamp
 from caravanserai.errors import NotFound
+from caravanserai.process.tls import TLSFiles
 from caravanserai.testing import builders, free_port
 from caravanserai.testing.apiserver import RunningApiServer, start_apiserver
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
-from caravanserai.process.tls import TLSFiles
-
-from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 CARACTRL = str(Path(sysconfig.get_path("scripts")) / "caractrl")
 WEB = """\
@@ -64,7 +63,9 @@ async def bind(client: Client, project: str, node: str) -> v1.Project:
     return await client.projects.update_status(obj)
 
 
-async def ready_node(client: Client, name: str, *, agent_port: int = 0, labels: dict[str, str] | None = None) -> v1.Node:
+async def ready_node(
+    client: Client, name: str, *, agent_port: int = 0, labels: dict[str, str] | None = None
+) -> v1.Node:
     node = await client.nodes.create(builders.node(name, labels=labels))
     builders.node_status(node, cpu="4", memory="8Gi")
     node.status.network.addresses.add(type="InternalIP", address="127.0.0.1")
@@ -140,16 +141,26 @@ spec: {unschedulable: true}
     assert (await client.nodes.get("n2")).spec.unschedulable
 
 
-async def test_apply_reports_bad_documents_and_applies_the_others(cli: Caractrl, client: Client, tmp_path: Path) -> None:
-    manifest = WEB.replace("    image:", "    imag:") + "---\n" + WEB.replace("name: web\n  labels", "name: ok\n  labels")
-    manifest += "---\n" + WEB.replace("name: web\n  labels", "name: noimage\n  labels").replace("    image: nginx:1.27\n", "")
+async def test_apply_reports_bad_documents_and_applies_the_others(
+    cli: Caractrl, client: Client, tmp_path: Path
+) -> None:
+    manifest = (
+        WEB.replace("    image:", "    imag:") + "---\n" + WEB.replace("name: web\n  labels", "name: ok\n  labels")
+    )
+    manifest += "---\n" + WEB.replace("name: web\n  labels", "name: noimage\n  labels").replace(
+        "    image: nginx:1.27\n", ""
+    )
     path = write(tmp_path, "mixed.yaml", manifest)
     result = await cli("apply", "-f", path)
     assert result.exit_code == 1
     assert result.stdout == "project/ok created\n"
     errors = lines(result.stderr)
-    assert errors[0] == f'error: {path}, document 1, line 1: spec.services[0].imag: unknown field (did you mean "image"?)'
-    assert errors[1].startswith(f'Error from server (Invalid): {path}, document 3, line 20: project "noimage" is invalid: ')
+    assert (
+        errors[0] == f'error: {path}, document 1, line 1: spec.services[0].imag: unknown field (did you mean "image"?)'
+    )
+    assert errors[1].startswith(
+        f'Error from server (Invalid): {path}, document 3, line 20: project "noimage" is invalid: '
+    )
     assert "spec.services[0].image: is required" in errors[1]
     assert len(errors) == 2
     with pytest.raises(NotFound):
@@ -160,13 +171,22 @@ async def test_apply_from_stdin_and_directory(cli: Caractrl, client: Client, tmp
     folder = tmp_path / "manifests"
     folder.mkdir()
     (folder / "a.yaml").write_text(WEB.replace("name: web\n  labels", "name: a\n  labels"))
-    (folder / "b.json").write_text(json.dumps({
-        "apiVersion": "caravanserai/v1", "kind": "Project", "metadata": {"name": "b"},
-        "spec": {"services": [{"name": "b", "image": "busybox"}]},
-    }))
+    (folder / "b.json").write_text(
+        json.dumps(
+            {
+                "apiVersion": "caravanserai/v1",
+                "kind": "Project",
+                "metadata": {"name": "b"},
+                "spec": {"services": [{"name": "b", "image": "busybox"}]},
+            }
+        )
+    )
     (folder / "notes.txt").write_text("not a manifest")
     result = await cli("apply", "-f", str(folder), "-f", "-", input=WEB)
-    assert (result.exit_code, lines(result.stdout)) == (0, ["project/a created", "project/b created", "project/web created"])
+    assert (result.exit_code, lines(result.stdout)) == (
+        0,
+        ["project/a created", "project/b created", "project/web created"],
+    )
     as_json = await cli("apply", "-f", "-", "-o", "json", input=WEB)
     assert json.loads(as_json.stdout)["metadata"]["name"] == "web"
 
@@ -203,7 +223,16 @@ async def test_get_tables(cli: Caractrl, client: Client) -> None:
     ]
     wide = await cli("get", "no", "-o", "wide")
     assert lines(wide.stdout)[0].split() == [
-        "NAME", "STATE", "SCHEDULABLE", "CPU", "MEMORY", "PROJECTS", "AGE", "LABELS", "ADDRESS", "THROUGHPUT",
+        "NAME",
+        "STATE",
+        "SCHEDULABLE",
+        "CPU",
+        "MEMORY",
+        "PROJECTS",
+        "AGE",
+        "LABELS",
+        "ADDRESS",
+        "THROUGHPUT",
         "LAST-HEARTBEAT",
     ]
     assert lines(wide.stdout)[1].split()[7:] == ["zone=a", "127.0.0.1", "<none>", "0s"]
@@ -281,8 +310,14 @@ async def test_usage_errors_exit_2(cli: Caractrl) -> None:
 async def test_describe_pending_project_shows_the_scheduler_reason(cli: Caractrl, client: Client) -> None:
     project = await client.projects.create(builders.project("big", requests={"cpu": "64"}))
     message = "0/1 nodes are available: 1 insufficient cpu"
-    meta.set_condition(project.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
-                       message=message, now=time.time())
+    meta.set_condition(
+        project.status.conditions,
+        v1.CONDITION_SCHEDULED,
+        v1.FALSE,
+        reason="Unschedulable",
+        message=message,
+        now=time.time(),
+    )
     await client.projects.update_status(project)
     event = meta.with_type_meta(v1.Event())
     event.metadata.name = "big.1"
@@ -336,7 +371,12 @@ async def test_delete_pending_scheduled_and_forced(cli: Caractrl, client: Client
     assert busy.exit_code == 1
     assert busy.stderr.startswith("Error from server (FailedPrecondition): ")
 
-    forced = await cli("delete", "-f", write(tmp_path, "f.yaml", WEB.replace("name: web\n  labels", "name: forced\n  labels")), "--force")
+    forced = await cli(
+        "delete",
+        "-f",
+        write(tmp_path, "f.yaml", WEB.replace("name: web\n  labels", "name: forced\n  labels")),
+        "--force",
+    )
     assert forced.stdout == "project/forced deleted\n"
 
 
@@ -355,8 +395,9 @@ async def test_wait_times_out_then_sees_the_change(cli: Caractrl, client: Client
     late = await cli("wait", "project", "web", "--for", "phase=Scheduled", "--timeout", "0.5s")
     assert (late.exit_code, late.stderr) == (1, "error: timed out waiting for the condition on projects/web\n")
 
-    waiting = asyncio.create_task(cli("wait", "project", "web", "--for", "phase=Scheduled", "--for",
-                                      "condition=Scheduled", "--timeout", "20s"))
+    waiting = asyncio.create_task(
+        cli("wait", "project", "web", "--for", "phase=Scheduled", "--for", "condition=Scheduled", "--timeout", "20s")
+    )
     await asyncio.sleep(0.3)
     await bind(client, "web", "n1")
     met = await waiting
@@ -398,7 +439,9 @@ async def test_cordon_uncordon_drain(cli: Caractrl, client: Client) -> None:
 
     drained = await cli("drain", "n1", "--delete", "--yes")
     assert lines(drained.stdout) == [
-        "node/n1 already cordoned", "project/web marked for deletion (Terminating)", "node/n1 drained",
+        "node/n1 already cordoned",
+        "project/web marked for deletion (Terminating)",
+        "node/n1 drained",
     ]
     assert (await client.projects.get("web")).status.phase == v1.TERMINATING
     missing = await cli("cordon", "nope")
@@ -445,7 +488,8 @@ async def test_logs_through_the_agent(cli: Caractrl, client: Client) -> None:
         one = await cli("logs", "web/db", "--timestamps")
         assert lines(one.stdout) == ["db line 1", "db line 2"]
         assert [(r.project, r.service, r.tail, r.timestamps) for r in agent.requests] == [
-            ("web", "", 5, False), ("web", "db", -1, True),
+            ("web", "", 5, False),
+            ("web", "db", -1, True),
         ]
         unknown = await cli("logs", "web/cache")
         assert unknown.stderr == 'error: project "web" has no service "cache" (services: api, db)\n'
@@ -479,7 +523,10 @@ async def test_config_file_supplies_the_server(cli: Caractrl, client: Client, tm
 
     other = write(tmp_path, "other.yaml", "server: 127.0.0.1:1\nbogus: 1\n")
     bad = await cli("--config", other, "get", "p", server=False)
-    assert (bad.exit_code, bad.stderr) == (1, f"error: config file {other}: unknown key(s) bogus; known: server, tls, token\n")
+    assert (bad.exit_code, bad.stderr) == (
+        1,
+        f"error: config file {other}: unknown key(s) bogus; known: server, tls, token\n",
+    )
     missing = await cli("--config", str(tmp_path / "nope.yaml"), "get", "p")
     assert missing.stderr == f"error: config file {tmp_path / 'nope.yaml'} does not exist\n"
 
@@ -513,8 +560,14 @@ async def read_until(stream: asyncio.StreamReader, predicate: str, timeout: floa
 
 async def test_console_script_exit_codes(api: RunningApiServer) -> None:
     proc = await asyncio.create_subprocess_exec(
-        CARACTRL, "--server", api.address, "get", "project", "nope",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        CARACTRL,
+        "--server",
+        api.address,
+        "get",
+        "project",
+        "nope",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await proc.communicate()
     assert (proc.returncode, out, err.decode()) == (1, b"", 'Error from server (NotFound): projects "nope" not found\n')
@@ -523,8 +576,12 @@ async def test_console_script_exit_codes(api: RunningApiServer) -> None:
 async def test_shell_completion_offers_object_names(api: RunningApiServer, client: Client) -> None:
     await client.projects.create(builders.project("web"))
     await client.projects.create(builders.project("worker"))
-    env = {**os.environ, "_CARACTRL_COMPLETE": "bash_complete", "COMP_CWORD": "5",
-           "COMP_WORDS": f"caractrl --server {api.address} get projects w"}
+    env = {
+        **os.environ,
+        "_CARACTRL_COMPLETE": "bash_complete",
+        "COMP_CWORD": "5",
+        "COMP_WORDS": f"caractrl --server {api.address} get projects w",
+    }
     proc = await asyncio.create_subprocess_exec(CARACTRL, env=env, stdout=asyncio.subprocess.PIPE)
     out, _ = await proc.communicate()
     assert out.decode().split() == ["plain,web", "plain,worker"]
@@ -533,8 +590,16 @@ async def test_shell_completion_offers_object_names(api: RunningApiServer, clien
 async def test_get_watch_survives_an_apiserver_restart(api: RunningApiServer, client: Client, etcd: EtcdServer) -> None:
     await client.projects.create(builders.project("first"))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "caravanserai.cli", "--server", api.address, "get", "projects", "-w",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "caravanserai.cli",
+        "--server",
+        api.address,
+        "get",
+        "projects",
+        "-w",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
     restarted: RunningApiServer | None = None
@@ -574,8 +639,14 @@ async def test_mutual_tls_from_flags_and_config(etcd: EtcdServer, certs: Path, t
     secure = await start_apiserver(etcd.endpoint, tls=server_tls, token_file=str(certs / "tokens.csv"))
     try:
         cli = Caractrl(secure.address, tmp_path)
-        flags = ["--tls-ca", str(certs / "ca.crt"), "--tls-cert", str(certs / "admin.crt"),
-                 "--tls-key", str(certs / "admin.key")]
+        flags = [
+            "--tls-ca",
+            str(certs / "ca.crt"),
+            "--tls-cert",
+            str(certs / "admin.crt"),
+            "--tls-key",
+            str(certs / "admin.key"),
+        ]
         created = await cli(*flags, "apply", "-f", "-", input=WEB)
         assert (created.exit_code, created.stdout) == (0, "project/web created\n")
         plaintext = await cli("get", "p")
@@ -586,8 +657,10 @@ async def test_mutual_tls_from_flags_and_config(etcd: EtcdServer, certs: Path, t
 
         config = tmp_path / "caravanserai" / "config.yaml"
         config.parent.mkdir()
-        config.write_text(f"server: {secure.address}\ntls: {{ca: {certs / 'ca.crt'}, cert: {certs / 'viewer.crt'}, "
-                          f"key: {certs / 'viewer.key'}}}\n")
+        config.write_text(
+            f"server: {secure.address}\ntls: {{ca: {certs / 'ca.crt'}, cert: {certs / 'viewer.crt'}, "
+            f"key: {certs / 'viewer.key'}}}\n"
+        )
         viewer = await cli("get", "p", "-o", "name", server=False)
         assert (viewer.exit_code, viewer.stdout) == (0, "project/web\n")
         refused = await cli("delete", "project", "web", server=False)

@@ -8,12 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
+from support.customkinds import define_projectset, example_proto, projectset, projectset_messages
 
 from caravanserai.client import Client
 from caravanserai.testing.apiserver import RunningApiServer
-from support.customkinds import define_projectset, example_proto, projectset, projectset_messages
-
-from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 
 def lines(text: str) -> list[str]:
@@ -66,15 +65,41 @@ async def test_describe_a_custom_object(cli: Caractrl, client: Client) -> None:
 
 async def test_define_from_a_proto_then_apply_get_wait_schema(cli: Caractrl, client: Client, tmp_path: Path) -> None:
     proto = str(example_proto())
-    manifest = await cli("define", "--proto", proto, "--kind", "ProjectSet", "--group", "example.com",
-                         "--short-name", "ps", "--column", "REPLICAS=.spec.replicas", "-o", "yaml")
+    manifest = await cli(
+        "define",
+        "--proto",
+        proto,
+        "--kind",
+        "ProjectSet",
+        "--group",
+        "example.com",
+        "--short-name",
+        "ps",
+        "--column",
+        "REPLICAS=.spec.replicas",
+        "-o",
+        "yaml",
+    )
     assert manifest.exit_code == 0, manifest.stderr
     assert manifest.stdout.startswith("apiVersion: caravanserai/v1\nkind: ResourceDefinition\n")
     assert "name: projectsets.example.com" in manifest.stdout and "schema: " in manifest.stdout
     applied = await cli("apply", "-f", "-", input=manifest.stdout)  # the base64 schema travels in the manifest
-    assert (applied.exit_code, applied.stdout) == (0, "resourcedefinition/projectsets.example.com created\n"), applied.stderr
-    again = await cli("define", "--proto", proto, "--kind", "ProjectSet", "--group", "example.com",
-                      "--short-name", "ps", "--column", "REPLICAS=.spec.replicas")
+    assert (applied.exit_code, applied.stdout) == (0, "resourcedefinition/projectsets.example.com created\n"), (
+        applied.stderr
+    )
+    again = await cli(
+        "define",
+        "--proto",
+        proto,
+        "--kind",
+        "ProjectSet",
+        "--group",
+        "example.com",
+        "--short-name",
+        "ps",
+        "--column",
+        "REPLICAS=.spec.replicas",
+    )
     assert (again.exit_code, again.stdout) == (0, "resourcedefinition/projectsets.example.com unchanged\n")
 
     created = await cli("apply", "-f", "-", input=SET)
@@ -127,8 +152,16 @@ async def test_get_watch_on_a_custom_kind(api: RunningApiServer, client: Client)
     sets = client.resource(projectset_messages().ProjectSet)
     await sets.create(projectset("first", replicas=2))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "caravanserai.cli", "--server", api.address, "get", "ps", "-w",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "caravanserai.cli",
+        "--server",
+        api.address,
+        "get",
+        "ps",
+        "-w",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None
     try:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock, seconds
+from caravanserai.project import lifecycle
 from caravanserai.testing import builders
 
 CLOCK = SystemClock()
@@ -25,7 +25,9 @@ async def ready_node(client: Client, name: str) -> None:
 async def running_on(client: Client, name: str, node: str) -> v1.Project:
     p = await client.projects.get(name)
     p = await client.projects.update_status(lifecycle.bind(p, node, now=CLOCK.now()))
-    return await client.projects.update_status(lifecycle.run(p, reason="ContainersRunning", message="up", now=CLOCK.now()))
+    return await client.projects.update_status(
+        lifecycle.run(p, reason="ContainersRunning", message="up", now=CLOCK.now())
+    )
 
 
 async def test_drain_moves_projects_with_a_hand_off_and_waits_for_them_elsewhere(cli: Caractrl, client: Client) -> None:
@@ -97,7 +99,9 @@ async def test_wait_keeps_waiting_for_a_failed_project_whose_spec_changed(cli: C
     await client.projects.create(builders.project("web"))
     p = await running_on(client, "web", "n1")
     p.status.observed_generation = 1
-    p = await client.projects.update_status(lifecycle.fail(p, reason="ContainerExited", message="exit 1", now=CLOCK.now()))
+    p = await client.projects.update_status(
+        lifecycle.fail(p, reason="ContainerExited", message="exit 1", now=CLOCK.now())
+    )
     await cli("restart", "project", "web")
     waiting = asyncio.create_task(cli("wait", "project", "web", "--for", "phase=Pending", "--timeout", "20s"))
     await asyncio.sleep(0.5)

@@ -6,10 +6,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
+
 from caravanserai.client import Client
 from caravanserai.testing import builders
-
-from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 
 async def test_label_adds_refuses_overwrite_overwrites_and_removes(cli: Caractrl, client: Client) -> None:
@@ -50,7 +50,9 @@ async def test_annotate_by_selector(cli: Caractrl, client: Client) -> None:
 
 async def test_patch_merges_removes_and_refuses_with_field_paths(cli: Caractrl, client: Client) -> None:
     await client.projects.create(builders.project("web", labels={"old": "x"}))
-    result = await cli("patch", "project", "web", "-p", '{"spec": {"priority": 7}, "metadata": {"labels": {"old": null, "new": "y"}}}')
+    result = await cli(
+        "patch", "project", "web", "-p", '{"spec": {"priority": 7}, "metadata": {"labels": {"old": null, "new": "y"}}}'
+    )
     assert (result.exit_code, result.stdout) == (0, "project/web patched\n")
     web = await client.projects.get("web")
     assert web.spec.priority == 7 and dict(web.metadata.labels) == {"new": "y"} and web.metadata.generation == 2
@@ -62,8 +64,10 @@ async def test_patch_merges_removes_and_refuses_with_field_paths(cli: Caractrl, 
     assert unknown.exit_code == 1 and "spec.priorty: unknown field" in unknown.stderr
     status = await cli("patch", "project", "web", "-p", '{"status": {"phase": "Running"}}')
     assert status.exit_code == 1
-    assert status.stderr == ('Error from server (Invalid): project "web" is invalid: status: is written by '
-                             "controllers and agents, not by this command\n")
+    assert status.stderr == (
+        'Error from server (Invalid): project "web" is invalid: status: is written by '
+        "controllers and agents, not by this command\n"
+    )
     invalid = await cli("patch", "project", "web", "-p", '{"spec": {"services": [{"name": "app"}]}}')
     assert invalid.exit_code == 1 and "spec.services[0].image" in invalid.stderr
     not_json = await cli("patch", "project", "web", "-p", "{spec")
@@ -140,7 +144,11 @@ async def test_describe_every_kind(cli: Caractrl, client: Client) -> None:
     about = (await cli("describe", "event/web.1")).stdout
     fields = dict(line.split(":", 1) for line in about.splitlines() if ":" in line and not line.startswith(" "))
     assert fields["Involved Object"].strip() == "project/web"
-    assert (fields["Type"].strip(), fields["Reason"].strip(), fields["Count"].strip()) == ("Warning", "FailedScheduling", "3")
+    assert (fields["Type"].strip(), fields["Reason"].strip(), fields["Count"].strip()) == (
+        "Warning",
+        "FailedScheduling",
+        "3",
+    )
     assert fields["Source"].strip() == "cara-scheduler"
     every = await cli("describe", "leases")
     assert every.exit_code == 0 and every.stdout.startswith("Name:")

@@ -58,8 +58,12 @@ def _error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 @pytest.mark.parametrize(
     ("code", "details", "unsent"),
     [
-        (grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
-         "Failed to connect to remote host: Connection refused", True),
+        (
+            grpc.StatusCode.UNAVAILABLE,
+            "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
+            "Failed to connect to remote host: Connection refused",
+            True,
+        ),
         (grpc.StatusCode.UNAVAILABLE, "connections to all backends failing; last error: UNAVAILABLE", True),
         (grpc.StatusCode.UNAVAILABLE, "Socket closed", False),
         (grpc.StatusCode.UNAVAILABLE, "Connection reset by peer", False),

@@ -109,4 +109,9 @@ async def test_a_bad_flag_is_one_line() -> None:
     )  # fmt: skip
     _, err = await proc.communicate()
     assert proc.returncode == 2
-    assert err.decode().strip().splitlines()[-1].endswith("unknown controller(s) bogus; choose from scheduler, node-health, gc, placement")
+    assert (
+        err.decode()
+        .strip()
+        .splitlines()[-1]
+        .endswith("unknown controller(s) bogus; choose from scheduler, node-health, gc, placement")
+    )

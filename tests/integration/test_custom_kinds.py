@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2
+from support.customkinds import GROUP, define_projectset, projectset, projectset_messages
 
-from caravanserai.customkinds import schemas
 from caravanserai import v1
 from caravanserai.client import Client
+from caravanserai.customkinds import schemas
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
-from support.customkinds import GROUP, define_projectset, projectset, projectset_messages
 from caravanserai.testing.etcd import EtcdServer
 
 
@@ -40,7 +40,10 @@ async def test_definitions_are_listed_and_named_by_plural_and_group(client: Clie
     assert [d.metadata.name for d in listed.items] == ["projectsets.example.com"]
     spec = listed.items[0].spec
     assert (spec.group, spec.kind, spec.plural, list(spec.short_names)) == (GROUP, "ProjectSet", "projectsets", ["ps"])
-    assert [(c.name, c.json_path) for c in spec.printer_columns] == [("REPLICAS", ".spec.replicas"), ("READY", ".status.readyReplicas")]
+    assert [(c.name, c.json_path) for c in spec.printer_columns] == [
+        ("REPLICAS", ".spec.replicas"),
+        ("READY", ".status.readyReplicas"),
+    ]
 
 
 def _raw(obj: Any, extra: bytes) -> v1.Object:
@@ -129,7 +132,9 @@ async def test_schema_evolution_refuses_breaking_changes_and_accepts_new_fields(
         assert [(v.field, v.description) for v in info.value.violations] == [("spec.replicas", description)]
 
     def add(message: Any) -> None:
-        message.field.add(name="paused", number=9, type=descriptor_pb2.FieldDescriptorProto.TYPE_BOOL, json_name="paused")
+        message.field.add(
+            name="paused", number=9, type=descriptor_pb2.FieldDescriptorProto.TYPE_BOOL, json_name="paused"
+        )
 
     updated = await client.resourcedefinitions.update(changed(add))
     assert updated.spec.schema != definition.spec.schema
@@ -158,8 +163,12 @@ async def test_deleting_a_definition_deletes_its_instances(client: Client) -> No
 async def test_name_clashes_are_refused(client: Client) -> None:
     m = projectset_messages()
     with pytest.raises(Invalid) as info:
-        await client.define(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com", plural="projects")
-    assert ("spec.plural", '"projects" is taken by built-in kind Project') in [(v.field, v.description) for v in info.value.violations]
+        await client.define(
+            m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com", plural="projects"
+        )
+    assert ("spec.plural", '"projects" is taken by built-in kind Project') in [
+        (v.field, v.description) for v in info.value.violations
+    ]
     await define_projectset(client)
     other = schemas.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="other.org")
     other.spec.short_names.append("ps")
@@ -187,7 +196,9 @@ async def test_bad_definitions_name_the_field(client: Client) -> None:
     assert [v.field for v in info.value.violations] == ["metadata.name"]
 
 
-async def test_a_kind_defined_through_one_apiserver_is_served_by_another(etcd: EtcdServer, api: RunningApiServer) -> None:
+async def test_a_kind_defined_through_one_apiserver_is_served_by_another(
+    etcd: EtcdServer, api: RunningApiServer
+) -> None:
     async with apiserver(etcd.endpoint, prefix=api.prefix) as second:
         async with Client(api.address, timeout=10) as first_client, Client(second.address, timeout=10) as second_client:
             await define_projectset(first_client)
@@ -205,18 +216,16 @@ async def test_a_kind_defined_through_one_apiserver_is_served_by_another(etcd: E
 
 
 async def test_custom_kinds_survive_an_apiserver_restart(etcd: EtcdServer) -> None:
-    async with apiserver(etcd.endpoint) as first:
-        async with Client(first.address, timeout=10) as c:
-            await define_projectset(c)
-            kept = await c.resource(projectset_messages().ProjectSet).create(projectset("kept"))
-    async with apiserver(etcd.endpoint, prefix=first.prefix) as again:
-        async with Client(again.address, timeout=10) as c:
-            sets = c.resource(projectset_messages().ProjectSet)
-            listed = await sets.list()  # served from the first request on
-            assert [o.metadata.name for o in listed.items] == ["kept"]
-            await sets.create(projectset("after"))
-            resumed = [ch async for ch in _first(sets.watch(resource_version=kept.metadata.resource_version), 1)]
-            assert [(ch.type, ch.object.metadata.name) for ch in resumed] == [(v1.ADDED, "after")]
+    async with apiserver(etcd.endpoint) as first, Client(first.address, timeout=10) as c:
+        await define_projectset(c)
+        kept = await c.resource(projectset_messages().ProjectSet).create(projectset("kept"))
+    async with apiserver(etcd.endpoint, prefix=first.prefix) as again, Client(again.address, timeout=10) as c:
+        sets = c.resource(projectset_messages().ProjectSet)
+        listed = await sets.list()  # served from the first request on
+        assert [o.metadata.name for o in listed.items] == ["kept"]
+        await sets.create(projectset("after"))
+        resumed = [ch async for ch in _first(sets.watch(resource_version=kept.metadata.resource_version), 1)]
+        assert [(ch.type, ch.object.metadata.name) for ch in resumed] == [(v1.ADDED, "after")]
 
 
 async def _first(changes: Any, n: int) -> Any:

@@ -11,6 +11,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from support.customkinds import define_projectset, projectset, projectset_messages
+from support.dashboard import RunningDashboard, dashboard
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -19,8 +21,6 @@ from caravanserai.testing import free_port
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import node, node_status, project
 from caravanserai.testing.wait import wait_for
-from support.customkinds import define_projectset, projectset, projectset_messages
-from support.dashboard import RunningDashboard, dashboard
 
 NODE = "dash-node"
 
@@ -32,13 +32,21 @@ async def cluster(api: RunningApiServer) -> AsyncIterator[Client]:
         created = await c.nodes.create(node(NODE, labels={"zone": "a"}))
         node_status(created)
         await c.nodes.update_status(created)
-        bound = await c.projects.create(project("web", requests={"cpu": "500m", "memory": "1Gi"}, labels={"app": "web"}))
+        bound = await c.projects.create(
+            project("web", requests={"cpu": "500m", "memory": "1Gi"}, labels={"app": "web"})
+        )
         bound.status.node_ref = NODE
         meta.set_phase(bound, v1.SCHEDULED, reason="Scheduled", message="", now=SystemClock().now())
         await c.projects.update_status(bound)
         waiting = await c.projects.create(project("db", labels={"tier": "db"}))
-        meta.set_condition(waiting.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
-                           message="0/1 nodes fit: 1 insufficient cpu", now=SystemClock().now())
+        meta.set_condition(
+            waiting.status.conditions,
+            v1.CONDITION_SCHEDULED,
+            v1.FALSE,
+            reason="Unschedulable",
+            message="0/1 nodes fit: 1 insufficient cpu",
+            now=SystemClock().now(),
+        )
         await c.projects.update_status(waiting)
         yield c
 
@@ -133,17 +141,21 @@ async def _next_change(stream: aiohttp.ClientResponse) -> dict[str, Any]:
     while True:
         line = (await stream.content.readline()).decode().rstrip("\n")
         if line.startswith("event: "):
-            event = line[len("event: "):]
+            event = line[len("event: ") :]
         elif line.startswith("data: ") and event == "change":
-            return json.loads(line[len("data: "):])  # type: ignore[no-any-return]  # json.loads gives Any; the change event is an object
+            return json.loads(line[len("data: ") :])  # type: ignore[no-any-return]  # json.loads gives Any; the change event is an object
 
 
 async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Client) -> None:
     manifest = "apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: api\nspec:\n  services:\n  - name: a\n    image: busybox:test\n"
     assert await send(dash, "POST", "/api/v1/apply", {"manifest": manifest}) == (
-        200, {"applied": [{"object": "project/api", "action": "created"}]})
+        200,
+        {"applied": [{"object": "project/api", "action": "created"}]},
+    )
     assert (await send(dash, "POST", "/api/v1/apply", {"manifest": manifest}))[1]["applied"][0]["action"] == "unchanged"
-    status, refused = await send(dash, "POST", "/api/v1/apply", {"manifest": manifest.replace("name: api", "name: Bad_Name")})
+    status, refused = await send(
+        dash, "POST", "/api/v1/apply", {"manifest": manifest.replace("name: api", "name: Bad_Name")}
+    )
     assert status == 422 and "metadata.name" in refused["error"] and "\n" not in refused["error"]
     broken = manifest.replace("name: api", "name: api2") + "---\n" + manifest.replace("image:", "zzz: 1\n    image:")
     status, unread = await send(dash, "POST", "/api/v1/apply", {"manifest": broken})
@@ -203,15 +215,24 @@ async def test_the_process_lists_a_custom_kind_defined_later_with_its_printer_co
     """cara-dashboard as its own process: it learns the kind from the server (nothing is registered in it)."""
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "caravanserai.dashboard", "--server", api.address, "--listen", f"127.0.0.1:{port}",
-        "--log-level", "warning", stderr=asyncio.subprocess.DEVNULL,
+        sys.executable,
+        "-m",
+        "caravanserai.dashboard",
+        "--server",
+        api.address,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "warning",
+        stderr=asyncio.subprocess.DEVNULL,
     )
     try:
         url = f"http://127.0.0.1:{port}/"
         await define_projectset(cluster)
         await cluster.resource(projectset_messages().ProjectSet).create(projectset("blue", replicas=3))
-        kinds = await eventually(url, "/api/v1/kinds",
-                                 lambda b: any(k["plural"] == "projectsets" for k in b["kinds"]), timeout=20)
+        kinds = await eventually(
+            url, "/api/v1/kinds", lambda b: any(k["plural"] == "projectsets" for k in b["kinds"]), timeout=20
+        )
         (listed,) = [k for k in kinds["kinds"] if k["plural"] == "projectsets"]
         assert listed["kind"] == "ProjectSet" and listed["columns"] == ["REPLICAS", "READY"]
         table = await eventually(url, "/api/v1/kinds/projectsets", lambda b: b["rows"])

@@ -111,8 +111,12 @@ async def test_python_blocks_of_the_docs_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "examples" / "ttl_controller"))
-    fixtures = {"cara_etcd": cara_etcd, "cara_apiserver": cara_apiserver, "cara_client": cara_client,
-                "fake_clock": fake_clock}
+    fixtures = {
+        "cara_etcd": cara_etcd,
+        "cara_apiserver": cara_apiserver,
+        "cara_client": cara_client,
+        "fake_clock": fake_clock,
+    }
     namespace: dict[str, Any] = {"__name__": f"docs.{page.stem}", "client": cara_client, **fixtures}
     ran = 0
     for block in blocks(page):

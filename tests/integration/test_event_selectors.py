@@ -7,13 +7,12 @@ import asyncio
 import time
 
 import pytest
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import timestamp
 from caravanserai.errors import Invalid
-
-from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 
 def event(name: str, kind: str, about: str, reason: str, type_: str = "Normal") -> v1.Event:

@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import FailedPrecondition, NotFound
-
-from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 MANIFEST = """\
 apiVersion: caravanserai/v1
@@ -44,13 +43,17 @@ async def test_apply_carries_finalizers_and_merges_them(cli: Caractrl, client: C
     configured = await cli("apply", "-f", manifest(tmp_path, "example.com/backup", "example.com/other"))
     assert configured.stdout == "project/keep configured\n"
     assert list((await client.projects.get("keep")).metadata.finalizers) == [
-        "example.com/backup", "example.com/audit", "example.com/other",
+        "example.com/backup",
+        "example.com/audit",
+        "example.com/other",
     ]
     await cli("apply", "-f", manifest(tmp_path))  # drops the ones apply added; the controller's stays
     assert list((await client.projects.get("keep")).metadata.finalizers) == ["example.com/audit"]
 
 
-async def test_deleted_pending_project_with_finalizer_stays_pending(cli: Caractrl, client: Client, tmp_path: Path) -> None:
+async def test_deleted_pending_project_with_finalizer_stays_pending(
+    cli: Caractrl, client: Client, tmp_path: Path
+) -> None:
     await cli("apply", "-f", manifest(tmp_path, "example.com/backup"))
     deleted = await cli("delete", "project", "keep")
     assert deleted.stdout == (
@@ -59,8 +62,10 @@ async def test_deleted_pending_project_with_finalizer_stays_pending(cli: Caractr
     marked = await client.projects.get("keep")
     assert marked.status.phase == v1.PENDING and marked.metadata.HasField("deletion_timestamp")
     described = (await cli("describe", "project", "keep")).stdout
-    assert ("Deletion:             requested; the project stays Pending and is not scheduled until its finalizers "
-            "are removed (example.com/backup), then its record is removed\n") in described
+    assert (
+        "Deletion:             requested; the project stays Pending and is not scheduled until its finalizers "
+        "are removed (example.com/backup), then its record is removed\n"
+    ) in described
     assert "Terminating" not in described
 
     marked.status.phase = v1.SCHEDULED  # what a scheduler would do: refused

@@ -9,10 +9,10 @@ from cluster_sim import add_node, condition, events_for, running_manager, set_ph
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock, timestamp
+from caravanserai.controller import EventRecorder
 from caravanserai.controllers.gc import app
 from caravanserai.controllers.gc.policy import GCConfig, Verdict
 from caravanserai.controllers.gc.reconciler import GCReconciler
-from caravanserai.controller import EventRecorder
 from caravanserai.errors import NotFound
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
@@ -161,7 +161,9 @@ async def test_succeeded_projects_are_deleted_after_the_ttl_when_one_is_set(clie
             return (await client.projects.get("job")).status.phase == v1.TERMINATING
 
         await wait_for(terminating, 5)  # a normal Delete: the agent removes the exited containers first
-        assert [e.spec.reason for e in await events_for(client, "job", "SucceededTTLExpired")] == ["SucceededTTLExpired"]
+        assert [e.spec.reason for e in await events_for(client, "job", "SucceededTTLExpired")] == [
+            "SucceededTTLExpired"
+        ]
         assert (await client.projects.get("kept")).status.phase == v1.RUNNING
     await set_phase(client, "kept", v1.SUCCEEDED)
     async with collector(client):  # no --succeeded-ttl: Succeeded projects stay until deleted

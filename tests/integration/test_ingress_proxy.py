@@ -23,7 +23,6 @@ from caravanserai.agent.ingress.routes import Route, RouteTable
 from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 
-
 RELEASE = web.AppKey("release", asyncio.Event)
 
 
@@ -64,8 +63,15 @@ async def backend_app() -> web.Application:
     async def echo(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         headers = {f"Echo-{k}": v for k, v in request.headers.items()}
-        return web.Response(body=body, headers={**headers, "Peer-Port": str(request.transport.get_extra_info("peername")[1]),  # type: ignore[union-attr]  # a request being served has a transport
-                                                "Connection": "X-Secret", "X-Secret": "hop"})
+        return web.Response(
+            body=body,
+            headers={
+                **headers,
+                "Peer-Port": str(request.transport.get_extra_info("peername")[1]),  # type: ignore[union-attr]  # a request being served has a transport
+                "Connection": "X-Secret",
+                "X-Secret": "hop",
+            },
+        )
 
     async def events(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -112,8 +118,10 @@ class Cluster:
     def __init__(self) -> None:
         self.tables = {"n1": RouteTable(), "n2": RouteTable()}
         self.backends = StaticBackends()
-        self.proxies = {n: IngressProxy(t, self.backends, node=n, limits=IngressLimits(max_request_body=1024))
-                        for n, t in self.tables.items()}
+        self.proxies = {
+            n: IngressProxy(t, self.backends, node=n, limits=IngressLimits(max_request_body=1024))
+            for n, t in self.tables.items()
+        }
         self.app: web.Application | None = None
 
     def apply(self, obj: v1.Project | v1.Node) -> None:
@@ -128,7 +136,11 @@ class Cluster:
 async def cluster() -> AsyncIterator[Cluster]:
     c = Cluster()
     c.app = await backend_app()
-    async with serve(c.app) as backend_port, c.proxies["n1"].serving("127.0.0.1", 0), c.proxies["n2"].serving("127.0.0.1", 0):
+    async with (
+        serve(c.app) as backend_port,
+        c.proxies["n1"].serving("127.0.0.1", 0),
+        c.proxies["n2"].serving("127.0.0.1", 0),
+    ):
         c.backends.addresses["shop"] = ("127.0.0.1", backend_port)
         for name, proxy in c.proxies.items():
             c.apply(node(name, proxy.port))
@@ -193,21 +205,28 @@ async def test_chunked_upload_streams_through(cluster: Cluster) -> None:
         for part in (b"a" * 100, b"b" * 100):
             yield part
 
-    async with aiohttp.ClientSession() as session, session.post(cluster.url("n2"), data=body(), headers=SHOP) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(cluster.url("n2"), data=body(), headers=SHOP) as response,
+    ):
         assert await response.read() == b"a" * 100 + b"b" * 100
 
 
 async def test_request_size_limit(cluster: Cluster) -> None:
-    async with aiohttp.ClientSession() as session, session.post(cluster.url("n1"), data=b"x" * 2048, headers=SHOP) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(cluster.url("n1"), data=b"x" * 2048, headers=SHOP) as response,
+    ):
         assert response.status == 413
         assert response.headers[ERROR_HEADER] == "request-too-large"
 
 
 @pytest.mark.parametrize("via", ["n1", "n2"])
 async def test_websocket_echo(cluster: Cluster, via: str) -> None:
-    async with aiohttp.ClientSession() as session, session.ws_connect(
-        cluster.url(via, "/socket").replace("http", "ws"), headers=SHOP, protocols=("echo",)
-    ) as ws:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.ws_connect(cluster.url(via, "/socket").replace("http", "ws"), headers=SHOP, protocols=("echo",)) as ws,
+    ):
         assert ws.protocol == "echo"
         await ws.send_str("hello")
         assert await ws.receive_str(timeout=5) == "echo: hello"

@@ -31,7 +31,11 @@ Interval = tuple[str, float, float]  # (who, started, ended) of one reconcile, m
 
 def election(identity: str, name: str = "busy-controller") -> LeaderElectionConfig:
     return LeaderElectionConfig(
-        name=name, identity=identity, lease_duration=LEASE, renew_deadline=RENEW_DEADLINE, retry_period=RETRY,
+        name=name,
+        identity=identity,
+        lease_duration=LEASE,
+        renew_deadline=RENEW_DEADLINE,
+        retry_period=RETRY,
         release_timeout=10,  # these tests assert on hand-overs; the 2 s default can run out on a loaded machine
     )
 
@@ -224,7 +228,6 @@ def test_timings_must_leave_room_for_renewal() -> None:
     assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15.0, 10.0, 2.0)
     host, pid, suffix = config.identity.rsplit("_", 2)
     assert host and pid.isdigit() and len(suffix) == 6
-
 
 
 async def test_shutdown_while_the_api_is_down_gives_up_the_release_quickly(etcd: EtcdServer) -> None:

@@ -214,6 +214,7 @@ async def test_recovery_before_the_grace_period_clears_not_ready_at(
         first = await wait_for(stamp, 5)
         await cluster.advance(100)
         await cluster.revive("n1")  # back before the grace period ran out
+
         async def cleared() -> bool:
             return await stamp() is None
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import FailedPrecondition, NotFound
+from caravanserai.project import lifecycle
 from caravanserai.testing.builders import project
 
 PATHS = {

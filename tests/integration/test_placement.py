@@ -8,12 +8,12 @@ import asyncio
 
 from cluster_sim import add_node, condition, events_for, running_manager
 
-from caravanserai.project import lifecycle
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.controllers.placement import app
 from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT
+from caravanserai.project import lifecycle
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
 
@@ -29,7 +29,9 @@ async def running(client: Client, obj: v1.Project, node: str = "n1") -> v1.Proje
     p = await client.projects.create(obj)
     p = await client.projects.update_status(lifecycle.bind(p, node, now=CLOCK.now()))
     p.status.observed_generation = p.metadata.generation
-    return await client.projects.update_status(lifecycle.run(p, reason="ContainersRunning", message="up", now=CLOCK.now()))
+    return await client.projects.update_status(
+        lifecycle.run(p, reason="ContainersRunning", message="up", now=CLOCK.now())
+    )
 
 
 async def taint(client: Client, node: str, key: str, effect: str = "NoExecute") -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.customkinds import projectset
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import NotFound
-from support.customkinds import projectset
 from caravanserai.testing.wait import wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
@@ -61,8 +61,13 @@ async def test_controller_creates_scales_updates_and_cleans_up(operator_module: 
         async def three() -> bool:
             obj = await sets.get("web")
             cond = meta.get_condition(obj.status.conditions, "Ready")
-            return (await _names(client) == ["web-0", "web-1", "web-2"] and obj.status.replicas == 3
-                    and cond is not None and cond.status == v1.FALSE and obj.status.observed_generation == 1)
+            return (
+                await _names(client) == ["web-0", "web-1", "web-2"]
+                and obj.status.replicas == 3
+                and cond is not None
+                and cond.status == v1.FALSE
+                and obj.status.observed_generation == 1
+            )
 
         await wait_for(three, timeout=20, message="three projects and a status")
         p = await client.projects.get("web-1")

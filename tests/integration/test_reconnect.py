@@ -30,8 +30,9 @@ async def test_informer_catches_up_as_soon_as_the_api_is_back(etcd: EtcdServer) 
             await wait_for(informer.has_synced, 10)
             await api.stop()  # the watch breaks: the informer now waits 4 s, then 8 s, then 16 s …
             await asyncio.sleep(5.0)  # one retry has failed: the backoff's next delay is 8 s
-            restarted = await start_apiserver(etcd.endpoint, prefix=api.prefix, listen=api.address,
-                                              bookmark_interval=0.2)
+            restarted = await start_apiserver(
+                etcd.endpoint, prefix=api.prefix, listen=api.address, bookmark_interval=0.2
+            )
             back = loop.time()
             async with Client(api.address) as writer:
                 await writer.projects.create(project("after"))
@@ -63,8 +64,9 @@ async def test_a_retry_is_cut_short_only_by_a_reconnect(etcd: EtcdServer) -> Non
             pausing = asyncio.create_task(client.retry_pause(30.0))
             await asyncio.sleep(1.0)
             assert not pausing.done()  # no server: nothing to reconnect to
-            restarted = await start_apiserver(etcd.endpoint, prefix=api.prefix, listen=api.address,
-                                              bookmark_interval=0.2)
+            restarted = await start_apiserver(
+                etcd.endpoint, prefix=api.prefix, listen=api.address, bookmark_interval=0.2
+            )
             back = loop.time()
             assert await asyncio.wait_for(pausing, 10) is True
             assert loop.time() - back < 4.5

@@ -15,8 +15,8 @@ from caravanserai.clock import SystemClock
 from caravanserai.controller import LeaderElectionConfig
 from caravanserai.controllers.scheduler import app
 from caravanserai.controllers.scheduler.reconciler import SchedulerConfig
-from caravanserai.errors import FailedPrecondition
 from caravanserai.controllers.scheduler.resources import parse_resources, project_requests
+from caravanserai.errors import FailedPrecondition
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
 
@@ -258,7 +258,9 @@ async def test_only_the_leader_binds(client: Client) -> None:
     assert {hosts[f"second-{i}"] for i in range(10)} == {"replica-b"}
 
 
-async def test_a_conflicting_bind_is_decided_again_on_fresh_state(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_conflicting_bind_is_decided_again_on_fresh_state(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     await add_node(client, "n1")
     real_update_status = client.projects.update_status
     interfered: list[str] = []

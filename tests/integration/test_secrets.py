@@ -9,15 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import Invalid
 from caravanserai.testing import builders
-from caravanserai.testing.apiserver import RunningApiServer, apiserver
+from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.etcd import EtcdServer
-
-from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 
 MARKER = b"plaintext-marker-7f3a"
 SECRET_YAML = """\
@@ -37,8 +36,12 @@ def _key_file(path: Path, *names: str) -> str:
 
 
 def _raw(etcd: EtcdServer, key: str) -> bytes:
-    done = subprocess.run(["etcdctl", f"--endpoints={etcd.endpoint}", "get", key, "--print-value-only"],
-                          capture_output=True, check=True, timeout=30)
+    done = subprocess.run(
+        ["etcdctl", f"--endpoints={etcd.endpoint}", "get", key, "--print-value-only"],
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
     return done.stdout
 
 
@@ -55,7 +58,9 @@ async def test_secrets_are_ciphertext_in_etcd_and_keys_rotate(etcd: EtcdServer, 
     async with apiserver(etcd.endpoint, encryption_key_file=k1) as api, Client(api.address) as c:
         prefix = api.prefix
         await c.secrets.create(secret("db", password=MARKER))
-        await c.configs.create(v1.Config(metadata=v1.ObjectMeta(name="plain"), spec=v1.ConfigSpec(data={"k": "visible"})))
+        await c.configs.create(
+            v1.Config(metadata=v1.ObjectMeta(name="plain"), spec=v1.ConfigSpec(data={"k": "visible"}))
+        )
         stored = _raw(etcd, f"{prefix}/secrets/db")
         assert MARKER not in stored and stored.startswith(b"cara:enc:aesgcm:v1:k1:")
         assert b"visible" in _raw(etcd, f"{prefix}/configs/plain")  # only Secrets are encrypted
@@ -71,8 +76,10 @@ async def test_secrets_are_ciphertext_in_etcd_and_keys_rotate(etcd: EtcdServer, 
         assert _raw(etcd, f"{prefix}/secrets/db").startswith(b"cara:enc:aesgcm:v1:k2:")
     only_new = tmp_path / "new"
     only_new.write_text(both.read_text().splitlines()[0] + "\n")
-    async with apiserver(etcd.endpoint, prefix=prefix, encryption_key_file=str(only_new)) as api, \
-            Client(api.address, retry_timeout=1) as c:
+    async with (
+        apiserver(etcd.endpoint, prefix=prefix, encryption_key_file=str(only_new)) as api,
+        Client(api.address, retry_timeout=1) as c,
+    ):
         assert (await c.secrets.get("db")).spec.data["password"] == MARKER
 
 
@@ -87,12 +94,14 @@ async def test_rotation_with_caractrl_annotate(etcd: EtcdServer, tmp_path: Path)
 
         home = tmp_path / "home"
         home.mkdir()
-        result = await Runner(api.address, home)("annotate", "secret", "old", "caravanserai.io/rewritten=2", "--overwrite")
+        result = await Runner(api.address, home)(
+            "annotate", "secret", "old", "caravanserai.io/rewritten=2", "--overwrite"
+        )
         assert result.exit_code == 0, result.output
         assert _raw(etcd, f"{prefix}/secrets/old").startswith(b"cara:enc:aesgcm:v1:k1:")
 
 
-async def test_caractrl_shows_keys_and_sizes_never_values(cli: Caractrl, client: Client, tmp_path: Path) -> None:  # noqa: F811
+async def test_caractrl_shows_keys_and_sizes_never_values(cli: Caractrl, client: Client, tmp_path: Path) -> None:
     manifest = tmp_path / "db.yaml"
     manifest.write_text(SECRET_YAML)
     assert (await cli("apply", "-f", str(manifest))).exit_code == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-USER_TEST = '''
+USER_TEST = """
 import pytest
 
 from caravanserai import v1
@@ -31,7 +31,7 @@ async def test_my_controller_sees_a_real_cluster(cara_client, cara_apiserver, ca
 {mark}
 async def test_each_test_has_its_own_objects(cara_client):
     assert [p.metadata.name for p in await cara_client.projects.list()] == []
-'''
+"""
 
 
 def test_the_plugin_is_an_installed_entry_point() -> None:
@@ -52,7 +52,12 @@ def test_a_users_project_needs_no_conftest(tmp_path: Path, config: str, mark: st
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "2 passed" in result.stdout

@@ -26,7 +26,9 @@ async def _touch(client: Client, name: str, value: str) -> None:
     await client.projects.update(current)
 
 
-def _interleave(api: RunningApiServer, client: Client, name: str, monkeypatch: pytest.MonkeyPatch, verb: str) -> list[int]:
+def _interleave(
+    api: RunningApiServer, client: Client, name: str, monkeypatch: pytest.MonkeyPatch, verb: str
+) -> list[int]:
     """Make the apiserver's next store `verb` (delete or update) lose the race: just before its compare-and-swap,
     another writer changes the object through the API. Returns a list counting the writes slipped in."""
     assert api.server.service is not None

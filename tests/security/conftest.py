@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.etcd import EtcdServer
-from caravanserai.process.tls import TLSFiles
 
 ROOT = Path(__file__).resolve().parents[2]
 IDENTITIES = ["apiserver", "admin", "controller:manager", "node:n1", "node:n2", "viewer"]

@@ -21,9 +21,6 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from hypothesis import strategies as st
-
-from caravanserai import v1
-from caravanserai.text.violations import key_path
 from strategies import (
     BAD_LABEL_KEYS,
     BAD_LABEL_VALUES,
@@ -42,6 +39,9 @@ from strategies import (
     valid_nodes,
     valid_projects,
 )
+
+from caravanserai import v1
+from caravanserai.text.violations import key_path
 
 Mutation = Callable[[Draw, Data, type[Message]], "str | None"]
 
@@ -91,8 +91,11 @@ def _set_in(draw: Draw, data: Data, where: tuple[str, ...], values: st.SearchStr
 
 
 def bad_label(draw: Draw, data: Data, cls: type[Message]) -> str | None:
-    where = draw(st.sampled_from([("metadata", "labels"), ("spec", "nodeSelector")] if cls is v1.Project
-                                 else [("metadata", "labels")]))
+    where = draw(
+        st.sampled_from(
+            [("metadata", "labels"), ("spec", "nodeSelector")] if cls is v1.Project else [("metadata", "labels")]
+        )
+    )
     labels = _mapping(_mapping(data, where[0]), where[1])
     if labels is None:
         return None
@@ -152,8 +155,9 @@ def client_status(draw: Draw, data: Data, cls: type[Message]) -> str:
 
 def bad_type_meta(draw: Draw, data: Data, cls: type[Message]) -> str:
     if draw(st.booleans()):
-        return _put(data, "apiVersion", draw(st.sampled_from(["v1", "caravanserai/v2", "Caravanserai/v1", ""])),
-                    "apiVersion")
+        return _put(
+            data, "apiVersion", draw(st.sampled_from(["v1", "caravanserai/v2", "Caravanserai/v1", ""])), "apiVersion"
+        )
     return _put(data, "kind", draw(st.sampled_from(["project", "Pod", "Projects", "", "node", "Nodes"])), "kind")
 
 
@@ -178,11 +182,16 @@ def bad_service(draw: Draw, data: Data, cls: type[Message]) -> str | None:
         services = data["spec"]["services"]
         return _append(services, "spec.services", copy.deepcopy(service), "name")
     if choice == "image":
-        return _put(service, "image", draw(st.sampled_from(["", " ", "a b", "busybox\t", "x\u3000y", "\n"])),
-                    f"{path}.image")
+        return _put(
+            service, "image", draw(st.sampled_from(["", " ", "a b", "busybox\t", "x\u3000y", "\n"])), f"{path}.image"
+        )
     if choice == "restart":
-        return _put(service, "restartPolicy", draw(st.sampled_from(["always", "Sometimes", " Never", "OnFail"])),
-                    f"{path}.restartPolicy")
+        return _put(
+            service,
+            "restartPolicy",
+            draw(st.sampled_from(["always", "Sometimes", " Never", "OnFail"])),
+            f"{path}.restartPolicy",
+        )
     if choice == "workdir":
         return _put(service, "workingDir", draw(st.sampled_from(["data", "./x", "~/x", " /x"])), f"{path}.workingDir")
     env = _listed(service, "env")
@@ -196,12 +205,29 @@ def bad_port(draw: Draw, data: Data, cls: type[Message]) -> str | None:
     if picked is None:
         return None
     path, service = picked
-    attribute, value = draw(st.sampled_from([
-        ("containerPort", 0), ("containerPort", -1), ("containerPort", 65536), ("containerPort", 2**31 - 1),
-        ("containerPort", -(2**31)), ("containerPort", 2**31), ("containerPort", 10**20), ("hostPort", -1),
-        ("hostPort", 65536), ("protocol", "tcp"), ("protocol", "SCTP"), ("hostIp", "localhost"),
-        ("hostIp", "1.2.3"), ("hostIp", "::g"), ("hostIp", "256.1.1.1"), ("name", "Http"), ("name", "-x"),
-    ]))
+    attribute, value = draw(
+        st.sampled_from(
+            [
+                ("containerPort", 0),
+                ("containerPort", -1),
+                ("containerPort", 65536),
+                ("containerPort", 2**31 - 1),
+                ("containerPort", -(2**31)),
+                ("containerPort", 2**31),
+                ("containerPort", 10**20),
+                ("hostPort", -1),
+                ("hostPort", 65536),
+                ("protocol", "tcp"),
+                ("protocol", "SCTP"),
+                ("hostIp", "localhost"),
+                ("hostIp", "1.2.3"),
+                ("hostIp", "::g"),
+                ("hostIp", "256.1.1.1"),
+                ("name", "Http"),
+                ("name", "-x"),
+            ]
+        )
+    )
     port = {"containerPort": 80, attribute: value}
     return _append(_listed(service, "ports"), f"{path}.ports", port, attribute)
 
@@ -239,8 +265,12 @@ def bad_resources(draw: Draw, data: Data, cls: type[Message]) -> str | None:
     name = draw(st.sampled_from(["cpu", "memory", "example.com/gpu", "disk"]))
     if choice == "quantity":
         which = draw(st.sampled_from(["requests", "limits"]))
-        return _put(requests if which == "requests" else limits, name, draw(BAD_QUANTITIES),
-                    key_path(f"{path}.resources.{which}", name))
+        return _put(
+            requests if which == "requests" else limits,
+            name,
+            draw(BAD_QUANTITIES),
+            key_path(f"{path}.resources.{which}", name),
+        )
     if choice == "name":
         bad = draw(BAD_LABEL_KEYS)
         return _put(requests, bad, "1", key_path(f"{path}.resources.requests", bad))
@@ -267,10 +297,19 @@ def bad_ingress(draw: Draw, data: Data, cls: type[Message]) -> str | None:
     services = _listed(data.get("spec"), "services") or []
     target = next((s["name"] for s in services if isinstance(s, dict) and isinstance(s.get("name"), str)), "")
     route: Data = {"name": f"fuzz-route-{len(routes or [])}", "target": {"service": target, "port": 80}}
-    attribute, value = draw(st.sampled_from([
-        ("target.service", "undeclared-service"), ("target.port", 0), ("target.port", 65536), ("name", ""),
-        ("access.scope", "Everyone"), ("host", "Bad_Host"), ("host", "a..b"),
-    ]))
+    attribute, value = draw(
+        st.sampled_from(
+            [
+                ("target.service", "undeclared-service"),
+                ("target.port", 0),
+                ("target.port", 65536),
+                ("name", ""),
+                ("access.scope", "Everyone"),
+                ("host", "Bad_Host"),
+                ("host", "a..b"),
+            ]
+        )
+    )
     first, _, second = attribute.partition(".")
     if second:
         route.setdefault(first, {})[second] = value
@@ -280,11 +319,18 @@ def bad_ingress(draw: Draw, data: Data, cls: type[Message]) -> str | None:
 
 
 def bad_toleration(draw: Draw, data: Data, cls: type[Message]) -> str | None:
-    attribute, toleration = draw(st.sampled_from([
-        ("operator", {"key": "k", "operator": "In"}), ("value", {"operator": "Exists", "value": "v"}),
-        ("key", {"operator": "Equal", "value": "v"}), ("effect", {"key": "k", "effect": "NoRun"}),
-        ("key", {"key": "bad key"}), ("value", {"key": "k", "value": "bad value"}),
-    ]))
+    attribute, toleration = draw(
+        st.sampled_from(
+            [
+                ("operator", {"key": "k", "operator": "In"}),
+                ("value", {"operator": "Exists", "value": "v"}),
+                ("key", {"operator": "Equal", "value": "v"}),
+                ("effect", {"key": "k", "effect": "NoRun"}),
+                ("key", {"key": "bad key"}),
+                ("value", {"key": "k", "value": "bad value"}),
+            ]
+        )
+    )
     return _append(_listed(data.get("spec"), "tolerations"), "spec.tolerations", dict(toleration), attribute)
 
 
@@ -292,11 +338,17 @@ def bad_taint(draw: Draw, data: Data, cls: type[Message]) -> str | None:
     taints = _listed(data.get("spec"), "taints")
     if taints is None:
         return None
-    attribute, taint = draw(st.sampled_from([
-        ("key", {"effect": "NoSchedule"}), ("key", {"key": "bad key", "effect": "NoSchedule"}),
-        ("value", {"key": "k", "value": "-v", "effect": "NoSchedule"}), ("effect", {"key": "k"}),
-        ("effect", {"key": "k", "effect": "noschedule"}),
-    ]))
+    attribute, taint = draw(
+        st.sampled_from(
+            [
+                ("key", {"effect": "NoSchedule"}),
+                ("key", {"key": "bad key", "effect": "NoSchedule"}),
+                ("value", {"key": "k", "value": "-v", "effect": "NoSchedule"}),
+                ("effect", {"key": "k"}),
+                ("effect", {"key": "k", "effect": "noschedule"}),
+            ]
+        )
+    )
     existing = [t for t in taints if isinstance(t, dict)]
     if existing and draw(st.booleans()):
         return _append(taints, "spec.taints", dict(draw(st.sampled_from(existing))))  # a duplicate
@@ -378,8 +430,13 @@ def _wrong_value(slot: _Slot) -> st.SearchStrategy[Any]:
     if fd.type == FieldDescriptor.TYPE_BOOL:
         return st.one_of(TEXT, st.integers(), _NON_INTEGRAL, _CONTAINERS)
     bound = _INT_RANGES[fd.type]
-    return st.one_of(TEXT.filter(lambda t: not _INTEGER_TEXT.fullmatch(t)), st.booleans(), _NON_INTEGRAL,
-                     _CONTAINERS, st.sampled_from([bound, -bound - 1, 10**30]))
+    return st.one_of(
+        TEXT.filter(lambda t: not _INTEGER_TEXT.fullmatch(t)),
+        st.booleans(),
+        _NON_INTEGRAL,
+        _CONTAINERS,
+        st.sampled_from([bound, -bound - 1, 10**30]),
+    )
 
 
 def wrong_type(draw: Draw, data: Data, cls: type[Message]) -> str | None:
@@ -407,8 +464,11 @@ def unknown_field(draw: Draw, data: Data, cls: type[Message]) -> str:
 
 def unpaired_surrogate(draw: Draw, data: Data, cls: type[Message]) -> str | None:
     """A string holding an unpaired surrogate, which only JSON can carry (as an escape such as "\\ud800")."""
-    slots = [s for s in _slots(data, cls.DESCRIPTOR, "") if isinstance(s.container[s.key], str)
-             and (s.role == "entry" or s.field.type == FieldDescriptor.TYPE_STRING)]
+    slots = [
+        s
+        for s in _slots(data, cls.DESCRIPTOR, "")
+        if isinstance(s.container[s.key], str) and (s.role == "entry" or s.field.type == FieldDescriptor.TYPE_STRING)
+    ]
     if not slots:
         return None
     slot = draw(st.sampled_from(slots))
@@ -416,10 +476,25 @@ def unpaired_surrogate(draw: Draw, data: Data, cls: type[Message]) -> str | None
     return slot.path
 
 
-GENERIC_MUTATIONS: list[Mutation] = [unknown_field, wrong_type, client_status, bad_type_meta, bad_label,
-                                     bad_metadata, huge_input]
-PROJECT_MUTATIONS: list[Mutation] = [bad_project_name, bad_service, bad_port, bad_mount, bad_resources, bad_volume,
-                                     bad_ingress, bad_toleration]
+GENERIC_MUTATIONS: list[Mutation] = [
+    unknown_field,
+    wrong_type,
+    client_status,
+    bad_type_meta,
+    bad_label,
+    bad_metadata,
+    huge_input,
+]
+PROJECT_MUTATIONS: list[Mutation] = [
+    bad_project_name,
+    bad_service,
+    bad_port,
+    bad_mount,
+    bad_resources,
+    bad_volume,
+    bad_ingress,
+    bad_toleration,
+]
 NODE_MUTATIONS: list[Mutation] = [bad_node_name, bad_taint]
 
 

@@ -24,8 +24,6 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from hypothesis import strategies as st
-
-from caravanserai import meta, v1
 from strategies import (
     BAD_LABEL_KEYS,
     BAD_QUANTITIES,
@@ -38,6 +36,8 @@ from strategies import (
     valid_nodes,
     valid_projects,
 )
+
+from caravanserai import meta, v1
 
 RESOURCES = ["projects", "nodes", "leases", "events"]
 SEEDS: dict[str, list[str]] = {
@@ -74,27 +74,70 @@ def _token(value: object) -> str:
 
 _SEED_NAMES = [name for names in SEEDS.values() for name in names]
 _QUANTITIES = st.one_of(st.sampled_from(["1", "500m", "2Gi", "0", "1e3"]), BAD_QUANTITIES)
-_SELECTORS = st.one_of(TEXT, st.sampled_from([
-    "", "a=b", "a==b", "a!=b", "a in (x, y)", "a notin (x)", "a", "!a", "a in (", "=", "a=b,", ",", "a b",
-    "x" * 300 + "=1", "status.phase=Pending", "status.nodeRef=seed-n0", "metadata.name=seed-p0",
-    "metadata.name!=x", "spec.x=1", "status.phase in (Pending)", "metadata.name==", "=x", "a=" + "b" * 70_000,
-]))
+_SELECTORS = st.one_of(
+    TEXT,
+    st.sampled_from(
+        [
+            "",
+            "a=b",
+            "a==b",
+            "a!=b",
+            "a in (x, y)",
+            "a notin (x)",
+            "a",
+            "!a",
+            "a in (",
+            "=",
+            "a=b,",
+            ",",
+            "a b",
+            "x" * 300 + "=1",
+            "status.phase=Pending",
+            "status.nodeRef=seed-n0",
+            "metadata.name=seed-p0",
+            "metadata.name!=x",
+            "spec.x=1",
+            "status.phase in (Pending)",
+            "metadata.name==",
+            "=x",
+            "a=" + "b" * 70_000,
+        ]
+    ),
+)
 _CONTINUE = st.one_of(
     TEXT,
-    st.sampled_from(["", "e30=", "bm90IGpzb24=", "%%%", _token([1]), _token({"rv": "1", "after": None}),
-                     _token({"rv": 1.5, "after": ""}), _token({"rv": True, "after": "x"}),
-                     base64.urlsafe_b64encode(b'{"rv": 1, "after": "\\ud800"}').decode()]),
-    st.builds(lambda rv, after: _token({"rv": rv, "after": after}),
-              st.one_of(st.integers(-2, 50), st.sampled_from([10**6, 2**63 - 1, 2**63, 10**30, -(2**63)])),
-              st.one_of(st.sampled_from(["", "seed-p0", "a/b", "\x00"]), TEXT)),
+    st.sampled_from(
+        [
+            "",
+            "e30=",
+            "bm90IGpzb24=",
+            "%%%",
+            _token([1]),
+            _token({"rv": "1", "after": None}),
+            _token({"rv": 1.5, "after": ""}),
+            _token({"rv": True, "after": "x"}),
+            base64.urlsafe_b64encode(b'{"rv": 1, "after": "\\ud800"}').decode(),
+        ]
+    ),
+    st.builds(
+        lambda rv, after: _token({"rv": rv, "after": after}),
+        st.one_of(st.integers(-2, 50), st.sampled_from([10**6, 2**63 - 1, 2**63, 10**30, -(2**63)])),
+        st.one_of(st.sampled_from(["", "seed-p0", "a/b", "\x00"]), TEXT),
+    ),
 )
 _STRINGS: dict[str, st.SearchStrategy[str]] = {
-    "resource": st.one_of(st.sampled_from(RESOURCES * 4 + ["project", "Projects", "", "pods", "projects/x", ".."]),
-                          TEXT),
-    "name": st.one_of(st.sampled_from(_SEED_NAMES + ["", "a/b", "..", ".", "x" * 20_000, "UPPER", "n.example.com"]),
-                      dns_labels(), TEXT),
-    "resourceVersion": st.one_of(st.sampled_from(["", "0", "1", "2", "-1", "abc", "1e3", " 7", "9" * 30, "9" * 5000,
-                                                  "99999999", "٣"]), st.integers(0, 10_000).map(str)),
+    "resource": st.one_of(
+        st.sampled_from(RESOURCES * 4 + ["project", "Projects", "", "pods", "projects/x", ".."]), TEXT
+    ),
+    "name": st.one_of(
+        st.sampled_from(_SEED_NAMES + ["", "a/b", "..", ".", "x" * 20_000, "UPPER", "n.example.com"]),
+        dns_labels(),
+        TEXT,
+    ),
+    "resourceVersion": st.one_of(
+        st.sampled_from(["", "0", "1", "2", "-1", "abc", "1e3", " 7", "9" * 30, "9" * 5000, "99999999", "٣"]),
+        st.integers(0, 10_000).map(str),
+    ),
     "labelSelector": _SELECTORS,
     "fieldSelector": _SELECTORS,
     "continue": _CONTINUE,
@@ -102,8 +145,9 @@ _STRINGS: dict[str, st.SearchStrategy[str]] = {
     "state": st.sampled_from([*v1.NODE_STATES, "", "Gone"]),
     "nodeRef": st.sampled_from(["seed-n0", "seed-n1", "", "Bad_Node", "missing-node"]),
     "status": st.sampled_from(["True", "False", "Unknown", "", "Maybe"]),
-    "type": st.sampled_from(["Ready", "Phase", "Scheduled", "", "Normal", "Warning", "InternalIP", "Persistent",
-                             "Bogus"]),
+    "type": st.sampled_from(
+        ["Ready", "Phase", "Scheduled", "", "Normal", "Warning", "InternalIP", "Persistent", "Bogus"]
+    ),
     "apiVersion": st.sampled_from(["", v1.API_VERSION, "caravanserai/v2"]),
     "kind": st.sampled_from(["", "Project", "Node", "Lease", "Event", "Pod"]),
     "image": st.sampled_from(["busybox:test", "", "has space", "x" * 70_000]),
@@ -113,13 +157,18 @@ _STRINGS: dict[str, st.SearchStrategy[str]] = {
 _GENERIC_STRINGS = st.one_of(TEXT, dns_subdomains(), st.sampled_from(["/data", "data", "TCP", "UDP", "Always"]))
 _MAP_KEYS = st.one_of(LABEL_KEYS, BAD_LABEL_KEYS, TEXT)
 _MAP_VALUES: dict[str, st.SearchStrategy[str]] = {
-    "requests": _QUANTITIES, "limits": _QUANTITIES, "capacity": _QUANTITIES, "allocatable": _QUANTITIES,
-    "labels": LABEL_VALUES, "nodeSelector": LABEL_VALUES,
+    "requests": _QUANTITIES,
+    "limits": _QUANTITIES,
+    "capacity": _QUANTITIES,
+    "allocatable": _QUANTITIES,
+    "labels": LABEL_VALUES,
+    "nodeSelector": LABEL_VALUES,
 }
 _INT32 = st.one_of(st.sampled_from([0, 1, -1, 80, 65535, 65536, 2**31 - 1, -(2**31)]), st.integers(-3, 100))
 _INT64 = st.one_of(_INT32, st.sampled_from([2**63 - 1, -(2**63)]))
-_SECONDS = st.sampled_from([0, 1, 1_700_000_000, -62_135_596_800, -62_135_596_801, 253_402_300_799,
-                            253_402_300_800, 2**62, -(2**62)])
+_SECONDS = st.sampled_from(
+    [0, 1, 1_700_000_000, -62_135_596_800, -62_135_596_801, 253_402_300_799, 253_402_300_800, 2**62, -(2**62)]
+)
 _NANOS = st.sampled_from([0, 1, 999_999_999, 1_000_000_000, -1])
 _MAX_DEPTH = 6
 
@@ -148,7 +197,8 @@ def fill(draw: Draw, message: Message, depth: int = 0) -> None:
         if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
             value_field = fd.message_type.fields_by_name["value"]
             values: st.SearchStrategy[Any] = (
-                st.binary(max_size=64) if value_field.type == FieldDescriptor.TYPE_BYTES  # e.g. a secret's data
+                st.binary(max_size=64)
+                if value_field.type == FieldDescriptor.TYPE_BYTES  # e.g. a secret's data
                 else _MAP_VALUES.get(fd.json_name, TEXT)
             )
             for _ in range(draw(st.integers(0, 3))):
@@ -176,13 +226,20 @@ def valid_objects(draw: Draw, resource: str) -> Any:
     elif resource == "nodes":
         data = draw(valid_nodes())
     elif resource == "leases":
-        data = {"metadata": {"name": draw(dns_subdomains())},
-                "spec": {"holderIdentity": draw(TEXT.filter(bool)), "leaseDurationSeconds": draw(st.integers(1, 3600))}}
+        data = {
+            "metadata": {"name": draw(dns_subdomains())},
+            "spec": {"holderIdentity": draw(TEXT.filter(bool)), "leaseDurationSeconds": draw(st.integers(1, 3600))},
+        }
     else:
-        data = {"metadata": {"name": draw(dns_subdomains())},
-                "spec": {"involvedObject": {"kind": "Project", "name": draw(dns_labels())},
-                         "type": draw(st.sampled_from(["Normal", "Warning"])), "reason": "Fuzzed",
-                         "message": draw(TEXT)}}
+        data = {
+            "metadata": {"name": draw(dns_subdomains())},
+            "spec": {
+                "involvedObject": {"kind": "Project", "name": draw(dns_labels())},
+                "type": draw(st.sampled_from(["Normal", "Warning"])),
+                "reason": "Fuzzed",
+                "message": draw(TEXT),
+            },
+        }
     cls = meta.KINDS[resource].cls
     return json_format.ParseDict({**data, "apiVersion": v1.API_VERSION, "kind": meta.KINDS[resource].kind}, cls())
 
@@ -235,8 +292,14 @@ def request_batches(draw: Draw, size: int) -> list[RawRequest]:
     random bytes. Only the formed ones are drawn field by field; the others come from a drawn `random.Random`,
     which keeps large batches cheap to generate and spreads them evenly."""
     methods = list(REQUEST_TYPES)
-    formed = draw(st.lists(st.sampled_from(methods).flatmap(formed_requests), min_size=size // 4,
-                           max_size=size // 4, unique_by=lambda r: (r.method, r.body)))
+    formed = draw(
+        st.lists(
+            st.sampled_from(methods).flatmap(formed_requests),
+            min_size=size // 4,
+            max_size=size // 4,
+            unique_by=lambda r: (r.method, r.body),
+        )
+    )
     rnd = draw(st.randoms(use_true_random=True))
     batch = list(formed)
     for request in formed:

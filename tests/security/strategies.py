@@ -68,8 +68,32 @@ TIMESTAMPS = st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59
 )
 
 BAD_QUANTITIES = st.sampled_from(
-    ["", "abc", "1.2.3", "-1", "-0.5", "1Zi", "1e65", "1" * 65, " 1", "1 ", "0x10", "1,5", "½", "１", "NaN",
-     "Infinity", "1KiB", "m", "e3", "1e", "+-1", "1ee3", "٣", "1m1"]
+    [
+        "",
+        "abc",
+        "1.2.3",
+        "-1",
+        "-0.5",
+        "1Zi",
+        "1e65",
+        "1" * 65,
+        " 1",
+        "1 ",
+        "0x10",
+        "1,5",
+        "½",
+        "１",
+        "NaN",
+        "Infinity",
+        "1KiB",
+        "m",
+        "e3",
+        "1e",
+        "+-1",
+        "1ee3",
+        "٣",
+        "1m1",
+    ]
 )
 BAD_LABEL_KEYS = st.sampled_from(["", "a b", "-a", "a-", "a/b/c", "Bad_Prefix/x", "x" * 64, "/a", "a/", "é", "a:b"])
 BAD_LABEL_VALUES = st.sampled_from(["x" * 64, "a b", "-a", "a-", "é", "a/b", "a:b", "\x00"])
@@ -78,19 +102,52 @@ BAD_LABEL_VALUES = st.sampled_from(["x" * 64, "a b", "-a", "a-", "é", "a/b", "a
 @st.composite
 def bad_dns_labels(draw: Draw) -> str:
     base = draw(dns_labels(max_size=20))
-    return str(draw(st.sampled_from([
-        "", base + "a" * (64 - len(base)) + "b" * draw(st.integers(0, 40)), "A" + base, "-" + base, base + "-",
-        base + "_x", base + ".x", base + "é", base + " x", base + "/x", "..", base + "\x00",
-    ])))
+    return str(
+        draw(
+            st.sampled_from(
+                [
+                    "",
+                    base + "a" * (64 - len(base)) + "b" * draw(st.integers(0, 40)),
+                    "A" + base,
+                    "-" + base,
+                    base + "-",
+                    base + "_x",
+                    base + ".x",
+                    base + "é",
+                    base + " x",
+                    base + "/x",
+                    "..",
+                    base + "\x00",
+                ]
+            )
+        )
+    )
 
 
 @st.composite
 def bad_dns_subdomains(draw: Draw) -> str:
     base = draw(dns_labels(max_size=20))
-    return str(draw(st.sampled_from([
-        "", ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 62]), "a" * 64, f"{base}.{'x' * 64}", "A" + base,
-        "." + base, base + ".", "-" + base, f"{base}..x", base + "_x", base + "é", base + " x", base + "/x",
-    ])))
+    return str(
+        draw(
+            st.sampled_from(
+                [
+                    "",
+                    ".".join(["a" * 63, "b" * 63, "c" * 63, "d" * 62]),
+                    "a" * 64,
+                    f"{base}.{'x' * 64}",
+                    "A" + base,
+                    "." + base,
+                    base + ".",
+                    "-" + base,
+                    f"{base}..x",
+                    base + "_x",
+                    base + "é",
+                    base + " x",
+                    base + "/x",
+                ]
+            )
+        )
+    )
 
 
 # ---- valid manifests ------------------------------------------------------------------------------------------
@@ -120,13 +177,21 @@ def _service(draw: Draw, name: str, volumes: list[str], host_ports: list[int]) -
         _maybe(draw, port, "hostIp", st.ip_addresses().map(str))
         service["ports"].append(port)
     mounts = draw(st.lists(st.sampled_from(volumes), max_size=2)) if volumes else []
-    service["volumeMounts"] = [{"name": m, "mountPath": f"/mnt/{i}", "readOnly": draw(st.booleans())}
-                               for i, m in enumerate(mounts)]
+    service["volumeMounts"] = [
+        {"name": m, "mountPath": f"/mnt/{i}", "readOnly": draw(st.booleans())} for i, m in enumerate(mounts)
+    ]
     resources: Data = {"requests": {}, "limits": {}}
     for resource in draw(st.lists(st.sampled_from(["cpu", "memory", "example.com/gpu"]), max_size=2, unique=True)):
         counted = resource == "example.com/gpu"  # extended: whole numbers, the limit equal to the request
-        number, extra, suffix = draw(st.integers(0, 4096)), draw(st.integers(0, 4096)), draw(st.sampled_from(
-            ["", "k", "M", "G", "Ki", "Mi", "Gi"] if counted else ["", "m", "k", "M", "G", "Ki", "Mi", "Gi"]))
+        number, extra, suffix = (
+            draw(st.integers(0, 4096)),
+            draw(st.integers(0, 4096)),
+            draw(
+                st.sampled_from(
+                    ["", "k", "M", "G", "Ki", "Mi", "Gi"] if counted else ["", "m", "k", "M", "G", "Ki", "Mi", "Gi"]
+                )
+            ),
+        )
         resources["requests"][resource] = f"{number}{suffix}"
         if draw(st.booleans()):
             resources["limits"][resource] = f"{number + (0 if counted else extra)}{suffix}"
@@ -209,8 +274,10 @@ def valid_projects(draw: Draw) -> Data:
         spec["volumes"] = [{"name": v, **draw(types)} for v in volumes]
     routes = draw(st.lists(TEXT.filter(bool), max_size=2, unique=True))
     if routes:
-        spec["ingress"] = [{"name": r, "target": {"service": draw(st.sampled_from(names)),
-                                                  "port": draw(st.integers(1, 65535))}} for r in routes]
+        spec["ingress"] = [
+            {"name": r, "target": {"service": draw(st.sampled_from(names)), "port": draw(st.integers(1, 65535))}}
+            for r in routes
+        ]
         for route in spec["ingress"]:
             _maybe(draw, route, "host", dns_subdomains())
             _maybe(draw, route, "access", st.sampled_from([{"scope": "Internal"}, {"scope": "Public"}]))

@@ -12,9 +12,9 @@ import pytest
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import Forbidden, Unauthenticated, Unavailable
+from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import lease, node, project
-from caravanserai.process.tls import TLSFiles
 
 Op = Callable[[Client], Awaitable[Any]]
 
@@ -96,16 +96,31 @@ def _ops(admin: Client) -> dict[str, Op]:
     }
 
 
-READS = {"get own project", "get other project", "list all projects", "list own projects", "watch own projects",
-         "get own node", "get other node"}
+READS = {
+    "get own project",
+    "get other project",
+    "list all projects",
+    "list own projects",
+    "watch own projects",
+    "get own node",
+    "get other node",
+}
 ALLOWED: dict[str, set[str] | None] = {
     "admin": None,  # everything
-    "controller:manager": READS | {"update own project status", "update other project status", "delete project",
-                                   "update node status", "renew lease", "create event", "update own event",
-                                   "update other event"},
+    "controller:manager": READS
+    | {
+        "update own project status",
+        "update other project status",
+        "delete project",
+        "update node status",
+        "renew lease",
+        "create event",
+        "update own event",
+        "update other event",
+    },
     # A node reads every project and node: its ingress forwards any host to the node that runs the project.
-    "node:n1": READS | {"update own project status", "update node status", "renew lease", "create event",
-                        "update own event"},
+    "node:n1": READS
+    | {"update own project status", "update node status", "renew lease", "create event", "update own event"},
     "viewer": READS,
 }
 
@@ -183,6 +198,7 @@ async def start_plain(endpoint: str) -> None:
 
 # ---- custom kinds: only admin manages definitions; admin and controllers write objects and status; others read;
 # nodes get only the verbs a definition grants them.
+
 
 def _custom_ops(admin: Client) -> dict[str, Op]:
     from support.customkinds import define_projectset, projectset, projectset_messages

@@ -18,10 +18,10 @@ from google.rpc import error_details_pb2, status_pb2
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import FieldViolation, Invalid, NotFound, ResourceExhausted
-from caravanserai.text.manifest import dump_yaml, load_manifests
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.builders import node, project
 from caravanserai.testing.etcd import EtcdServer
+from caravanserai.text.manifest import dump_yaml, load_manifests
 
 MIB = 1024 * 1024
 HEADER = "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: web}\n"
@@ -134,12 +134,18 @@ async def test_huge_maps_and_values_are_refused_with_the_field_path(client: Clie
     big_annotations.metadata.annotations["notes"] = "n" * (300 * 1024)
     big_image = project("big-image", image="i" * (100 * 1024))
     labels = "".join(f"    l{i}: v\n" for i in range(10_000))
-    manifest = f"apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: from-manifest\n  labels:\n{labels}" \
-               "spec: {services: [{name: a, image: i}]}\n"
+    manifest = (
+        f"apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: from-manifest\n  labels:\n{labels}"
+        "spec: {services: [{name: a, image: i}]}\n"
+    )
     before = await etcd_revision(api)
 
-    expected = [(many, "metadata.labels"), (long_value, 'metadata.labels["big"]'),
-                (big_annotations, "metadata.annotations"), (big_image, "spec.services[0].image")]
+    expected = [
+        (many, "metadata.labels"),
+        (long_value, 'metadata.labels["big"]'),
+        (big_annotations, "metadata.annotations"),
+        (big_image, "spec.services[0].image"),
+    ]
     [loaded] = load_manifests(manifest, source="labels.yaml")
     for obj, path in [*expected, (loaded, "metadata.labels")]:
         with pytest.raises(Invalid) as info:
@@ -208,7 +214,7 @@ def test_alias_bombs_are_refused_quickly() -> None:
     services = ", ".join(["*svc"] * 1000)
     through_schema = HEADER + "x-" + strings + "x-" + service + "spec: {services: [" + services + "]}\n"
     in_unknown_field = HEADER + laughs(9) + "spec: {services: [{name: a, image: i, args: *l9}]}\n"
-    cases = [(through_schema, "too large: more than 500000 values"), (in_unknown_field, 'spec.services[0].args[0]')]
+    cases = [(through_schema, "too large: more than 500000 values"), (in_unknown_field, "spec.services[0].args[0]")]
     for text, expected in cases:
         started = time.monotonic()
         with pytest.raises(Invalid) as info:
@@ -222,14 +228,20 @@ def test_an_alias_bomb_spread_over_the_items_of_a_list_document_is_refused_quick
     # project of 400,000 values was expanded in full (about a second each: a 8 KB text with thousands of them
     # took hours and gigabytes).
     strings = "[" + ", ".join(["x"] * 400) + "]"
-    first = "- &p {apiVersion: caravanserai/v1, kind: Project, metadata: {name: x}, spec: {services: [" + ", ".join(
-        [f"{{name: a, image: i, args: &s {strings}}}"] + ["{name: a, image: i, args: *s}"] * 999) + "]}}\n"
+    first = (
+        "- &p {apiVersion: caravanserai/v1, kind: Project, metadata: {name: x}, spec: {services: ["
+        + ", ".join([f"{{name: a, image: i, args: &s {strings}}}"] + ["{name: a, image: i, args: *s}"] * 999)
+        + "]}}\n"
+    )
     text = first + "- *p\n" * 10
     started = time.monotonic()
     with pytest.raises(Invalid) as info:
         load_manifests(text, source="items.yaml")
     assert time.monotonic() - started < 15  # loose: a loaded machine must not fail it; expansion takes hours
-    assert str(info.value) == "items.yaml, document 1, line 1: too large: more than 500000 values (an alias counts each use)"
+    assert (
+        str(info.value)
+        == "items.yaml, document 1, line 1: too large: more than 500000 values (an alias counts each use)"
+    )
 
 
 # ---- manifests: values the loader used to crash on -----------------------------------------------------------
@@ -246,15 +258,27 @@ def test_manifest_values_that_used_to_crash_the_loader_are_refused_with_a_place(
         (HEADER + "spec: {[{a: 1}]: 2}\n", "", "invalid YAML: cannot construct a value: unhashable type"),
         (HEADER + "spec: !!set x\n", "", "invalid YAML: cannot construct a value"),
         # In UTC this is before year 1 (OverflowError escaped the loader).
-        (HEADER + "spec: {expireAt: 0001-01-01 00:00:00+05:00, services: [{name: a, image: i}]}\n",
-         "spec.expireAt", "expected an RFC 3339 time"),
-        (HEADER + "spec: {expireAt: 9999-12-31 23:00:00-05:00, services: [{name: a, image: i}]}\n",
-         "spec.expireAt", "expected an RFC 3339 time"),
+        (
+            HEADER + "spec: {expireAt: 0001-01-01 00:00:00+05:00, services: [{name: a, image: i}]}\n",
+            "spec.expireAt",
+            "expected an RFC 3339 time",
+        ),
+        (
+            HEADER + "spec: {expireAt: 9999-12-31 23:00:00-05:00, services: [{name: a, image: i}]}\n",
+            "spec.expireAt",
+            "expected an RFC 3339 time",
+        ),
         # JSON escapes can make unpaired surrogates, which protobuf refuses (the path was lost).
-        ('{"apiVersion": "caravanserai/v1", "kind": "Project", "metadata": {"name": "a", "labels": {"k": "\\ud800"}}}',
-         'metadata.labels["k"]', "must be valid Unicode text"),
-        ('{"apiVersion": "caravanserai/v1", "kind": "Project", "metadata": {"name": "\\udfff"}}',
-         "metadata.name", "must be valid Unicode text"),
+        (
+            '{"apiVersion": "caravanserai/v1", "kind": "Project", "metadata": {"name": "a", "labels": {"k": "\\ud800"}}}',
+            'metadata.labels["k"]',
+            "must be valid Unicode text",
+        ),
+        (
+            '{"apiVersion": "caravanserai/v1", "kind": "Project", "metadata": {"name": "\\udfff"}}',
+            "metadata.name",
+            "must be valid Unicode text",
+        ),
     ]
     for text, path, problem in cases:
         with pytest.raises(Invalid) as info:
@@ -266,8 +290,10 @@ def test_manifest_values_that_used_to_crash_the_loader_are_refused_with_a_place(
 def test_a_next_line_character_is_refused_instead_of_becoming_a_space() -> None:
     # Regression: the YAML reader takes U+0085 for a line break even inside quotes, so valid JSON holding it was
     # loaded with a space in its place.
-    text = '{"apiVersion": "caravanserai/v1", "kind": "Project", "metadata": {"name": "a", "annotations": ' \
-           '{"note": "one\x85two"}}, "spec": {"services": [{"name": "a", "image": "i"}]}}'
+    text = (
+        '{"apiVersion": "caravanserai/v1", "kind": "Project", "metadata": {"name": "a", "annotations": '
+        '{"note": "one\x85two"}}, "spec": {"services": [{"name": "a", "image": "i"}]}}'
+    )
     with pytest.raises(Invalid) as info:
         load_manifests(text, source="nel.json")
     assert str(info.value).startswith("nel.json, document 1: line 1, column 108: invalid YAML: U+0085")
@@ -278,8 +304,9 @@ def test_a_next_line_character_is_refused_instead_of_becoming_a_space() -> None:
 
 async def test_an_invalid_host_ip_is_reported_at_the_manifest_field_host_ip(client: Client) -> None:
     # Regression: the path said "hostIP", a field manifests do not have (its JSON name is hostIp).
-    [obj] = load_manifests(HEADER + "spec: {services: [{name: a, image: i, ports: [{containerPort: 80, "
-                                     "hostIp: localhost}]}]}\n")
+    [obj] = load_manifests(
+        HEADER + "spec: {services: [{name: a, image: i, ports: [{containerPort: 80, hostIp: localhost}]}]}\n"
+    )
     with pytest.raises(Invalid) as info:
         await client.projects.create(obj)
     assert fields(info.value) == ["spec.services[0].ports[0].hostIp"]
@@ -321,8 +348,15 @@ async def test_names_at_the_limits_are_accepted_and_one_beyond_refused(client: C
     await client.nodes.get(longest_node)
 
     before = await etcd_revision(api)
-    refused = [project("p" * 64), project(""), project("Upper"), node(longest_node + "e"), node("a" * 64 + ".b"),
-               node(""), node("a..b")]
+    refused = [
+        project("p" * 64),
+        project(""),
+        project("Upper"),
+        node(longest_node + "e"),
+        node("a" * 64 + ".b"),
+        node(""),
+        node("a..b"),
+    ]
     for obj in refused:
         with pytest.raises(Invalid) as info:
             await client.resource(meta.kind_of(obj).plural).create(obj)
@@ -387,8 +421,14 @@ async def test_forged_continue_tokens_are_refused_naming_continue(client: Client
     def token(raw: bytes) -> str:
         return base64.urlsafe_b64encode(raw).decode()
 
-    forged = [token(b'{"rv": 1000000000000000000000000000000, "after": ""}'), token(b'{"rv": 999999999, "after": ""}'),
-              token(b'{"rv": 1, "after": "\\ud800"}'), token(b'{"rv": -1, "after": ""}'), token(b'[1]'), "%%%"]
+    forged = [
+        token(b'{"rv": 1000000000000000000000000000000, "after": ""}'),
+        token(b'{"rv": 999999999, "after": ""}'),
+        token(b'{"rv": 1, "after": "\\ud800"}'),
+        token(b'{"rv": -1, "after": ""}'),
+        token(b"[1]"),
+        "%%%",
+    ]
     for continue_token in forged:
         with pytest.raises(Invalid) as info:
             await client.projects.list(continue_token=continue_token)

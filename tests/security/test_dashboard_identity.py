@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-
-from caravanserai.testing.apiserver import RunningApiServer
 from support.dashboard import dashboard
+
 from caravanserai.process.tls import TLSFiles
+from caravanserai.testing.apiserver import RunningApiServer
 
 MANIFEST = "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: dash-id}\nspec:\n  services: [{name: a, image: busybox:test}]\n"
 
@@ -40,8 +40,16 @@ async def test_actions_are_refused_with_the_apis_error_for_a_read_only_identity(
 
 async def test_https_off_loopback(secure_api: RunningApiServer, certs: Path, tls_of: Callable[[str], TLSFiles]) -> None:
     server = tls_of("apiserver")  # its certificate names 127.0.0.1
-    async with dashboard(secure_api.address, *flags(tls_of("viewer")), "--listen", "0.0.0.0:0",
-                         "--https-cert", server.cert, "--https-key", server.key) as d:
+    async with dashboard(
+        secure_api.address,
+        *flags(tls_of("viewer")),
+        "--listen",
+        "0.0.0.0:0",
+        "--https-cert",
+        server.cert,
+        "--https-key",
+        server.key,
+    ) as d:
         context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
         url = f"https://127.0.0.1:{d.process.port}/api/v1/config"
         async with aiohttp.ClientSession() as s, s.get(url, ssl=context) as r:

@@ -32,6 +32,8 @@ from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
+from mutations import ManifestCase, manifest_cases
+from request_strategies import REQUEST_TYPES, SEEDS, RawRequest, request_batches
 from ruamel.yaml import YAML
 from ruamel.yaml.representer import RoundTripRepresenter
 
@@ -39,14 +41,12 @@ from caravanserai import meta, v1
 from caravanserai.apiserver.kinds import validate_object, validate_status
 from caravanserai.client import Client
 from caravanserai.errors import AlreadyExists, Invalid, NotFound
-from caravanserai.text.manifest import load_manifests
 from caravanserai.storage import EtcdClient
 from caravanserai.storage.etcd_types import prefix_end
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.builders import lease, node, project
 from caravanserai.testing.etcd import EtcdServer
-from request_strategies import REQUEST_TYPES, SEEDS, RawRequest, request_batches
-from mutations import ManifestCase, manifest_cases
+from caravanserai.text.manifest import load_manifests
 
 MANIFEST_BATCH, MANIFEST_EXAMPLES = 8, 150  # 1,200 manifests
 TEXT_BATCH, TEXT_EXAMPLES = 20, 40  # 800 manifest texts
@@ -60,8 +60,12 @@ FUZZ = settings(
     # minutes, and a printed batch can run to megabytes.
     phases=[Phase.explicit, Phase.generate],
     verbosity=Verbosity.quiet,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture,
-                           HealthCheck.large_base_example],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.large_base_example,
+    ],
 )
 EXPECTED_CODES = {
     grpc.StatusCode.OK,
@@ -72,8 +76,14 @@ EXPECTED_CODES = {
     grpc.StatusCode.FAILED_PRECONDITION,
     grpc.StatusCode.OUT_OF_RANGE,
 }
-RESPONSE_TYPES = {"Create": v1.Object, "Get": v1.Object, "Update": v1.Object, "UpdateStatus": v1.Object,
-                  "Delete": v1.DeleteResponse, "List": v1.ListResponse}
+RESPONSE_TYPES = {
+    "Create": v1.Object,
+    "Get": v1.Object,
+    "Update": v1.Object,
+    "UpdateStatus": v1.Object,
+    "Delete": v1.DeleteResponse,
+    "List": v1.ListResponse,
+}
 TRIED: collections.Counter[str] = collections.Counter()  # inputs tried per test, for the total
 
 
@@ -123,7 +133,7 @@ async def stored_objects(etcd_client: EtcdClient, prefix: str) -> dict[tuple[str
     result = await etcd_client.range(start, prefix_end(start))
     objects: dict[tuple[str, str], Any] = {}
     for kv in result.kvs:
-        resource, _, name = kv.key[len(start):].decode().partition("/")
+        resource, _, name = kv.key[len(start) :].decode().partition("/")
         assert resource in meta.KINDS, f"unexpected key {kv.key!r}"
         obj = meta.KINDS[resource].cls.FromString(kv.value)
         assert obj.metadata.name == name, f"{kv.key!r} holds {obj.metadata.name!r}"
@@ -266,16 +276,62 @@ async def test_manifests_valid_stored_invalid_refused_with_a_path(
     await run_examples(cases, MANIFEST_EXAMPLES, batch)
     await run.assert_stored_as_accepted(etcd_client, api.prefix)
     TRIED["manifests"] = run.tally["tried"]
-    report(capsys, f"manifests: tried {run.tally['tried']}, refused {run.tally['refused']}, "
-                   f"accepted {run.tally['accepted']} in {time.monotonic() - started:.1f}s")
+    report(
+        capsys,
+        f"manifests: tried {run.tally['tried']}, refused {run.tally['refused']}, "
+        f"accepted {run.tally['accepted']} in {time.monotonic() - started:.1f}s",
+    )
     assert run.tally["tried"] >= MANIFEST_BATCH * MANIFEST_EXAMPLES
     assert run.tally["refused"] > run.tally["tried"] // 3 and run.tally["accepted"] > run.tally["tried"] // 5
 
 
-YAML_PIECES = ["!!int ", "!!float ", "!!bool ", "!!str ", "!!binary ", "!!timestamp ", "!!set ", "!!omap ",
-               "!!pairs ", "!!map ", "!!seq ", "!!null ", "!foo ", "&a ", "*a ", "<<: ", "? ", "[", "]", "{", "}",
-               ": ", ", ", "- ", "|\n", ">-\n", "'", '"', "\\", "#", "\n---\n", "\n...\n", "%YAML 1.1\n---\n",
-               "\t", "\n", "  ", "0x", "1e999", "-.inf", ".nan", "~", "null", "true", "9" * 5000, "\\ud800"]
+YAML_PIECES = [
+    "!!int ",
+    "!!float ",
+    "!!bool ",
+    "!!str ",
+    "!!binary ",
+    "!!timestamp ",
+    "!!set ",
+    "!!omap ",
+    "!!pairs ",
+    "!!map ",
+    "!!seq ",
+    "!!null ",
+    "!foo ",
+    "&a ",
+    "*a ",
+    "<<: ",
+    "? ",
+    "[",
+    "]",
+    "{",
+    "}",
+    ": ",
+    ", ",
+    "- ",
+    "|\n",
+    ">-\n",
+    "'",
+    '"',
+    "\\",
+    "#",
+    "\n---\n",
+    "\n...\n",
+    "%YAML 1.1\n---\n",
+    "\t",
+    "\n",
+    "  ",
+    "0x",
+    "1e999",
+    "-.inf",
+    ".nan",
+    "~",
+    "null",
+    "true",
+    "9" * 5000,
+    "\\ud800",
+]
 
 
 @st.composite
@@ -294,7 +350,7 @@ def manifest_texts(draw: Any) -> str:
         elif edit == "yaml":
             text = text[:at] + draw(st.sampled_from(YAML_PIECES)) + text[at:]
         elif edit == "delete":
-            text = text[:at] + text[at + draw(st.integers(1, 10)):]
+            text = text[:at] + text[at + draw(st.integers(1, 10)) :]
         else:
             text = text[at:] + text[:at]
     return text
@@ -313,8 +369,11 @@ async def test_manifest_text_junk_is_refused_with_a_location(
     await run_examples(texts, TEXT_EXAMPLES, batch)
     await run.assert_stored_as_accepted(etcd_client, api.prefix)
     TRIED["texts"] = run.tally["tried"]
-    report(capsys, f"manifest texts: tried {run.tally['tried']}, refused {run.tally['refused']}, "
-                   f"accepted {run.tally['accepted']}, empty {run.tally['empty']}")
+    report(
+        capsys,
+        f"manifest texts: tried {run.tally['tried']}, refused {run.tally['refused']}, "
+        f"accepted {run.tally['accepted']}, empty {run.tally['empty']}",
+    )
     assert run.tally["tried"] >= TEXT_BATCH * TEXT_EXAMPLES and run.tally["refused"] > 0
 
 
@@ -443,9 +502,12 @@ async def test_raw_requests_get_expected_codes_and_the_server_keeps_serving(
         by_code[code] += n
     tried = sum(by_code.values())
     TRIED["requests"] = tried
-    report(capsys, f"raw requests: tried {tried}, refused {tried - by_code['OK']}, answered OK {by_code['OK']} in "
-                   f"{time.monotonic() - started:.1f}s; by code {dict(by_code)}; by method {dict(run.methods)}; "
-                   f"fields named first {dict(run.named.most_common(25))}")
+    report(
+        capsys,
+        f"raw requests: tried {tried}, refused {tried - by_code['OK']}, answered OK {by_code['OK']} in "
+        f"{time.monotonic() - started:.1f}s; by code {dict(by_code)}; by method {dict(run.methods)}; "
+        f"fields named first {dict(run.named.most_common(25))}",
+    )
     assert tried >= REQUEST_BATCH * REQUEST_EXAMPLES
     assert set(run.methods) == set(REQUEST_TYPES)
     assert by_code["INVALID_ARGUMENT"] > 0 and by_code["OK"] > 0 and by_code["NOT_FOUND"] > 0

@@ -12,9 +12,9 @@ import pytest
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import Forbidden
+from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import node, project
-from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.wait import wait_for
 
 Op = Callable[[Client], Awaitable[Any]]
@@ -75,8 +75,14 @@ def _ops() -> dict[str, Op]:
 
 ALLOWED: dict[str, set[str] | None] = {
     "admin": None,
-    "controller:manager": {"get used secret", "get unused secret", "list secrets", "get used config",
-                           "get unused config", "list configs"},
+    "controller:manager": {
+        "get used secret",
+        "get unused secret",
+        "list secrets",
+        "get used config",
+        "get unused config",
+        "list configs",
+    },
     "node:n1": {"get used secret", "list secrets", "get used config", "list configs"},
     "node:n2": {"list secrets", "list configs"},  # lists are allowed, and empty
     "viewer": {"get used config", "get unused config", "list configs"},
@@ -126,8 +132,10 @@ async def _can_read(c: Client, identity: str) -> bool:
 async def test_node_loses_access_when_the_project_leaves(
     secure_api: RunningApiServer, tls_of: Callable[[str], TLSFiles]
 ) -> None:
-    async with Client(secure_api.address, tls=tls_of("admin")) as admin, \
-            Client(secure_api.address, tls=tls_of("node:n1"), retry_timeout=1) as n1:
+    async with (
+        Client(secure_api.address, tls=tls_of("admin")) as admin,
+        Client(secure_api.address, tls=tls_of("node:n1"), retry_timeout=1) as n1,
+    ):
         await _setup(admin)
         await wait_for(lambda: _can_read(n1, "node:n1"), timeout=10)
         changes: asyncio.Queue[str] = asyncio.Queue()
@@ -135,8 +143,10 @@ async def test_node_loses_access_when_the_project_leaves(
         async def follow() -> None:
             async for change in n1.secrets.watch(resource_version="0"):
                 if change.type != v1.BOOKMARK:
-                    await changes.put(f"{change.type} {change.object.metadata.name} "
-                                      f"{change.object.spec.data.get('password', b'').decode()}")
+                    await changes.put(
+                        f"{change.type} {change.object.metadata.name} "
+                        f"{change.object.spec.data.get('password', b'').decode()}"
+                    )
 
         watching = asyncio.create_task(follow())
         try:

@@ -25,9 +25,22 @@ class ApiProcess:
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "caravanserai.apiserver", "--etcd-endpoints", self.etcd_endpoint,
-            "--etcd-prefix", self.prefix, "--listen", self.address, "--bookmark-interval", "0.5",
-            "--metrics-listen", "127.0.0.1:0", "--log-level", "warning", stderr=asyncio.subprocess.DEVNULL,
+            sys.executable,
+            "-m",
+            "caravanserai.apiserver",
+            "--etcd-endpoints",
+            self.etcd_endpoint,
+            "--etcd-prefix",
+            self.prefix,
+            "--listen",
+            self.address,
+            "--bookmark-interval",
+            "0.5",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "warning",
+            stderr=asyncio.subprocess.DEVNULL,
         )
         async with Client(self.address, retry_timeout=0, timeout=2) as c:
             for _ in range(200):

@@ -17,13 +17,13 @@ import structlog
 
 from caravanserai.apiserver.server import ApiServer, ApiServerConfig
 from caravanserai.apiserver.workers import WorkerFailed, WorkerSupervisor
-from caravanserai.text.durations import parse_duration
 from caravanserai.errors import Unavailable
+from caravanserai.process.helpformat import DefaultsHelpFormatter
 from caravanserai.process.logging import configure_logging
 from caravanserai.process.shell import fatal, run_main, until_signalled
 from caravanserai.process.tls import TLSFiles
-from caravanserai.process.helpformat import DefaultsHelpFormatter
 from caravanserai.text.addresses import parse_address
+from caravanserai.text.durations import parse_duration
 
 PROG = "cara-apiserver"
 SERVER_ERRORS = (ValueError, OSError, Unavailable)
@@ -33,12 +33,16 @@ SUPERVISOR_ERRORS = (WorkerFailed, ValueError, OSError)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Serve the Caravanserai API from etcd.", formatter_class=DefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Serve the Caravanserai API from etcd.", formatter_class=DefaultsHelpFormatter
+    )
     p.add_argument("--etcd-endpoints", default="http://127.0.0.1:2379", help="comma-separated etcd client URLs")
     p.add_argument("--etcd-prefix", default="/caravanserai", help="key prefix of every object in etcd")
     p.add_argument("--listen", default="127.0.0.1:7420", help="address to serve gRPC on (host:port)")
     p.add_argument("--bookmark-interval", type=parse_duration, default=10.0, help="watch bookmark interval")
-    p.add_argument("--compaction-interval", type=parse_duration, default=300.0, help="etcd compaction interval; 0 disables")
+    p.add_argument(
+        "--compaction-interval", type=parse_duration, default=300.0, help="etcd compaction interval; 0 disables"
+    )
     p.add_argument("--shutdown-grace", type=parse_duration, default=5.0, help="time in-flight calls get on SIGTERM")
     p.add_argument("--etcd-cafile", default="", help="CA bundle verifying https:// etcd members")
     p.add_argument("--etcd-certfile", default="", help="client certificate (PEM) for etcd")
@@ -47,14 +51,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-key", default="", help="server key (PEM)")
     p.add_argument("--tls-ca", default="", help="CA bundle: client certificates are required and verified")
     p.add_argument("--token-file", default="", help="bearer tokens: CSV lines token,user[,group;group]")
-    p.add_argument("--token-listen", default="", help="extra TLS address for bearer-token clients (no client certificate)")
-    p.add_argument("--encryption-key-file", default="",
-                   help="encrypt Secrets in etcd (AES-GCM): lines '<key id> <base64 32-byte key>', the first one writes")
+    p.add_argument(
+        "--token-listen", default="", help="extra TLS address for bearer-token clients (no client certificate)"
+    )
+    p.add_argument(
+        "--encryption-key-file",
+        default="",
+        help="encrypt Secrets in etcd (AES-GCM): lines '<key id> <base64 32-byte key>', the first one writes",
+    )
     p.add_argument("--allow-insecure", action="store_true", help="allow plain TCP on a non-loopback address")
     p.add_argument("--max-inflight", type=int, default=400, help="requests in flight before RESOURCE_EXHAUSTED")
     p.add_argument("--max-inflight-per-client", type=int, default=100, help="the same, per client")
-    p.add_argument("--metrics-listen", default="127.0.0.1:7423",
-                   help="address of /metrics, /healthz and /readyz (host:port; off disables them)")
+    p.add_argument(
+        "--metrics-listen",
+        default="127.0.0.1:7423",
+        help="address of /metrics, /healthz and /readyz (host:port; off disables them)",
+    )
     p.add_argument("--workers", type=int, default=1,
                    help="apiserver processes sharing --listen (SO_REUSEPORT); more than 1 starts a supervisor that "
                         "serves --metrics-listen over them")  # fmt: skip
@@ -68,7 +80,9 @@ def _check_workers(opts: argparse.Namespace) -> None:
     if opts.workers < 1:
         fatal(PROG, f"--workers: must be at least 1, got {opts.workers}")
     if opts.workers > 1 and _port(opts.listen) == 0:
-        fatal(PROG, f"--workers: {opts.workers} workers share one address; give --listen a fixed port, not {opts.listen}")
+        fatal(
+            PROG, f"--workers: {opts.workers} workers share one address; give --listen a fixed port, not {opts.listen}"
+        )
 
 
 def _port(listen: str) -> int:

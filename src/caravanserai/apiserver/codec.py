@@ -27,7 +27,9 @@ def encode(obj: Any) -> bytes:
     finally:
         obj.metadata.resource_version = version
     if len(data) > MAX_OBJECT_BYTES:
-        raise Invalid.of([FieldViolation("object", f"is {len(data)} bytes serialized; at most {MAX_OBJECT_BYTES} allowed")])
+        raise Invalid.of(
+            [FieldViolation("object", f"is {len(data)} bytes serialized; at most {MAX_OBJECT_BYTES} allowed")]
+        )
     return data
 
 

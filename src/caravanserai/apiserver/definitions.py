@@ -85,7 +85,9 @@ class DefinitionServer:
         for plural, (strategy, _task) in list(self._served.items()):
             definition = wanted.get(plural)
             if definition is None or definition.spec != strategy.definition.spec:
-                self._unserve(plural, f"the definition of {plural} changed or was deleted; resume to see the kind again")
+                self._unserve(
+                    plural, f"the definition of {plural} changed or was deleted; resume to see the kind again"
+                )
         for plural, definition in sorted(wanted.items()):
             if plural not in self._served:
                 self._serve(definition)
@@ -117,7 +119,9 @@ class DefinitionServer:
 
 def _wanted(stored: dict[str, Any]) -> dict[str, Any]:
     """plural → definition, of the stored definitions named as they must be (`<plural>.<group>`)."""
-    return {d.spec.plural: d for d in stored.values() if d.metadata.name == definition_name(d.spec.plural, d.spec.group)}
+    return {
+        d.spec.plural: d for d in stored.values() if d.metadata.name == definition_name(d.spec.plural, d.spec.group)
+    }
 
 
 __all__ = ["DefinitionServer"]

@@ -23,8 +23,8 @@ from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed
 from caravanserai.errors import ApiError, FieldViolation, InternalError, Invalid
-from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.grpcstatus import to_trailer
+from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 
 log = structlog.get_logger(__name__)
 
@@ -171,7 +171,9 @@ class ResourcesServicer:
 
     @_unary
     async def Create(self, request: v1.CreateRequest, context: Context, who: Identity) -> v1.Object:
-        return self._service.wrap(request.resource, await self._service.create(request.resource, request.object, who=who))
+        return self._service.wrap(
+            request.resource, await self._service.create(request.resource, request.object, who=who)
+        )
 
     @_unary
     async def Get(self, request: v1.GetRequest, context: Context, who: Identity) -> v1.Object:
@@ -183,11 +185,15 @@ class ResourcesServicer:
 
     @_unary
     async def Update(self, request: v1.UpdateRequest, context: Context, who: Identity) -> v1.Object:
-        return self._service.wrap(request.resource, await self._service.update(request.resource, request.object, who=who))
+        return self._service.wrap(
+            request.resource, await self._service.update(request.resource, request.object, who=who)
+        )
 
     @_unary
     async def UpdateStatus(self, request: v1.UpdateRequest, context: Context, who: Identity) -> v1.Object:
-        return self._service.wrap(request.resource, await self._service.update_status(request.resource, request.object, who=who))
+        return self._service.wrap(
+            request.resource, await self._service.update_status(request.resource, request.object, who=who)
+        )
 
     @_unary
     async def Delete(self, request: v1.DeleteRequest, context: Context, who: Identity) -> v1.DeleteResponse:
@@ -295,9 +301,7 @@ class NetworkServicer(api_pb2_grpc.NetworkServicer):
             yield api_pb2.Chunk(data=block[:n])
             remaining -= n
 
-    async def Upload(
-        self, request_iterator: AsyncIterator[api_pb2.Chunk], context: Context
-    ) -> api_pb2.UploadSummary:
+    async def Upload(self, request_iterator: AsyncIterator[api_pb2.Chunk], context: Context) -> api_pb2.UploadSummary:
         await self._identify(context)
         received = 0
         async for chunk in request_iterator:

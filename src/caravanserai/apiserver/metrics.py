@@ -58,12 +58,18 @@ class ApiMetrics:
             f"{PREFIX}_requests", "API requests answered.", ["verb", "resource", "code"], registry=self.registry
         )
         self.latency = Histogram(
-            f"{PREFIX}_request_duration_seconds", "Time to answer a unary API request.",
-            ["verb", "resource", "code"], buckets=LATENCY_BUCKETS, registry=self.registry,
+            f"{PREFIX}_request_duration_seconds",
+            "Time to answer a unary API request.",
+            ["verb", "resource", "code"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.etcd_latency = Histogram(
-            f"{PREFIX}_etcd_request_duration_seconds", "Time of one store operation (one etcd request).",
-            ["operation"], buckets=LATENCY_BUCKETS, registry=self.registry,
+            f"{PREFIX}_etcd_request_duration_seconds",
+            "Time of one store operation (one etcd request).",
+            ["operation"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         # resource → (revision, monotonic time) of writes not yet seen applied by the watch cache, oldest first
         self._writes: dict[str, collections.deque[tuple[int, float]]] = collections.defaultdict(
@@ -151,7 +157,8 @@ class _StateCollector(Collector):
             ),
             "lag": GaugeMetricFamily(
                 f"{PREFIX}_watch_cache_lag_seconds",
-                "Age of the oldest write of this apiserver not yet applied by the watch cache.", labels=["resource"],
+                "Age of the oldest write of this apiserver not yet applied by the watch cache.",
+                labels=["resource"],
             ),
             "objects": GaugeMetricFamily(f"{PREFIX}_objects", "Objects stored.", labels=["resource"]),
         }

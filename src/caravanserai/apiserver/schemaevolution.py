@@ -76,7 +76,9 @@ def _compare(
             found.append(FieldViolation(here, f"field number {field.number} is reused by {now.name}"))
         elif _describe(now) != _describe(field):
             found.append(
-                FieldViolation(here, f"field number {field.number} changes type from {_describe(field)} to {_describe(now)}")
+                FieldViolation(
+                    here, f"field number {field.number} changes type from {_describe(field)} to {_describe(now)}"
+                )
             )
         elif field.message_type is not None:
             _compare(field.message_type, now.message_type, here, found, seen)

@@ -19,17 +19,16 @@ from caravanserai.apiserver.definitions import DefinitionServer
 from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.apiserver.grpcapi import NetworkServicer, ResourcesServicer
 from caravanserai.apiserver.httpendpoint import MetricsEndpoint
-from caravanserai.apiserver.kinds import builtin_kinds
+from caravanserai.apiserver.kinds import builtin_kinds, nodegraph
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.metrics import ApiMetrics
-from caravanserai.apiserver.kinds import nodegraph
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.process.introspection import serve_introspection, set_serving
+from caravanserai.process.tls import TLSFiles
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.storage.encryption import Encryption, load_key_file
-from caravanserai.process.tls import TLSFiles
 from caravanserai.text.addresses import is_loopback
 
 log = structlog.get_logger(__name__)
@@ -53,11 +52,15 @@ class ApiServerConfig:
     etcd_tls: TLSFiles = field(default_factory=TLSFiles)  # client certificate and CA for https:// etcd endpoints
     token_file: str = ""
     token_listen: str = ""  # optional second TLS port without client certificates, for bearer-token clients
-    encryption_key_file: str = ""  # keys encrypting Secrets in etcd (storage/encryption.py); "" stores them in the clear
+    encryption_key_file: str = (
+        ""  # keys encrypting Secrets in etcd (storage/encryption.py); "" stores them in the clear
+    )
     allow_insecure: bool = False  # plain TCP on a non-loopback address
     max_inflight: int = 400
     max_inflight_per_client: int = 100
-    metrics_listen: str = ""  # host:port of /metrics, /healthz, /readyz; "" or "off": none (the CLI's default is 127.0.0.1:7423)
+    metrics_listen: str = (
+        ""  # host:port of /metrics, /healthz, /readyz; "" or "off": none (the CLI's default is 127.0.0.1:7423)
+    )
     server_options: list[tuple[str, object]] = field(default_factory=list)
     worker: int | None = None  # the index of this process among `cara-apiserver --workers N` (None: no supervisor)
 
@@ -134,7 +137,11 @@ class ApiServer:
         authn = Authenticator(client_certs=bool(cfg.tls.ca), tokens=tokens)
         self.limiter = InflightLimiter(total=cfg.max_inflight, per_client=cfg.max_inflight_per_client)
         servicer = ResourcesServicer(
-            service, bookmark_interval=cfg.bookmark_interval, authn=authn, authz=service.authorizer, limiter=self.limiter,
+            service,
+            bookmark_interval=cfg.bookmark_interval,
+            authn=authn,
+            authz=service.authorizer,
+            limiter=self.limiter,
             worker=cfg.worker,
         )
         server.add_generic_rpc_handlers((servicer.handler(self.metrics.wrap_handler),))
@@ -177,8 +184,13 @@ class ApiServer:
             await definitions.wait()  # custom kinds stored before the start are served from the first request on
             await asyncio.gather(*(c.ready.wait() for c in list(caches.values())))
             await set_serving(health_servicer, SERVICES)
-            log.info("apiserver serving", listen=self.config.listen, port=self.port, metrics_port=self.metrics_port,
-                     etcd=list(self.config.etcd_endpoints))
+            log.info(
+                "apiserver serving",
+                listen=self.config.listen,
+                port=self.port,
+                metrics_port=self.metrics_port,
+                etcd=list(self.config.etcd_endpoints),
+            )
             self.started.set()
             try:
                 await server.wait_for_termination()

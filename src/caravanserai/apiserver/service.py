@@ -32,8 +32,8 @@ from caravanserai.apiserver.kinds import NOOP, REMOVE, KindContext, KindStrategy
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock
 from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid
-from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.storage import Store
+from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.text.violations import quote
 
 log = structlog.get_logger(__name__)
@@ -125,7 +125,9 @@ class ResourceService:
             raise _conflict(self.kinds, resource, name, expected=expected, current=current.metadata.resource_version)
         return current
 
-    async def _read_modify_write(self, resource: str, name: str, precondition: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def _read_modify_write(
+        self, resource: str, name: str, precondition: str, attempt: Callable[[], Awaitable[T]]
+    ) -> T:
         """`attempt()`, a read followed by a compare-and-swap on the version read.
 
         With a caller `precondition` a Conflict is the caller's and is raised (worded with the kind). Without one
@@ -137,7 +139,9 @@ class ResourceService:
             except Conflict as exc:
                 if precondition or tries == RMW_ATTEMPTS:
                     raise _conflict(self.kinds, resource, name, expected=exc.expected, current=exc.current) from None
-                log.debug("retrying a write without precondition after a concurrent write", resource=resource, name=name)
+                log.debug(
+                    "retrying a write without precondition after a concurrent write", resource=resource, name=name
+                )
         raise AssertionError("unreachable")
 
     async def _write(self, resource: str, obj: Any, *, expected: str) -> Any:
@@ -228,7 +232,9 @@ class ResourceService:
             return old
         await strategy.before_update(self._ctx, old, merged)
         if strategy.removable_after_update(merged):
-            await self._store.delete(resource, merged.metadata.name, expected_revision=int(old.metadata.resource_version))
+            await self._store.delete(
+                resource, merged.metadata.name, expected_revision=int(old.metadata.resource_version)
+            )
             return merged
         written = await self._write(resource, merged, expected=old.metadata.resource_version)
         await strategy.after_write(self._ctx, written)
@@ -262,7 +268,9 @@ class ResourceService:
             resource, name, request.resource_version, lambda: self._delete_once(strategy, request, who)
         )
 
-    async def _delete_once(self, strategy: KindStrategy[Any], request: v1.DeleteRequest, who: Identity) -> v1.DeleteResponse:
+    async def _delete_once(
+        self, strategy: KindStrategy[Any], request: v1.DeleteRequest, who: Identity
+    ) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
         current = await self._current(strategy, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
@@ -288,6 +296,7 @@ class ResourceService:
         """Stop serving a kind; its watch cache (for the caller to close), if it was served."""
         self.kinds.remove(plural)
         return self._caches.pop(plural, None)
+
     @property
     def authorizer(self) -> Authorizer:
         return self._authz

@@ -205,7 +205,12 @@ def _what(kind: str, obj: Any) -> str:
 
 
 def check_object(
-    obj: Any, *, kind: str, name_rule: Callable[[str], str | None], spec_rule: SpecRule, api_version: str = v1.API_VERSION
+    obj: Any,
+    *,
+    kind: str,
+    name_rule: Callable[[str], str | None],
+    spec_rule: SpecRule,
+    api_version: str = v1.API_VERSION,
 ) -> None:
     """Check type meta, metadata and spec of an object of `kind` for Create or Update (status is not looked at):
     the common rules plus `name_rule` for metadata.name and `spec_rule` for the spec. Raises `Invalid` listing

@@ -86,7 +86,7 @@ class WorkersView:
         return await self._all_answer("/readyz")
 
     async def _all_answer(self, path: str) -> str:
-        """"" when every worker answers `path` with 200, else what the first one that does not said."""
+        """ "" when every worker answers `path` with 200, else what the first one that does not said."""
         answers = await asyncio.gather(*(w.probe.get(path) for w in self._workers))
         for worker, (status, body) in zip(self._workers, answers):
             if status != 200:

@@ -122,7 +122,9 @@ class WorkerSupervisor:
                     for worker in self.workers[1:]:
                         group.create_task(self._keep(worker), name=f"worker-{worker.index}")
                     await asyncio.gather(*(self._until_ready(w) for w in self.workers[1:]))
-                    log.info("apiserver workers serving", workers=self._count, pids=[self._pid(w) for w in self.workers])
+                    log.info(
+                        "apiserver workers serving", workers=self._count, pids=[self._pid(w) for w in self.workers]
+                    )
             finally:
                 await endpoint.close()
 

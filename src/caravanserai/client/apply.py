@@ -30,10 +30,10 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from caravanserai.text import manifest
 from caravanserai import meta
 from caravanserai.client.client import Client, ResourceClient
 from caravanserai.errors import AlreadyExists, Conflict, NotFound
+from caravanserai.text import manifest
 
 # How often a write that keeps meeting Conflict is re-read and retried before the Conflict is reported.
 CONFLICT_RETRIES = 5
@@ -44,6 +44,7 @@ APPLICABLE = ("configs", "nodes", "projects", "resourcedefinitions", "secrets")
 def applicable(kind: meta.Kind) -> bool:
     """Whether manifests of `kind` may be applied: the built-in kinds of `APPLICABLE` and every custom kind."""
     return kind.plural in APPLICABLE or kind.custom
+
 
 LAST_APPLIED = "caravanserai.io/last-applied-configuration"
 CREATED, CONFIGURED, UNCHANGED = "created", "configured", "unchanged"
@@ -123,16 +124,12 @@ def merge_spec(live: Message, declared: Message, previous: Mapping[str, Any]) ->
 def keep_restarts(merged_spec: Message, live_spec: Message, previous: Mapping[str, Any]) -> None:
     """Carry each live service's `restartedAt` over to the merged service of the same name, unless the manifest
     sets one or the previous apply did (then the manifest owns the field)."""
-    live_stamps = {
-        s.name: s.restarted_at for s in getattr(live_spec, "services", ()) if s.HasField("restarted_at")
-    }
+    live_stamps = {s.name: s.restarted_at for s in getattr(live_spec, "services", ()) if s.HasField("restarted_at")}
     if not live_stamps:
         return
     declared_before = previous.get("services")
     previous_services: list[Any] = declared_before if isinstance(declared_before, list) else []
-    owned = {
-        str(s.get("name")) for s in previous_services if isinstance(s, dict) and "restartedAt" in s
-    }
+    owned = {str(s.get("name")) for s in previous_services if isinstance(s, dict) and "restartedAt" in s}
     for service in merged_spec.services:  # type: ignore[attr-defined]  # reached only when live_spec has services, so merged_spec (same kind) has them
         stamp = live_stamps.get(service.name)
         if stamp is not None and not service.HasField("restarted_at") and service.name not in owned:
@@ -147,8 +144,11 @@ def merged(live: Any, declared: Any) -> Any:
     merge_map(out.metadata.labels, declared.metadata.labels, previous_meta.get("labels") or {})
     merge_map(out.metadata.annotations, declared.metadata.annotations, previous_meta.get("annotations") or {})
     previous_finalizers = previous_meta.get("finalizers")
-    merge_list(out.metadata.finalizers, declared.metadata.finalizers,
-               previous_finalizers if isinstance(previous_finalizers, list) else [])
+    merge_list(
+        out.metadata.finalizers,
+        declared.metadata.finalizers,
+        previous_finalizers if isinstance(previous_finalizers, list) else [],
+    )
     out.metadata.annotations[LAST_APPLIED] = configuration(declared)
     spec_before: dict[str, Any] = previous["spec"] if isinstance(previous.get("spec"), dict) else {}
     merge_spec(out.spec, declared.spec, spec_before)
@@ -159,7 +159,9 @@ def merged(live: Any, declared: Any) -> Any:
 def same(a: Any, b: Any) -> bool:
     """Whether spec, labels, annotations and finalizers are equal (what apply may change)."""
     return bool(
-        a.spec == b.spec and a.metadata.labels == b.metadata.labels and a.metadata.annotations == b.metadata.annotations
+        a.spec == b.spec
+        and a.metadata.labels == b.metadata.labels
+        and a.metadata.annotations == b.metadata.annotations
         and list(a.metadata.finalizers) == list(b.metadata.finalizers)
     )
 

@@ -40,9 +40,9 @@ import grpc
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.backoff import Backoff
+from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_address
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import AlreadyExists, NotFound, ResourceExhausted, Unavailable
-from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_address
 from caravanserai.grpcstatus import from_rpc_error
 from caravanserai.process.tls import TLSFiles
 

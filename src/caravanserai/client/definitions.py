@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from caravanserai.customkinds import schemas
 from caravanserai import meta, v1
+from caravanserai.customkinds import schemas
 from caravanserai.errors import AlreadyExists, Invalid, NotFound
 
 if TYPE_CHECKING:

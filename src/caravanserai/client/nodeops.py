@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
-from caravanserai.project import lifecycle
 from caravanserai import v1
 from caravanserai.client.apply import CONFLICT_RETRIES, modify
 from caravanserai.client.client import Client
 from caravanserai.clock import timestamp
 from caravanserai.errors import Conflict
+from caravanserai.project import lifecycle
 from caravanserai.text.quantity import parse_quantity
 
 LEAVING = (v1.TERMINATING, v1.TERMINATED)

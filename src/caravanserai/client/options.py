@@ -12,7 +12,11 @@ from caravanserai.process.tls import TLSFiles
 
 def add_client_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the connection flags to an argparse parser (defaults from $CARA_SERVER and $CARA_TOKEN)."""
-    parser.add_argument("--server", default=None, help="API server host:port, or several separated by commas (default $CARA_SERVER or 127.0.0.1:7420)")
+    parser.add_argument(
+        "--server",
+        default=None,
+        help="API server host:port, or several separated by commas (default $CARA_SERVER or 127.0.0.1:7420)",
+    )
     parser.add_argument("--tls-cert", default="", help="client certificate (PEM) for mutual TLS")
     parser.add_argument("--tls-key", default="", help="client key (PEM)")
     parser.add_argument("--tls-ca", default="", help="CA bundle that verifies the API server")

@@ -48,8 +48,6 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import structlog
-
 from caravanserai import v1
 from caravanserai.backoff import Backoff
 from caravanserai.client.client import Change, ResourceClient

@@ -22,12 +22,12 @@ events.
 """
 
 from caravanserai.controller.controller import Controller
-from caravanserai.controller.recorder import NORMAL, WARNING, EventRecorder
 from caravanserai.controller.handlers import HandlerFactory, enqueue_mapped, enqueue_matching, enqueue_object
 from caravanserai.controller.leaderelection import LeaderElectionConfig, LeaderElector, default_identity
 from caravanserai.controller.manager import Manager
 from caravanserai.controller.metrics import ControllerMetrics
 from caravanserai.controller.reconcile import Reconciler, Result, TerminalError
+from caravanserai.controller.recorder import NORMAL, WARNING, EventRecorder
 
 __all__ = [
     "Controller",

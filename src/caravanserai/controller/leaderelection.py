@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import random
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
@@ -115,7 +114,9 @@ class LeaderElector:
     async def _acquire(self) -> None:
         self._log.info("waiting to acquire the lease")
         period = self.config.retry_period  # a constant delay (factor 1), jittered up to +20 %
-        retry = Backoff(initial=period, factor=1.0, cap=period, jitter=JITTER - 1.0, reset_after=None).start(self._clock)
+        retry = Backoff(initial=period, factor=1.0, cap=period, jitter=JITTER - 1.0, reset_after=None).start(
+            self._clock
+        )
         while True:
             started = self._clock.monotonic()
             if await self._attempt(self.config.renew_deadline):
@@ -226,8 +227,9 @@ class LeaderElector:
         try:
             return await run_within(self._clock, self._release(), self.config.release_timeout)
         except TimeoutError:
-            self._log.info("could not release the lease in time; it expires by itself",
-                           timeout=self.config.release_timeout)
+            self._log.info(
+                "could not release the lease in time; it expires by itself", timeout=self.config.release_timeout
+            )
             return False
 
     async def _release(self) -> bool:

@@ -84,7 +84,9 @@ def load_proto(path: str, *, include: Sequence[str] = ()) -> types.SimpleNamespa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m caravanserai.customkinds.protoc", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m caravanserai.customkinds.protoc", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("proto", help="the .proto file")
     parser.add_argument("--python_out", default=".", help="where to write the generated module")
     parser.add_argument("-I", "--include", action="append", default=[], help="further import directories")

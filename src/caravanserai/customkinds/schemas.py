@@ -203,7 +203,12 @@ def definition_from_schema(schema: bytes, names: KindNames) -> v1.ResourceDefini
         raise ValueError(f"no message {names.kind} in the schema")
     obj = pool.FindMessageTypeByName(found[-1])
     spec_field, status_field = obj.fields_by_name.get("spec"), obj.fields_by_name.get("status")
-    if spec_field is None or spec_field.message_type is None or status_field is None or status_field.message_type is None:
+    if (
+        spec_field is None
+        or spec_field.message_type is None
+        or status_field is None
+        or status_field.message_type is None
+    ):
         raise ValueError(f"{obj.full_name} must have message fields spec = 4 and status = 5")
     spec = message_factory.GetMessageClass(spec_field.message_type)
     status = message_factory.GetMessageClass(status_field.message_type)
@@ -300,7 +305,10 @@ def _find_message(pool: descriptor_pool.DescriptorPool, name: str, field: str) -
 
 
 def _object_message(
-    pool: descriptor_pool.DescriptorPool, spec: v1.ResourceDefinitionSpec, spec_desc: Descriptor, status_desc: Descriptor
+    pool: descriptor_pool.DescriptorPool,
+    spec: v1.ResourceDefinitionSpec,
+    spec_desc: Descriptor,
+    status_desc: Descriptor,
 ) -> Descriptor:
     """Derive the object message (`api_version`, `kind`, `metadata`, `spec`, `status`) in its own file."""
     package = "caravanserai.custom." + _IDENT.sub("_", f"{spec.group}.{spec.plural}")
@@ -320,7 +328,9 @@ def _object_message(
         ("spec", 4, spec_desc.full_name),
         ("status", 5, status_desc.full_name),
     ):
-        message.field.add(name=name, number=number, type=nested, label=optional, type_name="." + type_name, json_name=name)
+        message.field.add(
+            name=name, number=number, type=nested, label=optional, type_name="." + type_name, json_name=name
+        )
     try:
         pool.Add(file)
     except (TypeError, ValueError, KeyError) as exc:
@@ -329,7 +339,11 @@ def _object_message(
 
 
 def register(
-    cls: type[Any], *, group: str, plural: str = "", short_names: Sequence[str] = (),
+    cls: type[Any],
+    *,
+    group: str,
+    plural: str = "",
+    short_names: Sequence[str] = (),
     printer_columns: Sequence[tuple[str, str]] = (),
 ) -> meta.Kind:
     """Make the generated class `cls` known to this process as a custom kind of `group` (what `Client.define` does

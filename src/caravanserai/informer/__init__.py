@@ -19,6 +19,7 @@
 * `SharedInformerFactory`: one informer (one watch) per (kind, selectors) for all controllers of a process.
 """
 
+from caravanserai.backoff import Backoff
 from caravanserai.informer.factory import SharedInformerFactory
 from caravanserai.informer.indexer import (
     DEFAULT_INDEXERS,
@@ -36,7 +37,6 @@ from caravanserai.informer.indexer import (
 )
 from caravanserai.informer.informer import EventHandler, Informer, Registration
 from caravanserai.informer.mutation import CacheMutationError, MutationDetector
-from caravanserai.backoff import Backoff
 from caravanserai.informer.reflector import Reflector, WatchIdle, WatchOptions
 
 __all__ = [

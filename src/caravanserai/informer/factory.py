@@ -141,7 +141,9 @@ class SharedInformerFactory:
     @staticmethod
     def _start(group: asyncio.TaskGroup, informer: Informer[Any]) -> None:
         selectors = ",".join(s for s in (informer.label_selector, informer.field_selector) if s)
-        group.create_task(informer.run(), name=f"informer-{informer.resource}" + (f"[{selectors}]" if selectors else ""))
+        group.create_task(
+            informer.run(), name=f"informer-{informer.resource}" + (f"[{selectors}]" if selectors else "")
+        )
 
 
 __all__ = ["SharedInformerFactory"]

@@ -78,7 +78,9 @@ def _phase(project: v1.Project, phase: str, *, reason: str, message: str, now: f
 
 def created(project: v1.Project, *, now: float) -> None:
     """Give a new project (being created, owned by the caller) its first phase, Pending."""
-    meta.set_phase(project, v1.PENDING, reason=REASON_CREATED, message="Project accepted; waiting to be scheduled", now=now)
+    meta.set_phase(
+        project, v1.PENDING, reason=REASON_CREATED, message="Project accepted; waiting to be scheduled", now=now
+    )
 
 
 def bind(project: v1.Project, node: str, *, now: float) -> v1.Project:

@@ -75,7 +75,9 @@ def _from_config(raw: bytes) -> list[RegistryCredential]:
             try:
                 username, _, password = base64.b64decode(str(entry["auth"]), validate=True).decode().partition(":")
             except (binascii.Error, UnicodeDecodeError):
-                raise ValueError(f'{DOCKER_CONFIG_KEY}: the "auth" of {registry} must be base64 of user:password') from None
+                raise ValueError(
+                    f'{DOCKER_CONFIG_KEY}: the "auth" of {registry} must be base64 of user:password'
+                ) from None
         if not isinstance(username, str) or not isinstance(password, str) or not username:
             raise ValueError(f"{DOCKER_CONFIG_KEY}: the entry of {registry} needs a username and a password")
         found.append(RegistryCredential(normalize(registry), username, password))

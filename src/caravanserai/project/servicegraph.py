@@ -53,7 +53,7 @@ def find_cycle(spec: v1.ProjectSpec) -> list[str]:
             if dep == name:
                 continue  # a self-reference is refused on its own, not as a cycle
             if state.get(dep) == 1:
-                return path[path.index(dep):]
+                return path[path.index(dep) :]
             if dep in graph and dep not in state:
                 found = visit(dep)
                 if found:

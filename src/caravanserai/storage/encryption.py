@@ -90,11 +90,13 @@ class Encryption:
     def open(self, resource: str, name: str, value: bytes) -> bytes:
         if resource not in self.resources or not value.startswith(PREFIX):
             return value
-        key_id, sep, rest = value[len(PREFIX):].partition(b":")
+        key_id, sep, rest = value[len(PREFIX) :].partition(b":")
         cipher = self._ciphers.get(key_id.decode(errors="replace"))
         if not sep or cipher is None:
-            raise InternalError(f"{resource}/{name} is encrypted with key {key_id.decode(errors='replace')!r}, "
-                                "which is not in the encryption key file")
+            raise InternalError(
+                f"{resource}/{name} is encrypted with key {key_id.decode(errors='replace')!r}, "
+                "which is not in the encryption key file"
+            )
         header = value[: len(PREFIX) + len(key_id) + 1]
         try:
             return cipher.decrypt(rest[:NONCE_BYTES], rest[NONCE_BYTES:], _aad(header, resource, name))

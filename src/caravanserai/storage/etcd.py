@@ -37,6 +37,7 @@ from caravanserai.api.etcd import rpc_pb2
 from caravanserai.backoff import Backoff, BackoffState
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import NotFound, Unavailable
+from caravanserai.process.tls import TLSFiles
 from caravanserai.storage.etcd_connection import Connection, ConnectionPool
 from caravanserai.storage.etcd_errors import FAILOVER_CODES, etcd_error
 from caravanserai.storage.etcd_types import (
@@ -52,7 +53,6 @@ from caravanserai.storage.etcd_types import (
     TxnResult,
 )
 from caravanserai.storage.etcd_watch import watch_batches
-from caravanserai.process.tls import TLSFiles
 
 log = structlog.get_logger(__name__)
 

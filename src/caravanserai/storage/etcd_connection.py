@@ -20,8 +20,8 @@ import structlog
 
 from caravanserai.api.etcd import rpc_pb2_grpc
 from caravanserai.errors import Unavailable
-from caravanserai.storage.etcd_errors import FAILOVER_CODES, STREAM_RETRY_CODES, etcd_error
 from caravanserai.process.tls import TLSFiles
+from caravanserai.storage.etcd_errors import FAILOVER_CODES, STREAM_RETRY_CODES, etcd_error
 
 if TYPE_CHECKING:
     from caravanserai.api.etcd.rpc_pb2_grpc import (

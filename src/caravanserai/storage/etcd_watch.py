@@ -28,7 +28,7 @@ import grpc
 import structlog
 
 from caravanserai.api.etcd import rpc_pb2
-from caravanserai.backoff import Backoff, BackoffState
+from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock
 from caravanserai.errors import Expired, Unavailable
 from caravanserai.storage.etcd_connection import ConnectionPool

@@ -94,7 +94,9 @@ def _check_segment(what: str, value: str) -> None:
 class Store:
     """Objects of every resource under one key prefix; see the module docstring for the guarantees."""
 
-    def __init__(self, client: EtcdClient, prefix: str = "/caravanserai", *, encryption: Encryption | None = None) -> None:
+    def __init__(
+        self, client: EtcdClient, prefix: str = "/caravanserai", *, encryption: Encryption | None = None
+    ) -> None:
         if not prefix.startswith("/"):
             raise ValueError(f"store prefix must start with '/': {prefix!r}")
         self._client = client

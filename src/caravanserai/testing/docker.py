@@ -48,9 +48,7 @@ def _docker(*args: str, stdin: bytes | None = None, timeout: float = 120.0) -> s
     docker = shutil.which("docker")
     if docker is None:
         raise TestImageError("the docker CLI is not installed (Debian package docker.io)")
-    return subprocess.run(
-        [docker, *args], input=stdin, capture_output=True, timeout=timeout, check=False
-    )
+    return subprocess.run([docker, *args], input=stdin, capture_output=True, timeout=timeout, check=False)
 
 
 def image_exists(name: str) -> bool:

@@ -53,6 +53,7 @@ MAX_DEPTH = 64
 MAX_VALUES = 500_000
 """Most values (scalars, mappings, lists, counted after expanding aliases) accepted in one document."""
 
+
 def _kind_names() -> str:
     """The kinds a manifest may hold: the built-in ones, then custom kinds known to this process."""
     return ", ".join(k.kind for k in sorted(meta.registered(), key=lambda k: (k.custom, k.kind)))
@@ -111,7 +112,7 @@ def _construct_time(constructor: RoundTripConstructor, node: Any) -> _Time:
 
 
 def _midnight(day: dt.date) -> dt.datetime:
-    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC)
 
 
 class _Constructor(RoundTripConstructor):
@@ -243,15 +244,19 @@ def parse_manifests(text: str, *, source: str, first_document: int = 1, first_li
         items = [(place, document)]
         if elements is not None:
             base = f"{source}, document {number}"
-            items = [(f"{base}, item {i}{_line_of(element, first_line)}", element)
-                     for i, element in enumerate(elements, start=1)]
+            items = [
+                (f"{base}, item {i}{_line_of(element, first_line)}", element)
+                for i, element in enumerate(elements, start=1)
+            ]
         for where, data in items:
             if data is None:
                 continue
             try:
                 parsed.objects.append(_resource(data))
             except Invalid as exc:
-                parsed.problems.extend(f"{where}: {v}" if v.field else f"{where}: {v.description}" for v in exc.violations)
+                parsed.problems.extend(
+                    f"{where}: {v}" if v.field else f"{where}: {v.description}" for v in exc.violations
+                )
                 parsed.violations.extend(exc.violations)
     if syntax_error is not None:
         parsed.problems.append(f"{source}, document {first_document + len(documents)}: {syntax_error.description}")

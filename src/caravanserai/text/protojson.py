@@ -235,9 +235,12 @@ def _integer(decoder: _Decoder, value: object, kind: int, path: str) -> int | No
         number = int(value)
     elif isinstance(value, int) and not isinstance(value, bool):
         if _LEADING_ZERO.fullmatch(str(getattr(value, "source_text", "") or "")):
-            decoder.add(path, f"{getattr(value, 'source_text')} is ambiguous (YAML 1.1 reads a leading zero as octal, "
-                              f"YAML 1.2 as decimal): write 0o{str(getattr(value, 'source_text')).lstrip('+-0') or '0'} "
-                              "for octal or drop the zero")
+            decoder.add(
+                path,
+                f"{getattr(value, 'source_text')} is ambiguous (YAML 1.1 reads a leading zero as octal, "
+                f"YAML 1.2 as decimal): write 0o{str(getattr(value, 'source_text')).lstrip('+-0') or '0'} "
+                "for octal or drop the zero",
+            )
             return None
         number = int(value)
     elif isinstance(value, str) and _INTEGER.fullmatch(value):

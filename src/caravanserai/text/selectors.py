@@ -264,6 +264,7 @@ def fields_of(kind: str) -> tuple[str, ...]:
     """The selectable fields of `kind` (e.g. "Event")."""
     return FIELDS_OF_KIND.get(kind, ("metadata.name",))
 
+
 _FIELD_TERM = re.compile(r"\s*(?P<field>[^\s!=]*)\s*(?P<op>==|!=|=)\s*(?P<value>[A-Za-z0-9._-]*)\s*", re.ASCII)
 
 

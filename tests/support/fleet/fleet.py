@@ -255,6 +255,7 @@ class Fleet:
     async def wait_nodes_ready(self, timeout: float = 90.0) -> None:
         """Until every worker's Node is Ready."""
         async with self.client(timeout=5, retry_timeout=5) as client:
+
             async def all_ready() -> None:
                 nodes = {n.metadata.name: n for n in await client.nodes.list()}
                 ready = {name for name, node in nodes.items() if node.status.state == v1.NODE_READY}

@@ -23,11 +23,19 @@ async def test_status_follows_probes_with_retries_and_start_period() -> None:
         return outcomes.pop(0)
 
     prober = HealthProber(clock=clock, on_change=changed.append, probe=probe)
-    prober.track("p", "web", container_id="c1", address="10.0.0.2",
-                 check=check(interval="1s", retries=2, start_period="2s"))
+    prober.track(
+        "p", "web", container_id="c1", address="10.0.0.2", check=check(interval="1s", retries=2, start_period="2s")
+    )
     assert prober.status("c1") == "starting"
-    for passed, expected in ((False, "starting"), (False, "starting"), (False, "starting"), (False, "unhealthy"),
-                             (True, "healthy"), (False, "healthy"), (False, "unhealthy")):
+    for passed, expected in (
+        (False, "starting"),
+        (False, "starting"),
+        (False, "starting"),
+        (False, "unhealthy"),
+        (True, "healthy"),
+        (False, "healthy"),
+        (False, "unhealthy"),
+    ):
         outcomes.append(passed)
         await prober.probe_due()
         assert prober.status("c1") == expected

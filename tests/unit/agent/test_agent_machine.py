@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from caravanserai.agent.host import machine
 from caravanserai.agent.docker.records import container_event, daemon_info, since_text
+from caravanserai.agent.host import machine
 from caravanserai.agent.host.throughput import format_rate
 from caravanserai.text.quantity import parse_quantity
 

@@ -83,7 +83,9 @@ def test_pool_network_names_never_pass_for_a_project_network(project: str, node:
 def test_pool_networks_carry_no_project() -> None:
     assert naming.pool_network_name("ab12", "n1") == "cara_pool.ab12_n1"
     assert naming.pool_labels("n1") == {
-        naming.LABEL_MANAGED: "true", naming.LABEL_NODE: "n1", naming.LABEL_NETWORK_POOL: "true"
+        naming.LABEL_MANAGED: "true",
+        naming.LABEL_NODE: "n1",
+        naming.LABEL_NETWORK_POOL: "true",
     }
     with pytest.raises(ValueError):
         naming.pool_network_name("a_b", "n1")

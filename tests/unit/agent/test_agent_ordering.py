@@ -7,19 +7,28 @@ from typing import Any
 import pytest
 
 from caravanserai import v1
-from caravanserai.agent.workload import ordering
 from caravanserai.agent.docker.records import Observed
+from caravanserai.agent.workload import ordering
 
 
 def app() -> v1.ProjectSpec:
     spec = v1.ProjectSpec()
     spec.services.add(name="db", image="i", healthcheck=v1.HealthCheck(tcp=v1.TcpCheck(port=5432)))
-    spec.services.add(name="migrate", image="i", restart_policy="OnFailure",
-                      depends_on=[v1.ServiceDependency(service="db", condition="healthy")])
+    spec.services.add(
+        name="migrate",
+        image="i",
+        restart_policy="OnFailure",
+        depends_on=[v1.ServiceDependency(service="db", condition="healthy")],
+    )
     spec.services.add(name="cache", image="i")
-    spec.services.add(name="web", image="i", depends_on=[
-        v1.ServiceDependency(service="migrate", condition="completed"), v1.ServiceDependency(service="cache"),
-    ])
+    spec.services.add(
+        name="web",
+        image="i",
+        depends_on=[
+            v1.ServiceDependency(service="migrate", condition="completed"),
+            v1.ServiceDependency(service="cache"),
+        ],
+    )
     return spec
 
 
@@ -35,8 +44,11 @@ def seen(service: str, status: str, code: int = 0, **extra: Any) -> Observed:
         ("migrate", {"db": seen("db", "running", health="starting")}, "db to be healthy"),
         ("migrate", {"db": seen("db", "running", health="healthy")}, ""),
         ("web", {}, "migrate to complete, cache to start"),
-        ("web", {"migrate": seen("migrate", "running"), "cache": seen("cache", "created")},
-         "migrate to complete, cache to start"),
+        (
+            "web",
+            {"migrate": seen("migrate", "running"), "cache": seen("cache", "created")},
+            "migrate to complete, cache to start",
+        ),
         ("web", {"migrate": seen("migrate", "exited", 1), "cache": seen("cache", "running")}, "migrate to complete"),
         ("web", {"migrate": seen("migrate", "exited", 0), "cache": seen("cache", "running")}, ""),
     ],

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from caravanserai import meta, v1
-from caravanserai.agent.workload import projectstatus
 from caravanserai.agent.docker.records import Observed, observe
+from caravanserai.agent.workload import projectstatus
 
 
 def spec(*services: tuple[str, str]) -> v1.ProjectSpec:
@@ -60,13 +60,31 @@ def test_end_and_start_rules(policy: str, state: str, code: int, ended: bool, st
             ("b",),
         ),
         ([("a", "OnFailure")], [("a", "exited", 0)], v1.SUCCEEDED, "Completed", True, ()),
-        ([("a", "Never"), ("b", "OnFailure")], [("a", "exited", 0), ("b", "exited", 0)], v1.SUCCEEDED, "Completed",
-         True, ()),
-        ([("a", "Never"), ("b", "")], [("a", "exited", 0), ("b", "running", 0)], v1.RUNNING, "ContainersRunning",
-         True, ()),
+        (
+            [("a", "Never"), ("b", "OnFailure")],
+            [("a", "exited", 0), ("b", "exited", 0)],
+            v1.SUCCEEDED,
+            "Completed",
+            True,
+            (),
+        ),
+        (
+            [("a", "Never"), ("b", "")],
+            [("a", "exited", 0), ("b", "running", 0)],
+            v1.RUNNING,
+            "ContainersRunning",
+            True,
+            (),
+        ),
         ([("a", "Never"), ("b", "")], [("a", "exited", 0)], None, "", False, ("b",)),
-        ([("a", "Never"), ("b", "Never")], [("a", "exited", 0), ("b", "exited", 1)], v1.FAILED, "ContainerExited",
-         False, ("b",)),
+        (
+            [("a", "Never"), ("b", "Never")],
+            [("a", "exited", 0), ("b", "exited", 1)],
+            v1.FAILED,
+            "ContainerExited",
+            False,
+            ("b",),
+        ),
         ([("a", "OnFailure")], [("a", "exited", 1)], None, "", False, ("a",)),
         ([("a", "")], [("a", "created", 0)], None, "", False, ("a",)),
     ],
@@ -222,12 +240,16 @@ def test_last_exit_code_is_kept_across_restarts_and_waiting_services_say_why() -
     died = projectstatus.service_status(web, seen("web", "restarting", 3, finished_at=5.0))
     assert died.last_exit_code == 3
     previous = {"web": died}
-    running = projectstatus.service_status(web, seen("web", "running", 0, finished_at=5.0),
-                                           projectstatus.Context(previous=previous))
+    running = projectstatus.service_status(
+        web, seen("web", "running", 0, finished_at=5.0), projectstatus.Context(previous=previous)
+    )
     assert running.last_exit_code == 3
     waiting = projectstatus.service_status(web, None, projectstatus.Context(waiting={"web": "db to be healthy"}))
-    assert (waiting.state, waiting.waiting_for, waiting.message) == ("waiting", "db to be healthy",
-                                                                      "waiting for db to be healthy")
+    assert (waiting.state, waiting.waiting_for, waiting.message) == (
+        "waiting",
+        "db to be healthy",
+        "waiting for db to be healthy",
+    )
 
 
 @pytest.mark.parametrize(
@@ -241,7 +263,8 @@ def test_last_exit_code_is_kept_across_restarts_and_waiting_services_say_why() -
         ("running", 3, 999.0, 998.0, 0.0, False),  # the time is not known
     ],
 )
-def test_crash_loop_rule(status: str, restarts: int, started: float, finished: float, now: float,
-                         looping: bool) -> None:
+def test_crash_loop_rule(
+    status: str, restarts: int, started: float, finished: float, now: float, looping: bool
+) -> None:
     observed = seen("app", status, 1, started_at=started, finished_at=finished)
     assert projectstatus.crash_looping(observed, restarts, now) is looping

@@ -46,7 +46,7 @@ def _container(cid: str, project: str) -> ContainerSummary:
 
 def test_default_is_node_healths_timeout_plus_grace() -> None:
     health = HealthConfig()
-    assert DEFAULT_FENCE_AFTER == health.heartbeat_timeout + health.grace_period
+    assert health.heartbeat_timeout + health.grace_period == DEFAULT_FENCE_AFTER
     args = parser().parse_args(["--node-name", "n1"])
     assert config_from_args(args).fence_after == DEFAULT_FENCE_AFTER
     args = parser().parse_args(["--node-name", "n1", "--fence-after", "1m30s"])
@@ -63,7 +63,11 @@ async def test_fences_only_after_the_silence_and_stops_every_running_container()
     clock = FakeClock()
     docker = FakeDocker([_container("a", "web"), _container("b", "db")])
     fence = SelfFence(
-        fence_after=10.0, clock=clock, projects=FakeProjects(docker), client=None, node="n1"  # type: ignore[arg-type]  # fakes of the projects adapter and the client
+        fence_after=10.0,
+        clock=clock,
+        projects=FakeProjects(docker),
+        client=None,
+        node="n1",  # type: ignore[arg-type]  # fakes of the projects adapter and the client
     )
     task = asyncio.create_task(fence.run())
     try:
@@ -128,7 +132,11 @@ async def test_on_reconnect_only_projects_still_bound_here_start_again() -> None
 
     client = FakeClient(FakeProjectsApi({"web": "n1", "db": "n2"}))  # db moved to n2 meanwhile
     fence = SelfFence(
-        fence_after=10.0, clock=clock, projects=FakeProjects(docker), client=client, node="n1",  # type: ignore[arg-type]  # fakes of the projects adapter and the client
+        fence_after=10.0,
+        clock=clock,
+        projects=FakeProjects(docker),
+        client=client,
+        node="n1",  # type: ignore[arg-type]  # fakes of the projects adapter and the client
         on_unfenced=on_unfenced,
     )
     task = asyncio.create_task(fence.run())

@@ -13,19 +13,19 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from caravanserai.project import grants, registryauth
 from caravanserai import v1
 from caravanserai.agent.docker import containers
-from caravanserai.agent.host import extended
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.records import PullTally
+from caravanserai.agent.host import extended
 from caravanserai.agent.workload.pullreport import progress_text
+from caravanserai.project import grants, registryauth
 
 
 def fake_nvidia_smi(tmp_path: Path, gpus: int, *, code: int = 0) -> str:
     script = tmp_path / "nvidia-smi"
     lines = "".join(f"echo 'GPU {i}: NVIDIA Test (UUID: GPU-{i})'\n" for i in range(gpus))
-    script.write_text(f"#!/bin/sh\n[ \"$1\" = --list-gpus ] || exit 9\n{lines}exit {code}\n")
+    script.write_text(f'#!/bin/sh\n[ "$1" = --list-gpus ] || exit 9\n{lines}exit {code}\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return str(script)
 
@@ -43,8 +43,12 @@ def test_gpus_are_detected_and_declared_counts_win(tmp_path: Path, monkeypatch: 
 
 def test_resource_flags() -> None:
     assert extended.parse_resource("example.com/fpga=1") == ("example.com/fpga", 1)
-    for text, message in (("gpu", "expected NAME=COUNT"), ("gpu=1.5", "whole number"), ("cpu=2", "measured by the agent"),
-                          ("Bad Name=1", "invalid resource name")):
+    for text, message in (
+        ("gpu", "expected NAME=COUNT"),
+        ("gpu=1.5", "whole number"),
+        ("cpu=2", "measured by the agent"),
+        ("Bad Name=1", "invalid resource name"),
+    ):
         with pytest.raises(ValueError, match=message):
             extended.parse_resource(text)
 
@@ -61,9 +65,14 @@ def test_grant_environment() -> None:
     service.resources.requests.update({"cpu": "1.5", "memory": "1Gi", "nvidia.com/gpu": "2"})
     service.resources.limits.update({"cpu": "2", "example.com/fpga": "1"})
     assert grants.environment(service, node="n1", project="p") == {
-        "CARA_NODE_NAME": "n1", "CARA_PROJECT": "p", "CARA_SERVICE": "w",
-        "CARA_CPU_REQUEST": "1500", "CARA_MEMORY_REQUEST": str(2**30), "CARA_CPU_LIMIT": "2000",
-        "CARA_RESOURCE_EXAMPLE_COM_FPGA": "1", "CARA_RESOURCE_NVIDIA_COM_GPU": "2",
+        "CARA_NODE_NAME": "n1",
+        "CARA_PROJECT": "p",
+        "CARA_SERVICE": "w",
+        "CARA_CPU_REQUEST": "1500",
+        "CARA_MEMORY_REQUEST": str(2**30),
+        "CARA_CPU_LIMIT": "2000",
+        "CARA_RESOURCE_EXAMPLE_COM_FPGA": "1",
+        "CARA_RESOURCE_NVIDIA_COM_GPU": "2",
     }
 
 

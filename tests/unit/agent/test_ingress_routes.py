@@ -12,8 +12,13 @@ from caravanserai.testing.builders import project
 
 @pytest.mark.parametrize(
     ("host", "expected"),
-    [("web", "web.shop.local"), ("Web", "web.shop.local"), ("", "site.shop.local"),
-     ("www.example.com", "www.example.com"), ("WWW.Example.com.", "www.example.com")],
+    [
+        ("web", "web.shop.local"),
+        ("Web", "web.shop.local"),
+        ("", "site.shop.local"),
+        ("www.example.com", "www.example.com"),
+        ("WWW.Example.com.", "www.example.com"),
+    ],
 )
 def test_route_host(host: str, expected: str) -> None:
     assert route_host(host, project="shop", name="site") == expected
@@ -21,8 +26,13 @@ def test_route_host(host: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("header", "expected"),
-    [("web.shop.local", "web.shop.local"), ("Web.Shop.Local:8081", "web.shop.local"), ("example.com.", "example.com"),
-     ("[::1]:8081", "[::1]"), ("10.0.0.1:80", "10.0.0.1")],
+    [
+        ("web.shop.local", "web.shop.local"),
+        ("Web.Shop.Local:8081", "web.shop.local"),
+        ("example.com.", "example.com"),
+        ("[::1]:8081", "[::1]"),
+        ("10.0.0.1:80", "10.0.0.1"),
+    ],
 )
 def test_normalize_host(header: str, expected: str) -> None:
     assert normalize_host(header) == expected

@@ -9,7 +9,9 @@ from caravanserai import meta
 from caravanserai.apiserver import kinds
 
 APISERVER = Path(kinds.__file__).parent.parent
-KIND_BRANCH = re.compile(r"""resource\s*(==|!=|in)\s*[("']|"(projects|nodes|leases|events)"|\bv1\.(Project|Node|Lease|Event)\b""")
+KIND_BRANCH = re.compile(
+    r"""resource\s*(==|!=|in)\s*[("']|"(projects|nodes|leases|events)"|\bv1\.(Project|Node|Lease|Event)\b"""
+)
 
 
 def test_no_generic_apiserver_module_names_a_kind() -> None:

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2
+from support.customkinds import projectset_messages
 
-from caravanserai.customkinds import schemas
 from caravanserai import v1
 from caravanserai.apiserver.schemaevolution import breaking_changes
+from caravanserai.customkinds import schemas
 from caravanserai.customkinds.schemas import Schema, SchemaError
-from support.customkinds import projectset_messages
 
 Field = descriptor_pb2.FieldDescriptorProto
 
@@ -77,12 +77,19 @@ def _rename_template(file: descriptor_pb2.FileDescriptorProto) -> None:
         (_repeat, [("spec.replicas", "field number 1 changes type from int32 to repeated int32")]),
         (
             _rename_template,
-            [("spec.template", "field number 3 changes type from example.projectset.ProjectTemplate to "
-                               "example.projectset.Template")],
+            [
+                (
+                    "spec.template",
+                    "field number 3 changes type from example.projectset.ProjectTemplate to "
+                    "example.projectset.Template",
+                )
+            ],
         ),
     ],
 )
-def test_breaking_changes(edit: Callable[[descriptor_pb2.FileDescriptorProto], None], expected: list[tuple[str, str]]) -> None:
+def test_breaking_changes(
+    edit: Callable[[descriptor_pb2.FileDescriptorProto], None], expected: list[tuple[str, str]]
+) -> None:
     old = Schema.compile(_definition().spec)
     found = breaking_changes(old, _edited(edit))
     assert [(v.field, v.description) for v in found] == expected
@@ -107,7 +114,10 @@ def test_schemas_that_do_not_build_name_the_field() -> None:
     definition.spec.spec_message = "example.projectset.Nope"
     with pytest.raises(SchemaError) as info:
         Schema.compile(definition.spec)
-    assert (info.value.field, info.value.message) == ("spec.specMessage", "message example.projectset.Nope is not in spec.schema")
+    assert (info.value.field, info.value.message) == (
+        "spec.specMessage",
+        "message example.projectset.Nope is not in spec.schema",
+    )
     definition = _definition()
     files = descriptor_pb2.FileDescriptorSet.FromString(definition.spec.schema)
     del files.file[:]  # nothing but the derived object message would remain

@@ -57,8 +57,12 @@ def valid_project() -> v1.Project:
             ],
             volumes=[v1.Volume(name="data", type="Persistent"), v1.Volume(name="tmp")],
             ingress=[
-                v1.Ingress(name="www", host="shop.example.com", target=v1.IngressTarget(service="web", port=8080),
-                           access=v1.IngressAccess(scope="Public")),
+                v1.Ingress(
+                    name="www",
+                    host="shop.example.com",
+                    target=v1.IngressTarget(service="web", port=8080),
+                    access=v1.IngressAccess(scope="Public"),
+                ),
                 v1.Ingress(name="admin", host="admin", target=v1.IngressTarget(service="web", port=9090)),
             ],
             node_selector={"disk": "ssd", "example.com/zone": "a"},
@@ -79,22 +83,31 @@ def valid_node() -> v1.Node:
         metadata=v1.ObjectMeta(name="node-1.example.com", labels={"disk": "ssd"}),
         spec=v1.NodeSpec(
             hostname="node-1",
-            taints=[v1.Taint(key="dedicated", value="shop", effect="NoSchedule"),
-                    v1.Taint(key="dedicated", value="shop", effect="NoExecute")],
+            taints=[
+                v1.Taint(key="dedicated", value="shop", effect="NoSchedule"),
+                v1.Taint(key="dedicated", value="shop", effect="NoExecute"),
+            ],
         ),
     )
 
 
 def valid_lease() -> v1.Lease:
-    return v1.Lease(metadata=v1.ObjectMeta(name="node-1.example.com"),
-                    spec=v1.LeaseSpec(holder_identity="node-1", lease_duration_seconds=40))
+    return v1.Lease(
+        metadata=v1.ObjectMeta(name="node-1.example.com"),
+        spec=v1.LeaseSpec(holder_identity="node-1", lease_duration_seconds=40),
+    )
 
 
 def valid_event() -> v1.Event:
     return v1.Event(
         metadata=v1.ObjectMeta(name="shop.17a3f"),
-        spec=v1.EventSpec(involved_object=v1.ObjectReference(kind="Project", name="shop"), type="Normal",
-                          reason="Scheduled", message="assigned to node-1", count=1),
+        spec=v1.EventSpec(
+            involved_object=v1.ObjectReference(kind="Project", name="shop"),
+            type="Normal",
+            reason="Scheduled",
+            message="assigned to node-1",
+            count=1,
+        ),
     )
 
 
@@ -166,132 +179,279 @@ PROJECT_CASES: list[tuple[Mutation, str, str]] = [
     (lambda p: setattr(p, "api_version", "v1"), "apiVersion", 'must be "caravanserai/v1", not "v1"'),
     (lambda p: setattr(p, "kind", "Node"), "kind", 'must be "Project", not "Node"'),
     (_set_name(""), "metadata.name", "is required"),
-    (_set_name("Shop"), "metadata.name", "must be a lowercase DNS label (a-z, 0-9, '-'), at most 63 characters, "
-                                         "starting and ending with a letter or digit"),
+    (
+        _set_name("Shop"),
+        "metadata.name",
+        "must be a lowercase DNS label (a-z, 0-9, '-'), at most 63 characters, "
+        "starting and ending with a letter or digit",
+    ),
     (_set_name("shop.example"), "metadata.name", "must be a lowercase DNS label"),
     (_set_name(_long(64)), "metadata.name", "must be a lowercase DNS label"),
     (lambda p: p.metadata.labels.update({"Bad Key": "x"}), 'metadata.labels["Bad Key"]', "invalid key: name part"),
     (lambda p: p.metadata.labels.update({"ok": "-bad"}), 'metadata.labels["ok"]', "label value '-bad' must be"),
-    (lambda p: p.metadata.annotations.update({"a/b/c": "x"}), 'metadata.annotations["a/b/c"]',
-     "invalid key: must contain at most one '/'"),
-    (lambda p: p.metadata.annotations.update({f"k{i}": _long(60_000) for i in range(5)}), "metadata.annotations",
-     "must total at most 262144 bytes (256 KiB)"),
+    (
+        lambda p: p.metadata.annotations.update({"a/b/c": "x"}),
+        'metadata.annotations["a/b/c"]',
+        "invalid key: must contain at most one '/'",
+    ),
+    (
+        lambda p: p.metadata.annotations.update({f"k{i}": _long(60_000) for i in range(5)}),
+        "metadata.annotations",
+        "must total at most 262144 bytes (256 KiB)",
+    ),
     (lambda p: p.metadata.finalizers.append("not a name"), "metadata.finalizers[1]", "must be a qualified name"),
     # services
-    (lambda p: (p.spec.ClearField("services"), p.spec.ClearField("ingress")), "spec.services",
-     "at least one service is required"),
+    (
+        lambda p: (p.spec.ClearField("services"), p.spec.ClearField("ingress")),
+        "spec.services",
+        "at least one service is required",
+    ),
     (lambda p: setattr(p.spec.services[1], "name", ""), "spec.services[1].name", "is required"),
     (lambda p: setattr(p.spec.services[1], "name", "DB_1"), "spec.services[1].name", "must be a lowercase DNS label"),
-    (lambda p: setattr(p.spec.services[1], "name", "web"), "spec.services[1].name",
-     'duplicate service name "web" (first at spec.services[0].name)'),
+    (
+        lambda p: setattr(p.spec.services[1], "name", "web"),
+        "spec.services[1].name",
+        'duplicate service name "web" (first at spec.services[0].name)',
+    ),
     (lambda p: setattr(p.spec.services[0], "image", ""), "spec.services[0].image", "is required"),
-    (lambda p: setattr(p.spec.services[0], "image", "nginx latest"), "spec.services[0].image",
-     'must not contain whitespace, not "nginx latest"'),
-    (lambda p: setattr(p.spec.services[0], "image", "a " + _long(100)), "spec.services[0].image",
-     f'must not contain whitespace, not "a {_long(62)}…"'),
+    (
+        lambda p: setattr(p.spec.services[0], "image", "nginx latest"),
+        "spec.services[0].image",
+        'must not contain whitespace, not "nginx latest"',
+    ),
+    (
+        lambda p: setattr(p.spec.services[0], "image", "a " + _long(100)),
+        "spec.services[0].image",
+        f'must not contain whitespace, not "a {_long(62)}…"',
+    ),
     (lambda p: p.spec.services[0].env.add(value="x"), "spec.services[0].env[2].name", "is required"),
     (lambda p: p.spec.services[0].env.add(name="A=B"), "spec.services[0].env[2].name", "must not contain '='"),
-    (lambda p: p.spec.services[0].env.add(name="MODE"), "spec.services[0].env[2].name",
-     'duplicate environment variable "MODE" (first at spec.services[0].env[0].name)'),
+    (
+        lambda p: p.spec.services[0].env.add(name="MODE"),
+        "spec.services[0].env[2].name",
+        'duplicate environment variable "MODE" (first at spec.services[0].env[0].name)',
+    ),
     # ports
-    (lambda p: setattr(p.spec.services[0].ports[0], "container_port", 0), "spec.services[0].ports[0].containerPort",
-     "must be between 1 and 65535, not 0"),
-    (lambda p: setattr(p.spec.services[0].ports[0], "container_port", 65536),
-     "spec.services[0].ports[0].containerPort", "must be between 1 and 65535, not 65536"),
-    (lambda p: setattr(p.spec.services[0].ports[2], "host_port", -1), "spec.services[0].ports[2].hostPort",
-     "must be between 0 and 65535, not -1"),
-    (lambda p: setattr(p.spec.services[0].ports[2], "host_port", 70000), "spec.services[0].ports[2].hostPort",
-     "must be between 0 and 65535"),
-    (lambda p: setattr(p.spec.services[0].ports[0], "protocol", "SCTP"), "spec.services[0].ports[0].protocol",
-     'must be one of "TCP", "UDP" (or empty for TCP), not "SCTP"'),
-    (lambda p: p.spec.services[1].ports.add(container_port=1, host_port=80, protocol="TCP"),
-     "spec.services[1].ports[1].hostPort",
-     'duplicate host port "80/TCP" (first at spec.services[0].ports[0].hostPort)'),
-    (lambda p: setattr(p.spec.services[0].ports[2], "host_ip", "localhost"), "spec.services[0].ports[2].hostIp",
-     'must be an IPv4 or IPv6 address, not "localhost"'),
-    (lambda p: setattr(p.spec.services[0].ports[0], "name", "HTTP"), "spec.services[0].ports[0].name",
-     "must be a lowercase DNS label"),
-    (lambda p: setattr(p.spec.services[0].ports[1], "name", "http"), "spec.services[0].ports[1].name",
-     'duplicate port name "http"'),
+    (
+        lambda p: setattr(p.spec.services[0].ports[0], "container_port", 0),
+        "spec.services[0].ports[0].containerPort",
+        "must be between 1 and 65535, not 0",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].ports[0], "container_port", 65536),
+        "spec.services[0].ports[0].containerPort",
+        "must be between 1 and 65535, not 65536",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].ports[2], "host_port", -1),
+        "spec.services[0].ports[2].hostPort",
+        "must be between 0 and 65535, not -1",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].ports[2], "host_port", 70000),
+        "spec.services[0].ports[2].hostPort",
+        "must be between 0 and 65535",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].ports[0], "protocol", "SCTP"),
+        "spec.services[0].ports[0].protocol",
+        'must be one of "TCP", "UDP" (or empty for TCP), not "SCTP"',
+    ),
+    (
+        lambda p: p.spec.services[1].ports.add(container_port=1, host_port=80, protocol="TCP"),
+        "spec.services[1].ports[1].hostPort",
+        'duplicate host port "80/TCP" (first at spec.services[0].ports[0].hostPort)',
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].ports[2], "host_ip", "localhost"),
+        "spec.services[0].ports[2].hostIp",
+        'must be an IPv4 or IPv6 address, not "localhost"',
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].ports[0], "name", "HTTP"),
+        "spec.services[0].ports[0].name",
+        "must be a lowercase DNS label",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].ports[1], "name", "http"),
+        "spec.services[0].ports[1].name",
+        'duplicate port name "http"',
+    ),
     # volumes and mounts
     (lambda p: setattr(p.spec.volumes[1], "name", ""), "spec.volumes[1].name", "is required"),
     (lambda p: setattr(p.spec.volumes[1], "name", "Tmp"), "spec.volumes[1].name", "must be a lowercase DNS label"),
-    (lambda p: setattr(p.spec.volumes[1], "name", "data"), "spec.volumes[1].name",
-     'duplicate volume name "data" (first at spec.volumes[0].name)'),
-    (lambda p: setattr(p.spec.volumes[0], "type", "Host"), "spec.volumes[0].type",
-     'must be one of "Ephemeral", "Persistent", "Secret", "Config" (or empty for Ephemeral), not "Host"'),
-    (lambda p: setattr(p.spec.services[1].volume_mounts[0], "name", "cache"), "spec.services[1].volumeMounts[0].name",
-     'volume "cache" is not declared in spec.volumes'),
-    (lambda p: setattr(p.spec.services[1].volume_mounts[0], "name", ""), "spec.services[1].volumeMounts[0].name",
-     "is required"),
-    (lambda p: setattr(p.spec.services[0].volume_mounts[0], "mount_path", "data"),
-     "spec.services[0].volumeMounts[0].mountPath", "must be an absolute path (starting with '/'), not \"data\""),
-    (lambda p: setattr(p.spec.services[0].volume_mounts[0], "mount_path", ""),
-     "spec.services[0].volumeMounts[0].mountPath", "is required"),
-    (lambda p: p.spec.services[0].volume_mounts.add(name="tmp", mount_path="/data"),
-     "spec.services[0].volumeMounts[1].mountPath", 'duplicate mount path "/data"'),
-    (lambda p: setattr(p.spec.services[0], "working_dir", "srv"), "spec.services[0].workingDir",
-     "must be an absolute path"),
+    (
+        lambda p: setattr(p.spec.volumes[1], "name", "data"),
+        "spec.volumes[1].name",
+        'duplicate volume name "data" (first at spec.volumes[0].name)',
+    ),
+    (
+        lambda p: setattr(p.spec.volumes[0], "type", "Host"),
+        "spec.volumes[0].type",
+        'must be one of "Ephemeral", "Persistent", "Secret", "Config" (or empty for Ephemeral), not "Host"',
+    ),
+    (
+        lambda p: setattr(p.spec.services[1].volume_mounts[0], "name", "cache"),
+        "spec.services[1].volumeMounts[0].name",
+        'volume "cache" is not declared in spec.volumes',
+    ),
+    (
+        lambda p: setattr(p.spec.services[1].volume_mounts[0], "name", ""),
+        "spec.services[1].volumeMounts[0].name",
+        "is required",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].volume_mounts[0], "mount_path", "data"),
+        "spec.services[0].volumeMounts[0].mountPath",
+        "must be an absolute path (starting with '/'), not \"data\"",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].volume_mounts[0], "mount_path", ""),
+        "spec.services[0].volumeMounts[0].mountPath",
+        "is required",
+    ),
+    (
+        lambda p: p.spec.services[0].volume_mounts.add(name="tmp", mount_path="/data"),
+        "spec.services[0].volumeMounts[1].mountPath",
+        'duplicate mount path "/data"',
+    ),
+    (
+        lambda p: setattr(p.spec.services[0], "working_dir", "srv"),
+        "spec.services[0].workingDir",
+        "must be an absolute path",
+    ),
     # resources
-    (lambda p: p.spec.services[0].resources.requests.update({"cpu": "lots"}),
-     'spec.services[0].resources.requests["cpu"]', "invalid quantity 'lots'"),
-    (lambda p: p.spec.services[0].resources.requests.update({"cpu": "-1"}),
-     'spec.services[0].resources.requests["cpu"]', 'must not be negative, not "-1"'),
-    (lambda p: p.spec.services[1].resources.limits.update({"memory": "-1Gi"}),
-     'spec.services[1].resources.limits["memory"]', "must not be negative"),
-    (lambda p: p.spec.services[0].resources.requests.update({"Bad Name": "1"}),
-     'spec.services[0].resources.requests["Bad Name"]', "invalid resource name"),
-    (lambda p: p.spec.services[0].resources.limits.update({"cpu": "250m"}),
-     'spec.services[0].resources.limits["cpu"]', "must not be below the request: limit 250m < request 500m"),
-    (lambda p: setattr(p.spec.services[0], "restart_policy", "Sometimes"), "spec.services[0].restartPolicy",
-     'must be one of "Always", "OnFailure", "Never" (or empty for Always), not "Sometimes"'),
+    (
+        lambda p: p.spec.services[0].resources.requests.update({"cpu": "lots"}),
+        'spec.services[0].resources.requests["cpu"]',
+        "invalid quantity 'lots'",
+    ),
+    (
+        lambda p: p.spec.services[0].resources.requests.update({"cpu": "-1"}),
+        'spec.services[0].resources.requests["cpu"]',
+        'must not be negative, not "-1"',
+    ),
+    (
+        lambda p: p.spec.services[1].resources.limits.update({"memory": "-1Gi"}),
+        'spec.services[1].resources.limits["memory"]',
+        "must not be negative",
+    ),
+    (
+        lambda p: p.spec.services[0].resources.requests.update({"Bad Name": "1"}),
+        'spec.services[0].resources.requests["Bad Name"]',
+        "invalid resource name",
+    ),
+    (
+        lambda p: p.spec.services[0].resources.limits.update({"cpu": "250m"}),
+        'spec.services[0].resources.limits["cpu"]',
+        "must not be below the request: limit 250m < request 500m",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0], "restart_policy", "Sometimes"),
+        "spec.services[0].restartPolicy",
+        'must be one of "Always", "OnFailure", "Never" (or empty for Always), not "Sometimes"',
+    ),
     # ingress
     (lambda p: setattr(p.spec.ingress[1], "name", ""), "spec.ingress[1].name", "is required"),
     (lambda p: setattr(p.spec.ingress[1], "name", "www"), "spec.ingress[1].name", 'duplicate ingress name "www"'),
-    (lambda p: setattr(p.spec.ingress[0].target, "service", "api"), "spec.ingress[0].target.service",
-     'service "api" is not declared in spec.services'),
+    (
+        lambda p: setattr(p.spec.ingress[0].target, "service", "api"),
+        "spec.ingress[0].target.service",
+        'service "api" is not declared in spec.services',
+    ),
     (lambda p: setattr(p.spec.ingress[0].target, "service", ""), "spec.ingress[0].target.service", "is required"),
-    (lambda p: setattr(p.spec.ingress[0].target, "port", 0), "spec.ingress[0].target.port",
-     "must be between 1 and 65535, not 0"),
-    (lambda p: setattr(p.spec.ingress[0].access, "scope", "World"), "spec.ingress[0].access.scope",
-     'must be one of "Internal", "Public" (or empty for Internal), not "World"'),
-    (lambda p: setattr(p.spec.ingress[0], "host", "Shop.example.com"), "spec.ingress[0].host",
-     "must be a lowercase DNS subdomain"),
+    (
+        lambda p: setattr(p.spec.ingress[0].target, "port", 0),
+        "spec.ingress[0].target.port",
+        "must be between 1 and 65535, not 0",
+    ),
+    (
+        lambda p: setattr(p.spec.ingress[0].access, "scope", "World"),
+        "spec.ingress[0].access.scope",
+        'must be one of "Internal", "Public" (or empty for Internal), not "World"',
+    ),
+    (
+        lambda p: setattr(p.spec.ingress[0], "host", "Shop.example.com"),
+        "spec.ingress[0].host",
+        "must be a lowercase DNS subdomain",
+    ),
     # placement
     (lambda p: p.spec.node_selector.update({"bad key": "x"}), 'spec.nodeSelector["bad key"]', "invalid key"),
-    (lambda p: p.spec.node_selector.update({"disk": "ssd nvme"}), 'spec.nodeSelector["disk"]',
-     "label value 'ssd nvme' must be"),
-    (lambda p: setattr(p.spec.tolerations[0], "operator", "In"), "spec.tolerations[0].operator",
-     'must be one of "Equal", "Exists" (or empty for Equal), not "In"'),
-    (lambda p: setattr(p.spec.tolerations[1], "value", "x"), "spec.tolerations[1].value",
-     'must be empty when operator is "Exists"'),
-    (lambda p: setattr(p.spec.tolerations[0], "effect", "NoRun"), "spec.tolerations[0].effect",
-     'must be one of "NoSchedule", "PreferNoSchedule", "NoExecute" (or empty for every effect), not "NoRun"'),
-    (lambda p: setattr(p.spec.tolerations[0], "key", ""), "spec.tolerations[0].key",
-     'is required unless operator is "Exists"'),
+    (
+        lambda p: p.spec.node_selector.update({"disk": "ssd nvme"}),
+        'spec.nodeSelector["disk"]',
+        "label value 'ssd nvme' must be",
+    ),
+    (
+        lambda p: setattr(p.spec.tolerations[0], "operator", "In"),
+        "spec.tolerations[0].operator",
+        'must be one of "Equal", "Exists" (or empty for Equal), not "In"',
+    ),
+    (
+        lambda p: setattr(p.spec.tolerations[1], "value", "x"),
+        "spec.tolerations[1].value",
+        'must be empty when operator is "Exists"',
+    ),
+    (
+        lambda p: setattr(p.spec.tolerations[0], "effect", "NoRun"),
+        "spec.tolerations[0].effect",
+        'must be one of "NoSchedule", "PreferNoSchedule", "NoExecute" (or empty for every effect), not "NoRun"',
+    ),
+    (
+        lambda p: setattr(p.spec.tolerations[0], "key", ""),
+        "spec.tolerations[0].key",
+        'is required unless operator is "Exists"',
+    ),
     (lambda p: setattr(p.spec.tolerations[0], "key", "-x"), "spec.tolerations[0].key", "invalid key"),
     (lambda p: setattr(p.spec.tolerations[0], "value", "a b"), "spec.tolerations[0].value", "label value 'a b'"),
     (lambda p: setattr(p.spec.expire_at, "nanos", -1), "spec.expireAt", "must be a valid time between years 1"),
     (lambda p: setattr(p.spec.expire_at, "seconds", 253_402_300_800), "spec.expireAt", "must be a valid time"),
     # limits against abuse
-    (lambda p: setattr(p.spec.services[0], "image", _long(MAX_STRING_BYTES + 1)), "spec.services[0].image",
-     "value must be at most 65536 bytes (64 KiB), not 65537"),
-    (lambda p: p.spec.services[0].args.append("é" * (MAX_STRING_BYTES // 2 + 1)), "spec.services[0].args[2]",
-     "must be at most 65536 bytes"),
-    (lambda p: p.spec.services[0].env.add(name="BIG", value=_long(MAX_STRING_BYTES + 1)),
-     "spec.services[0].env[2].value", "must be at most 65536 bytes"),
-    (lambda p: p.metadata.labels.update({f"k{i}": "v" for i in range(MAX_MAP_ENTRIES)}), "metadata.labels",
-     f"must have at most {MAX_MAP_ENTRIES} entries, not {MAX_MAP_ENTRIES + 3}"),
-    (lambda p: p.spec.node_selector.update({f"k{i}": "v" for i in range(MAX_MAP_ENTRIES)}), "spec.nodeSelector",
-     "must have at most 256 entries"),
-    (lambda p: p.spec.services.extend(v1.Service(name=f"s{i}", image="x") for i in range(MAX_ITEMS)),
-     "spec.services", f"must have at most {MAX_ITEMS} entries, not {MAX_ITEMS + 2}"),
-    (lambda p: p.spec.services[1].ports.extend(v1.ServicePort(container_port=1) for _ in range(MAX_ITEMS + 1)),
-     "spec.services[1].ports", "must have at most 1000 entries"),
-    (lambda p: p.spec.services[1].env.extend(v1.EnvVar(name=f"V{i}") for i in range(MAX_ITEMS + 1)),
-     "spec.services[1].env", "must have at most 1000 entries"),
-    (lambda p: p.spec.services[0].env.add(name=_long(MAX_STRING_BYTES + 1)), "spec.services[0].env[2].name",
-     "must be at most 65536 bytes"),
+    (
+        lambda p: setattr(p.spec.services[0], "image", _long(MAX_STRING_BYTES + 1)),
+        "spec.services[0].image",
+        "value must be at most 65536 bytes (64 KiB), not 65537",
+    ),
+    (
+        lambda p: p.spec.services[0].args.append("é" * (MAX_STRING_BYTES // 2 + 1)),
+        "spec.services[0].args[2]",
+        "must be at most 65536 bytes",
+    ),
+    (
+        lambda p: p.spec.services[0].env.add(name="BIG", value=_long(MAX_STRING_BYTES + 1)),
+        "spec.services[0].env[2].value",
+        "must be at most 65536 bytes",
+    ),
+    (
+        lambda p: p.metadata.labels.update({f"k{i}": "v" for i in range(MAX_MAP_ENTRIES)}),
+        "metadata.labels",
+        f"must have at most {MAX_MAP_ENTRIES} entries, not {MAX_MAP_ENTRIES + 3}",
+    ),
+    (
+        lambda p: p.spec.node_selector.update({f"k{i}": "v" for i in range(MAX_MAP_ENTRIES)}),
+        "spec.nodeSelector",
+        "must have at most 256 entries",
+    ),
+    (
+        lambda p: p.spec.services.extend(v1.Service(name=f"s{i}", image="x") for i in range(MAX_ITEMS)),
+        "spec.services",
+        f"must have at most {MAX_ITEMS} entries, not {MAX_ITEMS + 2}",
+    ),
+    (
+        lambda p: p.spec.services[1].ports.extend(v1.ServicePort(container_port=1) for _ in range(MAX_ITEMS + 1)),
+        "spec.services[1].ports",
+        "must have at most 1000 entries",
+    ),
+    (
+        lambda p: p.spec.services[1].env.extend(v1.EnvVar(name=f"V{i}") for i in range(MAX_ITEMS + 1)),
+        "spec.services[1].env",
+        "must have at most 1000 entries",
+    ),
+    (
+        lambda p: p.spec.services[0].env.add(name=_long(MAX_STRING_BYTES + 1)),
+        "spec.services[0].env[2].name",
+        "must be at most 65536 bytes",
+    ),
 ]
 
 NODE_CASES: list[tuple[Mutation, str, str]] = [
@@ -303,18 +463,30 @@ NODE_CASES: list[tuple[Mutation, str, str]] = [
     (lambda n: setattr(n.spec.taints[0], "key", "bad key"), "spec.taints[0].key", "invalid key"),
     (lambda n: setattr(n.spec.taints[0], "value", "-x"), "spec.taints[0].value", "label value '-x'"),
     (lambda n: setattr(n.spec.taints[0], "effect", ""), "spec.taints[0].effect", "is required"),
-    (lambda n: setattr(n.spec.taints[0], "effect", "Evict"), "spec.taints[0].effect",
-     'must be one of "NoSchedule", "PreferNoSchedule", "NoExecute", not "Evict"'),
-    (lambda n: n.spec.taints.add(key="dedicated", value="other", effect="NoSchedule"), "spec.taints[2]",
-     'duplicate taint "dedicated:NoSchedule" (first at spec.taints[0])'),
+    (
+        lambda n: setattr(n.spec.taints[0], "effect", "Evict"),
+        "spec.taints[0].effect",
+        'must be one of "NoSchedule", "PreferNoSchedule", "NoExecute", not "Evict"',
+    ),
+    (
+        lambda n: n.spec.taints.add(key="dedicated", value="other", effect="NoSchedule"),
+        "spec.taints[2]",
+        'duplicate taint "dedicated:NoSchedule" (first at spec.taints[0])',
+    ),
 ]
 
 LEASE_CASES: list[tuple[Mutation, str, str]] = [
     (_set_name("Node 1"), "metadata.name", "must be a lowercase DNS subdomain"),
-    (lambda lease: setattr(lease.spec, "lease_duration_seconds", -1), "spec.leaseDurationSeconds",
-     "must not be negative, not -1"),
-    (lambda lease: setattr(lease.spec, "lease_duration_seconds", 0), "spec.leaseDurationSeconds",
-     "must be at least 1 while holderIdentity is set, not 0"),
+    (
+        lambda lease: setattr(lease.spec, "lease_duration_seconds", -1),
+        "spec.leaseDurationSeconds",
+        "must not be negative, not -1",
+    ),
+    (
+        lambda lease: setattr(lease.spec, "lease_duration_seconds", 0),
+        "spec.leaseDurationSeconds",
+        "must be at least 1 while holderIdentity is set, not 0",
+    ),
     (lambda lease: setattr(lease.spec, "lease_transitions", -2), "spec.leaseTransitions", "must not be negative"),
 ]
 
@@ -364,44 +536,80 @@ def test_other_kinds(resource: str, make: Callable[[], Any], mutate: Mutation, p
 
 PROJECT_STATUS_CASES: list[tuple[Mutation, str, str]] = [
     (lambda p: setattr(p.status, "phase", ""), "status.phase", "is required"),
-    (lambda p: setattr(p.status, "phase", "Done"), "status.phase",
-     'must be one of "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Terminating", "Terminated", not "Done"'),
+    (
+        lambda p: setattr(p.status, "phase", "Done"),
+        "status.phase",
+        'must be one of "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Terminating", "Terminated", not "Done"',
+    ),
     (lambda p: setattr(p.status, "node_ref", "Node 1"), "status.nodeRef", "must be a lowercase DNS subdomain"),
     (lambda p: setattr(p.status.conditions[0], "type", ""), "status.conditions[0].type", "is required"),
-    (lambda p: setattr(p.status.conditions[1], "type", "Scheduled"), "status.conditions[1].type",
-     'duplicate condition type "Scheduled" (first at status.conditions[0].type)'),
-    (lambda p: setattr(p.status.conditions[0], "status", "true"), "status.conditions[0].status",
-     'must be one of "True", "False", "Unknown", not "true"'),
+    (
+        lambda p: setattr(p.status.conditions[1], "type", "Scheduled"),
+        "status.conditions[1].type",
+        'duplicate condition type "Scheduled" (first at status.conditions[0].type)',
+    ),
+    (
+        lambda p: setattr(p.status.conditions[0], "status", "true"),
+        "status.conditions[0].status",
+        'must be one of "True", "False", "Unknown", not "true"',
+    ),
     (lambda p: setattr(p.status.conditions[0], "status", ""), "status.conditions[0].status", "is required"),
     (lambda p: setattr(p.status.services[1], "name", ""), "status.services[1].name", "is required"),
     (lambda p: setattr(p.status.services[1], "name", "web"), "status.services[1].name", 'duplicate service name "web"'),
-    (lambda p: setattr(p.status.services[1], "restart_count", -1), "status.services[1].restartCount",
-     "must not be negative"),
+    (
+        lambda p: setattr(p.status.services[1], "restart_count", -1),
+        "status.services[1].restartCount",
+        "must not be negative",
+    ),
     (lambda p: setattr(p.status, "observed_generation", -1), "status.observedGeneration", "must not be negative"),
-    (lambda p: setattr(p.status.services[0], "message", _long(MAX_STRING_BYTES + 1)), "status.services[0].message",
-     "must be at most 65536 bytes"),
-    (lambda p: setattr(p.status.conditions[0].last_transition_time, "seconds", -62_135_596_801),
-     "status.conditions[0].lastTransitionTime", "must be a valid time"),
+    (
+        lambda p: setattr(p.status.services[0], "message", _long(MAX_STRING_BYTES + 1)),
+        "status.services[0].message",
+        "must be at most 65536 bytes",
+    ),
+    (
+        lambda p: setattr(p.status.conditions[0].last_transition_time, "seconds", -62_135_596_801),
+        "status.conditions[0].lastTransitionTime",
+        "must be a valid time",
+    ),
 ]
 
 NODE_STATUS_CASES: list[tuple[Mutation, str, str]] = [
-    (lambda n: setattr(n.status, "state", "Draining"), "status.state",
-     'must be one of "Ready", "NotReady" (or empty while unknown), not "Draining"'),
+    (
+        lambda n: setattr(n.status, "state", "Draining"),
+        "status.state",
+        'must be one of "Ready", "NotReady" (or empty while unknown), not "Draining"',
+    ),
     (lambda n: setattr(n.status.conditions[1], "status", "Yes"), "status.conditions[1].status", "must be one of"),
     (lambda n: setattr(n.status.conditions[1], "type", ""), "status.conditions[1].type", "is required"),
     (lambda n: n.status.capacity.update({"memory": "16 GB"}), 'status.capacity["memory"]', "invalid quantity"),
     (lambda n: n.status.allocatable.update({"cpu": "-1"}), 'status.allocatable["cpu"]', "must not be negative"),
     (lambda n: n.status.allocatable.update({"a b": "1"}), 'status.allocatable["a b"]', "invalid resource name"),
-    (lambda n: n.status.capacity.update({f"r{i}": "1" for i in range(MAX_MAP_ENTRIES)}), "status.capacity",
-     "must have at most 256 entries"),
-    (lambda n: setattr(n.status.network.addresses[0], "type", "Public"), "status.network.addresses[0].type",
-     'must be one of "InternalIP", "ExternalIP", "Hostname", not "Public"'),
-    (lambda n: setattr(n.status.network.addresses[0], "address", ""), "status.network.addresses[0].address",
-     "is required"),
-    (lambda n: setattr(n.status.network, "agent_port", 65536), "status.network.agentPort",
-     "must be between 0 and 65535"),
-    (lambda n: setattr(n.status.network.throughput, "upload", "fast"), "status.network.throughput.upload",
-     "invalid quantity 'fast'"),
+    (
+        lambda n: n.status.capacity.update({f"r{i}": "1" for i in range(MAX_MAP_ENTRIES)}),
+        "status.capacity",
+        "must have at most 256 entries",
+    ),
+    (
+        lambda n: setattr(n.status.network.addresses[0], "type", "Public"),
+        "status.network.addresses[0].type",
+        'must be one of "InternalIP", "ExternalIP", "Hostname", not "Public"',
+    ),
+    (
+        lambda n: setattr(n.status.network.addresses[0], "address", ""),
+        "status.network.addresses[0].address",
+        "is required",
+    ),
+    (
+        lambda n: setattr(n.status.network, "agent_port", 65536),
+        "status.network.agentPort",
+        "must be between 0 and 65535",
+    ),
+    (
+        lambda n: setattr(n.status.network.throughput, "upload", "fast"),
+        "status.network.throughput.upload",
+        "invalid quantity 'fast'",
+    ),
 ]
 
 
@@ -423,8 +631,11 @@ def test_all_violations_are_reported_at_once() -> None:
     project.spec.volumes[0].type = "Host"
     with pytest.raises(Invalid) as info:
         validate_object("projects", project)
-    assert [v.field for v in info.value.violations] == ["metadata.name", "spec.volumes[0].type",
-                                                        "spec.services[0].image"]
+    assert [v.field for v in info.value.violations] == [
+        "metadata.name",
+        "spec.volumes[0].type",
+        "spec.services[0].image",
+    ]
     assert str(info.value).startswith('invalid project "Bad": metadata.name: must be a lowercase DNS label')
 
 
@@ -446,7 +657,10 @@ def test_validate_object_ignores_status_and_validate_status_ignores_spec() -> No
 
 
 def test_unknown_resource_and_wrong_class() -> None:
-    with pytest.raises(Invalid, match='unknown resource "pods"; known: configs, events, leases, nodes, projects, resourcedefinitions, secrets'):
+    with pytest.raises(
+        Invalid,
+        match='unknown resource "pods"; known: configs, events, leases, nodes, projects, resourcedefinitions, secrets',
+    ):
         validate_object("pods", v1.Project())
     with pytest.raises(TypeError, match="projects holds Project objects, not Node"):
         validate_status("projects", v1.Node())

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from caravanserai.project import servicegraph
 from caravanserai import v1
 from caravanserai.apiserver.kinds import validate_object
 from caravanserai.errors import Invalid
+from caravanserai.project import servicegraph
 
 
 def app() -> v1.Project:
@@ -27,8 +27,12 @@ def app() -> v1.Project:
                     image="db:1",
                     healthcheck=v1.HealthCheck(tcp=v1.TcpCheck(port=5432), interval="2s", timeout="1s", retries=2),
                 ),
-                v1.Service(name="migrate", image="db:1", restart_policy="OnFailure",
-                           depends_on=[v1.ServiceDependency(service="db", condition="healthy")]),
+                v1.Service(
+                    name="migrate",
+                    image="db:1",
+                    restart_policy="OnFailure",
+                    depends_on=[v1.ServiceDependency(service="db", condition="healthy")],
+                ),
                 v1.Service(
                     name="web",
                     image="web:1",
@@ -40,8 +44,12 @@ def app() -> v1.Project:
                         http=v1.HttpCheck(path="/healthz", port=8080, expected_status="200-299"), start_period="5s"
                     ),
                 ),
-                v1.Service(name="side", image="x:1", depends_on=[v1.ServiceDependency(service="web")],
-                           healthcheck=v1.HealthCheck(exec=v1.ExecCheck(command=["true"]))),
+                v1.Service(
+                    name="side",
+                    image="x:1",
+                    depends_on=[v1.ServiceDependency(service="web")],
+                    healthcheck=v1.HealthCheck(exec=v1.ExecCheck(command=["true"])),
+                ),
             ],
             tolerations=[v1.Toleration(key="maint", operator="Exists", effect="NoExecute", toleration_seconds=30)],
         ),
@@ -52,52 +60,124 @@ Mutation = Callable[[v1.Project], Any]
 
 
 CASES: list[tuple[Mutation, str, str]] = [
-    (lambda p: setattr(p.spec.services[2].depends_on[0], "service", "cache"), "spec.services[2].dependsOn[0].service",
-     'service "cache" is not declared in spec.services'),
-    (lambda p: setattr(p.spec.services[2].depends_on[0], "service", "web"), "spec.services[2].dependsOn[0].service",
-     "a service cannot depend on itself"),
-    (lambda p: setattr(p.spec.services[2].depends_on[0], "service", ""), "spec.services[2].dependsOn[0].service",
-     "is required"),
-    (lambda p: setattr(p.spec.services[2].depends_on[0], "condition", "ready"),
-     "spec.services[2].dependsOn[0].condition", 'must be one of "started", "healthy", "completed" (or empty for started), not "ready"'),
-    (lambda p: p.spec.services[0].depends_on.add(service="side"), "spec.services[2].dependsOn[0].service",
-     "dependency cycle: db -> side -> web -> db"),
-    (lambda p: p.spec.services[2].depends_on.add(service="db"), "spec.services[2].dependsOn[2].service",
-     'duplicate dependency "db"'),
-    (lambda p: p.spec.services[3].depends_on.add(service="side", condition="healthy"),
-     "spec.services[3].dependsOn[1].service", "a service cannot depend on itself"),
-    (lambda p: (p.spec.services[2].ClearField("healthcheck"), setattr(p.spec.services[3].depends_on[0], "condition",
-     "healthy")), "spec.services[3].dependsOn[0].condition", 'healthy needs a healthcheck on service "web"'),
-    (lambda p: setattr(p.spec.services[1], "restart_policy", "Always"), "spec.services[2].dependsOn[1].condition",
-     'completed needs restart policy Never or OnFailure on service "migrate"'),
-    (lambda p: p.spec.services[0].healthcheck.exec.command.append("true"), "spec.services[0].healthcheck",
-     "exactly one of exec, http and tcp is required, found exec, tcp"),
-    (lambda p: p.spec.services[0].healthcheck.ClearField("tcp"), "spec.services[0].healthcheck",
-     "exactly one of exec, http and tcp is required, found none"),
-    (lambda p: setattr(p.spec.services[0].healthcheck.tcp, "port", 0), "spec.services[0].healthcheck.tcp.port",
-     "between 1 and 65535"),
-    (lambda p: setattr(p.spec.services[2].healthcheck.http, "port", 70000), "spec.services[2].healthcheck.http.port",
-     "between 1 and 65535"),
-    (lambda p: setattr(p.spec.services[2].healthcheck.http, "path", "healthz"),
-     "spec.services[2].healthcheck.http.path", "must start with '/'"),
-    (lambda p: setattr(p.spec.services[2].healthcheck.http, "expected_status", "399-200"),
-     "spec.services[2].healthcheck.http.expectedStatus", "low to high"),
-    (lambda p: setattr(p.spec.services[2].healthcheck.http, "expected_status", "ok"),
-     "spec.services[2].healthcheck.http.expectedStatus", "status code or range"),
-    (lambda p: p.spec.services[3].healthcheck.exec.ClearField("command"),
-     "spec.services[3].healthcheck.exec.command", "required"),
-    (lambda p: setattr(p.spec.services[0].healthcheck, "interval", "0s"), "spec.services[0].healthcheck.interval",
-     "must be longer than 0"),
-    (lambda p: setattr(p.spec.services[0].healthcheck, "timeout", "soon"), "spec.services[0].healthcheck.timeout",
-     "invalid duration"),
-    (lambda p: setattr(p.spec.services[0].healthcheck, "start_period", "2d"),
-     "spec.services[0].healthcheck.startPeriod", "at most 24h"),
-    (lambda p: setattr(p.spec.services[0].healthcheck, "retries", -1), "spec.services[0].healthcheck.retries",
-     "must not be negative"),
-    (lambda p: setattr(p.spec.tolerations[0], "toleration_seconds", -5), "spec.tolerations[0].tolerationSeconds",
-     "must not be negative"),
-    (lambda p: setattr(p.spec.tolerations[0], "effect", "NoSchedule"), "spec.tolerations[0].tolerationSeconds",
-     'only allowed with effect "NoExecute"'),
+    (
+        lambda p: setattr(p.spec.services[2].depends_on[0], "service", "cache"),
+        "spec.services[2].dependsOn[0].service",
+        'service "cache" is not declared in spec.services',
+    ),
+    (
+        lambda p: setattr(p.spec.services[2].depends_on[0], "service", "web"),
+        "spec.services[2].dependsOn[0].service",
+        "a service cannot depend on itself",
+    ),
+    (
+        lambda p: setattr(p.spec.services[2].depends_on[0], "service", ""),
+        "spec.services[2].dependsOn[0].service",
+        "is required",
+    ),
+    (
+        lambda p: setattr(p.spec.services[2].depends_on[0], "condition", "ready"),
+        "spec.services[2].dependsOn[0].condition",
+        'must be one of "started", "healthy", "completed" (or empty for started), not "ready"',
+    ),
+    (
+        lambda p: p.spec.services[0].depends_on.add(service="side"),
+        "spec.services[2].dependsOn[0].service",
+        "dependency cycle: db -> side -> web -> db",
+    ),
+    (
+        lambda p: p.spec.services[2].depends_on.add(service="db"),
+        "spec.services[2].dependsOn[2].service",
+        'duplicate dependency "db"',
+    ),
+    (
+        lambda p: p.spec.services[3].depends_on.add(service="side", condition="healthy"),
+        "spec.services[3].dependsOn[1].service",
+        "a service cannot depend on itself",
+    ),
+    (
+        lambda p: (
+            p.spec.services[2].ClearField("healthcheck"),
+            setattr(p.spec.services[3].depends_on[0], "condition", "healthy"),
+        ),
+        "spec.services[3].dependsOn[0].condition",
+        'healthy needs a healthcheck on service "web"',
+    ),
+    (
+        lambda p: setattr(p.spec.services[1], "restart_policy", "Always"),
+        "spec.services[2].dependsOn[1].condition",
+        'completed needs restart policy Never or OnFailure on service "migrate"',
+    ),
+    (
+        lambda p: p.spec.services[0].healthcheck.exec.command.append("true"),
+        "spec.services[0].healthcheck",
+        "exactly one of exec, http and tcp is required, found exec, tcp",
+    ),
+    (
+        lambda p: p.spec.services[0].healthcheck.ClearField("tcp"),
+        "spec.services[0].healthcheck",
+        "exactly one of exec, http and tcp is required, found none",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].healthcheck.tcp, "port", 0),
+        "spec.services[0].healthcheck.tcp.port",
+        "between 1 and 65535",
+    ),
+    (
+        lambda p: setattr(p.spec.services[2].healthcheck.http, "port", 70000),
+        "spec.services[2].healthcheck.http.port",
+        "between 1 and 65535",
+    ),
+    (
+        lambda p: setattr(p.spec.services[2].healthcheck.http, "path", "healthz"),
+        "spec.services[2].healthcheck.http.path",
+        "must start with '/'",
+    ),
+    (
+        lambda p: setattr(p.spec.services[2].healthcheck.http, "expected_status", "399-200"),
+        "spec.services[2].healthcheck.http.expectedStatus",
+        "low to high",
+    ),
+    (
+        lambda p: setattr(p.spec.services[2].healthcheck.http, "expected_status", "ok"),
+        "spec.services[2].healthcheck.http.expectedStatus",
+        "status code or range",
+    ),
+    (
+        lambda p: p.spec.services[3].healthcheck.exec.ClearField("command"),
+        "spec.services[3].healthcheck.exec.command",
+        "required",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].healthcheck, "interval", "0s"),
+        "spec.services[0].healthcheck.interval",
+        "must be longer than 0",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].healthcheck, "timeout", "soon"),
+        "spec.services[0].healthcheck.timeout",
+        "invalid duration",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].healthcheck, "start_period", "2d"),
+        "spec.services[0].healthcheck.startPeriod",
+        "at most 24h",
+    ),
+    (
+        lambda p: setattr(p.spec.services[0].healthcheck, "retries", -1),
+        "spec.services[0].healthcheck.retries",
+        "must not be negative",
+    ),
+    (
+        lambda p: setattr(p.spec.tolerations[0], "toleration_seconds", -5),
+        "spec.tolerations[0].tolerationSeconds",
+        "must not be negative",
+    ),
+    (
+        lambda p: setattr(p.spec.tolerations[0], "effect", "NoSchedule"),
+        "spec.tolerations[0].tolerationSeconds",
+        'only allowed with effect "NoExecute"',
+    ),
 ]
 
 

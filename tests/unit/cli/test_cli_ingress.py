@@ -35,7 +35,8 @@ def test_ingress_rows_name_urls_and_whether_served() -> None:
     ]
     assert ingress_rows(hello(v1.SCHEDULED), node(8081))[0][4] == "no: the project is Scheduled"
     assert ingress_rows(hello(), node(0))[0][3:] == [
-        "http://web.hello.local/", "no: node n1 runs no ingress (any other node's ingress forwards)"
+        "http://web.hello.local/",
+        "no: node n1 runs no ingress (any other node's ingress forwards)",
     ]
     text = describe_project(hello(), [], 0.0, node=node(8081))
     assert "Ingress Routes:" in text and "http://web.hello.local:8081/" in text

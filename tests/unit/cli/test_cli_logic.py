@@ -12,16 +12,16 @@ import pytest
 
 from caravanserai import meta, v1
 from caravanserai.backoff import Backoff
-from caravanserai.client.apply import LAST_APPLIED, applied_form, configuration, merged, same
 from caravanserai.cli.config import ConfigError, Settings, channel_credentials, load_config
 from caravanserai.cli.errors import describe_error, invalid, not_found
 from caravanserai.cli.resources import CONFLICT_RETRIES, modify, parse_target
 from caravanserai.cli.wait import hopeless, parse_condition
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Change, ObjectList
+from caravanserai.client.apply import LAST_APPLIED, applied_form, configuration, merged, same
 from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid, Unavailable
-from caravanserai.text.manifestfiles import Source, load_source, split_documents
 from caravanserai.testing import builders
+from caravanserai.text.manifestfiles import Source, load_source, split_documents
 
 # ---- apply merge ----------------------------------------------------------------------------------------------
 
@@ -85,7 +85,11 @@ def test_load_source_numbers_documents_and_reports_each() -> None:
     good = "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: a}\nspec: {services: [{name: a, image: x}]}\n"
     text = good + "---\n" + good.replace("image", "imag") + "---\n" + good.replace("name: a}", "name: b}")
     results = list(load_source(Source("f.yaml", text)))
-    assert [getattr(r, "origin", None) for r in results] == ["f.yaml, document 1, line 1", None, "f.yaml, document 3, line 10"]
+    assert [getattr(r, "origin", None) for r in results] == [
+        "f.yaml, document 1, line 1",
+        None,
+        "f.yaml, document 3, line 10",
+    ]
     assert str(results[1]) == 'f.yaml, document 2, line 6: spec.services[0].imag: unknown field (did you mean "image"?)'
 
 
@@ -119,7 +123,9 @@ def test_config_file_paths_are_relative_to_the_file(tmp_path: Path) -> None:
     assert (config.server, config.token, config.tls_ca) == ("cara:7420", "t0k", tmp_path / "certs" / "ca.pem")
 
 
-def test_missing_default_config_is_fine_but_an_explicit_one_is_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_default_config_is_fine_but_an_explicit_one_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert load_config(None).server is None
     with pytest.raises(ConfigError, match="does not exist"):
@@ -240,7 +246,9 @@ async def test_watcher_resumes_after_unavailable_and_relists_after_expired(monke
                 break
     assert seen == [
         ("MODIFIED", "a", "5"),
-        ("MODIFIED", "a", "9"), ("ADDED", "c", "8"), ("DELETED", "b", "2"),  # synthesized by the relist
+        ("MODIFIED", "a", "9"),
+        ("ADDED", "c", "8"),
+        ("DELETED", "b", "2"),  # synthesized by the relist
         ("ADDED", "d", "10"),
     ]
     assert fake.watched_from == ["101", "5", "100"]

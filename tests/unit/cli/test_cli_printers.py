@@ -11,8 +11,10 @@ from google.protobuf.message import Message
 
 from caravanserai import meta, v1
 from caravanserai.cli.describe_node import describe_node
-from caravanserai.cli.get import GetOptions, WatchPrinter
 from caravanserai.cli.describe_project import describe_project
+from caravanserai.cli.get import GetOptions, WatchPrinter
+from caravanserai.cli.kinds import VIEWS, rows
+from caravanserai.cli.kinds.node import throughput_text
 from caravanserai.cli.layout import Writer, events_about
 from caravanserai.cli.printers import (
     TableWriter,
@@ -25,11 +27,9 @@ from caravanserai.cli.printers import (
     when,
 )
 from caravanserai.cli.schema import documented_values, kind_schema
-from caravanserai.cli.kinds import VIEWS, rows
-from caravanserai.cli.kinds.node import throughput_text
 from caravanserai.cli.tables import RowContext, project_reason
-from caravanserai.client.agentlogs import node_address
 from caravanserai.client import Change
+from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import rfc3339, timestamp
 from caravanserai.testing import builders
 
@@ -110,8 +110,14 @@ def test_node_address_prefers_internal_ip() -> None:
 def test_project_reason_prefers_unschedulable_while_pending() -> None:
     project = builders.project("web")
     meta.set_phase(project, v1.PENDING, reason="Created", message="accepted", now=NOW)
-    meta.set_condition(project.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
-                       message="0/2 nodes are available", now=NOW)
+    meta.set_condition(
+        project.status.conditions,
+        v1.CONDITION_SCHEDULED,
+        v1.FALSE,
+        reason="Unschedulable",
+        message="0/2 nodes are available",
+        now=NOW,
+    )
     cond = project_reason(project)
     assert cond is not None and cond.reason == "Unschedulable"
     row = VIEWS["projects"].columns.row(project, RowContext(now=NOW), True)
@@ -214,10 +220,16 @@ def test_describe_project_shows_every_field() -> None:
 def test_describe_node_shows_every_field_of_node_and_lease() -> None:
     node, lease = filled(v1.Node), filled(v1.Lease)
     full = describe_node(node, lease, [], [], NOW)
-    missing = [p for p in leaf_paths(node) if p not in NOT_SHOWN
-               and describe_node(cleared(node, p), lease, [], [], NOW) == full]
-    missing += [f"lease.{p}" for p in leaf_paths(lease.spec, "spec.")
-                if describe_node(node, cleared(lease, p), [], [], NOW) == full]
+    missing = [
+        p
+        for p in leaf_paths(node)
+        if p not in NOT_SHOWN and describe_node(cleared(node, p), lease, [], [], NOW) == full
+    ]
+    missing += [
+        f"lease.{p}"
+        for p in leaf_paths(lease.spec, "spec.")
+        if describe_node(node, cleared(lease, p), [], [], NOW) == full
+    ]
     assert missing == []
 
 
@@ -236,12 +248,20 @@ def test_describe_events_match_kind_name_and_uid() -> None:
 
 def test_describe_pending_project_leads_with_the_reason() -> None:
     project = builders.project("big")
-    meta.set_condition(project.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
-                       message="0/3 nodes are available: 3 insufficient memory", now=NOW)
+    meta.set_condition(
+        project.status.conditions,
+        v1.CONDITION_SCHEDULED,
+        v1.FALSE,
+        reason="Unschedulable",
+        message="0/3 nodes are available: 3 insufficient memory",
+        now=NOW,
+    )
     project.status.phase = v1.PENDING
     head = describe_project(project, [], NOW).splitlines()[:5]
-    assert head[3:] == ["Reason:               Unschedulable",
-                        "Message:              0/3 nodes are available: 3 insufficient memory"]
+    assert head[3:] == [
+        "Reason:               Unschedulable",
+        "Message:              0/3 nodes are available: 3 insufficient memory",
+    ]
 
 
 # ---- schema -----------------------------------------------------------------------------------------------------
@@ -299,7 +319,9 @@ async def test_watch_printer_prefixes_events_and_keeps_alignment(capsys: pytest.
     await printer.print([Change(v1.DELETED, second)])
     out = capsys.readouterr().out.splitlines()
     assert [line.split()[:3] for line in out] == [
-        ["EVENT", "NAME", "PHASE"], ["ADDED", "web", "Pending"], ["DELETED", "a-much-longer-name", "Pending"],
+        ["EVENT", "NAME", "PHASE"],
+        ["ADDED", "web", "Pending"],
+        ["DELETED", "a-much-longer-name", "Pending"],
     ]
     assert out[0].index("NAME") == out[1].index("web") == out[2].index("a-much-longer-name")
 

@@ -6,7 +6,8 @@ import pytest
 
 from caravanserai import meta, v1
 from caravanserai.clock import timestamp
-from caravanserai.controllers.gc.policy import GCConfig, GCStep as Step, Verdict, is_candidate, plan, terminated_at
+from caravanserai.controllers.gc.policy import GCConfig, Verdict, is_candidate, plan, terminated_at
+from caravanserai.controllers.gc.policy import GCStep as Step
 from caravanserai.testing.builders import project
 
 T = 1_000_000.0

@@ -9,14 +9,18 @@ from caravanserai.clock import seconds, timestamp
 from caravanserai.controllers.nodehealth import conditions
 from caravanserai.controllers.nodehealth.policy import (
     HealthAction as Action,
+)
+from caravanserai.controllers.nodehealth.policy import (
     HealthConfig,
-    HealthStep as Step,
     braked,
     heartbeat_deadline,
     is_ready,
     outage_start,
     plan_project,
     unhealthy_fraction,
+)
+from caravanserai.controllers.nodehealth.policy import (
+    HealthStep as Step,
 )
 from caravanserai.testing.builders import lease, node, project
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
-from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, PlacementAction as Action, plan
+from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, plan
+from caravanserai.controllers.placement.policy import PlacementAction as Action
+from caravanserai.project import lifecycle
 from caravanserai.testing.builders import node as make_node
 from caravanserai.testing.builders import node_status, project
 
@@ -49,17 +50,37 @@ def tolerate(p: v1.Project, key: str, seconds: int | None = None) -> v1.Project:
         (bound(v1.SCHEDULED), node(("maint", "NoExecute")), Action.TO_PENDING, NOW, lifecycle.REASON_TAINT_EVICTION),
         (bound(), node(("maint", "NoSchedule")), Action.NONE, None, ""),
         (tolerate(bound(), "maint"), node(("maint", "NoExecute")), Action.NONE, None, ""),
-        (tolerate(bound(), "maint", 30), node(("maint", "NoExecute")), Action.STAMP_TAINTED, NOW,
-         lifecycle.REASON_TAINT_EVICTION),
-        (tolerate(bound(), "other", 30), node(("maint", "NoExecute")), Action.TO_PENDING, NOW,
-         lifecycle.REASON_TAINT_EVICTION),
+        (
+            tolerate(bound(), "maint", 30),
+            node(("maint", "NoExecute")),
+            Action.STAMP_TAINTED,
+            NOW,
+            lifecycle.REASON_TAINT_EVICTION,
+        ),
+        (
+            tolerate(bound(), "other", 30),
+            node(("maint", "NoExecute")),
+            Action.TO_PENDING,
+            NOW,
+            lifecycle.REASON_TAINT_EVICTION,
+        ),
         (bound(v1.FAILED), node(("maint", "NoExecute")), Action.NONE, None, ""),
         (bound(generation=2, scheduled=1), node(), Action.CONFIRM, NOW, ""),
-        (bound(generation=2, scheduled=1), node(cpu="500m"), Action.TO_PENDING, NOW,
-         lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE),
+        (
+            bound(generation=2, scheduled=1),
+            node(cpu="500m"),
+            Action.TO_PENDING,
+            NOW,
+            lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE,
+        ),
         (bound(generation=1, scheduled=1), node(cpu="500m"), Action.NONE, None, ""),
-        (bound(generation=2, scheduled=1), node(("gpu", "NoSchedule")), Action.TO_PENDING, NOW,
-         lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE),
+        (
+            bound(generation=2, scheduled=1),
+            node(("gpu", "NoSchedule")),
+            Action.TO_PENDING,
+            NOW,
+            lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE,
+        ),
     ],
 )
 def test_plan(proj: v1.Project, n: v1.Node, action: Action, due: float | None, reason: str) -> None:

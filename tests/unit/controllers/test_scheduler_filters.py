@@ -75,9 +75,19 @@ def test_node_schedulable(unschedulable: bool, passes: bool) -> None:
         ({"gpu": 2}, {"gpu": 2}, {"gpu": 1}, ("insufficient gpu", False)),
         ({"gpu": 1}, {"gpu": 2}, {"gpu": 1}, None),
         # cpu only full now, memory never: infeasible wins whatever the order
-        ({"cpu": 1000, "memory": 16 * GI}, {"cpu": 1000, "memory": 8 * GI}, {"cpu": 500}, ("insufficient memory", True)),
+        (
+            {"cpu": 1000, "memory": 16 * GI},
+            {"cpu": 1000, "memory": 8 * GI},
+            {"cpu": 500},
+            ("insufficient memory", True),
+        ),
         # several short now: cpu is reported first
-        ({"cpu": 2000, "memory": 2 * GI}, {"cpu": 2000, "memory": 2 * GI}, {"cpu": 1, "memory": 1}, ("insufficient cpu", False)),
+        (
+            {"cpu": 2000, "memory": 2 * GI},
+            {"cpu": 2000, "memory": 2 * GI},
+            {"cpu": 1, "memory": 1},
+            ("insufficient cpu", False),
+        ),
         # another project overcommitted the node (allocatable shrank): nothing fits now
         ({"cpu": 1}, {"cpu": 1000}, {"cpu": 1500}, ("insufficient cpu", False)),
     ],
@@ -132,9 +142,7 @@ SOFT = TaintInfo("spot", "", "PreferNoSchedule")
         ((GPU, GPU_EXEC), (TolerationInfo("dedicated", "Exists"),), True),
     ],
 )
-def test_taints_tolerated(
-    taints: tuple[TaintInfo, ...], tolerations: tuple[TolerationInfo, ...], passes: bool
-) -> None:
+def test_taints_tolerated(taints: tuple[TaintInfo, ...], tolerations: tuple[TolerationInfo, ...], passes: bool) -> None:
     result = taints_tolerated(project(tolerations=tolerations), node(taints=taints), CTX)
     assert (result is None) == passes
     if result is not None:
@@ -213,7 +221,9 @@ def test_schedule_diagnosis_counts_every_node_once() -> None:
     decision = schedule(project(requests={"memory": 2 * GI}), nodes, CTX, start=3)
     assert decision.node is None and decision.visited == 5
     assert decision.diagnosis is not None
-    assert decision.diagnosis.message() == "0/5 nodes are available: 2 NotReady, 1 unschedulable, 2 insufficient memory."
+    assert (
+        decision.diagnosis.message() == "0/5 nodes are available: 2 NotReady, 1 unschedulable, 2 insufficient memory."
+    )
 
 
 @pytest.mark.parametrize(

@@ -207,7 +207,9 @@ def test_retry_backoff_doubles_to_its_cap_and_resets() -> None:
     assert backoff.next_delay("p") == 1
 
 
-@pytest.mark.parametrize(("now", "due"), [(100.0, False), (103.98, False), (103.995, True), (104.0, True), (200.0, True)])
+@pytest.mark.parametrize(
+    ("now", "due"), [(100.0, False), (103.98, False), (103.995, True), (104.0, True), (200.0, True)]
+)
 def test_retry_backoff_knows_when_a_project_is_due(now: float, due: bool) -> None:
     backoff = RetryBackoff(initial=1.0, maximum=30.0)
     assert backoff.due("p", now=0.0)  # never failed

@@ -41,7 +41,9 @@ def test_cluster_view_sums_requests_of_bound_projects_only() -> None:
     assert row["leaseAge"] == pytest.approx(3.0)
     assert row["projects"] == ["a", "b"]
     assert {r["name"]: (r["allocatable"], r["requested"]) for r in row["resources"]} == {
-        "cpu": (4.0, 1.5), "memory": (8 * 1024**3, 1024**3)}
+        "cpu": (4.0, 1.5),
+        "memory": (8 * 1024**3, 1024**3),
+    }
     assert view["phases"] == {"Running": 1, "Scheduled": 1, "Terminated": 1, "Unknown": 1}
 
 
@@ -50,8 +52,9 @@ def test_pending_reason_prefers_the_unschedulable_verdict() -> None:
     p.status.phase = v1.PENDING
     meta.set_phase(p, v1.PENDING, reason="Created", message="", now=NOW)
     assert views.pending_reason(p) == {"reason": "Created", "message": ""}
-    meta.set_condition(p.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable",
-                       message="0/3 nodes fit", now=NOW)
+    meta.set_condition(
+        p.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason="Unschedulable", message="0/3 nodes fit", now=NOW
+    )
     assert views.pending_reason(p) == {"reason": "Unschedulable", "message": "0/3 nodes fit"}
 
 
@@ -109,7 +112,9 @@ class CustomKind:
 
 
 def test_any_kind_table_uses_the_kinds_printer_columns() -> None:
-    kind = CustomKind("Node", "nodes", (), (Column("Zone", ".metadata.labels.zone"), Column("CPU", ".status.allocatable.cpu")))
+    kind = CustomKind(
+        "Node", "nodes", (), (Column("Zone", ".metadata.labels.zone"), Column("CPU", ".status.allocatable.cpu"))
+    )
     n = node_status(node("n1", labels={"zone": "a"}))
     table = views.kind_table(kind, [n], NOW)  # type: ignore[arg-type]  # a CustomKind stands in for meta.Kind: the view reads its names and columns
     assert table["columns"] == ["Zone", "CPU"]

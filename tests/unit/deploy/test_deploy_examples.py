@@ -24,7 +24,9 @@ def test_prometheus_config_scrapes_the_default_addresses() -> None:
 def test_grafana_dashboard_queries_known_metrics() -> None:
     dashboard = json.loads((DEPLOY / "grafana-dashboard.json").read_text())
     queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
-    used = {re.sub(r"_(bucket|count|sum|total)$", "", name) for q in queries for name in re.findall(r"caravanserai_\w+", q)}
+    used = {
+        re.sub(r"_(bucket|count|sum|total)$", "", name) for q in queries for name in re.findall(r"caravanserai_\w+", q)
+    }
     sources = Path(apiserver_metrics.__file__).read_text() + Path(controller_metrics.__file__).read_text()
     for name in used:
         assert name.removeprefix("caravanserai_apiserver_") in sources or name in sources, f"{name} is not exported"

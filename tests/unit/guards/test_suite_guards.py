@@ -10,7 +10,7 @@ import pytest
 
 CONFTEST = Path(__file__).resolve().parents[2] / "conftest.py"
 
-SUITE = '''
+SUITE = """
 import asyncio
 import os
 
@@ -41,7 +41,7 @@ async def test_tasks_of_a_module_fixture_are_not_the_tests(server_task):
 def test_the_mutation_detector_is_on():
     assert os.environ["CARA_CACHE_MUTATION_DETECTOR"] == "1"
     assert MutationDetector().enabled
-'''
+"""
 
 
 def test_the_conftest_guards(pytester: pytest.Pytester) -> None:

@@ -205,7 +205,9 @@ def test_indexes_added_later_file_existing_objects(compact: bool) -> None:
 
 @pytest.mark.parametrize("compact", [False, True], ids=["decoded", "compact"])
 def test_mutation_detector_names_the_object_and_the_changed_field(compact: bool) -> None:
-    cache: Indexer[v1.Project] = Indexer(compact=COMPACT[compact], detector=MutationDetector(enabled=True, kind="Project"))
+    cache: Indexer[v1.Project] = Indexer(
+        compact=COMPACT[compact], detector=MutationDetector(enabled=True, kind="Project")
+    )
     cache.upsert("a", project("a"))
     cache.check_mutations()  # untouched: fine
 
@@ -276,10 +278,14 @@ async def test_handlers_run_after_the_cache_update_in_event_order(compact: bool)
 
     def on_update(old: v1.Project, new: v1.Project) -> None:
         in_cache = informer.get(new.metadata.name) == new  # the same message, or (compact) an equal one
-        seen.append(("update", new.metadata.name, f"{old.metadata.resource_version}>{new.metadata.resource_version}", in_cache))
+        seen.append(
+            ("update", new.metadata.name, f"{old.metadata.resource_version}>{new.metadata.resource_version}", in_cache)
+        )
 
     def on_delete(obj: v1.Project) -> None:
-        seen.append(("delete", obj.metadata.name, obj.metadata.resource_version, informer.get(obj.metadata.name) is None))
+        seen.append(
+            ("delete", obj.metadata.name, obj.metadata.resource_version, informer.get(obj.metadata.name) is None)
+        )
 
     informer.add_event_handler(on_add=on_add, on_update=on_update, on_delete=on_delete)
     async with running(informer.run()):
@@ -439,7 +445,10 @@ async def test_a_silent_watch_is_restarted_from_the_last_bookmark() -> None:
     api.put(project("a"))
     # The detector (on in tests) would add its periodic check as a second sleeper on the fake clock.
     informer = informer_of(
-        api, clock=clock, watch_options=WatchOptions(idle_timeout=60.0, backoff=Backoff(initial=1.0, jitter=0.0)), detect_mutations=False
+        api,
+        clock=clock,
+        watch_options=WatchOptions(idle_timeout=60.0, backoff=Backoff(initial=1.0, jitter=0.0)),
+        detect_mutations=False,
     )
     async with running(informer.run()):
         await informer.wait_synced()

@@ -41,7 +41,9 @@ async def test_a_recycled_watch_resumes_from_its_version_at_once_without_relisti
     api = FakeProjects()
     api.put(project("a"))
     watch: ResumableWatch[Any] = ResumableWatch(
-        cast(Any, api), clock=clock, watch_options=WatchOptions(backoff=Backoff(initial=100.0, jitter=0.0), watch_duration=(10.0, 10.0))
+        cast(Any, api),
+        clock=clock,
+        watch_options=WatchOptions(backoff=Backoff(initial=100.0, jitter=0.0), watch_duration=(10.0, 10.0)),
     )
     seen: list[str] = []
     async with contextlib.aclosing(watch.changes()) as changes:
@@ -68,7 +70,9 @@ async def test_a_recycled_watch_resumes_from_its_version_at_once_without_relisti
 
 async def test_errors_outside_retry_on_reach_the_consumer() -> None:
     api = FakeProjects()
-    watch: ResumableWatch[Any] = ResumableWatch(cast(Any, api), watch_options=WatchOptions(backoff=FAST), retry_on=(Unavailable,))
+    watch: ResumableWatch[Any] = ResumableWatch(
+        cast(Any, api), watch_options=WatchOptions(backoff=FAST), retry_on=(Unavailable,)
+    )
     async with contextlib.aclosing(watch.changes()) as changes:
         assert isinstance(await anext(changes), Listed)
         nxt = asyncio.ensure_future(anext(changes))
@@ -111,4 +115,3 @@ async def test_the_cli_watcher_reports_a_relist_as_changes_of_the_names_it_watch
     assert sorted(got) == [(v1.ADDED, "c"), (v1.DELETED, "a"), (v1.MODIFIED, "b")]
     assert sorted(watcher.known) == ["b", "c"]
     assert api.lists == 2
-

@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from caravanserai.project import lifecycle
 from caravanserai import meta, v1
 from caravanserai.errors import FailedPrecondition
+from caravanserai.project import lifecycle
 from caravanserai.testing.builders import project
 
 # The whole table, written out: (before, after) pairs a status update may make. Anything else is refused.
@@ -91,7 +91,9 @@ def test_constructors_make_the_change_their_name_says_and_leave_the_input_alone(
     assert stuck.status.phase == v1.PENDING
     assert meta.get_condition(stuck.status.conditions, v1.CONDITION_PHASE).reason == lifecycle.REASON_UNSCHEDULABLE
 
-    moved_away = lifecycle.return_to_pending(bound, reason="NodeDrained", message="drained", now=6.0, handoff_until=66.0)
+    moved_away = lifecycle.return_to_pending(
+        bound, reason="NodeDrained", message="drained", now=6.0, handoff_until=66.0
+    )
     lifecycle.check(bound, moved_away, now=6.0)
     assert (moved_away.status.node_ref, moved_away.status.previous_node_ref) == ("", "n2")
     assert moved_away.status.handoff_deadline.seconds == 66

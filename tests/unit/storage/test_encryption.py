@@ -41,8 +41,10 @@ def test_refusals_name_the_key_never_the_value() -> None:
 
 def test_key_file(tmp_path: Path) -> None:
     good = tmp_path / "keys"
-    good.write_text(f"# rotation\nnew {base64.b64encode(os.urandom(32)).decode()}\n\n"
-                    f"old {base64.b64encode(os.urandom(32)).decode()}\n")
+    good.write_text(
+        f"# rotation\nnew {base64.b64encode(os.urandom(32)).decode()}\n\n"
+        f"old {base64.b64encode(os.urandom(32)).decode()}\n"
+    )
     assert [k.key_id for k in load_key_file(str(good))] == ["new", "old"]
     for text, message in (
         ("", "no keys"),

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from caravanserai.text import manifest
 from caravanserai import v1
 from caravanserai.errors import Invalid
+from caravanserai.text import manifest
 from caravanserai.text.manifest import dump_json, dump_yaml, load_manifests, to_dict
 from caravanserai.text.manifestfiles import load_manifest_files
 
@@ -59,8 +59,13 @@ def _load_one(text: str) -> v1.Project:
 def test_yaml_documents_become_objects() -> None:
     project, node = load_manifests(WEB, source="web.yaml")
     assert isinstance(project, v1.Project) and isinstance(node, v1.Node)
-    assert dict(project.metadata.labels) == {"tier": "1", "zero": "010", "on": "true", "half": "0.50",
-                                             "day": "2024-01-01"}
+    assert dict(project.metadata.labels) == {
+        "tier": "1",
+        "zero": "010",
+        "on": "true",
+        "half": "0.50",
+        "day": "2024-01-01",
+    }
     assert project.metadata.generation == 7
     service = project.spec.services[0]
     assert service.image == "nginx:1.27"
@@ -93,13 +98,21 @@ def test_timestamps_in_any_yaml_form(written: str, rfc3339: str) -> None:
 
 
 def test_json_objects_and_lists() -> None:
-    single = json.dumps({"apiVersion": "caravanserai/v1", "kind": "Lease", "metadata": {"name": "n1"},
-                         "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40}})
+    single = json.dumps(
+        {
+            "apiVersion": "caravanserai/v1",
+            "kind": "Lease",
+            "metadata": {"name": "n1"},
+            "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40},
+        }
+    )
     [lease] = load_manifests(single, source="lease.json")
     assert isinstance(lease, v1.Lease) and lease.spec.lease_duration_seconds == 40
-    several = '[{"apiVersion":"caravanserai/v1","kind":"Event","metadata":{"name":"e1"},' \
-              '"spec":{"count":"3","type":"Normal"}}, {"apiVersion":"caravanserai/v1","kind":"Node",' \
-              '"metadata":{"name":"n1","labels":{"n":1.50}}}]'
+    several = (
+        '[{"apiVersion":"caravanserai/v1","kind":"Event","metadata":{"name":"e1"},'
+        '"spec":{"count":"3","type":"Normal"}}, {"apiVersion":"caravanserai/v1","kind":"Node",'
+        '"metadata":{"name":"n1","labels":{"n":1.50}}}]'
+    )
     event, node = load_manifests(several)
     assert isinstance(event, v1.Event) and event.spec.count == 3
     assert isinstance(node, v1.Node) and node.metadata.labels["n"] == "1.50"
@@ -111,8 +124,10 @@ def test_empty_input_gives_no_objects(text: str) -> None:
 
 
 def test_null_fields_stay_unset_and_integral_numbers_fit_integer_fields() -> None:
-    project = _load_one("apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: a, labels: null}\n"
-                        "spec: {priority: 1e2, services: [{name: a, ports: [{containerPort: 80.0}]}]}\n")
+    project = _load_one(
+        "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: a, labels: null}\n"
+        "spec: {priority: 1e2, services: [{name: a, ports: [{containerPort: 80.0}]}]}\n"
+    )
     assert not project.metadata.labels
     assert project.spec.priority == 100
     assert project.spec.services[0].ports[0].container_port == 80
@@ -124,50 +139,85 @@ HEADER = "apiVersion: caravanserai/v1\nkind: Project\n"
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("kind: Project\nmetadata: {name: a}\n", "x.yaml, document 1, line 1: apiVersion: is required (caravanserai/v1)"),
-        ("apiVersion: v1\nkind: Project\n", 'x.yaml, document 1, line 1: apiVersion: must be caravanserai/v1, not "v1"'),
-        ("apiVersion: caravanserai/v1\n", "x.yaml, document 1, line 1: kind: is required (one of Config, Event, Lease, Node, Project, ResourceDefinition, Secret"),
-        ("apiVersion: caravanserai/v1\nkind: Pod\n",
-         'x.yaml, document 1, line 1: kind: unknown kind "Pod": expected one of Config, Event, Lease, Node, Project, ResourceDefinition, Secret'),
+        (
+            "kind: Project\nmetadata: {name: a}\n",
+            "x.yaml, document 1, line 1: apiVersion: is required (caravanserai/v1)",
+        ),
+        (
+            "apiVersion: v1\nkind: Project\n",
+            'x.yaml, document 1, line 1: apiVersion: must be caravanserai/v1, not "v1"',
+        ),
+        (
+            "apiVersion: caravanserai/v1\n",
+            "x.yaml, document 1, line 1: kind: is required (one of Config, Event, Lease, Node, Project, ResourceDefinition, Secret",
+        ),
+        (
+            "apiVersion: caravanserai/v1\nkind: Pod\n",
+            'x.yaml, document 1, line 1: kind: unknown kind "Pod": expected one of Config, Event, Lease, Node, Project, ResourceDefinition, Secret',
+        ),
         ("apiVersion: caravanserai/v1\nkind: [Project]\n", "x.yaml, document 1, line 1: kind: unknown kind a list"),
         ("- 1\n", "x.yaml, document 1, item 1: expected a mapping with apiVersion and kind, got an integer (1)"),
         ("just text\n", 'x.yaml, document 1: expected a mapping with apiVersion and kind, got a string "just text"'),
-        (HEADER + "spec:\n  services:\n  - name: a\n    imag: x\n",
-         'x.yaml, document 1, line 1: spec.services[0].imag: unknown field (did you mean "image"?)'),
+        (
+            HEADER + "spec:\n  services:\n  - name: a\n    imag: x\n",
+            'x.yaml, document 1, line 1: spec.services[0].imag: unknown field (did you mean "image"?)',
+        ),
         (HEADER + "spec: {zzz: 1}\n", "x.yaml, document 1, line 1: spec.zzz: unknown field"),
-        (HEADER + "metadata: {name: a, labels: {a: [1]}}\n",
-         'x.yaml, document 1, line 1: metadata.labels["a"]: expected a string, got a list'),
-        (HEADER + "metadata: {name: a, labels: {a: }}\n",
-         'x.yaml, document 1, line 1: metadata.labels["a"]: expected a string, got null'),
+        (
+            HEADER + "metadata: {name: a, labels: {a: [1]}}\n",
+            'x.yaml, document 1, line 1: metadata.labels["a"]: expected a string, got a list',
+        ),
+        (
+            HEADER + "metadata: {name: a, labels: {a: }}\n",
+            'x.yaml, document 1, line 1: metadata.labels["a"]: expected a string, got null',
+        ),
         (HEADER + "metadata: {name: a, labels: {[x]: y}}\n", "keys must be strings, not a"),
-        (HEADER + "metadata: {name: 1}\n", "x.yaml, document 1, line 1: metadata.name: expected a string, got an integer (1); "
-                                           "quote it"),
+        (
+            HEADER + "metadata: {name: 1}\n",
+            "x.yaml, document 1, line 1: metadata.name: expected a string, got an integer (1); quote it",
+        ),
         (HEADER + "metadata: [a]\n", "x.yaml, document 1, line 1: metadata: expected a mapping, got a list"),
-        (HEADER + "metadata: {finalizers: x}\n", "x.yaml, document 1, line 1: metadata.finalizers: expected a list, got a "
-                                                 'string "x"'),
+        (
+            HEADER + "metadata: {finalizers: x}\n",
+            'x.yaml, document 1, line 1: metadata.finalizers: expected a list, got a string "x"',
+        ),
         (HEADER + "metadata: {labels: x}\n", 'metadata.labels: expected a mapping, got a string "x"'),
         (HEADER + "spec: {priority: high}\n", 'spec.priority: expected an integer, got a string "high"'),
         (HEADER + "spec: {priority: 1.5}\n", "spec.priority: expected an integer, got a number (1.5)"),
         (HEADER + "spec: {priority: true}\n", "spec.priority: expected an integer, got a boolean (true)"),
-        (HEADER + "spec: {priority: 2147483648}\n", "spec.priority: must be between -2147483648 and 2147483647, "
-                                                    "not 2147483648"),
+        (
+            HEADER + "spec: {priority: 2147483648}\n",
+            "spec.priority: must be between -2147483648 and 2147483647, not 2147483648",
+        ),
         (HEADER + "metadata: {generation: '9223372036854775808'}\n", "metadata.generation: must be between"),
         (HEADER + "metadata: {generation: '1" + "0" * 50 + "'}\n", "metadata.generation: expected an integer"),
-        (HEADER + "spec: {services: [{volumeMounts: [{readOnly: yes}]}]}\n",
-         'spec.services[0].volumeMounts[0].readOnly: expected a boolean (true or false), got a string "yes"'),
-        (HEADER + "spec: {expireAt: tomorrow}\n",
-         'spec.expireAt: expected an RFC 3339 time such as 2026-01-31T12:00:00Z, got a string "tomorrow"'),
-        (HEADER + "spec: {expireAt: 2026-13-45}\n", 'spec.expireAt: expected an RFC 3339 time such as '
-                                                    '2026-01-31T12:00:00Z, got a string "2026-13-45"'),
+        (
+            HEADER + "spec: {services: [{volumeMounts: [{readOnly: yes}]}]}\n",
+            'spec.services[0].volumeMounts[0].readOnly: expected a boolean (true or false), got a string "yes"',
+        ),
+        (
+            HEADER + "spec: {expireAt: tomorrow}\n",
+            'spec.expireAt: expected an RFC 3339 time such as 2026-01-31T12:00:00Z, got a string "tomorrow"',
+        ),
+        (
+            HEADER + "spec: {expireAt: 2026-13-45}\n",
+            'spec.expireAt: expected an RFC 3339 time such as 2026-01-31T12:00:00Z, got a string "2026-13-45"',
+        ),
         (HEADER + "spec: {expireAt: 5}\n", "spec.expireAt: expected an RFC 3339 time"),
-        (HEADER + "spec: {nodeSelector: {a: b}, node_selector: {c: d}}\n",
-         "spec.node_selector: duplicate field (also given as nodeSelector)"),
-        (HEADER + "metadata: {name: a, name: b}\n",
-         'x.yaml, document 1: line 3, column 21: invalid YAML: found duplicate key "name" with value "b"'),
+        (
+            HEADER + "spec: {nodeSelector: {a: b}, node_selector: {c: d}}\n",
+            "spec.node_selector: duplicate field (also given as nodeSelector)",
+        ),
+        (
+            HEADER + "metadata: {name: a, name: b}\n",
+            'x.yaml, document 1: line 3, column 21: invalid YAML: found duplicate key "name" with value "b"',
+        ),
         (HEADER + "metadata: {name: [\n", "x.yaml, document 1: line 4, column 1: invalid YAML:"),
         (HEADER + "metadata:\n\tname: a\n", "x.yaml, document 1: line 4, column 1: invalid YAML:"),
-        (HEADER + "metadata: " + "[" * 100 + "]" * 100 + "\n", "invalid YAML: maximum depth of data structure "
-                                                              "exceeded"),
+        (
+            HEADER + "metadata: " + "[" * 100 + "]" * 100 + "\n",
+            "invalid YAML: maximum depth of data structure exceeded",
+        ),
         (HEADER + "metadata: *nowhere\n", "invalid YAML: found undefined alias 'nowhere'"),
     ],
 )
@@ -182,15 +232,21 @@ def test_the_documented_example_message_in_full() -> None:
     text = HEADER + "metadata: {name: a}\n---\n" + HEADER + "metadata: {name: b}\nspec:\n  services:\n  - imag: x\n"
     with pytest.raises(Invalid) as info:
         load_manifests(text, source="web.yaml")
-    assert str(info.value) == 'web.yaml, document 2, line 5: spec.services[0].imag: unknown field (did you mean "image"?)'
+    assert (
+        str(info.value) == 'web.yaml, document 2, line 5: spec.services[0].imag: unknown field (did you mean "image"?)'
+    )
     [violation] = info.value.violations
-    assert (violation.field, violation.description) == ("spec.services[0].imag", 'unknown field (did you mean '
-                                                                                 '"image"?)')
+    assert (violation.field, violation.description) == (
+        "spec.services[0].imag",
+        'unknown field (did you mean "image"?)',
+    )
 
 
 def test_every_problem_of_every_document_is_reported() -> None:
-    text = (HEADER + "spec: {priority: x, zzz: 1}\n---\nkind: Node\n---\n" + HEADER + "metadata: {name: ok}\n"
-            "---\n" + "a: [\n")
+    text = (
+        HEADER + "spec: {priority: x, zzz: 1}\n---\nkind: Node\n---\n" + HEADER + "metadata: {name: ok}\n"
+        "---\n" + "a: [\n"
+    )
     with pytest.raises(Invalid) as info:
         load_manifests(text)
     assert str(info.value).split("; ") == [
@@ -206,8 +262,10 @@ def test_alias_expansion_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(manifest, "MAX_VALUES", 10_000)
     command = "[" + ", ".join(["x"] * 100) + "]"
     services = "[" + ", ".join(["*s"] * 200) + "]"
-    text = HEADER + f"metadata: {{name: a}}\nx-template: &s {{name: a, command: {command}}}\nspec: {{services: " \
-                    f"{services}}}\n"
+    text = (
+        HEADER + f"metadata: {{name: a}}\nx-template: &s {{name: a, command: {command}}}\nspec: {{services: "
+        f"{services}}}\n"
+    )
     with pytest.raises(Invalid) as info:
         load_manifests(text)
     assert "<stdin>, document 1, line 1: too large: more than 10000 values" in str(info.value)
@@ -223,31 +281,60 @@ def complex_objects() -> list[v1.Project | v1.Node | v1.Lease | v1.Event]:
     project = v1.Project(
         api_version="caravanserai/v1",
         kind="Project",
-        metadata=v1.ObjectMeta(name="shop", uid="u-1", labels={"tier": "1", "b": "true", "a": ""},
-                               annotations={"note": "line one\nline two: with colon", "t": "2024-01-01"},
-                               resource_version="42", generation=9_007_199_254_740_993, finalizers=["x.io/y"]),
+        metadata=v1.ObjectMeta(
+            name="shop",
+            uid="u-1",
+            labels={"tier": "1", "b": "true", "a": ""},
+            annotations={"note": "line one\nline two: with colon", "t": "2024-01-01"},
+            resource_version="42",
+            generation=9_007_199_254_740_993,
+            finalizers=["x.io/y"],
+        ),
         spec=v1.ProjectSpec(
-            services=[v1.Service(name="web", image="nginx", command=["sh", "-c", "echo 'hi' # not a comment"],
-                                 env=[v1.EnvVar(name="EMPTY"), v1.EnvVar(name="N", value="010")],
-                                 ports=[v1.ServicePort(container_port=80, host_port=8080, protocol="UDP")],
-                                 volume_mounts=[v1.VolumeMount(name="d", mount_path="/d", read_only=True)],
-                                 resources=v1.ResourceRequirements(requests={"cpu": "500m"}, limits={"cpu": "1"}))],
+            services=[
+                v1.Service(
+                    name="web",
+                    image="nginx",
+                    command=["sh", "-c", "echo 'hi' # not a comment"],
+                    env=[v1.EnvVar(name="EMPTY"), v1.EnvVar(name="N", value="010")],
+                    ports=[v1.ServicePort(container_port=80, host_port=8080, protocol="UDP")],
+                    volume_mounts=[v1.VolumeMount(name="d", mount_path="/d", read_only=True)],
+                    resources=v1.ResourceRequirements(requests={"cpu": "500m"}, limits={"cpu": "1"}),
+                )
+            ],
             volumes=[v1.Volume(name="d")],
             tolerations=[v1.Toleration(operator="Exists")],
             priority=-3,
         ),
-        status=v1.ProjectStatus(phase="Running", node_ref="n1", observed_generation=3,
-                                conditions=[v1.Condition(type="Ready", status="True", reason="Up")]),
+        status=v1.ProjectStatus(
+            phase="Running",
+            node_ref="n1",
+            observed_generation=3,
+            conditions=[v1.Condition(type="Ready", status="True", reason="Up")],
+        ),
     )
     project.metadata.creation_timestamp.FromJsonString("2026-01-31T12:00:00.123456789Z")
     project.status.conditions[0].last_transition_time.FromJsonString("1999-12-31T23:59:59Z")
-    node = v1.Node(api_version="caravanserai/v1", kind="Node", metadata=v1.ObjectMeta(name="n1"),
-                   status=v1.NodeStatus(state="Ready", capacity={"cpu": "4", "memory": "16Gi"},
-                                        network=v1.NodeNetwork(agent_port=7421)))
-    lease = v1.Lease(api_version="caravanserai/v1", kind="Lease", metadata=v1.ObjectMeta(name="n1"),
-                     spec=v1.LeaseSpec(holder_identity="n1", lease_duration_seconds=40))
-    event = v1.Event(api_version="caravanserai/v1", kind="Event", metadata=v1.ObjectMeta(name="e.1"),
-                     spec=v1.EventSpec(type="Warning", reason="Failed", message="ünïcode ✓", count=2))
+    node = v1.Node(
+        api_version="caravanserai/v1",
+        kind="Node",
+        metadata=v1.ObjectMeta(name="n1"),
+        status=v1.NodeStatus(
+            state="Ready", capacity={"cpu": "4", "memory": "16Gi"}, network=v1.NodeNetwork(agent_port=7421)
+        ),
+    )
+    lease = v1.Lease(
+        api_version="caravanserai/v1",
+        kind="Lease",
+        metadata=v1.ObjectMeta(name="n1"),
+        spec=v1.LeaseSpec(holder_identity="n1", lease_duration_seconds=40),
+    )
+    event = v1.Event(
+        api_version="caravanserai/v1",
+        kind="Event",
+        metadata=v1.ObjectMeta(name="e.1"),
+        spec=v1.EventSpec(type="Warning", reason="Failed", message="ünïcode ✓", count=2),
+    )
     return [project, node, lease, event]
 
 

@@ -59,8 +59,29 @@ def test_parse_quantity_is_exact(text: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", " 1", "1 ", "1 Gi", "abc", "1.2.3", "1e", "1Kb", "1ki", "1mi", "1u", "--1", "1e1.5", "1e9999", "١", "Ki",
-     "1\n", "1" * 65, f"1e{MAX_EXPONENT + 1}", f"1e-{MAX_EXPONENT + 1}", "."],
+    [
+        "",
+        " 1",
+        "1 ",
+        "1 Gi",
+        "abc",
+        "1.2.3",
+        "1e",
+        "1Kb",
+        "1ki",
+        "1mi",
+        "1u",
+        "--1",
+        "1e1.5",
+        "1e9999",
+        "١",
+        "Ki",
+        "1\n",
+        "1" * 65,
+        f"1e{MAX_EXPONENT + 1}",
+        f"1e-{MAX_EXPONENT + 1}",
+        ".",
+    ],
 )
 def test_parse_quantity_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="invalid quantity"):
@@ -76,8 +97,18 @@ def test_parse_error_says_what_is_expected() -> None:
 
 @pytest.mark.parametrize(
     ("text", "millis"),
-    [("1", 1000), ("0.5", 500), ("500m", 500), ("100m", 100), ("0.0001", 1), ("1.0001", 1001), ("2k", 2_000_000),
-     ("0", 0), ("1e-3", 1), ("1Ki", 1_024_000)],
+    [
+        ("1", 1000),
+        ("0.5", 500),
+        ("500m", 500),
+        ("100m", 100),
+        ("0.0001", 1),
+        ("1.0001", 1001),
+        ("2k", 2_000_000),
+        ("0", 0),
+        ("1e-3", 1),
+        ("1Ki", 1_024_000),
+    ],
 )
 def test_cpu_millis_rounds_up(text: str, millis: int) -> None:
     assert cpu_millis(text) == millis
@@ -85,8 +116,17 @@ def test_cpu_millis_rounds_up(text: str, millis: int) -> None:
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("512Mi", 536_870_912), ("1.5", 2), ("1", 1), ("0.1", 1), ("0", 0), ("1G", 10**9), ("1500m", 2),
-     ("3", 3), ("1e18", 10**18)],
+    [
+        ("512Mi", 536_870_912),
+        ("1.5", 2),
+        ("1", 1),
+        ("0.1", 1),
+        ("0", 0),
+        ("1G", 10**9),
+        ("1500m", 2),
+        ("3", 3),
+        ("1e18", 10**18),
+    ],
 )
 def test_to_int_rounds_up(text: str, value: int) -> None:
     assert to_int(text) == value
@@ -99,8 +139,9 @@ def test_resource_amounts_refuse_negative_values(function: Callable[[str], int],
         function(text)
 
 
-@pytest.mark.parametrize(("millis", "text"), [(0, "0"), (500, "500m"), (1000, "1"), (2000, "2"), (1500, "1500m"),
-                                              (1, "1m"), (-500, "-500m")])
+@pytest.mark.parametrize(
+    ("millis", "text"), [(0, "0"), (500, "500m"), (1000, "1"), (2000, "2"), (1500, "1500m"), (1, "1m"), (-500, "-500m")]
+)
 def test_format_cpu(millis: int, text: str) -> None:
     assert format_cpu(millis) == text
     assert parse_quantity(text) * 1000 == millis
@@ -108,9 +149,20 @@ def test_format_cpu(millis: int, text: str) -> None:
 
 @pytest.mark.parametrize(
     ("n", "text"),
-    [(0, "0"), (1023, "1023"), (1024, "1Ki"), (1536, "1.5Ki"), (512 * 2**20, "512Mi"), (3 * 2**29, "1.5Gi"),
-     (2**30 - 1, "1Gi"), (2**40, "1Ti"), (2**60, "1Ei"), (5 * 2**60, "5Ei"), (1_000_000, "976.6Ki"),
-     (-2048, "-2Ki")],
+    [
+        (0, "0"),
+        (1023, "1023"),
+        (1024, "1Ki"),
+        (1536, "1.5Ki"),
+        (512 * 2**20, "512Mi"),
+        (3 * 2**29, "1.5Gi"),
+        (2**30 - 1, "1Gi"),
+        (2**40, "1Ti"),
+        (2**60, "1Ei"),
+        (5 * 2**60, "5Ei"),
+        (1_000_000, "976.6Ki"),
+        (-2048, "-2Ki"),
+    ],
 )
 def test_format_bytes(n: int, text: str) -> None:
     assert format_bytes(n) == text
@@ -119,10 +171,24 @@ def test_format_bytes(n: int, text: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "binary", "text"),
-    [(0, False, "0"), (2000, False, "2k"), (1500, False, "1500"), (10**9, False, "1G"), (Decimal("1.5"), False,
-     "1500m"), (Decimal("0.0005"), False, "0.0005"), (2**20, True, "1Mi"), (3 * 2**30, True, "3Gi"),
-     (2000, True, "2k"), (1536, True, "1536"), ("1536Mi", True, "1536Mi"), ("1.5Gi", True, "1536Mi"),
-     ("100m", False, "100m"), ("1e3", False, "1k"), (-1000, False, "-1k"), (Decimal("-0"), False, "0")],
+    [
+        (0, False, "0"),
+        (2000, False, "2k"),
+        (1500, False, "1500"),
+        (10**9, False, "1G"),
+        (Decimal("1.5"), False, "1500m"),
+        (Decimal("0.0005"), False, "0.0005"),
+        (2**20, True, "1Mi"),
+        (3 * 2**30, True, "3Gi"),
+        (2000, True, "2k"),
+        (1536, True, "1536"),
+        ("1536Mi", True, "1536Mi"),
+        ("1.5Gi", True, "1536Mi"),
+        ("100m", False, "100m"),
+        ("1e3", False, "1k"),
+        (-1000, False, "-1k"),
+        (Decimal("-0"), False, "0"),
+    ],
 )
 def test_format_quantity(value: Decimal | int | str, binary: bool, text: str) -> None:
     assert format_quantity(value, binary=binary) == text

@@ -11,9 +11,9 @@ from caravanserai.errors import Invalid
 from caravanserai.text.selectors import (
     FieldRequirement,
     FieldSelector,
-    fields_of,
     LabelRequirement,
     LabelSelector,
+    fields_of,
     object_fields,
     validate_dns_label,
     validate_dns_subdomain,
@@ -158,8 +158,11 @@ def test_label_selector_round_trips_and_is_a_conjunction(
         ("status.nodeRef=", {"status.nodeRef": ""}, True),
         ("status.nodeRef=", {}, True),
         ("status.nodeRef!=", {"status.nodeRef": "n1"}, True),
-        (" status.nodeRef = n1.example.com , metadata.name!=web ", {"status.nodeRef": "n1.example.com",
-                                                                    "metadata.name": "db"}, True),
+        (
+            " status.nodeRef = n1.example.com , metadata.name!=web ",
+            {"status.nodeRef": "n1.example.com", "metadata.name": "db"},
+            True,
+        ),
         ("status.nodeRef=n1,metadata.name!=web", {"status.nodeRef": "n1", "metadata.name": "web"}, False),
     ],
 )
@@ -181,8 +184,11 @@ def test_field_selector_round_trips() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("spec.hostname=x", "unknown field 'spec.hostname': supported fields are involvedObject.kind, "
-                            "involvedObject.name, metadata.name, reason, status.nodeRef, status.phase, type"),
+        (
+            "spec.hostname=x",
+            "unknown field 'spec.hostname': supported fields are involvedObject.kind, "
+            "involvedObject.name, metadata.name, reason, status.nodeRef, status.phase, type",
+        ),
         ("status.phase", "expected 'field=value', 'field==value' or 'field!=value', found 'status.phase'"),
         ("status.phase=a b", "found 'status.phase=a b'"),
         ("status.phase=Pending,", "found ''"),
@@ -210,8 +216,11 @@ def test_object_fields_for_every_kind() -> None:
     event.spec.reason = "Scheduled"
     event.spec.type = "Normal"
     assert object_fields(event) == {
-        "metadata.name": "web.1", "involvedObject.kind": "Project", "involvedObject.name": "web",
-        "reason": "Scheduled", "type": "Normal",
+        "metadata.name": "web.1",
+        "involvedObject.kind": "Project",
+        "involvedObject.name": "web",
+        "reason": "Scheduled",
+        "type": "Normal",
     }
     for kind in ("Project", "Node", "Lease", "Event"):
         assert set(fields_of(kind)) >= {"metadata.name"}
@@ -223,8 +232,10 @@ def test_object_fields_for_every_kind() -> None:
 
 
 def test_field_selector_of_a_kind_names_only_its_fields() -> None:
-    with pytest.raises(Invalid, match="unknown field 'reason': supported fields of Project are metadata.name, "
-                                      "status.nodeRef, status.phase"):
+    with pytest.raises(
+        Invalid,
+        match="unknown field 'reason': supported fields of Project are metadata.name, status.nodeRef, status.phase",
+    ):
         FieldSelector.parse("reason=Scheduled", kind="Project")
     with pytest.raises(Invalid, match="supported fields of Node are metadata.name$"):
         FieldSelector.parse("status.phase=Running", kind="Node")
@@ -268,8 +279,18 @@ def test_validate_label_key(key: str, valid: bool) -> None:
 
 @pytest.mark.parametrize(
     ("value", "valid"),
-    [("", True), ("web", True), ("1", True), ("a.b_c-D", True), ("x" * 63, True), ("x" * 64, False), ("-a", False),
-     ("a-", False), ("a b", False), ("a/b", False)],
+    [
+        ("", True),
+        ("web", True),
+        ("1", True),
+        ("a.b_c-D", True),
+        ("x" * 63, True),
+        ("x" * 64, False),
+        ("-a", False),
+        ("a-", False),
+        ("a b", False),
+        ("a/b", False),
+    ],
 )
 def test_validate_label_value(value: str, valid: bool) -> None:
     assert (validate_label_value(value) is None) is valid

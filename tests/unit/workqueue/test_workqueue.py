@@ -626,4 +626,3 @@ async def test_fake_clock_forgets_cancelled_sleepers(clock: FakeClock) -> None:
     await asyncio.wait_for(clock.sleep(0), 2.0)
     with pytest.raises(ValueError):
         clock.advance(-1.0)
-

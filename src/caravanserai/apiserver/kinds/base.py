@@ -242,7 +242,9 @@ class KindStrategy(abc.ABC, Generic[T]):
 
     # ---- authorization ----------------------------------------------------------------------------------------
 
-    def node_allows(self, node: str, verb: str, *, name: str, obj: T | None, old: T | None, field_selector: str) -> bool:
+    def node_allows(
+        self, node: str, verb: str, *, name: str, obj: T | None, old: T | None, field_selector: str
+    ) -> bool:
         """May identity `node:<node>` do `verb`? Nodes have no access unless a kind says so."""
         return False
 

@@ -34,7 +34,10 @@ def schema_rules(errors: Violations, message: Message, path: str) -> None:
     for unknown in unknowns:
         known = message.DESCRIPTOR.fields_by_number.get(unknown.field_number)
         if known is not None:
-            errors.add(f"{path}.{known.json_name}", f"has the wrong type (wire type {unknown.wire_type}); expected {_type_of(known)}")
+            errors.add(
+                f"{path}.{known.json_name}",
+                f"has the wrong type (wire type {unknown.wire_type}); expected {_type_of(known)}",
+            )
         else:
             errors.add(path, f"unknown field number {unknown.field_number}")
     for field, value in message.ListFields():

@@ -49,7 +49,9 @@ def definition_spec(errors: Violations, spec: v1.ResourceDefinitionSpec) -> None
     for i, column in enumerate(spec.printer_columns):
         errors.required(f"spec.printerColumns[{i}].name", column.name)
         if not _JSON_PATH.fullmatch(column.json_path):
-            errors.add(f"spec.printerColumns[{i}].jsonPath", f"{quote(column.json_path)} must look like .status.readyReplicas")
+            errors.add(
+                f"spec.printerColumns[{i}].jsonPath", f"{quote(column.json_path)} must look like .status.readyReplicas"
+            )
     for i, verb in enumerate(spec.node_verbs):
         if verb not in VERBS:
             errors.add(f"spec.nodeVerbs[{i}]", f"{quote(verb)} is not one of {', '.join(VERBS)}")
@@ -81,9 +83,7 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
     async def before_create(self, ctx: KindContext, obj: v1.ResourceDefinition) -> None:
         await self._refuse_clashes(ctx, obj)
 
-    async def before_update(
-        self, ctx: KindContext, old: v1.ResourceDefinition, new: v1.ResourceDefinition
-    ) -> None:
+    async def before_update(self, ctx: KindContext, old: v1.ResourceDefinition, new: v1.ResourceDefinition) -> None:
         """Kind never changes (group and plural are fixed by the name); the new schema must read stored objects."""
         if new.spec.kind != old.spec.kind:
             raise Invalid.of([FieldViolation("spec.kind", f"cannot change (was {quote(old.spec.kind)})")])

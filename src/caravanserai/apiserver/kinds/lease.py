@@ -17,8 +17,10 @@ def lease_spec(errors: Violations, spec: v1.LeaseSpec) -> None:
     if spec.lease_duration_seconds < 0 or not spec.holder_identity:
         errors.non_negative("spec.leaseDurationSeconds", spec.lease_duration_seconds)
     elif spec.lease_duration_seconds < 1:
-        errors.add("spec.leaseDurationSeconds", f"must be at least 1 while holderIdentity is set, not "
-                                                f"{spec.lease_duration_seconds}")
+        errors.add(
+            "spec.leaseDurationSeconds",
+            f"must be at least 1 while holderIdentity is set, not {spec.lease_duration_seconds}",
+        )
     errors.non_negative("spec.leaseTransitions", spec.lease_transitions)
 
 

@@ -127,9 +127,9 @@ def _toleration(errors: Violations, path: str, toleration: v1.Toleration) -> Non
     if toleration.key:
         errors.check(f"{path}.key", validate_label_key(toleration.key), prefix="invalid key: ")
     elif toleration.operator != "Exists":
-        errors.add(f"{path}.key", "is required unless operator is \"Exists\"")
+        errors.add(f"{path}.key", 'is required unless operator is "Exists"')
     if toleration.operator == "Exists" and toleration.value:
-        errors.add(f"{path}.value", "must be empty when operator is \"Exists\"")
+        errors.add(f"{path}.value", 'must be empty when operator is "Exists"')
     errors.check(f"{path}.value", validate_label_value(toleration.value))
     errors.choice(f"{path}.effect", toleration.effect, validation.TAINT_EFFECTS, empty="for every effect")
 

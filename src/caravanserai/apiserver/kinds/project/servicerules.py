@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
-from caravanserai.project import servicegraph
 from caravanserai import v1
+from caravanserai.project import servicegraph
 from caravanserai.text.durations import parse_duration
 from caravanserai.text.violations import Violations, quote
 
@@ -104,7 +104,7 @@ def toleration_seconds(errors: Violations, path: str, toleration: v1.Toleration)
     if toleration.toleration_seconds < 0:
         errors.add(f"{path}.tolerationSeconds", f"must not be negative, not {toleration.toleration_seconds}")
     if toleration.effect != "NoExecute":
-        errors.add(f"{path}.tolerationSeconds", "only allowed with effect \"NoExecute\"")
+        errors.add(f"{path}.tolerationSeconds", 'only allowed with effect "NoExecute"')
 
 
 __all__ = ["dependencies", "healthcheck", "toleration_seconds"]
