@@ -13,7 +13,8 @@ MAPPED = {
     "caravanserai.dashboard": "dashboard",
 }
 
-# src/caravanserai/{controllers,agent,cli,dashboard} are symlinks to the mapped folders so that tools which walk the source
+# src/caravanserai/{controllers,agent,cli,dashboard} are symlinks to the mapped folders so that tools which walk the
+# source
 # tree (import-linter, mypy) see one package; the mapping below is what installs them.
 packages = [
     p

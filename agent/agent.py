@@ -29,8 +29,9 @@ then the reconciler and its controller, then the node's heartbeat:
   containers (keeping them) and leaves everything alone until the API answers again; then the projects still bound
   here start again and every project is queued.
 
-Guarantees: the agent never stops or removes a container merely because it stops or loses Docker, and loses the
-API server for less than `fence_after`; `stop()` drains the queue (for at most `shutdown_grace`), and cancelling `run()` stops at once.
+Guarantees: the agent never stops or removes a container merely because it stops or loses Docker, and loses the API
+server for less than `fence_after`; `stop()` drains the queue (for at most `shutdown_grace`), and cancelling `run()`
+stops at once.
 """
 
 from __future__ import annotations

@@ -307,26 +307,26 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
             "agent": single,
             "docker_run": raw_single,
             "p50_above_docker_run_ms": round((single["p50_s"] - raw_single["p50_s"]) * 1000),
-        },  # fmt: skip
+        },
         "goals": [
             goal(
                 f"end to end: {opts.count} projects apply -> Running / {opts.count} concurrent docker run",
                 round(agent["total_s"] / baseline["total_s"], 3),
                 1.2,
                 at_most=True,
-            ),  # fmt: skip
+            ),
             goal(
                 "end to end: the same / the same Docker work done directly (network + container each)",
                 round(agent["total_s"] / direct["total_s"], 3),
                 1.05,
                 at_most=True,
-            ),  # fmt: skip
+            ),
             goal(
                 "end to end: one project apply -> Running, p50 above docker run (ms)",
                 round((single["p50_s"] - raw_single["p50_s"]) * 1000),
                 300,
                 at_most=True,
-            ),  # fmt: skip
+            ),
         ],
     }
 

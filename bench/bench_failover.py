@@ -165,7 +165,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 result["running_elsewhere_after_s"],
                 result["budget_s"],
                 at_most=True,
-            ),  # fmt: skip
+            ),
         ],
     }
 

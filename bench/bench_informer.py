@@ -4,14 +4,14 @@ as fast as it can through the API (next to that write rate). Prints JSON.
     .venv/bin/python bench/bench_informer.py [--objects 10000] [--updates 20000] [--clients 64]
 
 Everything is real and separate, as in production: etcd (`EtcdServer`), the apiserver (`cara-apiserver`, its own
-process) and the writer (this script with `--writer`, its own process), so the informer's process does nothing
-but inform. The informer is the default one (compact: objects kept serialized, decoded on read); the same cache
-with `compact=False` is measured beside it for reference. Memory is the informer process's RSS growth from before the first list to after the sync (freed
-memory handed back to the OS with malloc_trim first, so only what the cache holds counts), and the Python-level
-allocations traced by tracemalloc for a second informer. Throughput counts notifications delivered to two
-handlers (a counter and a work-queue add, what a controller does) between the first and the last event of the
-update burst; CPU per event is the informer process's CPU time over that window divided by the events. A second
-burst read by a bare `client.projects.watch()` loop gives the CPU per event the informer builds on.
+process) and the writer (this script with `--writer`, its own process), so the informer's process does nothing but
+inform. The informer is the default one (compact: objects kept serialized, decoded on read); the same cache with
+`compact=False` is measured beside it for reference. Memory is the informer process's RSS growth from before the first
+list to after the sync (freed memory handed back to the OS with malloc_trim first, so only what the cache holds counts),
+and the Python-level allocations traced by tracemalloc for a second informer. Throughput counts notifications delivered
+to two handlers (a counter and a work-queue add, what a controller does) between the first and the last event of the
+update burst; CPU per event is the informer process's CPU time over that window divided by the events. A second burst
+read by a bare `client.projects.watch()` loop gives the CPU per event the informer builds on.
 """
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 memory["rss_delta_mib_per_10k"],
                 20,
                 at_most=True,
-            ),  # fmt: skip
+            ),
         ],
     }
 

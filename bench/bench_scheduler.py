@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -195,10 +196,8 @@ class BindWatch:
             if remaining <= 0:
                 missing = sum(n not in self.bound_at for n in names)
                 raise TimeoutError(f"{missing} projects not bound within {timeout:g}s")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.changed.wait(), remaining)
-            except TimeoutError:
-                pass
 
 
 async def create_projects(
@@ -298,7 +297,7 @@ async def measure(
             "cpu_ms_per_bind": {
                 "scheduler": round(burst_cpu[0] * 1000 / len(burst), 2),
                 "apiserver": round(burst_cpu[1] * 1000 / len(burst), 2),
-            },  # fmt: skip
+            },
         },
         "paced": {
             "projects": len(paced),
@@ -383,7 +382,7 @@ def goals_of(run: dict[str, Any]) -> list[dict[str, Any]]:
             run["paced"]["create_to_bound"]["p99_ms"],
             1000,
             at_most=True,
-        ),  # fmt: skip
+        ),
         goal("scheduler: overcommitted nodes", run["overcommitted_nodes"], 0, at_most=True),
     ]
 

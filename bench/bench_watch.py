@@ -292,7 +292,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 selecting["apiserver_cpu_us_per_delivered_above_idle"],
                 100,
                 at_most=True,
-            ),  # fmt: skip
+            ),
         ],
     }
 

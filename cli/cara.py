@@ -1,10 +1,11 @@
 """`cara up` / `cara down` / `cara status`: a whole Caravanserai cluster on this machine with one command.
 
 `cara up` starts a supervisor in the background (`caravanserai.cli.supervisor`) that runs etcd (data under
-`--data-dir`), the apiserver, the controller manager (scheduler, node health, gc), an agent for the local Docker
-engine and the web dashboard (`cara-dashboard`, unless `--no-dashboard`), restarting any that dies; it returns once the API answers and the local node is Ready, and prints the API
-address, the dashboard's URL and the next command to try. Before starting anything it checks that etcd is installed and that a Docker
-engine answers, naming the Debian package to install when one is missing, and that every port is free.
+`--data-dir`), the apiserver, the controller manager (scheduler, node health, gc), an agent for the local Docker engine
+and the web dashboard (`cara-dashboard`, unless `--no-dashboard`), restarting any that dies; it returns once the API
+answers and the local node is Ready, and prints the API address, the dashboard's URL and the next command to try. Before
+starting anything it checks that etcd is installed and that a Docker engine answers, naming the Debian package to
+install when one is missing, and that every port is free.
 
 `cara down` stops every process of the cluster; the containers of its projects keep running (stopping an agent
 never stops workloads) and the next `cara up` finds them again, with every object kept in etcd under `--data-dir`.

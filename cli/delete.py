@@ -5,13 +5,13 @@
     caractrl delete project -l app=web --wait --timeout 2m
     caractrl delete node n1                 # refused while projects are bound to it (drain first)
 
-An active project (Scheduled, Running) is first marked Terminating — its agent removes the containers, then the
-record goes: `project/web marked for deletion (Terminating)`. Pending and Failed projects go at once:
-`project/web deleted`. An object with finalizers is only marked (deletion requested) and stays until the last
-finalizer is removed: `project/web marked for deletion (stays Pending until its finalizers are removed:
-example.com/backup)`; a Pending project so marked is no longer scheduled. `--force` removes the record at once
-in every case (containers still running on a live node are then cleaned up by its agent's fencing). `--wait` blocks until the records are gone (`--timeout`,
-default 60s) and then prints `deleted`.
+An active project (Scheduled, Running) is first marked Terminating — its agent removes the containers, then the record
+goes: `project/web marked for deletion (Terminating)`. Pending and Failed projects go at once: `project/web deleted`. An
+object with finalizers is only marked (deletion requested) and stays until the last finalizer is removed: `project/web
+marked for deletion (stays Pending until its finalizers are removed: example.com/backup)`; a Pending project so marked
+is no longer scheduled. `--force` removes the record at once in every case (containers still running on a live node are
+then cleaned up by its agent's fencing). `--wait` blocks until the records are gone (`--timeout`, default 60s) and then
+prints `deleted`.
 """
 
 from __future__ import annotations

@@ -98,8 +98,8 @@ def describe_node(
             ("Kind", "Node"),
             ("State", or_none(node.status.state, "<unknown>")),
             ("Schedulable", schedulable),
+            *metadata_fields(node, now),
         ]
-        + metadata_fields(node, now)
     )
     out.heading("Spec")
     out.fields(

@@ -105,10 +105,8 @@ def stop_processes(pids: list[int], grace: float) -> list[int]:
     """SIGTERM `pids`, SIGKILL those still alive after `grace` seconds; returns those that survived even that."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(process_alive(pid) for pid in pids):
             time.sleep(0.1)

@@ -123,7 +123,7 @@ def custom_columns(kind: meta.Kind) -> Columns:
     def row(obj: Any, ctx: RowContext, wide: bool) -> list[str]:
         cells = [obj.metadata.name, *(json_path_value(obj, path) for _, path in kind.printer_columns)]
         cells.append(age(obj.metadata.creation_timestamp, ctx.now))
-        return cells + [key_values(obj.metadata.labels)] if wide else cells
+        return [*cells, key_values(obj.metadata.labels)] if wide else cells
 
     return Columns(("NAME", *names, "AGE"), ("NAME", *names, "AGE", "LABELS"), row)
 

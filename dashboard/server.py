@@ -8,8 +8,8 @@ The endpoints are documented for `curl` users in docs/dashboard.md. Guarantees:
   a comment every `KEEPALIVE` seconds keeps proxies from closing it.
 * Writes need an `Origin`, when the browser sends one, equal to the dashboard's own, and a POST needs
   `Content-Type: application/json` (which no HTML form can send; a cross-site script sending it, or a DELETE, has
-  to pass a CORS preflight the dashboard never grants): a page of another site cannot act through the dashboard. Refusals are
-  JSON `{"error": "one line"}` with a fitting HTTP status.
+  to pass a CORS preflight the dashboard never grants): a page of another site cannot act through the dashboard.
+  Refusals are JSON `{"error": "one line"}` with a fitting HTTP status.
 * Every answer carries a Content-Security-Policy allowing only the dashboard's own scripts and styles.
 """
 

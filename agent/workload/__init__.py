@@ -1,1 +1,2 @@
-"""Running a project on Docker: bring-up, observed status, ordering, image pulls, health checks, networks and data files."""
+"""Running a project on Docker: bring-up, observed status, ordering, image pulls, health checks, networks and data
+files."""

@@ -198,12 +198,11 @@ class ProjectRuntime:
             return known
         name = naming.container_name(project.metadata.name, service.name, self.node)
         found = await self.docker.inspect_container(name)
-        if found is not None:
-            if self._adoptable(project, service, found, inputs):
-                if not projectstatus.needs_start(service, found):
-                    return found
-                await self._start(found.container_id, service)
-                return await self._observe(found.container_id)
+        if found is not None and self._adoptable(project, service, found, inputs):
+            if not projectstatus.needs_start(service, found):
+                return found
+            await self._start(found.container_id, service)
+            return await self._observe(found.container_id)
         replacing = found is not None and found.status == projectstatus.RUNNING
         await prepare_image(self.docker, service, inputs, pulls, replacing=replacing)
         if found is not None:

@@ -77,7 +77,7 @@ class KindView:
     plural: str
     columns: Columns
     lookups: Callable[[Client], Awaitable[RowContext]] = no_lookups
-    describe: Describer = offline(describe_generic)
+    describe: Describer = offline(describe_generic)  # noqa: RUF009  # a stateless closure, safe to share
     wait_fields: Mapping[str, Callable[[Any], str]] = field(default_factory=lambda: MappingProxyType({}))
     hopeless: Callable[[Any, Sequence[Condition]], str | None] | None = None
     waitable: bool = False

@@ -87,9 +87,9 @@ def is_ready(deadline: float, now: float) -> bool:
 def outage_start(node: v1.Node, now: float) -> float:
     """When the current outage began: the transition time of Ready=False, or `now` when not yet recorded."""
     cond = meta.get_condition(node.status.conditions, v1.CONDITION_READY)
-    if node.status.state == v1.NODE_NOT_READY and cond is not None and cond.status == v1.FALSE:
-        if cond.HasField("last_transition_time"):
-            return seconds(cond.last_transition_time)
+    not_ready = node.status.state == v1.NODE_NOT_READY and cond is not None and cond.status == v1.FALSE
+    if not_ready and cond is not None and cond.HasField("last_transition_time"):
+        return seconds(cond.last_transition_time)
     return now
 
 

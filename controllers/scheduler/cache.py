@@ -163,9 +163,9 @@ class ClusterState:
         status = project.status
         bound = status.phase in v1.BOUND_PHASES and bool(status.node_ref)
         counted = self._counted.get(name)
-        if counted is not None and bound and counted.node == status.node_ref:
-            if counted.generation == project.metadata.generation:
-                return False
+        same_binding = counted is not None and bound and counted.node == status.node_ref
+        if same_binding and counted is not None and counted.generation == project.metadata.generation:
+            return False
         freed = False
         if counted is not None:
             add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)

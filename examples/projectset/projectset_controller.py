@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import pathlib
 from collections.abc import Sequence
 from typing import Any
@@ -194,10 +195,8 @@ class ProjectSetReconciler:
         if FINALIZER in obj.metadata.finalizers:
             fresh = meta.copy(obj)
             fresh.metadata.finalizers.remove(FINALIZER)
-            try:
+            with contextlib.suppress(NotFound):
                 await self._sets.update(fresh)
-            except NotFound:
-                pass
         return Result()
 
     async def _write_status(self, obj: Any, owned: dict[str, v1.Project]) -> None:
@@ -221,10 +220,8 @@ class ProjectSetReconciler:
             return
         fresh = meta.copy(obj)
         fresh.status.CopyFrom(status)
-        try:
+        with contextlib.suppress(Conflict):  # a newer set reconciles again
             await self._sets.update_status(fresh)
-        except Conflict:
-            pass  # a newer set reconciles again
 
 
 def owner_of(project: Any) -> list[str]:

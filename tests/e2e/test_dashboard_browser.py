@@ -47,7 +47,8 @@ def browser() -> Iterator[Driver]:
     missing = [path for path in (CHROMIUM, CHROMEDRIVER) if shutil.which(path) is None]
     if missing:
         pytest.skip(
-            f"no browser for the dashboard tests: {', '.join(missing)} missing (apt-get install chromium chromium-driver)"
+            f"no browser for the dashboard tests: {', '.join(missing)} missing"
+            " (apt-get install chromium chromium-driver)"
         )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM

@@ -69,7 +69,6 @@ def registry(tmp_path: Path, image: str) -> Iterator[Registry]:
         ["docker-registry", "serve", str(root / "config.yml")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     address = f"127.0.0.1:{port}"
-    pushed: list[str] = []
     try:
         deadline = time.monotonic() + 20
         while True:

@@ -97,20 +97,24 @@ async def test_apiserver_killed_during_watch_nothing_missed_or_repeated(etcd, ap
 
 
 async def test_two_apiservers_over_one_etcd_are_consistent(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
-    async with apiserver(etcd.endpoint) as a, apiserver(etcd.endpoint, prefix=a.prefix) as b:
-        async with Client(a.address) as ca, Client(b.address) as cb:
-            for i in range(20):
-                p = await ca.projects.create(project(f"c{i}"))
-                seen = await cb.projects.get(f"c{i}")  # read-your-write across apiservers
-                assert seen.metadata.resource_version == p.metadata.resource_version
-                p.metadata.labels["via"] = "a"
-                p = await ca.projects.update(p)
-                stale = meta_copy(seen)
-                stale.metadata.labels["via"] = "b"
-                with pytest.raises(Conflict):
-                    await cb.projects.update(stale)  # the first apiserver's write is seen by the second
-            la, lb = await ca.projects.list(), await cb.projects.list()
-            assert [o.metadata.resource_version for o in la.items] == [o.metadata.resource_version for o in lb.items]
+    async with (
+        apiserver(etcd.endpoint) as a,
+        apiserver(etcd.endpoint, prefix=a.prefix) as b,
+        Client(a.address) as ca,
+        Client(b.address) as cb,
+    ):
+        for i in range(20):
+            p = await ca.projects.create(project(f"c{i}"))
+            seen = await cb.projects.get(f"c{i}")  # read-your-write across apiservers
+            assert seen.metadata.resource_version == p.metadata.resource_version
+            p.metadata.labels["via"] = "a"
+            p = await ca.projects.update(p)
+            stale = meta_copy(seen)
+            stale.metadata.labels["via"] = "b"
+            with pytest.raises(Conflict):
+                await cb.projects.update(stale)  # the first apiserver's write is seen by the second
+        la, lb = await ca.projects.list(), await cb.projects.list()
+        assert [o.metadata.resource_version for o in la.items] == [o.metadata.resource_version for o in lb.items]
 
 
 def meta_copy(obj: v1.Project) -> v1.Project:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import time
@@ -64,12 +65,12 @@ class BindingLog:
     def binds(self, name: str) -> int:
         """How many times the project went from no node to a node."""
         refs = ["", *self.node_refs.get(name, [])]
-        return sum(1 for before, after in zip(refs, refs[1:]) if not before and after)
+        return sum(1 for before, after in itertools.pairwise(refs) if not before and after)
 
     def moves(self, name: str) -> list[tuple[str, str]]:
         """Changes from one node straight to another (never allowed: only through Pending)."""
         refs = self.node_refs.get(name, [])
-        return [(a, b) for a, b in zip(refs, refs[1:]) if a and b and a != b]
+        return [(a, b) for a, b in itertools.pairwise(refs) if a and b and a != b]
 
     @property
     def bound(self) -> int:

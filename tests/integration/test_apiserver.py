@@ -24,8 +24,8 @@ async def test_crud_round_trip_for_every_kind(client: Client) -> None:
 
     n = await client.nodes.create(node("n1", labels={"zone": "a"}))
     assert n.status.state == v1.NODE_NOT_READY
-    l = await client.leases.create(lease("n1"))
-    assert l.spec.holder_identity == "n1"
+    held = await client.leases.create(lease("n1"))
+    assert held.spec.holder_identity == "n1"
     ev = v1.Event()
     ev.metadata.name = "web.1"
     ev.spec.involved_object.kind = "Project"

@@ -25,9 +25,11 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 async def scrape(api: RunningApiServer, path: str = "/metrics") -> tuple[int, str]:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"http://127.0.0.1:{api.server.metrics_port}{path}") as response:
-            return response.status, await response.text()
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{api.server.metrics_port}{path}") as response,
+    ):
+        return response.status, await response.text()
 
 
 async def samples(api: RunningApiServer) -> Samples:
@@ -163,6 +165,6 @@ async def test_refused_requests_are_counted(etcd: EtcdServer) -> None:
 async def test_metrics_off_and_non_loopback_refused(etcd: EtcdServer) -> None:
     async with apiserver(etcd.endpoint, metrics_listen="off") as api:
         assert api.server.metrics_port == 0
-    with pytest.raises(ValueError, match="refusing plain HTTP metrics on 0.0.0.0:0"):
+    with pytest.raises(ValueError, match=r"refusing plain HTTP metrics on 0.0.0.0:0"):
         async with apiserver(etcd.endpoint, metrics_listen="0.0.0.0:0"):
             pass

@@ -109,7 +109,7 @@ async def workers(etcd: EtcdServer) -> AsyncIterator[tuple[asyncio.subprocess.Pr
 
 
 async def test_two_workers_agree_through_etcd(workers: tuple[asyncio.subprocess.Process, str, str]) -> None:
-    proc, address, _ = workers
+    _proc, address, _ = workers
     async with AsyncExitStack() as stack:
         by_worker: dict[int, tuple[Client, Any]] = {}
         for _ in range(CONNECTIONS):
@@ -162,7 +162,7 @@ async def test_endpoint_covers_both_workers_and_a_killed_worker_comes_back(
     os.kill(victim, signal.SIGKILL)
 
     async def restarted() -> bool:
-        status, text = await _get(f"{metrics}/metrics")
+        _status, text = await _get(f"{metrics}/metrics")
         restarts = [s.value for f in text_string_to_metric_families(text) for s in f.samples
                     if s.name == "caravanserai_apiserver_worker_restarts_total"]  # fmt: skip
         return sum(restarts) == 1 and (await _get(f"{metrics}/readyz"))[0] == 200

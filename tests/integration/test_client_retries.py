@@ -46,7 +46,7 @@ async def test_unsent_calls_give_up_after_retry_timeout(api: RunningApiServer) -
         await api.stop()
         loop = asyncio.get_running_loop()
         started = loop.time()
-        with pytest.raises(Unavailable, match="Connection refused|failed to connect"):
+        with pytest.raises(Unavailable, match=r"Connection refused|failed to connect"):
             await client.projects.create(project("never"))
         assert loop.time() - started < 3  # retry_timeout bounds the retries
 

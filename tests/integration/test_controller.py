@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import signal
 import time
@@ -85,7 +86,7 @@ async def test_errors_are_retried_with_growing_backoff_then_forgotten(client: Cl
 
     times = script.attempts("flaky")
     assert len(times) == 5  # four failures, one success, then nothing more
-    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     for n, gap in enumerate(gaps):
         assert gap >= 0.02 * 2**n * 0.9, gaps  # 20 ms · 2ⁿ
     assert queue.num_requeues("flaky") == 0  # forgotten after the success

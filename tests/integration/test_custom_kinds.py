@@ -199,20 +199,23 @@ async def test_bad_definitions_name_the_field(client: Client) -> None:
 async def test_a_kind_defined_through_one_apiserver_is_served_by_another(
     etcd: EtcdServer, api: RunningApiServer
 ) -> None:
-    async with apiserver(etcd.endpoint, prefix=api.prefix) as second:
-        async with Client(api.address, timeout=10) as first_client, Client(second.address, timeout=10) as second_client:
-            await define_projectset(first_client)
-            sets = second_client.resource(projectset_messages().ProjectSet)
-            started = time.monotonic()
-            while True:
-                try:
-                    created = await sets.create(projectset("via-second"))
-                    break
-                except Invalid:
-                    assert time.monotonic() - started < 1.0, "the second apiserver did not serve the kind within 1 s"
-                    await asyncio.sleep(0.02)
-            watched = first_client.resource(projectset_messages().ProjectSet)
-            assert await watched.get("via-second") == created
+    async with (
+        apiserver(etcd.endpoint, prefix=api.prefix) as second,
+        Client(api.address, timeout=10) as first_client,
+        Client(second.address, timeout=10) as second_client,
+    ):
+        await define_projectset(first_client)
+        sets = second_client.resource(projectset_messages().ProjectSet)
+        started = time.monotonic()
+        while True:
+            try:
+                created = await sets.create(projectset("via-second"))
+                break
+            except Invalid:
+                assert time.monotonic() - started < 1.0, "the second apiserver did not serve the kind within 1 s"
+                await asyncio.sleep(0.02)
+        watched = first_client.resource(projectset_messages().ProjectSet)
+        assert await watched.get("via-second") == created
 
 
 async def test_custom_kinds_survive_an_apiserver_restart(etcd: EtcdServer) -> None:

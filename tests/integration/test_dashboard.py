@@ -147,7 +147,10 @@ async def _next_change(stream: aiohttp.ClientResponse) -> dict[str, Any]:
 
 
 async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Client) -> None:
-    manifest = "apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: api\nspec:\n  services:\n  - name: a\n    image: busybox:test\n"
+    manifest = (
+        "apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  name: api\n"
+        "spec:\n  services:\n  - name: a\n    image: busybox:test\n"
+    )
     assert await send(dash, "POST", "/api/v1/apply", {"manifest": manifest}) == (
         200,
         {"applied": [{"object": "project/api", "action": "created"}]},
@@ -202,7 +205,7 @@ async def test_read_only_refuses_every_action(api: RunningApiServer, cluster: Cl
 
 
 async def test_off_loopback_needs_https_or_allow_insecure(api: RunningApiServer) -> None:
-    with pytest.raises(ValueError, match="refusing plain HTTP on 0.0.0.0:0"):
+    with pytest.raises(ValueError, match=r"refusing plain HTTP on 0.0.0.0:0"):
         async with dashboard(api.address, "--listen", "0.0.0.0:0"):
             pass
     async with dashboard(api.address, "--listen", "0.0.0.0:0", "--allow-insecure") as d:

@@ -19,15 +19,15 @@ from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.etcd import EtcdServer
 
 MARKER = b"plaintext-marker-7f3a"
-SECRET_YAML = """\
+SECRET_YAML = f"""\
 apiVersion: caravanserai/v1
 kind: Secret
-metadata: {name: db}
+metadata: {{name: db}}
 spec:
   data:
-    password: %s
+    password: {base64.b64encode(MARKER).decode()}
     user: YWRtaW4=
-""" % base64.b64encode(MARKER).decode()
+"""
 
 
 def _key_file(path: Path, *names: str) -> str:

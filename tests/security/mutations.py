@@ -452,9 +452,9 @@ def unknown_field(draw: Draw, data: Data, cls: type[Message]) -> str:
     places: list[tuple[Data, str, Any]] = [(data, "", cls.DESCRIPTOR)]  # (mapping, path, its descriptor)
     for slot in _slots(data, cls.DESCRIPTOR, ""):
         value = slot.container[slot.key]
-        if slot.role in ("field", "item") and _is_message(slot.field) and isinstance(value, dict):
-            if not (slot.role == "field" and slot.field.is_repeated):
-                places.append((value, slot.path, slot.field.message_type))
+        nested = slot.role in ("field", "item") and _is_message(slot.field) and isinstance(value, dict)
+        if nested and not (slot.role == "field" and slot.field.is_repeated):
+            places.append((value, slot.path, slot.field.message_type))
     container, path, descriptor = draw(st.sampled_from(places))
     known = {f.name for f in descriptor.fields} | {f.json_name for f in descriptor.fields}
     key = draw(JUNK_KEYS.filter(lambda k: k not in known))

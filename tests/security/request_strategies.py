@@ -130,7 +130,7 @@ _STRINGS: dict[str, st.SearchStrategy[str]] = {
         st.sampled_from(RESOURCES * 4 + ["project", "Projects", "", "pods", "projects/x", ".."]), TEXT
     ),
     "name": st.one_of(
-        st.sampled_from(_SEED_NAMES + ["", "a/b", "..", ".", "x" * 20_000, "UPPER", "n.example.com"]),
+        st.sampled_from([*_SEED_NAMES, "", "a/b", "..", ".", "x" * 20000, "UPPER", "n.example.com"]),
         dns_labels(),
         TEXT,
     ),

@@ -5,8 +5,9 @@
   and nested junk.
 * `valid_projects()` and `valid_nodes()`: manifests as plain data (camelCase keys) that the server must accept and
   store exactly: unique service, volume, port and ingress names, declared volume mounts, limits at least their
-  requests (extended resources: whole numbers, limits equal to requests), host ports unique, health checks with one probe, dependsOn only on earlier services (no cycles) with
-  a condition the target allows, tolerationSeconds only with NoExecute.
+  requests (extended resources: whole numbers, limits equal to requests), host ports unique, health checks with one
+  probe, dependsOn only on earlier services (no cycles)
+  with a condition the target allows, tolerationSeconds only with NoExecute.
 
 `mutations` breaks these; `request_strategies` builds raw requests from them. Nothing here calls the code under
 test.

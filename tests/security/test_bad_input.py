@@ -270,7 +270,8 @@ def test_manifest_values_that_used_to_crash_the_loader_are_refused_with_a_place(
         ),
         # JSON escapes can make unpaired surrogates, which protobuf refuses (the path was lost).
         (
-            '{"apiVersion": "caravanserai/v1", "kind": "Project", "metadata": {"name": "a", "labels": {"k": "\\ud800"}}}',
+            '{"apiVersion": "caravanserai/v1", "kind": "Project", '
+            '"metadata": {"name": "a", "labels": {"k": "\\ud800"}}}',
             'metadata.labels["k"]',
             "must be valid Unicode text",
         ),

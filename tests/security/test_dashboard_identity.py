@@ -12,7 +12,10 @@ from support.dashboard import dashboard
 from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.apiserver import RunningApiServer
 
-MANIFEST = "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: dash-id}\nspec:\n  services: [{name: a, image: busybox:test}]\n"
+MANIFEST = (
+    "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: dash-id}\n"
+    "spec:\n  services: [{name: a, image: busybox:test}]\n"
+)
 
 
 def flags(tls: TLSFiles) -> list[str]:

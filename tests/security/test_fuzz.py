@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import io
 import json
 import re
@@ -389,10 +390,8 @@ async def seed(client: Client) -> None:
     event.spec.involved_object.kind, event.spec.involved_object.name = "Project", SEEDS["projects"][0]
     event.spec.type, event.spec.reason = "Normal", "Seeded"
     for obj in [*wanted, event]:
-        try:
+        with contextlib.suppress(AlreadyExists):
             await client.resource(meta.kind_of(obj).plural).create(obj)
-        except AlreadyExists:
-            pass
     bound = await client.projects.get(SEEDS["projects"][1])
     if bound.status.phase == v1.PENDING:
         bound.status.phase, bound.status.node_ref = v1.SCHEDULED, SEEDS["nodes"][0]

@@ -259,8 +259,8 @@ class ResourceService:
         return await self._write(resource, merged, expected=old.metadata.resource_version)
 
     async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
-        """Remove or mark the object (as the kind's delete plan says); without `request.resource_version` a concurrent write
-        makes the server read again, never Conflict."""
+        """Remove or mark the object (as the kind's delete plan says); without `request.resource_version` a concurrent
+        write makes the server read again, never Conflict."""
         resource, name = request.resource, request.name
         strategy = await self.strategy(resource)
         self._name("name", name)

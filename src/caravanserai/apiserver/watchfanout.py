@@ -94,7 +94,7 @@ class Watcher:
         if type_ is None:
             return
         if live and len(self._pending) >= self._max_pending:
-            self.close("watcher too slow: more than %d events pending" % self._max_pending)
+            self.close(f"watcher too slow: more than {self._max_pending} events pending")
             return
         self._pending.append(event.encode(type_))
         self._wakeup.set()

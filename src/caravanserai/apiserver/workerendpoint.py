@@ -37,9 +37,11 @@ class WorkerProbe:
         try:
             connector = aiohttp.UnixConnector(path=self.socket)
             timeout = aiohttp.ClientTimeout(total=TIMEOUT)
-            async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-                async with session.get(f"http://worker{path}") as response:
-                    return response.status, await response.text()
+            async with (
+                aiohttp.ClientSession(connector=connector, timeout=timeout) as session,
+                session.get(f"http://worker{path}") as response,
+            ):
+                return response.status, await response.text()
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             return 0, f"does not answer ({exc.__class__.__name__})"
 
@@ -71,7 +73,7 @@ class WorkersView:
 
     async def exposition(self) -> bytes:
         answers = await asyncio.gather(*(w.probe.get("/metrics") for w in self._workers))
-        texts = {w.index: body for w, (status, body) in zip(self._workers, answers) if status == 200}
+        texts = {w.index: body for w, (status, body) in zip(self._workers, answers, strict=True) if status == 200}
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Merged(texts, self._workers))
         return generate_latest(registry)
@@ -88,7 +90,7 @@ class WorkersView:
     async def _all_answer(self, path: str) -> str:
         """ "" when every worker answers `path` with 200, else what the first one that does not said."""
         answers = await asyncio.gather(*(w.probe.get(path) for w in self._workers))
-        for worker, (status, body) in zip(self._workers, answers):
+        for worker, (status, body) in zip(self._workers, answers, strict=True):
             if status != 200:
                 return f"worker {worker.index}: {body.strip()}"
         return ""

@@ -224,7 +224,7 @@ class Informer(Generic[T]):
                 await self._wakeup.wait()
                 continue
             handlers, op, old, new = pending.popleft()
-            if op == _INFORMER_SYNCED or op == _HANDLERS_SYNCED:
+            if op in (_INFORMER_SYNCED, _HANDLERS_SYNCED):
                 for registration in handlers:
                     registration._synced.set()
                 if op == _INFORMER_SYNCED:
@@ -281,7 +281,7 @@ class Informer(Generic[T]):
         # T is a kind's message; its bound, Message, declares no metadata (same below).
         fresh: dict[str, Any] = {obj.metadata.name: obj for obj in objects}  # type: ignore[attr-defined]  # T is any kind's message; Message declares no metadata
         handlers = self._handlers
-        for name in self._indexer.keys():
+        for name in self._indexer.keys():  # noqa: SIM118  # the indexer has no __iter__; keys() is a snapshot, deletes follow
             if name not in fresh:
                 self._push(handlers, _DELETE, self._indexer.delete(name), None)
                 self.counts[v1.DELETED] += 1

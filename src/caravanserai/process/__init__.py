@@ -1,1 +1,2 @@
-"""The process kit every `__main__` needs: logging, the `--help` layout, gRPC health and reflection, child processes, TLS files, who is calling."""
+"""The process kit every `__main__` needs: logging, the `--help` layout, gRPC health and reflection, child processes,
+TLS files, who is calling."""

@@ -1,1 +1,2 @@
-"""What a Project means: its lifecycle, service graph, the Secrets and Configs it reads, granted resources, ingress host names, registry credentials."""
+"""What a Project means: its lifecycle, service graph, the Secrets and Configs it reads, granted resources, ingress
+host names, registry credentials."""

@@ -4,12 +4,12 @@
 
 Every container the agent creates gets (after the service's own `env`, so these win):
 
-| variable                                  | value                                                            |
-|-------------------------------------------|------------------------------------------------------------------|
-| `CARA_NODE_NAME`, `CARA_PROJECT`, `CARA_SERVICE` | where it runs and what it is                              |
-| `CARA_CPU_REQUEST`, `CARA_CPU_LIMIT`      | millicores (`500m` → `500`, `2` → `2000`), when requested/limited |
-| `CARA_MEMORY_REQUEST`, `CARA_MEMORY_LIMIT`| bytes (`1Gi` → `1073741824`), when requested/limited             |
-| `CARA_RESOURCE_<NAME>`                    | the count of each extended resource granted (`nvidia.com/gpu` → `CARA_RESOURCE_NVIDIA_COM_GPU`) |
+| variable | value |
+|---|---|
+| `CARA_NODE_NAME`, `CARA_PROJECT`, `CARA_SERVICE` | where it runs and what it is |
+| `CARA_CPU_REQUEST`, `CARA_CPU_LIMIT` | millicores (`500m` → `500`, `2` → `2000`), when requested/limited |
+| `CARA_MEMORY_REQUEST`, `CARA_MEMORY_LIMIT` | bytes (`1Gi` → `1073741824`), when requested/limited |
+| `CARA_RESOURCE_<NAME>` | each granted extended resource's count (`nvidia.com/gpu` → `CARA_RESOURCE_NVIDIA_COM_GPU`) |
 
 so that a scheduler inside the workload (Ray, Dask) can derive its logical capacity the way KubeRay does.
 Pure: the same service always gives the same variables. Requests are read after the apiserver's defaulting (a

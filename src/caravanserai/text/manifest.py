@@ -229,7 +229,8 @@ def _line_of(node: object, first_line: int) -> str:
 
 
 def parse_manifests(text: str, *, source: str, first_document: int = 1, first_line: int = 0) -> Parsed:
-    """The objects and problems of every document in `text`. Problems name `<source>, document <n>, line <l>` (n counting
+    """The objects and problems of every document in `text`. Problems name `<source>, document <n>, line <l>` (n
+    counting
     from `first_document`) and lines counting from `first_line`, for a text cut out of a larger file."""
     parsed = Parsed()
     documents, syntax_error = _documents(text, first_line)

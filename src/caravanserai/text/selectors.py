@@ -236,7 +236,7 @@ class _LabelParser:
         return token[1]
 
     def value_set(self) -> tuple[str, ...]:
-        kind, text, position = self.take()
+        _kind, text, position = self.take()
         if text != "(":
             raise self.error(f"expected '(' at position {position}, found {_short(text)}")
         values = [self.value()]

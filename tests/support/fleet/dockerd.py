@@ -112,7 +112,7 @@ class HostDocker:
             raise RuntimeError(f"docker ps on {self.host.name}: {result.stderr.decode(errors='replace').strip()}")
         rows = []
         for line in result.stdout.decode().splitlines():
-            cid, name, state, labels = (line.split("\t") + ["", "", "", ""])[:4]
+            cid, name, state, labels = ([*line.split("\t"), "", "", "", ""])[:4]
             pairs = dict(item.partition("=")[::2] for item in labels.split(",") if item)
             rows.append(EngineContainer(cid, name, state, pairs))
         return rows

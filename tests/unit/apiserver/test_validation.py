@@ -539,7 +539,8 @@ PROJECT_STATUS_CASES: list[tuple[Mutation, str, str]] = [
     (
         lambda p: setattr(p.status, "phase", "Done"),
         "status.phase",
-        'must be one of "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Terminating", "Terminated", not "Done"',
+        'must be one of "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Terminating", "Terminated",'
+        ' not "Done"',
     ),
     (lambda p: setattr(p.status, "node_ref", "Node 1"), "status.nodeRef", "must be a lowercase DNS subdomain"),
     (lambda p: setattr(p.status.conditions[0], "type", ""), "status.conditions[0].type", "is required"),

@@ -28,15 +28,15 @@ def bound(name: str, node_name: str, phase: str = v1.RUNNING, **kwargs: object) 
 
 def test_cluster_view_sums_requests_of_bound_projects_only() -> None:
     n = node_status(node("n1"), cpu="4", memory="8Gi")
-    l = lease("n1")
-    l.spec.renew_time.CopyFrom(timestamp(NOW - 3))
+    held = lease("n1")
+    held.spec.renew_time.CopyFrom(timestamp(NOW - 3))
     projects = [
         bound("a", "n1", requests={"cpu": "500m", "memory": "1Gi"}),
         bound("b", "n1", v1.SCHEDULED, requests={"cpu": "1"}),
         bound("gone", "n1", v1.TERMINATED, requests={"cpu": "2"}),  # no longer occupies the node
         project("waiting"),
     ]
-    view = views.cluster_view([n], [l], projects, NOW)
+    view = views.cluster_view([n], [held], projects, NOW)
     (row,) = view["nodes"]
     assert row["leaseAge"] == pytest.approx(3.0)
     assert row["projects"] == ["a", "b"]

@@ -196,7 +196,7 @@ def test_indexes_added_later_file_existing_objects(compact: bool) -> None:
     assert [o.metadata.name for o in cache.by_index(NODE_REF_INDEX, "n1")] == ["a"]
     with pytest.raises(ValueError, match="different function"):
         cache.add_indexers({NODE_REF_INDEX: lambda obj: []})
-    with pytest.raises(KeyError, match="no index 'status.phase'"):
+    with pytest.raises(KeyError, match=r"no index 'status.phase'"):
         cache.by_index("status.phase", "Pending")
 
 
@@ -296,7 +296,7 @@ async def test_handlers_run_after_the_cache_update_in_event_order(compact: bool)
         for changed in (project("a", labels={"v": "2"}), project("b")):
             before = len(seen)
             api.put(changed)
-            await until(lambda: len(seen) == before + 1)
+            await until(lambda before=before: len(seen) == before + 1)
         api.remove("a")
         await until(lambda: len(seen) == 4)
 

@@ -7,7 +7,10 @@ import sys
 
 from caravanserai.process.subprocesses import stop_process
 
-IGNORES_SIGTERM = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+IGNORES_SIGTERM = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "print('ready', flush=True); time.sleep(60)"
+)
 
 
 async def test_a_process_that_exits_on_sigterm_is_not_killed() -> None:

@@ -44,7 +44,7 @@ def test_bad_host_and_port_names_the_flag(text: str) -> None:
 
 
 def test_without_a_flag_the_message_is_the_value_alone() -> None:
-    with pytest.raises(ValueError, match="^'7420' is not host:port$"):
+    with pytest.raises(ValueError, match=r"^'7420' is not host:port$"):
         parse_address("7420")
 
 

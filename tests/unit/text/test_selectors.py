@@ -234,10 +234,10 @@ def test_object_fields_for_every_kind() -> None:
 def test_field_selector_of_a_kind_names_only_its_fields() -> None:
     with pytest.raises(
         Invalid,
-        match="unknown field 'reason': supported fields of Project are metadata.name, status.nodeRef, status.phase",
+        match=r"unknown field 'reason': supported fields of Project are metadata.name, status.nodeRef, status.phase",
     ):
         FieldSelector.parse("reason=Scheduled", kind="Project")
-    with pytest.raises(Invalid, match="supported fields of Node are metadata.name$"):
+    with pytest.raises(Invalid, match=r"supported fields of Node are metadata.name$"):
         FieldSelector.parse("status.phase=Running", kind="Node")
 
 

@@ -52,7 +52,8 @@ def _dependency(
     elif dep.condition == servicegraph.COMPLETED and target.restart_policy in ("", "Always"):
         errors.add(
             f"{path}.condition",
-            f"completed needs restart policy Never or OnFailure on service {quote(dep.service)} (Always never completes)",
+            f"completed needs restart policy Never or OnFailure on service {quote(dep.service)}"
+            " (Always never completes)",
         )
 
 
