@@ -90,10 +90,34 @@ def parser() -> argparse.ArgumentParser:
         prog=PROG, description="Run this machine's assigned projects on Docker.", formatter_class=DefaultsHelpFormatter
     )
     add_client_arguments(p)  # --server, --tls-cert, --tls-key, --tls-ca, --token
+    _add_node_arguments(p)
+    _add_service_arguments(p)
+    add_ingress_arguments(p)
+    _add_capacity_arguments(p)
+    _add_workload_arguments(p)
+    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
+    return p
+
+
+def _add_node_arguments(p: argparse.ArgumentParser) -> None:
+    """Who this node is and how it reaches Docker and the control plane."""
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="name of this node (default: hostname)")
     p.add_argument("--docker-host", default=DEFAULT_DOCKER_HOST, help="Docker Engine address (unix:// or tcp://)")
     p.add_argument("--heartbeat-interval", type=_positive, default=10.0, help="seconds between Lease renewals")
     p.add_argument("--label", type=_label, action="append", default=[], help="node label key=value (repeatable)")
+    p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
+    p.add_argument(
+        "--fence-after",
+        type=_duration,
+        default=DEFAULT_FENCE_AFTER,
+        help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
+        "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
+        "period; 0: never)",
+    )
+
+
+def _add_service_arguments(p: argparse.ArgumentParser) -> None:
+    """The agent's own listeners: the Agent gRPC service and its health and metrics endpoint."""
     p.add_argument("--listen", default=DEFAULT_LISTEN, help="address of the Agent gRPC service (logs)")
     p.add_argument(
         "--allow-insecure",
@@ -104,20 +128,6 @@ def parser() -> argparse.ArgumentParser:
         "--token-file",
         default="",
         help="bearer tokens of callers of the Agent service (token,user[,groups] lines; admin may exec/port-forward)",
-    )
-    add_ingress_arguments(p)
-    p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
-    p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
-    p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
-    p.add_argument("--workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="projects reconciled in parallel")
-    p.add_argument(
-        "--network-pool",
-        type=int,
-        default=DEFAULT_POOL_SIZE,
-        metavar="N",
-        help="spare project networks kept ready, so that a project arriving need not wait for Docker to "
-        "make one (made and removed in the background; 0: none, each project's network is made "
-        "when it arrives)",
     )
     p.add_argument(
         "--metrics-port",
@@ -131,16 +141,12 @@ def parser() -> argparse.ArgumentParser:
         default=DEFAULT_HEALTH_LISTEN,
         help="where /healthz, /readyz and /metrics are served without --metrics-port (host:port)",
     )
-    p.add_argument("--stop-timeout", type=int, default=10, help="seconds a container gets to stop before SIGKILL")
-    p.add_argument("--pull-timeout", type=_positive, default=600.0, help="seconds an image pull may take")
-    p.add_argument(
-        "--fence-after",
-        type=_duration,
-        default=DEFAULT_FENCE_AFTER,
-        help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
-        "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
-        "period; 0: never)",
-    )
+
+
+def _add_capacity_arguments(p: argparse.ArgumentParser) -> None:
+    """What this node offers: resources kept for the system and extended resources."""
+    p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
+    p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
     p.add_argument(
         "--resource",
         type=_resource,
@@ -149,14 +155,28 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME=COUNT",
         help="an extended resource this node offers, e.g. gpu=2 (repeatable; nvidia.com/gpu is detected)",
     )
+
+
+def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    """How projects are run: parallel reconciles, spare networks, timeouts, data files."""
+    p.add_argument("--workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="projects reconciled in parallel")
+    p.add_argument(
+        "--network-pool",
+        type=int,
+        default=DEFAULT_POOL_SIZE,
+        metavar="N",
+        help="spare project networks kept ready, so that a project arriving need not wait for Docker to "
+        "make one (made and removed in the background; 0: none, each project's network is made "
+        "when it arrives)",
+    )
+    p.add_argument("--stop-timeout", type=int, default=10, help="seconds a container gets to stop before SIGKILL")
+    p.add_argument("--pull-timeout", type=_positive, default=600.0, help="seconds an image pull may take")
     p.add_argument(
         "--data-dir",
         default="",
         help="where files of Secret and Config volumes are written (default: a tmpfs directory under "
         "/dev/shm/caravanserai-agent/)",
     )
-    p.add_argument("--log-level", default="info", help="debug, info, warning or error")
-    return p
 
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:

@@ -182,23 +182,12 @@ class Agent:
         networks = NetworkPool(docker, node=config.node_name, size=config.network_pool, clock=clock)
         projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout, networks=networks)
         sweep = functools.partial(self._sweep, informer, queue, projects)
-        fence = SelfFence(
-            fence_after=config.fence_after,
-            clock=clock,
-            projects=projects,
-            client=client,
-            node=config.node_name,
-            on_unfenced=sweep,
-        )
+        fence = self._make_fence(client, projects, on_unfenced=sweep)
         prober = HealthProber(clock=clock, on_change=queue.add)
         reconciler = self._make_reconciler(client, informer, projects, fence=fence, prober=prober)
+        workers = config.reconcile_workers
         controller = Controller(
-            COMPONENT,
-            reconciler,
-            queue,
-            max_concurrent_reconciles=config.reconcile_workers,
-            clock=clock,
-            metrics=metrics,
+            COMPONENT, reconciler, queue, max_concurrent_reconciles=workers, clock=clock, metrics=metrics
         )
         self._watch(controller, informer, manager, ingress)
         registrar = NodeRegistrar(
@@ -216,6 +205,19 @@ class Agent:
                 "agent-throughput": self._measure(registrar, meter),
                 "agent-docker": self._fence_and_watch(informer, queue, sweep, docker),
             },
+        )
+
+    def _make_fence(
+        self, client: Client, projects: ProjectRuntime, *, on_unfenced: Callable[[], Awaitable[None]]
+    ) -> SelfFence:
+        config = self.config
+        return SelfFence(
+            fence_after=config.fence_after,
+            clock=self.clock,
+            projects=projects,
+            client=client,
+            node=config.node_name,
+            on_unfenced=on_unfenced,
         )
 
     def _make_manager(self, client: Client) -> Manager:

@@ -15,30 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
-from typing import NoReturn
 
 import click
-from click.core import ParameterSource
 
+from caravanserai.cli.clusterstart import fail, ignored_flags, next_steps, split_address, start
 from caravanserai.cli.localcluster import (
     DEFAULT_ETCD_PORT,
-    ETCD_MISSING,
-    command_name,
     default_data_dir,
     default_node_name,
-    docker_problem,
     exclusive,
     leftover_processes,
-    port_problem,
     probe,
     read_state,
     stop_processes,
@@ -46,14 +37,11 @@ from caravanserai.cli.localcluster import (
 )
 from caravanserai.cli.supervisor import (
     STATE_FILE,
-    SUPERVISOR_MODULE,
     ClusterSpec,
-    cluster_env,
     process_alive,
 )
 from caravanserai.client import DEFAULT_SERVER
-from caravanserai.text.addresses import DEFAULT_DOCKER_HOST, OFF, Address, is_off, parse_address
-from caravanserai.text.selectors import validate_dns_subdomain
+from caravanserai.text.addresses import DEFAULT_DOCKER_HOST, OFF, is_off
 
 # ---------------------------------------------------------------------------------------------- small helpers
 
@@ -62,140 +50,16 @@ def _data_dir(option: Path | None) -> Path:
     return (option or default_data_dir()).expanduser().resolve()
 
 
-def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(1)
-
-
 def _address_or_off(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return OFF if is_off(value) else _address(ctx, param, value)
 
 
-def _split(address: str) -> Address:
-    """A `cara up` address: host:port with a fixed port (it is checked free, and shown)."""
-    return parse_address(address, port_zero=False)
-
-
 def _address(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     try:
-        _split(value)
+        split_address(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     return value
-
-
-# ---------------------------------------------------------------------------------------------- the state file
-
-
-# ---------------------------------------------------------------------------------------------- prerequisites
-
-
-def etcd_binary() -> str:
-    """The absolute path of `etcd`; exits with the package to install when it is missing."""
-    path = shutil.which("etcd")
-    if path is None:
-        _fail(ETCD_MISSING)
-    return path
-
-
-def check_ports(spec: ClusterSpec) -> None:
-    """Exit with a clear message when two components share a port or a port is taken."""
-    wanted = {
-        "--listen": _split(spec.api_listen),
-        "--etcd-port": ("127.0.0.1", spec.etcd_client_port),
-        "--etcd-peer-port": ("127.0.0.1", spec.etcd_peer_port),
-    }
-    if spec.metrics_listen != OFF:
-        wanted["--metrics-listen"] = _split(spec.metrics_listen)
-    if spec.agent:
-        wanted["--agent-listen"] = _split(spec.agent_listen)
-        wanted["--agent-health-listen"] = _split(spec.agent_health_listen)
-        if spec.ingress_listen != OFF:
-            wanted["--ingress-listen"] = _split(spec.ingress_listen)
-    if spec.dashboard:
-        wanted["--dashboard-listen"] = _split(spec.dashboard_listen)
-    seen: dict[int, str] = {}
-    for flag, (host, port) in wanted.items():
-        if port in seen:
-            _fail(f"{flag} and {seen[port]} both use port {port}")
-        seen[port] = flag
-        problem = port_problem(host, port)
-        if problem:
-            _fail(f"cannot listen on {host}:{port} ({flag}): {problem}; choose another port with {flag}")
-
-
-# ---------------------------------------------------------------------------------------------- the API
-
-
-# ---------------------------------------------------------------------------------------------- starting
-
-
-def spawn_supervisor(data: Path, spec: ClusterSpec) -> None:
-    """Start the supervisor in its own session and wait until it has written its state file."""
-    (data / "logs").mkdir(parents=True, exist_ok=True)
-    (data / STATE_FILE).unlink(missing_ok=True)  # a file left by a killed supervisor must not count as started
-    with open(data / "logs" / "supervisor.log", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", SUPERVISOR_MODULE, json.dumps(asdict(spec))],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-            cwd=data,
-            env=cluster_env(data),
-        )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            _fail(f"the supervisor exited at once (code {proc.returncode}); see {data / 'logs' / 'supervisor.log'}")
-        if (data / STATE_FILE).exists():
-            return
-        time.sleep(0.1)
-    _fail(f"the supervisor did not start; see {data / 'logs' / 'supervisor.log'}")
-
-
-def next_steps(spec: ClusterSpec) -> list[str]:
-    """The lines `cara up` ends with: what to try next and how to stop."""
-    ctl = command_name("caractrl")
-    if spec.api_listen != DEFAULT_SERVER:
-        ctl += f" --server {spec.api_listen}"
-    lines = [f"Next: {ctl} get nodes"]
-    if spec.dashboard:
-        lines.append(f"      open http://{spec.dashboard_listen}/ (the live dashboard)")
-    if not spec.agent:
-        lines.append(
-            f"No agent runs here: projects stay Pending until a node joins (cara-agent --server "
-            f"{spec.api_listen} --node-name NAME on a machine with Docker)."
-        )
-    elif Path("examples/hello.yaml").is_file():
-        lines.append(f"      {ctl} apply -f examples/hello.yaml && {ctl} wait project hello --for phase=Running")
-    data = "" if Path(spec.data_dir) == default_data_dir().resolve() else f" --data-dir {spec.data_dir}"
-    lines.append(f"Stop: {command_name('cara')} down{data} (the cluster's state is kept for the next cara up)")
-    return lines
-
-
-def _ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec) -> list[str]:
-    """Flags given on the command line that differ from the running cluster's settings."""
-    fields = {
-        "listen": "api_listen",
-        "etcd_port": "etcd_client_port",
-        "etcd_peer_port": "etcd_peer_port",
-        "no_agent": "agent",
-        "node_name": "node_name",
-        "agent_listen": "agent_listen",
-        "metrics_listen": "metrics_listen",
-        "agent_health_listen": "agent_health_listen",
-        "no_dashboard": "dashboard",
-        "dashboard_listen": "dashboard_listen",
-        "docker_host": "docker_host",
-        "ingress_listen": "ingress_listen",
-    }
-    return [
-        f"--{param.replace('_', '-')}"
-        for param, attr in fields.items()
-        if ctx.get_parameter_source(param) == ParameterSource.COMMANDLINE
-        and getattr(running, attr) != getattr(asked, attr)
-    ]
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -331,24 +195,35 @@ def up(
         dashboard_listen=dashboard_listen,
         ingress_listen=ingress_listen,
     )
+    spec = _running_or_started(ctx, data, asked)
+    _report_ready(spec, data, timeout)
+
+
+def _running_or_started(ctx: click.Context, data: Path, asked: ClusterSpec) -> ClusterSpec:
+    """Under the data directory's lock: the running cluster's settings (with a warning naming the flags it ignores),
+    or `asked` once a cluster with them has been started."""
     with exclusive(data):
         state = read_state(data)
-        if state is not None:
-            spec = ClusterSpec(**state["spec"])
-            click.echo(f"Caravanserai is already running (supervisor pid {state['supervisor_pid']}).")
-            ignored = _ignored_flags(ctx, spec, asked)
-            if ignored:
-                click.echo(
-                    f"warning: {', '.join(ignored)} ignored: the running cluster keeps its settings "
-                    "(cara down first to change them)",
-                    err=True,
-                )
-        else:
-            spec = asked
-            _start(data, spec)
+        if state is None:
+            start(data, asked)
+            return asked
+    spec = ClusterSpec(**state["spec"])
+    click.echo(f"Caravanserai is already running (supervisor pid {state['supervisor_pid']}).")
+    ignored = ignored_flags(ctx, spec, asked)
+    if ignored:
+        click.echo(
+            f"warning: {', '.join(ignored)} ignored: the running cluster keeps its settings "
+            "(cara down first to change them)",
+            err=True,
+        )
+    return spec
+
+
+def _report_ready(spec: ClusterSpec, data: Path, timeout: float) -> None:
+    """Wait until the cluster answers (exit 1 after `timeout`), then print the summary and the next steps."""
     problem = asyncio.run(wait_ready(spec.api_listen, spec.node_name or None, timeout))
     if problem:
-        _fail(
+        fail(
             f"the cluster did not become ready within {timeout:g}s: {problem} (it keeps trying; logs in "
             f"{data / 'logs'}; `cara status`, `cara down`)"
         )
@@ -356,27 +231,6 @@ def up(
     click.echo(f"Caravanserai is up: API at {spec.api_listen}{node}; data and logs in {data}.")
     for line in next_steps(spec):
         click.echo(line)
-
-
-def _start(data: Path, spec: ClusterSpec) -> None:
-    """Check everything `cara up` needs, clear what a killed supervisor left, then start the supervisor."""
-    if spec.agent:
-        problem = validate_dns_subdomain(spec.node_name)
-        if problem:
-            _fail(f"invalid node name {spec.node_name!r}: {problem}; choose one with --node-name")
-    spec.etcd_binary = etcd_binary()
-    if spec.agent:
-        problem = docker_problem(spec.docker_host)
-        if problem:
-            _fail(problem)
-    leftovers = leftover_processes(data)
-    if leftovers:
-        click.echo(
-            f"Stopping {len(leftovers)} processes left by a previous run (pids {' '.join(map(str, leftovers))})."
-        )
-        stop_processes(leftovers, grace=10.0)
-    check_ports(spec)
-    spawn_supervisor(data, spec)
 
 
 @cli.command()
@@ -418,7 +272,7 @@ def _stop_cluster(data: Path, timeout: float) -> None:
     survivors = stop_processes(leftover_processes(data), grace=5.0)
     (data / STATE_FILE).unlink(missing_ok=True)
     if survivors:
-        _fail(f"processes {' '.join(map(str, survivors))} did not stop")
+        fail(f"processes {' '.join(map(str, survivors))} did not stop")
     click.echo(
         "Caravanserai is down; its state is kept for the next `cara up`, and the containers of running "
         "projects keep running."

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from caravanserai import v1
 from caravanserai.agent.docker.engine import DockerRuntime
@@ -72,6 +72,11 @@ def add_ingress_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_INGRESS_LISTEN,
         help=f"HOST:PORT of the ingress HTTP proxy, or off (default {DEFAULT_INGRESS_LISTEN})",
     )
+    _add_body_limits(add, d)
+    _add_timeouts(add, d)
+
+
+def _add_body_limits(add: Callable[..., object], d: IngressLimits) -> None:
     add(
         "--ingress-max-request-body",
         type=_size,
@@ -86,6 +91,9 @@ def add_ingress_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="largest response body the ingress relays before cutting it off; 0: no limit (default 0)",
     )
+
+
+def _add_timeouts(add: Callable[..., object], d: IngressLimits) -> None:
     add(
         "--ingress-connect-timeout",
         type=_seconds,

@@ -44,6 +44,25 @@ def _parser() -> argparse.ArgumentParser:
         "--compaction-interval", type=parse_duration, default=300.0, help="etcd compaction interval; 0 disables"
     )
     p.add_argument("--shutdown-grace", type=parse_duration, default=5.0, help="time in-flight calls get on SIGTERM")
+    _add_tls_arguments(p)
+    p.add_argument("--allow-insecure", action="store_true", help="allow plain TCP on a non-loopback address")
+    p.add_argument("--max-inflight", type=int, default=400, help="requests in flight before RESOURCE_EXHAUSTED")
+    p.add_argument("--max-inflight-per-client", type=int, default=100, help="the same, per client")
+    p.add_argument(
+        "--metrics-listen",
+        default="127.0.0.1:7423",
+        help="address of /metrics, /healthz and /readyz (host:port; off disables them)",
+    )
+    p.add_argument("--workers", type=int, default=1,
+                   help="apiserver processes sharing --listen (SO_REUSEPORT); more than 1 starts a supervisor that "
+                        "serves --metrics-listen over them")  # fmt: skip
+    p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)  # set by the supervisor
+    p.add_argument("--log-level", default="info")
+    return p
+
+
+def _add_tls_arguments(p: argparse.ArgumentParser) -> None:
+    """Certificates, keys and tokens: towards etcd, of the gRPC server, and the encryption of Secrets at rest."""
     p.add_argument("--etcd-cafile", default="", help="CA bundle verifying https:// etcd members")
     p.add_argument("--etcd-certfile", default="", help="client certificate (PEM) for etcd")
     p.add_argument("--etcd-keyfile", default="", help="client key (PEM) for etcd")
@@ -59,20 +78,6 @@ def _parser() -> argparse.ArgumentParser:
         default="",
         help="encrypt Secrets in etcd (AES-GCM): lines '<key id> <base64 32-byte key>', the first one writes",
     )
-    p.add_argument("--allow-insecure", action="store_true", help="allow plain TCP on a non-loopback address")
-    p.add_argument("--max-inflight", type=int, default=400, help="requests in flight before RESOURCE_EXHAUSTED")
-    p.add_argument("--max-inflight-per-client", type=int, default=100, help="the same, per client")
-    p.add_argument(
-        "--metrics-listen",
-        default="127.0.0.1:7423",
-        help="address of /metrics, /healthz and /readyz (host:port; off disables them)",
-    )
-    p.add_argument("--workers", type=int, default=1,
-                   help="apiserver processes sharing --listen (SO_REUSEPORT); more than 1 starts a supervisor that "
-                        "serves --metrics-listen over them")  # fmt: skip
-    p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)  # set by the supervisor
-    p.add_argument("--log-level", default="info")
-    return p
 
 
 def _check_workers(opts: argparse.Namespace) -> None:
