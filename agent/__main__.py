@@ -27,7 +27,7 @@ from caravanserai.agent.host.extended import parse_resource
 from caravanserai.agent.ingress.server import add_ingress_arguments, limits_from_args
 from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
 from caravanserai.client import add_client_arguments, server_address
-from caravanserai.process.helpformat import DefaultsHelpFormatter
+from caravanserai.process.helpformat import DefaultsHelpFormatter, flag_type
 from caravanserai.process.logging import configure_logging
 from caravanserai.process.shell import fatal, run_main, until_signalled
 from caravanserai.process.tls import TLSFiles
@@ -48,41 +48,11 @@ def _label(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _quantity(text: str) -> str:
-    try:
-        parse_quantity(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _resource(text: str) -> tuple[str, int]:
-    try:
-        return parse_resource(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _host_port(text: str) -> str:
-    try:
-        parse_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
 def _positive(text: str) -> float:
     value = float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, not {text}")
     return value
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -108,7 +78,7 @@ def _add_node_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
     p.add_argument(
         "--fence-after",
-        type=_duration,
+        type=flag_type(parse_duration),
         default=DEFAULT_FENCE_AFTER,
         help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
         "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
@@ -137,7 +107,7 @@ def _add_service_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--health-listen",
-        type=_host_port,
+        type=flag_type(parse_address, keep_text=True),
         default=DEFAULT_HEALTH_LISTEN,
         help="where /healthz, /readyz and /metrics are served without --metrics-port (host:port)",
     )
@@ -145,11 +115,18 @@ def _add_service_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_capacity_arguments(p: argparse.ArgumentParser) -> None:
     """What this node offers: resources kept for the system and extended resources."""
-    p.add_argument("--reserved-cpu", type=_quantity, default="500m", help="cpu kept for the system")
-    p.add_argument("--reserved-memory", type=_quantity, default="512Mi", help="memory kept for the system")
+    p.add_argument(
+        "--reserved-cpu", type=flag_type(parse_quantity, keep_text=True), default="500m", help="cpu kept for the system"
+    )
+    p.add_argument(
+        "--reserved-memory",
+        type=flag_type(parse_quantity, keep_text=True),
+        default="512Mi",
+        help="memory kept for the system",
+    )
     p.add_argument(
         "--resource",
-        type=_resource,
+        type=flag_type(parse_resource),
         action="append",
         default=[],
         metavar="NAME=COUNT",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable
 
 from caravanserai import v1
@@ -23,6 +24,7 @@ from caravanserai.agent.ingress.httpdetails import IngressLimits
 from caravanserai.agent.ingress.proxy import IngressProxy
 from caravanserai.agent.ingress.routes import RouteTable
 from caravanserai.informer import SharedInformerFactory
+from caravanserai.process.helpformat import flag_type
 from caravanserai.text import addresses
 from caravanserai.text.addresses import Address
 from caravanserai.text.durations import parse_duration
@@ -37,28 +39,11 @@ def parse_listen(listen: str, *, flag: str = "--ingress-listen") -> Address | No
     return addresses.parse_listen(listen, flag=flag, default_host="0.0.0.0")
 
 
-def _listen(text: str) -> str:
-    try:
-        parse_listen(text, flag="")  # argparse names the flag itself
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _size(text: str) -> int:
-    try:
-        return to_int(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _seconds(text: str) -> float:
-    try:
-        value = parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    """A positive duration (`5s`, `1m30s`)."""
+    value = parse_duration(text)
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, not {text}")
+        raise ValueError(f"must be positive, not {text}")
     return value
 
 
@@ -68,7 +53,7 @@ def add_ingress_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add(
         "--ingress-listen",
-        type=_listen,
+        type=flag_type(functools.partial(parse_listen, flag=""), keep_text=True),  # argparse names the flag
         default=DEFAULT_INGRESS_LISTEN,
         help=f"HOST:PORT of the ingress HTTP proxy, or off (default {DEFAULT_INGRESS_LISTEN})",
     )
@@ -79,14 +64,14 @@ def add_ingress_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_body_limits(add: Callable[..., object], d: IngressLimits) -> None:
     add(
         "--ingress-max-request-body",
-        type=_size,
+        type=flag_type(to_int),
         default=d.max_request_body,
         metavar="SIZE",
         help="largest request body the ingress forwards, e.g. 64Mi; 0: no limit (default 64Mi)",
     )
     add(
         "--ingress-max-response-body",
-        type=_size,
+        type=flag_type(to_int),
         default=d.max_response_body,
         metavar="SIZE",
         help="largest response body the ingress relays before cutting it off; 0: no limit (default 0)",
@@ -96,21 +81,21 @@ def _add_body_limits(add: Callable[..., object], d: IngressLimits) -> None:
 def _add_timeouts(add: Callable[..., object], d: IngressLimits) -> None:
     add(
         "--ingress-connect-timeout",
-        type=_seconds,
+        type=flag_type(_seconds),
         default=d.connect_timeout,
         metavar="DURATION",
         help="time to connect to a backend (default 5s)",
     )
     add(
         "--ingress-response-timeout",
-        type=_seconds,
+        type=flag_type(_seconds),
         default=d.response_timeout,
         metavar="DURATION",
         help="time for a backend to send its response headers (default 60s)",
     )
     add(
         "--ingress-idle-timeout",
-        type=_seconds,
+        type=flag_type(_seconds),
         default=d.idle_timeout,
         metavar="DURATION",
         help="time without a byte from the backend before the exchange ends (default 5m)",
