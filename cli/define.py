@@ -99,7 +99,7 @@ async def _apply(settings: Settings, definition: v1.ResourceDefinition) -> None:
             before = await client.resourcedefinitions.get(definition.metadata.name)
         except NotFound:
             before = None
-        stored = await apply_definition(client, definition)
+        stored = await apply_definition(client.resourcedefinitions, definition)
     if before is None:
         action = "created"
     else:

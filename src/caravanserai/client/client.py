@@ -40,8 +40,10 @@ import grpc
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.backoff import Backoff
+from caravanserai.client import definitions
 from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_address
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.customkinds.schemas import KindNames
 from caravanserai.errors import AlreadyExists, NotFound, ResourceExhausted, Unavailable
 from caravanserai.grpcstatus import from_rpc_error
 from caravanserai.process.tls import TLSFiles
@@ -161,9 +163,6 @@ class Client:
         """Define (or update) the custom kind of the generated class `cls` with its `spec` and `status` classes,
         register it in this process and wait (up to `timeout` seconds) until the server serves it. Idempotent;
         an incompatible schema change is refused (Invalid naming the field). Returns the stored definition."""
-        from caravanserai.client.definitions import define  # noqa: PLC0415 - keeps this module small
-        from caravanserai.customkinds.schemas import KindNames  # noqa: PLC0415
-
         names = KindNames.of(
             cls,
             group=group,
@@ -172,14 +171,24 @@ class Client:
             printer_columns=printer_columns,
             node_verbs=node_verbs,
         )
-        return await define(self, cls, names, spec=spec, status=status, timeout=timeout)
+        return await definitions.define(
+            self.resourcedefinitions,
+            cls,
+            names,
+            spec=spec,
+            status=status,
+            list_one=self._list_one,
+            clock=self.clock,
+            timeout=timeout,
+        )
+
+    async def _list_one(self, kind: meta.Kind) -> object:
+        return await self.resource(kind.cls).list(limit=1)
 
     async def discover(self) -> list[meta.Kind]:
         """Register every custom kind the server serves (classes built from the definitions' schemas, unless a
         class of that kind is already registered) so that names like "projectsets" work; the kinds found."""
-        from caravanserai.client.definitions import discover  # noqa: PLC0415
-
-        return await discover(self)
+        return await definitions.discover(self.resourcedefinitions)
 
     async def __aenter__(self) -> Client:
         return self

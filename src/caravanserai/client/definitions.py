@@ -9,37 +9,54 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol
 
 from caravanserai import meta, v1
+from caravanserai.clock import Clock
 from caravanserai.customkinds import schemas
 from caravanserai.errors import AlreadyExists, Invalid, NotFound
-
-if TYPE_CHECKING:
-    from caravanserai.client.client import Client
 
 POLL_SECONDS = 0.05
 
 
+class Definitions(Protocol):
+    """What these functions need of the `resourcedefinitions` client (`Client.resourcedefinitions`), so that this
+    module does not import the client that calls it."""
+
+    async def create(self, obj: v1.ResourceDefinition) -> v1.ResourceDefinition: ...
+
+    async def get(self, name: str) -> v1.ResourceDefinition: ...
+
+    async def update(self, obj: v1.ResourceDefinition) -> v1.ResourceDefinition: ...
+
+    async def list(self) -> Iterable[v1.ResourceDefinition]: ...
+
+
+ListOne = Callable[[meta.Kind], Awaitable[object]]
+"""List at most one object of a kind (`Client.resource(kind.cls).list(limit=1)`): how `wait_served` asks."""
+
+
 async def define(
-    client: Client,
+    definitions: Definitions,
     cls: type[Any],
     names: schemas.KindNames,
     *,
     spec: type[Any],
     status: type[Any],
+    list_one: ListOne,
+    clock: Clock,
     timeout: float = 10.0,
 ) -> v1.ResourceDefinition:
     """See `Client.define` (which builds `names` from its keyword arguments)."""
-    stored = await apply_definition(client, schemas.definition_of(names, cls, spec=spec, status=status))
+    stored = await apply_definition(definitions, schemas.definition_of(names, cls, spec=spec, status=status))
     kind = meta.register(names.kind_entry(cls))
-    await wait_served(client, kind, timeout=timeout)
+    await wait_served(list_one, kind, clock=clock, timeout=timeout)
     return stored
 
 
-async def apply_definition(client: Client, wanted: v1.ResourceDefinition) -> v1.ResourceDefinition:
+async def apply_definition(definitions: Definitions, wanted: v1.ResourceDefinition) -> v1.ResourceDefinition:
     """Create `wanted`, or update the stored definition of that name to its spec; the stored definition."""
-    definitions = client.resourcedefinitions
     try:
         return await definitions.create(wanted)
     except AlreadyExists:
@@ -51,28 +68,28 @@ async def apply_definition(client: Client, wanted: v1.ResourceDefinition) -> v1.
     return await definitions.update(current)
 
 
-async def wait_served(client: Client, kind: meta.Kind, *, timeout: float) -> None:
+async def wait_served(list_one: ListOne, kind: meta.Kind, *, clock: Clock, timeout: float) -> None:
     """Return once the server answers a List of `kind`; Unavailable-like TimeoutError after `timeout` seconds."""
-    deadline = client.clock.monotonic() + timeout
+    deadline = clock.monotonic() + timeout
     while True:
         try:
-            await client.resource(kind.cls).list(limit=1)
+            await list_one(kind)
             return
         except Invalid as exc:  # "unknown resource" until the server has seen the definition
-            if client.clock.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 raise TimeoutError(f"the server does not serve {kind.plural} after {timeout} s: {exc}") from None
-        await client.clock.sleep(POLL_SECONDS)
+        await clock.sleep(POLL_SECONDS)
 
 
-async def discover(client: Client) -> list[meta.Kind]:
+async def discover(definitions: Definitions) -> list[meta.Kind]:
     """See `Client.discover`."""
     found: list[meta.Kind] = []
     try:
-        definitions = await client.resourcedefinitions.list()
+        served = await definitions.list()
     except NotFound:
         return found
     known = {k.plural: k for k in meta.registered()}
-    for definition in definitions:
+    for definition in served:
         kind = known.get(definition.spec.plural)
         if kind is None or (kind.custom and kind != schemas.kind_for_definition(definition, kind.cls)):
             try:
@@ -83,4 +100,4 @@ async def discover(client: Client) -> list[meta.Kind]:
     return found
 
 
-__all__ = ["apply_definition", "define", "discover", "wait_served"]
+__all__ = ["Definitions", "ListOne", "apply_definition", "define", "discover", "wait_served"]
