@@ -24,11 +24,11 @@ from typing import Any
 
 import structlog
 from benchlib import free_port, goal, wait_serving
-from support.customkinds import define_projectset, projectset, projectset_messages
 
 from caravanserai.client import Client, ResourceClient
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 OPS = ("create_per_s", "update_per_s", "get_per_s")
 

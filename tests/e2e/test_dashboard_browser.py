@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 from agent_harness import RunningAgent, StartAgent, bind
-from support.dashboard import dashboard
 
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
@@ -28,6 +27,7 @@ from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.gc.policy import GCConfig
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.testing.apiserver import RunningApiServer
+from support.dashboard import dashboard
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

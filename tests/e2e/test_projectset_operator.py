@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from agent_harness import StartAgent
-from support.customkinds import GROUP, projectset, projectset_messages
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -22,6 +21,7 @@ from caravanserai.customkinds.schemas import register
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.wait import wait_for
+from support.customkinds import GROUP, projectset, projectset_messages
 
 OPERATOR = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
 SET_LABEL = "projectset.example.com/set"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from fault_processes import Processes, remove_labelled
-from support.processes import ApiProcess
 
 from caravanserai.testing import free_port
 from caravanserai.testing.docker import ensure_test_image
 from caravanserai.testing.etcd import EtcdServer
+from support.processes import ApiProcess
 
 
 @pytest.fixture

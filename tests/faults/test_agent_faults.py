@@ -32,7 +32,6 @@ from fault_processes import (
     scrape,
     started_at,
 )
-from support.processes import ApiProcess
 
 from caravanserai import meta, v1
 from caravanserai.agent.docker.naming import LABEL_NETWORK_POOL
@@ -44,6 +43,7 @@ from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
+from support.processes import ApiProcess
 
 pytestmark = pytest.mark.docker
 

@@ -7,14 +7,13 @@ import os
 import subprocess
 from pathlib import Path
 
-from support.processes import ApiProcess
-
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.process.tls import TLSFiles
 from caravanserai.testing import builders, free_port
 from caravanserai.testing.apiserver import start_apiserver
 from caravanserai.testing.etcd import EtcdServer
+from support.processes import ApiProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,6 @@ import contextlib
 from typing import Any
 
 import pytest
-from support.processes import ApiProcess
 
 from caravanserai import v1
 from caravanserai.client import Client
@@ -18,6 +17,7 @@ from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
+from support.processes import ApiProcess
 
 
 async def test_etcd_killed_during_500_acknowledged_writes(own_etcd: EtcdServer) -> None:

@@ -29,7 +29,6 @@ from typing import Any
 
 import pytest
 from fault_processes import OsProcess, Processes, scheduler_argv
-from support.processes import ApiProcess
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -38,6 +37,7 @@ from caravanserai.errors import Conflict
 from caravanserai.testing.builders import lease, node, node_status, project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
+from support.processes import ApiProcess
 
 NODES = 10
 SLOTS_PER_NODE = 20  # 2 cpu / 100m each

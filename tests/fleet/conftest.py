@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Generator
 
 import pytest
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, reset
+
 from support.fleet import Fleet, FleetConfig, NamespacesUnavailable, check_available
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 
-from support.fleet import EngineContainer, Fleet
-
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.testing.wait import wait_for
+from support.fleet import EngineContainer, Fleet
 
 PROJECT_LABEL = "caravanserai.io/project"
 HEARTBEAT_TIMEOUT = 5.0  # the fleet's node-health timings (short, to keep the tier within minutes)

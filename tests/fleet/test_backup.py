@@ -3,9 +3,8 @@ cluster, `etcdctl snapshot restore` on every member, start again: the same objec
 
 from __future__ import annotations
 
-from support.fleet import Fleet
-
 from caravanserai.testing import builders
+from support.fleet import Fleet
 
 
 async def test_snapshot_destroy_restore_gives_back_the_same_objects(fleet: Fleet) -> None:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.fleet import HostProcess, NamespacesUnavailable, Network, check_available, cleanup
 from support.fleet.netns import PREFIX, free_subnet, sh
 

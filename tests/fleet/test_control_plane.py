@@ -9,7 +9,6 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 from fleet_helpers import QUICK_STOP, wait_running
-from support.fleet import Fleet
 
 from caravanserai import v1
 from caravanserai.client import Client
@@ -17,6 +16,7 @@ from caravanserai.client.resumable import Listed, ResumableWatch
 from caravanserai.errors import AlreadyExists, CaravanseraiError
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
+from support.fleet import Fleet
 
 WRITES = 500
 WRITERS = 5

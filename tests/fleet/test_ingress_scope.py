@@ -11,10 +11,10 @@ import urllib.error
 import urllib.request
 
 from fleet_helpers import wait_running
-from support.fleet import Fleet
 
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
+from support.fleet import Fleet
 
 WEB = ["sh", "-c", "echo scoped > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"]
 INGRESS_PORT = 8081  # the agents' default --ingress-listen, inside each host's namespace

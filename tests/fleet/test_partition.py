@@ -8,11 +8,11 @@ import asyncio
 import time
 
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container_times, copies, wait_running
-from support.fleet import Fleet
 
 from caravanserai import v1
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
+from support.fleet import Fleet
 
 FIGURES: dict[str, float] = {}
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 
 from fleet_helpers import QUICK_STOP, all_containers, copies
-from support.fleet import Fleet
 
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
+from support.fleet import Fleet
 
 LIVE = 12
 

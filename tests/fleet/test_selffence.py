@@ -8,12 +8,12 @@ import asyncio
 import time
 
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container_times, copies, wait_running
-from support.fleet import Fleet
 
 from caravanserai import v1
 from caravanserai.clock import seconds
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
+from support.fleet import Fleet
 
 MAX_OVERLAP = 3.0
 

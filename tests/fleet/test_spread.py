@@ -8,10 +8,10 @@ import subprocess
 import urllib.request
 
 from fleet_helpers import QUICK_STOP, copies, wait_running
-from support.fleet import Fleet
 
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
+from support.fleet import Fleet
 
 
 def test_no_harness_address_routes_off_the_machine(fleet: Fleet) -> None:

@@ -20,7 +20,6 @@ import aiohttp
 import grpc
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support.customkinds import define_projectset, projectset, projectset_messages
 
 from caravanserai import meta, v1
 from caravanserai.apiserver.grpcapi import WORKER_METADATA
@@ -30,6 +29,7 @@ from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 CONNECTIONS = 16  # clients with connections of their own opened until both workers hold one (fails: 2^-15)
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
-from support.customkinds import define_projectset, example_proto, projectset, projectset_messages
 
 from caravanserai.client import Client
 from caravanserai.testing.apiserver import RunningApiServer
+from support.customkinds import define_projectset, example_proto, projectset, projectset_messages
 
 
 def lines(text: str) -> list[str]:

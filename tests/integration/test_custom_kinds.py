@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2
-from support.customkinds import GROUP, define_projectset, projectset, projectset_messages
 
 from caravanserai import v1
 from caravanserai.client import Client
@@ -17,6 +16,7 @@ from caravanserai.customkinds import schemas
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.etcd import EtcdServer
+from support.customkinds import GROUP, define_projectset, projectset, projectset_messages
 
 
 async def test_define_serves_the_kind_and_the_client_is_typed(client: Client) -> None:

@@ -11,8 +11,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from support.customkinds import define_projectset, projectset, projectset_messages
-from support.dashboard import RunningDashboard, dashboard
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -21,6 +19,8 @@ from caravanserai.testing import free_port
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import node, node_status, project
 from caravanserai.testing.wait import wait_for
+from support.customkinds import define_projectset, projectset, projectset_messages
+from support.dashboard import RunningDashboard, dashboard
 
 NODE = "dash-node"
 

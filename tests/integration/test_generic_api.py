@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support.customkinds import define_projectset, projectset, projectset_messages
 
 from caravanserai import v1
 from caravanserai.client import Client, ResourceClient
 from caravanserai.errors import Conflict, Invalid, NotFound
 from caravanserai.testing.builders import project
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from support.customkinds import projectset
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import NotFound
 from caravanserai.testing.wait import wait_for
+from support.customkinds import projectset
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
 

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
-from support.dashboard import dashboard
 
 from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.apiserver import RunningApiServer
+from support.dashboard import dashboard
 
 MANIFEST = (
     "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: dash-id}\n"

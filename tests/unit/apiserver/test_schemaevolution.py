@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 from google.protobuf import descriptor_pb2
-from support.customkinds import projectset_messages
 
 from caravanserai import v1
 from caravanserai.apiserver.schemaevolution import breaking_changes
 from caravanserai.customkinds import schemas
 from caravanserai.customkinds.schemas import Schema, SchemaError
+from support.customkinds import projectset_messages
 
 Field = descriptor_pb2.FieldDescriptorProto
 
