@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from caravanserai import v1
 from caravanserai.agent.docker.records import DaemonInfo
 from caravanserai.agent.host.extended import node_resources
+from caravanserai.client.targets import DEFAULT_PORT
 from caravanserai.text.addresses import parse_address
 from caravanserai.text.quantity import cpu_millis, format_cpu, format_quantity, to_int
 
@@ -133,7 +134,7 @@ def node_info(docker_info: DaemonInfo, *, os_release: str = "/etc/os-release") -
     )
 
 
-def split_host_port(address: str, default_port: int = 7420) -> tuple[str, int]:
+def split_host_port(address: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
     """("host", port) of "host:port", "[v6]:port" or a bare host; ValueError when it is none of them."""
     return parse_address(address, flag="server", default_port=default_port)
 

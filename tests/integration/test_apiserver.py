@@ -310,7 +310,7 @@ async def test_watchers_filed_by_node_see_only_their_node_and_are_not_checked_fo
     for watcher in filed.values():
         watcher.close("test done")
     for node_name, watcher in filed.items():  # closed: unfiled (the gRPC watches end on their own time)
-        assert watcher not in cache._indexed.get(("status.nodeRef", node_name), set())  # noqa: SLF001
+        assert watcher not in cache._watchers.indexed.get(("status.nodeRef", node_name), set())  # noqa: SLF001
 
 
 async def test_watch_sends_bookmarks(client: Client) -> None:

@@ -25,7 +25,7 @@ queues and their filing by value, `watchhistory` the window of recent changes an
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import structlog
@@ -94,11 +94,6 @@ class WatchCache:
     def pending_events(self) -> int:
         """Events queued to watchers and not yet taken by them (for metrics)."""
         return sum(w.pending for w in self._watchers)
-
-    @property
-    def _indexed(self) -> Mapping[IndexKey, set[Watcher]]:
-        """The indexed watchers, grouped by the (field, value) they are filed under (the filing test reads it)."""
-        return self._watchers.indexed
 
     def watch(
         self,

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 from caravanserai.text.addresses import Address, parse_address
 
-DEFAULT_SERVER = "127.0.0.1:7420"
+DEFAULT_PORT = 7420
+"""The API server's port, for an address given without one."""
+DEFAULT_SERVER = f"127.0.0.1:{DEFAULT_PORT}"
 _SCHEMES = ("http://", "https://", "grpc://")
 
 
@@ -106,4 +108,4 @@ def channel_target(address: str) -> ChannelTarget:
     )
 
 
-__all__ = ["DEFAULT_SERVER", "ChannelTarget", "channel_target", "server_address", "split_servers"]
+__all__ = ["DEFAULT_PORT", "DEFAULT_SERVER", "ChannelTarget", "channel_target", "server_address", "split_servers"]

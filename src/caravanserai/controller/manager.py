@@ -41,6 +41,7 @@ from caravanserai.controller.controller import Controller
 from caravanserai.controller.httpserver import TEXT, HttpServer
 from caravanserai.controller.leaderelection import LeaderElectionConfig, LeaderElector
 from caravanserai.informer import SharedInformerFactory, WatchOptions
+from caravanserai.process.shell import SIGNALS
 
 log = structlog.get_logger(__name__)
 
@@ -103,7 +104,7 @@ class Manager:
     def install_signal_handlers(self) -> None:
         """Make SIGTERM and SIGINT call `stop()` until `run()` returns (on the running loop; Unix only)."""
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in SIGNALS:  # the process shell's stopping signals
             loop.add_signal_handler(sig, self.stop)
             self._signals.append(sig)
 
