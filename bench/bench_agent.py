@@ -38,7 +38,7 @@ import structlog
 from benchlib import free_port, goal
 
 from caravanserai import meta, v1
-from caravanserai.agent.config import DEFAULT_WORKERS
+from caravanserai.agent.config import DEFAULT_RECONCILE_WORKERS
 from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
@@ -335,7 +335,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument(
-        "--workers", type=int, default=DEFAULT_WORKERS, help="cara-agent's --workers (default: its default)"
+        "--workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="cara-agent's --workers (default: its default)"
     )
     parser.add_argument("--single", type=int, default=5, help="projects applied one at a time")
     parser.add_argument(
