@@ -253,3 +253,27 @@ async def test_shutdown_while_the_api_is_down_gives_up_the_release_quickly(etcd:
         assert took < 2.0 + 1.5  # the release timeout and a little; the client alone would retry for 20 s
     finally:
         await api.stop()
+
+
+async def test_a_release_after_a_renew_it_did_not_see_answered_still_clears_the_holder(client: Client) -> None:
+    """A renew cancelled in flight may be written without its answer arriving: the version the elector last saw
+    is then one behind. The release must still clear the holder (the CI failure this test stands for)."""
+    clock = FakeClock()
+    elector = LeaderElector(client, election("solo", "unseen-renew"), clock=clock)
+    leading = asyncio.Event()
+
+    async def lead() -> None:
+        leading.set()
+        await asyncio.Event().wait()
+
+    run = asyncio.create_task(elector.run(lead))
+    try:
+        await asyncio.wait_for(leading.wait(), 5)
+        renewed = await client.leases.get("unseen-renew")
+        renewed.spec.renew_time.seconds += 1  # the write of a renew whose answer never reached the elector
+        await client.leases.update(renewed)
+        assert await elector.release()
+        assert (await client.leases.get("unseen-renew")).spec.holder_identity == ""
+    finally:
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)

@@ -233,20 +233,32 @@ class LeaderElector:
             return False
 
     async def _release(self) -> bool:
-        current = self._observed
-        if current is None or current.spec.holder_identity != self.config.identity:
-            return False
-        released = meta.copy(current)
-        released.spec.holder_identity = ""
-        released.spec.lease_duration_seconds = 1
-        released.spec.renew_time.CopyFrom(timestamp(self._clock.now()))
-        try:
-            self._observe(await self._leases.update(released))
-        except ApiError as exc:
-            self._log.info("could not release the lease", error=str(exc))
-            return False
-        self._log.info("released the lease")
-        return True
+        """Clear the holder by compare-and-swap on a fresh read, retrying on conflict while we still hold it.
+
+        A fresh read matters: a renew cancelled in flight may have been written without our seeing its answer, so
+        the version last observed can be one behind."""
+        while True:
+            try:
+                current = await self._leases.get(self.config.name)
+            except ApiError as exc:
+                self._log.info("could not release the lease", error=str(exc))
+                return False
+            self._observe(current)
+            if current.spec.holder_identity != self.config.identity:
+                return False
+            released = meta.copy(current)
+            released.spec.holder_identity = ""
+            released.spec.lease_duration_seconds = 1
+            released.spec.renew_time.CopyFrom(timestamp(self._clock.now()))
+            try:
+                self._observe(await self._leases.update(released))
+            except Conflict:
+                continue  # renewed or taken meanwhile: read again
+            except ApiError as exc:
+                self._log.info("could not release the lease", error=str(exc))
+                return False
+            self._log.info("released the lease")
+            return True
 
 
 __all__ = ["LeaderElectionConfig", "LeaderElector", "default_identity"]
