@@ -20,6 +20,7 @@ from caravanserai.api.v1.api_pb2 import (
     WatchEvent,
     WatchRequest,
 )
+from caravanserai.api.v1.backups_pb2 import BackupRepository, BackupRepositorySpec, BackupRepositoryStatus
 from caravanserai.api.v1.configdata_pb2 import Config, ConfigSpec, ConfigStatus, Secret, SecretSpec, SecretStatus
 from caravanserai.api.v1.definitions_pb2 import (
     CustomObject,
@@ -29,6 +30,8 @@ from caravanserai.api.v1.definitions_pb2 import (
     ResourceDefinitionStatus,
 )
 from caravanserai.api.v1.resources_pb2 import (
+    BackupHook,
+    BackupRetention,
     Condition,
     EnvFromSource,
     EnvVar,
@@ -48,13 +51,17 @@ from caravanserai.api.v1.resources_pb2 import (
     LeaseStatus,
     Node,
     NodeAddress,
+    NodeEstimate,
+    NodeImage,
     NodeInfo,
     NodeNetwork,
     NodeSpec,
     NodeStatus,
     ObjectMeta,
     ObjectReference,
+    PlacementEstimates,
     Project,
+    ProjectMove,
     ProjectSpec,
     ProjectStatus,
     ResourceRequirements,
@@ -62,12 +69,17 @@ from caravanserai.api.v1.resources_pb2 import (
     ServiceDependency,
     ServicePort,
     ServiceStatus,
+    SnapshotRecord,
     Taint,
     TcpCheck,
     Throughput,
     Toleration,
     Volume,
+    VolumeBackup,
     VolumeMount,
+    VolumeRestore,
+    VolumeRestoreRequest,
+    VolumeStatus,
 )
 
 API_VERSION = "caravanserai/v1"
@@ -97,6 +109,10 @@ CONDITION_PHASE = "Phase"
 CONDITION_DEGRADED = "Degraded"
 CONDITION_MEMORY_PRESSURE = "MemoryPressure"
 CONDITION_DISK_PRESSURE = "DiskPressure"
+# Conditions of a project with backed-up volumes.
+CONDITION_BACKUP_OVERDUE = "BackupOverdue"
+CONDITION_RESTORING = "Restoring"
+CONDITION_RESTORE_FAILED = "RestoreFailed"
 TRUE = "True"
 FALSE = "False"
 UNKNOWN = "Unknown"
@@ -112,6 +128,11 @@ VOLUME_PERSISTENT = "Persistent"
 VOLUME_SECRET = "Secret"
 VOLUME_CONFIG = "Config"
 VOLUME_TYPES = (VOLUME_EPHEMERAL, VOLUME_PERSISTENT, VOLUME_SECRET, VOLUME_CONFIG)
+
+# What a node without a volume's current data does before the services start (Volume.restore).
+RESTORE_LATEST = "Latest"
+RESTORE_NEVER = "Never"
+RESTORE_POLICIES = (RESTORE_LATEST, RESTORE_NEVER)
 
 # Image pull policies.
 PULL_IF_NOT_PRESENT = "IfNotPresent"
@@ -130,12 +151,20 @@ __all__ = [
     "API_VERSION",
     "BOOKMARK",
     "BOUND_PHASES",
+    "BackupHook",
+    "BackupRepository",
+    "BackupRepositorySpec",
+    "BackupRepositoryStatus",
+    "BackupRetention",
+    "CONDITION_BACKUP_OVERDUE",
     "CONDITION_DEGRADED",
     "CONDITION_DISK_PRESSURE",
     "CONDITION_MEMORY_PRESSURE",
     "CONDITION_NOT_READY_AT",
     "CONDITION_PHASE",
     "CONDITION_READY",
+    "CONDITION_RESTORE_FAILED",
+    "CONDITION_RESTORING",
     "CONDITION_SCHEDULED",
     "Condition",
     "Config",
@@ -175,6 +204,8 @@ __all__ = [
     "NODE_STATES",
     "Node",
     "NodeAddress",
+    "NodeEstimate",
+    "NodeImage",
     "NodeInfo",
     "NodeNetwork",
     "NodeSpec",
@@ -188,10 +219,15 @@ __all__ = [
     "PULL_IF_NOT_PRESENT",
     "PULL_NEVER",
     "PULL_POLICIES",
+    "PlacementEstimates",
     "PrinterColumn",
     "Project",
+    "ProjectMove",
     "ProjectSpec",
     "ProjectStatus",
+    "RESTORE_LATEST",
+    "RESTORE_NEVER",
+    "RESTORE_POLICIES",
     "RUNNING",
     "ResourceDefinition",
     "ResourceDefinitionSpec",
@@ -209,6 +245,7 @@ __all__ = [
     "ServiceDependency",
     "ServicePort",
     "ServiceStatus",
+    "SnapshotRecord",
     "TERMINATED",
     "TERMINATING",
     "TRUE",
@@ -224,7 +261,11 @@ __all__ = [
     "VOLUME_SECRET",
     "VOLUME_TYPES",
     "Volume",
+    "VolumeBackup",
     "VolumeMount",
+    "VolumeRestore",
+    "VolumeRestoreRequest",
+    "VolumeStatus",
     "WatchEvent",
     "WatchRequest",
 ]

@@ -3,6 +3,7 @@
 isort:skip_file
 The Caravanserai API: one generic resource service for every kind, plus small helpers."""
 
+from caravanserai.api.v1 import backups_pb2 as _backups_pb2
 from caravanserai.api.v1 import configdata_pb2 as _configdata_pb2
 from caravanserai.api.v1 import definitions_pb2 as _definitions_pb2
 from caravanserai.api.v1 import resources_pb2 as _resources_pb2
@@ -37,6 +38,7 @@ class Object(_message.Message):
     CUSTOM_FIELD_NUMBER: _builtins.int
     SECRET_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
+    BACKUP_REPOSITORY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -69,6 +71,10 @@ class Object(_message.Message):
     def config(self) -> _configdata_pb2.Config:
         """A config (resource "configs")."""
 
+    @_builtins.property
+    def backup_repository(self) -> _backups_pb2.BackupRepository:
+        """A backup repository (resource "backuprepositories")."""
+
     def __init__(
         self,
         *,
@@ -80,12 +86,13 @@ class Object(_message.Message):
         custom: _definitions_pb2.CustomObject | None = ...,
         secret: _configdata_pb2.Secret | None = ...,
         config: _configdata_pb2.Config | None = ...,
+        backup_repository: _backups_pb2.BackupRepository | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 

@@ -394,10 +394,31 @@ class NodeNetwork(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class RestoreRatesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     ADDRESSES_FIELD_NUMBER: _builtins.int
     AGENT_PORT_FIELD_NUMBER: _builtins.int
     THROUGHPUT_FIELD_NUMBER: _builtins.int
     INGRESS_PORT_FIELD_NUMBER: _builtins.int
+    RESTORE_RATES_FIELD_NUMBER: _builtins.int
     agent_port: _builtins.int
     """Port of the agent's gRPC service (logs)."""
     ingress_port: _builtins.int
@@ -410,6 +431,10 @@ class NodeNetwork(_message.Message):
     def throughput(self) -> Global___Throughput:
         """Measured throughput to the apiserver (advisory; used as a scheduling score, never a filter)."""
 
+    @_builtins.property
+    def restore_rates(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Download rate observed by the node's own restores, per BackupRepository name (bytes per second as a quantity)."""
+
     def __init__(
         self,
         *,
@@ -417,14 +442,43 @@ class NodeNetwork(_message.Message):
         agent_port: _builtins.int = ...,
         throughput: Global___Throughput | None = ...,
         ingress_port: _builtins.int = ...,
+        restore_rates: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["throughput", b"throughput"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["addresses", b"addresses", "agent_port", b"agent_port", "ingress_port", b"ingress_port", "throughput", b"throughput"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["addresses", b"addresses", "agent_port", b"agent_port", "ingress_port", b"ingress_port", "restore_rates", b"restore_rates", "throughput", b"throughput"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodeNetwork: _TypeAlias = NodeNetwork  # noqa: Y015
+
+@_typing.final
+class NodeImage(_message.Message):
+    """NodeImage is an image present on a node."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    size_bytes: _builtins.int
+    """Its size in bytes."""
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Its references (repository:tag) and digests."""
+
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+        size_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeImage: _TypeAlias = NodeImage  # noqa: Y015
 
 @_typing.final
 class NodeStatus(_message.Message):
@@ -478,6 +532,7 @@ class NodeStatus(_message.Message):
     ALLOCATABLE_FIELD_NUMBER: _builtins.int
     NODE_INFO_FIELD_NUMBER: _builtins.int
     NETWORK_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
     state: _builtins.str
     """"Ready" or "NotReady"."""
     @_builtins.property
@@ -500,6 +555,10 @@ class NodeStatus(_message.Message):
     def network(self) -> Global___NodeNetwork:
         """Addresses, agent port and measured throughput."""
 
+    @_builtins.property
+    def images(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeImage]:
+        """Images present on the node (the scheduler's estimate of what a start has to pull)."""
+
     def __init__(
         self,
         *,
@@ -509,10 +568,11 @@ class NodeStatus(_message.Message):
         allocatable: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         node_info: Global___NodeInfo | None = ...,
         network: Global___NodeNetwork | None = ...,
+        images: _abc.Iterable[Global___NodeImage] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["network", b"network", "node_info", b"node_info"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable", "capacity", b"capacity", "conditions", b"conditions", "network", b"network", "node_info", b"node_info", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable", "capacity", b"capacity", "conditions", b"conditions", "images", b"images", "network", b"network", "node_info", b"node_info", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1174,6 +1234,9 @@ class Volume(_message.Message):
     SECRET_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
+    BACKUP_FIELD_NUMBER: _builtins.int
+    RESTORE_FIELD_NUMBER: _builtins.int
+    RESTORE_REQUEST_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """DNS label, unique within the project."""
     type: _builtins.str
@@ -1186,6 +1249,21 @@ class Volume(_message.Message):
     """Name of the Config of a volume of type Config."""
     mode: _builtins.int
     """File mode of the files of a Secret or Config volume, e.g. 0400 (default 0444; at most 0777)."""
+    restore: _builtins.str
+    """What a node that does not hold the volume's current data does before the services that mount it start:
+    "Latest" (default: restore the hand-off snapshot of a move, else the newest one; empty only on a first run,
+    when no snapshot exists yet) or "Never" (start on an empty volume).
+    """
+    @_builtins.property
+    def backup(self) -> Global___VolumeBackup:
+        """Backups of a Persistent volume with restic into a BackupRepository; the data then moves with the project."""
+
+    @_builtins.property
+    def restore_request(self) -> Global___VolumeRestoreRequest:
+        """Set by `caractrl restore`: restore this snapshot into the volume (the services that mount it are stopped
+        meanwhile). A new requested_at asks again.
+        """
+
     def __init__(
         self,
         *,
@@ -1194,14 +1272,159 @@ class Volume(_message.Message):
         secret: _builtins.str = ...,
         config: _builtins.str = ...,
         mode: _builtins.int = ...,
+        backup: Global___VolumeBackup | None = ...,
+        restore: _builtins.str = ...,
+        restore_request: Global___VolumeRestoreRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["backup", b"backup", "restore_request", b"restore_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "mode", b"mode", "name", b"name", "secret", b"secret", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backup", b"backup", "config", b"config", "mode", b"mode", "name", b"name", "restore", b"restore", "restore_request", b"restore_request", "secret", b"secret", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Volume: _TypeAlias = Volume  # noqa: Y015
+
+@_typing.final
+class VolumeBackup(_message.Message):
+    """VolumeBackup says where and how often a Persistent volume is backed up."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPOSITORY_FIELD_NUMBER: _builtins.int
+    EVERY_FIELD_NUMBER: _builtins.int
+    KEEP_FIELD_NUMBER: _builtins.int
+    BEFORE_FIELD_NUMBER: _builtins.int
+    REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    repository: _builtins.str
+    """Name of a BackupRepository."""
+    every: _builtins.str
+    """How often a backup is taken, e.g. "5m": the recovery point objective (at least 10s)."""
+    @_builtins.property
+    def keep(self) -> Global___BackupRetention:
+        """Which snapshots to keep (restic forget's --keep-* flags); at least one of them must be set."""
+
+    @_builtins.property
+    def before(self) -> Global___BackupHook:
+        """A command run in a service before each backup (a database dump, `sync`); the backup fails when it fails."""
+
+    @_builtins.property
+    def requested_at(self) -> _timestamp_pb2.Timestamp:
+        """Set by `caractrl backup`: a new value takes a backup now (as restartedAt restarts a service)."""
+
+    def __init__(
+        self,
+        *,
+        repository: _builtins.str = ...,
+        every: _builtins.str = ...,
+        keep: Global___BackupRetention | None = ...,
+        before: Global___BackupHook | None = ...,
+        requested_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["before", b"before", "keep", b"keep", "requested_at", b"requested_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["before", b"before", "every", b"every", "keep", b"keep", "repository", b"repository", "requested_at", b"requested_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeBackup: _TypeAlias = VolumeBackup  # noqa: Y015
+
+@_typing.final
+class BackupRetention(_message.Message):
+    """BackupRetention keeps the newest snapshot of each of the last N periods (restic's --keep-last/hourly/daily/...)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LAST_FIELD_NUMBER: _builtins.int
+    HOURLY_FIELD_NUMBER: _builtins.int
+    DAILY_FIELD_NUMBER: _builtins.int
+    WEEKLY_FIELD_NUMBER: _builtins.int
+    MONTHLY_FIELD_NUMBER: _builtins.int
+    last: _builtins.int
+    """The last N snapshots."""
+    hourly: _builtins.int
+    """The newest snapshot of each of the last N hours."""
+    daily: _builtins.int
+    """The newest snapshot of each of the last N days."""
+    weekly: _builtins.int
+    """The newest snapshot of each of the last N weeks."""
+    monthly: _builtins.int
+    """The newest snapshot of each of the last N months."""
+    def __init__(
+        self,
+        *,
+        last: _builtins.int = ...,
+        hourly: _builtins.int = ...,
+        daily: _builtins.int = ...,
+        weekly: _builtins.int = ...,
+        monthly: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["daily", b"daily", "hourly", b"hourly", "last", b"last", "monthly", b"monthly", "weekly", b"weekly"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupRetention: _TypeAlias = BackupRetention  # noqa: Y015
+
+@_typing.final
+class BackupHook(_message.Message):
+    """BackupHook is a command run inside a running service's container before a backup."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SERVICE_FIELD_NUMBER: _builtins.int
+    COMMAND_FIELD_NUMBER: _builtins.int
+    TIMEOUT_FIELD_NUMBER: _builtins.int
+    service: _builtins.str
+    """Name of a service of the project that mounts the volume."""
+    timeout: _builtins.str
+    """How long the command may run, e.g. "30s" (default 60s); one that runs longer fails the backup."""
+    @_builtins.property
+    def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The command and its arguments (exec form), e.g. ["sh", "-c", "pg_dump ... > /data/dump.sql"]."""
+
+    def __init__(
+        self,
+        *,
+        service: _builtins.str = ...,
+        command: _abc.Iterable[_builtins.str] | None = ...,
+        timeout: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "service", b"service", "timeout", b"timeout"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BackupHook: _TypeAlias = BackupHook  # noqa: Y015
+
+@_typing.final
+class VolumeRestoreRequest(_message.Message):
+    """VolumeRestoreRequest asks for one snapshot to be restored into a volume."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    snapshot: _builtins.str
+    """Snapshot id (or a unique prefix of at least 8 hex digits) of this volume."""
+    @_builtins.property
+    def requested_at(self) -> _timestamp_pb2.Timestamp:
+        """When it was asked for; a new value asks again."""
+
+    def __init__(
+        self,
+        *,
+        snapshot: _builtins.str = ...,
+        requested_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["requested_at", b"requested_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["requested_at", b"requested_at", "snapshot", b"snapshot"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeRestoreRequest: _TypeAlias = VolumeRestoreRequest  # noqa: Y015
 
 @_typing.final
 class IngressTarget(_message.Message):
@@ -1457,6 +1680,9 @@ class ProjectStatus(_message.Message):
     SCHEDULED_GENERATION_FIELD_NUMBER: _builtins.int
     PREVIOUS_NODE_REF_FIELD_NUMBER: _builtins.int
     HANDOFF_DEADLINE_FIELD_NUMBER: _builtins.int
+    VOLUMES_FIELD_NUMBER: _builtins.int
+    MOVE_FIELD_NUMBER: _builtins.int
+    PLACEMENT_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
     """Pending, Scheduled, Running, Succeeded, Failed, Terminating or Terminated."""
     node_ref: _builtins.str
@@ -1481,6 +1707,20 @@ class ProjectStatus(_message.Message):
     def handoff_deadline(self) -> _timestamp_pb2.Timestamp:
         """Until when previous_node_ref keeps the old containers."""
 
+    @_builtins.property
+    def volumes(self) -> _containers.RepeatedCompositeFieldContainer[Global___VolumeStatus]:
+        """Per Persistent volume with a backup (and per volume restored or left behind): backups, restores, snapshots."""
+
+    @_builtins.property
+    def move(self) -> Global___ProjectMove:
+        """A move asked of a project whose volumes are backed up: its node stops the services, takes a final backup,
+        and only then returns it to Pending with the snapshots handed over (volumes[].handoffSnapshot).
+        """
+
+    @_builtins.property
+    def placement(self) -> Global___PlacementEstimates:
+        """What the scheduler estimated for the node it chose and the runner-up (start delay, RPO feasibility)."""
+
     def __init__(
         self,
         *,
@@ -1492,14 +1732,325 @@ class ProjectStatus(_message.Message):
         scheduled_generation: _builtins.int = ...,
         previous_node_ref: _builtins.str = ...,
         handoff_deadline: _timestamp_pb2.Timestamp | None = ...,
+        volumes: _abc.Iterable[Global___VolumeStatus] | None = ...,
+        move: Global___ProjectMove | None = ...,
+        placement: Global___PlacementEstimates | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["handoff_deadline", b"handoff_deadline"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["handoff_deadline", b"handoff_deadline", "move", b"move", "placement", b"placement"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "handoff_deadline", b"handoff_deadline", "node_ref", b"node_ref", "observed_generation", b"observed_generation", "phase", b"phase", "previous_node_ref", b"previous_node_ref", "scheduled_generation", b"scheduled_generation", "services", b"services"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "handoff_deadline", b"handoff_deadline", "move", b"move", "node_ref", b"node_ref", "observed_generation", b"observed_generation", "phase", b"phase", "placement", b"placement", "previous_node_ref", b"previous_node_ref", "scheduled_generation", b"scheduled_generation", "services", b"services", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProjectStatus: _TypeAlias = ProjectStatus  # noqa: Y015
+
+@_typing.final
+class ProjectMove(_message.Message):
+    """ProjectMove is a move in progress that waits for the project's node to take the final backups."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    REQUESTED_AT_FIELD_NUMBER: _builtins.int
+    DEADLINE_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    reason: _builtins.str
+    """Why: NodeDrained, TaintEviction, NodeNoLongerEligible or Restarted (caractrl restart --move)."""
+    message: _builtins.str
+    """Human-readable detail."""
+    node: _builtins.str
+    """The node the project leaves."""
+    @_builtins.property
+    def requested_at(self) -> _timestamp_pb2.Timestamp:
+        """When the move was asked for."""
+
+    @_builtins.property
+    def deadline(self) -> _timestamp_pb2.Timestamp:
+        """After this the project is moved without waiting for the final backups (the newest snapshots are used)."""
+
+    def __init__(
+        self,
+        *,
+        reason: _builtins.str = ...,
+        message: _builtins.str = ...,
+        requested_at: _timestamp_pb2.Timestamp | None = ...,
+        deadline: _timestamp_pb2.Timestamp | None = ...,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "requested_at", b"requested_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "message", b"message", "node", b"node", "reason", b"reason", "requested_at", b"requested_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProjectMove: _TypeAlias = ProjectMove  # noqa: Y015
+
+@_typing.final
+class SnapshotRecord(_message.Message):
+    """SnapshotRecord is one restic snapshot of a volume."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    BYTES_ADDED_FIELD_NUMBER: _builtins.int
+    DURATION_SECONDS_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    id: _builtins.str
+    """restic's snapshot id (64 hex digits)."""
+    node: _builtins.str
+    """The node whose agent took it."""
+    size_bytes: _builtins.int
+    """Bytes of the volume's data in the snapshot."""
+    bytes_added: _builtins.int
+    """Bytes the snapshot added to the repository (after deduplication)."""
+    duration_seconds: _builtins.float
+    """How long the backup took, in seconds."""
+    epoch: _builtins.str
+    """The copy of the volume it was taken from (VolumeStatus.epoch at the time), so two nodes' snapshots differ."""
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """When the snapshot was taken."""
+
+    def __init__(
+        self,
+        *,
+        id: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        node: _builtins.str = ...,
+        size_bytes: _builtins.int = ...,
+        bytes_added: _builtins.int = ...,
+        duration_seconds: _builtins.float = ...,
+        epoch: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_added", b"bytes_added", "duration_seconds", b"duration_seconds", "epoch", b"epoch", "id", b"id", "node", b"node", "size_bytes", b"size_bytes", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SnapshotRecord: _TypeAlias = SnapshotRecord  # noqa: Y015
+
+@_typing.final
+class VolumeRestore(_message.Message):
+    """VolumeRestore is the restore of a snapshot into a volume: in progress, or done."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SNAPSHOT_FIELD_NUMBER: _builtins.int
+    BYTES_DONE_FIELD_NUMBER: _builtins.int
+    BYTES_TOTAL_FIELD_NUMBER: _builtins.int
+    STARTED_AT_FIELD_NUMBER: _builtins.int
+    FINISHED_AT_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    bytes_done: _builtins.int
+    """Bytes written so far (in progress) or in all (done)."""
+    bytes_total: _builtins.int
+    """Bytes of the snapshot."""
+    node: _builtins.str
+    """The node that restored it."""
+    @_builtins.property
+    def snapshot(self) -> Global___SnapshotRecord:
+        """The snapshot restored."""
+
+    @_builtins.property
+    def started_at(self) -> _timestamp_pb2.Timestamp:
+        """When the restore started."""
+
+    @_builtins.property
+    def finished_at(self) -> _timestamp_pb2.Timestamp:
+        """When it finished (unset while in progress)."""
+
+    def __init__(
+        self,
+        *,
+        snapshot: Global___SnapshotRecord | None = ...,
+        bytes_done: _builtins.int = ...,
+        bytes_total: _builtins.int = ...,
+        started_at: _timestamp_pb2.Timestamp | None = ...,
+        finished_at: _timestamp_pb2.Timestamp | None = ...,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "snapshot", b"snapshot", "started_at", b"started_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_done", b"bytes_done", "bytes_total", b"bytes_total", "finished_at", b"finished_at", "node", b"node", "snapshot", b"snapshot", "started_at", b"started_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeRestore: _TypeAlias = VolumeRestore  # noqa: Y015
+
+@_typing.final
+class VolumeStatus(_message.Message):
+    """VolumeStatus is what the agents observed of one volume's data."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LAST_BACKUP_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_FIELD_NUMBER: _builtins.int
+    LAST_ERROR_TIME_FIELD_NUMBER: _builtins.int
+    SNAPSHOTS_FIELD_NUMBER: _builtins.int
+    RESTORING_FIELD_NUMBER: _builtins.int
+    RESTORED_FIELD_NUMBER: _builtins.int
+    EPOCH_FIELD_NUMBER: _builtins.int
+    HANDOFF_SNAPSHOT_FIELD_NUMBER: _builtins.int
+    BACKUP_REQUEST_HANDLED_FIELD_NUMBER: _builtins.int
+    RESTORE_REQUEST_HANDLED_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    NODE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Volume name."""
+    last_error: _builtins.str
+    """restic's reason of the last failed backup or restore ("" after a success)."""
+    epoch: _builtins.str
+    """Identity of the copy of the data the project's node serves: "<node>/<random>", written once the copy is
+    complete (restored, or created empty). A local volume labelled with another epoch is stale.
+    """
+    handoff_snapshot: _builtins.str
+    """The snapshot a move's final backup handed over; the next node restores exactly this one."""
+    message: _builtins.str
+    """What describe says about the data: "restored snapshot 4f1c… taken 3 min ago on node-a", "first run: no
+    snapshot yet", "volume data stays on node-a: no backup configured".
+    """
+    node: _builtins.str
+    """The node the current copy lives on."""
+    @_builtins.property
+    def last_backup(self) -> Global___SnapshotRecord:
+        """The last successful backup."""
+
+    @_builtins.property
+    def last_error_time(self) -> _timestamp_pb2.Timestamp:
+        """When the last error happened."""
+
+    @_builtins.property
+    def snapshots(self) -> _containers.RepeatedCompositeFieldContainer[Global___SnapshotRecord]:
+        """The volume's snapshots in the repository after the last backup or listing, newest first."""
+
+    @_builtins.property
+    def restoring(self) -> Global___VolumeRestore:
+        """A restore in progress (Restoring)."""
+
+    @_builtins.property
+    def restored(self) -> Global___VolumeRestore:
+        """The restore the current copy came from; unset when it started empty (see message)."""
+
+    @_builtins.property
+    def backup_request_handled(self) -> _timestamp_pb2.Timestamp:
+        """The last `caractrl backup` request that was handled (VolumeBackup.requestedAt)."""
+
+    @_builtins.property
+    def restore_request_handled(self) -> _timestamp_pb2.Timestamp:
+        """The last `caractrl restore` request that was handled (VolumeRestoreRequest.requestedAt)."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        last_backup: Global___SnapshotRecord | None = ...,
+        last_error: _builtins.str = ...,
+        last_error_time: _timestamp_pb2.Timestamp | None = ...,
+        snapshots: _abc.Iterable[Global___SnapshotRecord] | None = ...,
+        restoring: Global___VolumeRestore | None = ...,
+        restored: Global___VolumeRestore | None = ...,
+        epoch: _builtins.str = ...,
+        handoff_snapshot: _builtins.str = ...,
+        backup_request_handled: _timestamp_pb2.Timestamp | None = ...,
+        restore_request_handled: _timestamp_pb2.Timestamp | None = ...,
+        message: _builtins.str = ...,
+        node: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["backup_request_handled", b"backup_request_handled", "last_backup", b"last_backup", "last_error_time", b"last_error_time", "restore_request_handled", b"restore_request_handled", "restored", b"restored", "restoring", b"restoring"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backup_request_handled", b"backup_request_handled", "epoch", b"epoch", "handoff_snapshot", b"handoff_snapshot", "last_backup", b"last_backup", "last_error", b"last_error", "last_error_time", b"last_error_time", "message", b"message", "name", b"name", "node", b"node", "restore_request_handled", b"restore_request_handled", "restored", b"restored", "restoring", b"restoring", "snapshots", b"snapshots"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeStatus: _TypeAlias = VolumeStatus  # noqa: Y015
+
+@_typing.final
+class NodeEstimate(_message.Message):
+    """NodeEstimate is what placing a project on one node would cost."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    START_DELAY_SECONDS_FIELD_NUMBER: _builtins.int
+    IMAGE_BYTES_FIELD_NUMBER: _builtins.int
+    RESTORE_BYTES_FIELD_NUMBER: _builtins.int
+    DOWNLOAD_RATE_FIELD_NUMBER: _builtins.int
+    DOWNLOAD_RATE_SOURCE_FIELD_NUMBER: _builtins.int
+    RPO_BYTES_FIELD_NUMBER: _builtins.int
+    UPLOAD_RATE_FIELD_NUMBER: _builtins.int
+    RPO_FEASIBLE_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    """Node name."""
+    start_delay_seconds: _builtins.float
+    """Estimated seconds before the project can start: (image bytes missing + snapshot bytes) / download rate."""
+    image_bytes: _builtins.int
+    """Bytes of the project's images the node lacks."""
+    restore_bytes: _builtins.int
+    """Bytes of the snapshots the node would restore."""
+    download_rate: _builtins.float
+    """Download rate used (bytes per second) and where it came from: "restores" or "throughput" or "assumed"."""
+    download_rate_source: _builtins.str
+    rpo_bytes: _builtins.int
+    """Bytes the project's volumes add per backup interval, and the node's upload rate (bytes per second)."""
+    upload_rate: _builtins.float
+    rpo_feasible: _builtins.bool
+    """Whether the node can upload rpo_bytes within the shortest `every`."""
+    score: _builtins.float
+    """The node's total score."""
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        start_delay_seconds: _builtins.float = ...,
+        image_bytes: _builtins.int = ...,
+        restore_bytes: _builtins.int = ...,
+        download_rate: _builtins.float = ...,
+        download_rate_source: _builtins.str = ...,
+        rpo_bytes: _builtins.int = ...,
+        upload_rate: _builtins.float = ...,
+        rpo_feasible: _builtins.bool = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["download_rate", b"download_rate", "download_rate_source", b"download_rate_source", "image_bytes", b"image_bytes", "node", b"node", "restore_bytes", b"restore_bytes", "rpo_bytes", b"rpo_bytes", "rpo_feasible", b"rpo_feasible", "score", b"score", "start_delay_seconds", b"start_delay_seconds", "upload_rate", b"upload_rate"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeEstimate: _TypeAlias = NodeEstimate  # noqa: Y015
+
+@_typing.final
+class PlacementEstimates(_message.Message):
+    """PlacementEstimates are the scheduler's estimates for the chosen node and the runner-up."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHOSEN_FIELD_NUMBER: _builtins.int
+    RUNNER_UP_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def chosen(self) -> Global___NodeEstimate: ...
+    @_builtins.property
+    def runner_up(self) -> Global___NodeEstimate: ...
+    def __init__(
+        self,
+        *,
+        chosen: Global___NodeEstimate | None = ...,
+        runner_up: Global___NodeEstimate | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chosen", b"chosen", "runner_up", b"runner_up"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chosen", b"chosen", "runner_up", b"runner_up"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlacementEstimates: _TypeAlias = PlacementEstimates  # noqa: Y015
 
 @_typing.final
 class Project(_message.Message):
