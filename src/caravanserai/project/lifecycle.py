@@ -24,6 +24,12 @@ Guarantees:
   containers until the project runs again elsewhere (`run` clears both) or the deadline passes. Its length is
   `DEFAULT_HANDOFF` unless the writer is told otherwise (`caractrl drain --timeout`, the dashboard's drain,
   placement's `--handoff-timeout`).
+* **Moves with data** (`move`): a project whose volumes are backed up (`project.backups`) is not returned to
+  Pending by the mover. It stays bound with `status.move` set; its node stops the services, takes a final backup
+  of each such volume and calls `finish_move`, which returns it to Pending with each snapshot recorded as the
+  volume's `handoffSnapshot` (the next node restores exactly that one). Past `move.deadline` (the node dead or
+  the repository unreachable) `finish_move` is called without snapshots and the newest ones are used. A project
+  without backed-up volumes is moved at once with the hand-off above.
 
 This module sits below the client layer: the apiserver, the controllers, the agent and the CLI import it.
 """
@@ -33,6 +39,7 @@ from __future__ import annotations
 from caravanserai import meta, v1
 from caravanserai.clock import timestamp
 from caravanserai.errors import FailedPrecondition, FieldViolation, Invalid
+from caravanserai.project import backups
 
 # Legal phase changes (old → allowed new). Staying in a phase is legal except for Terminated (final). Terminating
 # is entered only through Delete (`mark_terminating`).
@@ -137,8 +144,39 @@ def return_to_pending(
         out.status.handoff_deadline.CopyFrom(timestamp(handoff_until))
     out.status.node_ref = ""
     out.status.scheduled_generation = 0
+    out.status.ClearField("move")  # a move waiting for final backups ends here too (node lost, say)
     meta.remove_condition(out.status.conditions, v1.CONDITION_NOT_READY_AT)
     meta.set_condition(out.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason=reason, message=message, now=now)
+    return out
+
+
+def move(project: v1.Project, *, reason: str, message: str, now: float, handoff_until: float) -> v1.Project:
+    """Move the project off its node (drain, taint, no longer eligible, `restart --move`). With backed-up volumes
+    it stays bound with `status.move` (its node takes the final backups, then calls `finish_move`; after
+    `handoff_until` the move goes on without them); else it returns to Pending at once with a hand-off. A move
+    already asked for is kept as it is."""
+    if not backups.backed_up(project.spec):
+        return return_to_pending(project, reason=reason, message=message, now=now, handoff_until=handoff_until)
+    out = meta.copy(project)
+    if out.status.HasField("move"):
+        return out
+    out.status.move.reason = reason
+    out.status.move.message = message
+    out.status.move.node = project.status.node_ref
+    out.status.move.requested_at.CopyFrom(timestamp(now))
+    out.status.move.deadline.CopyFrom(timestamp(handoff_until))
+    return out
+
+
+def finish_move(project: v1.Project, *, handoff: dict[str, str], now: float, note: str = "") -> v1.Project:
+    """End a move asked with `move`: back to Pending (the move's reason), each volume named in `handoff` given
+    that snapshot id as its `handoffSnapshot`, the move cleared. `note` is added to the message (e.g. why no
+    final backup was taken)."""
+    move_ = project.status.move
+    message = move_.message + (f"; {note}" if note else "")
+    out = return_to_pending(project, reason=move_.reason or REASON_NODE_DRAINED, message=message, now=now)
+    for name, snapshot in handoff.items():
+        backups.ensure_volume_status(out.status, name).handoff_snapshot = snapshot
     return out
 
 
@@ -245,8 +283,10 @@ __all__ = [
     "created",
     "delete_plan",
     "fail",
+    "finish_move",
     "is_allowed",
     "mark_terminating",
+    "move",
     "return_to_pending",
     "run",
     "succeed",

@@ -127,3 +127,37 @@ def test_constructors_make_the_change_their_name_says_and_leave_the_input_alone(
 def test_delete_plan_routes_bound_projects_through_terminating(phase: str, plan: str) -> None:
     assert lifecycle.delete_plan(in_phase(phase), force=False) == plan
     assert lifecycle.delete_plan(in_phase(phase), force=True) == "remove"
+
+
+def _with_backup(p: v1.Project) -> v1.Project:
+    volume = p.spec.volumes.add(name="data", type=v1.VOLUME_PERSISTENT)
+    volume.backup.repository = "offsite"
+    volume.backup.every = "5m"
+    return p
+
+
+def test_move_without_backed_up_volumes_returns_to_pending_with_a_hand_off() -> None:
+    bound = lifecycle.bind(project("web"), "node-a", now=10.0)
+    moved = lifecycle.move(
+        bound, reason=lifecycle.REASON_NODE_DRAINED, message="drained", now=20.0, handoff_until=320.0
+    )
+    assert moved.status.phase == v1.PENDING and moved.status.previous_node_ref == "node-a"
+    assert not moved.status.HasField("move")
+
+
+def test_move_with_backed_up_volumes_stays_bound_until_the_final_backup_is_handed_over() -> None:
+    bound = lifecycle.bind(_with_backup(project("db")), "node-a", now=10.0)
+    asked = lifecycle.move(
+        bound, reason=lifecycle.REASON_NODE_DRAINED, message="drained", now=20.0, handoff_until=320.0
+    )
+    assert asked.status.phase == v1.SCHEDULED and asked.status.node_ref == "node-a"
+    assert asked.status.move.node == "node-a" and asked.status.move.reason == lifecycle.REASON_NODE_DRAINED
+    again = lifecycle.move(
+        asked, reason=lifecycle.REASON_TAINT_EVICTION, message="tainted", now=30.0, handoff_until=9.0
+    )
+    assert again.status.move == asked.status.move  # the first request stands
+    done = lifecycle.finish_move(asked, handoff={"data": "4f1c" * 16}, now=40.0)
+    assert done.status.phase == v1.PENDING and not done.status.node_ref and not done.status.HasField("move")
+    assert done.status.volumes[0].name == "data" and done.status.volumes[0].handoff_snapshot == "4f1c" * 16
+    lost = lifecycle.return_to_pending(asked, reason="NodeLost", message="lost", now=50.0)
+    assert not lost.status.HasField("move")
