@@ -2,8 +2,9 @@
 # Install what Caravanserai needs on a Debian/Ubuntu machine, skipping what is already there:
 #   apt: etcd-server (etcd), docker.io (Docker Engine), busybox-static (test image), iproute2/iptables/util-linux
 #   (the fleet tier's namespaces), wrk (the ingress benchmark), docker-registry and apache2-utils (the private
-#   registry of the image-pull tests, with htpasswd); with --browser also chromium and chromium-driver (the dashboard's browser tests);
-#   a .venv with the package.
+#   registry of the image-pull tests, with htpasswd), restic (the agent's volume backups) and rclone (`rclone serve
+#   restic`: the REST repository of the tests and benchmarks); with --browser also chromium and chromium-driver (the
+#   dashboard's browser tests); a .venv with the package.
 # Then make sure dockerd runs (removing a stale pid file left by a killed daemon).
 # Usage: scripts/setup.sh [--no-docker] [--browser]
 set -euo pipefail
@@ -32,6 +33,9 @@ command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)
 # the load generator of bench/bench_ingress.py
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+# volume backups: the agent runs restic; tests and bench/bench_backup.py serve a REST repository with rclone
+command -v restic >/dev/null 2>&1 || missing+=(restic)
+command -v rclone >/dev/null 2>&1 || missing+=(rclone)
 if [ "$want_docker" = 1 ]; then
   command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
   dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)
