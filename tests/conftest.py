@@ -27,9 +27,17 @@ from caravanserai.process.logging import configure_logging
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
 
-# The plugin's fixtures (cara_etcd, cara_apiserver, cara_client, fake_clock), named here too so that the suite
-# runs in an environment installed before the plugin's entry point existed.
-from caravanserai.testing.plugin import cara_apiserver, cara_client, cara_etcd, fake_clock  # noqa: F401
+# The plugin's fixtures (cara_etcd, cara_apiserver, cara_client, fake_clock, cara_rest_server,
+# cara_restic_repository), named here too so that the suite runs in an environment installed before the plugin's
+# entry point existed.
+from caravanserai.testing.plugin import (  # noqa: F401
+    cara_apiserver,
+    cara_client,
+    cara_etcd,
+    cara_rest_server,
+    cara_restic_repository,
+    fake_clock,
+)
 
 os.environ[MUTATION_DETECTOR_ENV] = "1"
 

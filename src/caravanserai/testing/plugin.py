@@ -1,5 +1,6 @@
 """The pytest plugin of `caravanserai.testing`: fixtures for testing controllers against a real etcd and a real
-apiserver. Installing caravanserai registers it (entry point `pytest11`), so a user's tests need no conftest:
+apiserver, and real restic repositories. Installing caravanserai registers it (entry point `pytest11`), so a user's
+tests need no conftest:
 
     async def test_my_controller(cara_client, fake_clock):
         await cara_client.projects.create(builders.project("web"))
@@ -13,6 +14,10 @@ Fixtures:
   its own (tests never see each other's objects); stopped after the test. A `RunningApiServer`.
 * `cara_client`: a `Client` of `cara_apiserver`, closed after the test.
 * `fake_clock`: a `FakeClock` starting at the real time (creation times come from the apiserver's clock).
+* `cara_rest_server`: a real restic REST server (`RestServer`: `rclone serve restic` on a free loopback port, its
+  repositories in a temporary directory), stopped after the test.
+* `cara_restic_repository`: a `ResticRepository` on `cara_rest_server`, initialised, with a random password (put
+  it in a Secret as `RESTIC_PASSWORD`).
 
 The async fixtures are pytest-asyncio fixtures (`pip install 'caravanserai[testing]'` brings pytest and
 pytest-asyncio), so they work in pytest-asyncio's strict mode and in `asyncio_mode = auto` alike; tests using
@@ -22,6 +27,7 @@ pytest-asyncio installed the fixtures fail with a message saying so, and pytest 
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,6 +38,7 @@ from caravanserai.clock import SystemClock
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.clock import FakeClock
 from caravanserai.testing.etcd import EtcdServer
+from caravanserai.testing.restic import ResticRepository, RestServer
 
 try:
     import pytest_asyncio
@@ -69,6 +76,19 @@ if HAVE_PYTEST_ASYNCIO:
         async with Client(cara_apiserver.address, timeout=10, retry_timeout=10) as client:
             yield client
 
+    @pytest_asyncio.fixture
+    async def cara_rest_server() -> AsyncIterator[RestServer]:
+        """A real restic REST server (`rclone serve restic`) on loopback, stopped after the test."""
+        async with RestServer() as server:
+            yield server
+
+    @pytest_asyncio.fixture
+    async def cara_restic_repository(cara_rest_server: RestServer) -> ResticRepository:
+        """An initialised repository on `cara_rest_server` with a random password."""
+        repository = ResticRepository(cara_rest_server.url, secrets.token_hex(16))
+        await repository.init()
+        return repository
+
 else:  # pragma: no cover
 
     @pytest.fixture(scope="session")
@@ -83,5 +103,13 @@ else:  # pragma: no cover
     def cara_client() -> Any:
         pytest.fail(MISSING)
 
+    @pytest.fixture
+    def cara_rest_server() -> Any:
+        pytest.fail(MISSING)
 
-__all__ = ["cara_apiserver", "cara_client", "cara_etcd", "fake_clock"]
+    @pytest.fixture
+    def cara_restic_repository() -> Any:
+        pytest.fail(MISSING)
+
+
+__all__ = ["cara_apiserver", "cara_client", "cara_etcd", "cara_rest_server", "cara_restic_repository", "fake_clock"]
