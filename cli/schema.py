@@ -36,7 +36,7 @@ from caravanserai.cli.resources import CUSTOM_KINDS, resolve_kind
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_KINDS = plurals(lambda view: view.schema is not None)
-_STUBS = ("resources_pb2.pyi",)
+_STUBS = ("resources_pb2.pyi", "backups_pb2.pyi")
 _ITEM = r'(?:"[^"]*"|[A-Z][A-Za-z]*)(?: \([^)]*\))?'
 _ENUM = re.compile(rf"^{_ITEM}(?:(?:, | or |, or ){_ITEM})+\.?$")
 _VALUE = re.compile(r'"([^"]*)"|([A-Z][A-Za-z]*)(?: \([^)]*\))?')

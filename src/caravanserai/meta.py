@@ -38,7 +38,7 @@ from google.protobuf.message import Message
 from caravanserai import v1
 from caravanserai.clock import timestamp
 
-Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config
+Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config | v1.BackupRepository
 
 
 class _TypeMeta(Protocol):
@@ -121,6 +121,13 @@ KINDS: dict[str, Kind] = {
         ),
         Kind("Secret", "secrets", v1.Secret, "secret", ("secret",), confidential=True),
         Kind("Config", "configs", v1.Config, "config", ("config", "cfg")),
+        Kind(
+            "BackupRepository",
+            "backuprepositories",
+            v1.BackupRepository,
+            "backup_repository",
+            ("backuprepository", "backuprepo", "brepo"),
+        ),
     )
 }
 """The built-in kinds, by plural."""

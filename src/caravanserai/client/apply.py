@@ -37,7 +37,7 @@ from caravanserai.text import manifest
 
 # How often a write that keeps meeting Conflict is re-read and retried before the Conflict is reported.
 CONFLICT_RETRIES = 5
-APPLICABLE = ("configs", "nodes", "projects", "resourcedefinitions", "secrets")
+APPLICABLE = ("backuprepositories", "configs", "nodes", "projects", "resourcedefinitions", "secrets")
 """The built-in kinds a manifest may create or update (custom kinds may be applied too, see `applicable`)."""
 
 

@@ -132,6 +132,7 @@ class Client:
         self.resourcedefinitions: ResourceClient[v1.ResourceDefinition] = ResourceClient(self, "resourcedefinitions")
         self.secrets: ResourceClient[v1.Secret] = ResourceClient(self, "secrets")
         self.configs: ResourceClient[v1.Config] = ResourceClient(self, "configs")
+        self.backuprepositories: ResourceClient[v1.BackupRepository] = ResourceClient(self, "backuprepositories")
 
     @overload
     def resource(self, kind: str) -> ResourceClient[Any]: ...

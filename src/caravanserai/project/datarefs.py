@@ -1,12 +1,17 @@
-"""Which Secrets and Configs a project uses: the one reading of `env[].valueFrom`, `envFrom`, data volumes and
-`imagePullSecrets`, shared by validation, the apiserver's node authorizer, the agent and the CLI.
+"""Which Secrets, Configs and BackupRepositories a project uses: the one reading of `env[].valueFrom`, `envFrom`,
+data volumes, `imagePullSecrets` and volume backups, shared by validation, the apiserver's node authorizer, the
+agent and the CLI.
 
 Guarantees:
 
-* **Complete.** Every place of a project spec that names a Secret or a Config is looked at here and nowhere else,
-  so what the node authorizer lets a node read is exactly what its agent needs.
-* **Per service.** `service_refs` says what one service needs (its env and the data volumes it mounts); a change
-  of exactly those objects changes that service's spec hash, and nothing else's.
+* **Complete.** Every place of a project spec that names a Secret, a Config or a BackupRepository is looked at here
+  (the backed-up volumes through `caravanserai.project.backups`, their one reading) and nowhere else, so what the
+  node authorizer lets a node read is exactly what its agent needs. The Secret a repository names is not a
+  reference of the project's spec: the node authorizer adds it (`apiserver.kinds.nodegraph`), following the
+  repository object.
+* **Per service.** `service_refs` says what one service needs (its env and the data volumes it mounts; never a
+  repository, which the agent reads for backups, not for a service); a change of exactly those objects changes
+  that service's spec hash, and nothing else's.
 * Pure; refs are sorted, deduplicated tuples.
 """
 
@@ -15,28 +20,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from caravanserai import v1
+from caravanserai.project import backups
 
 SECRETS = "secrets"
 CONFIGS = "configs"
+REPOSITORIES = "backuprepositories"
 
 
 @dataclass(frozen=True, slots=True)
 class DataRefs:
-    """Names of Secrets and Configs, sorted."""
+    """Names of Secrets, Configs and BackupRepositories, sorted."""
 
     secrets: tuple[str, ...] = ()
     configs: tuple[str, ...] = ()
+    repositories: tuple[str, ...] = ()
 
     def names(self, resource: str) -> tuple[str, ...]:
-        """The names for `resource` ("secrets" or "configs")."""
-        return self.secrets if resource == SECRETS else self.configs if resource == CONFIGS else ()
+        """The names for `resource` ("secrets", "configs" or "backuprepositories"; any other: none)."""
+        by_resource = {SECRETS: self.secrets, CONFIGS: self.configs, REPOSITORIES: self.repositories}
+        return by_resource.get(resource, ())
 
     def __bool__(self) -> bool:
-        return bool(self.secrets or self.configs)
+        return bool(self.secrets or self.configs or self.repositories)
 
 
-def _refs(secrets: set[str], configs: set[str]) -> DataRefs:
-    return DataRefs(tuple(sorted(secrets - {""})), tuple(sorted(configs - {""})))
+def _refs(secrets: set[str], configs: set[str], repositories: tuple[str, ...] = ()) -> DataRefs:
+    return DataRefs(tuple(sorted(secrets - {""})), tuple(sorted(configs - {""})), repositories)
 
 
 def service_refs(service: v1.Service, spec: v1.ProjectSpec) -> DataRefs:
@@ -61,7 +70,8 @@ def service_refs(service: v1.Service, spec: v1.ProjectSpec) -> DataRefs:
 
 
 def project_refs(spec: v1.ProjectSpec) -> DataRefs:
-    """Everything a project reads: every service's refs plus its image pull secrets."""
+    """Everything a project reads: every service's refs, its image pull secrets and the repositories of its
+    backed-up volumes."""
     secrets = set(spec.image_pull_secrets)
     configs: set[str] = set()
     for service in spec.services:
@@ -73,12 +83,12 @@ def project_refs(spec: v1.ProjectSpec) -> DataRefs:
             secrets.add(volume.secret)
         elif volume.type == v1.VOLUME_CONFIG:
             configs.add(volume.config)
-    return _refs(secrets, configs)
+    return _refs(secrets, configs, backups.repositories(spec))
 
 
 def references(spec: v1.ProjectSpec, resource: str, name: str) -> bool:
-    """Does a project with `spec` read the Secret or Config `name` (`resource` "secrets" or "configs")?"""
+    """Does a project with `spec` read `name` of `resource` ("secrets", "configs" or "backuprepositories")?"""
     return name in project_refs(spec).names(resource)
 
 
-__all__ = ["CONFIGS", "DataRefs", "SECRETS", "project_refs", "references", "service_refs"]
+__all__ = ["CONFIGS", "REPOSITORIES", "SECRETS", "DataRefs", "project_refs", "references", "service_refs"]

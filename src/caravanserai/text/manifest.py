@@ -45,7 +45,7 @@ from caravanserai import meta, v1
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.text.protojson import describe, from_data, to_data
 
-Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config
+Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config | v1.BackupRepository
 
 MAX_DEPTH = 64
 """Deepest nesting of mappings and lists accepted in a document."""

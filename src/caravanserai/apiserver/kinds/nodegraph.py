@@ -1,55 +1,78 @@
-"""Which Secrets and Configs each node may read: those referenced by a project bound to it (Kubernetes' node
-authorizer, computed from the projects' watch cache).
+"""Which Secrets, Configs and BackupRepositories each node may read: those referenced by a project bound to it
+(Kubernetes' node authorizer, computed from the projects' and the repositories' watch caches).
 
 Guarantees:
 
 * **Bound projects only.** A project counts for node N while `status.nodeRef == N`; a project moved away (its
   old containers still running under a hand-off) does not, so a node loses access as soon as a project leaves.
-* **As fresh as the cache.** The answer follows the apiserver's projects watch cache; a binding the cache has not
-  seen yet is not counted (the agent, which learns of bindings through that cache too, retries).
-* Read-only over the cache; one pass over the projects per node, resource and cache revision.
+* **What the project names** (`caravanserai.project.datarefs`, the one reading): its Secrets and Configs, the
+  BackupRepositories its backed-up volumes use, and — two hops — the Secret each of those repositories names in
+  `spec.secret` (as the repository is now, in its watch cache). A repository that does not exist yet adds no
+  Secret; once it is created, or its `spec.secret` changes, the answer follows at the repositories' next revision.
+* **As fresh as the caches.** The answer follows the apiserver's projects and repositories watch caches; a
+  binding the cache has not seen yet is not counted (the agent, which learns of bindings through that cache too,
+  retries).
+* Read-only over the caches; one pass over the projects per node, resource and pair of cache revisions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Protocol
 
 from caravanserai import v1
-from caravanserai.apiserver.kinds import project
+from caravanserai.apiserver.kinds import backuprepository, project
 from caravanserai.project import datarefs
+
+
+def _no_repositories(name: str) -> str:
+    return ""
 
 
 class NodeGraph:
     """`allows(node, resource, name)`: does a project bound to `node` reference `name` of `resource`?
 
-    The names a node may read are computed once per node, resource and `revision()` of the projects (a list of
-    many Secrets costs one pass over the projects, not one per Secret)."""
+    `repository_secret(name)` is the `spec.secret` of BackupRepository `name` ("" when there is none). The names a
+    node may read are computed once per node, resource and `revision()` (a list of many Secrets costs one pass
+    over the projects, not one per Secret); `revision()` must change whenever the projects or the repositories
+    do."""
 
-    def __init__(self, projects: Callable[[], Iterable[v1.Project]], revision: Callable[[], int] = lambda: 0) -> None:
+    def __init__(
+        self,
+        projects: Callable[[], Iterable[v1.Project]],
+        revision: Callable[[], Hashable] = lambda: 0,
+        *,
+        repository_secret: Callable[[str], str] = _no_repositories,
+    ) -> None:
         self._projects = projects
         self._revision = revision
-        self._at = -1
+        self._repository_secret = repository_secret
+        self._at: Hashable = object()  # no revision seen yet
         self._readable: dict[tuple[str, str], frozenset[str]] = {}
 
     def allows(self, node: str, resource: str, name: str) -> bool:
         return name in self.readable(node, resource)
 
     def readable(self, node: str, resource: str) -> frozenset[str]:
-        """The names of `resource` that projects bound to `node` reference."""
+        """The names of `resource` that projects bound to `node` reference (Secrets: with their repositories')."""
         revision = self._revision()
         if revision != self._at:
             self._at, self._readable = revision, {}
         names = self._readable.get((node, resource))
         if names is None:
-            names = frozenset(
-                name
-                for p in self._projects()
-                if p.status.node_ref == node
-                for name in datarefs.project_refs(p.spec).names(resource)
-            )
+            names = frozenset(self._names(node, resource))
             self._readable[(node, resource)] = names
         return names
+
+    def _names(self, node: str, resource: str) -> Iterable[str]:
+        for p in self._projects():
+            if p.status.node_ref != node:
+                continue
+            refs = datarefs.project_refs(p.spec)
+            yield from refs.names(resource)
+            if resource == datarefs.SECRETS:
+                secrets = (self._repository_secret(repository) for repository in refs.repositories)
+                yield from (secret for secret in secrets if secret)
 
 
 class _Cache(Protocol):
@@ -58,9 +81,23 @@ class _Cache(Protocol):
 
 
 def over(caches: Mapping[str, _Cache]) -> NodeGraph:
-    """The graph over the projects' watch cache among `caches` (watch caches by plural)."""
+    """The graph over the projects' and the backup repositories' watch caches among `caches` (watch caches by
+    plural; without a repositories cache, repositories name no Secret)."""
     projects = caches[project.KIND.plural]
-    return NodeGraph(lambda: projects.objects.values(), lambda: projects.revision)
+    repositories = caches.get(backuprepository.KIND.plural)
+    if repositories is None:
+        return NodeGraph(lambda: projects.objects.values(), lambda: projects.revision)
+    found = repositories
+
+    def secret_of(name: str) -> str:
+        repository: v1.BackupRepository | None = found.objects.get(name)
+        return repository.spec.secret if repository is not None else ""
+
+    return NodeGraph(
+        lambda: projects.objects.values(),
+        lambda: (projects.revision, found.revision),
+        repository_secret=secret_of,
+    )
 
 
 NO_GRAPH = NodeGraph(lambda: ())

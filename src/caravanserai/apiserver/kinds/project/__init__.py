@@ -3,7 +3,8 @@
 * `strategy`: defaults, the spec/status split, the phase table on UpdateStatus, the delete plan, node access;
 * `rules`: the spec and status rules (services, ports, volumes, resources, ingress, tolerations);
 * `servicerules`: how services relate and are checked (`dependsOn`, `healthcheck`, tolerationSeconds);
-* `datarules`: where a project names Secrets and Configs, image pull settings, extended resources.
+* `datarules`: where a project names Secrets and Configs, image pull settings, extended resources;
+* `backuprules`: a volume's backups (`backup`), what a node without its data does (`restore`), `restoreRequest`.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@
   routes unique where they must be; images without whitespace; ports 1-65535 (host ports once per protocol);
   mounts of declared volumes at absolute paths; resource requests not above their limits; ingress routes to a
   declared service; tolerations well-formed. How services relate (`dependsOn`, `healthcheck`, tolerationSeconds)
-  is in `servicerules`; where a project names Secrets, Configs and extended resources in `datarules`.
-* status: a known phase, well-formed conditions and one entry per service.
+  is in `servicerules`; where a project names Secrets, Configs and extended resources in `datarules`; a volume's
+  backups and restores in `backuprules`.
+* status: a known phase, well-formed conditions, one entry per service and one per volume (each named).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import ipaddress
 
 from caravanserai import v1
 from caravanserai.apiserver import validation
-from caravanserai.apiserver.kinds.project import datarules, servicerules
+from caravanserai.apiserver.kinds.project import backuprules, datarules, servicerules
 from caravanserai.text.selectors import (
     validate_dns_label,
     validate_dns_subdomain,
@@ -33,6 +34,7 @@ def project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
             errors.check(f"spec.volumes[{i}].name", validate_dns_label(volume.name))
         errors.choice(f"spec.volumes[{i}].type", volume.type, v1.VOLUME_TYPES, empty="for Ephemeral")
         datarules.volume_data(errors, f"spec.volumes[{i}]", volume)
+        backuprules.volume_backups(errors, f"spec.volumes[{i}]", volume, spec)
     errors.unique(((f"spec.volumes[{i}].name", v.name) for i, v in enumerate(spec.volumes)), "volume name")
     for i, service in enumerate(spec.services):
         _service(errors, f"spec.services[{i}]", service, volumes)
@@ -143,6 +145,9 @@ def project_status(errors: Violations, status: v1.ProjectStatus) -> None:
         errors.required(f"status.services[{i}].name", service.name)
         errors.non_negative(f"status.services[{i}].restartCount", service.restart_count)
     errors.unique(((f"status.services[{i}].name", s.name) for i, s in enumerate(status.services)), "service name")
+    for i, volume in enumerate(status.volumes):
+        errors.required(f"status.volumes[{i}].name", volume.name)
+    errors.unique(((f"status.volumes[{i}].name", v.name) for i, v in enumerate(status.volumes)), "volume name")
     errors.non_negative("status.observedGeneration", status.observed_generation)
 
 

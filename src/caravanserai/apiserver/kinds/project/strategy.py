@@ -59,12 +59,28 @@ class ProjectStrategy(KindStrategy[v1.Project]):
         self, node: str, verb: str, *, name: str, obj: v1.Project | None, old: v1.Project | None, field_selector: str
     ) -> bool:
         """A node reads every project (its ingress answers for any host and forwards to the node that runs the
-        project) and writes the status of projects while they stay bound to it."""
+        project) and writes the status of projects bound to it: while they stay bound, and the one write that
+        unbinds (`finishes_move`)."""
         if verb in ("get", "list", "watch"):
             return True
         if verb == "update_status":
-            return old is not None and obj is not None and old.status.node_ref == node and obj.status.node_ref == node
+            if old is None or obj is None or old.status.node_ref != node:
+                return False
+            return obj.status.node_ref == node or finishes_move(old, obj)
         return False
+
+
+def finishes_move(old: v1.Project, new: v1.Project) -> bool:
+    """Is `new` the status `lifecycle.finish_move` makes of `old`, as far as binding goes: `old` is bound with a move
+    asked of it (`status.move`), `new` is Pending, unbound and without the move? The node a move waits for writes
+    it after the final backups; a node may unbind a project in no other way."""
+    return (
+        bool(old.status.node_ref)
+        and old.status.HasField("move")
+        and new.status.phase == v1.PENDING
+        and not new.status.node_ref
+        and not new.status.HasField("move")
+    )
 
 
 def default_requests(spec: v1.ProjectSpec) -> None:
@@ -78,4 +94,4 @@ def default_requests(spec: v1.ProjectSpec) -> None:
 
 STRATEGY = ProjectStrategy(KIND)
 
-__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests"]
+__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests", "finishes_move"]
