@@ -9,6 +9,12 @@
 
 from __future__ import annotations
 
-from caravanserai.apiserver.kinds.project.strategy import KIND, STRATEGY, ProjectStrategy, default_requests
+from caravanserai.apiserver.kinds.project.strategy import (
+    KIND,
+    STRATEGY,
+    ProjectStrategy,
+    default_requests,
+    finishes_move,
+)
 
-__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests"]
+__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests", "finishes_move"]
