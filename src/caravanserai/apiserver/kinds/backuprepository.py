@@ -44,10 +44,10 @@ def _rest_problem(location: str) -> str | None:
         parts.port  # noqa: B018  # raises ValueError for a port that is not a number in range
     except ValueError:
         return wanted
+    if parts.password is not None:  # checked first: a refusal never echoes a password
+        return "must not carry a password (user:password@): put the credentials in the Secret"
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return wanted
-    if parts.password is not None:
-        return "must not carry a password (user:password@): put the credentials in the Secret"
     return None
 
 
