@@ -169,6 +169,7 @@ _INT64 = st.one_of(_INT32, st.sampled_from([2**63 - 1, -(2**63)]))
 _SECONDS = st.sampled_from(
     [0, 1, 1_700_000_000, -62_135_596_800, -62_135_596_801, 253_402_300_799, 253_402_300_800, 2**62, -(2**62)]
 )
+_DOUBLES = st.one_of(st.sampled_from([0.0, -0.0, 1.5, -1.0, 1e308, float("inf"), float("nan")]), st.floats())
 _NANOS = st.sampled_from([0, 1, 999_999_999, 1_000_000_000, -1])
 _MAX_DEPTH = 6
 
@@ -184,6 +185,8 @@ def _scalar(draw: Draw, fd: FieldDescriptor) -> Any:
         return draw(_INT32)
     if fd.type == FieldDescriptor.TYPE_BYTES:  # a custom object's bytes, a definition's schema
         return draw(st.binary(max_size=64))
+    if fd.type == FieldDescriptor.TYPE_DOUBLE:  # a project's placement estimates
+        return draw(_DOUBLES)
     raise AssertionError(f"no values for {fd.full_name}")  # the v1 requests use no other scalar types
 
 
