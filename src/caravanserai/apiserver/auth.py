@@ -8,9 +8,11 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 | `admin`, group admin| everything                                                                           |
 | `controller:<name>` | read everything; write project status, node status, leases, events; delete projects  |
 | `node:<name>`       | read every project and node (its ingress routes any host to the node that runs it);   |
-|                     | write its own Node and Lease and the status of projects bound to it; create events,  |
-|                     | update its own events; read the Secrets and Configs a project bound to it references |
-|                     | (lists and watches carry only those: the node authorizer's rule, `kinds.nodegraph`)   |
+|                     | write its own Node and Lease and the status of projects bound to it (also the write  |
+|                     | that unbinds one after a move asked of it: `finish_move`); create events, update its  |
+|                     | own events; read the Secrets, Configs and BackupRepositories a project bound to it    |
+|                     | references, and the Secrets of those repositories (lists and watches carry only       |
+|                     | those: the node authorizer's rule, `kinds.nodegraph`)                                |
 | anyone else         | read-only: get, list, watch — except Secrets, which they cannot read at all          |
 
 Custom kinds: only `admin` writes ResourceDefinitions; `controller:*` identities also write objects of custom

@@ -7,7 +7,7 @@ import pytest
 
 from caravanserai import meta, v1
 from caravanserai.apiserver.auth import Authorizer
-from caravanserai.apiserver.kinds import builtin_kinds, validate_object
+from caravanserai.apiserver.kinds import builtin_kinds, validate_object, validate_status
 from caravanserai.apiserver.kinds.backuprepository import STRATEGY
 from caravanserai.apiserver.kinds.nodegraph import NodeGraph
 from caravanserai.errors import Forbidden, Invalid
@@ -133,3 +133,21 @@ def test_a_node_reads_only_the_repositories_its_projects_use() -> None:
     assert visible is not None and visible(repository("offsite")) and not visible(repository("elsewhere"))
     authz.check(viewer, "get", "backuprepositories", name="elsewhere")  # not confidential: read-only identities read
     assert authz.visible(viewer, STRATEGY) is None
+
+
+def test_a_nodes_restore_rates_are_quantities_per_repository_name() -> None:
+    node = v1.Node(metadata=v1.ObjectMeta(name="n1"))
+    node.status.state = v1.NODE_READY
+    node.status.network.restore_rates.update({"offsite": "11.5Mi", "local": "900000000"})
+    node.status.images.add(names=["busybox:test"], size_bytes=4_000_000)
+    validate_status("nodes", node)
+    node.status.network.restore_rates.update({"Off Site": "1Mi", "fast": "lots"})
+    node.status.images.add(names=["x"], size_bytes=-1)
+    with pytest.raises(Invalid) as info:
+        validate_status("nodes", node)
+    found = [(v.field, v.description.split(":")[0]) for v in info.value.violations]
+    assert found == [
+        ('status.network.restoreRates["Off Site"]', "invalid BackupRepository name"),
+        ('status.network.restoreRates["fast"]', "invalid quantity 'lots'"),
+        ("status.images[1].sizeBytes", "must not be negative, not -1"),
+    ]

@@ -102,8 +102,9 @@ class KindStrategy(abc.ABC, Generic[T]):
     status_on_create = True
     #: Verbs `controller:*` identities may use besides reading.
     controller_writes: frozenset[str] = frozenset()
-    #: May a node read the objects that a project bound to it references (`caravanserai.project.datarefs`)? Its lists
-    #: and watches then carry only those objects (the node authorizer's rule, `apiserver.auth`).
+    #: May a node read the objects that a project bound to it references (`caravanserai.project.datarefs`, and the
+    #: Secrets of the BackupRepositories it uses: `kinds.nodegraph`)? Its lists and watches then carry only those
+    #: objects (the node authorizer's rule, `apiserver.auth`).
     node_reads_referenced = False
 
     def __init__(self, kind: meta.Kind) -> None:

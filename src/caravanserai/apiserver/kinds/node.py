@@ -1,6 +1,6 @@
 """Nodes: state NotReady on create, no delete while projects are bound (unless forced), a node reaching only its
 own Node. Rules: taints well-formed and each key:effect once; status with a known state, well-formed conditions,
-quantities and addresses."""
+quantities and addresses, restore rates per BackupRepository name (quantities) and image sizes not negative."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
 from caravanserai.errors import FailedPrecondition
 from caravanserai.text.selectors import FieldSelector, validate_dns_subdomain, validate_label_key, validate_label_value
-from caravanserai.text.violations import Violations
+from caravanserai.text.violations import Violations, key_path
 
 KIND = meta.KINDS["nodes"]
 
@@ -35,6 +35,12 @@ def node_status(errors: Violations, status: v1.NodeStatus) -> None:
     for name, text in (("download", status.network.throughput.download), ("upload", status.network.throughput.upload)):
         if text:
             validation.quantity(errors, f"status.network.throughput.{name}", text)
+    for repository, rate in status.network.restore_rates.items():  # bytes per second, per BackupRepository
+        path = key_path("status.network.restoreRates", repository)
+        errors.check(path, validate_dns_subdomain(repository), prefix="invalid BackupRepository name: ")
+        validation.quantity(errors, path, rate)
+    for i, image in enumerate(status.images):
+        errors.non_negative(f"status.images[{i}].sizeBytes", image.size_bytes)
 
 
 def own_object_allowed(node: str, verb: str, *, name: str, field_selector: str) -> bool:
