@@ -5,8 +5,8 @@ issue: benchmark, goal, figure, target and verdict ("met", "not met", "not measu
 
 Benchmarks are not part of the test run: they start their own etcd (and apiserver, Docker containers …) on
 loopback only, are bounded in time, and report ratios against the physical limit measured in the same run (raw
-etcd, a bare grpc.aio relay, plain `docker run`). `--details FILE` writes every benchmark's full JSON there.
-A benchmark that fails prints one line with its error and makes the exit status 1.
+etcd, a bare grpc.aio relay, plain `docker run`, `tar` of the same bytes to the same disk). `--details FILE` writes
+every benchmark's full JSON there. A benchmark that fails prints one line with its error and makes the exit status 1.
 """
 
 from __future__ import annotations
