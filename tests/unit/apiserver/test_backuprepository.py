@@ -145,9 +145,9 @@ def test_a_nodes_restore_rates_are_quantities_per_repository_name() -> None:
     node.status.images.add(names=["x"], size_bytes=-1)
     with pytest.raises(Invalid) as info:
         validate_status("nodes", node)
-    found = [(v.field, v.description.split(":")[0]) for v in info.value.violations]
+    found = sorted((v.field, v.description.split(":")[0]) for v in info.value.violations)  # map order is unspecified
     assert found == [
+        ("status.images[1].sizeBytes", "must not be negative, not -1"),
         ('status.network.restoreRates["Off Site"]', "invalid BackupRepository name"),
         ('status.network.restoreRates["fast"]', "invalid quantity 'lots'"),
-        ("status.images[1].sizeBytes", "must not be negative, not -1"),
     ]
