@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from caravanserai.cli.apply import apply
+from caravanserai.cli.backups import backup, restore
 from caravanserai.cli.common import output_option
 from caravanserai.cli.completion import completion
 from caravanserai.cli.config import Settings
@@ -120,6 +121,7 @@ def caractrl(
 for command in (
     annotate,
     apply,
+    backup,
     completion,
     cordon,
     define,
@@ -134,6 +136,7 @@ for command in (
     patch,
     port_forward,
     restart,
+    restore,
     schema,
     uncordon,
     version,

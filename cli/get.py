@@ -5,6 +5,7 @@ caractrl get p web -o yaml                   # one object as YAML
 caractrl get no -o wide -l zone=a            # wide table, label selector
 caractrl get projects -w                     # the table, then one line per change (survives restarts)
 caractrl get events --for project/web        # the events about one object
+caractrl get snapshots web                   # the volume snapshots recorded for project web (not a stored kind)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.kinds import columns_of, load_context, rows, view_of
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
+from caravanserai.cli.snapshots import get_snapshots, is_snapshots
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Change, Client
 from caravanserai.errors import NotFound
@@ -86,7 +88,18 @@ def get(
     no_headers: bool,
     ignore_not_found: bool,
 ) -> None:
-    """Show nodes, projects, events, leases, resourcedefinitions or objects of a custom kind."""
+    """Show nodes, projects, events, leases, resourcedefinitions or objects of a custom kind.
+
+    `get snapshots [PROJECT…]` shows the volume snapshots recorded in the projects' status (ID TIME VOLUME NODE
+    SIZE; every project when none is named): snapshots are not a stored kind, so it takes project names, -o,
+    --no-headers and --ignore-not-found only.
+    """
+    if is_snapshots(resource):
+        if label_selector or field_selector or for_object or watch or watch_only or output_watch_events:
+            raise click.UsageError("get snapshots takes PROJECT names, -o, --no-headers and --ignore-not-found only")
+        fmt = settings.output_format(output).lower()
+        run(get_snapshots(settings, names, fmt, no_headers=no_headers, ignore_not_found=ignore_not_found))
+        return
     kind, wanted = parse_target(resource, names)
     if for_object:
         field_selector = ",".join(filter(None, (field_selector, events_for(kind, for_object))))

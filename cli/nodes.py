@@ -3,17 +3,22 @@
 * `cordon` sets `spec.unschedulable` (read, change, write with the version read; re-read on Conflict): the
   scheduler places nothing new there; what runs keeps running.
 * `uncordon` clears it.
-* `drain` cordons, then moves every Scheduled or Running project bound to the node: it returns to Pending
-  (reason NodeDrained) and the scheduler places it elsewhere, while the node's agent keeps the old containers
-  running until the project runs on its new node or `--timeout` (default 5m) passes. It waits (unless
-  `--no-wait`) until each moved project runs elsewhere.
+* `drain` cordons, then moves every Scheduled or Running project bound to the node (`lifecycle.move`, reason
+  NodeDrained): a project without backed-up volumes returns to Pending and the scheduler places it elsewhere,
+  while the node's agent keeps the old containers running until the project runs on its new node or `--timeout`
+  (default 5m) passes; a project with backed-up volumes stays bound until its node has stopped it and taken a
+  final backup (at most `--timeout`), then moves with those snapshots. It waits (unless `--no-wait`) until each
+  moved project runs elsewhere.
+* A project with a Persistent volume without a backup would leave that data behind: drain refuses, before
+  writing anything (not even the cordon), naming every such project and volume in one line, unless `--force`
+  (then it moves them and says that the data stays behind).
 * `drain --delete` deletes the projects instead, after confirmation (`--yes` skips the prompt); `--force`
   removes the records at once; `--wait` waits until they are gone.
 """
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Sequence
 
 import click
 
@@ -22,16 +27,13 @@ from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.delete import DeleteOptions, Target, delete_targets
 from caravanserai.cli.errors import PartialFailure, not_found
+from caravanserai.cli.moves import PLACED, moving_line, refuse_unprotected, wait_moved
 from caravanserai.client import nodeops
 from caravanserai.client.nodeops import LEAVING
 from caravanserai.clock import SystemClock
 from caravanserai.errors import NotFound
 from caravanserai.project.lifecycle import DEFAULT_HANDOFF
 from caravanserai.text.durations import format_duration, parse_duration
-
-PLACED = (v1.SCHEDULED, v1.RUNNING, v1.SUCCEEDED, v1.FAILED)
-"""A moved project has arrived once it is in one of these phases on another node."""
-POLL_INTERVAL = 0.5
 
 
 async def set_unschedulable(settings: Settings, node: str, value: bool) -> bool:
@@ -71,50 +73,37 @@ async def _delete(settings: Settings, projects: list[str], opts: DeleteOptions) 
         return await delete_targets(client, [Target(kind, name) for name in projects], opts)
 
 
-async def _move(settings: Settings, node: str, timeout: float) -> list[str]:
-    """Send the movable projects of `node` back to Pending with a hand-off of `timeout`; the names moved."""
-    clock = SystemClock()
+async def _movable(settings: Settings, node: str) -> list[v1.Project]:
+    """The projects a drain of `node` moves (Scheduled or Running there, not being deleted), by name."""
     async with settings.client() as client:
-        names = nodeops.movable_projects(
-            list(await client.projects.list(field_selector=f"status.nodeRef={node}")), node
-        )
-        moved = []
-        for name in names:
-            now = clock.now()
+        bound = list(await client.projects.list(field_selector=f"status.nodeRef={node}"))
+    names = nodeops.movable_projects(bound, node)
+    return sorted((p for p in bound if p.metadata.name in names), key=lambda p: p.metadata.name)
+
+
+async def _move(settings: Settings, node: str, projects: Sequence[v1.Project], timeout: float) -> list[str]:
+    """Move `projects` off `node` with a hand-off of `timeout`; the names moved."""
+    clock = SystemClock()
+    moved = []
+    async with settings.client() as client:
+        for project in projects:
+            name, now = project.metadata.name, clock.now()
             if await nodeops.move_project(client, name, node, now=now, handoff_until=now + timeout):
                 moved.append(name)
-                click.echo(f"project/{name} moving off node/{node}")
+                click.echo(moving_line(project, node))
     return moved
-
-
-async def _wait_moved(settings: Settings, names: list[str], node: str, timeout: float) -> list[str]:
-    """Wait until every project in `names` runs (or finished) on another node; the names still not there."""
-    clock = SystemClock()
-    deadline = clock.monotonic() + timeout
-    waiting = list(names)
-    async with settings.client() as client:
-        while waiting:
-            for name in list(waiting):
-                try:
-                    project = await client.projects.get(name)
-                except NotFound:
-                    waiting.remove(name)
-                    continue
-                status = project.status
-                if status.node_ref and status.node_ref != node and status.phase in PLACED:
-                    click.echo(f"project/{name} {status.phase.lower()} on node/{status.node_ref}")
-                    waiting.remove(name)
-            if not waiting or clock.monotonic() >= deadline:
-                break
-            await asyncio.sleep(POLL_INTERVAL)
-    return waiting
 
 
 @click.command("drain")
 @click.argument("node", shell_complete=complete_names)
 @click.option("--delete", "delete_", is_flag=True, help="Delete the projects instead of moving them (asks first).")
 @click.option("-y", "--yes", is_flag=True, help="With --delete: do not ask for confirmation.")
-@click.option("--force", is_flag=True, help="With --delete: remove the records at once, skipping Terminating.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Move projects whose Persistent volumes have no backup (their data stays behind on the node); with "
+    "--delete: remove the records at once, skipping Terminating.",
+)
 @click.option(
     "--wait/--no-wait",
     default=None,
@@ -124,21 +113,26 @@ async def _wait_moved(settings: Settings, names: list[str], node: str, timeout: 
     "--timeout",
     default=format_duration(DEFAULT_HANDOFF),
     show_default=True,
-    help="How long the old containers keep running while a moved project starts elsewhere, and how long --wait waits.",
+    help="How long the old containers keep running while a moved project starts elsewhere (with backed-up "
+    "volumes: how long its node may take for the final backup), and how long --wait waits.",
 )
 @pass_settings
 def drain(
     settings: Settings, node: str, delete_: bool, yes: bool, force: bool, wait: bool | None, timeout: str
 ) -> None:
-    """Cordon NODE and move its projects to other nodes (Pending, reason NodeDrained).
+    """Cordon NODE and move its projects to other nodes (reason NodeDrained).
 
-    The old containers keep running until a project runs on its new node, or until --timeout passes. With
-    --delete, the projects are deleted instead (asks first).
+    The old containers keep running until a project runs on its new node, or until --timeout passes. A project
+    with backed-up volumes is stopped and backed up one last time first, and its new node restores exactly that
+    backup. A project with a Persistent volume without backup is refused (nothing is written) unless --force:
+    its data would stay behind. With --delete, the projects are deleted instead (asks first).
     """
     try:
         seconds = parse_duration(timeout)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--timeout'") from None
+    if not delete_:
+        refuse_unprotected(run(_movable(settings, node)), node, force=force)
     changed = run(set_unschedulable(settings, node, True))
     click.echo(f"node/{node} cordoned" if changed else f"node/{node} already cordoned")
     if delete_:
@@ -146,9 +140,11 @@ def drain(
             settings, node, yes, DeleteOptions(force=force, wait=bool(wait), timeout=seconds, ignore_not_found=True)
         )
     else:
-        moved = run(_move(settings, node, seconds))
+        projects = run(_movable(settings, node))  # again: one may have been bound before the cordon took effect
+        refuse_unprotected(projects, node, force=force)
+        moved = run(_move(settings, node, projects, seconds))
         if moved and wait is not False:
-            late = run(_wait_moved(settings, moved, node, seconds))
+            late = run(wait_moved(settings, moved, node, seconds))
             if late:
                 click.echo(f"error: not running elsewhere after {timeout}: {', '.join(late)}", err=True)
                 raise PartialFailure()

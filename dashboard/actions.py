@@ -12,10 +12,16 @@ from dataclasses import dataclass
 
 import grpc
 
-from caravanserai import meta
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.client.apply import applicable, apply_object
-from caravanserai.client.nodeops import movable_projects, move_project, set_unschedulable
+from caravanserai.client.nodeops import (
+    drain_refusal,
+    movable_projects,
+    move_project,
+    set_unschedulable,
+    unprotected_volumes,
+)
 from caravanserai.clock import Clock
 from caravanserai.errors import ApiError, CaravanseraiError, Invalid, NotFound
 from caravanserai.project.lifecycle import DEFAULT_HANDOFF
@@ -25,6 +31,7 @@ MAX_MANIFEST_BYTES = 1024 * 1024
 MANIFEST_SOURCE = "manifest"
 """The source name of a pasted manifest in origins: `manifest, document 2`."""
 READ_ONLY = "the dashboard is read-only (started with --read-only)"
+DRAIN_WAY_OUT = "add a backup to those volumes, or drain with `caractrl drain NODE --force` to leave the data behind"
 
 # gRPC status → HTTP status of the dashboard's JSON answer.
 HTTP_STATUS = {
@@ -141,19 +148,36 @@ class Actions:
             raise api_error(err) from None
 
     async def drain(self, node: str) -> list[str]:
-        """Cordon `node`, then move its Scheduled and Running projects back to Pending (reason NodeDrained) with a
-        hand-off of `DEFAULT_HANDOFF` seconds, as `caractrl drain`; returns the names moved."""
-        await self.cordon(node, True)
-        moved = []
+        """Cordon `node`, then move its Scheduled and Running projects (reason NodeDrained, `lifecycle.move`) with a
+        hand-off of `DEFAULT_HANDOFF` seconds, as `caractrl drain`; returns the names moved. A project with a
+        Persistent volume without a backup is refused (409, naming the projects and volumes) before anything is
+        written: the dashboard has no force option."""
+        self._check_allowed()
         try:
-            page = await self._client.projects.list(field_selector=f"status.nodeRef={node}")
-            for name in movable_projects(list(page), node):
-                now = self._clock.now()
+            self._refuse_unprotected(node, await self._movable(node))
+            await self.cordon(node, True)
+            projects = await self._movable(node)  # again: one may have been bound before the cordon took effect
+            self._refuse_unprotected(node, projects)
+            moved = []
+            for project in projects:
+                now, name = self._clock.now(), project.metadata.name
                 if await move_project(self._client, name, node, now=now, handoff_until=now + DEFAULT_HANDOFF):
                     moved.append(name)
         except ApiError as err:
             raise api_error(err) from None
         return moved
+
+    @staticmethod
+    def _refuse_unprotected(node: str, projects: list[v1.Project]) -> None:
+        unprotected = unprotected_volumes(projects)
+        if unprotected:
+            raise ActionError(409, drain_refusal(node, unprotected, DRAIN_WAY_OUT))
+
+    async def _movable(self, node: str) -> list[v1.Project]:
+        """The projects a drain of `node` moves, by name."""
+        page = list(await self._client.projects.list(field_selector=f"status.nodeRef={node}"))
+        names = movable_projects(page, node)
+        return sorted((p for p in page if p.metadata.name in names), key=lambda p: p.metadata.name)
 
 
 def _after(outcomes: list[ApplyOutcome], message: str) -> str:

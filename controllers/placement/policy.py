@@ -3,19 +3,23 @@
 In order of precedence:
 
 * **Being deleted** (`metadata.deletionTimestamp`) → nothing: a project on its way out is never moved.
+* **Moving** (`status.move`: its node is taking the final backups before it returns to Pending) → nothing: the
+  move under way ends it.
 * **Failed or Succeeded with a new generation** (the spec changed, or `caractrl restart` stamped a service,
   after the agent last acted: `0 < status.observedGeneration < metadata.generation`) → back to Pending (reason
   SpecChanged) at once; the scheduler places it again, possibly on another node, and the old node's agent
   removes the old containers.
-* **Scheduled or Running on a node with a `NoExecute` taint it does not tolerate** → back to Pending (reason
-  TaintEviction) with a hand-off: the old containers run until the project runs elsewhere (or the hand-off
-  timeout). A toleration with `tolerationSeconds` delays this: the first sighting is stamped on the project
-  (condition `TaintedAt`, transition time = first seen) and the move is due that many seconds later; the
-  stamp is removed when the taint goes away.
+* **Scheduled or Running on a node with a `NoExecute` taint it does not tolerate** → moved (reason
+  TaintEviction, `lifecycle.move`) with a hand-off: the old containers run until the project runs elsewhere (or
+  the hand-off timeout); with backed-up volumes the node first stops it and takes the final backups. A
+  toleration with `tolerationSeconds` delays this: the first sighting is stamped on the project (condition
+  `TaintedAt`, transition time = first seen) and the move is due that many seconds later; the stamp is removed
+  when the taint goes away.
 * **Scheduled or Running, spec changed since binding** (`metadata.generation != status.scheduledGeneration`)
   → if the node no longer passes the node selector, its NoSchedule taints or the resources (requests of the
-  project plus the others bound there against allocatable): back to Pending (reason NodeNoLongerEligible);
-  else the binding is confirmed for the new generation (`scheduledGeneration` updated).
+  project plus the others bound there against allocatable): moved (reason NodeNoLongerEligible; with backed-up
+  volumes after the final backups, else at once); else the binding is confirmed for the new generation
+  (`scheduledGeneration` updated).
 * Anything else → nothing.
 """
 
@@ -114,7 +118,7 @@ def plan(
 ) -> PlacementStep:
     """The step for `project` bound to `node` (None: unknown node, the garbage collector's case)."""
     status, generation = project.status, project.metadata.generation
-    if project.metadata.HasField("deletion_timestamp"):
+    if project.metadata.HasField("deletion_timestamp") or status.HasField("move"):
         return PlacementStep(PlacementAction.NONE)
     if status.phase in lifecycle.FINISHED and 0 < status.observed_generation < generation:
         message = f"Spec changed (generation {generation}) after the project was {status.phase}; placing it again"

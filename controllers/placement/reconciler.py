@@ -3,13 +3,18 @@
     reconcile(project)
       1. plan on the cached state (policy.plan); nothing due → done, or come back when it is
       2. read the project live and plan again (never act on the cache's word)
-      3. write the step with a compare-and-swap: back to Pending (lifecycle.return_to_pending, with a hand-off
-         for taint evictions), a TaintedAt stamp or its removal, or the confirmed scheduledGeneration
+      3. write the step with a compare-and-swap: a bound project moved off its node (lifecycle.move: back to
+         Pending, with a hand-off for taint evictions, or, with backed-up volumes, bound with `status.move` until
+         its node hands the final snapshots over), a finished one back to Pending (lifecycle.return_to_pending),
+         a TaintedAt stamp or its removal, or the confirmed scheduledGeneration
 
 Guarantees:
 
 * Every write names the version just read; a Conflict is retried (rate limited) on fresh state.
-* A project with a deletionTimestamp is never moved (the policy and, again, the apiserver's lifecycle check).
+* A project with a deletionTimestamp is never moved (the policy and, again, the apiserver's lifecycle check); a
+  project already moving (`status.move`) is left to its node.
+* A project without backed-up volumes moves exactly as before `lifecycle.move` existed: NodeNoLongerEligible
+  without a hand-off (the old containers are of the old spec), TaintEviction with one.
 * Every move is recorded as an Event on the project (Warning for evictions, Normal for a changed spec).
 """
 
@@ -25,7 +30,7 @@ from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, Plac
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.errors import NotFound
 from caravanserai.informer import NODE_REF_INDEX, CacheReader
-from caravanserai.project import lifecycle
+from caravanserai.project import backups, lifecycle
 
 log = structlog.get_logger(__name__)
 
@@ -84,14 +89,23 @@ class PlacementReconciler:
             return Result(requeue_after=step.due - now if step.action is not PlacementAction.NONE else None)
         return Result(requeue_after=await self._act(live, step, now))
 
+    def _moved(self, project: v1.Project, step: PlacementStep, now: float) -> v1.Project:
+        """The project after a TO_PENDING step: a bound project is moved off its node (`lifecycle.move`, which
+        keeps one with backed-up volumes bound until its node hands over the final snapshots); a finished one, or
+        one without backed-up volumes and without a hand-off, goes back to Pending at once."""
+        until = now + self.handoff_timeout
+        bound = project.status.phase in (v1.SCHEDULED, v1.RUNNING)
+        if bound and (step.handoff or backups.backed_up(project.spec)):
+            return lifecycle.move(project, reason=step.reason, message=step.message, now=now, handoff_until=until)
+        return lifecycle.return_to_pending(
+            project, reason=step.reason, message=step.message, now=now, handoff_until=until if step.handoff else None
+        )
+
     async def _act(self, project: v1.Project, step: PlacementStep, now: float) -> float | None:
         """Write `step`; seconds after which to look again (a stamped taint's deadline), else None."""
         name = project.metadata.name
         if step.action is PlacementAction.TO_PENDING:
-            until = now + self.handoff_timeout if step.handoff else None
-            moved = lifecycle.return_to_pending(
-                project, reason=step.reason, message=step.message, now=now, handoff_until=until
-            )
+            moved = self._moved(project, step, now)
             meta.remove_condition(moved.status.conditions, CONDITION_TAINTED_AT)
             stored = await self._client.projects.update_status(moved)
             self.moves += 1

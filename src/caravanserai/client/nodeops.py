@@ -4,9 +4,14 @@
   nothing new on a cordoned node; what runs keeps running.
 * `drainable_projects` names the projects bound to a node that are not already on their way out (for
   `drain --delete`).
-* `movable_projects` names those a drain moves (Scheduled, Running, not being deleted), and `move_project` sends
-  one back to Pending (reason NodeDrained) with a hand-off: the drained node's agent keeps the old containers
-  until the project runs on its new node or `handoff_until` passes.
+* `movable_projects` names those a drain moves (Scheduled, Running, not being deleted), and `move_project` moves
+  one off its node with `lifecycle.move` (reason NodeDrained unless told otherwise): a project without backed-up
+  volumes returns to Pending at once with a hand-off (the node's agent keeps the old containers until the project
+  runs on its new node or `handoff_until` passes); one with backed-up volumes stays bound with `status.move` until
+  its node has taken the final backups (or `handoff_until` passes). A move already under way is left as it is.
+* `unprotected_volumes` names, per project, the Persistent volumes without a backup whose data a move leaves
+  behind; `left_behind` words them in one line. Drain (caractrl and the dashboard) refuses such moves unless
+  forced, before writing anything.
 * `restart_services` stamps `restartedAt` on the named services (all when none are named): a spec change, so
   the agent recreates exactly those containers, and a Failed or Succeeded project returns to Pending.
 * `requested` sums the resource requests of the projects bound to a node.
@@ -14,7 +19,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 
 from caravanserai import v1
@@ -22,7 +27,7 @@ from caravanserai.client.apply import CONFLICT_RETRIES, modify
 from caravanserai.client.client import Client
 from caravanserai.clock import timestamp
 from caravanserai.errors import Conflict
-from caravanserai.project import lifecycle
+from caravanserai.project import backups, lifecycle
 from caravanserai.text.quantity import parse_quantity
 
 LEAVING = (v1.TERMINATING, v1.TERMINATED)
@@ -59,19 +64,60 @@ def movable_projects(projects: Sequence[v1.Project], node: str) -> list[str]:
     )
 
 
-async def move_project(client: Client, name: str, node: str, *, now: float, handoff_until: float) -> bool:
-    """Send project `name` off `node` back to Pending (reason NodeDrained, with a hand-off). False when it is not
-    (any more) a Scheduled or Running project on `node`. Re-read and retried on Conflict."""
+def unprotected_volumes(projects: Iterable[v1.Project]) -> dict[str, list[str]]:
+    """Per project of `projects` that has any (by name, sorted), its Persistent volumes without a backup: a move
+    leaves their data behind on the node it leaves."""
+    found = {p.metadata.name: backups.unprotected(p.spec) for p in projects}
+    return {name: volumes for name, volumes in sorted(found.items()) if volumes}
+
+
+def left_behind(unprotected: Mapping[str, Sequence[str]]) -> str:
+    """`project/web (volume data), project/db (volumes pg, wal)`: the projects and volumes a move would leave
+    behind, in one line."""
+    parts = []
+    for name, volumes in unprotected.items():
+        noun = "volume" if len(volumes) == 1 else "volumes"
+        parts.append(f"project/{name} ({noun} {', '.join(volumes)})")
+    return ", ".join(parts)
+
+
+def drain_refusal(node: str, unprotected: Mapping[str, Sequence[str]], way_out: str) -> str:
+    """Why a drain of `node` does not move the projects in `unprotected`, in one line naming them, then `way_out`
+    (what the caller's user can do about it)."""
+    return (
+        f"cannot drain node/{node}: {left_behind(unprotected)} would leave Persistent volume data behind on {node} "
+        f"(no backup configured); {way_out}"
+    )
+
+
+def drain_message(node: str) -> str:
+    """The Phase message of a project a drain of `node` moves."""
+    return f"Node {node} is being drained; placing the project elsewhere"
+
+
+async def move_project(
+    client: Client,
+    name: str,
+    node: str,
+    *,
+    now: float,
+    handoff_until: float,
+    reason: str = lifecycle.REASON_NODE_DRAINED,
+    message: str = "",
+) -> bool:
+    """Move project `name` off `node` (`lifecycle.move`, with `reason` and `message`, default a drain's): back to
+    Pending with a hand-off until `handoff_until`, or, with backed-up volumes, bound with `status.move` until
+    its node hands the final snapshots over. True when it is moving (a move already under way is not written
+    again); False when it is not (any more) a Scheduled or Running project on `node`. Re-read and retried on
+    Conflict."""
     for attempt in range(1, CONFLICT_RETRIES + 1):
         current = await client.projects.get(name)
         if not movable_projects([current], node):
             return False
-        moved = lifecycle.return_to_pending(
-            current,
-            reason=lifecycle.REASON_NODE_DRAINED,
-            message=f"Node {node} is being drained; placing the project elsewhere",
-            now=now,
-            handoff_until=handoff_until,
+        if current.status.HasField("move"):
+            return True
+        moved = lifecycle.move(
+            current, reason=reason, message=message or drain_message(node), now=now, handoff_until=handoff_until
         )
         try:
             await client.projects.update_status(moved)
@@ -117,10 +163,14 @@ def requested(projects: Iterable[v1.Project]) -> dict[str, Decimal]:
 
 __all__ = [
     "LEAVING",
+    "drain_message",
+    "drain_refusal",
     "drainable_projects",
+    "left_behind",
     "move_project",
     "movable_projects",
     "requested",
     "restart_services",
     "set_unschedulable",
+    "unprotected_volumes",
 ]

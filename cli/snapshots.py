@@ -1,0 +1,140 @@
+"""`caractrl get snapshots [PROJECT…]`: the restic snapshots recorded in projects' `status.volumes[].snapshots`.
+
+    $ caractrl get snapshots wiki
+    ID         TIME   VOLUME   NODE     SIZE
+    4f1c2a9b   2m     data     node-a   1.0GiB
+    9ab01c3d   7m     data     node-a   1.0GiB
+
+`snapshots` is not a stored kind: it reads the named projects (every project when none is named; a PROJECT column
+is added unless exactly one is named). `-o wide` adds ADDED, DURATION and EPOCH (the copy of the volume each was
+taken from, so two nodes' snapshots tell apart); `-o json|yaml` prints a `SnapshotList` whose items are the
+snapshot records with their project and volume; `-o name` prints `snapshot/<full id>`. ID is the first 8 hex digits
+(what `caractrl restore --snapshot` accepts, as long as it is unique); TIME is the snapshot's age.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from google.protobuf import json_format
+
+from caravanserai import v1
+from caravanserai.cli.backups import size_text, took_text
+from caravanserai.cli.config import Settings
+from caravanserai.cli.errors import PartialFailure, report
+from caravanserai.cli.printers import TableWriter, age, or_none, render_data
+from caravanserai.cli.resources import get_object
+from caravanserai.client.volumeops import short_id
+from caravanserai.clock import SystemClock
+from caravanserai.errors import NotFound
+
+NAMES = ("snapshots", "snapshot")
+"""The words `get` takes for snapshots."""
+NO_SNAPSHOTS = "No snapshots found."
+HEADERS = ("ID", "TIME", "VOLUME", "NODE", "SIZE")
+WIDE_HEADERS = (*HEADERS, "ADDED", "DURATION", "EPOCH")
+
+
+def is_snapshots(resource: str) -> bool:
+    """Whether `get RESOURCE` asks for snapshots."""
+    return resource.lower() in NAMES
+
+
+def records(project: v1.Project) -> list[tuple[str, v1.SnapshotRecord]]:
+    """(volume, snapshot) of every snapshot recorded for `project`, volume by volume, newest first within each."""
+    return [(volume.name, snapshot) for volume in project.status.volumes for snapshot in volume.snapshots]
+
+
+def snapshot_row(volume: str, record: v1.SnapshotRecord, now: float, *, wide: bool) -> list[str]:
+    """One table row: ID TIME VOLUME NODE SIZE (wide: + ADDED DURATION EPOCH)."""
+    row = [
+        or_none(short_id(record.id)),
+        age(record.time, now),
+        volume,
+        or_none(record.node),
+        size_text(record.size_bytes),
+    ]
+    if wide:
+        row += [size_text(record.bytes_added), took_text(record.duration_seconds), or_none(record.epoch)]
+    return row
+
+
+def snapshot_rows(projects: Sequence[v1.Project], now: float, *, wide: bool, with_project: bool) -> list[list[str]]:
+    """The rows of every snapshot of `projects` (a PROJECT cell first when `with_project`)."""
+    rows = []
+    for project in projects:
+        for volume, record in records(project):
+            row = snapshot_row(volume, record, now, wide=wide)
+            rows.append([project.metadata.name, *row] if with_project else row)
+    return rows
+
+
+def snapshot_list(projects: Sequence[v1.Project]) -> dict[str, Any]:
+    """`{apiVersion, kind: SnapshotList, items: [{project, volume, id, time, node, sizeBytes, …}]}`."""
+    items = [
+        {"project": p.metadata.name, "volume": volume, **json_format.MessageToDict(record)}
+        for p in projects
+        for volume, record in records(p)
+    ]
+    return {"apiVersion": v1.API_VERSION, "kind": "SnapshotList", "items": items}
+
+
+def render(projects: Sequence[v1.Project], fmt: str, now: float, *, with_project: bool, no_headers: bool) -> list[str]:
+    """The lines `get snapshots` prints in format `fmt` (table, wide, json, yaml, name); empty when there are no
+    snapshots in a table format."""
+    if fmt in ("json", "yaml"):
+        return [render_data(snapshot_list(projects), fmt).rstrip("\n")]
+    if fmt == "name":
+        return [f"snapshot/{record.id}" for p in projects for _, record in records(p)]
+    wide = fmt == "wide"
+    rows = snapshot_rows(projects, now, wide=wide, with_project=with_project)
+    if not rows:
+        return []
+    headers = (["PROJECT"] if with_project else []) + list(WIDE_HEADERS if wide else HEADERS)
+    return TableWriter(headers, show_headers=not no_headers).lines(rows)
+
+
+async def _projects(settings: Settings, names: Sequence[str], ignore_not_found: bool) -> tuple[list[v1.Project], int]:
+    async with settings.client() as client:
+        if not names:
+            return sorted(await client.projects.list(), key=lambda p: p.metadata.name), 0
+        found, missing = [], 0
+        for name in names:
+            try:
+                found.append(await get_object(client.projects, name))
+            except NotFound as exc:
+                missing += 1
+                if not ignore_not_found:
+                    report(exc)
+        return found, missing
+
+
+async def get_snapshots(
+    settings: Settings, names: Sequence[str], fmt: str, *, no_headers: bool, ignore_not_found: bool
+) -> None:
+    """Print the snapshots of the named projects (all when none is named); exit 1 when a named one is missing."""
+    projects, missing = await _projects(settings, names, ignore_not_found)
+    lines = render(projects, fmt, SystemClock().now(), with_project=len(names) != 1, no_headers=no_headers)
+    for line in lines:
+        click.echo(line)
+    if not lines and fmt in ("table", "wide") and (projects or not names):
+        click.echo(NO_SNAPSHOTS, err=True)
+    if missing and not ignore_not_found:
+        raise PartialFailure()
+
+
+__all__ = [
+    "HEADERS",
+    "NAMES",
+    "NO_SNAPSHOTS",
+    "WIDE_HEADERS",
+    "get_snapshots",
+    "is_snapshots",
+    "records",
+    "render",
+    "snapshot_list",
+    "snapshot_row",
+    "snapshot_rows",
+]
