@@ -30,24 +30,14 @@ from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Client, volumeops
-from caravanserai.client.volumeops import Outcome, short_id
+from caravanserai.client.volumeops import Outcome
+from caravanserai.client.volumestatus import short_id, size_text, took_text
 from caravanserai.clock import SystemClock, run_within, seconds, timestamp
 from caravanserai.errors import NotFound
 from caravanserai.text.durations import format_duration, parse_duration
-from caravanserai.text.quantity import format_bytes
 
 DEFAULT_TIMEOUT = "5m"
 Reader = Callable[[v1.Project, str], Outcome | None]
-
-
-def size_text(n: int) -> str:
-    """Bytes for people: `1.2MiB`, `512B`."""
-    return f"{format_bytes(n)}B"
-
-
-def took_text(duration: float) -> str:
-    """A backup's duration: `3.2s`, `4m`."""
-    return f"{duration:.1f}s" if duration < 120 else format_duration(duration)
 
 
 def snapshot_line(outcome: Outcome, now: float, *, restored: bool = False) -> str:
@@ -215,4 +205,4 @@ for _command in (backup, restore):
     # a mark on the click command, read by cli/common.py with getattr (click declares no such attribute)
     _command.fixed_resource = "projects"  # type: ignore[attr-defined]  # a mark read by cli/common.py with getattr; click declares no such attribute
 
-__all__ = ["DEFAULT_TIMEOUT", "backup", "restore", "size_text", "snapshot_line", "took_text", "wait_outcomes"]
+__all__ = ["DEFAULT_TIMEOUT", "backup", "restore", "snapshot_line", "wait_outcomes"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from caravanserai import v1
+from caravanserai.cli.describe_volumes import move_text, write_placement, write_volumes
 from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities, write_conditions, write_events
 from caravanserai.cli.printers import NONE, key_values, or_none
 from caravanserai.cli.tables import project_reason, services_ready
@@ -33,7 +34,7 @@ SERVICE_STATUS_HEADERS = (
 )
 
 
-def _header(project: v1.Project) -> list[tuple[str, str]]:
+def _header(project: v1.Project, now: float) -> list[tuple[str, str]]:
     status = project.status
     pairs = [("Name", project.metadata.name), ("Kind", "Project"), ("Phase", or_none(status.phase, "<unknown>"))]
     cond = project_reason(project)
@@ -56,6 +57,8 @@ def _header(project: v1.Project) -> list[tuple[str, str]]:
                 f"old containers on {or_none(status.previous_node_ref)} until it runs, at most until {deadline}",
             )
         )
+    if status.HasField("move"):
+        pairs.append(("Move", move_text(status.move, now)))
     return pairs
 
 
@@ -242,11 +245,14 @@ def describe_project(
 ) -> str:
     """The full description of `project`, with its `events`; `node` is the project's node (for its ingress)."""
     out = Writer()
-    out.fields(_header(project) + metadata_fields(project, now))
+    out.fields(_header(project, now) + metadata_fields(project, now))
     _spec(out, project.spec)
     write_conditions(out, project.status.conditions, now)
     out.heading("Service Status")
     out.table(SERVICE_STATUS_HEADERS, service_status_rows(project.status.services))
+    write_volumes(out, project, now)
+    if project.status.HasField("placement"):
+        write_placement(out, project.status.placement)
     if project.spec.ingress:
         out.heading("Ingress Routes")
         out.table(INGRESS_HEADERS, ingress_rows(project, node))

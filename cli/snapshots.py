@@ -21,12 +21,11 @@ import click
 from google.protobuf import json_format
 
 from caravanserai import v1
-from caravanserai.cli.backups import size_text, took_text
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.printers import TableWriter, age, or_none, render_data
 from caravanserai.cli.resources import get_object
-from caravanserai.client.volumeops import short_id
+from caravanserai.client.volumestatus import short_id, size_text, took_text
 from caravanserai.clock import SystemClock
 from caravanserai.errors import NotFound
 

@@ -13,6 +13,7 @@ from typing import Any
 from caravanserai import meta, v1
 from caravanserai.client.agentlogs import node_address
 from caravanserai.client.nodeops import requested
+from caravanserai.client.volumestatus import VolumeReading, freshness, restoring_text, short_id, volume_readings
 from caravanserai.clock import seconds
 from caravanserai.project.ingresshosts import ingress_host
 from caravanserai.text import manifest
@@ -159,8 +160,38 @@ def _urls(project: v1.Project, node: v1.Node | None) -> list[str]:
     return urls
 
 
+def volume_view(reading: VolumeReading) -> Json:
+    """One volume of the project page: its type, backup repository and `every`, the last backup's age (seconds;
+    None before the first) against `every` (seconds), overdue, a restore in progress, the last error and what
+    the copy came from; `summary` is the line `caractrl describe` shows (`last backup 2m ago (every 5m)`)."""
+    spec, status = reading.spec, reading.status
+    restore = reading.restoring
+    return {
+        "name": reading.name,
+        "type": (spec.type or "Ephemeral") if spec is not None else "",
+        "backedUp": reading.backed_up,
+        "repository": spec.backup.repository if spec is not None else "",
+        "every": spec.backup.every if spec is not None else "",
+        "everySeconds": reading.every,
+        "lastBackupAge": reading.backup_age,
+        "lastSnapshot": short_id(status.last_backup.id) if status is not None else "",
+        "overdue": reading.overdue,
+        "restoring": None
+        if restore is None
+        else {
+            "snapshot": short_id(restore.snapshot.id),
+            "bytesDone": restore.bytes_done,
+            "bytesTotal": restore.bytes_total,
+            "text": restoring_text(restore),
+        },
+        "lastError": status.last_error if status is not None else "",
+        "message": status.message if status is not None else "",
+        "summary": freshness(reading),
+    }
+
+
 def project_view(project: v1.Project, node: v1.Node | None, events: Iterable[v1.Event], now: float) -> Json:
-    """The project page: its row, conditions, per-service status, URLs and the events about it."""
+    """The project page: its row, conditions, per-service status, volume data, URLs and the events about it."""
     statuses = {s.name: s for s in project.status.services}
     services = []
     for service in project.spec.services:
@@ -191,6 +222,7 @@ def project_view(project: v1.Project, node: v1.Node | None, events: Iterable[v1.
             for c in project.status.conditions
         ],
         "services": services,
+        "volumes": [volume_view(r) for r in volume_readings(project, now)],
         "urls": _urls(project, node),
         "events": events_view(about, now)["events"],
         "now": now,
@@ -285,4 +317,5 @@ __all__ = [
     "project_row",
     "project_view",
     "projects_view",
+    "volume_view",
 ]

@@ -1,7 +1,7 @@
 """Nodes in caractrl: the `get` table (with the projects bound to each node and its heartbeat), the `describe`
 layout, `wait --for state=STATE` and the schema of a node manifest.
 
-    NAME STATE SCHEDULABLE CPU MEMORY PROJECTS AGE   (wide: + LABELS ADDRESS THROUGHPUT LAST-HEARTBEAT)
+    NAME STATE SCHEDULABLE CPU MEMORY PROJECTS AGE   (wide: + LABELS ADDRESS THROUGHPUT IMAGES LAST-HEARTBEAT)
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from caravanserai import v1
-from caravanserai.cli.describe_node import describe_node
+from caravanserai.cli.describe_node import describe_node, images_summary
 from caravanserai.cli.kinds.base import KindView, SchemaBits
 from caravanserai.cli.printers import NONE, UNKNOWN, age, key_values, or_none
 from caravanserai.cli.tables import Columns, RowContext, bytes_text, cpu_text
@@ -51,7 +51,8 @@ def node_row(node: v1.Node, ctx: RowContext, wide: bool) -> list[str]:
     if wide:
         lease = ctx.leases.get(node.metadata.name)
         heartbeat = age(lease.spec.renew_time, ctx.now) if lease is not None else NONE
-        row += [key_values(node.metadata.labels), or_none(node_address(node)), throughput_text(node), heartbeat]
+        images = images_summary(node.status.images)
+        row += [key_values(node.metadata.labels), or_none(node_address(node)), throughput_text(node), images, heartbeat]
     return row
 
 
@@ -81,6 +82,7 @@ VIEW = KindView(
             "LABELS",
             "ADDRESS",
             "THROUGHPUT",
+            "IMAGES",
             "LAST-HEARTBEAT",
         ),
         node_row,

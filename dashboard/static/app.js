@@ -210,9 +210,26 @@ async function renderProject(name) {
     p.urls.length ? el("p", {}, "Reach it at ", p.urls.map((u, i) => [i ? ", " : "", el("a", { href: u, text: u, target: "_blank", rel: "noopener" })])) : null,
     el("h2", { text: "Conditions" }), table(["Type", "Status", "Reason", "Message", "Age"], conditions),
     el("h2", { text: "Services" }), table(["Service", "Image", "State", "Ready", "Restarts", "Message"], services, "services-table"),
+    p.volumes.length ? [el("h2", { text: "Volumes" }),
+      table(["Volume", "Type", "Repository", "Last backup", "Data"], volumeRows(p.volumes), "volumes-table")] : null,
     el("h2", { text: "Logs" }), logPanel(name, p),
     el("h2", { text: "Events" }), table(["Age", "Type", "Reason", "Object", "Message"], events),
   ];
+}
+
+// A volume's last backup against its `every` (overdue, restoring, last error), as `caractrl describe` says it.
+function volumeRows(volumes) {
+  return volumes.map((v) => {
+    const last = !v.backedUp ? "no backup: the data stays on its node when the project moves"
+      : (v.lastBackupAge === null ? "none yet" : `${age(v.lastBackupAge)} ago`) + ` (every ${v.every})`;
+    return el("tr", { "data-name": v.name },
+      el("td", { text: v.name }), el("td", { text: v.type || "—" }), el("td", { text: v.repository || "—" }),
+      el("td", { class: "backup-age" }, last, v.overdue ? [" ", badge("Overdue")] : null),
+      el("td", {},
+        v.restoring ? el("div", { class: "restoring" }, badge("Restoring"), " " + v.restoring.text) : null,
+        v.lastError ? el("div", { class: "error", text: v.lastError }) : null,
+        v.message ? el("div", { class: "muted", text: v.message }) : null));
+  });
 }
 
 function logPanel(name, project) {

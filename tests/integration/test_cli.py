@@ -233,9 +233,10 @@ async def test_get_tables(cli: Caractrl, client: Client) -> None:
         "LABELS",
         "ADDRESS",
         "THROUGHPUT",
+        "IMAGES",
         "LAST-HEARTBEAT",
     ]
-    assert lines(wide.stdout)[1].split()[7:] == ["zone=a", "127.0.0.1", "<none>", "0s"]
+    assert lines(wide.stdout)[1].split()[7:] == ["zone=a", "127.0.0.1", "<none>", "0", "0s"]
 
     projects = await cli("get", "p")
     assert lines(projects.stdout) == [

@@ -23,18 +23,12 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from caravanserai import v1
 from caravanserai.client.apply import modify
 from caravanserai.client.client import Client
+from caravanserai.client.volumestatus import short_id
 from caravanserai.clock import timestamp
 from caravanserai.project import backups
 
-SHORT_ID = 8
-"""Digits of a snapshot id shown in tables and messages (restic's short id)."""
 MIN_PREFIX = 8
 """The shortest prefix of a snapshot id `match_snapshot` accepts."""
-
-
-def short_id(snapshot_id: str) -> str:
-    """The first `SHORT_ID` digits of a snapshot id."""
-    return snapshot_id[:SHORT_ID]
 
 
 def _volume(project: v1.Project, name: str) -> v1.Volume:
@@ -160,7 +154,6 @@ def restore_outcome(project: v1.Project, volume: str, stamp: Timestamp, snapshot
 
 __all__ = [
     "MIN_PREFIX",
-    "SHORT_ID",
     "Outcome",
     "backup_outcome",
     "backup_targets",
@@ -169,5 +162,4 @@ __all__ = [
     "request_backup",
     "request_restore",
     "restore_outcome",
-    "short_id",
 ]

@@ -95,6 +95,41 @@ def test_project_view_lists_urls_of_ingress_and_host_ports() -> None:
     assert view["services"][0]["name"] == "svc0" and view["services"][0]["state"] == ""
 
 
+def test_project_view_shows_each_volumes_last_backup_age_against_every() -> None:
+    p = bound("wiki", "n1")
+    data = p.spec.volumes.add(name="data", type=v1.VOLUME_PERSISTENT)
+    data.backup.repository, data.backup.every = "offsite", "5m"
+    p.spec.volumes.add(name="files", type=v1.VOLUME_PERSISTENT)
+    p.spec.volumes.add(name="tmp")
+    status = p.status.volumes.add(name="data", last_error="Fatal: unable to open repository")
+    status.last_backup.id, status.last_backup.time.seconds = "4f1c2a9b" + "0" * 56, int(NOW - 900)
+    status.restoring.snapshot.id, status.restoring.bytes_done, status.restoring.bytes_total = "9ab01c3d00", 512, 1024
+    meta.set_condition(p.status.conditions, v1.CONDITION_BACKUP_OVERDUE, v1.TRUE, reason="Late", message="", now=NOW)
+    volumes = views.project_view(p, None, [], NOW)["volumes"]
+    assert [v["name"] for v in volumes] == ["data", "files"]  # tmp is Ephemeral: no data to tell about
+    assert volumes[0] == {
+        "name": "data",
+        "type": "Persistent",
+        "backedUp": True,
+        "repository": "offsite",
+        "every": "5m",
+        "everySeconds": 300.0,
+        "lastBackupAge": 900.0,
+        "lastSnapshot": "4f1c2a9b",
+        "overdue": True,
+        "restoring": {
+            "snapshot": "9ab01c3d",
+            "bytesDone": 512,
+            "bytesTotal": 1024,
+            "text": "restoring 9ab01c3d: 512B / 1KiB",
+        },
+        "lastError": "Fatal: unable to open repository",
+        "message": "",
+        "summary": "last backup 15m ago (every 5m) OVERDUE",
+    }
+    assert volumes[1]["backedUp"] is False and volumes[1]["lastBackupAge"] is None and volumes[1]["summary"] == ""
+
+
 @dataclass(frozen=True)
 class Column:
     name: str
