@@ -180,6 +180,37 @@ async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Cl
     assert status == 404 and unknown["error"] == 'nodes "nowhere" not found'
 
 
+async def test_project_page_shows_volume_backups_and_drain_refuses_data_left_behind(
+    dash: RunningDashboard, cluster: Client
+) -> None:
+    wiki = project("wiki")
+    data = wiki.spec.volumes.add(name="data", type=v1.VOLUME_PERSISTENT)
+    data.backup.repository, data.backup.every, data.backup.keep.last = "offsite", "5m", 3
+    wiki.spec.volumes.add(name="files", type=v1.VOLUME_PERSISTENT)
+    stored = await cluster.projects.create(wiki)
+    stored.status.node_ref = NODE
+    now = SystemClock().now()
+    meta.set_phase(stored, v1.SCHEDULED, reason="Scheduled", message="", now=now)
+    status = stored.status.volumes.add(name="data", message="first run: no snapshot yet")
+    status.last_backup.id, status.last_backup.time.seconds = "4f1c2a9b" + "0" * 56, int(now - 120)
+    await cluster.projects.update_status(stored)
+    body = await eventually(dash, "/api/v1/projects/wiki", lambda b: b["volumes"] and b["volumes"][0]["lastBackupAge"])
+    data_view, files_view = body["volumes"]
+    assert (data_view["every"], data_view["everySeconds"], data_view["overdue"]) == ("5m", 300.0, False)
+    assert 110 < data_view["lastBackupAge"] < 180 and data_view["lastSnapshot"] == "4f1c2a9b"
+    assert data_view["message"] == "first run: no snapshot yet" and data_view["restoring"] is None
+    assert (files_view["name"], files_view["backedUp"], files_view["lastBackupAge"]) == ("files", False, None)
+    status_code, refused = await send(dash, "POST", f"/api/v1/nodes/{NODE}/drain")
+    assert status_code == 409
+    assert refused["error"] == (
+        f"cannot drain node/{NODE}: project/wiki (volume files) would leave Persistent volume data behind on {NODE} "
+        "(no backup configured); add a backup to those volumes, or drain with `caractrl drain NODE --force` to "
+        "leave the data behind"
+    )
+    assert not (await cluster.nodes.get(NODE)).spec.unschedulable  # nothing written
+    assert (await cluster.projects.get("web")).status.phase == v1.SCHEDULED
+
+
 async def test_writes_need_json_and_the_dashboards_own_origin(dash: RunningDashboard) -> None:
     status, body = await send(dash, "POST", f"/api/v1/nodes/{NODE}/cordon", headers={"Origin": "http://evil.example"})
     assert status == 403 and "evil.example" in body["error"]

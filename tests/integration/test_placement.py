@@ -1,16 +1,18 @@
 """Placement upkeep against a real apiserver: NoExecute taints move projects (after tolerationSeconds), a spec
-change that the node no longer fits moves it, a changed Failed project returns to Pending, and a project being
-deleted is never moved."""
+change that the node no longer fits moves it, a project with backed-up volumes is moved with `status.move` (its
+node takes the final backups) and then left to its node, a changed Failed project returns to Pending, and a project
+being deleted is never moved."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from cluster_sim import add_node, condition, events_for, running_manager
 
 from caravanserai import v1
 from caravanserai.client import Client
-from caravanserai.clock import SystemClock
+from caravanserai.clock import SystemClock, seconds
 from caravanserai.controllers.placement import app
 from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT
 from caravanserai.project import lifecycle
@@ -88,6 +90,56 @@ async def test_a_spec_change_the_node_no_longer_fits_moves_the_project(client: C
 
         await wait_for(confirmed, 5)
         assert await phase_of(client, "api") == v1.RUNNING
+
+
+def backed_up(name: str, **kwargs: Any) -> v1.Project:
+    """A project whose Persistent volume `data` is backed up to repository `offsite` every 5m."""
+    obj = project(name, **kwargs)
+    volume = obj.spec.volumes.add(name="data", type=v1.VOLUME_PERSISTENT)
+    volume.backup.repository, volume.backup.every, volume.backup.keep.last = "offsite", "5m", 3
+    return obj
+
+
+async def test_a_backed_up_project_is_moved_with_a_final_backup_and_then_left_to_its_node(client: Client) -> None:
+    await add_node(client, "n1", labels={"zone": "a"})
+    await running(client, backed_up("db"))
+    await running(client, backed_up("wiki", node_selector={"zone": "a"}))
+    async with upkeep(client, handoff=120):
+        await taint(client, "n1", "maint")
+
+        async def moving(name: str) -> v1.Project | None:
+            p = await client.projects.get(name)
+            return p if p.status.HasField("move") else None
+
+        db = await wait_for(lambda: moving("db"), 5, message="db's move")
+        assert (db.status.phase, db.status.node_ref) == (v1.RUNNING, "n1")  # bound until n1 hands the backup over
+        assert (db.status.move.reason, db.status.move.node) == ("TaintEviction", "n1")
+        assert seconds(db.status.move.deadline) > CLOCK.now() + 100
+        assert condition(db, CONDITION_TAINTED_AT) is None
+        await wait_for(lambda: moving("wiki"), 5, message="wiki's move (taint)")
+        await asyncio.sleep(0.5)  # a move under way is not written again
+        assert (await client.projects.get("db")).metadata.resource_version == db.metadata.resource_version
+        (event,) = await events_for(client, "db", "TaintEviction")
+        assert event.spec.count <= 1  # recorded once: the move under way is left to its node
+
+
+async def test_a_backed_up_project_the_node_no_longer_fits_is_moved_after_a_final_backup(client: Client) -> None:
+    await add_node(client, "n1", labels={"zone": "a"})
+    await running(client, backed_up("wiki", node_selector={"zone": "a"}))
+    async with upkeep(client):
+        wiki = await client.projects.get("wiki")
+        wiki.spec.node_selector["zone"] = "b"
+        await client.projects.update(wiki)
+
+        async def moving() -> v1.Project | None:
+            p = await client.projects.get("wiki")
+            return p if p.status.HasField("move") else None
+
+        moved = await wait_for(moving, 5, message="wiki's move")
+        assert (moved.status.phase, moved.status.move.reason) == (v1.RUNNING, "NodeNoLongerEligible")
+        pending = lifecycle.finish_move(moved, handoff={"data": "4f1c2a9b" * 8}, now=CLOCK.now())
+        await client.projects.update_status(pending)  # what n1's agent writes after the final backup
+        assert (await client.projects.get("wiki")).status.phase == v1.PENDING
 
 
 async def test_a_failed_project_with_a_new_generation_returns_to_pending(client: Client) -> None:
