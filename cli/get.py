@@ -24,7 +24,7 @@ from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.kinds import columns_of, load_context, rows, view_of
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
-from caravanserai.cli.snapshots import get_snapshots, is_snapshots
+from caravanserai.cli.snapshots import is_snapshots, snapshots_command
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Change, Client
 from caravanserai.errors import NotFound
@@ -90,15 +90,10 @@ def get(
 ) -> None:
     """Show nodes, projects, events, leases, resourcedefinitions or objects of a custom kind.
 
-    `get snapshots [PROJECT…]` shows the volume snapshots recorded in the projects' status (ID TIME VOLUME NODE
-    SIZE; every project when none is named): snapshots are not a stored kind, so it takes project names, -o,
-    --no-headers and --ignore-not-found only.
-    """
+    `get snapshots [PROJECT…]`: the volume snapshots in projects' status (not a stored kind: takes project names)."""
     if is_snapshots(resource):
-        if label_selector or field_selector or for_object or watch or watch_only or output_watch_events:
-            raise click.UsageError("get snapshots takes PROJECT names, -o, --no-headers and --ignore-not-found only")
-        fmt = settings.output_format(output).lower()
-        run(get_snapshots(settings, names, fmt, no_headers=no_headers, ignore_not_found=ignore_not_found))
+        refused = any((label_selector, field_selector, for_object, watch, watch_only, output_watch_events))
+        snapshots_command(settings, names, output, refused=refused, no_headers=no_headers, missing_ok=ignore_not_found)
         return
     kind, wanted = parse_target(resource, names)
     if for_object:

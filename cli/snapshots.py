@@ -21,6 +21,7 @@ import click
 from google.protobuf import json_format
 
 from caravanserai import v1
+from caravanserai.cli.common import run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.printers import TableWriter, age, or_none, render_data
@@ -124,6 +125,16 @@ async def get_snapshots(
         raise PartialFailure()
 
 
+def snapshots_command(
+    settings: Settings, names: Sequence[str], output: str | None, *, refused: bool, no_headers: bool, missing_ok: bool
+) -> None:
+    """`get snapshots`: a usage error when `refused` (selectors, --for or watching were given), else the listing."""
+    if refused:
+        raise click.UsageError("get snapshots takes PROJECT names, -o, --no-headers and --ignore-not-found only")
+    fmt = settings.output_format(output).lower()
+    run(get_snapshots(settings, names, fmt, no_headers=no_headers, ignore_not_found=missing_ok))
+
+
 __all__ = [
     "HEADERS",
     "NAMES",
@@ -136,4 +147,5 @@ __all__ = [
     "snapshot_list",
     "snapshot_row",
     "snapshot_rows",
+    "snapshots_command",
 ]

@@ -25,6 +25,7 @@ from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.cli.apply import LAST_APPLIED
+from caravanserai.cli.schema import proto_docs
 from caravanserai.client import Client
 from caravanserai.clock import timestamp
 from caravanserai.errors import NotFound
@@ -346,7 +347,7 @@ async def test_describe_node(cli: Caractrl, client: Client) -> None:
     result = await cli("describe", "node", "n1")
     text = result.stdout
     assert "Schedulable:       true" in text
-    assert "Agent Port:  7421" in text
+    assert "Agent Port:     7421" in text
     assert "Allocated (requests of bound projects):\n  cpu:     500m\n  memory:  1Gi" in text
     assert lines(text.split("Projects:\n")[1])[1].split()[:3] == ["web", "Scheduled", "0/1"]
     missing = await cli("describe", "node", "nope")
@@ -539,6 +540,10 @@ async def test_version_completion_and_schema(cli: Caractrl) -> None:
     bash = await cli("completion", "bash", server=False)
     assert "_CARACTRL_COMPLETE=bash_complete" in bash.stdout
     assert "compdef" in (await cli("completion", "zsh", server=False)).stdout
+    # The stubs' comments are parsed here first, in this thread: CPython 3.11 shares ast's recursion-depth state
+    # between threads, so caractrl's ast.parse in its worker thread can fail with a spurious SystemError while this
+    # thread formats a traceback (asyncio logging grpc callbacks aimed at an earlier command's closed loop).
+    assert proto_docs()["Service"]
     schema = json.loads((await cli("schema", "project", server=False)).stdout)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     service = schema["$defs"]["Service"]
