@@ -193,7 +193,7 @@ function makeApplyPanel() {
 async function renderProject(name) {
   const p = await api("/api/v1/projects/" + encodeURIComponent(name));
   // For these condition types False is the healthy state: shown green, True shown red.
-  const inverted = ["Degraded", "MemoryPressure", "DiskPressure", "NotReadyAt"];
+  const inverted = ["Degraded", "MemoryPressure", "DiskPressure", "NotReadyAt", "BackupOverdue", "RestoreFailed"];
   const shown = (c) => (inverted.includes(c.type) ? { True: "False", False: "True" }[c.status] || c.status : c.status);
   const conditions = p.conditions.map((c) => el("tr", {},
     el("td", { text: c.type }), el("td", {}, el("span", { class: "badge " + shown(c), text: c.status })), el("td", { text: c.reason }),
@@ -210,8 +210,8 @@ async function renderProject(name) {
     p.urls.length ? el("p", {}, "Reach it at ", p.urls.map((u, i) => [i ? ", " : "", el("a", { href: u, text: u, target: "_blank", rel: "noopener" })])) : null,
     el("h2", { text: "Conditions" }), table(["Type", "Status", "Reason", "Message", "Age"], conditions),
     el("h2", { text: "Services" }), table(["Service", "Image", "State", "Ready", "Restarts", "Message"], services, "services-table"),
-    p.volumes.length ? [el("h2", { text: "Volumes" }),
-      table(["Volume", "Type", "Repository", "Last backup", "Data"], volumeRows(p.volumes), "volumes-table")] : null,
+    ...(p.volumes.length ? [el("h2", { text: "Volumes" }),
+      table(["Volume", "Type", "Repository", "Last backup", "Data"], volumeRows(p.volumes), "volumes-table")] : []),
     el("h2", { text: "Logs" }), logPanel(name, p),
     el("h2", { text: "Events" }), table(["Age", "Type", "Reason", "Object", "Message"], events),
   ];

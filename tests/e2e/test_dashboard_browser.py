@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from agent_harness import RunningAgent, StartAgent, bind
 
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
@@ -27,6 +28,7 @@ from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.gc.policy import GCConfig
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.testing.apiserver import RunningApiServer
+from caravanserai.testing.builders import project
 from support.dashboard import dashboard
 
 CHROMIUM = "/usr/bin/chromium"
@@ -245,3 +247,30 @@ async def test_read_only_dashboard_refuses_actions(browser: Driver, api: Running
               .then(async (r) => done([r.status, (await r.json()).error]));""",
         )
         assert status == [403, "the dashboard is read-only (started with --read-only)"]
+
+
+async def test_project_page_shows_each_volumes_last_backup_against_its_every(
+    browser: Driver, api: RunningApiServer, client: Client
+) -> None:
+    name = f"wiki-{uuid.uuid4().hex[:6]}"
+    wiki = project(name)
+    data = wiki.spec.volumes.add(name="data", type=v1.VOLUME_PERSISTENT)
+    data.backup.repository, data.backup.every, data.backup.keep.last = "offsite", "5m", 3
+    wiki.spec.volumes.add(name="files", type=v1.VOLUME_PERSISTENT)
+    stored = await client.projects.create(wiki)
+    now = SystemClock().now()
+    status = stored.status.volumes.add(name="data", last_error="Fatal: unable to open repository")
+    status.last_backup.id, status.last_backup.time.seconds = "4f1c2a9b" + "0" * 56, int(now - 900)
+    meta.set_condition(
+        stored.status.conditions, v1.CONDITION_BACKUP_OVERDUE, v1.TRUE, reason="Late", message="", now=now
+    )
+    await client.projects.update_status(stored)
+    async with dashboard(api.address) as d:
+        await call(browser.get, d.url + f"#/project/{name}")
+        row = '#volumes-table tr[data-name="data"]'
+        await until(browser, "the data volume's backup age", lambda b: "15m ago (every 5m)" in text_of(b, row))
+        assert "Overdue" in text_of(browser, f"{row} .backup-age")
+        assert "Fatal: unable to open repository" in text_of(browser, row)
+        files = text_of(browser, '#volumes-table tr[data-name="files"]')
+        assert "no backup: the data stays on its node when the project moves" in files
+        await screenshot(browser, "volumes")
