@@ -211,7 +211,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 10,
                 at_most=True,
             ),
-        ],  # fmt: skip
+        ],
         "floor": "tar -c | tar -x of the same bytes between two directories of the same disk, plus sync",
         "cpus": os.cpu_count(),
         "load_average_1m": round(os.getloadavg()[0], 2),
