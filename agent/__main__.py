@@ -158,6 +158,7 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--restic-timeout", type=_positive, default=6 * 3600.0, help="seconds one volume backup or restore may take"
     )
+    p.add_argument("--restic-cache-dir", default="", help="restic's cache directory (default: restic's own)")
 
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
@@ -197,6 +198,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         data_dir=args.data_dir,
         restic=args.restic,
         restic_timeout=args.restic_timeout,
+        restic_cache_dir=args.restic_cache_dir,
     )
 
 

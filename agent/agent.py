@@ -257,7 +257,9 @@ class Agent:
         """The reconciler, and its volume steps (whose backup tasks and restore rates run beside it)."""
         config, clock = self.config, self.clock
         recorder = EventRecorder(client, component=COMPONENT, host=config.node_name, clock=clock)
-        settings = ResticSettings(binary=config.restic, timeout=config.restic_timeout)
+        settings = ResticSettings(
+            binary=config.restic, cache_dir=config.restic_cache_dir, timeout=config.restic_timeout
+        )
         volumes = VolumeFlow(
             projects=projects, client=client, lookup=informer.get, clock=clock, recorder=recorder, settings=settings
         )

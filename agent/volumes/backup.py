@@ -11,7 +11,9 @@ Guarantees:
 * **Then restic** in the volume's data directory (path `.`), tagged as `snapshots.tags` says, then `forget
   --prune` over the volume's snapshots only (one group), then the listing of what is left.
 * **The result** is the new snapshot's record (id in full, time, node, epoch, size, bytes added, duration) and
-  the volume's snapshots newest first, with the sizes known from `job.known`. Every failure is a `ResticError`
+  the volume's snapshots newest first, with the sizes known from `job.known`. An empty volume has nothing to
+  back up (restic 0.14 saves no empty snapshot): the result then has no new snapshot (`last` None), only the
+  listing, and is no failure. Every failure is a `ResticError`
   with one line (the hook's too: kind `HOOK`); nothing is written to the project here.
 """
 
@@ -29,7 +31,7 @@ from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.volumes import snapshots
 from caravanserai.agent.volumes.repository import RepositoryResolver
 from caravanserai.agent.volumes.restic import Restic, ResticSettings
-from caravanserai.agent.volumes.resticerrors import FAILED, ResticError
+from caravanserai.agent.volumes.resticerrors import EMPTY, FAILED, ResticError
 from caravanserai.clock import Clock, run_within
 from caravanserai.text.durations import format_duration, parse_duration
 
@@ -54,9 +56,10 @@ class BackupJob:
 
 @dataclass(frozen=True, slots=True)
 class BackupResult:
-    """The new snapshot, the volume's snapshots after pruning (newest first), the seconds the whole run took."""
+    """The new snapshot (None: the volume is empty), the volume's snapshots after pruning (newest first), the
+    seconds the whole run took."""
 
-    last: v1.SnapshotRecord
+    last: v1.SnapshotRecord | None
     listed: list[v1.SnapshotRecord]
     took: float
 
@@ -86,8 +89,14 @@ class BackupTaker:
         repository = await self._resolver.resolve(job.volume.backup.repository)
         restic = Restic(repository, clock=self._clock, settings=self._settings)
         tags = snapshots.tags(project_uid=job.project_uid, volume=job.volume.name, node=self._node, epoch=job.epoch)
-        summary = await restic.backup(job.mountpoint, host=self._node, tags=tags)
         selector = snapshots.selector(project_uid=job.project_uid, volume=job.volume.name)
+        try:
+            summary = await restic.backup(job.mountpoint, host=self._node, tags=tags)
+        except ResticError as exc:
+            if exc.kind != EMPTY:
+                raise
+            unchanged = snapshots.records(await restic.snapshots(selector), job.known)
+            return BackupResult(None, unchanged, self._clock.monotonic() - started)
         keep = snapshots.keep_flags(job.volume.backup.keep)
         if keep:
             await restic.forget(selector, keep)

@@ -10,9 +10,12 @@ Guarantees:
   snapshot restored into it (or it stays empty, or an existing volume nobody else holds is adopted). The status
   says `restoring` with bytes done/total (every second) and Restoring=True meanwhile, and epoch and node only
   once the copy is complete: a copy left half-restored (the agent killed) is never current and is made again.
-* **Failures stop the start**: any failure (repository unusable, restic's error, a hand-off snapshot gone) is
+* **Failures stop the start**: any failure (repository unusable or unreachable, a wrong password, restic's error,
+  a hand-off snapshot gone) is
   recorded (RestoreFailed=True with restic's reason, `lastError`), reported as a Warning Event RestoreFailed
-  and raised as `RestoreFailed`, so the caller retries with backoff and starts nothing meanwhile.
+  and raised as `RestoreFailed`, so the caller retries with backoff and starts nothing meanwhile. A repository
+  that is not initialised holds no snapshot: the volume starts as on a first run (its backups then fail saying
+  so, unless the repository may be initialised).
 * **Restore requests** (`caractrl restore`) make a new copy from the named snapshot and are recorded as handled;
   one naming no snapshot of the volume is answered with that error (Warning Event RestoreFailed) and the current
   copy is left alone.
@@ -35,7 +38,7 @@ from caravanserai.agent.docker.records import VolumeInfo
 from caravanserai.agent.volumes import epochs, plan, snapshots, volumestatus
 from caravanserai.agent.volumes.repository import RepositoryResolver
 from caravanserai.agent.volumes.restic import Restic, ResticSettings
-from caravanserai.agent.volumes.resticerrors import ResticError
+from caravanserai.agent.volumes.resticerrors import NOT_INITIALISED, ResticError
 from caravanserai.agent.volumes.resticjson import Snapshot
 from caravanserai.agent.volumes.restore import restore_snapshot
 from caravanserai.agent.volumes.shared import RestoreRates, StatusChange, VolumeLocks, write_status
@@ -93,14 +96,9 @@ class VolumeCopies:
         local = await self._docker.inspect_volume(self._volume_name(project, volume))
         status = backups.volume_status(project.status, volume.name)
         restic: Restic | None = None
-        try:
-            listed: list[Snapshot] = []
-            if plan.needs_listing(volume, status, local, self._node):
-                restic = await self._restic(volume)
-                uid = project.metadata.uid
-                listed = await restic.snapshots(snapshots.selector(project_uid=uid, volume=volume.name))
-        except ResticError as exc:
-            await self._fail(project, volume, exc.message)
+        listed: list[Snapshot] = []
+        if plan.needs_listing(volume, status, local, self._node):
+            restic, listed = await self._listing(project, volume)
         url = restic.repository.url if restic is not None else ""
         chosen = plan.decide(volume, status, local, self._node, listed, url=url)
         if chosen.request_error:
@@ -112,9 +110,21 @@ class VolumeCopies:
         async with self._locks.hold(project.metadata.name, volume.name):
             return await self._make_copy(project, volume, local, chosen, restic)
 
-    async def _restic(self, volume: v1.Volume) -> Restic:
-        repository = await self._resolver.resolve(volume.backup.repository)
-        return Restic(repository, clock=self._clock, settings=self._settings)
+    async def _listing(self, project: v1.Project, volume: v1.Volume) -> tuple[Restic, list[Snapshot]]:
+        """restic for the volume's repository and the volume's snapshots, newest first. A repository that is not
+        initialised (and may not be initialised here) has none: the backups will say so."""
+        try:
+            repository = await self._resolver.resolve(volume.backup.repository)
+            restic = Restic(repository, clock=self._clock, settings=self._settings)
+            selector = snapshots.selector(project_uid=project.metadata.uid, volume=volume.name)
+            try:
+                return restic, await restic.snapshots(selector)
+            except ResticError as exc:
+                if exc.kind != NOT_INITIALISED:
+                    raise
+                return restic, []
+        except ResticError as exc:
+            await self._fail(project, volume, exc.message)
 
     async def _keep(self, project: v1.Project, volume: v1.Volume) -> v1.Project:
         """The copy here is current; a hand-off snapshot (the project came back) is done with."""

@@ -9,7 +9,8 @@ Guarantees:
   up once more (its `before` hook skipped when the service is stopped, as it is during a move), under the
   volume's lock, so no periodic backup overlaps it; the snapshot is recorded as the volume's last backup (status
   and Event BackupTaken) and returned by volume name. A volume whose copy is not here (never restored, say)
-  hands nothing over: the next node uses the newest snapshot.
+  hands nothing over: the next node uses the newest snapshot. Nor does an empty volume (restic saves no empty
+  snapshot), so the next node then also starts from the newest snapshot, if there is one.
 * **Failures are returned, not raised** (one line per volume: "volume data: <restic's reason>"), with the
   volumes that did succeed, so the caller decides between retrying and moving on past the deadline.
 """
@@ -84,16 +85,18 @@ class FinalBackups:
             name, project.metadata.uid, volume, info.mountpoint, status.epoch, known=tuple(status.snapshots), final=True
         )
         result = await self._taker.take(job)
-        now, vname = self._clock.now(), volume.name
+        if result.last is None:
+            return ""
+        last, now, vname = result.last, self._clock.now(), volume.name
         written = await write_status(
             self._client,
             name,
-            lambda s: volumestatus.backup_taken(s, vname, result.last, result.listed, requested=None, now=now),
+            lambda s: volumestatus.backup_taken(s, vname, last, result.listed, requested=None, now=now),
         )
         if self._recorder is not None:
-            message = f"volume {vname}: final snapshot {short(result.last.id)} before the move"
+            message = f"volume {vname}: final snapshot {short(last.id)} before the move"
             await self._recorder.event(written, NORMAL, REASON_BACKUP_TAKEN, message)
-        return result.last.id
+        return last.id
 
 
 __all__ = ["FinalBackups", "Handoff", "REASON_BACKUP_TAKEN"]

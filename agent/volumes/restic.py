@@ -60,6 +60,7 @@ class ResticSettings:
     """How restic is run: the binary, the timeouts (seconds) and how long a locked repository is waited for."""
 
     binary: str = "restic"
+    cache_dir: str = ""  # restic's cache (--cache-dir); "": restic's default, under the agent's home
     timeout: float = 6 * 3600.0  # backup and restore
     quick_timeout: float = 300.0  # init, snapshots, forget --prune, stats
     lock_wait: float = 60.0
@@ -126,9 +127,11 @@ class Restic:
     async def _exec(self, args: Sequence[str], *, cwd: str | None, timeout: float) -> str:
         """One run of restic; stdout, or the classified `ResticError`."""
         action = args[0]
+        cache = ["--cache-dir", self._settings.cache_dir] if self._settings.cache_dir else []
         try:
             proc = await asyncio.create_subprocess_exec(
                 self._settings.binary,
+                *cache,
                 *args,
                 cwd=cwd,
                 env=self._env,

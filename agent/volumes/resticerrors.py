@@ -8,7 +8,8 @@ Guarantees:
   it replaced by `***` (`redact`); restic's environment (the Secret's keys) never appears in a message.
 * **Known faults by kind** (`ResticError.kind`): `WRONG_PASSWORD`, `UNREACHABLE`, `NOT_INITIALISED`,
   `SNAPSHOT_NOT_FOUND`, `DISK_FULL` (ENOSPC, "no space left on device"), `LOCKED` (another restic holds the
-  repository's lock), `TIMEOUT`, `REPOSITORY` (the BackupRepository or its Secret cannot be used) and `FAILED`
+  repository's lock), `TIMEOUT`, `REPOSITORY` (the BackupRepository or its Secret cannot be used), `EMPTY`
+  (restic 0.14 refuses to save a snapshot of an empty directory) and `FAILED`
   (anything else: restic's last meaningful line of stderr). The first matching kind wins, in that order of
   specificity; a wrong password is never mistaken for an unreachable repository.
 * Pure: no I/O.
@@ -28,6 +29,7 @@ DISK_FULL = "DiskFull"
 LOCKED = "Locked"
 TIMEOUT = "Timeout"
 REPOSITORY = "Repository"
+EMPTY = "Empty"
 FAILED = "Failed"
 
 _UNREACHABLE_SIGNS = (
@@ -100,6 +102,8 @@ def classify(stderr: str, *, url: str, action: str) -> ResticError:
         return ResticError(
             NOT_INITIALISED, f"repository {where} is not initialised; set spec.initialize or run restic init"
         )
+    if "snapshot is empty" in text:
+        return ResticError(EMPTY, f"restic {action}: the volume is empty (restic saves no empty snapshot)")
     prefix = _PREFIX.search("\n".join(lines))
     if prefix is not None or "no matching id found" in text:
         wanted = prefix.group(1) if prefix is not None else "?"
@@ -115,6 +119,7 @@ def not_found(snapshot: str, url: str) -> ResticError:
 
 __all__ = [
     "DISK_FULL",
+    "EMPTY",
     "FAILED",
     "LOCKED",
     "NOT_INITIALISED",

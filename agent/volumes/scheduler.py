@@ -13,7 +13,8 @@ Guarantees:
 * **Never two runs of one volume at once**: a run holds the volume's lock (`VolumeLocks`), as restores and final
   backups do, and checks under it that its copy is still current.
 * **What is recorded** (read-modify-write): on success last backup, snapshots, error cleared, the request
-  answered, BackupOverdue cleared, Event BackupTaken; a run that took longer than `every` also a Warning Event
+  answered, BackupOverdue cleared, Event BackupTaken (an empty volume, which restic cannot save, counts as
+  backed up: nothing can be lost); a run that took longer than `every` also a Warning Event
   BackupSlow. On failure `lastError` and a Warning Event BackupFailed with the reason (the request answered all
   the same). Overdue: BackupOverdue=True and a Warning Event BackupOverdue, once per overdue spell. The services
   are never touched.
@@ -233,7 +234,8 @@ class BackupScheduler:
         self, entry: VolumeTask, project: v1.Project, result: BackupResult, request: Timestamp | None, every: float
     ) -> None:
         now, name = self._clock.now(), entry.volume
-        entry.last_success, entry.retry_at = seconds(result.last.time), 0.0
+        entry.last_success = seconds(result.last.time) if result.last is not None else now
+        entry.retry_at = 0.0
         entry.answered = max(entry.answered, seconds(request) if request is not None else 0.0)
         entry.backoff.reset()
         project = await self._write(
@@ -244,6 +246,8 @@ class BackupScheduler:
         message = (
             f"volume {name}: snapshot {short(last.id)} ({format_bytes(last.size_bytes)} in all, "
             f"{format_bytes(last.bytes_added)} added, {last.duration_seconds:.1f}s)"
+            if last is not None
+            else f"volume {name}: empty, nothing to back up (restic saves no empty snapshot)"
         )
         await self._event(project, NORMAL, REASON_BACKUP_TAKEN, message)
         if result.took > every:

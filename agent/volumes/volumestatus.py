@@ -162,16 +162,18 @@ def restore_request_handled(
 def backup_taken(
     status: v1.ProjectStatus,
     volume: str,
-    last: v1.SnapshotRecord,
+    last: v1.SnapshotRecord | None,
     listed: Iterable[v1.SnapshotRecord],
     *,
     requested: Timestamp | None,
     now: float,
 ) -> None:
-    """A backup of `volume` succeeded: last backup, the snapshots listed after it, the error and an overdue
-    condition naming the volume cleared, the request it answered (if any) handled."""
+    """A backup of `volume` succeeded: last backup (None: the volume was empty, nothing saved), the snapshots
+    listed after it, the error and an overdue condition naming the volume cleared, the request it answered (if
+    any) handled."""
     entry = ensure_volume_status(status, volume)
-    entry.last_backup.CopyFrom(last)
+    if last is not None:
+        entry.last_backup.CopyFrom(last)
     del entry.snapshots[:]
     entry.snapshots.extend(listed)
     entry.last_error = ""
