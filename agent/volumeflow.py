@@ -82,6 +82,7 @@ class VolumeFlow:
         )
         self._projects, self._docker, self._client = projects, docker, client
         self._clock, self._node, self._recorder = clock, node, recorder
+        self._handed_over: dict[str, float] = {}  # project → when the move it finished was asked for
 
     async def run(self) -> None:
         """Own the background backup tasks until cancelled."""
@@ -101,7 +102,9 @@ class VolumeFlow:
 
     async def move(self, project: v1.Project) -> float | None:
         """Hand the project over (see the module docstring); seconds until the next attempt (None: done)."""
-        name = project.metadata.name
+        name, asked = project.metadata.name, seconds(project.status.move.requested_at)
+        if self._handed_over.get(name) == asked:  # finished already; the cache has not caught up yet
+            return None
         await self._projects.stop(name)
         await self.scheduler.forget(name)
         handoff = await self._final.take(project)
@@ -129,6 +132,7 @@ class VolumeFlow:
             return True
 
         _, moved = await modify_status(self._client.projects, name, finish)
+        self._handed_over[name] = asked
         log.info("project handed over", project=name, snapshots=handoff.snapshots, moved=moved)
         return None
 

@@ -316,3 +316,54 @@ async def request_restore(client: Client, name: str, snapshot: str) -> v1.Volume
         return status if status is not None and seconds(status.restore_request_handled) >= now - 1e-6 else None
 
     return await wait_for(handled, timeout=30, message=f"restore request {snapshot} handled")
+
+
+async def test_a_move_whose_final_backup_fails_goes_on_without_it_past_the_deadline(
+    client: Client, start_agent: StartAgent, image: str, tmp_path: pathlib.Path
+) -> None:
+    repository = await local_repository(tmp_path, "right")
+    await add_repository(client, "local", repository.url, "right")
+    agent = await start_agent(**cache(tmp_path))
+    await client.projects.create(backed_up("stuck", image, "local", command="echo 1 > /data/f; sleep 3600"))
+    await bind(client, "stuck", agent.node)
+    await wait_phase(client, "stuck", v1.RUNNING)
+    await back_up_now(client, "stuck")
+    await set_password(client, "local", "wrong")
+
+    asked = SystemClock().now()
+    await ask_move(client, "stuck", deadline=4.0)
+    pending = await wait_phase(client, "stuck", v1.PENDING, timeout=30)
+    assert SystemClock().now() - asked >= 4.0  # retried until the deadline
+    reason = f"repository {repository.url}: wrong password (no key opens it with RESTIC_PASSWORD)"
+    note = f"no final backup of volume data: {reason} (past the move's deadline: the newest snapshot is used)"
+    phase = condition(pending, v1.CONDITION_PHASE)
+    assert phase is not None and phase.message == f"drained by the test; {note}"
+    status = volume_status(pending)
+    assert status is not None and not status.handoff_snapshot
+    messages = [e.spec.message for e in await events(client, "stuck", "BackupFailed")]
+    assert f"final backup before the move: volume data: {reason}; retrying" in messages
+    assert note in messages
+
+
+async def test_a_volume_without_backup_says_its_data_stayed_behind(
+    client: Client, start_agent: StartAgent, image: str, tmp_path: pathlib.Path
+) -> None:
+    first = await start_agent()
+    p = backed_up("plain", image, "none", command="echo here > /data/f; sleep 3600")
+    p.spec.volumes[0].ClearField("backup")
+    await client.projects.create(p)
+    await bind(client, "plain", first.node)
+    running = await wait_phase(client, "plain", v1.RUNNING)
+    status = volume_status(running)
+    assert status is not None and (status.node, status.message) == (first.node, "")
+    assert status.epoch == volume_label("plain", first.node, EPOCH)
+    second = await start_agent()
+    await move_to(client, "plain", second.node)
+
+    moved = await wait_phase(client, "plain", v1.RUNNING, timeout=30)
+    status = volume_status(moved)
+    assert status is not None and status.message == f"volume data stays on {first.node}: no backup configured"
+    assert status.node == second.node
+    warned = await events(client, "plain", "VolumeDataLeftBehind")
+    assert [(e.spec.type, e.spec.message) for e in warned] == [("Warning", f"volume data: {status.message}")]
+    assert read_volume("plain", first.node, "f") == "here"  # left where it was, as before
