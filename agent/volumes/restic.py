@@ -16,7 +16,7 @@ Guarantees:
   the process kit's `stop_process` (SIGTERM, then SIGKILL) and is gone before the error (or the cancellation)
   propagates.
 * **Waits for a locked repository** (another agent pruning, say) for up to `lock_wait` seconds, retrying every
-  second or two; then the `LOCKED` error.
+  `lock_retry` seconds; then the `LOCKED` error.
 * **Initialises on demand**: a command that finds the repository not initialised runs `restic init` once when
   the BackupRepository allows it (`spec.initialize`) and is then repeated; otherwise the `NOT_INITIALISED` error.
 """
@@ -50,8 +50,6 @@ from caravanserai.text.durations import format_duration
 log = structlog.get_logger(__name__)
 
 PASSED_THROUGH = ("PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "LANG", "LC_ALL", "SSL_CERT_FILE", "SSL_CERT_DIR")
-LOCK_RETRY = 1.5  # seconds between attempts on a locked repository
-
 T = TypeVar("T")
 
 
@@ -64,6 +62,7 @@ class ResticSettings:
     timeout: float = 6 * 3600.0  # backup and restore
     quick_timeout: float = 300.0  # init, snapshots, forget --prune, stats
     lock_wait: float = 60.0
+    lock_retry: float = 1.5  # seconds between attempts on a locked repository
     stop_grace: float = 5.0
 
 
@@ -121,8 +120,8 @@ class Restic:
                 if exc.kind != LOCKED or waited >= settings.lock_wait:
                     raise
             log.info("restic repository locked; waiting", repository=self.repository.name, command=args[0])
-            await self._clock.sleep(LOCK_RETRY)
-            waited += LOCK_RETRY
+            await self._clock.sleep(settings.lock_retry)
+            waited += settings.lock_retry
 
     async def _exec(self, args: Sequence[str], *, cwd: str | None, timeout: float) -> str:
         """One run of restic; stdout, or the classified `ResticError`."""
@@ -186,4 +185,4 @@ def _parsed(action: str, parse: Callable[[str], T], stdout: str) -> T:
         raise ResticError(FAILED, f"restic {action}: unexpected output ({exc})") from None
 
 
-__all__ = ["LOCK_RETRY", "PASSED_THROUGH", "Restic", "ResticSettings", "environment"]
+__all__ = ["PASSED_THROUGH", "Restic", "ResticSettings", "environment"]
