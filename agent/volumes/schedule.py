@@ -2,11 +2,12 @@
 
 Guarantees:
 
-* **Due** `every` after the last successful backup (`lastBackup.time`, or what the caller remembers of a later
-  one), or `every` after the copy was made when there is none; at once when `backup.requestedAt` is newer than
-  `backupRequestHandled` (and newer than a request already answered).
-* **Overdue** once `every + margin` has passed since the last successful backup (or the copy's creation), with
-  margin = max(every / 2, 10s).
+* **Due** `every` after the start of the last successful run the caller remembers (so a run that takes longer
+  than `every` is followed at once by the next: back to back, never overlapping), else `every` after the last
+  successful backup (`lastBackup.time`), else `every` after the copy was made; at once when
+  `backup.requestedAt` is newer than `backupRequestHandled` (and newer than a request already answered).
+* **Overdue** once `every + margin` has passed since the last successful backup (`lastBackup.time`, or a later
+  one the caller remembers; else the copy's creation), with margin = max(every / 2, 10s).
 * `every` is the volume's `backup.every` (the apiserver refuses a missing or invalid one; read here as
   `DEFAULT_EVERY` when empty, and a `ValueError` naming the field when unreadable).
 """
@@ -43,20 +44,21 @@ def margin(every: float) -> float:
     return max(every / 2, MIN_MARGIN)
 
 
-def last_success(status: v1.VolumeStatus | None, *, remembered: float, since: float) -> float:
-    """When the volume's last successful backup was taken (else when its copy was made, `since`)."""
+def last_success(status: v1.VolumeStatus | None, *, succeeded: float, since: float) -> float:
+    """When the volume's last successful backup was taken (`succeeded`: one the caller knows of and the status
+    may not show yet; else when its copy was made, `since`)."""
     recorded = seconds(status.last_backup.time) if status is not None and status.HasField("last_backup") else 0.0
-    return max(recorded, remembered) or since
+    return max(recorded, succeeded) or since
 
 
-def due_at(status: v1.VolumeStatus | None, every: float, *, remembered: float, since: float) -> float:
-    """When the next periodic backup is due."""
-    return last_success(status, remembered=remembered, since=since) + every
+def due_at(status: v1.VolumeStatus | None, every: float, *, started: float, since: float) -> float:
+    """When the next periodic backup is due (`started`: when the caller's last successful run began, 0: none)."""
+    return (started or last_success(status, succeeded=0.0, since=since)) + every
 
 
-def overdue_at(status: v1.VolumeStatus | None, every: float, *, remembered: float, since: float) -> float:
+def overdue_at(status: v1.VolumeStatus | None, every: float, *, succeeded: float, since: float) -> float:
     """From when on the volume's backups are overdue."""
-    return due_at(status, every, remembered=remembered, since=since) + margin(every)
+    return last_success(status, succeeded=succeeded, since=since) + every + margin(every)
 
 
 def requested(volume: v1.Volume, status: v1.VolumeStatus | None, *, answered: float = 0.0) -> Timestamp | None:

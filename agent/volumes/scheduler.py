@@ -7,7 +7,8 @@ here, started and stopped as projects come and go.
 
 Guarantees:
 
-* **When**: as `schedule` says (every `every`, at once on a `caractrl backup` request); a failed run is retried
+* **When**: as `schedule` says (every `every` from the start of the last run, at once on a `caractrl backup`
+  request); a failed run is retried
   after a growing pause (2s doubling, at most `every`). A task ends by itself when the project is no longer
   Scheduled/Running here, is moving, or the volume's current copy is no longer this node's copy it serves.
 * **Never two runs of one volume at once**: a run holds the volume's lock (`VolumeLocks`), as restores and final
@@ -69,7 +70,8 @@ class VolumeTask:
     since: float  # when the copy was made (due `every` after it while there is no backup)
     backoff: BackoffState
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    last_success: float = 0.0  # the last backup this task took (the informer may not show it yet)
+    started: float = 0.0  # when this task's last successful run began (the next is due `every` after it)
+    succeeded: float = 0.0  # when its last successful backup was taken (the informer may not show it yet)
     answered: float = 0.0  # the last request this task answered
     retry_at: float = 0.0  # after a failure, not before this
     task: asyncio.Task[None] | None = None
@@ -187,10 +189,10 @@ class BackupScheduler:
         project, volume = found
         status = backups.volume_status(project.status, volume.name)
         every, now = schedule.every_of(volume), self._clock.now()
-        times = {"remembered": entry.last_success, "since": entry.since}
-        overdue_at = schedule.overdue_at(status, every, **times)
+        overdue_at = schedule.overdue_at(status, every, succeeded=entry.succeeded, since=entry.since)
         request = schedule.requested(volume, status, answered=entry.answered)
-        due = now if request is not None else max(schedule.due_at(status, every, **times), entry.retry_at)
+        due_at = schedule.due_at(status, every, started=entry.started, since=entry.since)
+        due = now if request is not None else max(due_at, entry.retry_at)
         if due <= now:
             outcome = await self._run(entry, request, every)
             if outcome != FAILED_RUN:
@@ -222,11 +224,13 @@ class BackupScheduler:
             job = BackupJob(
                 entry.project, project.metadata.uid, volume, info.mountpoint, entry.epoch, known=tuple(status.snapshots)
             )
+            began = self._clock.now()
             try:
                 result = await self._taker.take(job)
             except ResticError as exc:
                 await self._failed(entry, project, exc.message, request)
                 return FAILED_RUN
+        entry.started = began
         await self._taken(entry, project, result, request, every)
         return TAKEN
 
@@ -234,7 +238,7 @@ class BackupScheduler:
         self, entry: VolumeTask, project: v1.Project, result: BackupResult, request: Timestamp | None, every: float
     ) -> None:
         now, name = self._clock.now(), entry.volume
-        entry.last_success = seconds(result.last.time) if result.last is not None else now
+        entry.succeeded = seconds(result.last.time) if result.last is not None else now
         entry.retry_at = 0.0
         entry.answered = max(entry.answered, seconds(request) if request is not None else 0.0)
         entry.backoff.reset()

@@ -11,7 +11,8 @@ passed in. Guarantees:
   once used.
 * **Conditions name their volume.** Restoring, RestoreFailed and BackupOverdue messages start with
   "volume <name>: "; the success that ends one (a restore, a backup) clears it only when it names that volume.
-* **Errors**: a failed backup or restore sets `last_error` (one line) and its time; the next success clears both.
+* **Errors**: a failed backup or restore sets `last_error` (one line) and its time (kept while the same error
+  repeats, so retries write nothing new); the next success clears both.
 """
 
 from __future__ import annotations
@@ -145,8 +146,11 @@ def restore_failed(status: v1.ProjectStatus, volume: str, error: str, *, now: fl
 
 
 def _error(entry: v1.VolumeStatus, error: str, *, now: float) -> None:
-    entry.last_error = error
-    entry.last_error_time.CopyFrom(timestamp(now))
+    """Record `error`; the same error again keeps its first time, so a failure repeated by a retry changes
+    nothing (and writes nothing, wakes nothing: the retry's backoff holds)."""
+    if entry.last_error != error or not entry.HasField("last_error_time"):
+        entry.last_error = error
+        entry.last_error_time.CopyFrom(timestamp(now))
 
 
 def restore_request_handled(

@@ -200,3 +200,35 @@ async def test_a_repository_that_is_not_initialised_is_initialised_only_when_all
 async def wait_phase_after_bind(client: Client, name: str, node: str) -> v1.Project:
     await bind(client, name, node)
     return await wait_phase(client, name, v1.RUNNING, timeout=30)
+
+
+SLOW_HOOK = "mkdir /data/.running || exit 9; date +%s >> /data/hook-starts; sleep 10; rmdir /data/.running"
+
+
+async def test_backups_slower_than_every_run_back_to_back_never_overlapping_and_say_so(
+    client: Client, start_agent: StartAgent, image: str, tmp_path: pathlib.Path
+) -> None:
+    password = secrets.token_hex(8)
+    repository = await local_repository(tmp_path, password)
+    await add_repository(client, "local", repository.url, password)
+    agent = await start_agent(**cache(tmp_path))
+    p = backed_up("slow", image, "local", every="10s")
+    hook = p.spec.volumes[0].backup.before
+    hook.service, hook.command[:], hook.timeout = "app", ["sh", "-c", SLOW_HOOK], "30s"
+    await client.projects.create(p)
+    await running(client, "slow", agent.node)
+    await request_backup(client, "slow")
+
+    slow = await wait_for(lambda: events(client, "slow", "BackupSlow"), timeout=20, message="BackupSlow")
+    assert slow[0].spec.type == "Warning"
+    assert slow[0].spec.message.startswith("a backup of data takes 1")  # 10s of hook and restic's part
+    assert slow[0].spec.message.endswith("s, longer than every (10s); backups run back to back")
+
+    async def two_runs() -> list[int] | None:
+        starts = exec_in("slow", agent.node, "cat /data/hook-starts").split()
+        return [int(s) for s in starts] if len(starts) >= 2 else None
+
+    first, second = (await wait_for(two_runs, timeout=20, message="the second run, right after the first"))[:2]
+    assert 10 <= second - first <= 13  # after the first ended (no overlap), not `every` after it ended
+    status = volume_status(await client.projects.get("slow"))
+    assert status is not None and not status.last_error  # the hook never found another run in progress

@@ -113,11 +113,12 @@ def test_backups_are_due_every_interval_and_overdue_after_a_margin() -> None:
     assert schedule.every_of(volume()) == 10.0
     assert schedule.margin(10.0) == 10.0 and schedule.margin(600.0) == 300.0
     status = state(NODE, "node-b/1")
-    assert schedule.due_at(status, 10.0, remembered=0.0, since=100.0) == 110.0  # no backup: from the copy's making
+    assert schedule.due_at(status, 10.0, started=0.0, since=100.0) == 110.0  # no backup: from the copy's making
     status.last_backup.time.CopyFrom(timestamp(200.0))
-    assert schedule.due_at(status, 10.0, remembered=0.0, since=100.0) == 210.0
-    assert schedule.due_at(status, 10.0, remembered=205.0, since=100.0) == 215.0  # a later one the cache lacks
-    assert schedule.overdue_at(status, 10.0, remembered=0.0, since=100.0) == 220.0
+    assert schedule.due_at(status, 10.0, started=0.0, since=100.0) == 210.0
+    assert schedule.due_at(status, 10.0, started=188.0, since=100.0) == 198.0  # a 12s run: the next at once
+    assert schedule.overdue_at(status, 10.0, succeeded=0.0, since=100.0) == 220.0
+    assert schedule.overdue_at(status, 10.0, succeeded=205.0, since=100.0) == 225.0  # one the cache lacks
     assert schedule.overdue_message(status, 10.0, now=245.0) == "last backup 45s ago, every 10s"
     assert schedule.overdue_message(None, 300.0, now=245.0) == "no backup yet, every 5m"
     assert schedule.slow_message("data", 12.4, 10.0) == (
@@ -175,6 +176,10 @@ def test_a_failed_restore_keeps_the_old_copy_named_and_the_next_success_clears_i
         "node-a/1",
         "repository r is unreachable: boom",
     )
+    again = v1.ProjectStatus()
+    again.CopyFrom(status)
+    volumestatus.restore_failed(again, "data", "repository r is unreachable: boom", now=9.0)
+    assert again == status  # a retry failing the same way changes nothing: nothing is written, the backoff holds
     volumestatus.started(status, "data", epoch="node-b/2", node=NODE, message="first run: no snapshot yet", now=6.0)
     failed = meta.get_condition(status.conditions, v1.CONDITION_RESTORE_FAILED)
     assert failed is not None and failed.status == v1.FALSE
