@@ -151,9 +151,11 @@ class BackupScheduler:
     # ---- one volume's task -------------------------------------------------------------------------------
 
     async def _loop(self, entry: VolumeTask) -> None:
-        info = await self._docker.inspect_volume(naming.volume_name(entry.project, entry.volume, self._node))
-        if info is not None and info.created:
-            entry.since = info.created
+        """The task: `_turn` until it says to end; API and Docker failures are retried after a pause."""
+        with contextlib.suppress(CaravanseraiError):  # else the copy counts as made when the task started
+            info = await self._docker.inspect_volume(naming.volume_name(entry.project, entry.volume, self._node))
+            if info is not None and info.created:
+                entry.since = info.created
         while True:
             try:
                 if not await self._turn(entry):
@@ -228,7 +230,7 @@ class BackupScheduler:
             try:
                 result = await self._taker.take(job)
             except ResticError as exc:
-                await self._failed(entry, project, exc.message, request)
+                await self._failed(entry, project, exc.message, request, every)
                 return FAILED_RUN
         entry.started = began
         await self._taken(entry, project, result, request, every)
@@ -257,9 +259,11 @@ class BackupScheduler:
         if result.took > every:
             await self._event(project, WARNING, REASON_BACKUP_SLOW, schedule.slow_message(name, result.took, every))
 
-    async def _failed(self, entry: VolumeTask, project: v1.Project, error: str, request: Timestamp | None) -> None:
+    async def _failed(
+        self, entry: VolumeTask, project: v1.Project, error: str, request: Timestamp | None, every: float
+    ) -> None:
         now, name = self._clock.now(), entry.volume
-        entry.retry_at = now + entry.backoff.next_delay()
+        entry.retry_at = now + min(entry.backoff.next_delay(), every)
         entry.answered = max(entry.answered, seconds(request) if request is not None else 0.0)
         log.warning("backup failed", project=entry.project, volume=name, error=error)
         project = await self._write(
