@@ -47,11 +47,14 @@ async def test_backup_forget_and_restore_put_the_files_at_the_snapshots_root(tmp
     (data / "sub").mkdir(parents=True)
     (data / "sub" / "f").write_text("hello")
     tags = ["caravanserai", "project=u1", "volume=data"]
-    ids = [(await restic.backup(str(data), host="node-a", tags=tags)).snapshot_id for _ in range(3)]
+    hosts = ("node-a", "node-b", "node-c")  # one volume moving between nodes: its snapshots are one group
+    ids = [(await restic.backup(str(data), host=host, tags=tags)).snapshot_id for host in hosts]
+    other = await restic.backup(str(data), host="node-a", tags=["caravanserai", "project=u1", "volume=logs"])
     await restic.forget("project=u1,volume=data", ["--keep-last=2"])
     listed = await restic.snapshots("project=u1,volume=data")
-    assert [s.short_id for s in listed] == ids[:0:-1]  # the two newest, newest first
-    assert listed[0].hostname == "node-a" and "volume=data" in listed[0].tags
+    assert [s.short_id for s in listed] == ids[:0:-1]  # the two newest of all nodes, newest first
+    assert listed[0].hostname == "node-c" and "volume=data" in listed[0].tags
+    assert [s.short_id for s in await restic.snapshots("project=u1,volume=logs")] == [other.snapshot_id]
     assert await restic.restore_size(listed[0].id) == 5
     target = tmp_path / "target"
     target.mkdir()
