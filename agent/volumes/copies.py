@@ -17,8 +17,8 @@ Guarantees:
   that is not initialised holds no snapshot: the volume starts as on a first run (its backups then fail saying
   so, unless the repository may be initialised).
 * **Restore requests** (`caractrl restore`) make a new copy from the named snapshot and are recorded as handled;
-  one naming no snapshot of the volume is answered with that error (Warning Event RestoreFailed) and the current
-  copy is left alone.
+  one naming no snapshot of the volume, or whose repository cannot be read, is answered with that error (Warning
+  Event RestoreFailed) and the current copy is left alone, its services running.
 * **Persistent volumes without backup** keep today's behaviour (the local volume, whatever it holds); when the
   status says their data lives on another node, "volume data stays on <node>: no backup configured" is
   recorded and a Warning Event VolumeDataLeftBehind sent. Every Persistent volume served here has its node and
@@ -98,7 +98,14 @@ class VolumeCopies:
         restic: Restic | None = None
         listed: list[Snapshot] = []
         if plan.needs_listing(volume, status, local, self._node):
-            restic, listed = await self._listing(project, volume)
+            try:
+                restic, listed = await self._listing(project, volume)
+            except ResticError as exc:
+                request = plan.requested(volume, status)
+                if request is None or not epochs.is_current(local, status, self._node):
+                    await self._fail(project, volume, exc.message)
+                refused = plan.Plan(plan.KEEP, request=request, request_error=exc.message)
+                return await self._refuse_request(project, volume, refused)  # the current copy serves on
         url = restic.repository.url if restic is not None else ""
         chosen = plan.decide(volume, status, local, self._node, listed, url=url)
         if chosen.request_error:
@@ -113,18 +120,15 @@ class VolumeCopies:
     async def _listing(self, project: v1.Project, volume: v1.Volume) -> tuple[Restic, list[Snapshot]]:
         """restic for the volume's repository and the volume's snapshots, newest first. A repository that is not
         initialised (and may not be initialised here) has none: the backups will say so."""
+        repository = await self._resolver.resolve(volume.backup.repository)
+        restic = Restic(repository, clock=self._clock, settings=self._settings)
+        selector = snapshots.selector(project_uid=project.metadata.uid, volume=volume.name)
         try:
-            repository = await self._resolver.resolve(volume.backup.repository)
-            restic = Restic(repository, clock=self._clock, settings=self._settings)
-            selector = snapshots.selector(project_uid=project.metadata.uid, volume=volume.name)
-            try:
-                return restic, await restic.snapshots(selector)
-            except ResticError as exc:
-                if exc.kind != NOT_INITIALISED:
-                    raise
-                return restic, []
+            return restic, await restic.snapshots(selector)
         except ResticError as exc:
-            await self._fail(project, volume, exc.message)
+            if exc.kind != NOT_INITIALISED:
+                raise
+            return restic, []
 
     async def _keep(self, project: v1.Project, volume: v1.Volume) -> v1.Project:
         """The copy here is current; a hand-off snapshot (the project came back) is done with."""

@@ -144,10 +144,6 @@ class BackupScheduler:
             if stopped:
                 await asyncio.wait(stopped)
 
-    def serving(self, project: str) -> list[str]:
-        """The volumes of `project` with a backup task (for tests and the log)."""
-        return sorted(v for p, v in self._tasks if p == project)
-
     # ---- one volume's task -------------------------------------------------------------------------------
 
     async def _loop(self, entry: VolumeTask) -> None:

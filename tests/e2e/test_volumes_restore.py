@@ -29,6 +29,7 @@ from volume_harness import (
 )
 
 from caravanserai import v1
+from caravanserai.agent.docker import naming
 from caravanserai.client import Client
 from caravanserai.client.apply import modify
 from caravanserai.clock import SystemClock, seconds, timestamp
@@ -291,6 +292,15 @@ async def test_a_restore_request_makes_a_new_copy_from_an_older_snapshot(
     assert refused.epoch == handled.epoch and exec_in("rewind", agent.node, "cat /data/v") == "v1"
     warned = [e.spec.message for e in await events(client, "rewind", "RestoreFailed")]
     assert warned == [f"volume data: {refused.last_error}"]
+
+    await set_password(client, "local", "wrong")  # the repository cannot be read: the request fails, nothing else
+    container = docker("inspect", "-f", "{{.Id}}", naming.container_name("rewind", "app", agent.node))
+    unread = await request_restore(client, "rewind", before.last_backup.id)
+    assert unread.last_error == f"repository {repository.url}: wrong password (no key opens it with RESTIC_PASSWORD)"
+    assert unread.epoch == handled.epoch
+    assert docker("inspect", "-f", "{{.Id}} {{.State.Running}}", container) == f"{container} true"
+    failed = condition(await client.projects.get("rewind"), v1.CONDITION_RESTORE_FAILED)
+    assert failed is None or failed.status == v1.FALSE  # the copy in use is fine
 
 
 def _reads(node: str, value: str) -> bool:
