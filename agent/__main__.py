@@ -154,6 +154,11 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
         help="where files of Secret and Config volumes are written (default: a tmpfs directory under "
         "/dev/shm/caravanserai-agent/)",
     )
+    p.add_argument("--restic", default="restic", help="the restic binary that backs up and restores volumes")
+    p.add_argument(
+        "--restic-timeout", type=_positive, default=6 * 3600.0, help="seconds one volume backup or restore may take"
+    )
+    p.add_argument("--restic-cache-dir", default="", help="restic's cache directory (default: restic's own)")
 
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
@@ -191,6 +196,9 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         fence_after=args.fence_after,
         resources=dict(args.resource),
         data_dir=args.data_dir,
+        restic=args.restic,
+        restic_timeout=args.restic_timeout,
+        restic_cache_dir=args.restic_cache_dir,
     )
 
 

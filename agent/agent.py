@@ -15,6 +15,9 @@ then the reconciler and its controller, then the node's heartbeat:
 * **Manager**: the projects informer (field selector `status.nodeRef=<node>`) and the `ProjectReconciler`'s
   controller with `reconcile_workers` reconcile workers; /metrics, /healthz and /readyz always: on
   `--health-listen` (loopback by default), or on every interface at `--metrics-port` when that is given.
+* **Volumes** (`volumeflow`): restores before start run in the reconcile; the volumes' periodic and requested
+  backups are tasks of their own (`agent-backups`), and the node's images and restore rates are reported in its
+  status every `inventory_interval` seconds and after each restore (`agent-inventory`).
 * **Fencing and Docker events**: once the informer has synced, every project found on Docker (containers,
   networks, volumes labelled for this node) is queued, so projects that are no longer assigned here, or whose
   uid changed, are removed; then Docker's events stream queues a project whenever one of its containers
@@ -53,12 +56,17 @@ from caravanserai.agent.access.service import AgentService
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.events import DockerEventWatcher
+from caravanserai.agent.host import inventory
 from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.agent.ingress.endpoints import ServiceEndpoints
 from caravanserai.agent.ingress.server import Ingress
 from caravanserai.agent.node import Heartbeat, NodeRegistrar
 from caravanserai.agent.reconciler import ProjectReconciler
 from caravanserai.agent.selffence import SelfFence
+from caravanserai.agent.volumeflow import VolumeFlow
+from caravanserai.agent.volumes.repository import RepositoryResolver
+from caravanserai.agent.volumes.restic import ResticSettings
+from caravanserai.agent.volumes.shared import RestoreRates
 from caravanserai.agent.workload.datafiles import DataFiles, default_root
 from caravanserai.agent.workload.health import HealthProber
 from caravanserai.agent.workload.netpool import NetworkPool
@@ -72,7 +80,7 @@ from caravanserai.errors import CaravanseraiError
 from caravanserai.informer import Backoff, Informer, WatchOptions
 from caravanserai.process.identity import Authenticator, load_token_file
 from caravanserai.process.introspection import serve_introspection, set_serving
-from caravanserai.project import datarefs
+from caravanserai.project import backups, datarefs
 from caravanserai.text.addresses import is_loopback, parse_address
 from caravanserai.workqueue import WorkQueue
 
@@ -184,12 +192,12 @@ class Agent:
         sweep = functools.partial(self._sweep, informer, queue, projects)
         fence = self._make_fence(client, projects, on_unfenced=sweep)
         prober = HealthProber(clock=clock, on_change=queue.add)
-        reconciler = self._make_reconciler(client, informer, projects, fence=fence, prober=prober)
+        reconciler, volumes = self._make_reconciler(client, informer, projects, fence=fence, prober=prober)
         workers = config.reconcile_workers
         controller = Controller(
             COMPONENT, reconciler, queue, max_concurrent_reconciles=workers, clock=clock, metrics=metrics
         )
-        self._watch(controller, informer, manager, ingress)
+        self._watch(controller, informer, manager, ingress, volumes.resolver)
         registrar = NodeRegistrar(
             client, config, docker_info=docker.info, clock=clock, agent_port=self.port, ingress_port=ingress.port
         )
@@ -203,6 +211,8 @@ class Agent:
                 "agent-network-pool": networks.run(),
                 "agent-self-fence": fence.run(),
                 "agent-throughput": self._measure(registrar, meter),
+                "agent-backups": volumes.run(),
+                "agent-inventory": self._report_inventory(registrar, docker, volumes.rates),
                 "agent-docker": self._fence_and_watch(informer, queue, sweep, docker),
             },
         )
@@ -243,29 +253,44 @@ class Agent:
         *,
         fence: SelfFence,
         prober: HealthProber,
-    ) -> ProjectReconciler:
+    ) -> tuple[ProjectReconciler, VolumeFlow]:
+        """The reconciler, and its volume steps (whose backup tasks and restore rates run beside it)."""
         config, clock = self.config, self.clock
-        return ProjectReconciler(
+        recorder = EventRecorder(client, component=COMPONENT, host=config.node_name, clock=clock)
+        settings = ResticSettings(
+            binary=config.restic, cache_dir=config.restic_cache_dir, timeout=config.restic_timeout
+        )
+        volumes = VolumeFlow(
+            projects=projects, client=client, lookup=informer.get, clock=clock, recorder=recorder, settings=settings
+        )
+        reconciler = ProjectReconciler(
             client=client,
             projects=projects,
             lookup=informer.get,
             node=config.node_name,
             clock=clock,
-            recorder=EventRecorder(client, component=COMPONENT, host=config.node_name, clock=clock),
+            recorder=recorder,
             prober=prober,
             fenced=lambda: fence.fenced,
             data=ServiceData(client, DataFiles(config.data_dir or default_root(config.node_name))),
+            volumes=volumes,
         )
+        return reconciler, volumes
 
     def _watch(
-        self, controller: Controller, informer: Informer[v1.Project], manager: Manager, ingress: Ingress
+        self,
+        controller: Controller,
+        informer: Informer[v1.Project],
+        manager: Manager,
+        ingress: Ingress,
+        repositories: RepositoryResolver,
     ) -> None:
-        """Feed the controller from the projects bound here and the Secrets and Configs they read, the ingress
-        from the informers of every project and node; add the controller to the manager."""
+        """Feed the controller from the projects bound here and the Secrets and Configs they read (their backup
+        repositories' too), the ingress from the informers of every project and node; add the controller."""
         controller.watch(informer)
         ingress.follow(manager.informers)
         for cls in (v1.Secret, v1.Config):  # the server sends only those referenced by projects bound here
-            controller.watch(manager.informers.informer(cls), enqueue_mapped(_readers(informer)))
+            controller.watch(manager.informers.informer(cls), enqueue_mapped(_readers(informer, repositories)))
         manager.add(controller)
         self.controller, self._manager = controller, manager
         if self._stop_requested:
@@ -286,6 +311,18 @@ class Agent:
         with contextlib.suppress(TimeoutError):
             await run_within(self.clock, networks.warmed(), POOL_WARMUP)
         await heartbeat.run()
+
+    async def _report_inventory(self, registrar: NodeRegistrar, docker: DockerRuntime, rates: RestoreRates) -> None:
+        """The node's images and restore rates in its status, once registered, then now and then."""
+        await registrar.registered.wait()
+
+        async def collect() -> tuple[list[v1.NodeImage], dict[str, str]]:
+            return inventory.node_images(await docker.list_images()), inventory.restore_rates(rates.rates())
+
+        interval = self.config.inventory_interval
+        await inventory.report_forever(
+            collect, registrar.write_inventory, clock=self.clock, interval=interval, wake=rates.changed
+        )
 
     async def _measure(self, registrar: NodeRegistrar, meter: ThroughputMeter) -> None:
         await registrar.registered.wait()
@@ -330,12 +367,18 @@ class Agent:
             await sweep()
 
 
-def _readers(projects: Informer[v1.Project]) -> Callable[[Any], list[str]]:
-    """The names of the projects (bound here) that read a given Secret or Config."""
+def _readers(projects: Informer[v1.Project], repositories: RepositoryResolver) -> Callable[[Any], list[str]]:
+    """The names of the projects (bound here) that read a given Secret or Config, or whose backup repositories
+    it opens (a fixed password wakes a project that waits for its restore)."""
+
+    def reads(project: v1.Project, resource: str, name: str) -> bool:
+        if datarefs.references(project.spec, resource, name):
+            return True
+        return resource == "secrets" and repositories.uses_secret(backups.repositories(project.spec), name)
 
     def readers(obj: Any) -> list[str]:
         resource = meta.kind_of(obj).plural
-        return [p.metadata.name for p in projects.list() if datarefs.references(p.spec, resource, obj.metadata.name)]
+        return [p.metadata.name for p in projects.list() if reads(p, resource, obj.metadata.name)]
 
     return readers
 

@@ -60,6 +60,10 @@ class AgentConfig:
     fence_after: float = DEFAULT_FENCE_AFTER  # stop this node's containers after this long without the API; 0: never
     resources: dict[str, int] = field(default_factory=dict)  # extended resources (--resource NAME=COUNT)
     data_dir: str = ""  # files of Secret and Config volumes; "" = datafiles.default_root(node_name), on tmpfs
+    restic: str = "restic"  # the restic binary that backs up and restores Persistent volumes
+    restic_timeout: float = 6 * 3600.0  # seconds one backup or restore may take
+    restic_cache_dir: str = ""  # restic's cache directory; "": restic's default (under the agent's home)
+    inventory_interval: float = 60.0  # seconds between reports of the node's images and restore rates
 
 
 __all__ = [

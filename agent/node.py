@@ -7,7 +7,7 @@ Guarantees:
   then writes its status with UpdateStatus (Create refuses status): capacity and allocatable (with the extended
   resources of `--resource` and nvidia-smi, so they survive every re-registration), node info, addresses, agent
   port, state Ready and condition Ready=True (AgentReady).
-  A measured throughput already in the status is kept.
+  A measured throughput, the images and the restore rates already in the status are kept.
 * **Every write is compare-and-swap**: on Conflict the object is read again and the change applied again.
 * **The heartbeat is independent**: `Heartbeat.run` is its own task; nothing the reconcilers do can delay it.
   Each beat renews the Lease named after the node (holder = node name, `lease_duration` seconds, renew time
@@ -172,6 +172,23 @@ class NodeRegistrar:
             current = await self._client.nodes.get(self.name)
             updated = meta.copy(current)
             updated.status.network.throughput.CopyFrom(throughput)
+            return await self._client.nodes.update_status(updated)
+
+        return await retry_conflicts(write)
+
+    async def write_inventory(self, images: list[v1.NodeImage], restore_rates: dict[str, str]) -> v1.Node:
+        """Store the node's images and its restores' download rates (read, modify, compare-and-swap; nothing is
+        written when both are as stored)."""
+
+        async def write() -> v1.Node:
+            current = await self._client.nodes.get(self.name)
+            updated = meta.copy(current)
+            del updated.status.images[:]
+            updated.status.images.extend(images)
+            updated.status.network.restore_rates.clear()
+            updated.status.network.restore_rates.update(restore_rates)
+            if updated.status == current.status:
+                return current
             return await self._client.nodes.update_status(updated)
 
         return await retry_conflicts(write)

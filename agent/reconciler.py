@@ -7,8 +7,11 @@ its phase:
 |--------------------------------------|-------------------------------------------------|-----------------------------|
 | absent, or bound to another node     | remove everything labelled for it (fencing),    | none                        |
 |                                      | unless moved away with a hand-off still running |                             |
-| Scheduled / Running                  | adopt, start or create each service's container | Running / Succeeded /       |
-|                                      | in dependsOn order; restart unhealthy ones      | Failed, services, Degraded  |
+| Scheduled / Running                  | restore volumes not current here (volumeflow),  | volumes (restores), then    |
+|                                      | then adopt, start or create each service's      | Running / Succeeded /       |
+|                                      | container in dependsOn order; restart unhealthy | Failed, services, Degraded  |
+|                                      | ones; back the volumes up in the background     |                             |
+| bound here with `status.move`        | stop the services, final backups                | finish_move (→ Pending)     |
 | Succeeded                            | nothing (every service completed)               | service statuses            |
 | Failed                               | stop what still runs (containers and logs stay) | service statuses            |
 | Terminating                          | remove containers, network, ephemeral volumes   | Terminated, ResourcesRemoved|
@@ -24,7 +27,11 @@ Guarantees:
 * **Phase changes only through `caravanserai.project.lifecycle`** (run, succeed, fail, terminate).
 * **Hand-off**: a project moved away from this node (`status.previousNodeRef`, drained or tainted) keeps its
   containers here until it runs on its new node or `status.handoffDeadline` passes; it is looked at every
-  `HANDOFF_POLL` seconds meanwhile.
+  `HANDOFF_POLL` seconds meanwhile. A project with backed-up volumes moves through `status.move` instead: its
+  services are stopped, final backups taken and the snapshots handed over (`volumeflow`).
+* **Data before services**: with volumes (`volumeflow`), no service of a project starts before every backed-up
+  volume has its current copy here; a failed restore (RestoreFailed) raises, so the project waits, retried with
+  backoff. Stale copies of a project that runs elsewhere are removed when it is released.
 * **Health**: an unhealthy container is restarted by the agent (Docker does not), counted in the service's
   restart count and recorded as a Warning Event (Unhealthy); a service that starts crash-looping gets a Warning
   Event (CrashLoop); both make the project Degraded.
@@ -45,6 +52,7 @@ import structlog
 from caravanserai import meta, v1
 from caravanserai.agent.docker.containers import NO_INPUTS
 from caravanserai.agent.docker.records import Observed
+from caravanserai.agent.volumeflow import VolumeFlow
 from caravanserai.agent.workload import health, projectstatus
 from caravanserai.agent.workload.health import HealthProber
 from caravanserai.agent.workload.ledger import RestartLedger
@@ -62,6 +70,7 @@ log = structlog.get_logger(__name__)
 REASON_RESOURCES_REMOVED = "ResourcesRemoved"
 STALE_ATTEMPTS = 3
 CRASHLOOP_RECHECK = 5.0  # seconds: a crash-looping project is looked at again (it leaves the state after a stable run)
+MOVABLE = (v1.SCHEDULED, v1.RUNNING, *lifecycle.FINISHED)  # phases in which a move hands the data over
 HANDOFF_POLL = 2.0  # seconds between looks at a project moved away whose old containers still run here
 
 
@@ -86,7 +95,9 @@ class ProjectReconciler:
         prober: HealthProber | None = None,
         fenced: Callable[[], bool] = lambda: False,
         data: ServiceData | None = None,
+        volumes: VolumeFlow | None = None,
     ) -> None:
+        self._volumes = volumes  # restores, backups and moves of Persistent volumes (None: today's behaviour)
         self._fenced = fenced  # while true (self-fenced, see selffence), Docker and statuses are left alone
         self._client = client
         self._data = data
@@ -125,6 +136,11 @@ class ProjectReconciler:
         if project is None or project.status.node_ref != self._node:
             return await self._release(name, project)
         phase = project.status.phase
+        deleting = project.metadata.HasField("deletion_timestamp")
+        if project.status.HasField("move") and self._volumes is not None and phase in MOVABLE and not deleting:
+            return await self._volumes.move(project)
+        if phase in (v1.TERMINATING, v1.TERMINATED, *lifecycle.FINISHED):
+            await self._leave(name)
         if phase == v1.TERMINATING:
             await self._terminate(project)
             return None
@@ -134,9 +150,14 @@ class ProjectReconciler:
         if phase in lifecycle.FINISHED:
             await self._settle(project, stop=phase == v1.FAILED)
             return None
-        if phase in (v1.SCHEDULED, v1.RUNNING) and not project.metadata.HasField("deletion_timestamp"):
+        if phase in (v1.SCHEDULED, v1.RUNNING) and not deleting:
             return await self._run(project)
         return None
+
+    async def _leave(self, name: str) -> None:
+        """Stop the project's background backups (it finished, is being deleted, or is no longer here)."""
+        if self._volumes is not None:
+            await self._volumes.leave(name)
 
     async def _release(self, name: str, project: v1.Project | None) -> float | None:
         """The project is not (any more) bound here: remove its Docker objects, unless it was moved away with a
@@ -150,8 +171,9 @@ class ProjectReconciler:
         self._ledger.forget(name)
         if self._prober is not None:
             self._prober.forget_except(name, ())
+        await self._leave(name)
         await self._remove(name)
-        return None
+        return await self._volumes.release(name, project) if self._volumes is not None else None
 
     async def _remove(self, name: str) -> int:
         """Remove the project's Docker objects and the files of its data volumes; how many Docker objects went."""
@@ -175,8 +197,18 @@ class ProjectReconciler:
 
         return view
 
+    async def _prepare_volumes(self, project: v1.Project) -> v1.Project:
+        """Restore what is not current here before anything starts; the project as last written."""
+        if self._volumes is None:
+            return project
+        try:
+            return await self._volumes.prepare(project)
+        except (NotFound, Forbidden, FailedPrecondition) as exc:  # deleted, moved or finished meanwhile
+            raise StaleProject(str(exc)) from exc
+
     async def _run(self, project: v1.Project) -> float | None:
         """Bring the project's containers to their spec (in dependsOn order), restart unhealthy ones, report."""
+        project = await self._prepare_volumes(project)
         name, spec = project.metadata.name, project.spec
         inputs = await self._data.inputs(project) if self._data is not None else NO_INPUTS
         pulls = PullEvents(project, client=self._client, recorder=self._recorder, clock=self._clock)
@@ -202,6 +234,8 @@ class ProjectReconciler:
         if verdict.phase is not None and verdict.phase != project.status.phase:
             await self._report(project, verdict.phase, verdict.reason, verdict.message)
         await self._report_services(project, updated, restarted)
+        if self._volumes is not None:
+            self._volumes.follow(project)
         return self._next_look(verdict)
 
     def _next_look(self, verdict: projectstatus.Assessment) -> float | None:

@@ -146,13 +146,12 @@ def pool_network_config(name: str, *, node: str) -> dict[str, Any]:
     return {"Name": name, "Driver": "bridge", "CheckDuplicate": True, "Labels": naming.pool_labels(node)}
 
 
-def volume_config(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[str, Any]:
-    """The create configuration of a project volume (local driver)."""
-    return {
-        "Name": naming.volume_name(project.metadata.name, volume.name, node),
-        "Driver": "local",
-        "Labels": volume_labels(project, volume, node=node),
-    }
+def volume_config(project: v1.Project, volume: v1.Volume, *, node: str, epoch: str = "") -> dict[str, Any]:
+    """The create configuration of a project volume (local driver); `epoch` labels a Persistent volume's copy."""
+    labels = volume_labels(project, volume, node=node)
+    if epoch:
+        labels[naming.LABEL_EPOCH] = epoch
+    return {"Name": naming.volume_name(project.metadata.name, volume.name, node), "Driver": "local", "Labels": labels}
 
 
 def port_key(port: v1.ServicePort) -> str:

@@ -46,10 +46,12 @@ from caravanserai.agent.docker.records import (
     ContainerEvent,
     ContainerSummary,
     DaemonInfo,
+    ImageSummary,
     NetworkSummary,
     Observed,
     PullProgress,
     PullTally,
+    VolumeInfo,
     VolumeSummary,
     since_text,
 )
@@ -102,6 +104,11 @@ class DockerRuntime:
             return False
         await self.pull_image(image)
         return True
+
+    async def list_images(self) -> list[ImageSummary]:
+        """Every image present (`GET /images/json`), with its references and size."""
+        async with docker_call("list images"):
+            return records.image_summaries(await self.api.images.list())
 
     async def image_size(self, image: str) -> int:
         """The size of a present image in bytes (0 when Docker does not say)."""
@@ -193,6 +200,16 @@ class DockerRuntime:
                 if exc.status != 404:
                     raise
 
+    async def inspect_volume(self, name: str) -> VolumeInfo | None:
+        """A volume's mountpoint, labels and creation time; None when there is no volume of that name."""
+        async with docker_call(f"inspect volume {name}"):
+            try:
+                return records.volume_info(await aiodocker.volumes.DockerVolume(self.api, name).show())
+            except aiodocker.DockerError as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
     async def list_networks(self, label_filter: list[str]) -> list[NetworkSummary]:
         """Networks carrying every label of `label_filter` (`key=value` strings)."""
         async with docker_call("list networks"):
@@ -207,12 +224,16 @@ class DockerRuntime:
 
     # ---- containers --------------------------------------------------------------------------------------
 
-    async def list_containers(self, label_filter: list[str], *, network: str = "") -> list[ContainerSummary]:
+    async def list_containers(
+        self, label_filter: list[str], *, network: str = "", volume: str = ""
+    ) -> list[ContainerSummary]:
         """Summaries (`GET /containers/json?all=1`) of the containers carrying every label of `label_filter` (and,
-        given `network`, configured on that network, running or not)."""
+        given `network`, configured on that network, given `volume`, mounting that volume; running or not)."""
         filters: dict[str, list[str]] = {"label": label_filter}
         if network:
             filters["network"] = [network]
+        if volume:
+            filters["volume"] = [volume]
         async with docker_call("list containers"):
             found = await self.api.containers.list(all=True, filters=json.dumps(filters))
             return [records.listed_container(c) for c in found]
@@ -280,9 +301,11 @@ __all__ = [
     "DockerUnavailable",
     "FRAME_HEADER",
     "ImagePullFailed",
+    "ImageSummary",
     "NetworkSummary",
     "Observed",
     "STREAM_NAMES",
+    "VolumeInfo",
     "VolumeSummary",
     "frame_header",
     "since_text",

@@ -14,6 +14,9 @@ Guarantees:
 * With a TTY the initial size is set right after the command starts (as `docker exec -t` does; the engine's exec
   API before 1.42 takes no size at creation), so a command that reads its size at once may still see 0×0.
 * `exit_code()` waits (briefly) until Docker reports the command finished and returns its code.
+* `run_command` runs a command to its end (no stdin, no TTY) and returns its exit code with the last
+  `OUTPUT_TAIL` bytes of its output (stdout and stderr interleaved); a caller that gives up on it (timeout,
+  cancellation) closes the attachment, and the command itself runs on in the container until it ends.
 * aiodocker and aiohttp errors leave as `DockerError`s (`calls.docker_call`); leaving the block closes the
   attachment (the command itself is not killed by Docker; it sees its stdin and output closed).
 """
@@ -33,6 +36,7 @@ from caravanserai.agent.docker.calls import DockerError, docker_call
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.records import ExecChunk, ExecOptions
 
+OUTPUT_TAIL = 4096
 EXIT_POLL = 0.02
 EXIT_WAIT = 5.0
 STREAM_NAMES = {1: "stdout", 2: "stderr"}
@@ -111,4 +115,21 @@ async def attach(runtime: DockerRuntime, container_id: str, options: ExecOptions
         await stream.close()
 
 
-__all__ = ["ExecSession", "attach"]
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """How a command run with `run_command` ended: its exit code (-1: unknown) and the tail of its output."""
+
+    exit_code: int
+    output: bytes
+
+
+async def run_command(runtime: DockerRuntime, container_id: str, command: tuple[str, ...]) -> ExecResult:
+    """Run `command` in the container until it ends; its exit code and the last `OUTPUT_TAIL` bytes it wrote."""
+    tail = b""
+    async with attach(runtime, container_id, ExecOptions(command=command)) as session:
+        while (chunk := await session.read()) is not None:
+            tail = (tail + chunk.data)[-OUTPUT_TAIL:]
+        return ExecResult(await session.exit_code(), tail)
+
+
+__all__ = ["ExecResult", "ExecSession", "OUTPUT_TAIL", "attach", "run_command"]

@@ -19,7 +19,9 @@ Guarantees:
   known only from the containers attached to it (see `netpool`).
 * **Findable.** Every object carries `caravanserai.io/managed=true`, the project, the project's uid and the node
   whose agent made it; containers also carry the service, the spec generation and the spec hash; volumes carry
-  their name and type (so ephemeral ones can be removed after the project record is gone).
+  their name and type (so ephemeral ones can be removed after the project record is gone), and Persistent ones
+  the epoch of the copy of the data they hold (`caravanserai.io/epoch`, set at creation: labels never change, so
+  a new copy is a new volume).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ LABEL_SPEC_HASH = LABEL_DOMAIN + "spec-hash"
 LABEL_VOLUME = LABEL_DOMAIN + "volume"
 LABEL_VOLUME_TYPE = LABEL_DOMAIN + "volume-type"
 LABEL_NETWORK_POOL = LABEL_DOMAIN + "network-pool"
+LABEL_EPOCH = LABEL_DOMAIN + "epoch"  # which copy of a Persistent volume's data this is (`agent/volumes/epochs.py`)
 POOL_PART = "pool."
 
 MANAGED = "true"
@@ -125,6 +128,7 @@ def node_filter(node: str, **extra: str) -> list[str]:
 
 __all__ = [
     "LABEL_DOMAIN",
+    "LABEL_EPOCH",
     "LABEL_GENERATION",
     "LABEL_MANAGED",
     "LABEL_NETWORK_POOL",

@@ -76,6 +76,23 @@ class VolumeSummary(Labelled):
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeInfo(Labelled):
+    """What `GET /volumes/{name}` says of a volume: where its data lives on the host and when it was made."""
+
+    name: str = ""
+    mountpoint: str = ""
+    created: float = 0.0  # seconds since the epoch (0: Docker did not say)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSummary:
+    """One entry of `GET /images/json`: its references (repository:tag, then digests) and size in bytes."""
+
+    names: tuple[str, ...] = ()
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Observed:
     """What Docker reports about one service's container (from `GET /containers/{id}/json`)."""
 
@@ -183,6 +200,25 @@ def volume_summary(item: Mapping[str, Any]) -> VolumeSummary:
 def volume_summaries(listing: Mapping[str, Any]) -> list[VolumeSummary]:
     """The volumes of a `GET /volumes` answer."""
     return [volume_summary(v) for v in listing.get("Volumes") or []]
+
+
+def volume_info(item: Mapping[str, Any]) -> VolumeInfo:
+    """The `VolumeInfo` of a volume's inspect document."""
+    return VolumeInfo(
+        name=str(item.get("Name", "")),
+        mountpoint=str(item.get("Mountpoint", "")),
+        created=docker_time(item.get("CreatedAt")),
+        labels=_labels(item.get("Labels")),
+    )
+
+
+def image_summaries(listing: Any) -> list[ImageSummary]:
+    """The images of a `GET /images/json` answer; the `<none>` references of untagged images are left out."""
+    found = []
+    for item in listing or []:
+        names = [str(n) for n in (item.get("RepoTags") or []) + (item.get("RepoDigests") or [])]
+        found.append(ImageSummary(tuple(n for n in names if "<none>" not in n), int(item.get("Size") or 0)))
+    return found
 
 
 def image_size(info: Mapping[str, Any]) -> int:
@@ -331,6 +367,7 @@ __all__ = [
     "ExecChunk",
     "ExecOptions",
     "ExecState",
+    "ImageSummary",
     "Indexable",
     "Labelled",
     "NetworkSummary",
@@ -338,6 +375,7 @@ __all__ = [
     "PullProgress",
     "PullTally",
     "SUMMARY_KEYS",
+    "VolumeInfo",
     "VolumeSummary",
     "container_event",
     "container_summary",
@@ -345,10 +383,12 @@ __all__ = [
     "docker_time",
     "exec_state",
     "image_size",
+    "image_summaries",
     "listed_container",
     "network_summary",
     "observe",
     "since_text",
+    "volume_info",
     "volume_summaries",
     "volume_summary",
 ]

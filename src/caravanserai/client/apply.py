@@ -18,7 +18,8 @@ How `apply_object` computes an update (kubectl's client-side apply, at the granu
   written.
 
 `modify` is the read-modify-write loop of single-field changes (cordon): read, change a copy, write with the
-version read, read again on Conflict.
+version read, read again on Conflict; `modify_status` is the same loop over the status (UpdateStatus), for
+writers that are not the reconcile of the object (an agent's background backups).
 """
 
 from __future__ import annotations
@@ -204,6 +205,26 @@ async def modify(
     `mutate` returns False when nothing needs to change (then nothing is written). Returns (object, changed).
     NotFound when the object does not exist.
     """
+    return await _read_modify_write(resources, name, mutate, resources.update)
+
+
+async def modify_status(
+    resources: ResourceClient[Any],
+    name: str,
+    mutate: Callable[[Any], bool | Awaitable[bool]],
+) -> tuple[Any, bool]:
+    """`modify` for the status: the changed copy is written with UpdateStatus (only its status is stored), on
+    Conflict read again and `mutate` applied again (at most `CONFLICT_RETRIES` times). Returns (object, changed);
+    NotFound when the object does not exist, the server's refusal (FailedPrecondition, Forbidden) as it comes."""
+    return await _read_modify_write(resources, name, mutate, resources.update_status)
+
+
+async def _read_modify_write(
+    resources: ResourceClient[Any],
+    name: str,
+    mutate: Callable[[Any], bool | Awaitable[bool]],
+    write: Callable[[Any], Awaitable[Any]],
+) -> tuple[Any, bool]:
     attempt = 1
     while True:
         current = await resources.get(name)
@@ -214,7 +235,7 @@ async def modify(
         if not changed:
             return current, False
         try:
-            return await resources.update(wanted), True
+            return await write(wanted), True
         except Conflict:
             if attempt == CONFLICT_RETRIES:
                 raise
@@ -235,5 +256,6 @@ __all__ = [
     "configuration",
     "merged",
     "modify",
+    "modify_status",
     "same",
 ]
