@@ -268,6 +268,15 @@ def test_bound_and_unschedulable_statuses() -> None:
     assert (scheduled.status, scheduled.reason, scheduled.message) == (v1.TRUE, "Scheduled", "Bound to node n1")
     assert (phase.reason, phase.message) == ("Scheduled", "Bound to node n1")
     assert p.status.phase == v1.PENDING  # the input is never changed
+    assert not out.status.HasField("placement")
+
+    placement = v1.PlacementEstimates(chosen=v1.NodeEstimate(node="n1", score=300.0))
+    again = meta.copy(out)
+    again.status.phase = v1.PENDING
+    again.status.placement.runner_up.node = "stale"  # an earlier binding's estimates are replaced whole
+    estimated = conditions.bound(again, "n1", now=5.0, placement=placement)
+    assert estimated.status.placement == placement
+    assert not conditions.bound(again, "n1", now=5.0).status.HasField("placement")
 
     verdict = conditions.unschedulable(p, "0/1 nodes are available: 1 NotReady.", now=3.0)
     assert verdict is not None and verdict.status.phase == v1.PENDING
