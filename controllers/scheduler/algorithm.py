@@ -10,18 +10,19 @@ Guarantees (kube-scheduler's `schedule_one`, in Python and over `NodeInfo` recor
   once, under the first filter that refused it.
 * **Only what can matter.** A filter that passes every node for the project (`Filter.needed`) is left out, and
   the score's project-only arithmetic is done once (`scores.scorer`, equal to `total_score` for every node).
-* **Deterministic.** The same nodes, start and project give the same node.
+* **Deterministic.** The same nodes, start and project give the same node, and the same runner-up: the highest
+  score among the other feasible nodes searched (of equal ones, the first met or the one the chosen displaced).
 * **Pure.** Nothing here awaits or changes its inputs.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from caravanserai.controllers.scheduler.filters import FILTERS, Filter, FilterContext, Rejection, checks_for
-from caravanserai.controllers.scheduler.scores import SPREAD, Weights, scorer, tie_break_key
+from caravanserai.controllers.scheduler.filters import FILTERS, Filter, FilterContext, FilterFunc, Rejection, checks_for
+from caravanserai.controllers.scheduler.scores import SPREAD, NodeScore, Weights, scorer, tie_break_key
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -75,14 +76,17 @@ class Diagnosis:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The chosen node (None when none fits, then `diagnosis` says why), its score, and how many nodes were
-    looked at (the caller starts the next search that many nodes further)."""
+    """The chosen node (None when none fits, then `diagnosis` says why), its score, how many nodes were looked
+    at (the caller starts the next search that many nodes further), and the runner-up (the best other feasible
+    node searched; None when there was only one) with its score."""
 
     node: str | None
     score: float = 0.0
     visited: int = 0
     feasible: int = 0
     diagnosis: Diagnosis | None = None
+    runner_up: str | None = None
+    runner_up_score: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,38 +109,72 @@ def schedule(
 ) -> Decision:
     """Choose a node for `project` among `nodes`, searching from index `start` (see the module docstring)."""
     total = len(nodes)
-    wanted = nodes_to_find(total, policy.percentage_of_nodes_to_score)
-    checks = checks_for(project, policy.filters)  # the filters this project can fail, in order
-    score_of = scorer(project, strategy=policy.strategy, weights=policy.weights)
-    rejections: dict[Rejection, int] = {}
-    best: NodeInfo | None = None
-    best_score = -1.0
-    best_key: tuple[int, str] | None = None  # the tie-break key of `best`, computed on the first tie
-    feasible = visited = 0
     start = start % total if total else 0
-    for node in itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start)):
-        visited += 1
-        for check in checks:
-            rejection = check(project, node, ctx)
-            if rejection is not None:
-                rejections[rejection] = rejections.get(rejection, 0) + 1
-                break
-        else:
-            feasible += 1
-            score = score_of(node)
-            if best is None or score > best_score:
-                best, best_score, best_key = node, score, None
-            elif score == best_score:
-                if best_key is None:
-                    best_key = tie_break_key(project.name, best.name)
-                key = tie_break_key(project.name, node.name)
-                if key < best_key:
-                    best, best_key = node, key
-            if feasible >= wanted:
-                break
+    score_of = scorer(project, strategy=policy.strategy, weights=policy.weights)
+    search = _Search(project, checks_for(project, policy.filters), score_of)
+    rotated = itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start))
+    search.run(rotated, ctx, wanted=nodes_to_find(total, policy.percentage_of_nodes_to_score))
+    best, second = search.best, search.second
     if best is None:
-        return Decision(None, visited=visited, diagnosis=Diagnosis(total, rejections))
-    return Decision(best.name, best_score, visited, feasible)
+        return Decision(None, visited=search.visited, diagnosis=Diagnosis(total, search.rejections))
+    return Decision(
+        best.name,
+        search.best_score,
+        search.visited,
+        search.feasible,
+        runner_up=None if second is None else second.name,
+        runner_up_score=search.second_score if second is not None else 0.0,
+    )
+
+
+@dataclass(slots=True)
+class _Search:
+    """One search over nodes in order: filters each, scores the feasible ones, counts the rejections, and stops
+    once `wanted` feasible nodes were found. `best` is the highest score, equal scores ordered by
+    `tie_break_key` (computed only on a tie with the best); `second` the highest score among the others (on equal
+    scores the one met first, or the one the best displaced)."""
+
+    project: ProjectInfo
+    checks: tuple[FilterFunc, ...]
+    score_of: NodeScore
+    rejections: dict[Rejection, int] = field(default_factory=dict)
+    feasible: int = 0
+    visited: int = 0
+    best: NodeInfo | None = None
+    best_score: float = -1.0
+    second: NodeInfo | None = None
+    second_score: float = -1.0
+
+    def run(self, nodes: Iterable[NodeInfo], ctx: FilterContext, *, wanted: int) -> None:
+        project, checks, score_of, rejections = self.project, self.checks, self.score_of, self.rejections
+        best, best_score, best_key, second, second_score = None, -1.0, None, None, -1.0
+        feasible = visited = 0
+        for node in nodes:
+            visited += 1
+            for check in checks:
+                rejection = check(project, node, ctx)
+                if rejection is not None:
+                    rejections[rejection] = rejections.get(rejection, 0) + 1
+                    break
+            else:
+                feasible += 1
+                score = score_of(node)
+                if best is not None and score < best_score:
+                    if score > second_score:
+                        second, second_score = node, score
+                elif best is None or score > best_score:
+                    best, best_score, best_key, second, second_score = node, score, None, best, best_score
+                else:  # a tie with the best
+                    best_key = best_key or tie_break_key(project.name, best.name)
+                    key = tie_break_key(project.name, node.name)
+                    if key < best_key:
+                        best, best_key, second, second_score = node, key, best, best_score
+                    elif score > second_score:
+                        second, second_score = node, score
+                if feasible >= wanted:
+                    break
+        self.feasible, self.visited = feasible, visited
+        self.best, self.best_score, self.second, self.second_score = best, best_score, second, second_score
 
 
 __all__ = [

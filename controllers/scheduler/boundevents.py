@@ -10,10 +10,12 @@ the reconciler writes them itself.
 Guarantees:
 
 * **Every binding this replica made gets its event**, in binding order (the queue is FIFO), written once. The
-  event names the project at the version the binding produced. Two bindings of one project before the first
-  event is written (bound, moved back to Pending, bound again) leave one event, for the later binding.
-* **Capped.** At most `max_pending` events wait (each a name, uid and version, not a whole project); a binding
-  beyond that gets no event, and a warning with the number dropped so far is logged.
+  event names the project at the version the binding produced; its message is the one given at `note` (the
+  estimates' reason, `estimates.bound_message`) or "Successfully assigned web to node-1". Two bindings of one
+  project before the first event is written (bound, moved back to Pending, bound again) leave one event, for the
+  later binding.
+* **Capped.** At most `max_pending` events wait (each a name, uid, version and message, not a whole project); a
+  binding beyond that gets no event, and a warning with the number dropped so far is logged.
 * **Best effort, like every event.** A refused write is logged by the recorder and not retried; events still
   waiting when this replica stops leading are written when it leads again (they stay true: the bindings were
   made), or never, if the process stops first.
@@ -45,14 +47,16 @@ class BoundEvents:
         self._recorder = recorder
         self.queue = queue
         self._max_pending = max_pending
-        self._pending: dict[str, tuple[v1.Project, str]] = {}  # name → (the bound project's reference, node)
+        # name → (the bound project's reference, node, the message when it is not the plain one)
+        self._pending: dict[str, tuple[v1.Project, str, str | None]] = {}
         self.dropped = 0
 
     def __len__(self) -> int:
         return len(self._pending)
 
-    def note(self, stored: v1.Project, node: str) -> None:
-        """`stored` (the project as the binding wrote it) was bound to `node`: announce it soon."""
+    def note(self, stored: v1.Project, node: str, message: str | None = None) -> None:
+        """`stored` (the project as the binding wrote it) was bound to `node`: announce it soon, with `message`
+        (None: "Successfully assigned …")."""
         name = stored.metadata.name
         if name not in self._pending and len(self._pending) >= self._max_pending:
             self.dropped += 1
@@ -63,14 +67,14 @@ class BoundEvents:
         reference.metadata.name = name
         reference.metadata.uid = stored.metadata.uid
         reference.metadata.resource_version = stored.metadata.resource_version
-        self._pending[name] = (reference, node)
+        self._pending[name] = (reference, node, message)
         self.queue.add(name)
 
     async def reconcile(self, key: str) -> Result:
         noted = self._pending.pop(key, None)
         if noted is not None:
-            project, node = noted
-            await self._recorder.normal(project, conditions.EVENT_SCHEDULED, scheduled_message(key, node))
+            project, node, message = noted
+            await self._recorder.normal(project, conditions.EVENT_SCHEDULED, message or scheduled_message(key, node))
         return Result()
 
 

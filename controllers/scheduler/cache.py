@@ -14,6 +14,8 @@ Guarantees:
   counted, and the caller retries it). Versions are only compared for equality; they stay opaque.
 * **Failures end assumptions.** `forget` drops one at once (a definitive refusal); `expire_later` keeps it for
   `ttl` seconds when the bind's outcome is unknown (timeout, cancelled), then `expired` hands it back.
+* **Node images are indexed once per node change** (`images.py`): each NodeInfo keeps the set of its image
+  names, `image_sizes` the size of every name any node holds; a decision only looks its project's images up.
 * **Node order is stable.** `nodes()` is sorted by name and rebuilt only when nodes come or go; `next_start`
   rotates through it so that sampled searches take turns.
 
@@ -23,17 +25,20 @@ it without awaiting, so every decision sees one consistent state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from caravanserai import v1
+from caravanserai.controllers.scheduler.images import ImageIndex
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.controllers.scheduler.snapshot import (
     NodeInfo,
     ProjectInfo,
-    download_rate,
     lease_renew_time,
+    node_rates,
     node_spec_fields,
 )
+from caravanserai.project.moveneeds import node_images
 
 DEFAULT_ASSUME_TTL = 30.0
 
@@ -78,6 +83,7 @@ class ClusterState:
     _counted: dict[str, _Counted] = field(default_factory=dict)  # bound projects as the informer shows them
     _assumed: dict[str, Assumption] = field(default_factory=dict)
     _expiring: dict[str, Assumption] = field(default_factory=dict)  # assumptions with `expires_at` set
+    _images: ImageIndex = field(default_factory=ImageIndex)
     next_start: int = 0
 
     # ---- nodes ------------------------------------------------------------------------------------------------
@@ -93,7 +99,7 @@ class ClusterState:
 
     def upsert_node(self, node: v1.Node) -> bool:
         """Record a node; True when it is new or a field that decides placement changed (labels, taints,
-        unschedulable, allocatable)."""
+        unschedulable, allocatable). Its rates and images, which only score, are recorded without waking."""
         name = node.metadata.name
         labels, unschedulable, taints, allocatable = node_spec_fields(node)
         info = self._nodes.get(name)
@@ -110,12 +116,20 @@ class ClusterState:
                 allocatable,
             )
         info.labels, info.unschedulable, info.taints, info.allocatable = labels, unschedulable, taints, allocatable
-        info.download = download_rate(node)
+        info.download, info.upload, info.restore_rates = node_rates(node)
+        info.images = self._images.replace(info.images, node_images(node))
         return changed
 
     def delete_node(self, name: str) -> None:
-        if self._nodes.pop(name, None) is not None:
+        info = self._nodes.pop(name, None)
+        if info is not None:
+            self._images.release(info.images)
             self._order = None
+
+    @property
+    def image_sizes(self) -> Mapping[str, int]:
+        """Normalised image name → bytes for every image some node holds (0: no size reported)."""
+        return self._images.sizes
 
     def set_lease(self, lease: v1.Lease) -> float | None:
         """Record the renew time of the Lease named after a node; returns the renew time known before."""

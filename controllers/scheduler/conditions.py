@@ -1,7 +1,8 @@
 """The statuses the scheduler writes, as pure functions from a cached project to the project to store.
 
 * `bound`: phase Scheduled, `node_ref`, condition Scheduled=True and the Phase condition, both with reason
-  Scheduled and the message "Bound to node X".
+  Scheduled and the message "Bound to node X", and `placement` (the estimates for the chosen node and the
+  runner-up, `estimates.py`) in the same write; a bind without estimates clears an earlier binding's.
 * `unschedulable`: phase stays Pending; condition Scheduled=False and the Phase condition, both with reason
   Unschedulable and the diagnosis message. Returns None when both already say exactly that, so an unchanged
   verdict is never written again.
@@ -24,9 +25,14 @@ def bound_message(node: str) -> str:
     return f"Bound to node {node}"
 
 
-def bound(project: v1.Project, node: str, *, now: float) -> v1.Project:
-    """`project` bound to `node` (a copy, to be written with UpdateStatus): `lifecycle.bind`."""
-    return lifecycle.bind(project, node, now=now)
+def bound(project: v1.Project, node: str, *, now: float, placement: v1.PlacementEstimates | None = None) -> v1.Project:
+    """`project` bound to `node` (a copy, to be written with UpdateStatus): `lifecycle.bind`, with `placement`."""
+    out = lifecycle.bind(project, node, now=now)
+    if placement is None:
+        out.status.ClearField("placement")
+    else:
+        out.status.placement.CopyFrom(placement)
+    return out
 
 
 def says_unschedulable(project: v1.Project, message: str) -> bool:

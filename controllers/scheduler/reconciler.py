@@ -5,7 +5,8 @@
       2. the key's own project may be due (its retry delay ran out)   (_wake_key)
       3. pop the most urgent waiting project (priority, then age)     (active.pop; _keep_awake)
       4. decide: filter a sample of nodes, score, pick                (_decide)
-      5. bind it (assume first, then a compare-and-swap UpdateStatus) (_bind)
+      5. bind it (assume first, then a compare-and-swap UpdateStatus  (_bind)
+         that also records the estimates for the chosen node and the runner-up, `estimates.py`)
          or report why nothing fits and retry after a backoff         (_report_unschedulable)
       6. note the binding's Scheduled event, which `boundevents.py` writes off this path
 
@@ -43,7 +44,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock, seconds
 from caravanserai.controller import EventRecorder, Result
-from caravanserai.controllers.scheduler import conditions
+from caravanserai.controllers.scheduler import conditions, estimates
 from caravanserai.controllers.scheduler.active import (
     DEFAULT_INITIAL_BACKOFF,
     DEFAULT_MAX_BACKOFF,
@@ -145,7 +146,7 @@ class SchedulerReconciler:
         if project is None or not waits_for_node(project) or self.state.is_assumed(name):
             return Result()
         try:
-            info = project_info(project)
+            info = project_info(project, self.state.image_sizes)
             decision = self._decide(info)
             if decision.node is None:
                 assert decision.diagnosis is not None
@@ -190,10 +191,12 @@ class SchedulerReconciler:
         """Assume, then write the binding; an unconfirmed outcome keeps the assumption for `assume_ttl`."""
         assert decision.node is not None
         name, node = info.name, decision.node
+        placement = estimates.placement(info, decision, self.state.node)
+        bound = conditions.bound(project, node, now=self._clock.now(), placement=placement)
         assumption = self.state.assume(info, node)
         self.backoff.reset(name)
         try:
-            stored = await self._client.projects.update_status(conditions.bound(project, node, now=self._clock.now()))
+            stored = await self._client.projects.update_status(bound)
         except (NotFound, FailedPrecondition, Invalid) as exc:
             self.state.forget(assumption)  # refused: nothing was written, the node's share is free again at once
             self._retry_later(name)  # tried again after the backoff if it still waits (gone: nothing happens)
@@ -208,10 +211,11 @@ class SchedulerReconciler:
             raise
         self.bound += 1
         log.info("bound", project=name, node=node, score=round(decision.score, 1), feasible=decision.feasible)
+        message = None if placement is None else estimates.bound_message(placement, info.needs.shortest_every)
         if self._bound_events is not None:
-            self._bound_events.note(stored, node)
+            self._bound_events.note(stored, node, message)
         else:
-            await self._recorder.normal(stored, conditions.EVENT_SCHEDULED, scheduled_message(name, node))
+            await self._recorder.normal(stored, conditions.EVENT_SCHEDULED, message or scheduled_message(name, node))
 
     def _unconfirmed(self, assumption: Assumption) -> None:
         ttl = self.config.assume_ttl

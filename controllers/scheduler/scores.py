@@ -3,10 +3,14 @@
 * `least_allocated` (the default, "spread"): the share of cpu and memory left free after placing the project,
   averaged; `most_allocated` (`--strategy binpack`): the share used, averaged. As kube-scheduler's
   NodeResourcesFit strategies, they read requests, not usage; a resource the node does not declare scores 0.
-* `pull_speed`: advisory, from the measured download rate (`status.network.throughput.download`): the estimated
-  time to pull the project's images (`ASSUMED_IMAGE_BYTES` per distinct image, sizes are not known before the
-  pull) mapped to `100 · R / (R + t)` with R = `REFERENCE_PULL_SECONDS`. An unmeasured node scores as one that
-  pulls in R seconds (50), so measuring never hurts a node and not measuring never excludes one. Never a filter.
+* `start_delay`: advisory, how soon the project could start there: the estimated start delay t
+  (`movecost.start_delay_seconds`: the bytes of the images the node lacks, at the sizes the nodes report, plus
+  the snapshots it would restore, over its download rate — observed by its restores, else measured, else assumed)
+  mapped to `100 · R / (R + t)` with R = `REFERENCE_PULL_SECONDS`: 100 when nothing is fetched, 50 at R seconds.
+  Never a filter: the slowest node still scores above 0.
+* `rpo`: advisory, whether the node keeps up with the project's backups: 100 when it uploads the bytes a backup
+  adds within the shortest `every` (or when that is unknown), else `100 · every / upload time`
+  (`movecost.rpo_margin`), never below `MIN_RPO_SCORE`. Never a filter.
 * `prefer_no_schedule`: 100 without untolerated PreferNoSchedule taints, `100 / (1 + n)` with n of them.
 
 `total_score` weighs them (`Weights`); the highest total wins and `tie_break_key` (a stable hash of project and
@@ -24,11 +28,12 @@ from dataclasses import dataclass
 from caravanserai.controllers.scheduler.filters import tolerated
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
 from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo
+from caravanserai.project.movecost import rpo_margin, start_delay_function, start_delay_seconds
 
 MAX_SCORE = 100.0
 SCORED_RESOURCES = (CPU, MEMORY)
-ASSUMED_IMAGE_BYTES = 200 * 1024 * 1024
 REFERENCE_PULL_SECONDS = 10.0
+MIN_RPO_SCORE = 1.0
 
 SPREAD = "spread"
 BINPACK = "binpack"
@@ -70,21 +75,19 @@ def most_allocated(project: ProjectInfo, node: NodeInfo) -> float:
     return MAX_SCORE * _mean_share_used(_scored_requests(project), node)[0]
 
 
-def estimated_pull_seconds(project: ProjectInfo, node: NodeInfo) -> float | None:
-    """Seconds to pull the project's images at the node's measured download rate; None when unmeasured."""
-    if node.download is None or node.download <= 0:
-        return None
-    return max(1, len(project.images)) * ASSUMED_IMAGE_BYTES / node.download
+def start_delay(project: ProjectInfo, node: NodeInfo) -> float:
+    """Advisory: 100 · R / (R + the estimated start delay on the node in seconds)."""
+    return _delay_score(start_delay_seconds(project.needs, node))
 
 
-def pull_speed(project: ProjectInfo, node: NodeInfo) -> float:
-    """Advisory: 100 · R / (R + estimated pull seconds); 50 for an unmeasured node."""
-    seconds = estimated_pull_seconds(project, node)
-    return _pull_score(REFERENCE_PULL_SECONDS if seconds is None else seconds)
-
-
-def _pull_score(seconds: float) -> float:
+def _delay_score(seconds: float) -> float:
     return MAX_SCORE * REFERENCE_PULL_SECONDS / (REFERENCE_PULL_SECONDS + seconds)
+
+
+def rpo(project: ProjectInfo, node: NodeInfo) -> float:
+    """Advisory: 100 when the node keeps up with the project's backups, else 100 · every / upload time, at
+    least MIN_RPO_SCORE."""
+    return max(MIN_RPO_SCORE, MAX_SCORE * rpo_margin(project.needs, node))
 
 
 def prefer_no_schedule(project: ProjectInfo, node: NodeInfo) -> float:
@@ -95,11 +98,13 @@ def prefer_no_schedule(project: ProjectInfo, node: NodeInfo) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Weights:
-    """Weights of the scores in the total (kube-scheduler's defaults: taints 3, resources 1, image 1)."""
+    """Weights of the scores in the total (kube-scheduler's defaults: taints 3, resources 1, image 1). `pull`
+    weighs the start-delay score (it grew from the image-pull score and keeps its name), `rpo` the RPO score."""
 
     resources: float = 2.0
     taints: float = 3.0
     pull: float = 1.0
+    rpo: float = 1.0
 
 
 def resource_score(strategy: str) -> ScoreFunc:
@@ -118,26 +123,44 @@ def total_score(project: ProjectInfo, node: NodeInfo, *, strategy: str = SPREAD,
         score += weights.taints * prefer_no_schedule(project, node)
     else:
         score += weights.taints * MAX_SCORE
-    return score + weights.pull * pull_speed(project, node)
+    score += weights.pull * start_delay(project, node)
+    return score + weights.rpo * rpo(project, node)
 
 
 def scorer(project: ProjectInfo, *, strategy: str = SPREAD, weights: Weights = Weights()) -> NodeScore:
     """`total_score` of `project` as a function of the node alone, for one decision over many nodes: the same
     value for every node (same operations in the same order), with what depends only on the project, the
-    strategy and the weights worked out once, and the taint and pull scores of a node without taints or without
-    a measured download rate taken as the constants they are."""
+    strategy and the weights worked out once, `_mean_share_used` unrolled for its two resources, and the taint
+    score of a node without taints and the RPO score of a project with nothing to upload taken as the constants
+    they are. `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
     resource_score(strategy)  # refuses an unknown strategy
     spread = strategy == SPREAD
-    wanted = _scored_requests(project)
-    w_resources, w_taints, w_pull = weights.resources, weights.taints, weights.pull
+    (cpu, cpu_wanted), (memory, memory_wanted) = _scored_requests(project)  # `_mean_share_used`, unrolled below
+    w_resources, w_taints, w_pull, w_rpo = weights.resources, weights.taints, weights.pull, weights.rpo
     untainted = w_taints * MAX_SCORE
-    unmeasured = w_pull * _pull_score(REFERENCE_PULL_SECONDS)
+    delay_of = start_delay_function(project.needs)
+    reference, pull_top = REFERENCE_PULL_SECONDS, MAX_SCORE * REFERENCE_PULL_SECONDS  # as `_delay_score` computes
+    uploads = bool(project.needs.rpo_bytes) and project.needs.shortest_every is not None
+    keeps_up = w_rpo * MAX_SCORE
 
     def score(node: NodeInfo) -> float:
-        used, declared = _mean_share_used(wanted, node)
+        allocatable, requested = node.allocatable, node.requested
+        used = declared = 0.0
+        capacity = allocatable.get(cpu, 0)
+        if capacity > 0:
+            declared += 1.0
+            share = (requested.get(cpu, 0) + cpu_wanted) / capacity
+            used += 1.0 if share > 1.0 else (share if share > 0.0 else 0.0)
+        capacity = allocatable.get(memory, 0)
+        if capacity > 0:
+            declared += 1.0
+            share = (requested.get(memory, 0) + memory_wanted) / capacity
+            used += 1.0 if share > 1.0 else (share if share > 0.0 else 0.0)
+        used, declared = used / 2, declared / 2
         total = w_resources * (MAX_SCORE * (declared - used) if spread else MAX_SCORE * used)
         total += w_taints * prefer_no_schedule(project, node) if node.taints else untainted
-        return total + (unmeasured if node.download is None else w_pull * pull_speed(project, node))
+        total += w_pull * (pull_top / (reference + delay_of(node)))
+        return total + (w_rpo * rpo(project, node) if uploads else keeps_up)
 
     return score
 
@@ -154,9 +177,9 @@ def tie_break_key(project_name: str, node_name: str) -> tuple[int, str]:
 
 
 __all__ = [
-    "ASSUMED_IMAGE_BYTES",
     "BINPACK",
     "MAX_SCORE",
+    "MIN_RPO_SCORE",
     "NodeScore",
     "REFERENCE_PULL_SECONDS",
     "SCORED_RESOURCES",
@@ -164,13 +187,13 @@ __all__ = [
     "STRATEGIES",
     "ScoreFunc",
     "Weights",
-    "estimated_pull_seconds",
     "least_allocated",
     "most_allocated",
     "prefer_no_schedule",
-    "pull_speed",
     "resource_score",
+    "rpo",
     "scorer",
+    "start_delay",
     "tie_break_key",
     "total_score",
 ]

@@ -6,17 +6,22 @@ tables and never parse a quantity or walk a protobuf message while deciding.
 * `NodeInfo` is the scheduler's live view of one node. `ClusterState` (`cache.py`) owns the records and updates
   them in place from informer events between decisions; a decision runs without awaiting, so it always sees one
   consistent state. Everyone else reads them.
-* `ProjectInfo` is immutable: taken from a project when it is about to be scheduled.
+* `ProjectInfo` is immutable: taken from a project when it is about to be scheduled, with what a start of it
+  fetches and uploads (`needs`, `caravanserai.project.moveneeds`) and its images' sizes resolved then.
+
+`NodeInfo` is a `movecost.NodeSupply`: the start-delay and RPO scores cost a node with the library's functions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.clock import seconds
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
-from caravanserai.text.quantity import parse_quantity
+from caravanserai.project.movecost import NO_NEEDS, MoveNeeds, no_rates
+from caravanserai.project.moveneeds import NO_SIZES, move_needs, parse_rate, restore_rates
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -60,7 +65,9 @@ class TolerationInfo:
 class NodeInfo:
     """The scheduler's view of one node. `requested` is the sum of the requests of the projects bound to it
     (phases Scheduled, Running, Terminating) plus those assumed bound by this scheduler; `renew_time` is the last
-    renewal of its Lease (None: no Lease); `download` its measured download rate in bytes/s (None: unmeasured)."""
+    renewal of its Lease (None: no Lease); `download` and `upload` its measured throughput in bytes/s (None:
+    unmeasured), `restore_rates` the download rates its restores observed per BackupRepository, `images` the
+    normalised names of the images it holds (`moveneeds.image_key`)."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -70,6 +77,9 @@ class NodeInfo:
     requested: Resources = field(default_factory=dict)
     renew_time: float | None = None
     download: float | None = None
+    upload: float | None = None
+    restore_rates: Mapping[str, float] = field(default_factory=no_rates)
+    images: frozenset[str] = frozenset()
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested for `resource` (negative when overcommitted by others)."""
@@ -78,14 +88,14 @@ class NodeInfo:
 
 @dataclass(frozen=True, slots=True)
 class ProjectInfo:
-    """What scheduling needs of a project: its summed requests, placement rules and priority."""
+    """What scheduling needs of a project: its summed requests, placement rules, priority and move needs."""
 
     name: str
     requests: Resources = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[TolerationInfo, ...] = ()
     priority: int = 0
-    images: frozenset[str] = frozenset()
+    needs: MoveNeeds = NO_NEEDS
     uid: str = ""
     resource_version: str = ""
     ordered_requests: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
@@ -102,16 +112,11 @@ def node_spec_fields(node: v1.Node) -> tuple[dict[str, str], bool, tuple[TaintIn
     return dict(node.metadata.labels), node.spec.unschedulable, taints, parse_resources(node.status.allocatable)
 
 
-def download_rate(node: v1.Node) -> float | None:
-    """The node's measured download rate in bytes/s, or None when unmeasured or unreadable."""
-    text = node.status.network.throughput.download
-    if not text:
-        return None
-    try:
-        rate = float(parse_quantity(text))
-    except ValueError:
-        return None
-    return rate if rate > 0 else None
+def node_rates(node: v1.Node) -> tuple[float | None, float | None, Mapping[str, float]]:
+    """The node's measured download and upload rates in bytes/s (None when unmeasured or unreadable) and its
+    observed restore rates per repository."""
+    throughput = node.status.network.throughput
+    return parse_rate(throughput.download), parse_rate(throughput.upload), restore_rates(node)
 
 
 def lease_renew_time(lease: v1.Lease) -> float | None:
@@ -121,8 +126,8 @@ def lease_renew_time(lease: v1.Lease) -> float | None:
     return seconds(lease.spec.renew_time)
 
 
-def project_info(project: v1.Project) -> ProjectInfo:
-    """The scheduling view of `project`."""
+def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES) -> ProjectInfo:
+    """The scheduling view of `project`; `image_sizes` (normalised image name → bytes) sizes its images."""
     tolerations = tuple(TolerationInfo(t.key, t.operator or EQUAL, t.value, t.effect) for t in project.spec.tolerations)
     return ProjectInfo(
         name=project.metadata.name,
@@ -130,7 +135,7 @@ def project_info(project: v1.Project) -> ProjectInfo:
         node_selector=dict(project.spec.node_selector),
         tolerations=tolerations,
         priority=project.spec.priority,
-        images=frozenset(s.image for s in project.spec.services),
+        needs=move_needs(project, image_sizes),
         uid=project.metadata.uid,
         resource_version=project.metadata.resource_version,
     )
@@ -146,8 +151,8 @@ __all__ = [
     "ProjectInfo",
     "TaintInfo",
     "TolerationInfo",
-    "download_rate",
     "lease_renew_time",
+    "node_rates",
     "node_spec_fields",
     "project_info",
 ]

@@ -10,7 +10,7 @@ from caravanserai.controllers.scheduler import conditions
 from caravanserai.controllers.scheduler.active import ActiveProjects, RetryBackoff
 from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.resources import parse_resources, project_requests
-from caravanserai.controllers.scheduler.snapshot import download_rate, project_info
+from caravanserai.controllers.scheduler.snapshot import node_rates, project_info
 from caravanserai.testing.builders import lease, node, node_status, project
 
 GI = 1024**3
@@ -37,13 +37,46 @@ def test_project_requests_sum_every_service() -> None:
     }
 
 
-def test_download_rate() -> None:
+def test_node_rates() -> None:
     n = node("n")
-    assert download_rate(n) is None
+    assert node_rates(n) == (None, None, {})
     n.status.network.throughput.download = "12.5M"
-    assert download_rate(n) == 12.5e6
+    n.status.network.throughput.upload = "2M"
+    n.status.network.restore_rates.update({"repo": "250M", "broken": "fast", "zero": "0"})
+    assert node_rates(n) == (12.5e6, 2e6, {"repo": 250e6})
     n.status.network.throughput.download = "garbage"
-    assert download_rate(n) is None
+    n.status.network.throughput.upload = "-1"
+    assert node_rates(n)[:2] == (None, None)
+
+
+def with_images(n: v1.Node, *images: tuple[list[str], int]) -> v1.Node:
+    del n.status.images[:]
+    for names, size in images:
+        n.status.images.add(names=names, size_bytes=size)
+    return n
+
+
+def test_node_images_are_indexed_once_per_node_change() -> None:
+    state = ClusterState()
+    a = with_images(node_status(node("a")), (["nginx:1.27", "nginx@sha256:aa"], 70), (["docker.io/library/redis"], 40))
+    state.upsert_node(a)
+    state.upsert_node(with_images(node_status(node("b")), (["nginx:1.27"], 70), (["app:2"], 0)))
+    info = state.node("a")
+    assert info is not None and info.images == {"nginx:1.27", "nginx@sha256:aa", "redis:latest"}
+    assert state.image_sizes == {"nginx:1.27": 70, "nginx@sha256:aa": 70, "redis:latest": 40, "app:2": 0}
+    names = info.images
+    state.upsert_node(meta.copy(a))  # the same images: the node keeps its very set
+    assert state.node("a").images is names  # type: ignore[union-attr]  # the node was upserted above
+    state.upsert_node(with_images(meta.copy(a), (["nginx:1.27"], 70)))  # a dropped redis: nobody holds it now
+    assert state.image_sizes == {"nginx:1.27": 70, "app:2": 0}
+    state.delete_node("b")
+    assert state.image_sizes == {"nginx:1.27": 70}  # a still holds nginx
+    state.delete_node("a")
+    assert state.image_sizes == {}
+    p = project("p", image="nginx:1.27")
+    state.upsert_node(a)
+    assert project_info(p, state.image_sizes).needs.images == (("nginx:1.27", 70),)
+    assert project_info(p).needs.images[0][1] == 200 * 1024**2  # no sizes known: the assumed size
 
 
 def test_bound_projects_are_counted_incrementally() -> None:
@@ -134,8 +167,12 @@ def test_node_changes_that_matter_for_placement() -> None:
     same = meta.copy(n)
     same.status.network.throughput.download = "10M"
     meta.set_condition(same.status.conditions, v1.CONDITION_READY, v1.TRUE, reason="x", now=1.0)
-    assert not state.upsert_node(same)  # throughput and conditions do not change placement
+    same.status.images.add(names=["app:1"], size_bytes=5)
+    same.status.network.restore_rates["repo"] = "1M"
+    assert not state.upsert_node(same)  # throughput, images and conditions only score: nothing to wake
     assert state.node("n1").download == 10e6  # type: ignore[union-attr]  # the node was upserted above
+    assert state.node("n1").images == {"app:1"}  # type: ignore[union-attr]  # the node was upserted above
+    assert state.node("n1").restore_rates == {"repo": 1e6}  # type: ignore[union-attr]  # the node was upserted above
     for change in ("labels", "taint", "cordon", "allocatable"):
         changed = meta.copy(same)
         if change == "labels":
@@ -231,6 +268,15 @@ def test_bound_and_unschedulable_statuses() -> None:
     assert (scheduled.status, scheduled.reason, scheduled.message) == (v1.TRUE, "Scheduled", "Bound to node n1")
     assert (phase.reason, phase.message) == ("Scheduled", "Bound to node n1")
     assert p.status.phase == v1.PENDING  # the input is never changed
+    assert not out.status.HasField("placement")
+
+    placement = v1.PlacementEstimates(chosen=v1.NodeEstimate(node="n1", score=300.0))
+    again = meta.copy(out)
+    again.status.phase = v1.PENDING
+    again.status.placement.runner_up.node = "stale"  # an earlier binding's estimates are replaced whole
+    estimated = conditions.bound(again, "n1", now=5.0, placement=placement)
+    assert estimated.status.placement == placement
+    assert not conditions.bound(again, "n1", now=5.0).status.HasField("placement")
 
     verdict = conditions.unschedulable(p, "0/1 nodes are available: 1 NotReady.", now=3.0)
     assert verdict is not None and verdict.status.phase == v1.PENDING
