@@ -28,6 +28,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import quote
 
 import structlog
 
@@ -66,12 +67,29 @@ class ResticSettings:
     stop_grace: float = 5.0
 
 
+REST_USER, REST_PASSWORD = "RESTIC_REST_USERNAME", "RESTIC_REST_PASSWORD"
+
+
 def environment(repository: Repository, base: Mapping[str, str]) -> dict[str, str]:
-    """restic's environment: `PASSED_THROUGH` variables of `base`, the Secret's keys, `RESTIC_REPOSITORY`."""
+    """restic's environment: `PASSED_THROUGH` variables of `base`, the Secret's keys, `RESTIC_REPOSITORY`.
+
+    A REST repository's credentials (the Secret's RESTIC_REST_USERNAME and RESTIC_REST_PASSWORD) go into
+    `RESTIC_REPOSITORY` as the URL's user info, the form every restic reads (0.14 ignores the two variables);
+    they stay in the environment, never in arguments or logs."""
     env = {key: base[key] for key in PASSED_THROUGH if key in base}
     env.update(repository.env)
-    env["RESTIC_REPOSITORY"] = repository.url
+    user, password = env.pop(REST_USER, ""), env.pop(REST_PASSWORD, "")
+    env["RESTIC_REPOSITORY"] = with_rest_credentials(repository.url, user, password)
     return env
+
+
+def with_rest_credentials(url: str, user: str, password: str) -> str:
+    """`url` with `user:password@` in front of its host when it is a rest: URL and a user is given (quoted)."""
+    scheme, sep, rest = url.partition("://")
+    if not user or not scheme.startswith("rest:") or not sep:
+        return url
+    auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "")
+    return f"{scheme}://{auth}@{rest}"
 
 
 class Restic:

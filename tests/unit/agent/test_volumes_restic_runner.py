@@ -69,6 +69,17 @@ def test_the_environment_holds_the_secret_and_nothing_restic_inherited() -> None
     assert PASSWORD not in repr(repo("/srv/repo"))
 
 
+def test_rest_credentials_of_the_secret_go_into_the_repository_url_of_the_environment() -> None:
+    secret = {"RESTIC_PASSWORD": PASSWORD, "RESTIC_REST_USERNAME": "bak up", "RESTIC_REST_PASSWORD": "p@ss:w/rd"}
+    env = environment(Repository("offsite", "rest:https://backup.example:8000/team/", secret, False), {})
+    assert env == {
+        "RESTIC_PASSWORD": PASSWORD,
+        "RESTIC_REPOSITORY": "rest:https://bak%20up:p%40ss%3Aw%2Frd@backup.example:8000/team/",
+    }
+    local = environment(Repository("local", "/srv/repo", secret, False), {})
+    assert local["RESTIC_REPOSITORY"] == "/srv/repo"  # only a rest: URL takes them
+
+
 async def test_the_password_never_reaches_restics_arguments(tmp_path: pathlib.Path) -> None:
     binary = stand_in(tmp_path, "print('[]')\n")
     restic = Restic(repo("/srv/repo"), clock=CLOCK, settings=ResticSettings(binary=binary, cache_dir="/c"))
