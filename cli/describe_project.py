@@ -49,14 +49,16 @@ def _header(project: v1.Project, now: float) -> list[tuple[str, str]]:
         ("Observed Generation", str(status.observed_generation)),
         ("Bound Generation", str(status.scheduled_generation)),
     ]
-    if status.previous_node_ref or status.HasField("handoff_deadline"):
-        deadline = rfc3339(status.handoff_deadline) if status.HasField("handoff_deadline") else NONE
+    if status.HasField("handoff_deadline"):
+        deadline = rfc3339(status.handoff_deadline)
         pairs.append(
             (
                 "Handoff",
                 f"old containers on {or_none(status.previous_node_ref)} until it runs, at most until {deadline}",
             )
         )
+    elif status.previous_node_ref:
+        pairs.append(("Handoff", f"moved off {status.previous_node_ref} (final backups handed over)"))
     if status.HasField("move"):
         pairs.append(("Move", move_text(status.move, now)))
     return pairs

@@ -12,6 +12,8 @@ Guarantees (kube-scheduler's `schedule_one`, in Python and over `NodeInfo` recor
   the score's project-only arithmetic is done once (`scores.scorer`, equal to `total_score` for every node).
 * **Deterministic.** The same nodes, start and project give the same node, and the same runner-up: the highest
   score among the other feasible nodes searched (of equal ones, the first met or the one the chosen displaced).
+* **A move goes elsewhere.** A project that a move took off a node (`ProjectInfo.leaving`, from
+  `status.previousNodeRef`) is placed on the best other feasible node; on that node again only when no other fits.
 * **Pure.** Nothing here awaits or changes its inputs.
 """
 
@@ -114,16 +116,18 @@ def schedule(
     search = _Search(project, checks_for(project, policy.filters), score_of)
     rotated = itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start))
     search.run(rotated, ctx, wanted=nodes_to_find(total, policy.percentage_of_nodes_to_score))
-    best, second = search.best, search.second
+    best, second, best_score, second_score = search.best, search.second, search.best_score, search.second_score
     if best is None:
         return Decision(None, visited=search.visited, diagnosis=Diagnosis(total, search.rejections))
+    if second is not None and best.name == project.leaving:  # a moved project goes elsewhere when it can
+        best, second, best_score, second_score = second, best, second_score, best_score
     return Decision(
         best.name,
-        search.best_score,
+        best_score,
         search.visited,
         search.feasible,
         runner_up=None if second is None else second.name,
-        runner_up_score=search.second_score if second is not None else 0.0,
+        runner_up_score=second_score if second is not None else 0.0,
     )
 
 

@@ -98,6 +98,7 @@ class ProjectInfo:
     needs: MoveNeeds = NO_NEEDS
     uid: str = ""
     resource_version: str = ""
+    leaving: str = ""  # the node a move took it off: another feasible node wins over it
     ordered_requests: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -138,6 +139,7 @@ def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES)
         needs=move_needs(project, image_sizes),
         uid=project.metadata.uid,
         resource_version=project.metadata.resource_version,
+        leaving=project.status.previous_node_ref,
     )
 
 

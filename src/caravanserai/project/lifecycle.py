@@ -170,11 +170,13 @@ def move(project: v1.Project, *, reason: str, message: str, now: float, handoff_
 
 def finish_move(project: v1.Project, *, handoff: dict[str, str], now: float, note: str = "") -> v1.Project:
     """End a move asked with `move`: back to Pending (the move's reason), each volume named in `handoff` given
-    that snapshot id as its `handoffSnapshot`, the move cleared. `note` is added to the message (e.g. why no
-    final backup was taken)."""
+    that snapshot id as its `handoffSnapshot`, the move cleared, the node it left as `previousNodeRef` (without
+    a hand-off deadline; the scheduler places it elsewhere when another node fits). `note` is added to the
+    message (e.g. why no final backup was taken)."""
     move_ = project.status.move
     message = move_.message + (f"; {note}" if note else "")
     out = return_to_pending(project, reason=move_.reason or REASON_NODE_DRAINED, message=message, now=now)
+    out.status.previous_node_ref = move_.node  # no hand-off deadline: nothing runs there any more
     for name, snapshot in handoff.items():
         backups.ensure_volume_status(out.status, name).handoff_snapshot = snapshot
     return out

@@ -210,6 +210,14 @@ def test_schedule_picks_the_only_eligible_node() -> None:
         assert decision.feasible == 1
 
 
+def test_a_moved_project_goes_to_another_node_and_back_only_when_no_other_fits() -> None:
+    roomy, busy = node("roomy"), node("busy", requested={"cpu": 3000, "memory": 6 * GI})
+    assert schedule(project(), [roomy, busy], CTX).node == "roomy"  # spread prefers the free node
+    moved = schedule(project(leaving="roomy"), [roomy, busy], CTX)
+    assert (moved.node, moved.runner_up) == ("busy", "roomy")
+    assert schedule(project(leaving="roomy"), [roomy], CTX).node == "roomy"
+
+
 def test_schedule_diagnosis_counts_every_node_once() -> None:
     nodes = [
         node("a", renew_time=None),

@@ -158,6 +158,7 @@ def test_move_with_backed_up_volumes_stays_bound_until_the_final_backup_is_hande
     assert again.status.move == asked.status.move  # the first request stands
     done = lifecycle.finish_move(asked, handoff={"data": "4f1c" * 16}, now=40.0)
     assert done.status.phase == v1.PENDING and not done.status.node_ref and not done.status.HasField("move")
+    assert done.status.previous_node_ref == "node-a" and not done.status.HasField("handoff_deadline")
     assert done.status.volumes[0].name == "data" and done.status.volumes[0].handoff_snapshot == "4f1c" * 16
     lost = lifecycle.return_to_pending(asked, reason="NodeLost", message="lost", now=50.0)
     assert not lost.status.HasField("move")
