@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -45,7 +46,7 @@ from caravanserai.agent.volumes.resticerrors import (
 )
 from caravanserai.agent.volumes.resticjson import BackupSummary, Snapshot
 from caravanserai.clock import Clock, run_within
-from caravanserai.process.subprocesses import stop_process
+from caravanserai.process.subprocesses import die_with_parent, stop_process
 from caravanserai.text.durations import format_duration
 
 log = structlog.get_logger(__name__)
@@ -155,6 +156,7 @@ class Restic:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
+                preexec_fn=die_with_parent(os.getpid(), signal.SIGKILL),  # a killed agent leaves no restic running
             )
         except OSError as exc:
             raise ResticError(FAILED, f"restic {action}: cannot run {self._settings.binary}: {exc.strerror}") from None

@@ -28,10 +28,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
 import os
-import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -44,7 +41,7 @@ from caravanserai.apiserver.workerendpoint import WorkerProbe, WorkersView
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.process.shell import keep_restarting
-from caravanserai.process.subprocesses import stop_process
+from caravanserai.process.subprocesses import die_with_parent, stop_process
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +49,6 @@ STOP_MARGIN = 10.0
 """Seconds a worker gets beyond its --shutdown-grace between SIGTERM and SIGKILL."""
 RESTART_BACKOFF = Backoff(initial=1.0, cap=30.0, jitter=0.0, reset_after=60.0)
 READY_POLL = 0.2  # seconds between looks at a starting worker's /readyz
-_PR_SET_PDEATHSIG = 1
 
 
 class WorkerFailed(Exception):
@@ -166,7 +162,7 @@ class WorkerSupervisor:
     async def _start(self, worker: Worker) -> asyncio.subprocess.Process:
         parent = os.getpid()
         worker.proc = await asyncio.create_subprocess_exec(
-            *worker.argv, stdin=asyncio.subprocess.DEVNULL, preexec_fn=lambda: _die_with(parent)
+            *worker.argv, stdin=asyncio.subprocess.DEVNULL, preexec_fn=die_with_parent(parent)
         )
         log.info("apiserver worker started", worker=worker.index, pid=worker.proc.pid)
         return worker.proc
@@ -181,14 +177,6 @@ class WorkerSupervisor:
         proc = worker.proc
         if await stop_process(proc, grace=self._grace + STOP_MARGIN):
             log.warning("apiserver worker ignored SIGTERM; killed it", worker=worker.index, pid=proc and proc.pid)
-
-
-def _die_with(parent: int) -> None:
-    """In a worker, before exec: SIGTERM when the supervisor dies (Linux), and exit now if it already has."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 __all__ = ["STOP_MARGIN", "Worker", "WorkerFailed", "WorkerSupervisor", "worker_argv"]

@@ -1,16 +1,25 @@
-"""Stopping a child process the way every Caravanserai supervisor does: SIGTERM, a grace period, then SIGKILL.
+"""Child processes the way every Caravanserai supervisor runs them.
 
     killed = await stop_process(proc, grace=10.0)
+    proc = await asyncio.create_subprocess_exec(..., preexec_fn=die_with_parent(os.getpid()))
 
-Guarantees: returns only once the process is gone (its exit status collected); a process that has already exited
-(or was never started) is left alone; a process that vanishes between the signals is not an error. The result
-says whether SIGKILL was needed, so that the caller can say so in its own words.
+Guarantees: `stop_process` (SIGTERM, a grace period, then SIGKILL) returns only once the process is gone (its exit
+status collected); a process that has already exited (or was never started) is left alone; a process that
+vanishes between the signals is not an error. The result says whether SIGKILL was needed, so that the caller can
+say so in its own words. `die_with_parent` makes a child get a signal when its parent dies, even by SIGKILL
+(Linux's PR_SET_PDEATHSIG; elsewhere nothing), and exit at once if the parent is already gone when it starts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import os
+import signal
+from collections.abc import Callable
+
+_PR_SET_PDEATHSIG = 1
 
 
 async def stop_process(proc: asyncio.subprocess.Process | None, *, grace: float) -> bool:
@@ -29,4 +38,16 @@ async def stop_process(proc: asyncio.subprocess.Process | None, *, grace: float)
         return True
 
 
-__all__ = ["stop_process"]
+def die_with_parent(parent: int, sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A `preexec_fn` for a child of process `parent`: `sig` when the parent dies, and exit now if it already has."""
+
+    def arrange() -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arrange
+
+
+__all__ = ["die_with_parent", "stop_process"]

@@ -116,6 +116,32 @@ async def test_a_cancelled_command_leaves_no_restic_behind(tmp_path: pathlib.Pat
     assert gone(calls(tmp_path)[0]["pid"])
 
 
+async def test_an_agent_killed_by_sigkill_leaves_no_restic_behind(tmp_path: pathlib.Path) -> None:
+    binary = stand_in(tmp_path, "time.sleep(60)\n")
+    agent = (
+        "import asyncio, sys\n"
+        "from caravanserai.agent.volumes.repository import Repository\n"
+        "from caravanserai.agent.volumes.restic import Restic, ResticSettings\n"
+        "from caravanserai.clock import SystemClock\n"
+        "repo = Repository('offsite', '/srv/repo', {'RESTIC_PASSWORD': 'pw'}, False)\n"
+        f"restic = Restic(repo, clock=SystemClock(), settings=ResticSettings(binary={binary!r}))\n"
+        f"asyncio.run(restic.restore('a' * 64, {str(tmp_path)!r}))\n"
+    )
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", agent)
+    try:
+        while not (tmp_path / "calls.jsonl").exists() or not (tmp_path / "calls.jsonl").read_text().endswith("\n"):
+            await asyncio.sleep(0.02)  # restic runs under the agent
+    finally:
+        proc.kill()
+        await proc.wait()
+    pid = calls(tmp_path)[0]["pid"]
+    for _ in range(100):  # the kernel signals the orphan at once; give it a moment to be reaped
+        if gone(pid):
+            break
+        await asyncio.sleep(0.05)
+    assert gone(pid)
+
+
 async def test_a_locked_repository_is_waited_for(tmp_path: pathlib.Path) -> None:
     locked = "unable to create lock in backend: repository is already locked exclusively by PID 1 on a by root"
     body = f"if len(open(calls).readlines()) < 3:\n    sys.stderr.write({locked!r} + '\\n'); sys.exit(1)\nprint('[]')\n"
