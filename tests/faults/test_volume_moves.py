@@ -6,6 +6,7 @@ A counter service writes an increasing number to its Persistent volume every 0.1
 
 * **Drain**: the drained node stops the service, takes a final backup and hands it over; on the other node the
   counter starts from exactly the last value written (`start N` with N the final value) — no write lost.
+* **`caractrl restore`** of an older snapshot afterwards: the counter goes on from that snapshot's value.
 * **Dead node** (agent SIGKILLed, its containers stopped): the project runs on the other node from the newest
   snapshot, no older than one `every` before the death, and `describe` says which snapshot and how old it is.
 """
@@ -28,13 +29,14 @@ from caravanserai import meta, v1
 from caravanserai.agent.docker.naming import volume_name
 from caravanserai.client import Client
 from caravanserai.testing import free_port
-from caravanserai.testing.restic import RestServer
+from caravanserai.testing.restic import ResticRepository, RestServer
 from caravanserai.testing.wait import wait_for
 from support.processes import ApiProcess
 
 pytestmark = pytest.mark.docker
 
 EVERY = 10.0
+PASSWORD = "correct horse battery staple"
 COUNTER = [
     "sh",
     "-c",
@@ -60,7 +62,7 @@ async def repository(client: Client, url: str) -> None:
     """The Secret with the repository password and a BackupRepository the agents may initialise."""
     secret = meta.with_type_meta(v1.Secret())
     secret.metadata.name = "offsite-key"
-    secret.spec.data["RESTIC_PASSWORD"] = b"correct horse battery staple"
+    secret.spec.data["RESTIC_PASSWORD"] = PASSWORD.encode()
     await client.secrets.create(secret)
     repo = meta.with_type_meta(v1.BackupRepository())
     repo.metadata.name = "offsite"
@@ -149,15 +151,22 @@ async def running_on(client: Client, node: str, timeout: float = 60) -> v1.Proje
     return found
 
 
+def last_start(node: str) -> int | None:
+    """The N of the last `start N` line in the log on `node`'s volume: where the counter last went on from."""
+    directory = volume_dir(node)
+    with contextlib.suppress(OSError):
+        lines = (directory / "log").read_text().splitlines() if directory is not None else []
+        starts = [line for line in lines if line.startswith("start ")]
+        return int(starts[-1].split()[1]) if starts else None
+    return None
+
+
 async def restored_start(node: str, timeout: float = 30) -> int:
-    """The N of the last `start N` line in the log on `node`'s volume: where the counter went on from."""
+    """The counter's start on `node` after a move (its log's last `start N`, once there is one after a's)."""
 
     async def started() -> int | None:
-        directory = volume_dir(node)
-        if directory is None or not (directory / "log").exists():
-            return None
-        starts = [line for line in (directory / "log").read_text().splitlines() if line.startswith("start ")]
-        return int(starts[-1].split()[1]) if starts else None
+        value = last_start(node)
+        return value if value else None  # "start 0" is the first start, on the first node
 
     found: int = await wait_for(started, timeout, interval=0.1, message=f"the counter started on {node}")
     return found
@@ -202,6 +211,7 @@ async def test_drain_hands_the_final_snapshot_over_and_the_counter_loses_no_writ
     await client.projects.create(counter_project(docker_image, pool))
     await running_on(client, a)
     watch = CounterWatch(a)
+    await first_backup(client)
     await processes.start("agent-b", agent(api_process.address, b, pool))
     await asyncio.sleep(1.0)
     try:
@@ -216,6 +226,20 @@ async def test_drain_hands_the_final_snapshot_over_and_the_counter_loses_no_writ
     [volume] = moved.status.volumes
     assert volume.restored.snapshot.node == a and volume.node == b
     assert "restored snapshot" in volume.message
+
+    # Back to the oldest snapshot by hand: the counter goes on from the value in it.
+    oldest = volume.snapshots[-1]
+    assert oldest.id != volume.restored.snapshot.id
+    in_it = int(await ResticRepository(rest.url, PASSWORD).run("dump", oldest.id, "n"))
+    await asyncio.to_thread(
+        caractrl, api_process.address, "restore", "counter", "--volume", "data", "--snapshot", oldest.id[:8], "--wait"
+    )
+    assert 0 < in_it < final
+
+    async def went_back() -> bool:
+        return last_start(b) == in_it
+
+    await wait_for(went_back, 30, interval=0.1, message=f"the counter going on from {in_it} on {b}")
 
 
 async def test_a_dead_node_loses_at_most_one_every_and_describe_says_which_snapshot(
