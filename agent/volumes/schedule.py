@@ -17,9 +17,8 @@ from __future__ import annotations
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from caravanserai import v1
-from caravanserai.agent.volumes.volumestatus import ago
 from caravanserai.clock import seconds
-from caravanserai.text.durations import parse_duration
+from caravanserai.text.durations import format_age, parse_duration
 
 DEFAULT_EVERY = 3600.0
 MIN_MARGIN = 10.0
@@ -74,7 +73,7 @@ def overdue_message(status: v1.VolumeStatus | None, every: float, *, now: float)
     """Why a volume's backups are overdue, e.g. "last backup 45s ago, every 10s"."""
     if status is None or not status.HasField("last_backup"):
         return f"no backup yet, every {_seconds(every)}"
-    return f"last backup {ago(now - seconds(status.last_backup.time))}, every {_seconds(every)}"
+    return f"last backup {format_age(now - seconds(status.last_backup.time))}, every {_seconds(every)}"
 
 
 def slow_message(volume: str, took: float, every: float) -> str:

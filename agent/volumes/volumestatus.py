@@ -25,6 +25,7 @@ from caravanserai import meta, v1
 from caravanserai.agent.volumes.snapshots import short
 from caravanserai.clock import seconds, timestamp
 from caravanserai.project.backups import ensure_volume_status
+from caravanserai.text.durations import format_age
 
 FIRST_RUN = "first run: no snapshot yet"
 STARTED_EMPTY = "started empty: restore is Never"
@@ -35,24 +36,10 @@ REASON_BACKUP_OVERDUE = "BackupOverdue"
 REASON_BACKUP_TAKEN = "BackupTaken"
 
 
-def ago(elapsed: float) -> str:
-    """An age for people: "just now", "42s ago", "3 min ago", "5 h ago", "2 days ago"."""
-    s = int(max(0.0, elapsed))
-    if s < 2:
-        return "just now"
-    if s < 120:
-        return f"{s}s ago"
-    if s < 2 * 3600:
-        return f"{s // 60} min ago"
-    if s < 2 * 86400:
-        return f"{s // 3600} h ago"
-    return f"{s // 86400} days ago"
-
-
 def describe_snapshot(record: v1.SnapshotRecord, *, now: float) -> str:
     """ "snapshot 4f1c2a9b taken 3 min ago on node-a"."""
     where = f" on {record.node}" if record.node else ""
-    return f"snapshot {short(record.id)} taken {ago(now - seconds(record.time))}{where}"
+    return f"snapshot {short(record.id)} taken {format_age(now - seconds(record.time))}{where}"
 
 
 def left_behind_message(node: str) -> str:
@@ -231,7 +218,6 @@ __all__ = [
     "REASON_RESTORE_FAILED",
     "REASON_RESTORING",
     "STARTED_EMPTY",
-    "ago",
     "backup_failed",
     "backup_taken",
     "begin_restore",

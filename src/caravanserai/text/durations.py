@@ -29,6 +29,20 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+def format_age(elapsed: float) -> str:
+    """An age for sentences: "just now", "42s ago", "3 min ago", "5 h ago", "2 days ago"."""
+    s = int(max(0.0, elapsed))
+    if s < 2:
+        return "just now"
+    if s < 120:
+        return f"{s}s ago"
+    if s < 2 * 3600:
+        return f"{s // 60} min ago"
+    if s < 2 * 86400:
+        return f"{s // 3600} h ago"
+    return f"{s // 86400} days ago"
+
+
 def format_duration(seconds: float) -> str:
     """Short age text as kubectl prints it: 5s, 3m, 2h, 4d."""
     s = int(max(0, seconds))
@@ -41,4 +55,4 @@ def format_duration(seconds: float) -> str:
     return f"{s // 86400}d"
 
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["format_age", "format_duration", "parse_duration"]

@@ -12,6 +12,7 @@ from caravanserai.agent.volumes import epochs, plan, schedule, volumestatus
 from caravanserai.agent.volumes.resticjson import Snapshot
 from caravanserai.clock import seconds, timestamp
 from caravanserai.project import backups
+from caravanserai.text.durations import format_age
 
 NODE = "node-b"
 URL = "/srv/repo"
@@ -205,7 +206,7 @@ def test_backups_record_the_last_one_and_clear_only_their_own_overdue_condition(
 
 
 def test_ages_for_people_and_volumes_left_behind() -> None:
-    assert [volumestatus.ago(s) for s in (0.5, 42, 180, 5 * 3600, 3 * 86400)] == [
+    assert [format_age(s) for s in (0.5, 42, 180, 5 * 3600, 3 * 86400)] == [
         "just now",
         "42s ago",
         "3 min ago",
