@@ -3,8 +3,9 @@ restores observed per BackupRepository.
 
 Guarantees:
 
-* `node_images` lists every image that has a reference (repository:tag or digest), sorted by its first one;
-  untagged leftovers are left out. Sizes are Docker's.
+* `node_images` lists the `MAX_IMAGES` largest images that have a reference (repository:tag or digest), sorted
+  by their first one; untagged leftovers are left out (as the kubelet's status lists at most 50). Sizes are
+  Docker's. The cap keeps the node's status within the API's limit on repeated fields.
 * `restore_rates` formats bytes per second as a quantity with one decimal (`throughput.format_rate`).
 * `report_forever` collects and stores both now and then every `interval` seconds, and soon after `wake` is set
   (a restore finished); a failure is logged and retried at the next turn, never raised.
@@ -27,9 +28,12 @@ from caravanserai.errors import CaravanseraiError
 log = structlog.get_logger(__name__)
 
 
+MAX_IMAGES = 200
+
+
 def node_images(found: Iterable[ImageSummary]) -> list[v1.NodeImage]:
     """The node's images as `NodeImage`s (see the module docstring)."""
-    named = [image for image in found if image.names]
+    named = sorted((image for image in found if image.names), key=lambda i: -i.size)[:MAX_IMAGES]
     return [
         v1.NodeImage(names=list(image.names), size_bytes=image.size)
         for image in sorted(named, key=lambda i: i.names[0])
@@ -61,4 +65,4 @@ async def report_forever(
             await run_within(clock, wake.wait(), interval)
 
 
-__all__ = ["node_images", "report_forever", "restore_rates"]
+__all__ = ["MAX_IMAGES", "node_images", "report_forever", "restore_rates"]

@@ -17,6 +17,7 @@ passed in. Guarantees:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -27,6 +28,7 @@ from caravanserai.clock import seconds, timestamp
 from caravanserai.project.backups import ensure_volume_status
 from caravanserai.text.durations import format_age
 
+MAX_LISTED_SNAPSHOTS = 100  # the newest ones recorded in status (within the API's limit on repeated fields)
 FIRST_RUN = "first run: no snapshot yet"
 STARTED_EMPTY = "started empty: restore is Never"
 REASON_RESTORING = "Restoring"
@@ -166,7 +168,7 @@ def backup_taken(
     if last is not None:
         entry.last_backup.CopyFrom(last)
     del entry.snapshots[:]
-    entry.snapshots.extend(listed)
+    entry.snapshots.extend(itertools.islice(listed, MAX_LISTED_SNAPSHOTS))
     entry.last_error = ""
     entry.ClearField("last_error_time")
     if requested is not None:

@@ -220,3 +220,11 @@ def test_ages_for_people_and_volumes_left_behind() -> None:
     assert status.volumes[0].message == "volume data stays on node-a: no backup configured"
     volumestatus.serving(status, "data", epoch="node-b/1", node=NODE)
     assert status.volumes[0].message == "volume data stays on node-a: no backup configured"  # kept until news
+
+
+def test_the_status_records_at_most_the_newest_snapshots_within_the_cap() -> None:
+    listed = [v1.SnapshotRecord(id=f"{i:064x}") for i in range(volumestatus.MAX_LISTED_SNAPSHOTS + 20)]
+    status = v1.ProjectStatus()
+    volumestatus.backup_taken(status, "data", listed[0], listed, requested=None, now=1.0)
+    [entry] = status.volumes
+    assert [s.id for s in entry.snapshots] == [s.id for s in listed[: volumestatus.MAX_LISTED_SNAPSHOTS]]

@@ -89,3 +89,10 @@ async def test_one_lock_per_volume_and_restore_rates_wake_the_node_report() -> N
     rates.observe("offsite", 10_000_000, 2.0)
     assert rates.rates() == {"offsite": 5_000_000.0} and rates.changed.is_set()
     await asyncio.sleep(0)
+
+
+def test_the_node_lists_its_largest_images_within_the_cap() -> None:
+    found = [records.ImageSummary((f"img-{i:04d}:v1",), i) for i in range(inventory.MAX_IMAGES + 50)]
+    listed = inventory.node_images(found)
+    assert len(listed) == inventory.MAX_IMAGES
+    assert min(image.size_bytes for image in listed) == 50  # the 50 smallest are left out
