@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -46,7 +46,7 @@ from caravanserai.agent.volumes.resticerrors import (
 )
 from caravanserai.agent.volumes.resticjson import BackupSummary, Snapshot
 from caravanserai.clock import Clock, run_within
-from caravanserai.process.subprocesses import die_with_parent, stop_process
+from caravanserai.process.subprocesses import dies_with_parent, stop_process
 from caravanserai.text.durations import format_duration
 
 log = structlog.get_logger(__name__)
@@ -146,17 +146,17 @@ class Restic:
         """One run of restic; stdout, or the classified `ResticError`."""
         action = args[0]
         cache = ["--cache-dir", self._settings.cache_dir] if self._settings.cache_dir else []
+        binary = shutil.which(self._settings.binary)
+        if binary is None:
+            raise ResticError(FAILED, f"restic {action}: cannot run {self._settings.binary}: No such file or directory")
         try:
             proc = await asyncio.create_subprocess_exec(
-                self._settings.binary,
-                *cache,
-                *args,
+                *dies_with_parent([binary, *cache, *args]),  # a killed agent leaves no restic running
                 cwd=cwd,
                 env=self._env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                preexec_fn=die_with_parent(os.getpid(), signal.SIGKILL),  # a killed agent leaves no restic running
             )
         except OSError as exc:
             raise ResticError(FAILED, f"restic {action}: cannot run {self._settings.binary}: {exc.strerror}") from None

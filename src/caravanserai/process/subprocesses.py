@@ -2,12 +2,16 @@
 
     killed = await stop_process(proc, grace=10.0)
     proc = await asyncio.create_subprocess_exec(..., preexec_fn=die_with_parent(os.getpid()))
+    proc = await asyncio.create_subprocess_exec(*dies_with_parent(["restic", "backup", "."]))
 
 Guarantees: `stop_process` (SIGTERM, a grace period, then SIGKILL) returns only once the process is gone (its exit
 status collected); a process that has already exited (or was never started) is left alone; a process that
 vanishes between the signals is not an error. The result says whether SIGKILL was needed, so that the caller can
 say so in its own words. `die_with_parent` makes a child get a signal when its parent dies, even by SIGKILL
-(Linux's PR_SET_PDEATHSIG; elsewhere nothing), and exit at once if the parent is already gone when it starts.
+(Linux's PR_SET_PDEATHSIG; elsewhere nothing), and exit at once if the parent is already gone when it starts; it
+runs Python in the forked child, so it is only for parents with few threads (the apiserver's supervisor).
+`dies_with_parent(argv)` does the same for any parent without running anything in the child: the command is run
+through util-linux's `setpriv --pdeathsig KILL` (kept across exec), or as it is where there is no setpriv.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ import asyncio
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 from collections.abc import Callable
 
 _PR_SET_PDEATHSIG = 1
+_SETPRIV = shutil.which("setpriv")
 
 
 async def stop_process(proc: asyncio.subprocess.Process | None, *, grace: float) -> bool:
@@ -50,4 +56,9 @@ def die_with_parent(parent: int, sig: int = signal.SIGTERM) -> Callable[[], None
     return arrange
 
 
-__all__ = ["die_with_parent", "stop_process"]
+def dies_with_parent(argv: list[str]) -> list[str]:
+    """`argv` run so that it gets SIGKILL when the process that starts it dies (see the module docstring)."""
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv] if _SETPRIV else list(argv)
+
+
+__all__ = ["die_with_parent", "dies_with_parent", "stop_process"]
