@@ -151,7 +151,11 @@ class _Search:
 
     def run(self, nodes: Iterable[NodeInfo], ctx: FilterContext, *, wanted: int) -> None:
         project, checks, score_of, rejections = self.project, self.checks, self.score_of, self.rejections
-        best, best_score, best_key, second, second_score = None, -1.0, None, None, -1.0
+        name = project.name
+        best: NodeInfo | None = None
+        second: NodeInfo | None = None
+        best_key: tuple[int, str] | None = None  # the tie-break key of `best`, computed on the first tie
+        best_score = second_score = -1.0
         feasible = visited = 0
         for node in nodes:
             visited += 1
@@ -163,18 +167,20 @@ class _Search:
             else:
                 feasible += 1
                 score = score_of(node)
-                if best is not None and score < best_score:
-                    if score > second_score:
-                        second, second_score = node, score
-                elif best is None or score > best_score:
-                    best, best_score, best_key, second, second_score = node, score, None, best, best_score
-                else:  # a tie with the best
-                    best_key = best_key or tie_break_key(project.name, best.name)
-                    key = tie_break_key(project.name, node.name)
+                if best is None or score > best_score:
+                    second, second_score = best, best_score
+                    best, best_score, best_key = node, score, None
+                elif score == best_score:
+                    if best_key is None:
+                        best_key = tie_break_key(name, best.name)
+                    key = tie_break_key(name, node.name)
                     if key < best_key:
-                        best, best_key, second, second_score = node, key, best, best_score
-                    elif score > second_score:
+                        second, second_score = best, best_score
+                        best, best_key = node, key
+                    elif second_score < score:
                         second, second_score = node, score
+                elif score > second_score:
+                    second, second_score = node, score
                 if feasible >= wanted:
                     break
         self.feasible, self.visited = feasible, visited

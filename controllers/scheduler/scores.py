@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from caravanserai.controllers.scheduler.filters import tolerated
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
 from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo
-from caravanserai.project.movecost import rpo_margin, start_delay_function, start_delay_seconds
+from caravanserai.project.movecost import bare_node_delay, rpo_margin, start_delay_function, start_delay_seconds
 
 MAX_SCORE = 100.0
 SCORED_RESOURCES = (CPU, MEMORY)
@@ -131,8 +131,9 @@ def scorer(project: ProjectInfo, *, strategy: str = SPREAD, weights: Weights = W
     """`total_score` of `project` as a function of the node alone, for one decision over many nodes: the same
     value for every node (same operations in the same order), with what depends only on the project, the
     strategy and the weights worked out once, `_mean_share_used` unrolled for its two resources, and the taint
-    score of a node without taints and the RPO score of a project with nothing to upload taken as the constants
-    they are. `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
+    score of a node without taints, the start-delay score of a node without images and measured download rate
+    (for a project that restores nothing) and the RPO score of a project with nothing to upload taken as the
+    constants they are. `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
     resource_score(strategy)  # refuses an unknown strategy
     spread = strategy == SPREAD
     (cpu, cpu_wanted), (memory, memory_wanted) = _scored_requests(project)  # `_mean_share_used`, unrolled below
@@ -140,6 +141,8 @@ def scorer(project: ProjectInfo, *, strategy: str = SPREAD, weights: Weights = W
     untainted = w_taints * MAX_SCORE
     delay_of = start_delay_function(project.needs)
     reference, pull_top = REFERENCE_PULL_SECONDS, MAX_SCORE * REFERENCE_PULL_SECONDS  # as `_delay_score` computes
+    bare = bare_node_delay(project.needs)  # one start delay for every node without images and measured rate
+    bare_score = None if bare is None else w_pull * (pull_top / (reference + bare))
     uploads = bool(project.needs.rpo_bytes) and project.needs.shortest_every is not None
     keeps_up = w_rpo * MAX_SCORE
 
@@ -159,7 +162,10 @@ def scorer(project: ProjectInfo, *, strategy: str = SPREAD, weights: Weights = W
         used, declared = used / 2, declared / 2
         total = w_resources * (MAX_SCORE * (declared - used) if spread else MAX_SCORE * used)
         total += w_taints * prefer_no_schedule(project, node) if node.taints else untainted
-        total += w_pull * (pull_top / (reference + delay_of(node)))
+        if bare_score is not None and not node.images and node.download is None:
+            total += bare_score
+        else:
+            total += w_pull * (pull_top / (reference + delay_of(node)))
         return total + (w_rpo * rpo(project, node) if uploads else keeps_up)
 
     return score

@@ -191,17 +191,16 @@ def start_delay_function(needs: MoveNeeds) -> Callable[[NodeSupply], float]:
     images = needs.images
     every_image = sum(size for _, size in images)  # what a node without images lacks
     volumes = tuple((volume.node, volume.restore_bytes) for volume in needs.volumes if volume.restore_bytes)
-    repositories = needs.repositories
+    repositories, assumed = needs.repositories, ASSUMED_DOWNLOAD_RATE
 
     def delay(node: NodeSupply) -> float:
         present = node.images
+        fetched = every_image
         if present:
             fetched = 0
             for name, size in images:
                 if name not in present:
                     fetched += size
-        else:
-            fetched = every_image
         if volumes:
             here = node.name
             for where, size in volumes:
@@ -212,9 +211,18 @@ def start_delay_function(needs: MoveNeeds) -> Callable[[NodeSupply], float]:
         if repositories and node.restore_rates:
             return fetched / _download_rate(needs, node)[0]
         download = node.download
-        return fetched / (download if download is not None and download > 0 else ASSUMED_DOWNLOAD_RATE)
+        return fetched / (download if download is not None and download > 0 else assumed)
 
     return delay
+
+
+def bare_node_delay(needs: MoveNeeds) -> float | None:
+    """The start delay on every node that holds no image and measured no download rate, when that is one figure
+    (the project restores nothing, so neither the node's name nor its restore rates matter); else None."""
+    if needs.volumes or needs.repositories:
+        return None
+    fetched = sum(size for _, size in needs.images)
+    return _seconds(fetched, ASSUMED_DOWNLOAD_RATE)
 
 
 def upload_seconds(needs: MoveNeeds, node: NodeSupply) -> float | None:
@@ -270,6 +278,7 @@ __all__ = [
     "SOURCE_RESTORES",
     "SOURCE_THROUGHPUT",
     "VolumeNeeds",
+    "bare_node_delay",
     "download_rate",
     "estimate",
     "missing_image_bytes",

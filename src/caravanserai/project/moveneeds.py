@@ -136,6 +136,8 @@ def move_needs(project: v1.Project, sizes: Mapping[str, int] = NO_SIZES) -> Move
     """The needs of `project`; `sizes` (image name → bytes, normalised names) gives the images' sizes."""
     keys = sorted({image_key(service.image) for service in project.spec.services if service.image})
     images = tuple((key, sizes.get(key) or ASSUMED_IMAGE_BYTES) for key in keys)
+    if not project.spec.volumes:
+        return MoveNeeds(images=images)
     volumes = tuple(
         volume_needs(volume, backups.volume_status(project.status, volume.name))
         for volume in backups.backed_up(project.spec)

@@ -238,3 +238,12 @@ def test_estimate_and_its_message() -> None:
     at_home = movecost.estimate(needs, NodeFacts("old", images=frozenset({"app:1"})))
     assert (at_home.start_delay_seconds, at_home.upload_rate, at_home.rpo_feasible) == (0.0, 0.0, True)
     assert at_home.download == Rate(ASSUMED_DOWNLOAD_RATE, "assumed")
+
+
+def test_the_start_delay_on_a_bare_node_is_one_figure_unless_the_project_restores() -> None:
+    images = MoveNeeds(images=(("a:1", 100 * MB), ("b:1", 25 * MB)))
+    assert movecost.bare_node_delay(images) == 125 * MB / ASSUMED_DOWNLOAD_RATE
+    assert movecost.bare_node_delay(images) == movecost.start_delay_seconds(images, NodeFacts("any"))
+    assert movecost.bare_node_delay(MoveNeeds()) == 0.0
+    restoring = MoveNeeds(volumes=(VolumeNeeds("db", "repo", node="n", restore_bytes=GB),), repositories=("repo",))
+    assert movecost.bare_node_delay(restoring) is None  # the node's name and restore rates matter
