@@ -41,7 +41,7 @@ from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.backoff import Backoff
 from caravanserai.client import definitions
-from caravanserai.client.targets import DEFAULT_SERVER, channel_target, server_address
+from caravanserai.client.targets import DEFAULT_SERVER, channel_options, channel_target, server_address
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.customkinds.schemas import KindNames
 from caravanserai.errors import AlreadyExists, NotFound, ResourceExhausted, Unavailable
@@ -78,23 +78,6 @@ class ObjectList(Generic[T]):
         return len(self.items)
 
 
-def _channel_options(*, own_connection: bool) -> list[tuple[str, Any]]:
-    """gRPC channel options of every client: message sizes, keepalives, reconnect backoff; `own_connection` keeps
-    the client off the process-wide subchannel pool (a connection of its own)."""
-    options: list[tuple[str, Any]] = [
-        ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-        ("grpc.max_send_message_length", 8 * 1024 * 1024),
-        ("grpc.keepalive_time_ms", 20_000),
-        ("grpc.keepalive_timeout_ms", 10_000),
-        ("grpc.keepalive_permit_without_calls", 1),
-        ("grpc.initial_reconnect_backoff_ms", 200),
-        ("grpc.max_reconnect_backoff_ms", 2_000),
-    ]
-    if own_connection:
-        options.append(("grpc.use_local_subchannel_pool", 1))
-    return options
-
-
 class Client:
     """A connection to the API. Use as `async with Client(address) as c:`; `await c.close()` otherwise.
 
@@ -120,7 +103,7 @@ class Client:
         self.clock: Clock = clock or SystemClock()
         self.timeout = timeout
         self.retry_timeout = retry_timeout
-        options = _channel_options(own_connection=own_connection)
+        options = channel_options(own_connection=own_connection)
         if credentials is None and tls is not None and tls.enabled:
             credentials = tls.channel_credentials()
         channel = channel_target(self.target)  # several servers: one channel balancing over all of them

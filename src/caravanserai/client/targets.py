@@ -22,6 +22,7 @@ import ipaddress
 import os
 import socket
 from dataclasses import dataclass
+from typing import Any
 
 from caravanserai.text.addresses import Address, parse_address
 
@@ -108,4 +109,29 @@ def channel_target(address: str) -> ChannelTarget:
     )
 
 
-__all__ = ["DEFAULT_PORT", "DEFAULT_SERVER", "ChannelTarget", "channel_target", "server_address", "split_servers"]
+def channel_options(*, own_connection: bool) -> list[tuple[str, Any]]:
+    """gRPC channel options of every client: message sizes, keepalives, reconnect backoff; `own_connection` keeps
+    the client off the process-wide subchannel pool (a connection of its own)."""
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+        ("grpc.max_send_message_length", 8 * 1024 * 1024),
+        ("grpc.keepalive_time_ms", 20_000),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 2_000),
+    ]
+    if own_connection:
+        options.append(("grpc.use_local_subchannel_pool", 1))
+    return options
+
+
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_SERVER",
+    "ChannelTarget",
+    "channel_options",
+    "channel_target",
+    "server_address",
+    "split_servers",
+]

@@ -145,6 +145,7 @@ def return_to_pending(
     out.status.node_ref = ""
     out.status.scheduled_generation = 0
     out.status.ClearField("move")  # a move waiting for final backups ends here too (node lost, say)
+    out.status.ClearField("placement")  # the estimates were of the binding that ends here
     meta.remove_condition(out.status.conditions, v1.CONDITION_NOT_READY_AT)
     meta.set_condition(out.status.conditions, v1.CONDITION_SCHEDULED, v1.FALSE, reason=reason, message=message, now=now)
     return out

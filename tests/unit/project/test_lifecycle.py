@@ -162,3 +162,11 @@ def test_move_with_backed_up_volumes_stays_bound_until_the_final_backup_is_hande
     assert done.status.volumes[0].name == "data" and done.status.volumes[0].handoff_snapshot == "4f1c" * 16
     lost = lifecycle.return_to_pending(asked, reason="NodeLost", message="lost", now=50.0)
     assert not lost.status.HasField("move")
+
+
+def test_a_return_to_pending_drops_the_estimates_of_the_binding_it_ends() -> None:
+    bound = lifecycle.bind(project("web"), "node-a", now=10.0)
+    bound.status.placement.chosen.node = "node-a"
+    bound.status.placement.runner_up.node = "node-b"
+    back = lifecycle.return_to_pending(bound, reason="NodeLost", message="lost", now=20.0)
+    assert not back.status.HasField("placement")
