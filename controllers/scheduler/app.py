@@ -103,7 +103,15 @@ def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOpti
     event_queue: WorkQueue[str] = WorkQueue(clock=clock)
     bound_events = BoundEvents(recorder, event_queue)
     reconciler = SchedulerReconciler(
-        client, projects.cache, state, queue, recorder, clock=clock, config=options.config, bound_events=bound_events
+        client,
+        projects.cache,
+        state,
+        queue,
+        recorder,
+        clock=clock,
+        config=options.config,
+        bound_events=bound_events,
+        leading=lambda: manager.leading,
     )
     handlers = SchedulerHandlers(reconciler, state, clock=clock)
     nodes.add_event_handler(handlers.nodes())

@@ -30,12 +30,17 @@ Guarantees:
 * An Unschedulable verdict is written only when its message changed (with one aggregated FailedScheduling
   Warning event); the project is retried after 1 s, 2 s … at most 30 s, and at once when the cluster changes in
   a way that may let it fit (handlers call `wake_all_pending`).
+* **Decisions only while leading.** Capacity is read from the cache, not from the objects a bind writes, so the
+  project's compare-and-swap alone does not stop a replica that was paused past its lease from filling a node
+  the new leader has filled meanwhile: each decision first asks `leading()` (the lease renewed within its
+  deadline, by the monotonic clock) and, when not, leaves the project for the next leader.
 * `Failed` and bound projects are never touched, nor projects being deleted; a project is only ever moved
   Pending → Scheduled.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -94,8 +99,10 @@ class SchedulerReconciler:
         clock: Clock,
         config: SchedulerConfig = SchedulerConfig(),
         bound_events: BoundEvents | None = None,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self._client = client
+        self._leading = leading  # whether this replica may still act as leader (Manager.leading)
         self._projects = projects
         self.state = state
         self._queue = queue
@@ -144,6 +151,10 @@ class SchedulerReconciler:
         self._keep_awake()
         project = self._projects.get(name)
         if project is None or not waits_for_node(project) or self.state.is_assumed(name):
+            return Result()
+        if not self._leading():
+            self._retry_later(name)  # paused past the lease: this cache may be behind the next leader's binds
+            log.info("not deciding: the lease is not renewed within its deadline", project=name)
             return Result()
         try:
             info = project_info(project, self.state.image_sizes)

@@ -12,6 +12,7 @@ from agent_harness import NODE_LABEL, StartAgent, bind, container_ids, docker, d
 from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.client import Client
+from caravanserai.client.apply import modify
 from caravanserai.clock import seconds
 from caravanserai.errors import NotFound
 from caravanserai.testing import free_port
@@ -192,9 +193,11 @@ async def test_spec_change_recreates_only_changed_services(client: Client, start
     await bind(client, "edit", agent.node)
     before = {s.name: s.container_id for s in (await wait_phase(client, "edit", v1.RUNNING)).status.services}
 
-    current = meta.copy(await client.projects.get("edit"))
-    current.spec.services[1].env.add(name="VERSION", value="2")
-    await client.projects.update(current)
+    def version_2(current: v1.Project) -> bool:
+        current.spec.services[1].env.add(name="VERSION", value="2")
+        return True
+
+    await modify(client.projects, "edit", version_2)  # the agent may write its status meanwhile
 
     async def recreated() -> v1.Project | None:
         p = await client.projects.get("edit")

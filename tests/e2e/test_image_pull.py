@@ -25,6 +25,7 @@ from agent_harness import StartAgent, bind, docker, wait_phase
 from caravanserai import meta, v1
 from caravanserai.agent.docker import naming
 from caravanserai.client import Client
+from caravanserai.client.apply import modify
 from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
@@ -201,9 +202,12 @@ async def test_always_picks_up_a_re_pushed_tag(
         docker("rm", "-f", scratch, check=False)
     registry.push(second_local, "cara/moving:latest")
     docker("rmi", second_local, check=False)
-    current = await client.projects.get("moving")
-    current.spec.services[0].restarted_at.GetCurrentTime()  # what `caractrl restart` does
-    await client.projects.update(current)
+
+    def restarted(current: v1.Project) -> bool:
+        current.spec.services[0].restarted_at.GetCurrentTime()  # what `caractrl restart` does
+        return True
+
+    await modify(client.projects, "moving", restarted)
 
     async def moved_on() -> str:
         found = docker("inspect", "-f", "{{.Image}}", container, check=False)

@@ -14,6 +14,7 @@ from agent_harness import StartAgent
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
+from caravanserai.client.apply import modify
 from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
 from caravanserai.controllers.scheduler import app as scheduler_app
@@ -117,9 +118,11 @@ async def test_projectset_operator_keeps_scales_and_cleans_up(
 
         await wait_for(replaced, timeout=90, message="web-1 replaced and Running")
 
-        obj = await sets.get("web")
-        obj.spec.replicas = 1
-        await sets.update(obj)
+        def one_replica(obj: Any) -> bool:
+            obj.spec.replicas = 1
+            return True
+
+        await modify(sets, "web", one_replica)  # the operator writes the set's status meanwhile
 
         async def scaled_down() -> bool:
             found = await _projects(client, "web")

@@ -32,6 +32,7 @@ from fault_processes import OsProcess, Processes, scheduler_argv
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
+from caravanserai.client.apply import modify
 from caravanserai.clock import timestamp
 from caravanserai.errors import Conflict
 from caravanserai.testing.builders import lease, node, node_status, project
@@ -173,10 +174,12 @@ class Figures:
 
 
 async def set_unschedulable(client: Client, names: list[str], cordoned: bool) -> None:
-    for name in names:
-        current = await client.nodes.get(name)
+    def cordon(current: v1.Node) -> bool:
         current.spec.unschedulable = cordoned
-        await client.nodes.update(current)
+        return True
+
+    for name in names:
+        await modify(client.nodes, name, cordon)
 
 
 async def inject_faults(

@@ -219,6 +219,32 @@ async def test_expiry_is_judged_on_the_candidates_clock_and_a_paused_leader_yiel
         await asyncio.gather(run_a, run_b, return_exceptions=True)
 
 
+async def test_a_leader_paused_past_its_renew_deadline_knows_before_its_renewer_runs(client: Client) -> None:
+    clock = FakeClock()
+    elector = LeaderElector(client, election("a", "pausing"), clock=clock)
+    working, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def leads() -> None:
+        working.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    run = asyncio.create_task(elector.run(leads))
+    try:
+        await asyncio.wait_for(working.wait(), 5)
+        assert elector.holds_lease()
+        clock.advance(RENEW_DEADLINE)  # as after SIGSTOP/SIGCONT: every timer is due, none has run yet
+        assert elector.is_leader and not elector.holds_lease()
+        await asyncio.wait_for(cancelled.wait(), 5)  # then the renewer runs, finds the deadline passed, stops
+        assert not elector.is_leader and not elector.holds_lease()
+    finally:
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+
+
 def test_timings_must_leave_room_for_renewal() -> None:
     with pytest.raises(ValueError, match="lease_duration > renew_deadline"):
         LeaderElectionConfig(name="x", lease_duration=10, renew_deadline=10)

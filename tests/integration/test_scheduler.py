@@ -12,13 +12,16 @@ from cluster_sim import add_node, condition, events_for, renew, running_manager,
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import SystemClock
-from caravanserai.controller import LeaderElectionConfig
+from caravanserai.controller import EventRecorder, LeaderElectionConfig
 from caravanserai.controllers.scheduler import app
-from caravanserai.controllers.scheduler.reconciler import SchedulerConfig
+from caravanserai.controllers.scheduler.cache import ClusterState
+from caravanserai.controllers.scheduler.reconciler import SchedulerConfig, SchedulerReconciler
 from caravanserai.controllers.scheduler.resources import parse_resources, project_requests
 from caravanserai.errors import FailedPrecondition
+from caravanserai.informer import PHASE_INDEXERS, Indexer
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
+from caravanserai.workqueue import WorkQueue
 
 CLOCK = SystemClock()
 
@@ -375,3 +378,35 @@ async def test_a_refused_bind_frees_its_node_at_once_and_is_retried_after_the_ba
         assert web.status.node_ref == "n1"
         await wait_for(lambda: parts.state.assumed_count == 0, 5)
         assert parts.state.requested("n1") == {"cpu": 1000}
+
+
+async def test_a_replica_past_its_renew_deadline_decides_nothing(client: Client) -> None:
+    """A replica that wakes from a pause longer than its renew deadline still has work queued and a cache that may
+    be behind the next leader's binds: it must not bind from it, whatever order its tasks resume in."""
+    await add_node(client, "n1")
+    late = await client.projects.create(project("late", requests={"cpu": "100m"}))
+    cache: Indexer[v1.Project] = Indexer(PHASE_INDEXERS)
+    cache.upsert("late", late)
+    state = ClusterState()
+    state.upsert_node(await client.nodes.get("n1"))
+    state.set_lease(await client.leases.get("n1"))
+    leading = False
+    reconciler = SchedulerReconciler(
+        client,
+        cache,
+        state,
+        WorkQueue(clock=CLOCK),
+        EventRecorder(client, component="test-scheduler", clock=CLOCK),
+        clock=CLOCK,
+        leading=lambda: leading,
+    )
+    reconciler.wake(late)
+    await reconciler.reconcile("late")
+    stored = await client.projects.get("late")
+    assert stored.status.phase == v1.PENDING and not stored.status.node_ref and reconciler.bound == 0
+    assert not state.is_assumed("late") and state.requested("n1") == {}  # nothing counted either
+
+    leading = True  # renewed: the same replica decides again
+    reconciler.wake(late)
+    await reconciler.reconcile("late")
+    assert (await client.projects.get("late")).status.node_ref == "n1" and reconciler.bound == 1

@@ -24,7 +24,10 @@ The protocol (client-go's, on our Lease through the API):
   sleeps use its `monotonic()` and `sleep()`.
 
 As client-go warns, a lease is not a fence: a paused leader may act a moment after losing. Controllers stay
-safe because every write they make is itself a compare-and-swap on the objects they change.
+safe because every write they make is itself a compare-and-swap on the objects they change; a write that spends
+something the objects do not record (a node's free capacity, decided from a cache) also asks `holds_lease()` just
+before it: a process that was paused past its renew deadline wakes up knowing it may no longer act, before the
+renewer has had its turn to cancel the work.
 """
 
 from __future__ import annotations
@@ -99,6 +102,11 @@ class LeaderElector:
     def holder(self) -> str:
         """The holder identity of the lease as last observed ("" if none)."""
         return self._observed.spec.holder_identity if self._observed is not None else ""
+
+    def holds_lease(self) -> bool:
+        """Whether this process may still act as leader now: it leads and its last successful renew started less
+        than `renew_deadline` ago by the monotonic clock (after a pause, False at once, with no request)."""
+        return self.is_leader and self._clock.monotonic() - self.last_renew < self.config.renew_deadline
 
     async def run(self, on_leading: Callable[[], Awaitable[object]]) -> None:
         """Campaign; while leading, run `on_leading()`; when lost, cancel it and campaign again.

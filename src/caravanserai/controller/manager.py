@@ -121,8 +121,9 @@ class Manager:
 
     @property
     def leading(self) -> bool:
-        """Whether controllers may run: always without leader election, while holding the lease with it."""
-        return self.elector.is_leader if self.elector is not None else self._synced
+        """Whether controllers may act now: once synced without leader election; with it, while the lease is held
+        and renewed within its deadline (`LeaderElector.holds_lease`)."""
+        return self.elector.holds_lease() if self.elector is not None else self._synced
 
     def healthz(self) -> tuple[int, str, str]:
         if not self._running:
