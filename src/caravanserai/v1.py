@@ -33,6 +33,7 @@ from caravanserai.api.v1.resources_pb2 import (
     BackupHook,
     BackupRetention,
     Condition,
+    DeviceMapping,
     EnvFromSource,
     EnvVar,
     Event,
@@ -41,6 +42,7 @@ from caravanserai.api.v1.resources_pb2 import (
     EventStatus,
     ExecCheck,
     HealthCheck,
+    HostAlias,
     HttpCheck,
     Ingress,
     IngressAccess,
@@ -49,6 +51,7 @@ from caravanserai.api.v1.resources_pb2 import (
     Lease,
     LeaseSpec,
     LeaseStatus,
+    Logging,
     Node,
     NodeAddress,
     NodeEstimate,
@@ -73,7 +76,9 @@ from caravanserai.api.v1.resources_pb2 import (
     Taint,
     TcpCheck,
     Throughput,
+    TmpfsMount,
     Toleration,
+    Ulimit,
     Volume,
     VolumeBackup,
     VolumeMount,
@@ -127,7 +132,13 @@ VOLUME_EPHEMERAL = "Ephemeral"
 VOLUME_PERSISTENT = "Persistent"
 VOLUME_SECRET = "Secret"
 VOLUME_CONFIG = "Config"
+VOLUME_HOST_PATH = "HostPath"
 VOLUME_TYPES = (VOLUME_EPHEMERAL, VOLUME_PERSISTENT, VOLUME_SECRET, VOLUME_CONFIG)
+
+# Service.network_mode: the project network (default) or the node's own network stack.
+NETWORK_MODE_PROJECT = ""
+NETWORK_MODE_HOST = "host"
+NETWORK_MODES = (NETWORK_MODE_PROJECT, NETWORK_MODE_HOST)
 
 # What a node without a volume's current data does before the services start (Volume.restore).
 RESTORE_LATEST = "Latest"
@@ -175,6 +186,7 @@ __all__ = [
     "DELETED",
     "DeleteRequest",
     "DeleteResponse",
+    "DeviceMapping",
     "EnvFromSource",
     "EnvVar",
     "Event",
@@ -186,6 +198,7 @@ __all__ = [
     "FALSE",
     "GetRequest",
     "HealthCheck",
+    "HostAlias",
     "HttpCheck",
     "Ingress",
     "IngressAccess",
@@ -197,8 +210,12 @@ __all__ = [
     "ListRequest",
     "ListResponse",
     "LogLine",
+    "Logging",
     "LogsRequest",
     "MODIFIED",
+    "NETWORK_MODES",
+    "NETWORK_MODE_HOST",
+    "NETWORK_MODE_PROJECT",
     "NODE_NOT_READY",
     "NODE_READY",
     "NODE_STATES",
@@ -252,11 +269,14 @@ __all__ = [
     "Taint",
     "TcpCheck",
     "Throughput",
+    "TmpfsMount",
     "Toleration",
     "UNKNOWN",
+    "Ulimit",
     "UpdateRequest",
     "VOLUME_CONFIG",
     "VOLUME_EPHEMERAL",
+    "VOLUME_HOST_PATH",
     "VOLUME_PERSISTENT",
     "VOLUME_SECRET",
     "VOLUME_TYPES",

@@ -533,6 +533,7 @@ class NodeStatus(_message.Message):
     NODE_INFO_FIELD_NUMBER: _builtins.int
     NETWORK_FIELD_NUMBER: _builtins.int
     IMAGES_FIELD_NUMBER: _builtins.int
+    ALLOWED_HOST_PATHS_FIELD_NUMBER: _builtins.int
     state: _builtins.str
     """"Ready" or "NotReady"."""
     @_builtins.property
@@ -559,6 +560,12 @@ class NodeStatus(_message.Message):
     def images(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeImage]:
         """Images present on the node (the scheduler's estimate of what a start has to pull)."""
 
+    @_builtins.property
+    def allowed_host_paths(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Host paths the node lets HostPath volumes bind-mount (the agent's --allowed-host-paths): a project's host paths
+        must each be one of them or under one; empty means any path.
+        """
+
     def __init__(
         self,
         *,
@@ -569,10 +576,11 @@ class NodeStatus(_message.Message):
         node_info: Global___NodeInfo | None = ...,
         network: Global___NodeNetwork | None = ...,
         images: _abc.Iterable[Global___NodeImage] | None = ...,
+        allowed_host_paths: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["network", b"network", "node_info", b"node_info"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable", "capacity", b"capacity", "conditions", b"conditions", "images", b"images", "network", b"network", "node_info", b"node_info", "state", b"state"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable", "allowed_host_paths", b"allowed_host_paths", "capacity", b"capacity", "conditions", b"conditions", "images", b"images", "network", b"network", "node_info", b"node_info", "state", b"state"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1127,6 +1135,46 @@ class Service(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class SysctlsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     NAME_FIELD_NUMBER: _builtins.int
     IMAGE_FIELD_NUMBER: _builtins.int
     COMMAND_FIELD_NUMBER: _builtins.int
@@ -1142,6 +1190,22 @@ class Service(_message.Message):
     RESTARTED_AT_FIELD_NUMBER: _builtins.int
     ENV_FROM_FIELD_NUMBER: _builtins.int
     IMAGE_PULL_POLICY_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    CAP_ADD_FIELD_NUMBER: _builtins.int
+    CAP_DROP_FIELD_NUMBER: _builtins.int
+    PRIVILEGED_FIELD_NUMBER: _builtins.int
+    DEVICES_FIELD_NUMBER: _builtins.int
+    TMPFS_FIELD_NUMBER: _builtins.int
+    SHM_SIZE_FIELD_NUMBER: _builtins.int
+    STOP_SIGNAL_FIELD_NUMBER: _builtins.int
+    STOP_GRACE_PERIOD_FIELD_NUMBER: _builtins.int
+    INIT_FIELD_NUMBER: _builtins.int
+    EXTRA_HOSTS_FIELD_NUMBER: _builtins.int
+    NETWORK_MODE_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    ULIMITS_FIELD_NUMBER: _builtins.int
+    SYSCTLS_FIELD_NUMBER: _builtins.int
+    LOGGING_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """DNS label, unique within the project; also the container's DNS alias on the project network."""
     image: _builtins.str
@@ -1153,6 +1217,24 @@ class Service(_message.Message):
     image_pull_policy: _builtins.str
     """"IfNotPresent" (default: pull only a missing image), "Always" (pull before every container creation) or
     "Never" (the image must be on the node).
+    """
+    user: _builtins.str
+    """The user the container's processes run as: "uid", "uid:gid", "name" or "name:group" (default: the image's)."""
+    privileged: _builtins.bool
+    """Run the container privileged (every capability, every device of the host). Only an admin may set it."""
+    shm_size: _builtins.str
+    """Size of /dev/shm, a memory quantity such as "64Mi" (default: Docker's, 64Mi)."""
+    stop_signal: _builtins.str
+    """The signal that asks the container to stop: a signal name such as "SIGTERM" (default), "SIGINT" or "SIGQUIT"."""
+    stop_grace_period: _builtins.str
+    """How long a stopping container has between stop_signal and SIGKILL, a duration such as "10s" (default: the
+    agent's --stop-timeout).
+    """
+    init: _builtins.bool
+    """Run Docker's init (tini) as PID 1: it reaps zombies and forwards signals."""
+    network_mode: _builtins.str
+    """"" (default: the project network) or "host" (the node's network stack; ports are then the container's own,
+    never mapped). Only an admin may set "host".
     """
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -1196,6 +1278,44 @@ class Service(_message.Message):
         sources win over earlier ones).
         """
 
+    @_builtins.property
+    def cap_add(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Linux capabilities added to Docker's default set, e.g. "NET_ADMIN" (with or without "CAP_"), or "ALL"."""
+
+    @_builtins.property
+    def cap_drop(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Linux capabilities removed from Docker's default set, e.g. "CHOWN", or "ALL"."""
+
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceMapping]:
+        """Devices of the host made available in the container. Only an admin may set them (they reach the host)."""
+
+    @_builtins.property
+    def tmpfs(self) -> _containers.RepeatedCompositeFieldContainer[Global___TmpfsMount]:
+        """tmpfs file systems mounted in the container (in memory, gone when the container stops)."""
+
+    @_builtins.property
+    def extra_hosts(self) -> _containers.RepeatedCompositeFieldContainer[Global___HostAlias]:
+        """Entries added to the container's /etc/hosts."""
+
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Labels of the container (Docker labels); keys under "caravanserai.io/" are reserved."""
+
+    @_builtins.property
+    def ulimits(self) -> _containers.RepeatedCompositeFieldContainer[Global___Ulimit]:
+        """Resource limits of the container's processes (setrlimit), e.g. nofile."""
+
+    @_builtins.property
+    def sysctls(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Kernel parameters of the container's namespaces, e.g. "net.core.somaxconn": "1024"; only namespaced ones
+        (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*).
+        """
+
+    @_builtins.property
+    def logging(self) -> Global___Logging:
+        """Where the container's output goes (default: the engine's log driver)."""
+
     def __init__(
         self,
         *,
@@ -1214,14 +1334,196 @@ class Service(_message.Message):
         restarted_at: _timestamp_pb2.Timestamp | None = ...,
         env_from: _abc.Iterable[Global___EnvFromSource] | None = ...,
         image_pull_policy: _builtins.str = ...,
+        user: _builtins.str = ...,
+        cap_add: _abc.Iterable[_builtins.str] | None = ...,
+        cap_drop: _abc.Iterable[_builtins.str] | None = ...,
+        privileged: _builtins.bool = ...,
+        devices: _abc.Iterable[Global___DeviceMapping] | None = ...,
+        tmpfs: _abc.Iterable[Global___TmpfsMount] | None = ...,
+        shm_size: _builtins.str = ...,
+        stop_signal: _builtins.str = ...,
+        stop_grace_period: _builtins.str = ...,
+        init: _builtins.bool = ...,
+        extra_hosts: _abc.Iterable[Global___HostAlias] | None = ...,
+        network_mode: _builtins.str = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        ulimits: _abc.Iterable[Global___Ulimit] | None = ...,
+        sysctls: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        logging: Global___Logging | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["healthcheck", b"healthcheck", "resources", b"resources", "restarted_at", b"restarted_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["healthcheck", b"healthcheck", "logging", b"logging", "resources", b"resources", "restarted_at", b"restarted_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "command", b"command", "depends_on", b"depends_on", "env", b"env", "env_from", b"env_from", "healthcheck", b"healthcheck", "image", b"image", "image_pull_policy", b"image_pull_policy", "name", b"name", "ports", b"ports", "resources", b"resources", "restart_policy", b"restart_policy", "restarted_at", b"restarted_at", "volume_mounts", b"volume_mounts", "working_dir", b"working_dir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args", b"args", "cap_add", b"cap_add", "cap_drop", b"cap_drop", "command", b"command", "depends_on", b"depends_on", "devices", b"devices", "env", b"env", "env_from", b"env_from", "extra_hosts", b"extra_hosts", "healthcheck", b"healthcheck", "image", b"image", "image_pull_policy", b"image_pull_policy", "init", b"init", "labels", b"labels", "logging", b"logging", "name", b"name", "network_mode", b"network_mode", "ports", b"ports", "privileged", b"privileged", "resources", b"resources", "restart_policy", b"restart_policy", "restarted_at", b"restarted_at", "shm_size", b"shm_size", "stop_grace_period", b"stop_grace_period", "stop_signal", b"stop_signal", "sysctls", b"sysctls", "tmpfs", b"tmpfs", "ulimits", b"ulimits", "user", b"user", "volume_mounts", b"volume_mounts", "working_dir", b"working_dir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Service: _TypeAlias = Service  # noqa: Y015
+
+@_typing.final
+class DeviceMapping(_message.Message):
+    """DeviceMapping makes a device of the host available in a container (Compose's devices, docker run --device)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOST_PATH_FIELD_NUMBER: _builtins.int
+    CONTAINER_PATH_FIELD_NUMBER: _builtins.int
+    PERMISSIONS_FIELD_NUMBER: _builtins.int
+    host_path: _builtins.str
+    """Absolute path of the device on the host, e.g. "/dev/fuse"."""
+    container_path: _builtins.str
+    """Absolute path inside the container (default: host_path)."""
+    permissions: _builtins.str
+    """Cgroup permissions, a subset of "rwm" (read, write, mknod); default "rwm"."""
+    def __init__(
+        self,
+        *,
+        host_path: _builtins.str = ...,
+        container_path: _builtins.str = ...,
+        permissions: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_path", b"container_path", "host_path", b"host_path", "permissions", b"permissions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceMapping: _TypeAlias = DeviceMapping  # noqa: Y015
+
+@_typing.final
+class TmpfsMount(_message.Message):
+    """TmpfsMount mounts a tmpfs file system in a container."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MOUNT_PATH_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    mount_path: _builtins.str
+    """Absolute path inside the container; not also the mount path of a volume."""
+    size: _builtins.str
+    """Size limit, a memory quantity such as "64Mi" (default: no limit but the container's memory)."""
+    mode: _builtins.int
+    """File mode of the mount's root directory, e.g. 01777 (default 01777; at most 07777)."""
+    def __init__(
+        self,
+        *,
+        mount_path: _builtins.str = ...,
+        size: _builtins.str = ...,
+        mode: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["mode", b"mode", "mount_path", b"mount_path", "size", b"size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TmpfsMount: _TypeAlias = TmpfsMount  # noqa: Y015
+
+@_typing.final
+class HostAlias(_message.Message):
+    """HostAlias is an entry of a container's /etc/hosts (Compose's extra_hosts)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOSTNAME_FIELD_NUMBER: _builtins.int
+    IP_FIELD_NUMBER: _builtins.int
+    hostname: _builtins.str
+    """Host name, e.g. "db.internal"."""
+    ip: _builtins.str
+    """IPv4 or IPv6 address, or "host-gateway" (the node's address on the container's network)."""
+    def __init__(
+        self,
+        *,
+        hostname: _builtins.str = ...,
+        ip: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hostname", b"hostname", "ip", b"ip"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HostAlias: _TypeAlias = HostAlias  # noqa: Y015
+
+@_typing.final
+class Ulimit(_message.Message):
+    """Ulimit is a resource limit of a container's processes (setrlimit)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SOFT_FIELD_NUMBER: _builtins.int
+    HARD_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """Docker's name of the limit: nofile, nproc, core, memlock, stack, fsize, cpu, as, data, locks, msgqueue, nice,
+    rtprio, rttime, sigpending, rss.
+    """
+    soft: _builtins.int
+    """Soft limit (at most hard)."""
+    hard: _builtins.int
+    """Hard limit."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        soft: _builtins.int = ...,
+        hard: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hard", b"hard", "name", b"name", "soft", b"soft"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Ulimit: _TypeAlias = Ulimit  # noqa: Y015
+
+@_typing.final
+class Logging(_message.Message):
+    """Logging says where a container's output goes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class OptionsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    DRIVER_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
+    driver: _builtins.str
+    """A Docker log driver, e.g. "json-file", "local", "journald", "syslog", "none" (default: the engine's)."""
+    @_builtins.property
+    def options(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Options of the driver, e.g. "max-size": "10m"."""
+
+    def __init__(
+        self,
+        *,
+        driver: _builtins.str = ...,
+        options: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["driver", b"driver", "options", b"options"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Logging: _TypeAlias = Logging  # noqa: Y015
 
 @_typing.final
 class Volume(_message.Message):
@@ -1237,11 +1539,13 @@ class Volume(_message.Message):
     BACKUP_FIELD_NUMBER: _builtins.int
     RESTORE_FIELD_NUMBER: _builtins.int
     RESTORE_REQUEST_FIELD_NUMBER: _builtins.int
+    HOST_PATH_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """DNS label, unique within the project."""
     type: _builtins.str
     """"Ephemeral" (default; removed with the project), "Persistent" (survives the project), "Secret" (the keys of
-    `secret` as files, on tmpfs, always mounted read-only) or "Config" (the keys of `config` as files, read-only).
+    `secret` as files, on tmpfs, always mounted read-only), "Config" (the keys of `config` as files, read-only) or
+    "HostPath" (a directory or file of the node, `host_path`, bind-mounted; only an admin may declare one).
     """
     secret: _builtins.str
     """Name of the Secret of a volume of type Secret."""
@@ -1253,6 +1557,10 @@ class Volume(_message.Message):
     """What a node that does not hold the volume's current data does before the services that mount it start:
     "Latest" (default: restore the hand-off snapshot of a move, else the newest one; empty only on a first run,
     when no snapshot exists yet) or "Never" (start on an empty volume).
+    """
+    host_path: _builtins.str
+    """Absolute path on the node of a volume of type HostPath (Compose's bind mount, `/srv/data:/data`). A node whose
+    agent has --allowed-host-paths takes only projects whose host paths are under one of them.
     """
     @_builtins.property
     def backup(self) -> Global___VolumeBackup:
@@ -1275,10 +1583,11 @@ class Volume(_message.Message):
         backup: Global___VolumeBackup | None = ...,
         restore: _builtins.str = ...,
         restore_request: Global___VolumeRestoreRequest | None = ...,
+        host_path: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["backup", b"backup", "restore_request", b"restore_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backup", b"backup", "config", b"config", "mode", b"mode", "name", b"name", "restore", b"restore", "restore_request", b"restore_request", "secret", b"secret", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["backup", b"backup", "config", b"config", "host_path", b"host_path", "mode", b"mode", "name", b"name", "restore", b"restore", "restore_request", b"restore_request", "secret", b"secret", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
