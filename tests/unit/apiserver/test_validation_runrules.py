@@ -136,6 +136,7 @@ CASES: list[tuple[Mutation, str, str]] = [
     (lambda p: setattr(p.spec.services[0].logging, "driver", ""), f"{WEB}.logging.driver", "required with options"),
     (lambda p: setattr(p.spec.volumes[0], "host_path", ""), "spec.volumes[0].hostPath", "is required"),
     (lambda p: setattr(p.spec.volumes[0], "host_path", "srv"), "spec.volumes[0].hostPath", "absolute path"),
+    (lambda p: setattr(p.spec.volumes[0], "host_path", "/srv:x"), "spec.volumes[0].hostPath", "must not contain ':'"),
     (
         lambda p: setattr(p.spec.volumes[0], "type", "Persistent"),
         "spec.volumes[0].hostPath",

@@ -81,6 +81,8 @@ def volume_data(errors: Violations, path: str, volume: v1.Volume) -> None:
     if volume.type == v1.VOLUME_HOST_PATH:
         if errors.required(f"{path}.hostPath", volume.host_path):
             validation.absolute_path(errors, f"{path}.hostPath", volume.host_path)
+            if ":" in volume.host_path:
+                errors.add(f"{path}.hostPath", f"must not contain ':', not {quote(volume.host_path)}")
     elif volume.host_path:
         errors.add(f"{path}.hostPath", "is only for volumes of type HostPath")
     if volume.type == v1.VOLUME_SECRET:
