@@ -42,10 +42,9 @@ from google.protobuf import json_format
 
 from caravanserai import v1
 from caravanserai.agent.docker import naming
-from caravanserai.agent.docker.runsettings import NO_SETTINGS, RunSettings
+from caravanserai.agent.docker.runsettings import NO_SETTINGS, Healthcheck, RunSettings
 from caravanserai.project import grants, runoptions
 from caravanserai.project.registryauth import RegistryCredential
-from caravanserai.project.servicegraph import HealthSettings
 from caravanserai.text.quantity import cpu_millis, to_int
 
 RESTART_ALWAYS = "Always"
@@ -213,38 +212,6 @@ class Mount:
 
     def body(self) -> dict[str, Any]:
         return {"Type": self.type, "Source": self.source, "Target": self.target, "ReadOnly": self.read_only}
-
-
-@dataclass(frozen=True, slots=True)
-class Healthcheck:
-    """Docker's HEALTHCHECK for an `exec` check: the command (`CMD` form) and its settings, times in seconds."""
-
-    command: tuple[str, ...]
-    interval: float
-    timeout: float
-    retries: int
-    start_period: float
-
-    @staticmethod
-    def of(check: v1.HealthCheck) -> Healthcheck | None:
-        """The HEALTHCHECK of an exec check (None for http/tcp checks, which the agent runs)."""
-        if not check.HasField("exec"):
-            return None
-        settings = HealthSettings.of(check)
-        return Healthcheck(
-            tuple(check.exec.command), settings.interval, settings.timeout, settings.retries, settings.start_period
-        )
-
-    def body(self) -> dict[str, Any]:
-        """Docker's `Healthcheck` (times in nanoseconds)."""
-        nanos = 1_000_000_000
-        return {
-            "Test": ["CMD", *self.command],
-            "Interval": int(self.interval * nanos),
-            "Timeout": int(self.timeout * nanos),
-            "Retries": self.retries,
-            "StartPeriod": int(self.start_period * nanos),
-        }
 
 
 @dataclass(frozen=True, slots=True)

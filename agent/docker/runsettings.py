@@ -20,7 +20,8 @@ Docker Engine API (1.41) fields. Pure; `containers.ContainerCreate` carries one 
 | logging             | HostConfig.LogConfig (Type, Config)                                               |
 
 Fields a service leaves empty are left out of the body (Docker's defaults apply), so a service that sets none of
-them gets the same body as before these fields existed.
+them gets the same body as before these fields existed. An `exec` healthcheck is Docker's HEALTHCHECK
+(`Healthcheck`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 from caravanserai import v1
 from caravanserai.project import runoptions
+from caravanserai.project.servicegraph import HealthSettings
 from caravanserai.text.quantity import to_int
 
 DEFAULT_DEVICE_PERMISSIONS = "rwm"
@@ -122,4 +124,36 @@ def _tmpfs_options(tmpfs: v1.TmpfsMount) -> str:
 
 NO_SETTINGS = RunSettings()
 
-__all__ = ["DEFAULT_DEVICE_PERMISSIONS", "NO_SETTINGS", "RunSettings"]
+
+@dataclass(frozen=True, slots=True)
+class Healthcheck:
+    """Docker's HEALTHCHECK for an `exec` check: the command (`CMD` form) and its settings, times in seconds."""
+
+    command: tuple[str, ...]
+    interval: float
+    timeout: float
+    retries: int
+    start_period: float
+
+    @staticmethod
+    def of(check: v1.HealthCheck) -> Healthcheck | None:
+        """The HEALTHCHECK of an exec check (None for http/tcp checks, which the agent runs)."""
+        if not check.HasField("exec"):
+            return None
+        settings = HealthSettings.of(check)
+        return Healthcheck(
+            tuple(check.exec.command), settings.interval, settings.timeout, settings.retries, settings.start_period
+        )
+
+    def body(self) -> dict[str, Any]:
+        """Docker's `Healthcheck` (times in nanoseconds)."""
+        nanos = 1_000_000_000
+        return {
+            "Test": ["CMD", *self.command],
+            "Interval": int(self.interval * nanos),
+            "Timeout": int(self.timeout * nanos),
+            "Retries": self.retries,
+            "StartPeriod": int(self.start_period * nanos),
+        }
+
+__all__ = ["DEFAULT_DEVICE_PERMISSIONS", "Healthcheck", "NO_SETTINGS", "RunSettings"]

@@ -193,6 +193,8 @@ def _service(draw: Draw, name: str, volumes: list[str], host_ports: list[int]) -
                 )
             ),
         )
+        if resource == "memory":  # Docker's minimum is 6Mi (a smaller request is refused)
+            number, suffix = draw(st.integers(6, 4096)), draw(st.sampled_from(["Mi", "Gi"]))
         resources["requests"][resource] = f"{number}{suffix}"
         if draw(st.booleans()):
             resources["limits"][resource] = f"{number + (0 if counted else extra)}{suffix}"

@@ -4,7 +4,10 @@ them (or of a mounted volume's host path) changes the service's spec hash, recre
 
 from __future__ import annotations
 
+import pytest
+
 from caravanserai import v1
+from caravanserai.agent.__main__ import config_from_args, parser
 from caravanserai.agent.docker import containers, naming
 from caravanserai.agent.docker.records import observe
 
@@ -111,3 +114,11 @@ def test_the_agent_stops_a_container_within_its_services_grace_period() -> None:
     labels = {naming.LABEL_STOP_TIMEOUT: "90"}
     assert observe({"Config": {"Labels": labels}}).stop_timeout == 90
     assert observe({"Config": {"Labels": {}}}).stop_timeout is None
+
+
+def test_allowed_host_paths_flag() -> None:
+    assert config_from_args(parser().parse_args(["--node-name", "n1"])).allowed_host_paths == ()
+    args = parser().parse_args(["--node-name", "n1", "--allowed-host-paths", "/srv, /data/x"])
+    assert config_from_args(args).allowed_host_paths == ("/srv", "/data/x")
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--node-name", "n1", "--allowed-host-paths", "srv"])
