@@ -101,6 +101,17 @@ def test_node_selector_change_makes_the_node_ineligible_and_others_count_against
     assert (full.action, full.reason) == (Action.TO_PENDING, lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE)
 
 
+def test_a_host_path_the_node_does_not_allow_makes_it_ineligible() -> None:
+    p = bound(generation=2, scheduled=1)
+    p.spec.volumes.add(name="site", type=v1.VOLUME_HOST_PATH, host_path="/etc/site")
+    n = node()
+    assert plan(p, n, others_requested={}, now=NOW).action is Action.CONFIRM  # no allow-list: any path
+    n.status.allowed_host_paths.append("/srv")
+    moved = plan(p, n, others_requested={}, now=NOW)
+    assert (moved.action, moved.reason) == (Action.TO_PENDING, lifecycle.REASON_NODE_NO_LONGER_ELIGIBLE)
+    assert "didn't allow host path /etc/site" in moved.message
+
+
 def test_a_stamped_taint_is_due_after_its_toleration_seconds_and_cleared_when_gone() -> None:
     p = tolerate(bound(), "maint", 30)
     meta.set_condition(p.status.conditions, CONDITION_TAINTED_AT, v1.TRUE, reason="TaintEviction", now=NOW - 10)
