@@ -132,6 +132,11 @@ CASES: list[tuple[Mutation, str, str]] = [
         'spec.services[1].sysctls["net.core.somaxconn"]',
         "networkMode host",
     ),
+    (
+        lambda p: p.spec.services[0].sysctls.update({"kernel.sem": ""}),
+        f'{WEB}.sysctls["kernel.sem"]',
+        "needs a value",
+    ),
     (lambda p: setattr(p.spec.services[0].logging, "driver", "json file"), f"{WEB}.logging.driver", "log driver"),
     (lambda p: setattr(p.spec.services[0].logging, "driver", ""), f"{WEB}.logging.driver", "required with options"),
     (lambda p: setattr(p.spec.volumes[0], "host_path", ""), "spec.volumes[0].hostPath", "is required"),

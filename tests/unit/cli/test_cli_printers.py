@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -299,6 +300,17 @@ def test_project_schema_shape() -> None:
     assert defs["ProjectStatus"]["properties"]["phase"]["enum"] == list(v1.PHASES)
     assert all(d["additionalProperties"] is False for d in defs.values())
     assert "Node" not in defs and "NodeSpec" not in defs
+
+
+@pytest.mark.parametrize("message", ["Volume", "TmpfsMount"])
+def test_the_schema_of_a_file_mode_takes_the_forms_the_server_reads_as_octal(message: str) -> None:
+    """The schema's example (0400) is what the server accepts: in YAML 1.2 an editor reads it as 400, a string
+    "0400" or "0o400" is octal too, a plain number decimal."""
+    mode = kind_schema("projects")["$defs"][message]["properties"]["mode"]
+    assert "0400" in mode["description"] or "01777" in mode["description"]
+    assert mode["type"] == ["integer", "string"] and mode["minimum"] == 0 and mode["maximum"] >= 7777
+    assert all(re.fullmatch(mode["pattern"], text) for text in ("0400", "0o400", "256", "01777"))
+    assert not any(re.fullmatch(mode["pattern"], text) for text in ("0x1", "rw", "-1"))
 
 
 def test_node_schema_has_taint_effects() -> None:

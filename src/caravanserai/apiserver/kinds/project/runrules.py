@@ -12,7 +12,7 @@
   `containerPort` and `hostIp` empty (nothing is mapped);
 * `labels`: keys without whitespace, none under `caravanserai.io/` (the agent's own labels);
 * `ulimits[i]`: a known name, once each, values at least -1 (unlimited), soft not above hard;
-* `sysctls`: namespaced ones only, no `net.*` with networkMode host;
+* `sysctls`: namespaced ones only, no `net.*` with networkMode host, each with a value;
 * `logging.driver`: a name without whitespace; `logging.options` need a driver.
 """
 
@@ -62,8 +62,10 @@ def run_options(errors: Violations, path: str, service: v1.Service) -> None:
         _ulimit(errors, f"{path}.ulimits[{i}]", ulimit)
     errors.unique(((f"{path}.ulimits[{i}].name", u.name) for i, u in enumerate(service.ulimits)), "ulimit")
     host = service.network_mode == v1.NETWORK_MODE_HOST
-    for name in service.sysctls:
+    for name, value in service.sysctls.items():
         errors.check(key_path(f"{path}.sysctls", name), runoptions.sysctl_problem(name, host_network=host))
+        if not value:
+            errors.add(key_path(f"{path}.sysctls", name), "needs a value")
     _logging(errors, f"{path}.logging", service.logging)
 
 
