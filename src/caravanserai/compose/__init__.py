@@ -19,6 +19,7 @@ from caravanserai.compose.convert import (
     convert_text,
     find_compose_file,
     is_compose,
+    looks_like_compose,
 )
 from caravanserai.compose.problems import ComposeError, Note
 
@@ -31,4 +32,5 @@ __all__ = [
     "convert_text",
     "find_compose_file",
     "is_compose",
+    "looks_like_compose",
 ]

@@ -61,6 +61,15 @@ def is_compose(data: object) -> bool:
     return isinstance(data, dict) and "services" in data and "kind" not in data
 
 
+def looks_like_compose(text: str) -> bool:
+    """Whether `text` is a Compose file by its content (one YAML document with `services:` and no `kind:`), so a
+    manifest reader can hand it over; text that is not valid YAML is not (the manifest reader reports it)."""
+    try:
+        return is_compose(load_yaml(text, source=""))
+    except ComposeError:
+        return False
+
+
 def find_compose_file(directory: str) -> str | None:
     """The Compose file of a folder (`compose.yaml`, …, `docker-compose.yml`), or None."""
     for name in COMPOSE_FILE_NAMES:
@@ -314,4 +323,12 @@ def _secrets_notes(data: dict[str, Any], project: str, ctx: Context) -> None:
         )
 
 
-__all__ = ["COMPOSE_FILE_NAMES", "Conversion", "convert_file", "convert_text", "find_compose_file", "is_compose"]
+__all__ = [
+    "COMPOSE_FILE_NAMES",
+    "Conversion",
+    "convert_file",
+    "convert_text",
+    "find_compose_file",
+    "is_compose",
+    "looks_like_compose",
+]
