@@ -259,7 +259,7 @@ class ProjectReconciler:
             if found.health != projectstatus.UNHEALTHY:
                 continue
             log.warning("restarting unhealthy container", project=project.metadata.name, service=service.name)
-            await self._projects.restart_service(found.container_id)
+            await self._projects.restart_service(found)
             self._ledger.restarted(project.metadata.name, service.name, found.container_id)
             if self._prober is not None:
                 self._prober.forget_except(

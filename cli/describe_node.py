@@ -134,6 +134,8 @@ def describe_node(
         ],
         1,
     )
+    allowed = ", ".join(node.status.allowed_host_paths) or "any (no --allowed-host-paths)"
+    out.fields([("Allowed Host Paths", allowed)])
     _heartbeat(out, lease, now)
     _network(out, node.status.network, now)
     _system(out, node.status.node_info)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from caravanserai import v1
+from caravanserai.cli.describe_run import run_option_fields
 from caravanserai.cli.describe_volumes import move_text, write_placement, write_volumes
 from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities, write_conditions, write_events
 from caravanserai.cli.printers import NONE, key_values, or_none
@@ -115,6 +116,7 @@ def _service(out: Writer, service: v1.Service) -> None:
             ("Requests", quantities(service.resources.requests)),
             ("Limits", quantities(service.resources.limits)),
             ("Granted", _granted(service)),
+            *run_option_fields(service),
         ],
         3,
     )
@@ -142,8 +144,9 @@ def _granted(service: v1.Service) -> str:
 
 
 def _volume(volume: v1.Volume) -> list[str]:
-    source = _source(volume.secret, volume.config)
-    mode = f"0o{volume.mode:o}" if volume.mode else ("0o444" if source != NONE else NONE)
+    named = (("host path", volume.host_path), ("secret", volume.secret), ("config", volume.config))
+    source = ", ".join(f"{what} {name}" for what, name in named if name) or NONE
+    mode = f"0o{volume.mode:o}" if volume.mode else ("0o444" if volume.secret or volume.config else NONE)
     return [volume.name, volume.type or "Ephemeral", source, mode]
 
 

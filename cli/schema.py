@@ -9,7 +9,9 @@ How fields map:
 * names are the camelCase JSON names; every object has `additionalProperties: false` (typos are caught);
 * `map<string, string>` → an object of strings; `repeated` → an array; messages → `$defs` entries;
 * `google.protobuf.Timestamp` → a `date-time` string; int64 → integer or decimal string (protobuf JSON);
-  int32 → integer within 32 bits, narrowed when the comment gives a range such as `(1-65535)`;
+  int32 → integer within 32 bits, narrowed when the comment gives a range such as `(1-65535)`; a file mode
+  (`protojson.FILE_MODE_FIELDS`) → an integer or a string of digits, octal when written with a leading zero
+  (`0400`, `0o400`, "0400"), as the server reads it;
 * descriptions are the proto comments, read from the generated `.pyi` stubs (mypy-protobuf keeps them);
   a string field whose comment is just a list of values (`"Ready" or "NotReady".`,
   `NoSchedule, PreferNoSchedule or NoExecute.`) becomes an `enum` of those values;
@@ -33,6 +35,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from caravanserai import meta
 from caravanserai.cli.kinds import VIEWS, plurals, view_of
 from caravanserai.cli.resources import CUSTOM_KINDS, resolve_kind
+from caravanserai.text.protojson import FILE_MODE_FIELDS
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_KINDS = plurals(lambda view: view.schema is not None)
@@ -115,6 +118,8 @@ def documented_values(doc: str) -> list[str] | None:
 
 
 def _integer(field: FieldDescriptor, doc: str) -> dict[str, Any]:
+    if field.full_name in FILE_MODE_FIELDS:  # octal as written (0400), so an editor reading YAML 1.2 sees 400
+        return {"type": ["integer", "string"], "minimum": 0, "maximum": 7777, "pattern": "^(0o?[0-7]+|[0-9]+)$"}
     if field.type in _INT64:
         return {"type": ["integer", "string"], "pattern": "^-?[0-9]+$"}
     low, high = _INT_RANGES[field.type]

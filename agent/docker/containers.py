@@ -22,7 +22,12 @@ Guarantees:
 * **Health**: an `exec` healthcheck becomes Docker's HEALTHCHECK (`CMD` form, interval, timeout, retries and
   start period in nanoseconds); http and tcp checks are run by the agent itself (`agent/workload/health.py`).
 * **Networking**: every container joins the project network with its service name as DNS alias; ports with a
-  host port are published on the node, the others only exposed on the project network.
+  host port are published on the node, the others only exposed on the project network. A service with network
+  mode host joins no project network and maps no port (it listens on the node's own ports).
+* **Run options** (user, capabilities, devices, tmpfs, stop signal and grace period, ulimits, labels …) are
+  `runsettings.RunSettings`; a service's labels are the container's, under ours (ours win). HostPath volumes are
+  bind mounts (`Binds`: a missing host directory is made empty, as Compose and `docker run -v` do), and their host
+  paths are part of the spec hash of the services that mount them.
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ from google.protobuf import json_format
 
 from caravanserai import v1
 from caravanserai.agent.docker import naming
-from caravanserai.project import grants
+from caravanserai.agent.docker.runsettings import NO_SETTINGS, RunSettings
+from caravanserai.project import grants, runoptions
 from caravanserai.project.registryauth import RegistryCredential
 from caravanserai.project.servicegraph import HealthSettings
 from caravanserai.text.quantity import cpu_millis, to_int
@@ -52,6 +58,7 @@ VOLUME_EPHEMERAL = v1.VOLUME_EPHEMERAL
 VOLUME_PERSISTENT = v1.VOLUME_PERSISTENT
 DOCKER_VOLUME_TYPES = (VOLUME_EPHEMERAL, VOLUME_PERSISTENT)
 NVIDIA_GPU = "nvidia.com/gpu"
+HOST_NETWORK = "host"
 
 _NANO_CPUS_PER_MILLI = 1_000_000
 _MIN_CPU_SHARES = 2
@@ -101,26 +108,48 @@ class ProjectInputs:
 NO_INPUTS = ProjectInputs()
 
 
-def spec_hash(service: v1.Service, digest: str = "") -> str:
-    """A short stable hash of everything in a service's spec and of the data it reads (`digest`, see
-    `ServiceInputs`); it changes exactly when either does.
+def spec_hash(service: v1.Service, digest: str = "", *, binds: tuple[str, ...] = ()) -> str:
+    """A short stable hash of everything in a service's spec, of the data it reads (`digest`, see
+    `ServiceInputs`) and of the host paths it bind-mounts (`binds`, see `host_binds`); it changes exactly when one
+    of them does.
 
     Computed over the protobuf JSON mapping with sorted keys, which does not depend on serialization details.
     """
     document = json_format.MessageToDict(service, preserving_proto_field_name=True)
     if digest:
         document["_data"] = digest
+    if binds:
+        document["_binds"] = list(binds)
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def container_labels(project: v1.Project, service: v1.Service, *, node: str, digest: str = "") -> dict[str, str]:
-    """Labels of a service's container: owner labels plus service, generation and spec hash."""
+    """Labels of a service's container: owner labels plus service, generation, spec hash and (when the service
+    sets a grace period) the stop timeout the agent's stops use."""
     labels = naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid)
     labels[naming.LABEL_SERVICE] = service.name
     labels[naming.LABEL_GENERATION] = str(project.metadata.generation)
-    labels[naming.LABEL_SPEC_HASH] = spec_hash(service, digest)
+    labels[naming.LABEL_SPEC_HASH] = service_hash(project, service, digest)
+    grace = runoptions.stop_grace_seconds(service)
+    if grace is not None:
+        labels[naming.LABEL_STOP_TIMEOUT] = str(grace)
     return labels
+
+
+def service_hash(project: v1.Project, service: v1.Service, digest: str = "") -> str:
+    """The spec hash of `service` of `project` with the data it reads (`digest`) and the host paths it mounts."""
+    return spec_hash(service, digest, binds=host_binds(project, service))
+
+
+def host_binds(project: v1.Project, service: v1.Service) -> tuple[str, ...]:
+    """Docker's `Binds` for the HostPath volumes `service` mounts: `host:container` or `host:container:ro`."""
+    host_paths = {v.name: v.host_path for v in project.spec.volumes if v.type == v1.VOLUME_HOST_PATH}
+    return tuple(
+        f"{host_paths[m.name]}:{m.mount_path}{':ro' if m.read_only else ''}"
+        for m in service.volume_mounts
+        if m.name in host_paths
+    )
 
 
 def volume_labels(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[str, str]:
@@ -241,6 +270,8 @@ class ContainerCreate:
     cmd: tuple[str, ...] = ()
     working_dir: str = ""
     healthcheck: Healthcheck | None = None
+    binds: tuple[str, ...] = ()
+    run: RunSettings = NO_SETTINGS
 
     def body(self) -> dict[str, Any]:
         """The Engine API (1.41) body; its keys, their order and their values are what adoption relies on."""
@@ -248,35 +279,39 @@ class ContainerCreate:
             "Image": self.image,
             "Hostname": self.hostname,
             "Env": list(self.env),
-            "Labels": dict(self.labels),
+            "Labels": {**dict(self.run.labels), **self.labels},
             "HostConfig": self._host_config(),
-            "NetworkingConfig": {"EndpointsConfig": {self.network: {"Aliases": [self.hostname]}}},
         }
+        if not self.run.host_network:
+            body["NetworkingConfig"] = {"EndpointsConfig": {self.network: {"Aliases": [self.hostname]}}}
         optional: dict[str, Any] = {
             "Entrypoint": list(self.entrypoint),
             "Cmd": list(self.cmd),
             "ExposedPorts": {port.key: {} for port in self.ports},
             "WorkingDir": self.working_dir,
             "Healthcheck": self.healthcheck.body() if self.healthcheck is not None else None,
+            **self.run.config(),
         }
-        body.update((key, value) for key, value in optional.items() if value)
+        body.update((key, value) for key, value in optional.items() if value or key == "StopTimeout")
         return body
 
     def _host_config(self) -> dict[str, Any]:
         host_config: dict[str, Any] = {
-            "NetworkMode": self.network,
+            "NetworkMode": HOST_NETWORK if self.run.host_network else self.network,
             "RestartPolicy": {"Name": self.restart_policy, "MaximumRetryCount": 0},
             **self.resources,
         }
         bindings: dict[str, list[dict[str, str]]] = {}
         for port in self.ports:
-            if port.host_port:
+            if port.host_port and not self.run.host_network:
                 bindings.setdefault(port.key, []).append({"HostIp": port.host_ip, "HostPort": str(port.host_port)})
         gpus = {"Driver": "nvidia", "Count": self.gpus, "Capabilities": [["gpu"]]}
         optional: dict[str, Any] = {
             "PortBindings": bindings,
+            "Binds": list(self.binds),
             "Mounts": [mount.body() for mount in self.mounts],
             "DeviceRequests": [gpus] if self.gpus else [],
+            **self.run.host_config(),
         }
         host_config.update((key, value) for key, value in optional.items() if value)
         return host_config
@@ -339,6 +374,8 @@ def container_create(
         cmd=tuple(service.args),
         working_dir=service.working_dir,
         healthcheck=Healthcheck.of(service.healthcheck) if service.HasField("healthcheck") else None,
+        binds=host_binds(project, service),
+        run=RunSettings.of(service),
     )
 
 
@@ -358,6 +395,7 @@ __all__ = [
     "ContainerCreate",
     "DOCKER_RESTART_POLICIES",
     "DOCKER_VOLUME_TYPES",
+    "HOST_NETWORK",
     "Healthcheck",
     "Mount",
     "NO_INPUTS",
@@ -374,11 +412,13 @@ __all__ = [
     "container_create",
     "container_labels",
     "gpu_count",
+    "host_binds",
     "network_config",
     "pool_network_config",
     "port_key",
     "resource_settings",
     "restart_policy",
+    "service_hash",
     "spec_hash",
     "volume_config",
     "volume_labels",

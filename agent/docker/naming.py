@@ -43,6 +43,7 @@ LABEL_SPEC_HASH = LABEL_DOMAIN + "spec-hash"
 LABEL_VOLUME = LABEL_DOMAIN + "volume"
 LABEL_VOLUME_TYPE = LABEL_DOMAIN + "volume-type"
 LABEL_NETWORK_POOL = LABEL_DOMAIN + "network-pool"
+LABEL_STOP_TIMEOUT = LABEL_DOMAIN + "stop-timeout"  # seconds a service's container gets to stop (stopGracePeriod)
 LABEL_EPOCH = LABEL_DOMAIN + "epoch"  # which copy of a Persistent volume's data this is (`agent/volumes/epochs.py`)
 POOL_PART = "pool."
 
@@ -126,6 +127,13 @@ def node_filter(node: str, **extra: str) -> list[str]:
     return label_filter(labels)
 
 
+def stop_timeout(labels: Mapping[str, str], default: int) -> int:
+    """Seconds a container gets between its stop signal and SIGKILL: its service's grace period as labelled at
+    creation (`LABEL_STOP_TIMEOUT`), else `default` (the agent's --stop-timeout)."""
+    text = labels.get(LABEL_STOP_TIMEOUT, "")
+    return int(text) if text.isdigit() else default
+
+
 __all__ = [
     "LABEL_DOMAIN",
     "LABEL_EPOCH",
@@ -137,6 +145,7 @@ __all__ = [
     "LABEL_PROJECT_UID",
     "LABEL_SERVICE",
     "LABEL_SPEC_HASH",
+    "LABEL_STOP_TIMEOUT",
     "LABEL_VOLUME",
     "LABEL_VOLUME_TYPE",
     "MANAGED",
@@ -152,5 +161,6 @@ __all__ = [
     "parse_container_name",
     "pool_labels",
     "pool_network_name",
+    "stop_timeout",
     "volume_name",
 ]

@@ -111,7 +111,8 @@ class Observed:
     health: str = ""  # Docker's health status for a HEALTHCHECK: starting, healthy, unhealthy ("" without one)
     started_at: float = 0.0  # seconds since the epoch of the current (or last) start; 0 when never started
     finished_at: float = 0.0  # seconds since the epoch of the last exit; 0 when it never exited
-    ip: str = ""  # the container's address on its (project) network
+    ip: str = ""  # the container's address on its (project) network; 127.0.0.1 on the host network
+    stop_timeout: int | None = None  # its service's grace period in seconds (None: the agent's --stop-timeout)
 
     @property
     def running(self) -> bool:
@@ -254,6 +255,8 @@ def docker_time(text: Any) -> float:
 
 def _first_ip(info: Mapping[str, Any]) -> str:
     networks = ((info.get("NetworkSettings") or {}).get("Networks")) or {}
+    if "host" in networks:  # the node's own network stack: the agent reaches it on loopback
+        return "127.0.0.1"
     for network in networks.values():
         address = (network or {}).get("IPAddress")
         if address:
@@ -284,6 +287,7 @@ def observe(info: Mapping[str, Any]) -> Observed:
         started_at=docker_time(state.get("StartedAt")),
         finished_at=docker_time(state.get("FinishedAt")),
         ip=_first_ip(info),
+        stop_timeout=int(grace) if (grace := labels.get(naming.LABEL_STOP_TIMEOUT, "")).isdigit() else None,
     )
 
 

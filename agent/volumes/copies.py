@@ -167,7 +167,9 @@ class VolumeCopies:
         name = self._volume_name(project, volume)
         labels = naming.node_filter(self._node, project=project.metadata.name)
         for container in await self._docker.list_containers(labels, volume=name):
-            await self._docker.remove_container(container.id, timeout=self._stop_timeout)
+            await self._docker.remove_container(
+                container.id, timeout=naming.stop_timeout(container.labels, self._stop_timeout)
+            )
         await self._docker.remove_volume(name)
         await self._docker.ensure_volume(containers.volume_config(project, volume, node=self._node, epoch=epoch))
         info = await self._docker.inspect_volume(name)

@@ -172,7 +172,7 @@ class ProjectRuntime:
         return (
             found.node == self.node
             and found.project_uid == project.metadata.uid
-            and found.spec_hash == containers.spec_hash(service, inputs.digest)
+            and found.spec_hash == containers.service_hash(project, service, inputs.digest)
         )
 
     async def ensure_service(
@@ -207,7 +207,7 @@ class ProjectRuntime:
         await prepare_image(self.docker, service, inputs, pulls, replacing=replacing)
         if found is not None:
             log.info("replacing container", container=name, reason="spec or owner changed")
-            await self.docker.remove_container(found.container_id, timeout=self.stop_timeout)
+            await self.docker.remove_container(found.container_id, timeout=self._grace(found.stop_timeout))
         container_id = await self._create(project, service, name, inputs, network)
         await self._start(container_id, service)
         return await self._observe(container_id)
@@ -243,12 +243,12 @@ class ProjectRuntime:
         name, uid = project.metadata.name, project.metadata.uid
         expected = {s.name: f"/{naming.container_name(name, s.name, self.node)}" for s in project.spec.services}
         listed = await self.docker.list_containers(self._filter(name))
-        stale = [
-            c.id
+        stale = {
+            c.id: c
             for c in listed
             if c.label(naming.LABEL_PROJECT_UID) != uid or expected.get(c.label(naming.LABEL_SERVICE)) not in c.names
-        ]
-        await gather_and_raise(self.docker.remove_container(cid, timeout=self.stop_timeout) for cid in stale)
+        }
+        await gather_and_raise(self.docker.remove_container(c.id, timeout=self.grace(c)) for c in stale.values())
         old_volumes = [
             v.name
             for v in await self.docker.list_volumes(self._filter(name, volume_type=containers.VOLUME_EPHEMERAL))
@@ -274,18 +274,25 @@ class ProjectRuntime:
             if isinstance(item, Observed) and item.project_uid == project.metadata.uid
         }
 
-    async def restart_service(self, container_id: str) -> None:
-        """Restart one container (stop with the configured timeout, then start): Docker does not restart
-        unhealthy containers itself."""
-        await self.docker.stop_container(container_id, timeout=self.stop_timeout)
-        await self.docker.start_container(container_id)
+    async def restart_service(self, found: Observed) -> None:
+        """Restart one container (stop with its service's grace period or the configured timeout, then start):
+        Docker does not restart unhealthy containers itself."""
+        await self.docker.stop_container(found.container_id, timeout=self._grace(found.stop_timeout))
+        await self.docker.start_container(found.container_id)
+
+    def grace(self, container: ContainerSummary) -> int:
+        """Seconds `container` gets to stop: its service's grace period (`stopGracePeriod`), else --stop-timeout."""
+        return naming.stop_timeout(container.labels, self.stop_timeout)
+
+    def _grace(self, own: int | None) -> int:
+        return self.stop_timeout if own is None else own
 
     async def stop(self, project: str) -> None:
         """Stop the project's running containers (they stay, with their logs)."""
         running = [
-            c.id for c in await self.docker.list_containers(self._filter(project)) if c.state == projectstatus.RUNNING
+            c for c in await self.docker.list_containers(self._filter(project)) if c.state == projectstatus.RUNNING
         ]
-        await gather_and_raise(self.docker.stop_container(cid, timeout=self.stop_timeout) for cid in running)
+        await gather_and_raise(self.docker.stop_container(c.id, timeout=self.grace(c)) for c in running)
 
     # ---- down --------------------------------------------------------------------------------------------
 
@@ -296,7 +303,7 @@ class ProjectRuntime:
 
     async def _remove(self, project: str) -> int:
         found = await self.docker.list_containers(self._filter(project))
-        await gather_and_raise(self.docker.remove_container(c.id, timeout=self.stop_timeout) for c in found)
+        await gather_and_raise(self.docker.remove_container(c.id, timeout=self.grace(c)) for c in found)
         self.networks.give_back(project, attached_networks(found))
         networks = await self.docker.list_networks(self._filter(project))  # `cara_<project>_<node>`, not the pool's
         await gather_and_raise(self.docker.remove_network(n.id) for n in networks)

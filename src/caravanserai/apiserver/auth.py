@@ -15,6 +15,9 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 |                     | those: the node authorizer's rule, `kinds.nodegraph`)                                |
 | anyone else         | read-only: get, list, watch — except Secrets, which they cannot read at all          |
 
+Whoever may create or update objects of a kind, only an admin may set the fields its strategy's `admin_only` names
+(projects: privileged containers, devices, the host network, HostPath volumes); the refusal names each field.
+
 Custom kinds: only `admin` writes ResourceDefinitions; `controller:*` identities also write objects of custom
 kinds and their status; `node:*` identities may use only the verbs a definition lists in `nodeVerbs`. The
 per-kind rules live in each kind's strategy (`controller_writes`, `node_allows`).
@@ -38,6 +41,8 @@ from caravanserai.process.identity import LOCAL_ADMIN, Authenticator, Identity, 
 log = structlog.get_logger(__name__)
 
 READ_VERBS = frozenset({"get", "list", "watch"})
+WRITE_VERBS = frozenset({"create", "update"})
+"""Verbs that write a spec: a writer other than admin is also refused the fields its strategy keeps for admins."""
 
 
 class Authorizer:
@@ -59,11 +64,17 @@ class Authorizer:
         old: Any = None,
         field_selector: str = "",
     ) -> None:
-        if self._allowed(who, verb, resource, name=name, obj=obj, old=old, field_selector=field_selector):
-            return
         target = f"{resource}/{name}" if name else resource
-        log.warning("permission denied", user=who.user, verb=verb, target=target)
-        raise Forbidden(f"{who.user} may not {verb} {target}")
+        if not self._allowed(who, verb, resource, name=name, obj=obj, old=old, field_selector=field_selector):
+            log.warning("permission denied", user=who.user, verb=verb, target=target)
+            raise Forbidden(f"{who.user} may not {verb} {target}")
+        strategy = self._kinds.get(resource)
+        if who.is_admin or verb not in WRITE_VERBS or obj is None or strategy is None:
+            return
+        fields = strategy.admin_only(obj)
+        if fields:
+            log.warning("permission denied", user=who.user, verb=verb, target=target, fields=[f.field for f in fields])
+            raise Forbidden(f"{who.user} may not {verb} {target}: " + "; ".join(str(f) for f in fields))
 
     def _allowed(self, who: Identity, verb: str, resource: str, **ctx: Any) -> bool:
         if who.is_admin:

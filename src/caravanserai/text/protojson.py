@@ -19,7 +19,9 @@ of json_format's first error. Guarantees:
   the text it was written with when the parser recorded it in a `source_text` attribute (`010` stays "010").
   A string with an `rfc3339` attribute (a YAML timestamp) gives that value to Timestamp fields. An integer field
   written with a leading zero (`0400`) is refused as ambiguous (octal in YAML 1.1, decimal in 1.2): `0o400` or
-  `256` say which.
+  `256` say which — except in a file mode (`FILE_MODE_FIELDS`: `mode` of a volume or a tmpfs), where it is octal
+  as everywhere file modes are written (`0400` is `0o400`, 256), so the form the schema shows works; there the
+  strings "0400" and "0o400" are octal too (JSON has no octal numbers).
 * **Capped.** Data with more than `max_values` values (counted after YAML aliases are expanded) is refused.
 * `to_data` writes camelCase keys, int64 as numbers, times as RFC 3339, and omits empty fields and messages;
   `from_data(to_data(m), type(m)) == m` for messages without present-but-empty sub-messages.
@@ -204,7 +206,7 @@ def _single(decoder: _Decoder, value: object, field: FieldDescriptor, path: str)
     if kind == FieldDescriptor.TYPE_BOOL and isinstance(value, bool):
         return value
     if kind in _RANGES:
-        return _integer(decoder, value, kind, path)
+        return _integer(decoder, value, kind, path, octal=field.full_name in FILE_MODE_FIELDS)
     floating = kind in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
     if floating and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
@@ -227,14 +229,31 @@ def _single(decoder: _Decoder, value: object, field: FieldDescriptor, path: str)
 
 
 _LEADING_ZERO = re.compile(r"[+-]?0[0-9]+")
+_OCTAL = re.compile(r"\+?0[0-7]+")
+_OCTAL_PREFIXED = re.compile(r"0o[0-7]+")
+
+FILE_MODE_FIELDS = frozenset({"caravanserai.v1.Volume.mode", "caravanserai.v1.TmpfsMount.mode"})
+"""Fields holding a file mode: there a number written with a leading zero (`0400`) is octal, as chmod, Kubernetes'
+`defaultMode` and Compose read it."""
 
 
-def _integer(decoder: _Decoder, value: object, kind: int, path: str) -> int | None:
-    """An integer given as a number (1, 1.0, 1e3) or as decimal text ("1"), within the range of `kind`."""
+def _integer(decoder: _Decoder, value: object, kind: int, path: str, *, octal: bool = False) -> int | None:
+    """An integer given as a number (1, 1.0, 1e3) or as decimal text ("1"), within the range of `kind`; with
+    `octal` (a file mode), a number written with a leading zero is octal."""
+    source = str(getattr(value, "source_text", "") or "")
+    if octal and isinstance(value, str):  # a file mode in quotes: "0400" and "0o400" are octal too
+        source = value
     if isinstance(value, float) and value.is_integer():
         number = int(value)
+    elif octal and isinstance(value, (int, str)) and _LEADING_ZERO.fullmatch(source):
+        if not _OCTAL.fullmatch(source):
+            decoder.add(path, f"{source} is not an octal file mode (digits 0-7 after the leading zero)")
+            return None
+        number = int(source, 8)
+    elif octal and isinstance(value, str) and _OCTAL_PREFIXED.fullmatch(value):
+        number = int(value, 8)
     elif isinstance(value, int) and not isinstance(value, bool):
-        if _LEADING_ZERO.fullmatch(str(getattr(value, "source_text", "") or "")):
+        if _LEADING_ZERO.fullmatch(source):
             decoder.add(
                 path,
                 f"{getattr(value, 'source_text')} is ambiguous (YAML 1.1 reads a leading zero as octal, "
@@ -317,4 +336,4 @@ def from_data(data: object, cls: type[M], *, max_values: int = MAX_VALUES) -> M:
     raise decoder.error(what=cls.DESCRIPTOR.name)
 
 
-__all__ = ["MAX_VALUES", "describe", "from_data", "to_data"]
+__all__ = ["FILE_MODE_FIELDS", "MAX_VALUES", "describe", "from_data", "to_data"]

@@ -288,7 +288,7 @@ PROJECT_CASES: list[tuple[Mutation, str, str]] = [
     (
         lambda p: setattr(p.spec.volumes[0], "type", "Host"),
         "spec.volumes[0].type",
-        'must be one of "Ephemeral", "Persistent", "Secret", "Config" (or empty for Ephemeral), not "Host"',
+        'must be one of "Ephemeral", "Persistent", "Secret", "Config", "HostPath" (or empty for Ephemeral), not "Host"',
     ),
     (
         lambda p: setattr(p.spec.services[1].volume_mounts[0], "name", "cache"),

@@ -436,9 +436,34 @@ def test_list_documents_contribute_their_items() -> None:
 def test_a_leading_zero_integer_is_refused_as_ambiguous() -> None:
     text = (
         "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: a}\n"
-        "spec:\n  volumes: [{name: v, type: Secret, secret: s, mode: %s}]\n  services: [{name: w, image: i}]\n"
+        "spec:\n  services: [{name: w, image: i, ports: [{containerPort: %s}]}]\n"
     )
-    with pytest.raises(Invalid, match=r"spec.volumes\[0\].mode: 0400 is ambiguous .* write 0o400 for octal"):
-        load_manifests(text % "0400", source="x.yaml")
-    assert load_manifests(text % "0o400", source="x.yaml")[0].spec.volumes[0].mode == 0o400  # type: ignore[union-attr]  # the manifest holds one Project
-    assert load_manifests(text % "256", source="x.yaml")[0].spec.volumes[0].mode == 0o400  # type: ignore[union-attr]  # the manifest holds one Project
+    with pytest.raises(Invalid, match=r"spec.services\[0\].ports\[0\].containerPort: 0080 is ambiguous .* 0o80"):
+        load_manifests(text % "0080", source="x.yaml")
+    assert load_manifests(text % "80", source="x.yaml")[0].spec.services[0].ports[0].container_port == 80  # type: ignore[union-attr]  # the manifest holds one Project
+
+
+@pytest.mark.parametrize(
+    ("written", "mode"),
+    [("0400", 0o400), ("0o400", 0o400), ("256", 0o400), ('"0400"', 0o400), ('"0o440"', 0o440), ('"256"', 256)],
+)
+def test_a_file_mode_with_a_leading_zero_is_octal(written: str, mode: int) -> None:
+    """The schema's example (0400) works: in a file mode a leading zero means octal, as for chmod."""
+    text = (
+        "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: a}\n"
+        "spec:\n  volumes: [{name: v, type: Secret, secret: s, mode: %s}]\n"
+        "  services: [{name: w, image: i, tmpfs: [{mountPath: /t, mode: %s}]}]\n"
+    )
+    [project] = load_manifests(text % (written, written), source="x.yaml")
+    assert isinstance(project, v1.Project)
+    assert project.spec.volumes[0].mode == mode
+    assert project.spec.services[0].tmpfs[0].mode == mode
+
+
+def test_a_file_mode_with_a_leading_zero_needs_octal_digits() -> None:
+    text = (
+        "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: a}\n"
+        "spec:\n  volumes: [{name: v, type: Secret, secret: s, mode: 0800}]\n  services: [{name: w, image: i}]\n"
+    )
+    with pytest.raises(Invalid, match=r"spec.volumes\[0\].mode: 0800 is not an octal file mode"):
+        load_manifests(text, source="x.yaml")

@@ -1403,7 +1403,9 @@ class TmpfsMount(_message.Message):
     size: _builtins.str
     """Size limit, a memory quantity such as "64Mi" (default: no limit but the container's memory)."""
     mode: _builtins.int
-    """File mode of the mount's root directory, e.g. 01777 (default 01777; at most 07777)."""
+    """File mode of the mount's root directory, octal as for chmod: 01777 (or 0o1777, "01777", or its decimal value
+    1023), default 01777, at most 07777.
+    """
     def __init__(
         self,
         *,
@@ -1552,7 +1554,9 @@ class Volume(_message.Message):
     config: _builtins.str
     """Name of the Config of a volume of type Config."""
     mode: _builtins.int
-    """File mode of the files of a Secret or Config volume, e.g. 0400 (default 0444; at most 0777)."""
+    """File mode of the files of a Secret or Config volume, octal as for chmod: 0400 (or 0o400, "0400", or its
+    decimal value 256), default 0444, at most 0777.
+    """
     restore: _builtins.str
     """What a node that does not hold the volume's current data does before the services that mount it start:
     "Latest" (default: restore the hand-off snapshot of a move, else the newest one; empty only on a first run,

@@ -249,6 +249,11 @@ class KindStrategy(abc.ABC, Generic[T]):
         """May identity `node:<node>` do `verb`? Nodes have no access unless a kind says so."""
         return False
 
+    def admin_only(self, obj: T) -> list[FieldViolation]:
+        """The fields of `obj` (to be created or to replace the stored one) that only an admin may set, each with
+        what it would allow; the authorizer refuses every other writer when any is found. None by default."""
+        return []
+
 
 class KindTable:
     """The kinds one apiserver serves, by plural. The one place requests find their kind's strategy."""

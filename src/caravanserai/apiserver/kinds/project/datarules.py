@@ -5,7 +5,8 @@ resources (the rules of Secrets and Configs themselves are beside their strategi
 * `env[i].valueFrom` names exactly one of a Secret and a Config and a key, and then `value` is empty;
   `envFrom[i]` names exactly one of a Secret and a Config.
 * A volume of type Secret names a Secret (and no Config), of type Config a Config; `mode` only for those, within
-  0..0o777. Other volume types name neither.
+  0..0o777. Other volume types name neither. A volume of type HostPath has an absolute `hostPath`; no other type
+  has one.
 * `imagePullPolicy` is IfNotPresent (default), Always or Never; `imagePullSecrets` are object names, each once.
 * Extended resources (any name but cpu and memory) are whole numbers, and a request equals its limit.
 """
@@ -76,7 +77,14 @@ def extended_resources(errors: Violations, path: str, resources: v1.ResourceRequ
 
 
 def volume_data(errors: Violations, path: str, volume: v1.Volume) -> None:
-    """The Secret/Config fields of one project volume."""
+    """The Secret/Config fields of one project volume, and its host path."""
+    if volume.type == v1.VOLUME_HOST_PATH:
+        if errors.required(f"{path}.hostPath", volume.host_path):
+            validation.absolute_path(errors, f"{path}.hostPath", volume.host_path)
+            if ":" in volume.host_path:
+                errors.add(f"{path}.hostPath", f"must not contain ':', not {quote(volume.host_path)}")
+    elif volume.host_path:
+        errors.add(f"{path}.hostPath", "is only for volumes of type HostPath")
     if volume.type == v1.VOLUME_SECRET:
         if errors.required(f"{path}.secret", volume.secret):
             errors.check(f"{path}.secret", validate_dns_subdomain(volume.secret))

@@ -2,10 +2,11 @@
 
 * spec: at least one service; names of volumes, services, ports, environment variables, mounts and ingress
   routes unique where they must be; images without whitespace; ports 1-65535 (host ports once per protocol);
-  mounts of declared volumes at absolute paths; resource requests not above their limits; ingress routes to a
-  declared service; tolerations well-formed. How services relate (`dependsOn`, `healthcheck`, tolerationSeconds)
-  is in `servicerules`; where a project names Secrets, Configs and extended resources in `datarules`; a volume's
-  backups and restores in `backuprules`.
+  mounts of declared volumes at absolute paths; resource requests not above their limits, memory ones none below
+  Docker's minimum (6Mi); ingress routes to a declared service; tolerations well-formed. How services relate
+  (`dependsOn`, `healthcheck`, tolerationSeconds) is in `servicerules`; where a project names Secrets, Configs,
+  host paths and extended resources in `datarules`; a volume's backups and restores in `backuprules`; how a
+  container runs (user, capabilities, devices, tmpfs, network mode, ulimits, sysctls, logging …) in `runrules`.
 * status: a known phase, well-formed conditions, one entry per service and one per volume (each named).
 """
 
@@ -15,7 +16,7 @@ import ipaddress
 
 from caravanserai import v1
 from caravanserai.apiserver import validation
-from caravanserai.apiserver.kinds.project import backuprules, datarules, servicerules
+from caravanserai.apiserver.kinds.project import backuprules, datarules, runrules, servicerules
 from caravanserai.text.selectors import (
     validate_dns_label,
     validate_dns_subdomain,
@@ -23,6 +24,9 @@ from caravanserai.text.selectors import (
     validate_label_value,
 )
 from caravanserai.text.violations import Violations, key_path, quote
+
+MIN_MEMORY_BYTES = 6 * 1024 * 1024
+"""Docker refuses a container whose memory limit or reservation is below 6 MiB."""
 
 
 def project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
@@ -87,6 +91,7 @@ def _service(errors: Violations, path: str, service: v1.Service, volumes: set[st
     if service.HasField("healthcheck"):
         servicerules.healthcheck(errors, f"{path}.healthcheck", service.healthcheck)
     datarules.service_data(errors, path, service)
+    runrules.run_options(errors, path, service)
 
 
 def _port(errors: Violations, path: str, port: v1.ServicePort) -> None:
@@ -105,6 +110,13 @@ def _port(errors: Violations, path: str, port: v1.ServicePort) -> None:
 def _resources(errors: Violations, path: str, resources: v1.ResourceRequirements) -> None:
     requests = validation.quantities(errors, f"{path}.requests", resources.requests)
     limits = validation.quantities(errors, f"{path}.limits", resources.limits)
+    for part, amounts, texts in (("requests", requests, resources.requests), ("limits", limits, resources.limits)):
+        memory = amounts.get("memory")
+        if memory is not None and 0 < memory < MIN_MEMORY_BYTES:
+            errors.add(
+                key_path(f"{path}.{part}", "memory"),
+                f"must be at least 6Mi (Docker's minimum for a container), not {texts['memory']}",
+            )
     for name, limit in limits.items():
         if name in requests and limit < requests[name]:
             errors.add(
@@ -151,4 +163,4 @@ def project_status(errors: Violations, status: v1.ProjectStatus) -> None:
     errors.non_negative("status.observedGeneration", status.observed_generation)
 
 
-__all__ = ["project_spec", "project_status"]
+__all__ = ["MIN_MEMORY_BYTES", "project_spec", "project_status"]

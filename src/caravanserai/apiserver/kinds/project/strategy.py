@@ -1,14 +1,16 @@
 """Projects: phase Pending on create, the phase table of `caravanserai.project.lifecycle` on UpdateStatus (DESIGN §4),
-Terminating on delete while anything may run, and nodes reaching only the projects bound to them. The rules of a
-project's spec and status are in `rules` (with `servicerules` and `datarules`)."""
+Terminating on delete while anything may run, nodes reaching only the projects bound to them, and what only an admin
+may write (`adminrules`). The rules of a project's spec and status are in `rules` (with `servicerules`,
+`datarules` and `runrules`)."""
 
 from __future__ import annotations
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindStrategy
+from caravanserai.apiserver.kinds.project.adminrules import admin_only_fields
 from caravanserai.apiserver.kinds.project.rules import project_spec, project_status
-from caravanserai.errors import FailedPrecondition
+from caravanserai.errors import FailedPrecondition, FieldViolation
 from caravanserai.project import lifecycle
 from caravanserai.text.selectors import validate_dns_label
 
@@ -68,6 +70,10 @@ class ProjectStrategy(KindStrategy[v1.Project]):
                 return False
             return obj.status.node_ref == node or finishes_move(old, obj)
         return False
+
+    def admin_only(self, obj: v1.Project) -> list[FieldViolation]:
+        """Privileged containers, devices, the host network and HostPath volumes (`adminrules`)."""
+        return admin_only_fields(obj.spec)
 
 
 def finishes_move(old: v1.Project, new: v1.Project) -> bool:
