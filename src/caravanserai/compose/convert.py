@@ -232,8 +232,23 @@ def _service(
         out.resources.CopyFrom(resources)
     out.image_pull_policy = convert_pull_policy(service, ctx, path)
     apply_runtime(service, out, ctx, path)
+    if out.network_mode == "host":
+        _host_network_ports(out, ctx, path)
     _service_notes(service, ctx, path, node_selector)
     return out
+
+
+def _host_network_ports(out: v1.Service, ctx: Context, path: str) -> None:
+    """With the host's network nothing is mapped: Docker discards published ports, and so does the conversion
+    (the container listens on the node's own ports), saying so."""
+    for port in out.ports:
+        if (port.host_port and port.host_port != port.container_port) or port.host_ip:
+            ctx.note(
+                join(path, "ports"),
+                "published ports are discarded with network_mode: host (as Docker does): the container listens on "
+                "the node's own ports",
+            )
+        port.host_port, port.host_ip = 0, ""
 
 
 def _env_file(entry: object, ctx: Context, path: str) -> dict[str, str]:

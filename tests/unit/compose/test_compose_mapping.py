@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from caravanserai import v1
+from caravanserai.apiserver.kinds import validate_object
 from caravanserai.compose import ComposeError, Conversion, convert_text
 from caravanserai.text.manifest import to_dict
 
@@ -400,3 +401,55 @@ def test_result_is_a_project_message(tmp_path: Path) -> None:
         "Project",
         tmp_path.name.lower().replace("_", "-"),
     )
+
+
+def test_every_mapped_key_passes_the_apiservers_validation(tmp_path: Path) -> None:
+    body = textwrap.dedent(
+        """
+        web:
+          image: x
+          entrypoint: [/bin/sh, -c]
+          command: "echo hi"
+          environment: [A=1]
+          ports: ["8080:80", "127.0.0.1:5353:53/udp"]
+          volumes: ["data:/data", "/cache", "./html:/html:ro"]
+          tmpfs: ["/run:size=64m,mode=1777"]
+          depends_on: {db: {condition: service_healthy}}
+          healthcheck: {test: [CMD-SHELL, "true"], interval: 1m30s, timeout: 500ms, start_period: 10s}
+          restart: on-failure
+          working_dir: /srv
+          user: "1000:1000"
+          cap_add: [NET_ADMIN]
+          cap_drop: [MKNOD]
+          privileged: true
+          devices: ["/dev/fuse"]
+          shm_size: 64m
+          stop_signal: SIGINT
+          stop_grace_period: 1m
+          init: true
+          extra_hosts: ["db.internal:10.0.0.5"]
+          labels: {com.example.team: web}
+          ulimits: {nofile: {soft: 1024, hard: 4096}}
+          sysctls: {net.core.somaxconn: 1024}
+          logging: {driver: json-file, options: {max-size: 10m}}
+          deploy: {resources: {limits: {cpus: "0.5", memory: 128M}, reservations: {memory: 64M}}}
+          secrets: [token]
+        db: {image: x, healthcheck: {test: [CMD, "true"]}}
+        """
+    )
+    text = "services:\n" + textwrap.indent(body, "  ") + "volumes:\n  data: {}\nsecrets:\n  token: {file: ./token}\n"
+    conversion = convert_text(text, source="compose.yaml", directory=str(tmp_path), environ={})
+    validate_object("projects", conversion.project)
+
+
+def test_host_network_discards_published_ports_as_docker_does(tmp_path: Path) -> None:
+    body = "web: {image: x, network_mode: host, ports: ['8080:80', '9000:9000']}"
+    web = service(body, tmp_path)
+    assert (web["networkMode"], web["ports"]) == (
+        "host",
+        [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 9000, "protocol": "TCP"}],
+    )
+    assert notes(body, tmp_path) == [
+        "services.web.ports: published ports are discarded with network_mode: host (as Docker does): the container "
+        "listens on the node's own ports"
+    ]
