@@ -26,7 +26,14 @@ from caravanserai import v1
 from caravanserai.compose.context import Context
 from caravanserai.compose.dotenv import DotenvError, parse_dotenv
 from caravanserai.compose.interpolation import InterpolationError, substitute
-from caravanserai.compose.mounts import Volumes, convert_mounts, convert_secrets, declared_volume_notes, secrets_volume
+from caravanserai.compose.mounts import (
+    SECRETS_VOLUME,
+    Volumes,
+    convert_mounts,
+    convert_secrets,
+    declared_volume_notes,
+    secrets_volume,
+)
 from caravanserai.compose.names import dns_label, is_dns_label
 from caravanserai.compose.ports import convert_ports
 from caravanserai.compose.problems import ComposeError, Note, join
@@ -172,6 +179,8 @@ def _project(data: dict[str, Any], name: str, ctx: Context) -> v1.Project:
     rename = _service_names(services, ctx)
     vols = Volumes(name, dict(data.get("volumes") or {}))
     declared_volume_notes(vols.declared, ctx)
+    if any(service.get("secrets") for service in services.values()):
+        vols.volumes[SECRETS_VOLUME] = secrets_volume(name)  # first, so that no other volume takes its name
     project = v1.Project(api_version=v1.API_VERSION, kind="Project")
     project.metadata.name = name
     for compose_name, service in services.items():
@@ -179,8 +188,6 @@ def _project(data: dict[str, Any], name: str, ctx: Context) -> v1.Project:
             _service(compose_name, service, ctx, vols, rename, name, project.spec.node_selector)
         )
     project.spec.volumes.extend(vols.volumes.values())
-    if any(service.get("secrets") for service in services.values()):
-        project.spec.volumes.append(secrets_volume(name))
     _networks_notes(data, ctx)
     _secrets_notes(data, name, ctx)
     return project

@@ -53,6 +53,8 @@ class Volumes:
             raise ctx.error(path, f"volume name {compose_name!r} has no letter or digit to make a name of")
         if name not in self.volumes:
             self.volumes[name] = v1.Volume(name=name, type="Persistent")
+        elif self.volumes[name].type != "Persistent":
+            raise ctx.error(path, f"volume name {name!r} is taken by the project's {self.volumes[name].type} volume")
         return name
 
     def anonymous(self, service: str) -> str:
@@ -187,9 +189,13 @@ def declared_volume_notes(declared: dict[str, Any], ctx: Context) -> None:
                 ctx.note(where, "has no equivalent (volumes use Docker's local driver): left out")
 
 
+SECRETS_VOLUME = "secrets"
+"""The name of the volume of the project's one Secret (reserved before any other volume is named)."""
+
+
 def secrets_volume(project: str) -> v1.Volume:
     """The volume of the project's one Secret holding every Compose secret."""
-    return v1.Volume(name="secrets", type="Secret", secret=f"{project}-secrets")
+    return v1.Volume(name=SECRETS_VOLUME, type="Secret", secret=f"{project}-secrets")
 
 
 def convert_secrets(service: dict[str, Any], ctx: Context, path: str, project: str) -> v1.VolumeMount | None:
@@ -205,7 +211,15 @@ def convert_secrets(service: dict[str, Any], ctx: Context, path: str, project: s
                     )
     if not listed:
         return None
-    return v1.VolumeMount(name="secrets", mount_path=SECRETS_PATH, read_only=True)
+    return v1.VolumeMount(name=SECRETS_VOLUME, mount_path=SECRETS_PATH, read_only=True)
 
 
-__all__ = ["SECRETS_PATH", "Volumes", "convert_mounts", "convert_secrets", "declared_volume_notes", "secrets_volume"]
+__all__ = [
+    "SECRETS_PATH",
+    "SECRETS_VOLUME",
+    "Volumes",
+    "convert_mounts",
+    "convert_secrets",
+    "declared_volume_notes",
+    "secrets_volume",
+]

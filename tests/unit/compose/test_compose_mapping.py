@@ -453,3 +453,20 @@ def test_host_network_discards_published_ports_as_docker_does(tmp_path: Path) ->
         "services.web.ports: published ports are discarded with network_mode: host (as Docker does): the container "
         "listens on the node's own ports"
     ]
+
+
+def test_a_host_folder_named_secrets_does_not_take_the_secrets_volume(tmp_path: Path) -> None:
+    text = textwrap.dedent(
+        """\
+        name: app
+        services:
+          web: {image: x, secrets: [token], volumes: ["./secrets:/config"]}
+        secrets:
+          token: {file: ./token}
+        """
+    )
+    volumes = convert_text(text, source="compose.yaml", directory=str(tmp_path)).project.spec.volumes
+    assert [(v.name, v.type) for v in volumes] == [("secrets", "Secret"), ("secrets-2", "HostPath")]
+    named = text.replace('["./secrets:/config"]', '["secrets:/config"]') + "volumes:\n  secrets: {}\n"
+    with pytest.raises(ComposeError, match="volume name 'secrets' is taken by the project's Secret volume"):
+        convert_text(named, source="compose.yaml", directory=str(tmp_path))
