@@ -54,6 +54,9 @@ from caravanserai.compose.yamltext import load_yaml
 COMPOSE_FILE_NAMES = ("compose.yaml", "compose.yml", "docker-compose.yaml", "docker-compose.yml")
 """The names Compose looks for in a folder, in its order."""
 
+OVERRIDE_FILE_NAMES = tuple(name.replace(".y", ".override.y") for name in COMPOSE_FILE_NAMES)
+"""The files Compose merges into the main one; refused (the merge is not done here), never applied on their own."""
+
 
 @dataclass(frozen=True, slots=True)
 class Conversion:
@@ -121,6 +124,13 @@ def convert_text(
     text: str, *, source: str, directory: str, name: str = "", environ: dict[str, str] | None = None
 ) -> Conversion:
     """The Project of the Compose file `text`; `directory` is its folder (for `.env`, `env_file` and bind mounts)."""
+    if os.path.basename(source) in OVERRIDE_FILE_NAMES:
+        raise ComposeError(
+            source,
+            "",
+            "is an override file: Compose merges it into the main file, caractrl does not: convert the "
+            "output of `docker compose config` instead",
+        )
     ctx = Context(source, directory, read_environment(directory, environ or {}, source))
     data = load_yaml(text, source=source)
     if not is_compose(data):

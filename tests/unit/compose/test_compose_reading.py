@@ -176,3 +176,9 @@ def test_vendored_schema_is_the_specification() -> None:
     assert "extends" in schema["definitions"]["service"]["properties"]
     notice = Path(__file__).parents[3] / "src" / "caravanserai" / "compose" / "schema" / "NOTICE"
     assert "Apache License, Version 2.0" in notice.read_text()
+
+
+def test_override_file_is_refused_not_applied_as_a_project(tmp_path: Path) -> None:
+    (tmp_path / "docker-compose.override.yml").write_text("services:\n  web: {image: x}\n")
+    with pytest.raises(ComposeError, match="is an override file: Compose merges it into the main file"):
+        convert_file(str(tmp_path / "docker-compose.override.yml"), environ={})
