@@ -146,7 +146,20 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
         "make one (made and removed in the background; 0: none, each project's network is made "
         "when it arrives)",
     )
-    p.add_argument("--stop-timeout", type=int, default=10, help="seconds a container gets to stop before SIGKILL")
+    p.add_argument(
+        "--stop-timeout",
+        type=int,
+        default=10,
+        help="seconds a container gets to stop before SIGKILL (a service's stopGracePeriod wins)",
+    )
+    p.add_argument(
+        "--allowed-host-paths",
+        type=flag_type(parse_host_paths),
+        default=(),
+        metavar="PATH[,PATH...]",
+        help="host paths HostPath volumes may mount (each path or under it); projects with others are kept off "
+        "this node and refused by it (default: any path)",
+    )
     p.add_argument("--pull-timeout", type=_positive, default=600.0, help="seconds an image pull may take")
     p.add_argument(
         "--data-dir",
@@ -159,6 +172,15 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
         "--restic-timeout", type=_positive, default=6 * 3600.0, help="seconds one volume backup or restore may take"
     )
     p.add_argument("--restic-cache-dir", default="", help="restic's cache directory (default: restic's own)")
+
+
+def parse_host_paths(text: str) -> tuple[str, ...]:
+    """`/srv,/data` → ("/srv", "/data"); each must be absolute (ValueError otherwise)."""
+    paths = tuple(part.strip() for part in text.split(",") if part.strip())
+    for path in paths:
+        if not path.startswith("/"):
+            raise ValueError(f"host path {path!r} must be absolute (start with '/')")
+    return paths
 
 
 def config_from_args(args: argparse.Namespace) -> AgentConfig:
@@ -192,6 +214,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         metrics_port=args.metrics_port,
         health_listen=args.health_listen,
         stop_timeout=args.stop_timeout,
+        allowed_host_paths=args.allowed_host_paths,
         pull_timeout=args.pull_timeout,
         fence_after=args.fence_after,
         resources=dict(args.resource),

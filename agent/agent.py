@@ -188,7 +188,13 @@ class Agent:
         metrics = ControllerMetrics(COMPONENT)
         queue: WorkQueue[str] = WorkQueue(clock=clock, metrics=metrics.queue)
         networks = NetworkPool(docker, node=config.node_name, size=config.network_pool, clock=clock)
-        projects = ProjectRuntime(docker, node=config.node_name, stop_timeout=config.stop_timeout, networks=networks)
+        projects = ProjectRuntime(
+            docker,
+            node=config.node_name,
+            stop_timeout=config.stop_timeout,
+            networks=networks,
+            allowed_host_paths=config.allowed_host_paths,
+        )
         sweep = functools.partial(self._sweep, informer, queue, projects)
         fence = self._make_fence(client, projects, on_unfenced=sweep)
         prober = HealthProber(clock=clock, on_change=queue.add)

@@ -64,6 +64,7 @@ class AgentConfig:
     restic_timeout: float = 6 * 3600.0  # seconds one backup or restore may take
     restic_cache_dir: str = ""  # restic's cache directory; "": restic's default (under the agent's home)
     inventory_interval: float = 60.0  # seconds between reports of the node's images and restore rates
+    allowed_host_paths: tuple[str, ...] = ()  # host paths HostPath volumes may mount (and under them); empty: any
 
 
 __all__ = [

@@ -131,7 +131,8 @@ class NodeRegistrar:
         return {**extended.automatic_labels(self._config.hostname), **self._config.labels}
 
     def desired_status(self, current: v1.NodeStatus, facts: machine.MachineFacts) -> v1.NodeStatus:
-        """The status to write: the machine's facts, Ready, and everything else of `current` (e.g. throughput)."""
+        """The status to write: the machine's facts, the allowed host paths, Ready, and everything else of
+        `current` (e.g. throughput)."""
         config = self._config
         status = v1.NodeStatus()
         status.CopyFrom(current)
@@ -148,6 +149,8 @@ class NodeRegistrar:
         status.network.addresses.extend(facts.addresses)
         status.network.agent_port = self._agent_port
         status.network.ingress_port = self._ingress_port
+        del status.allowed_host_paths[:]
+        status.allowed_host_paths.extend(config.allowed_host_paths)
         status.state = v1.NODE_READY
         meta.set_condition(
             status.conditions,

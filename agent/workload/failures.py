@@ -9,6 +9,7 @@ REASON_IMAGE_PULL_FAILED = "ImagePullFailed"
 REASON_NEVER_PULL = "ErrImageNeverPull"
 REASON_CREATE_FAILED = "CreateFailed"
 REASON_START_FAILED = "StartFailed"
+REASON_HOST_PATH_NOT_ALLOWED = "HostPathNotAllowed"
 
 
 class ServiceFailure(CaravanseraiError):
@@ -22,6 +23,7 @@ class ServiceFailure(CaravanseraiError):
 
 __all__ = [
     "REASON_CREATE_FAILED",
+    "REASON_HOST_PATH_NOT_ALLOWED",
     "REASON_IMAGE_PULL_FAILED",
     "REASON_NEVER_PULL",
     "REASON_START_FAILED",

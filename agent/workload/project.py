@@ -31,11 +31,13 @@ from typing import TypeVar
 import structlog
 
 from caravanserai import v1
+from caravanserai.project import runoptions
 from caravanserai.agent.docker import containers, naming
 from caravanserai.agent.docker.engine import DockerRefused, DockerRuntime
 from caravanserai.agent.docker.records import ContainerSummary, Labelled, Observed
 from caravanserai.agent.workload import ordering, projectstatus
 from caravanserai.agent.workload.failures import (
+    REASON_HOST_PATH_NOT_ALLOWED,
     REASON_CREATE_FAILED,
     REASON_IMAGE_PULL_FAILED,
     REASON_START_FAILED,
@@ -83,11 +85,18 @@ class ProjectRuntime:
     """Project-level Docker operations for the agent of `node`."""
 
     def __init__(
-        self, runtime: DockerRuntime, *, node: str, stop_timeout: int, networks: NetworkPool | None = None
+        self,
+        runtime: DockerRuntime,
+        *,
+        node: str,
+        stop_timeout: int,
+        networks: NetworkPool | None = None,
+        allowed_host_paths: tuple[str, ...] = (),
     ) -> None:
         self.docker = runtime
         self.node = node
         self.stop_timeout = stop_timeout
+        self.allowed_host_paths = allowed_host_paths  # --allowed-host-paths: empty allows any
         self.networks = networks or NetworkPool(runtime, node=node, size=0)  # no pool: `cara_<project>_<node>`
 
     def _filter(self, project: str, **extra: str) -> list[str]:
@@ -106,7 +115,12 @@ class ProjectRuntime:
         """Make every service of `project` run as its spec says, in `dependsOn` order; returns what each container
         looks like and what the services not started yet wait for. `with_health` fills in the health of
         containers whose checks the agent runs; `inputs` are what services take from Secrets and Configs (a
-        service `inputs.blocked` names waits for its data)."""
+        service `inputs.blocked` names waits for its data). A project with a host path this node does not allow
+        runs nothing: its outcome is the failure HostPathNotAllowed (the scheduler keeps such projects off the
+        node; this is the defence in depth)."""
+        refused = self.refused_host_path(project)
+        if refused is not None:
+            return Outcome({}, refused)
         async with self.networks.busy():
             return await self._ensure(project, with_health=with_health, inputs=inputs, pulls=pulls)
 
@@ -143,6 +157,18 @@ class ProjectRuntime:
                     failures.append(result)
             pending = [s for s in pending if s.name in waiting]
         return Outcome(observed, failures[0] if failures else None, waiting)
+
+    def refused_host_path(self, project: v1.Project) -> ServiceFailure | None:
+        """The failure for the first HostPath volume of `project` outside this node's allowed host paths."""
+        for volume in project.spec.volumes:
+            if volume.type == v1.VOLUME_HOST_PATH and runoptions.uncovered([volume.host_path], self.allowed_host_paths):
+                allowed = ", ".join(self.allowed_host_paths)
+                return ServiceFailure(
+                    REASON_HOST_PATH_NOT_ALLOWED,
+                    f"volume {volume.name}: host path {volume.host_path} is not allowed on node {self.node}"
+                    f" (its agent allows only {allowed}: --allowed-host-paths)",
+                )
+        return None
 
     def _next_wave(
         self,

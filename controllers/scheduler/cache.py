@@ -99,7 +99,7 @@ class ClusterState:
 
     def upsert_node(self, node: v1.Node) -> bool:
         """Record a node; True when it is new or a field that decides placement changed (labels, taints,
-        unschedulable, allocatable). Its rates and images, which only score, are recorded without waking."""
+        unschedulable, allocatable, allowed host paths). Its rates and images, which only score, are recorded without waking."""
         name = node.metadata.name
         labels, unschedulable, taints, allocatable = node_spec_fields(node)
         info = self._nodes.get(name)
@@ -116,6 +116,9 @@ class ClusterState:
                 allocatable,
             )
         info.labels, info.unschedulable, info.taints, info.allocatable = labels, unschedulable, taints, allocatable
+        allowed = tuple(node.status.allowed_host_paths)
+        changed = changed or info.allowed_host_paths != allowed
+        info.allowed_host_paths = allowed
         info.download, info.upload, info.restore_rates = node_rates(node)
         info.images = self._images.replace(info.images, node_images(node))
         return changed

@@ -3,7 +3,8 @@
 A filter returns None when the node passes, or a `Rejection` saying why not. Every rejection is either
 
 * **infeasible**: the node can never take the project as the node is declared (its total allocatable is too
-  small, its labels do not match the project's nodeSelector, it has a taint the project does not tolerate), or
+  small, its labels do not match the project's nodeSelector, it has a taint the project does not tolerate, its
+  agent's --allowed-host-paths do not cover a HostPath volume of the project), or
 * **unavailable**: the node may take it later (it is NotReady, cordoned, or full right now).
 
 `FILTERS` runs the infeasible checks first, so a node that is both down and of the wrong kind is reported as
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from caravanserai.project import runoptions
 from caravanserai.controllers.scheduler.snapshot import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -32,6 +34,7 @@ DEFAULT_HEARTBEAT_TIMEOUT = 90.0
 NOT_READY = "NotReady"
 UNSCHEDULABLE = "unschedulable"
 SELECTOR_MISMATCH = "node selector mismatch"
+HOST_PATH_NOT_ALLOWED = "node(s) didn't allow host path"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +69,7 @@ class Filter:
 
 
 # Message order of the reasons (lower first).
-RANK_READY, RANK_UNSCHEDULABLE, RANK_RESOURCES, RANK_SELECTOR, RANK_TAINT = range(5)
+RANK_READY, RANK_UNSCHEDULABLE, RANK_RESOURCES, RANK_SELECTOR, RANK_TAINT, RANK_HOST_PATHS = range(6)
 
 
 def node_ready(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
@@ -126,8 +129,21 @@ def tolerated(project: ProjectInfo, taint: TaintInfo) -> bool:
     return any(toleration.tolerates(taint) for toleration in project.tolerations)
 
 
+def host_paths_allowed(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+    """Every host path of the project's HostPath volumes is under one of the node's allowed host paths (a node
+    without an allow-list allows any); the message names the first path refused."""
+    refused = runoptions.uncovered(project.host_paths, node.allowed_host_paths)
+    return Rejection(f"{HOST_PATH_NOT_ALLOWED} {refused[0]}", True, RANK_HOST_PATHS) if refused else None
+
+
+def has_host_paths(project: ProjectInfo) -> bool:
+    """Whether `host_paths_allowed` can refuse a node for `project` (one without HostPath volumes fits all)."""
+    return bool(project.host_paths)
+
+
 FILTERS: tuple[Filter, ...] = (
     Filter("NodeSelector", node_selector_matches, needed=has_node_selector),
+    Filter("HostPaths", host_paths_allowed, needed=has_host_paths),
     Filter("TaintToleration", taints_tolerated),
     Filter("NodeResourcesFit", resources_fit),
     Filter("NodeReady", node_ready),
@@ -158,7 +174,9 @@ __all__ = [
     "Filter",
     "FilterContext",
     "FilterFunc",
+    "HOST_PATH_NOT_ALLOWED",
     "NOT_READY",
+    "RANK_HOST_PATHS",
     "RANK_READY",
     "RANK_RESOURCES",
     "RANK_SELECTOR",
@@ -169,7 +187,9 @@ __all__ = [
     "UNSCHEDULABLE",
     "checks_for",
     "first_rejection",
+    "has_host_paths",
     "has_node_selector",
+    "host_paths_allowed",
     "node_ready",
     "node_schedulable",
     "node_selector_matches",

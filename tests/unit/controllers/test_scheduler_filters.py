@@ -166,6 +166,7 @@ def test_first_rejection_order(fields: dict[str, object], reason: str | None) ->
     assert (None if result is None else result.reason) == reason
     assert [f.name for f in FILTERS] == [
         "NodeSelector",
+        "HostPaths",
         "TaintToleration",
         "NodeResourcesFit",
         "NodeReady",
@@ -313,4 +314,4 @@ def test_a_decision_runs_only_the_filters_that_can_refuse_the_project() -> None:
     """Without a nodeSelector the selector filter passes every node, so a decision leaves it out; with one it runs
     first, as in FILTERS."""
     assert node_selector_matches not in checks_for(project())
-    assert checks_for(project(node_selector={"zone": "a"})) == tuple(f.check for f in FILTERS)
+    assert checks_for(project(node_selector={"zone": "a"}, host_paths=("/srv",))) == tuple(f.check for f in FILTERS)
