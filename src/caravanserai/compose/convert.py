@@ -19,6 +19,7 @@ Guarantees:
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,7 +226,7 @@ def _service(
     vols: Volumes,
     rename: dict[str, str],
     project: str,
-    node_selector: Any,
+    node_selector: MutableMapping[str, str],
 ) -> v1.Service:
     path = join("services", compose_name)
     name = rename[compose_name]
@@ -285,7 +286,7 @@ def _env_file(entry: object, ctx: Context, path: str) -> dict[str, str]:
         raise ctx.error(path, f"{settings['path']}: {exc}") from None
 
 
-def _service_notes(service: dict[str, Any], ctx: Context, path: str, node_selector: Any) -> None:
+def _service_notes(service: dict[str, Any], ctx: Context, path: str, node_selector: MutableMapping[str, str]) -> None:
     for key in service:
         if key not in SERVICE_KEYS and not key.startswith("x-"):
             ctx.note(join(path, key), SERVICE_NOTES.get(key, NO_EQUIVALENT))
@@ -307,7 +308,7 @@ def _service_notes(service: dict[str, Any], ctx: Context, path: str, node_select
     _deploy_notes(service.get("deploy") or {}, ctx, join(path, "deploy"), node_selector)
 
 
-def _deploy_notes(deploy: dict[str, Any], ctx: Context, path: str, node_selector: Any) -> None:
+def _deploy_notes(deploy: dict[str, Any], ctx: Context, path: str, node_selector: MutableMapping[str, str]) -> None:
     for key in ("mode", "endpoint_mode", "labels", "update_config", "rollback_config"):
         if key in deploy and not (key == "mode" and deploy[key] == "replicated"):
             ctx.note(join(path, key), "is a Swarm setting without an equivalent in a one-node project: left out")

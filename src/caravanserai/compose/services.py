@@ -21,6 +21,7 @@ The rules, in Compose's meaning:
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from caravanserai import v1
@@ -59,7 +60,11 @@ def pairs(value: object, separator: str = "=") -> list[tuple[str, object]]:
     return result
 
 
-def convert_env(service: dict[str, Any], ctx: Context, path: str, read_env_file: Any) -> list[v1.EnvVar]:
+EnvFileReader = Callable[[object, str], dict[str, str]]
+"""Reads one `env_file` entry (a path or `{path, required, format}`) whose key path is the second argument."""
+
+
+def convert_env(service: dict[str, Any], ctx: Context, path: str, read_env_file: EnvFileReader) -> list[v1.EnvVar]:
     """`env_file` first, then `environment`, later values winning, in order of first appearance."""
     values: dict[str, str] = {}
     files = service.get("env_file") or []
@@ -194,6 +199,7 @@ def convert_pull_policy(service: dict[str, Any], ctx: Context, path: str) -> str
 
 
 __all__ = [
+    "EnvFileReader",
     "convert_depends_on",
     "convert_env",
     "convert_healthcheck",
