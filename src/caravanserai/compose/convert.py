@@ -160,6 +160,8 @@ def _interpolated(value: Any, ctx: Context, path: str, unset: list[str]) -> Any:
 
 
 def _refuse_unsupported(data: dict[str, Any], ctx: Context) -> None:
+    if not data.get("services"):
+        raise ctx.error("services", "at least one service is required")
     if "include" in data:
         raise ctx.error("include", "is not supported: convert each included file on its own (one project each)")
     for name, service in (data.get("services") or {}).items():

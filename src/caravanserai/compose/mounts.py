@@ -108,7 +108,7 @@ def _long(
         if entry.get(key):
             ctx.note(join(path, key), "has no equivalent: left out")
     if kind == "tmpfs":
-        return _tmpfs(target, entry.get("tmpfs") or {}, ctx, path)
+        return _tmpfs(target, entry.get("tmpfs") or {}, ctx, path, join(path, "tmpfs"))
     if kind not in ("volume", "bind"):
         raise ctx.error(join(path, "type"), f"a {kind} mount has no equivalent (volume, bind and tmpfs do)")
     if kind == "bind" and not source:
@@ -119,7 +119,7 @@ def _long(
     return _mount(source, target, read_only, service, vols, ctx, path)
 
 
-def _tmpfs(target: str, settings: dict[str, Any], ctx: Context, path: str) -> v1.TmpfsMount:
+def _tmpfs(target: str, settings: dict[str, Any], ctx: Context, path: str, settings_path: str) -> v1.TmpfsMount:
     if not target.startswith("/"):
         raise ctx.error(path, f"the path in the container must be absolute, not {target!r}")
     mount = v1.TmpfsMount(mount_path=target)
@@ -129,7 +129,7 @@ def _tmpfs(target: str, settings: dict[str, Any], ctx: Context, path: str) -> v1
         if "mode" in settings:
             mount.mode = _octal(settings["mode"])
     except ValueError as exc:
-        raise ctx.error(join(path, "tmpfs"), str(exc)) from None
+        raise ctx.error(settings_path, str(exc)) from None
     return mount
 
 
@@ -152,7 +152,7 @@ def tmpfs_short(entry: str, ctx: Context, path: str) -> v1.TmpfsMount:
             settings[key] = value
         else:
             ctx.note(path, f"tmpfs option {option} has no equivalent: left out")
-    return _tmpfs(target, settings, ctx, path)
+    return _tmpfs(target, settings, ctx, path, path)
 
 
 def convert_mounts(

@@ -93,7 +93,7 @@ def convert_restart(service: dict[str, Any], ctx: Context, path: str) -> str:
         return found
     name, _, retries = str(policy).partition(":")
     found = _RESTART.get(name)
-    if found is None or (retries and name != "on-failure"):
+    if found is None or (retries and (name != "on-failure" or not retries.isdigit())):
         raise ctx.error(join(path, "restart"), f"must be no, always, on-failure[:N] or unless-stopped, not {policy!r}")
     if retries:
         ctx.note(join(path, "restart"), f"at most {retries} restarts has no equivalent: restarted on every failure")
@@ -130,14 +130,12 @@ def convert_healthcheck(service: dict[str, Any], ctx: Context, path: str) -> v1.
     if command is None:
         return None
     result = v1.HealthCheck(exec=v1.ExecCheck(command=command), retries=3, interval="30s", timeout="30s")
-    try:
-        for key in ("interval", "timeout", "start_period"):
-            if key in check:
-                setattr(result, key, duration(check[key]))
-        if "retries" in check:
-            result.retries = integer(check["retries"])
-    except ValueError as exc:
-        raise ctx.error(where, str(exc)) from None
+    for key, parse in (("interval", duration), ("timeout", duration), ("start_period", duration), ("retries", integer)):
+        if key in check:
+            try:
+                setattr(result, key, parse(check[key]))
+            except ValueError as exc:
+                raise ctx.error(join(where, key), str(exc)) from None
     if "start_interval" in check:
         ctx.note(join(where, "start_interval"), "has no equivalent: checks run every interval from the start")
     return result

@@ -314,6 +314,9 @@ def test_container_settings_of_the_spec(tmp_path: Path) -> None:
         ("web: {image: x, privileged: maybe}", "services.web.privileged: is not a boolean"),
         ("web: {image: x, extra_hosts: [nohost]}", "services.web.extra_hosts[0]: is not HOST:IP"),
         ("web: {image: x, restart: sometimes}", "services.web.restart: must be no, always"),
+        ("web: {image: x, restart: 'on-failure:abc'}", "services.web.restart: must be no, always"),
+        ("web: {image: x, healthcheck: {test: [CMD, 'true'], retries: abc}}", "services.web.healthcheck.retries:"),
+        ("web: {image: x, tmpfs: ['/run:mode=abc']}", "services.web.tmpfs[0]: is not an octal file mode"),
     ],
 )
 def test_bad_values_name_the_key(body: str, problem: str, tmp_path: Path) -> None:

@@ -182,3 +182,7 @@ def test_override_file_is_refused_not_applied_as_a_project(tmp_path: Path) -> No
     (tmp_path / "docker-compose.override.yml").write_text("services:\n  web: {image: x}\n")
     with pytest.raises(ComposeError, match="is an override file: Compose merges it into the main file"):
         convert_file(str(tmp_path / "docker-compose.override.yml"), environ={})
+
+
+def test_a_file_without_services(tmp_path: Path) -> None:
+    assert refusal("services: {}\n", tmp_path) == "compose.yaml: services: at least one service is required"
