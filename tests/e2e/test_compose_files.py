@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from agent_harness import StartAgent, bind, wait_phase
+from agent_harness import NODE_LABEL, StartAgent, bind, container_ids, docker, wait_phase
 from click.testing import CliRunner
 
 from caravanserai import meta, v1
@@ -135,5 +135,11 @@ async def test_stack_ordered_by_healthchecks_and_conditions(
         assert statuses["cache"].state == "running"
         conditions = {d.service: d.condition for d in project.spec.services[2].depends_on}
         assert conditions == {"db": "healthy", "migrate": "completed"}
+        times = {
+            name.split("_")[2]: docker("inspect", "-f", "{{.State.StartedAt}} {{.State.FinishedAt}}", cid).split()
+            for name, cid in container_ids(f"{NODE_LABEL}={agent.node}").items()
+        }
+        assert times["migrate"][1] < times["app"][0]  # app started only after migrate completed
+        assert times["app"][0] < times["cache"][0]
     finally:
         await remove(client, "healthchecks")
