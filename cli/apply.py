@@ -2,12 +2,16 @@
 
     caractrl apply -f web.yaml -f nodes/          # repeatable; directories read *.yaml, *.yml, *.json by name
     cat web.yaml | caractrl apply -f -
+    caractrl apply -f compose.yaml                # a Compose file (or a folder holding compose.yaml), converted
 
 Per object it prints `project/web created`, `project/web configured` or `project/web unchanged`.
 
 How an update is computed (kubectl's client-side apply: the last-applied annotation, a three-way merge of labels,
 annotations and top-level spec fields, status never written, Conflict retried) is written once, in
 `caravanserai.client.apply`, which the dashboard uses too.
+
+A Compose file (by its content: `services:` at the top, no `kind:`) is applied as the Project `caractrl convert`
+prints, with its `warning:` lines on stderr (`cli/manifests.py`).
 
 A document that cannot be read or is refused is reported (file, document, field path) and the others are
 still applied; the exit status is then 1.
@@ -81,14 +85,15 @@ async def apply_documents(
     multiple=True,
     required=True,
     metavar="FILE|DIR|-",
-    help="Manifest file, directory of manifests, or - for stdin (repeatable).",
+    help="Manifest file, directory of manifests, Compose file (or a folder with compose.yaml), or - for stdin "
+    "(repeatable).",
 )
 @output_option()
 @click.option("--dry-run", is_flag=True, help="Show what would happen without writing anything.")
 @pass_settings
 def apply(settings: Settings, filenames: Sequence[str], output: str | None, dry_run: bool) -> None:
     """Create or update projects, nodes, secrets, configs, resourcedefinitions and objects of custom kinds from YAML
-    or JSON manifests."""
+    or JSON manifests, and projects from Compose files (converted as `caractrl convert` shows)."""
     run(_apply(settings, filenames, settings.output_format(output).lower(), dry_run))
 
 

@@ -23,6 +23,7 @@ from caravanserai.cli.backups import backup, restore
 from caravanserai.cli.common import output_option
 from caravanserai.cli.completion import completion
 from caravanserai.cli.config import Settings
+from caravanserai.cli.convert import convert
 from caravanserai.cli.define import define
 from caravanserai.cli.delete import delete
 from caravanserai.cli.describe import describe
@@ -123,6 +124,7 @@ for command in (
     apply,
     backup,
     completion,
+    convert,
     cordon,
     define,
     delete,

@@ -8,6 +8,7 @@ import pytest
 
 from caravanserai import meta
 from caravanserai.apiserver.kinds import validate_object
+from caravanserai.compose import convert_file
 from caravanserai.text.manifestfiles import load_manifest_files
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "examples").glob("*.yaml"))
@@ -19,3 +20,14 @@ def test_example_is_valid(path: Path) -> None:
     assert objects
     for obj in objects:
         validate_object(meta.kind_of(obj).plural, obj)
+
+
+COMPOSE_EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "examples" / "compose").glob("*/compose.yaml"))
+
+
+@pytest.mark.parametrize("path", COMPOSE_EXAMPLES, ids=lambda p: p.parent.name)
+def test_compose_example_converts_without_a_warning_and_is_valid(path: Path) -> None:
+    conversion = convert_file(str(path.parent), environ={})
+    assert [str(n) for n in conversion.notes] == []
+    assert conversion.project.metadata.name == path.parent.name
+    validate_object("projects", conversion.project)
