@@ -56,6 +56,7 @@ from caravanserai.agent.access.service import AgentService
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.events import DockerEventWatcher
+from caravanserai.agent.docker.records import ContainerEvent
 from caravanserai.agent.host import inventory
 from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.agent.ingress.endpoints import ServiceEndpoints
@@ -213,7 +214,7 @@ class Agent:
                 "agent-throughput": self._measure(registrar, meter),
                 "agent-backups": volumes.run(),
                 "agent-inventory": self._report_inventory(registrar, docker, volumes.rates),
-                "agent-docker": self._fence_and_watch(informer, queue, sweep, docker),
+                "agent-docker": self._fence_and_watch(informer, queue, sweep, docker, on_exit=reconciler.saw_exit),
             },
         )
 
@@ -335,13 +336,21 @@ class Agent:
         queue: WorkQueue[str],
         sweep: Callable[[], Awaitable[None]],
         docker: DockerRuntime,
+        *,
+        on_exit: Callable[[ContainerEvent], None],
     ) -> None:
-        """After the first sync: sweep Docker, then follow Docker events and sweep again periodically."""
+        """After the first sync: sweep Docker, then follow Docker events (exits to `on_exit`, projects to the
+        queue) and sweep again periodically."""
         await informer.wait_synced()
         await sweep()
         self.synced.set()
         watcher = DockerEventWatcher(
-            docker, node=self.config.node_name, clock=self.clock, on_project=queue.add, on_reconnect=sweep
+            docker,
+            node=self.config.node_name,
+            clock=self.clock,
+            on_project=queue.add,
+            on_reconnect=sweep,
+            on_exit=on_exit,
         )
         async with asyncio.TaskGroup() as group:
             group.create_task(watcher.run(), name="agent-docker-events")
