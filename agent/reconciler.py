@@ -87,8 +87,9 @@ SETUP_RETRY = Backoff(initial=1.0, cap=30.0, jitter=0.2, reset_after=None)  # af
 
 def _holdup(outcome: Outcome) -> tuple[str, str] | None:
     """What holds the project's services up beyond start-up order, as (reason, message) for its status."""
-    if outcome.blocked is not None:
-        return projectstatus.holdup(outcome.stuck, reason=outcome.blocked.reason)
+    blocked = outcome.blocked
+    if blocked is not None:  # services already made are not held up: the project still is
+        return projectstatus.holdup(outcome.stuck, reason=blocked.reason) or (blocked.reason, str(blocked))
     return projectstatus.holdup(outcome.stuck)
 
 
