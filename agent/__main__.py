@@ -3,7 +3,12 @@
     cara-agent --server 10.0.0.1:7420 --node-name node-1 --label zone=a --reserved-memory 1Gi
 
 SIGTERM and SIGINT stop the agent gracefully: queues drain, the informer stops, the gRPC server gets a grace
-period. Containers keep running: stopping the agent never stops workloads.
+period, the spare pool networks are removed. Containers keep running: stopping the agent never stops workloads.
+
+    cara-agent --node-name node-1 --cleanup
+
+removes the Docker networks labelled for node-1 on which no container is configured (spare pool networks, networks
+of projects gone) and exits: the clean-up for a node name that will not run an agent again on this engine.
 """
 
 from __future__ import annotations
@@ -23,10 +28,12 @@ from caravanserai.agent.config import (
     DEFAULT_RECONCILE_WORKERS,
     AgentConfig,
 )
+from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.host.extended import parse_resource
 from caravanserai.agent.ingress.server import add_ingress_arguments, limits_from_args
-from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
+from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE, remove_unused_networks
 from caravanserai.client import add_client_arguments, server_address
+from caravanserai.errors import CaravanseraiError
 from caravanserai.process.helpformat import DefaultsHelpFormatter, flag_type
 from caravanserai.process.logging import configure_logging
 from caravanserai.process.shell import fatal, run_main, until_signalled
@@ -147,6 +154,12 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
         "when it arrives)",
     )
     p.add_argument(
+        "--cleanup",
+        action="store_true",
+        help="remove the Docker networks labelled for --node-name on which no container is configured (spare "
+        "pool networks, networks of projects gone), then exit; for a node whose agent will not run again here",
+    )
+    p.add_argument(
         "--stop-timeout",
         type=int,
         default=10,
@@ -232,9 +245,21 @@ async def run(config: AgentConfig) -> None:
     log.info("agent stopped", node=config.node_name)
 
 
+async def cleanup(node: str, docker_host: str) -> None:
+    """`--cleanup`: remove the unused networks of `node` on the engine at `docker_host`, saying which."""
+    async with DockerRuntime.connect(docker_host) as docker:
+        removed = await remove_unused_networks(docker, node)
+    for name in removed:
+        print(f"network {name} removed")
+    print(f"{len(removed)} network(s) of node {node} removed")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     configure_logging(args.log_level)
+    if args.cleanup:
+        run_main(PROG, lambda: cleanup(args.node_name, args.docker_host), errors=(CaravanseraiError,))
+        return 0
     try:
         config = config_from_args(args)
     except ValueError as exc:
@@ -243,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["config_from_args", "main", "parser", "run"]
+__all__ = ["cleanup", "config_from_args", "main", "parser", "run"]
 
 if __name__ == "__main__":
     sys.exit(main())

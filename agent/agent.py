@@ -27,6 +27,8 @@ then the reconciler and its controller, then the node's heartbeat:
 * **Network pool** (`netpool`): keeps `network_pool` spare project networks ready in the background, so that a
   project arriving takes one instead of waiting for Docker to make it; removed projects give theirs back. The
   heartbeat (so the Node's registration and Ready) starts once the pool is warm, at most `POOL_WARMUP` seconds.
+  A clean stop removes the spare networks once the reconciles have drained (at most `RELEASE_TIMEOUT` seconds):
+  each holds one of Docker's address ranges, and a stopped agent must not keep them.
 
 * **Self-fencing** (`selffence`): with no answered heartbeat for `fence_after` seconds the agent stops its
   containers (keeping them) and leaves everything alone until the API answers again; then the projects still bound
@@ -56,6 +58,7 @@ from caravanserai.agent.access.service import AgentService
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.events import DockerEventWatcher
+from caravanserai.agent.docker.records import ContainerEvent
 from caravanserai.agent.host import inventory
 from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.agent.ingress.endpoints import ServiceEndpoints
@@ -89,6 +92,7 @@ log = structlog.get_logger(__name__)
 COMPONENT = "cara-agent"
 GRPC_GRACE = 2.0
 POOL_WARMUP = 5.0  # seconds the first heartbeat waits at most for the network pool to fill
+RELEASE_TIMEOUT = 5.0  # seconds a clean stop spends at most removing spare networks
 SERVICES = ("caravanserai.v1.Agent",)
 
 
@@ -219,9 +223,17 @@ class Agent:
                 "agent-throughput": self._measure(registrar, meter),
                 "agent-backups": volumes.run(),
                 "agent-inventory": self._report_inventory(registrar, docker, volumes.rates),
-                "agent-docker": self._fence_and_watch(informer, queue, sweep, docker),
+                "agent-docker": self._fence_and_watch(informer, queue, sweep, docker, on_exit=reconciler.saw_exit),
             },
         )
+        await self._release_spares(networks)
+
+    async def _release_spares(self, networks: NetworkPool) -> None:
+        """After a clean stop (the manager returned, every part cancelled): remove the spare networks."""
+        try:
+            await run_within(self.clock, networks.release_spares(), RELEASE_TIMEOUT)
+        except (TimeoutError, CaravanseraiError) as exc:
+            log.warning("spare networks not all removed on stop", node=self.config.node_name, error=str(exc))
 
     def _make_fence(
         self, client: Client, projects: ProjectRuntime, *, on_unfenced: Callable[[], Awaitable[None]]
@@ -341,13 +353,21 @@ class Agent:
         queue: WorkQueue[str],
         sweep: Callable[[], Awaitable[None]],
         docker: DockerRuntime,
+        *,
+        on_exit: Callable[[ContainerEvent], None],
     ) -> None:
-        """After the first sync: sweep Docker, then follow Docker events and sweep again periodically."""
+        """After the first sync: sweep Docker, then follow Docker events (exits to `on_exit`, projects to the
+        queue) and sweep again periodically."""
         await informer.wait_synced()
         await sweep()
         self.synced.set()
         watcher = DockerEventWatcher(
-            docker, node=self.config.node_name, clock=self.clock, on_project=queue.add, on_reconnect=sweep
+            docker,
+            node=self.config.node_name,
+            clock=self.clock,
+            on_project=queue.add,
+            on_reconnect=sweep,
+            on_exit=on_exit,
         )
         async with asyncio.TaskGroup() as group:
             group.create_task(watcher.run(), name="agent-docker-events")

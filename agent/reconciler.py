@@ -37,6 +37,15 @@ Guarantees:
   Event (CrashLoop); both make the project Degraded.
 * **Self-fenced, hands off**: while the agent is fenced (`selffence`), reconcile does nothing; every project is
   queued again when the fence is lifted.
+* **What Docker could not make is said at once**: a network, volume or container Docker refused to make (a
+  `SetupFailure`: its address pools exhausted, a name taken, a daemon-side error) and data a service waits for
+  (a Secret or Config missing) are written into the project's status before anything is retried: each waiting
+  service's message, and while the project is Scheduled its `Phase` condition (`waiting for network: <Docker's
+  message> (services web, db)`); a `SetupFailure` is also a Warning Event (NetworkFailed, VolumeFailed,
+  CreateFailed) and is tried again after `SETUP_RETRY` (1 s doubling up to 30 s); the first attempt that gets
+  past it clears the message.
+* **Exit codes survive Docker's restarts**: Docker's `die` events (`saw_exit`) record a container's exit code,
+  which its inspect no longer shows once Docker has restarted it; the service's `lastExitCode` reports it.
 * **Retries**: Docker unreachable or an API error raises, so the controller retries with backoff; a project that
   is not yet settled (containers starting or restarting) is looked at again after `resync` seconds even if no
   Docker event arrives.
@@ -51,14 +60,15 @@ import structlog
 
 from caravanserai import meta, v1
 from caravanserai.agent.docker.containers import NO_INPUTS
-from caravanserai.agent.docker.records import Observed
+from caravanserai.agent.docker.records import ContainerEvent, Observed
 from caravanserai.agent.volumeflow import VolumeFlow
 from caravanserai.agent.workload import health, projectstatus
 from caravanserai.agent.workload.health import HealthProber
 from caravanserai.agent.workload.ledger import RestartLedger
-from caravanserai.agent.workload.project import HealthView, ProjectRuntime
+from caravanserai.agent.workload.project import HealthView, Outcome, ProjectRuntime
 from caravanserai.agent.workload.pullreport import PullEvents
 from caravanserai.agent.workload.servicedata import ServiceData
+from caravanserai.backoff import Backoff, BackoffState
 from caravanserai.client import Client
 from caravanserai.clock import Clock, seconds
 from caravanserai.controller import NORMAL, WARNING, EventRecorder, Result
@@ -72,6 +82,15 @@ STALE_ATTEMPTS = 3
 CRASHLOOP_RECHECK = 5.0  # seconds: a crash-looping project is looked at again (it leaves the state after a stable run)
 MOVABLE = (v1.SCHEDULED, v1.RUNNING, *lifecycle.FINISHED)  # phases in which a move hands the data over
 HANDOFF_POLL = 2.0  # seconds between looks at a project moved away whose old containers still run here
+SETUP_RETRY = Backoff(initial=1.0, cap=30.0, jitter=0.2, reset_after=None)  # after Docker refused to make something
+
+
+def _holdup(outcome: Outcome) -> tuple[str, str] | None:
+    """What holds the project's services up beyond start-up order, as (reason, message) for its status."""
+    blocked = outcome.blocked
+    if blocked is not None:  # services already made are not held up: the project still is
+        return projectstatus.holdup(outcome.stuck, reason=blocked.reason) or (blocked.reason, str(blocked))
+    return projectstatus.holdup(outcome.stuck)
 
 
 class StaleProject(Exception):
@@ -109,6 +128,12 @@ class ProjectReconciler:
         self._resync = resync
         self._prober = prober
         self._ledger = RestartLedger()
+        self._setup_retries: dict[str, BackoffState] = {}  # project → its retries since Docker refused a setup step
+
+    def saw_exit(self, event: ContainerEvent) -> None:
+        """Docker's `die` event of a container of a project here: remember its exit code (see the docstring)."""
+        if event.project and event.service and event.container_id and event.exit_code is not None:
+            self._ledger.exited(event.project, event.service, event.container_id, event.exit_code)
 
     async def reconcile(self, key: str) -> Result:
         """Reconcile the project named `key` (see the module docstring)."""
@@ -169,6 +194,7 @@ class ProjectReconciler:
             if left > 0 and project.status.phase not in (v1.RUNNING, v1.TERMINATING, v1.TERMINATED):
                 return min(left, HANDOFF_POLL)
         self._ledger.forget(name)
+        self._setup_retries.pop(name, None)
         if self._prober is not None:
             self._prober.forget_except(name, ())
         await self._leave(name)
@@ -228,6 +254,7 @@ class ProjectReconciler:
         else:
             context = self._ledger.context(project, outcome.observed, outcome.waiting, now=now)
             verdict = projectstatus.assess(spec, outcome.observed, context)
+            verdict = dataclasses.replace(verdict, holdup=_holdup(outcome))
         generation = project.metadata.generation
         updated = projectstatus.apply(project, verdict, generation=generation, now=now)
         await self._write(project, updated)
@@ -236,7 +263,20 @@ class ProjectReconciler:
         await self._report_services(project, updated, restarted)
         if self._volumes is not None:
             self._volumes.follow(project)
-        return self._next_look(verdict)
+        return await self._retry_setup(project, outcome) or self._next_look(verdict)
+
+    async def _retry_setup(self, project: v1.Project, outcome: Outcome) -> float | None:
+        """After Docker refused to make something the project needs: a Warning Event saying what, and the delay
+        before the next attempt (SETUP_RETRY); None (and the retries forgotten) when nothing was refused."""
+        name, blocked = project.metadata.name, outcome.blocked
+        if blocked is None:
+            self._setup_retries.pop(name, None)
+            return None
+        log.warning("docker refused a setup step; retrying", project=name, reason=blocked.reason, error=str(blocked))
+        if self._recorder is not None:
+            await self._recorder.event(project, WARNING, blocked.reason, str(blocked))
+        retries = self._setup_retries.setdefault(name, SETUP_RETRY.start(self._clock))
+        return retries.next_delay()
 
     def _next_look(self, verdict: projectstatus.Assessment) -> float | None:
         """None for a settled project (every service ready, nothing degraded, or finished); soon for a crash loop
@@ -336,6 +376,7 @@ class ProjectReconciler:
 __all__ = [
     "ProjectReconciler",
     "REASON_RESOURCES_REMOVED",
+    "SETUP_RETRY",
     "STALE_ATTEMPTS",
     "StaleProject",
 ]

@@ -109,7 +109,8 @@ class SelfFence:
             self._stopped.update(c.project for c in running if c.project)
             default = self._projects.stop_timeout
             await gather_and_raise(
-                self._projects.docker.stop_container(c.id, timeout=naming.stop_timeout(c.labels, default)) for c in running
+                self._projects.docker.stop_container(c.id, timeout=naming.stop_timeout(c.labels, default))
+                for c in running
             )
         except CaravanseraiError as exc:
             log.warning("fencing: stopping containers failed; retrying", node=self._node, error=str(exc))

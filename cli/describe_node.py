@@ -67,7 +67,7 @@ def _network(out: Writer, network: v1.NodeNetwork, now: float) -> None:
         [
             ("Addresses", listing(f"{a.type or 'Address'}: {a.address}" for a in network.addresses)),
             ("Agent Port", str(network.agent_port) if network.agent_port else NONE),
-            ("Ingress", f"port {network.ingress_port}" if network.ingress_port else "<off>"),
+            ("Ingress", ingress_text(network.ingress_port)),
             ("Download", f"{bytes_text(throughput.download)}/s" if throughput.download else NONE),
             ("Upload", f"{bytes_text(throughput.upload)}/s" if throughput.upload else NONE),
             ("Measured", when(throughput.measured_at, now)),
@@ -75,6 +75,14 @@ def _network(out: Writer, network: v1.NodeNetwork, now: float) -> None:
         ],
         1,
     )
+
+
+def ingress_text(port: int) -> str:
+    """`port 8081 (served by the agent: down while the agent is down)`, `<off>`. The ingress is part of the agent
+    process, so an agent that stops or crashes takes this node's ingress with it until it is started again."""
+    if not port:
+        return "<off>"
+    return f"port {port} (served by the agent: down while the agent is down)"
 
 
 def restore_rates_text(rates: Mapping[str, str]) -> str:
@@ -154,4 +162,4 @@ def describe_node(
     return out.text()
 
 
-__all__ = ["allocated", "describe_node", "images_summary", "restore_rates_text"]
+__all__ = ["allocated", "describe_node", "images_summary", "ingress_text", "restore_rates_text"]

@@ -20,6 +20,7 @@ from google.protobuf import json_format
 from caravanserai import meta, v1
 from caravanserai.cli.printers import NONE, age, key_values
 from caravanserai.clock import seconds
+from caravanserai.project import readiness
 from caravanserai.text.quantity import cpu_millis, format_bytes, format_cpu, to_int
 
 
@@ -68,9 +69,10 @@ def project_reason(project: v1.Project) -> v1.Condition | None:
 
 
 def services_ready(project: v1.Project) -> str:
-    """`ready/total`: ready services (running, and healthy when they have a health check) over services declared."""
-    ready = sum(1 for s in project.status.services if s.ready)
-    return f"{ready}/{len(project.spec.services)}"
+    """`ready/total`: services that count as ready (running, and healthy when they have a health check; or
+    completed jobs: `readiness.counts_as_ready`) over services declared."""
+    ready, total = readiness.ready_services(project)
+    return f"{ready}/{total}"
 
 
 def restarts(project: v1.Project) -> str:

@@ -15,6 +15,7 @@ from caravanserai.client.agentlogs import node_address
 from caravanserai.client.nodeops import requested
 from caravanserai.client.volumestatus import VolumeReading, freshness, restoring_text, short_id, volume_readings
 from caravanserai.clock import seconds
+from caravanserai.project import readiness
 from caravanserai.project.ingresshosts import ingress_host
 from caravanserai.text import manifest
 from caravanserai.text.quantity import parse_quantity
@@ -95,12 +96,12 @@ def pending_reason(project: v1.Project) -> Json | None:
 
 def project_row(project: v1.Project, now: float) -> Json:
     """One row of the projects page."""
-    ready = sum(1 for s in project.status.services if s.ready)
+    ready, total = readiness.ready_services(project)
     return {
         "name": project.metadata.name,
         "phase": project.status.phase or "Unknown",
         "node": project.status.node_ref,
-        "ready": f"{ready}/{len(project.spec.services)}",
+        "ready": f"{ready}/{total}",
         "restarts": sum(s.restart_count for s in project.status.services),
         "age": _age(project.metadata.creation_timestamp, now),
         "labels": dict(project.metadata.labels),

@@ -9,6 +9,8 @@ Guarantees:
 * **Resync after a gap**: after every re-subscription `on_reconnect` runs (the agent uses it to sweep Docker
   for orphans and re-examine every project), because events may have been lost while disconnected.
 * Each event calls `on_project(name)`; the work queue collapses repeated keys, so bursts cost one reconcile.
+* A `die` event calls `on_exit(event)` first (its exit code is the only record of an exit once Docker has
+  restarted the container: its inspect then says 0), so the reconcile it wakes already knows the code.
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ class DockerEventWatcher:
         clock: Clock,
         on_project: Callable[[str], None],
         on_reconnect: Callable[[], Awaitable[None]],
+        on_exit: Callable[[ContainerEvent], None] = lambda event: None,
     ) -> None:
         self._docker = runtime
         self._node = node
         self._clock = clock
         self._on_project = on_project
         self._on_reconnect = on_reconnect
+        self._on_exit = on_exit
         self._since: str | None = None
         self.connected = asyncio.Event()
 
@@ -88,6 +92,8 @@ class DockerEventWatcher:
     def _handle(self, event: ContainerEvent) -> None:
         if event.time_nano is not None:
             self._since = since_text(event.time_nano)
+        if event.project and event.action == "die" and event.exit_code is not None:
+            self._on_exit(event)
         if event.project:
             self._on_project(event.project)
 

@@ -164,11 +164,15 @@ class DaemonInfo:
 @dataclass(frozen=True, slots=True)
 class ContainerEvent:
     """A container event: its action, the project labelled on the container (None: none) and Docker's
-    `timeNano` (None when absent)."""
+    `timeNano` (None when absent); the container's id and service label, and for a `die` its exit code (None:
+    another action, or Docker did not say)."""
 
     action: str = ""
     project: str | None = None
     time_nano: int | None = None
+    container_id: str = ""
+    service: str = ""
+    exit_code: int | None = None
 
 
 def container_summary(item: Mapping[str, Any]) -> ContainerSummary:
@@ -304,13 +308,18 @@ def daemon_info(info: Mapping[str, Any]) -> DaemonInfo:
 
 def container_event(event: Mapping[str, Any]) -> ContainerEvent:
     """The `ContainerEvent` of one document of Docker's events stream."""
-    attributes = (event.get("Actor") or {}).get("Attributes") or {}
+    actor = event.get("Actor") or {}
+    attributes = actor.get("Attributes") or {}
     project = attributes.get(naming.LABEL_PROJECT)
     time_nano = event.get("timeNano")
+    exit_code = str(attributes.get("exitCode") or "")
     return ContainerEvent(
         action=str(event.get("Action") or event.get("status") or ""),
         project=str(project) if project else None,
         time_nano=int(time_nano) if time_nano is not None else None,
+        container_id=str(actor.get("ID") or event.get("id") or ""),
+        service=str(attributes.get(naming.LABEL_SERVICE) or ""),
+        exit_code=int(exit_code) if exit_code.lstrip("-").isdigit() else None,
     )
 
 

@@ -156,4 +156,5 @@ class Healthcheck:
             "StartPeriod": int(self.start_period * nanos),
         }
 
+
 __all__ = ["DEFAULT_DEVICE_PERMISSIONS", "Healthcheck", "NO_SETTINGS", "RunSettings"]

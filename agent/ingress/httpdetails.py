@@ -47,7 +47,8 @@ class IngressLimits:
 
     max_request_body: int = 64 * MIB
     max_response_body: int = 0
-    connect_timeout: float = 5.0
+    connect_timeout: float = 5.0  # to another node's ingress
+    local_connect_timeout: float = 0.5  # to a container of this node (on its bridge: no answer means it is down)
     response_timeout: float = 60.0  # until the backend's response headers
     idle_timeout: float = 300.0  # no byte in either direction
     max_websocket_message: int = 4 * MIB

@@ -9,7 +9,9 @@ Guarantees for a request with `Host: H`:
 * H unknown → **404** naming H. H's route is `Internal` and the client is neither on loopback nor one of the
   cluster's node addresses → **403**. H's project is not Running → **503** naming the project and its phase.
 * The project runs on this node → the request goes to the target service's container on the project network
-  (`backends` says where); a refused or unresolvable backend → **502**/**503**, no headers from it in time →
+  (`backends` says where); a refused or unresolvable backend → **502**/**503**; a container that does not accept
+  the connection within `local_connect_timeout` (0.5 s: on the node's own bridge, silence means it is stopped or
+  restarting) → **503** at once, naming the service, instead of a request hanging; no headers from it in time →
   **504**.
 * The project runs on another node → the request is forwarded once, to that node's ingress over its published
   address, marked with `X-Caravanserai-Forwarded-By`. A marked request is never forwarded again (**502** when
@@ -104,6 +106,17 @@ class IngressProxy:
         self.limits = limits or IngressLimits()
         self.port = 0  # once serving
         self._session: aiohttp.ClientSession | None = None
+        limits = self.limits
+        # To another node's ingress (the session's default), and to a container of this node.
+        self._remote_timeout = aiohttp.ClientTimeout(
+            total=None, connect=limits.connect_timeout, sock_read=limits.idle_timeout
+        )
+        self._local_timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=limits.connect_timeout,
+            sock_connect=limits.local_connect_timeout,
+            sock_read=limits.idle_timeout,
+        )
 
     def application(self) -> web.Application:
         app = web.Application(client_max_size=self.limits.max_request_body or 2**62)
@@ -113,13 +126,10 @@ class IngressProxy:
     @contextlib.asynccontextmanager
     async def serving(self, host: str, port: int) -> AsyncIterator[IngressProxy]:
         """Serve on host:port (0: a free port, then in `self.port`) until the block ends."""
-        timeout = aiohttp.ClientTimeout(
-            total=None, connect=self.limits.connect_timeout, sock_read=self.limits.idle_timeout
-        )
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
         async with aiohttp.ClientSession(
             connector=connector,
-            timeout=timeout,
+            timeout=self._remote_timeout,
             auto_decompress=False,
             skip_auto_headers=("User-Agent", "Accept-Encoding", "Content-Type"),
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -200,11 +210,29 @@ class IngressProxy:
             return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
         url, headers = self._outgoing(request, route, target, first_hop=first_hop)
         body = _limited(request.content, limits.max_request_body) if request.body_exists else None
+        local = route.node == self.node
+        timeout = self._local_timeout if local else self._remote_timeout
         try:
             async with asyncio.timeout(limits.response_timeout):
                 upstream = await self._session.request(
-                    request.method, url, headers=headers, data=body, allow_redirects=False, compress=None
+                    request.method,
+                    url,
+                    headers=headers,
+                    data=body,
+                    allow_redirects=False,
+                    compress=None,
+                    timeout=timeout,
                 )
+        except aiohttp.ConnectionTimeoutError:  # before TimeoutError, which it also is
+            self.backends.forget(route)
+            waited = limits.local_connect_timeout if local else limits.connect_timeout
+            where = f"{route.service}:{route.port}" if local else f"the ingress of node {route.node}"
+            return self._page(
+                503 if local else 502,
+                "backend-unreachable",
+                f'Project "{route.project}" ({where}) did not accept a connection within {waited:g} s '
+                "(stopped or restarting); try again shortly.",
+            )
         except _BodyTooLarge:
             return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
         except TimeoutError:

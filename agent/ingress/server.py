@@ -84,7 +84,15 @@ def _add_timeouts(add: Callable[..., object], d: IngressLimits) -> None:
         type=flag_type(_seconds),
         default=d.connect_timeout,
         metavar="DURATION",
-        help="time to connect to a backend (default 5s)",
+        help="time to connect to another node's ingress (default 5s)",
+    )
+    add(
+        "--ingress-local-connect-timeout",
+        type=flag_type(_seconds),
+        default=d.local_connect_timeout,
+        metavar="DURATION",
+        help="time to connect to a container on this node; a container that is restarting does not answer, and the "
+        "request fails fast with 503 (default 500ms)",
     )
     add(
         "--ingress-response-timeout",
@@ -107,6 +115,7 @@ def limits_from_args(args: argparse.Namespace) -> IngressLimits:
         max_request_body=args.ingress_max_request_body,
         max_response_body=args.ingress_max_response_body,
         connect_timeout=args.ingress_connect_timeout,
+        local_connect_timeout=args.ingress_local_connect_timeout,
         response_timeout=args.ingress_response_timeout,
         idle_timeout=args.ingress_idle_timeout,
     )

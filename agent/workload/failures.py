@@ -1,5 +1,6 @@
-"""Why a service cannot start, when retrying will not help: `ServiceFailure` and its reasons (the project becomes
-Failed with the reason and Docker's message)."""
+"""Why a service cannot start: `ServiceFailure` when retrying will not help (the project becomes Failed with the
+reason and Docker's message), `SetupFailure` when Docker refused to make something the project needs and a later
+attempt may succeed (the project waits, says so in its status and a Warning Event, and is retried with backoff)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,13 @@ REASON_NEVER_PULL = "ErrImageNeverPull"
 REASON_CREATE_FAILED = "CreateFailed"
 REASON_START_FAILED = "StartFailed"
 REASON_HOST_PATH_NOT_ALLOWED = "HostPathNotAllowed"
+REASON_NETWORK_FAILED = "NetworkFailed"
+REASON_VOLUME_FAILED = "VolumeFailed"
+
+NETWORK = "network"
+VOLUME = "volume"
+CONTAINER = "container"
+_REASONS = {NETWORK: REASON_NETWORK_FAILED, VOLUME: REASON_VOLUME_FAILED, CONTAINER: REASON_CREATE_FAILED}
 
 
 class ServiceFailure(CaravanseraiError):
@@ -21,11 +29,38 @@ class ServiceFailure(CaravanseraiError):
         self.message = message
 
 
+class SetupFailure(CaravanseraiError):
+    """Docker refused to make the project's network, one of its volumes, or a service's container for a reason
+    that may pass (its address pools exhausted, a name taken by a foreign object, a daemon-side error). `what` is
+    NETWORK, VOLUME or CONTAINER; `message` is Docker's (naming the object); `waits` is what the services wait
+    for, e.g. `network: create network cara_web_n1: …`."""
+
+    def __init__(self, what: str, message: str) -> None:
+        super().__init__(f"waiting for {what}: {message}")
+        self.what = what
+        self.message = message
+
+    @property
+    def reason(self) -> str:
+        """The Event and condition reason: NetworkFailed, VolumeFailed or CreateFailed."""
+        return _REASONS[self.what]
+
+    @property
+    def waits(self) -> str:
+        return f"{self.what}: {self.message}"
+
+
 __all__ = [
+    "CONTAINER",
+    "NETWORK",
     "REASON_CREATE_FAILED",
     "REASON_HOST_PATH_NOT_ALLOWED",
     "REASON_IMAGE_PULL_FAILED",
+    "REASON_NETWORK_FAILED",
     "REASON_NEVER_PULL",
     "REASON_START_FAILED",
+    "REASON_VOLUME_FAILED",
+    "SetupFailure",
     "ServiceFailure",
+    "VOLUME",
 ]

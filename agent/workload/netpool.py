@@ -32,6 +32,11 @@ Guarantees:
   projects are spare again; spares beyond `size` are removed in the background (with `size` 0: every one). A
   background failure (Docker down, its address pools exhausted) is logged and retried with backoff; no project
   ever waits for the pool's own work.
+* **A clean stop leaves no spare behind** (`release_spares`, called by the agent after its reconciles drained):
+  every pool network of this node on which no container is configured is removed, also one whose making a
+  cancelled upkeep step had asked for; networks in use stay with their projects (their containers keep running).
+  A killed agent leaves its spares; the next agent of the node adopts them (and trims them to `size`), and
+  `cara-agent --cleanup` removes them for a node that never comes back.
 * **Cleanup paths stay apart.** Pool networks carry `caravanserai.io/network-pool=true` and no project label, so
   the fencing sweep (`ProjectRuntime.projects_present`) never mistakes one for a project's, and removing a project
   removes its `cara_<project>_<node>` network (by label) and gives back the pool network its containers were on.
@@ -191,6 +196,18 @@ class NetworkPool:
     def _new_name(self) -> str:
         return naming.pool_network_name(secrets.token_hex(TOKEN_BYTES), self.node)
 
+    async def release_spares(self) -> list[str]:
+        """On a clean stop, once no project is brought up any more: remove the node's pool networks on which no
+        container is configured (see the module docstring); the names removed."""
+        listed = await self.docker.list_networks(naming.label_filter(naming.pool_labels(self.node)))
+        removed = await _remove_unused(
+            self.docker, [n.name for n in listed if naming.is_pool_network(n.name, self.node)]
+        )
+        self._spare = [n for n in self._spare if n not in removed]
+        if removed:
+            log.info("spare networks removed", networks=len(removed))
+        return removed
+
     # ---- what Docker says ----------------------------------------------------------------------------------
 
     async def _load(self) -> None:
@@ -288,9 +305,31 @@ class NetworkPool:
         return True
 
 
+async def remove_unused_networks(docker: DockerRuntime, node: str) -> list[str]:
+    """Remove every network labelled for `node` (pool networks and `cara_<project>_<node>`) on which no container
+    is configured; the names removed. One Docker refusal (a container attached meanwhile) is logged and skipped.
+    What a clean stop and `cara-agent --cleanup` do; never call it while the node's agent brings projects up."""
+    return await _remove_unused(docker, [n.name for n in await docker.list_networks(naming.node_filter(node))])
+
+
+async def _remove_unused(docker: DockerRuntime, networks: Iterable[str]) -> list[str]:
+    """Remove each of `networks` on which no container is configured (one at a time); the names removed."""
+    removed = []
+    for network in sorted(networks):
+        try:
+            if await docker.list_containers([], network=network):
+                continue  # still some project's
+            await docker.remove_network(network)
+        except DockerError as exc:
+            log.warning("could not remove a network", network=network, error=str(exc))
+            continue
+        removed.append(network)
+    return removed
+
+
 def attached_networks(listed: Iterable[ContainerSummary]) -> list[str]:
     """The networks the listed containers are configured on, sorted."""
     return sorted({n for c in listed for n in c.networks})
 
 
-__all__ = ["DEFAULT_POOL_SIZE", "NetworkPool", "attached_networks"]
+__all__ = ["DEFAULT_POOL_SIZE", "NetworkPool", "attached_networks", "remove_unused_networks"]

@@ -9,8 +9,13 @@ Guarantees:
   A spec change therefore recreates exactly the services whose spec changed.
 * **Images follow `imagePullPolicy`** (`imagepull.prepare_image`), pulled before the old container of a changed
   service is removed; a pull that cannot succeed is a `ServiceFailure` with reason ImagePullFailed (or
-  ErrImageNeverPull) and Docker's message; a refused create or start is a `ServiceFailure` too (CreateFailed,
-  StartFailed). A Docker daemon that does not answer raises `DockerUnavailable`: the caller retries.
+  ErrImageNeverPull) and Docker's message; a create or start Docker refuses as invalid (4xx) is a `ServiceFailure`
+  too (CreateFailed, StartFailed). A Docker daemon that does not answer raises `DockerUnavailable`: the caller
+  retries.
+* **What Docker could not make is reported, not hidden**: a network or volume Docker refuses to make, or a
+  container create that fails on Docker's side (5xx), is a `SetupFailure` in `Outcome.blocked`; the services
+  that could not start wait for it (`Outcome.stuck`: `network: <Docker's message>`), the others are left as they
+  are, and the caller retries.
 * **Services start in parallel**, in waves that follow `dependsOn` (`ordering.unmet`): a service whose
   dependencies are not met is neither created nor started; what it waits for is returned. Stops and removals
   run in parallel.
@@ -31,20 +36,24 @@ from typing import TypeVar
 import structlog
 
 from caravanserai import v1
-from caravanserai.project import runoptions
 from caravanserai.agent.docker import containers, naming
 from caravanserai.agent.docker.engine import DockerRefused, DockerRuntime
 from caravanserai.agent.docker.records import ContainerSummary, Labelled, Observed
 from caravanserai.agent.workload import ordering, projectstatus
 from caravanserai.agent.workload.failures import (
-    REASON_HOST_PATH_NOT_ALLOWED,
+    CONTAINER,
+    NETWORK,
     REASON_CREATE_FAILED,
+    REASON_HOST_PATH_NOT_ALLOWED,
     REASON_IMAGE_PULL_FAILED,
     REASON_START_FAILED,
+    VOLUME,
     ServiceFailure,
+    SetupFailure,
 )
 from caravanserai.agent.workload.imagepull import UNREPORTED, PullReporter, prepare_image
 from caravanserai.agent.workload.netpool import NetworkPool, attached_networks
+from caravanserai.project import runoptions
 
 log = structlog.get_logger(__name__)
 
@@ -53,12 +62,16 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What bringing a project up found: the containers by service, the first lasting failure if any, and what
-    each service not started yet waits for (dependsOn)."""
+    """What bringing a project up found: the containers by service, the first lasting failure if any, what each
+    service not started yet waits for (`waiting`: dependsOn, its data, what Docker could not make), the part of
+    that which is not mere start-up order (`stuck`: data missing, a `SetupFailure`), and the first thing Docker
+    could not make (`blocked`)."""
 
     observed: dict[str, Observed]
     failure: ServiceFailure | None = None
     waiting: dict[str, str] = field(default_factory=dict)
+    stuck: dict[str, str] = field(default_factory=dict)
+    blocked: SetupFailure | None = None
 
 
 HealthView = Callable[[v1.Service, Observed], Observed]
@@ -75,10 +88,18 @@ async def gather_all(calls: Iterable[Awaitable[T]]) -> list[T | BaseException]:
 
 
 def _raise_unexpected(results: Iterable[object]) -> None:
-    """Re-raise the first exception that is not a ServiceFailure (e.g. DockerUnavailable)."""
+    """Re-raise the first exception that is neither a ServiceFailure nor a SetupFailure (e.g. DockerUnavailable)."""
     for result in results:
-        if isinstance(result, BaseException) and not isinstance(result, ServiceFailure):
+        if isinstance(result, BaseException) and not isinstance(result, (ServiceFailure, SetupFailure)):
             raise result
+
+
+async def _made(what: str, call: Awaitable[T]) -> T:
+    """`call`'s result; Docker's refusal to make the `what` (network, volume) as a `SetupFailure`."""
+    try:
+        return await call
+    except DockerRefused as exc:
+        raise SetupFailure(what, exc.message) from exc
 
 
 class ProjectRuntime:
@@ -128,17 +149,20 @@ class ProjectRuntime:
         self, project: v1.Project, *, with_health: HealthView, inputs: containers.ProjectInputs, pulls: PullReporter
     ) -> Outcome:
         kept, attached = await self.remove_stale(project)
-        network = await self.networks.network_for(project, attached)
-        await gather_and_raise(
-            self.docker.ensure_volume(containers.volume_config(project, volume, node=self.node))
-            for volume in project.spec.volumes
-            if containers.volume_type(volume) in containers.DOCKER_VOLUME_TYPES
-        )
         by_name = {s.name: s for s in project.spec.services}
+        try:
+            network = await self._network_and_volumes(project, attached)
+        except SetupFailure as failure:
+            current = await self.observe(project, kept)
+            observed = {k: with_health(by_name[k], o) for k, o in current.items() if k in by_name}
+            held = {s: failure.waits for s in by_name if s not in observed}
+            return Outcome(observed, waiting=dict(held), stuck=held, blocked=failure)
         current = await self.observe(project, kept)
         observed = {k: with_health(by_name[k], o) for k, o in current.items() if k in by_name}
         pending, waiting = list(project.spec.services), dict[str, str]()
         failures: list[ServiceFailure] = []
+        stuck: dict[str, str] = {}
+        blocked: SetupFailure | None = None
         while pending:  # waves: what may start now starts in parallel; what it unblocks goes in the next wave
             wave, waiting = self._next_wave(project, pending, observed, inputs)
             if not wave:
@@ -155,8 +179,22 @@ class ProjectRuntime:
                     observed[service.name] = with_health(service, result)
                 elif isinstance(result, ServiceFailure):
                     failures.append(result)
+                elif isinstance(result, SetupFailure):
+                    blocked = blocked or result
+                    stuck[service.name] = result.waits
             pending = [s for s in pending if s.name in waiting]
-        return Outcome(observed, failures[0] if failures else None, waiting)
+        stuck.update((s, why) for s, why in inputs.blocked.items() if s in waiting)
+        return Outcome(observed, failures[0] if failures else None, {**waiting, **stuck}, stuck, blocked)
+
+    async def _network_and_volumes(self, project: v1.Project, attached: list[str]) -> str:
+        """Make the project's network and Docker volumes exist; the network's name. Raises SetupFailure."""
+        network = await _made(NETWORK, self.networks.network_for(project, attached))
+        await gather_and_raise(
+            _made(VOLUME, self.docker.ensure_volume(containers.volume_config(project, volume, node=self.node)))
+            for volume in project.spec.volumes
+            if containers.volume_type(volume) in containers.DOCKER_VOLUME_TYPES
+        )
+        return network
 
     def refused_host_path(self, project: v1.Project) -> ServiceFailure | None:
         """The failure for the first HostPath volume of `project` outside this node's allowed host paths."""
@@ -247,6 +285,8 @@ class ProjectRuntime:
         except DockerRefused as exc:
             if exc.status == 409:  # the name is taken after all: let the next attempt adopt or replace it
                 raise
+            if exc.status >= 500:  # Docker's own trouble (resources, a daemon-side error): may pass
+                raise SetupFailure(CONTAINER, f"service {service.name}: {exc.message}") from exc
             raise ServiceFailure(REASON_CREATE_FAILED, f"service {service.name}: {exc.message}") from exc
 
     async def _start(self, container_id: str, service: v1.Service) -> None:
@@ -366,6 +406,7 @@ __all__ = [
     "REASON_IMAGE_PULL_FAILED",
     "REASON_START_FAILED",
     "ServiceFailure",
+    "SetupFailure",
     "gather_all",
     "gather_and_raise",
 ]

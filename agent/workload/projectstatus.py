@@ -17,6 +17,11 @@ The rules (an active project is one in phase Scheduled or Running):
   `CRASHLOOP_WINDOW`, and it has not run for `STABLE_RUN` since: state `crashloop`, with the last exit code.
 * The project's `Degraded` condition is True (reason CrashLoop, else Unhealthy) while a service crash-loops, is
   unhealthy, or was restarted for failing its health check and has not been healthy since.
+* While a project is **Scheduled**, its `Phase` condition says what keeps services from starting when it is more
+  than start-up order (`holdup`): data that is missing (`waiting for secret "db" (not found) (service app)`, reason
+  Waiting) or what Docker could not make (`waiting for network: <Docker's message> (services web, db)`, reason
+  NetworkFailed, VolumeFailed or CreateFailed); once nothing does, it says again what the `Scheduled` condition
+  says (`Bound to node n1`).
 * A container that exited but should run (policy Always, or OnFailure after a failure; e.g. stopped by hand) or
   was created and never started **needs a start**: the agent starts it, as Docker's own policy would.
 """
@@ -29,7 +34,8 @@ from dataclasses import dataclass, field
 from caravanserai import meta, v1
 from caravanserai.agent.docker.containers import RESTART_NEVER, RESTART_ON_FAILURE, restart_policy
 from caravanserai.agent.docker.records import Observed
-from caravanserai.project import lifecycle
+from caravanserai.agent.workload.failures import REASON_CREATE_FAILED, REASON_NETWORK_FAILED, REASON_VOLUME_FAILED
+from caravanserai.project import lifecycle, readiness
 
 # Docker's State.Status values.
 CREATED = "created"
@@ -42,7 +48,7 @@ DEAD = "dead"
 # States of our own: no container yet; not started because of dependsOn; done; restarting over and over.
 PENDING = "pending"
 WAITING = "waiting"
-COMPLETED = "completed"
+COMPLETED = readiness.SERVICE_COMPLETED
 CRASHLOOP = "crashloop"
 # Health (Docker's words).
 HEALTHY = "healthy"
@@ -60,18 +66,22 @@ REASON_NOT_READY = "ContainersNotReady"
 REASON_CRASHLOOP = "CrashLoop"
 REASON_UNHEALTHY = "Unhealthy"
 REASON_HEALTHY = "ServicesHealthy"
+REASON_WAITING = "Waiting"
+HOLDUP_REASONS = frozenset({REASON_WAITING, REASON_NETWORK_FAILED, REASON_VOLUME_FAILED, REASON_CREATE_FAILED})
 
 
 @dataclass(frozen=True, slots=True)
 class Context:
     """What the agent knows besides Docker's view: what each waiting service waits for, restarts made by the agent,
-    services restarted for health and not healthy since, the previous statuses, and the time."""
+    services restarted for health and not healthy since, the previous statuses, the time, and the exit codes of
+    the current containers' last exits as Docker's events told them."""
 
     waiting: Mapping[str, str] = field(default_factory=dict)
     agent_restarts: Mapping[str, int] = field(default_factory=dict)
     health_restarted: Collection[str] = ()
     previous: Mapping[str, v1.ServiceStatus] = field(default_factory=dict)
     now: float = 0.0
+    last_exits: Mapping[str, int] = field(default_factory=dict)  # service → its container's last exit code (events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,22 @@ class Assessment:
     ready: bool
     not_ready: tuple[str, ...] = ()
     degraded: tuple[str, str] | None = None  # (reason, message) while degraded
+    holdup: tuple[str, str] | None = None  # (reason, message) of what keeps services from starting (`holdup`)
+
+
+def holdup(stuck: Mapping[str, str], *, reason: str = REASON_WAITING) -> tuple[str, str] | None:
+    """(reason, message) saying what the `stuck` services (name → what it waits for) wait for, services waiting
+    for the same thing named together, e.g. `waiting for network: … (services db, web)`; None when none is."""
+    if not stuck:
+        return None
+    by_wait: dict[str, list[str]] = {}
+    for service, waits in sorted(stuck.items()):
+        by_wait.setdefault(waits, []).append(service)
+    parts = [
+        f"waiting for {waits} (service{'s' if len(names) > 1 else ''} {', '.join(names)})"
+        for waits, names in by_wait.items()
+    ]
+    return reason, "; ".join(parts)
 
 
 def ended_for_good(service: v1.Service, observed: Observed) -> bool:
@@ -137,9 +163,13 @@ def exit_message(service: v1.Service, observed: Observed) -> str:
     return f"service {service.name} {detail} (restart policy {restart_policy(service)})"
 
 
-def _last_exit_code(observed: Observed, previous: v1.ServiceStatus | None) -> int:
+def _last_exit_code(observed: Observed, previous: v1.ServiceStatus | None, seen: int | None) -> int:
+    """The exit code of the container's last exit: Docker's while it is down; once Docker restarted it (its inspect
+    says 0 again) the one its `die` event carried (`seen`), else the one reported before for the same container."""
     if observed.status in (EXITED, DEAD, RESTARTING) and observed.finished_at:
         return observed.exit_code
+    if seen is not None:
+        return seen
     if previous is not None and previous.container_id == observed.container_id:
         return previous.last_exit_code
     return 0
@@ -156,7 +186,7 @@ def service_status(service: v1.Service, observed: Observed | None, context: Cont
     previous = context.previous.get(name)
     if previous is not None and previous.container_id == observed.container_id:
         restarts = max(restarts, previous.restart_count)
-    last_exit = _last_exit_code(observed, previous)
+    last_exit = _last_exit_code(observed, previous, context.last_exits.get(name))
     state, message = observed.status, ""
     if observed.status in (EXITED, DEAD):
         message = f"exited with code {observed.exit_code}" + (" (out of memory)" if observed.oom_killed else "")
@@ -260,7 +290,23 @@ def apply(project: v1.Project, assessment: Assessment, *, generation: int | None
         )
     if generation is not None:
         status.observed_generation = generation
+    if status.phase == v1.SCHEDULED and assessment.phase in (None, v1.SCHEDULED):
+        _explain_holdup(status, assessment.holdup, now=now)
     return out
+
+
+def _explain_holdup(status: v1.ProjectStatus, holdup: tuple[str, str] | None, *, now: float) -> None:
+    """The Phase condition of a Scheduled project: what holds it up, else (once something did) the binding again."""
+    if holdup is not None:
+        why, detail = holdup
+        meta.set_condition(status.conditions, v1.CONDITION_PHASE, v1.TRUE, reason=why, message=detail, now=now)
+        return
+    phase = meta.get_condition(status.conditions, v1.CONDITION_PHASE)
+    if phase is None or phase.reason not in HOLDUP_REASONS:
+        return
+    bound = meta.get_condition(status.conditions, v1.CONDITION_SCHEDULED)
+    reason, message = (bound.reason, bound.message) if bound is not None else (lifecycle.REASON_SCHEDULED, "")
+    meta.set_condition(status.conditions, v1.CONDITION_PHASE, v1.TRUE, reason=reason, message=message, now=now)
 
 
 __all__ = [
@@ -274,6 +320,7 @@ __all__ = [
     "DEAD",
     "EXITED",
     "HEALTHY",
+    "HOLDUP_REASONS",
     "PAUSED",
     "PENDING",
     "REASON_COMPLETED",
@@ -284,6 +331,7 @@ __all__ = [
     "REASON_READY",
     "REASON_RUNNING",
     "REASON_UNHEALTHY",
+    "REASON_WAITING",
     "REMOVING",
     "RESTARTING",
     "RUNNING",
@@ -298,6 +346,7 @@ __all__ = [
     "ended_for_good",
     "exit_message",
     "failure",
+    "holdup",
     "needs_start",
     "service_status",
 ]

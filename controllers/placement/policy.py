@@ -17,9 +17,9 @@ In order of precedence:
   when the taint goes away.
 * **Scheduled or Running, spec changed since binding** (`metadata.generation != status.scheduledGeneration`)
   → if the node no longer passes the node selector, its NoSchedule taints, the resources (requests of the
-  project plus the others bound there against allocatable) or its allowed host paths: moved (reason NodeNoLongerEligible; with backed-up
-  volumes after the final backups, else at once); else the binding is confirmed for the new generation
-  (`scheduledGeneration` updated).
+  project plus the others bound there against allocatable) or its allowed host paths: moved (reason
+  NodeNoLongerEligible; with backed-up volumes after the final backups, else at once); else the binding is
+  confirmed for the new generation (`scheduledGeneration` updated).
 * Anything else → nothing.
 """
 

@@ -99,7 +99,8 @@ class ClusterState:
 
     def upsert_node(self, node: v1.Node) -> bool:
         """Record a node; True when it is new or a field that decides placement changed (labels, taints,
-        unschedulable, allocatable, allowed host paths). Its rates and images, which only score, are recorded without waking."""
+        unschedulable, allocatable, allowed host paths). Its rates and images, which only score, are recorded
+        without waking."""
         name = node.metadata.name
         labels, unschedulable, taints, allocatable = node_spec_fields(node)
         info = self._nodes.get(name)

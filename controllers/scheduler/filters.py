@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from caravanserai.project import runoptions
 from caravanserai.controllers.scheduler.snapshot import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -28,6 +27,7 @@ from caravanserai.controllers.scheduler.snapshot import (
     ProjectInfo,
     TaintInfo,
 )
+from caravanserai.project import runoptions
 
 DEFAULT_HEARTBEAT_TIMEOUT = 90.0
 

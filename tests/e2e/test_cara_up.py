@@ -448,3 +448,22 @@ def test_up_no_agent_runs_the_control_plane_without_docker(cluster: Cluster, tmp
     ok(cluster.cara("down"))
     assert [pid for pid in pids if alive(pid)] == []
     cluster.assert_no_process_left()
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(240)
+def test_down_leaves_no_network_of_the_cluster(cluster: Cluster, docker_engine: None) -> None:
+    ensure_test_image()
+    node_label = f"caravanserai.io/node={cluster.node}"
+
+    def networks() -> list[str]:
+        listed = docker("network", "ls", "--filter", f"label={node_label}", "--format", "{{.Name}}")
+        return sorted(listed.split())
+
+    ok(cluster.cara("up", "--no-dashboard"))
+    spares = eventually(networks, 30, "the agent's spare networks")  # the pool is filled in the background
+    assert all(name.startswith("cara_pool.") for name in spares)
+
+    ok(cluster.cara("down"))
+    cluster.assert_no_process_left()
+    assert networks() == []

@@ -126,3 +126,26 @@ async def test_keep_alive_to_a_container(client: Client, start_agent: StartAgent
         for response in results:
             assert response.status == 200
             response.release()
+
+
+async def test_a_container_that_does_not_answer_fails_fast(client: Client, start_agent: StartAgent, image: str) -> None:
+    agent = await start_agent()
+    await client.projects.create(web_project("paused", image))
+    await bind(client, "paused", agent.node)
+    running = await wait_phase(client, "paused", v1.RUNNING)
+    page = await served_by(client, "paused")
+
+    async def served() -> bool:
+        return await get(agent, "web.paused.local") == (200, page, "")
+
+    await wait_for(served, timeout=5, message="the project served (its address now known to the ingress)")
+    # As while Docker restarts the container: its address is on no bridge any more, so a connection to it is never
+    # answered (the kernel gives up after about 3 s).
+    container = running.status.services[0].container_id
+    network = docker("inspect", "-f", "{{range $name, $_ := .NetworkSettings.Networks}}{{$name}}{{end}}", container)
+    docker("network", "disconnect", network, container)
+    started = asyncio.get_running_loop().time()
+    status, body, error = await get(agent, "web.paused.local")
+    assert asyncio.get_running_loop().time() - started < 1.5
+    assert (status, error) == (503, "backend-unreachable")
+    assert 'Project "paused" (web:8080) did not accept a connection within 0.5 s' in body

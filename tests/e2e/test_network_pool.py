@@ -1,12 +1,16 @@
 """The agent's warm pool of project networks against real Docker: claim and refill, give back on delete, an agent
-restarted over a partly used pool, `network_pool=0` (per-project networks, as before the pool), and the pool's
-upkeep waiting for busy projects (on a fake clock) and resting once full."""
+restarted over a partly used pool, `network_pool=0` (per-project networks, as before the pool), the pool's
+upkeep waiting for busy projects (on a fake clock) and resting once full, spares removed on a clean stop, what an
+earlier agent left removed on start, and `cara-agent --cleanup` for a node that is gone."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -218,5 +222,68 @@ async def test_a_stopped_pool_leaves_no_network_appearing_after_it(docker_engine
             assert when_stopped == set(asked)  # every network it asked for exists once it has stopped ...
             await asyncio.sleep(1.0)
             assert pool_networks(node) == when_stopped  # ... and none appears later
+    finally:
+        await asyncio.to_thread(remove_node_objects, node)
+
+
+async def test_a_clean_stop_removes_the_spares_and_keeps_the_networks_in_use(
+    client: Client, start_agent: StartAgent, image: str
+) -> None:
+    agent = await start_agent(network_pool=2)
+    await run_project(client, "kept", agent.node, image)
+    await wait_spare(agent.node, 2)
+    used = networks_by_project(agent.node)["kept"]
+
+    agent.agent.stop()  # as SIGTERM does: reconciles drain, then the spares go
+    await agent.task
+    assert pool_networks(agent.node) == used  # the running project keeps its network (and its container)
+    assert docker("inspect", "-f", "{{.State.Running}}", f"cara_kept_svc0_{agent.node}") == "true"
+
+
+async def test_a_starting_agent_removes_the_networks_no_project_of_its_own_uses(
+    client: Client, start_agent: StartAgent, image: str
+) -> None:
+    node = f"e2e-{uuid.uuid4().hex[:8]}"
+    labels = ["--label", f"{NODE_LABEL}={node}", "--label", f"{naming.LABEL_MANAGED}=true"]
+    try:
+        # What an agent of this node killed long ago left: three spare pool networks and the network of a project
+        # that is no longer bound here.
+        for token in ("0123456789a0", "0123456789a1", "0123456789a2"):
+            docker("network", "create", *labels, "--label", POOL_LABEL, naming.pool_network_name(token, node))
+        ghost = naming.network_name("ghost", node)
+        docker("network", "create", *labels, "--label", f"{naming.LABEL_PROJECT}=ghost", ghost)
+
+        agent = await start_agent(node=node, network_pool=1)
+        await wait_spare(agent.node, 1)  # the spares beyond the pool's size are removed
+        await wait_for(lambda: ghost not in docker_list("network", f"{NODE_LABEL}={node}"), timeout=20, interval=0.3,
+                       message="the network of a project not bound here removed")  # fmt: skip
+    finally:
+        await asyncio.to_thread(remove_node_objects, node)
+
+
+async def test_cleanup_removes_the_unused_networks_of_a_node_that_is_gone(image: str) -> None:
+    node = f"e2e-{uuid.uuid4().hex[:8]}"
+    labels = ["--label", f"{NODE_LABEL}={node}", "--label", f"{naming.LABEL_MANAGED}=true"]
+    spare = naming.pool_network_name("0123456789ab", node)
+    used = naming.pool_network_name("0123456789ac", node)
+    project_network = naming.network_name("gone", node)
+    try:
+        docker("network", "create", *labels, "--label", POOL_LABEL, spare)
+        docker("network", "create", *labels, "--label", POOL_LABEL, used)
+        docker("network", "create", *labels, "--label", f"{naming.LABEL_PROJECT}=gone", project_network)
+        docker("run", "-d", "--network", used, "--label", f"{NODE_LABEL}={node}", "--name", f"cara_left_web_{node}",
+               image, "sleep", "3600")  # fmt: skip
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [str(Path(sys.executable).parent / "cara-agent"), "--node-name", node, "--cleanup"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"network {spare} removed" in result.stdout and f"network {project_network} removed" in result.stdout
+        assert "2 network(s) of node" in result.stdout
+        assert docker_list("network", f"{NODE_LABEL}={node}") == [used]  # a container is still on it
     finally:
         await asyncio.to_thread(remove_node_objects, node)

@@ -150,7 +150,7 @@ async def test_a_service_waits_for_a_job_to_complete_and_the_project_stays_runni
     assert waiting.waiting_for == "migrate to complete"
     running = await wait_phase(client, "migrated", v1.RUNNING, timeout=30)
     assert [(s.name, s.state) for s in running.status.services] == [("migrate", "completed"), ("web", "running")]
-    assert services_ready(running) == "1/2"  # a completed job is not ready, and does not hold the project back
+    assert services_ready(running) == "2/2"  # a completed job counts as ready and does not hold the project back
     ready = meta.get_condition(running.status.conditions, v1.CONDITION_READY)
     assert ready is not None and ready.status == v1.TRUE
     await asyncio.sleep(1.0)

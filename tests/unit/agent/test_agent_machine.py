@@ -93,4 +93,9 @@ def test_event_helpers() -> None:
     assert container_event(event).project == "web"
     assert container_event(event).time_nano == 1_700_000_000_000_000_123
     assert container_event({"Actor": {"Attributes": {}}}).project is None
+    died = container_event(
+        {"Action": "die", "Actor": {"ID": "c1", "Attributes": {"caravanserai.io/service": "app", "exitCode": "3"}}}
+    )
+    assert (died.action, died.container_id, died.service, died.exit_code) == ("die", "c1", "app", 3)
+    assert container_event({"Action": "start", "Actor": {"ID": "c1", "Attributes": {}}}).exit_code is None
     assert since_text(1_700_000_000_000_000_123) == "1700000000.000000123"

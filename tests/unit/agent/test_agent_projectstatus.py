@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -268,3 +269,41 @@ def test_crash_loop_rule(
 ) -> None:
     observed = seen("app", status, 1, started_at=started, finished_at=finished)
     assert projectstatus.crash_looping(observed, restarts, now) is looping
+
+
+def test_the_exit_code_of_a_die_event_outlives_the_restart() -> None:
+    web = spec(("web", "")).services[0]
+    # Docker restarted the container before the agent looked: its inspect says running, exit code 0.
+    running = seen("web", "running", 0, restart_count=1, finished_at=5.0)
+    assert projectstatus.service_status(web, running).last_exit_code == 0
+    told = projectstatus.Context(last_exits={"web": 3})  # the die event said 3
+    status = projectstatus.service_status(web, running, told)
+    assert (status.exit_code, status.last_exit_code) == (0, 3)
+
+
+def test_holdup_names_what_services_wait_for() -> None:
+    assert projectstatus.holdup({}) is None
+    stuck = {"web": "network: refused", "db": "network: refused", "app": 'secret "db" (not found)'}
+    reason, message = projectstatus.holdup(stuck, reason="NetworkFailed") or ("", "")
+    assert reason == "NetworkFailed"
+    assert (
+        message == 'waiting for secret "db" (not found) (service app); waiting for network: refused (services db, web)'
+    )
+
+
+def test_a_scheduled_project_says_what_holds_it_up_until_nothing_does() -> None:
+    project = v1.Project()
+    meta.set_phase(project, v1.SCHEDULED, reason="Scheduled", message="Bound to node n1", now=1.0)
+    meta.set_condition(project.status.conditions, v1.CONDITION_SCHEDULED, v1.TRUE, reason="Scheduled",
+                       message="Bound to node n1", now=1.0)  # fmt: skip
+    held = projectstatus.assess(spec(("app", "")), {}, projectstatus.Context(waiting={"app": 'secret "x" (not found)'}))
+    held = dataclasses.replace(held, holdup=("Waiting", 'waiting for secret "x" (not found) (service app)'))
+    waiting = projectstatus.apply(project, held, generation=None, now=2.0)
+    phase = meta.get_condition(waiting.status.conditions, v1.CONDITION_PHASE)
+    assert waiting.status.phase == v1.SCHEDULED
+    assert phase is not None and (phase.reason, phase.message) == ("Waiting", held.holdup[1] if held.holdup else "")
+
+    starting = projectstatus.assess(spec(("app", "")), {"app": seen("app", "created")})
+    bound = projectstatus.apply(waiting, starting, generation=None, now=3.0)
+    phase = meta.get_condition(bound.status.conditions, v1.CONDITION_PHASE)
+    assert phase is not None and (phase.reason, phase.message) == ("Scheduled", "Bound to node n1")

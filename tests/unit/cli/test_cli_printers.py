@@ -385,3 +385,10 @@ def test_everything_get_prints_fits_the_schema(resource: str, cls: type[Message]
     schema = kind_schema(resource)
     data = object_dict(filled(cls))
     assert conforms(data, schema, schema["$defs"]) == []
+
+
+def test_describe_node_says_the_ingress_goes_with_the_agent() -> None:
+    node = builders.node("n1")
+    node.status.network.ingress_port = 8081
+    described = describe_node(node, None, [], [], NOW)
+    assert "Ingress:" in described and "port 8081 (served by the agent: down while the agent is down)" in described

@@ -55,3 +55,12 @@ def test_etcd_unit_names_every_member_and_mutual_tls() -> None:
     assert "--client-cert-auth" in argv and "--peer-client-cert-auth" in argv
     cluster = next(a for a in argv if a.startswith("--initial-cluster="))
     assert cluster.count("https://") == 3
+
+
+def test_the_agent_unit_restarts_it_at_once_and_never_gives_up() -> None:
+    """The node's ingress is served by the agent: a crashed agent is restarted within a second, however often."""
+    config = configparser.ConfigParser(interpolation=None, strict=False)
+    config.read_string((UNITS / "cara-agent.service").read_text().replace("\\\n", " "))
+    assert config["Service"]["Restart"] == "always"
+    assert config["Service"]["RestartSec"] in ("1s", "1", "500ms")
+    assert config["Unit"]["StartLimitIntervalSec"] == "0"  # systemd's default gives up after 5 starts in 10 s
