@@ -131,6 +131,41 @@ async def test_drain_of_a_backed_up_project_waits_for_the_final_backup_then_its_
     assert meta.get_condition(placed.status.conditions, v1.CONDITION_SCHEDULED) is not None
 
 
+async def test_drain_of_a_backed_up_project_reports_it_failed_after_the_move(cli: Caractrl, client: Client) -> None:
+    await ready_node(client, "n1")
+    await ready_node(client, "n2")
+    await running_on(client, project_with("db", backed_up=("pg",)), "n1")
+
+    async def agent_then_scheduler() -> None:  # the final backup is handed over; n2 is bound, then fails it
+        async def moving() -> v1.Project | None:
+            p = await client.projects.get("db")
+            return p if p.status.HasField("move") else None
+
+        seen = await wait_for(moving, 10, message="status.move")
+        await asyncio.sleep(1)  # still bound to n1 with its move: drain keeps waiting
+        await client.projects.update_status(lifecycle.finish_move(seen, handoff={"pg": ID_A}, now=CLOCK.now()))
+        bound = await client.projects.update_status(
+            lifecycle.bind(await client.projects.get("db"), "n2", now=CLOCK.now())
+        )
+        await asyncio.sleep(1)
+        await client.projects.update_status(
+            lifecycle.fail(bound, reason="RestoreFailed", message="volume pg: repository unreachable", now=CLOCK.now())
+        )
+
+    helper = asyncio.create_task(agent_then_scheduler())
+    result = await cli("drain", "n1", "--timeout", "90s")
+    await helper
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "node/n1 cordoned",
+        "project/db moving off node/n1 (final backup of pg first)",
+    ]
+    assert (
+        result.stderr
+        == "error: project/db failed: Failed on node/n2: RestoreFailed: volume pg: repository unreachable\n"
+    )
+
+
 async def test_drain_without_waiting_leaves_a_backed_up_project_bound_with_its_move(
     cli: Caractrl, client: Client
 ) -> None:
