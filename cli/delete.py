@@ -1,9 +1,10 @@
-"""`caractrl delete`: remove projects and nodes by name, selector or manifest.
+"""`caractrl delete`: remove projects, nodes, Secrets, Configs and other objects by name, selector or manifest.
 
     caractrl delete project web db
     caractrl delete -f web.yaml
     caractrl delete project -l app=web --wait --timeout 2m
     caractrl delete node n1                 # refused while projects are bound to it (drain first)
+    caractrl delete secret db-creds         # refused while a project references it (--force: anyway)
 
 An active project (Scheduled, Running) is first marked Terminating — its agent removes the containers, then the record
 goes: `project/web marked for deletion (Terminating)`. Pending and Failed projects go at once: `project/web deleted`. An
@@ -12,6 +13,10 @@ marked for deletion (stays Pending until its finalizers are removed: example.com
 is no longer scheduled. `--force` removes the record at once in every case (containers still running on a live node are
 then cleaned up by its agent's fencing). `--wait` blocks until the records are gone (`--timeout`, default 60s) and then
 prints `deleted`.
+
+A Secret or Config is refused while a project references it (and a Secret while a BackupRepository names it), in one
+line naming them (`KindView.users`, `cli/kinds/users.py`): a check of the CLI, made just before the delete, as
+kubectl's; `--force` deletes it anyway (the projects' services then wait for it, as for a missing one).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from caravanserai import meta, v1
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found, report
-from caravanserai.cli.kinds import plurals
+from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.resources import CUSTOM_KINDS, discover_kinds, is_allowed, parse_target
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
@@ -70,7 +75,11 @@ class Target:
     help="Delete the objects named in these manifests (repeatable).",
 )
 @click.option("-l", "--selector", "label_selector", default="", help="Delete every object matching this selector.")
-@click.option("--force", is_flag=True, help="Remove the records at once, skipping Terminating.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Remove the records at once, skipping Terminating; delete a Secret or Config even while projects use it.",
+)
 @click.option("--wait/--no-wait", default=False, show_default=True, help="Wait until the records are gone.")
 @click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="How long --wait waits (0: forever).")
 @click.option("--ignore-not-found", is_flag=True, help="Missing objects are not an error.")
@@ -86,7 +95,10 @@ def delete(
     timeout: str,
     ignore_not_found: bool,
 ) -> None:
-    """Delete projects, nodes, resourcedefinitions or objects of custom kinds."""
+    """Delete projects, nodes, secrets, configs, backuprepositories, resourcedefinitions or custom objects.
+
+    A Secret or Config that a project still references is refused, naming those projects, unless --force.
+    """
     try:
         opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found)
     except ValueError as exc:
@@ -142,6 +154,9 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
     failed = False
     pending: list[Target] = []
     for target in targets:
+        if not opts.force and await _in_use(client, target):
+            failed = True
+            continue
         try:
             response = await client.resource(target.kind.plural).delete(target.name, force=opts.force)
         except NotFound:
@@ -163,6 +178,25 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
     if pending:
         failed = await _wait_gone(client, pending, opts.timeout) or failed
     return failed
+
+
+async def _in_use(client: Client, target: Target) -> bool:
+    """Report and say whether `target` is still used (its kind's `users`: the projects reading a Secret, …)."""
+    users = view_of(target.kind).users
+    if users is None:
+        return False
+    try:
+        using = await users(client, target.name)
+    except NotFound:
+        return False
+    if using:
+        report(
+            CommandError(
+                f"error: {target} is used by {', '.join(using)}; change or delete them first, or use --force to "
+                "delete it anyway"
+            )
+        )
+    return bool(using)
 
 
 def deletion_state(obj: Any) -> str:

@@ -9,7 +9,9 @@ A view holds, for one kind:
   wait can no longer succeed (a project that reached another final phase); `waitable`, `deletable`: whether
   `wait` and `delete` take the kind;
 * `schema`: what `caractrl schema` requires beyond the descriptors (None: no schema is offered);
-* `for_selector`: how `get --for KIND/NAME` narrows a listing of this kind (None: `--for` is refused).
+* `for_selector`: how `get --for KIND/NAME` narrows a listing of this kind (None: `--for` is refused);
+* `users`: who still uses an object of this kind (`project/web`, …): `delete` refuses it while anyone does, naming
+  them, unless `--force` (None: nothing is checked).
 
 The defaults are the generic behaviour every kind gets (custom kinds: columns from their definition's printer
 columns, metadata/spec/status descriptions, `condition=` and `delete` waits).
@@ -84,6 +86,7 @@ class KindView:
     deletable: bool = False
     schema: SchemaBits | None = None
     for_selector: Callable[[meta.Kind, str], str] | None = None
+    users: Callable[[Client, str], Awaitable[list[str]]] | None = None
 
 
 __all__ = ["Condition", "Describer", "KindView", "Predicate", "SchemaBits", "no_lookups", "offline"]
