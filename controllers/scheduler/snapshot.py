@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.clock import seconds
+from caravanserai.controllers.scheduler.ports import HostPorts, PortIndex, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 from caravanserai.project.movecost import NO_NEEDS, MoveNeeds, no_rates
 from caravanserai.project.moveneeds import NO_SIZES, move_needs, parse_rate, restore_rates
@@ -67,7 +68,8 @@ class NodeInfo:
     (phases Scheduled, Running, Terminating) plus those assumed bound by this scheduler; `renew_time` is the last
     renewal of its Lease (None: no Lease); `download` and `upload` its measured throughput in bytes/s (None:
     unmeasured), `restore_rates` the download rates its restores observed per BackupRepository, `images` the
-    normalised names of the images it holds (`moveneeds.image_key`)."""
+    normalised names of the images it holds (`moveneeds.image_key`), `ports` the host ports taken on it (bound,
+    assumed, and hand-offs' old copies; `ports.py`)."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -80,6 +82,7 @@ class NodeInfo:
     upload: float | None = None
     restore_rates: Mapping[str, float] = field(default_factory=no_rates)
     images: frozenset[str] = frozenset()
+    ports: PortIndex = field(default_factory=PortIndex)
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested for `resource` (negative when overcommitted by others)."""
@@ -99,6 +102,7 @@ class ProjectInfo:
     uid: str = ""
     resource_version: str = ""
     leaving: str = ""  # the node a move took it off: another feasible node wins over it
+    host_ports: HostPorts = ()  # the (hostPort, protocol, hostIP) its services publish
     ordered_requests: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -140,6 +144,7 @@ def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES)
         uid=project.metadata.uid,
         resource_version=project.metadata.resource_version,
         leaving=project.status.previous_node_ref,
+        host_ports=host_ports(project.spec),
     )
 
 
