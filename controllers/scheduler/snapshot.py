@@ -23,6 +23,7 @@ from caravanserai.controllers.scheduler.ports import HostPorts, PortIndex, host_
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 from caravanserai.project.movecost import NO_NEEDS, MoveNeeds, no_rates
 from caravanserai.project.moveneeds import NO_SIZES, move_needs, parse_rate, restore_rates
+from caravanserai.project.tolerations import matches
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -54,12 +55,8 @@ class TolerationInfo:
     effect: str = ""
 
     def tolerates(self, taint: TaintInfo) -> bool:
-        """Whether this toleration matches `taint` (Kubernetes' rules)."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.operator == EXISTS:
-            return not self.key or self.key == taint.key
-        return self.key == taint.key and self.value == taint.value
+        """Whether this toleration matches `taint` (Kubernetes' rules, `caravanserai.project.tolerations`)."""
+        return matches(self.key, self.operator, self.value, self.effect, taint.key, taint.value, taint.effect)
 
 
 @dataclass(slots=True)
