@@ -23,6 +23,7 @@ from pathlib import Path
 
 import click
 
+from caravanserai.cli import clusterconfig
 from caravanserai.cli.clusterstart import fail, ignored_flags, next_steps, split_address, start
 from caravanserai.cli.localcluster import (
     DEFAULT_ETCD_PORT,
@@ -157,6 +158,22 @@ DATA_DIR_OPTION = click.option(
 @click.option(
     "--timeout", default=90.0, show_default=True, metavar="SECONDS", help="seconds to wait for the cluster to answer"
 )
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="settings of the controllers and the agent (YAML: sections controllers and agent, keys their flags' names, "
+    "e.g. controllers: {heartbeat-timeout: 20s, grace-period: 30s}; see docs/cara.md)",
+)
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="one setting, after --config (repeatable), e.g. controllers.grace-period=30s, agent.labels.zone=a",
+)
 @click.pass_context
 def up(
     ctx: click.Context,
@@ -174,12 +191,22 @@ def up(
     no_dashboard: bool,
     dashboard_listen: str,
     timeout: float,
+    config: Path | None,
+    assignments: tuple[str, ...],
 ) -> None:
     """Start etcd, the API server, the controllers, an agent and the dashboard in the background; return once the
     cluster answers.
 
+    --config FILE and --set pass settings to the controllers and the agent (heartbeat timeout, grace period,
+    succeeded-ttl, strategy, labels, network pool, stop timeout, reserved resources, fence-after, …); unknown keys
+    are refused by name before anything starts.
+
     Running it again while the cluster is up changes nothing and prints the same summary."""
     data = _data_dir(data_dir)
+    try:
+        settings = clusterconfig.load(config, assignments)
+    except ValueError as exc:
+        fail(str(exc))
     asked = ClusterSpec(
         data_dir=str(data),
         api_listen=listen,
@@ -194,6 +221,8 @@ def up(
         dashboard=not no_dashboard,
         dashboard_listen=dashboard_listen,
         ingress_listen=ingress_listen,
+        controller_flags=settings.flags(clusterconfig.CONTROLLERS),
+        agent_flags=settings.flags(clusterconfig.AGENT),
     )
     spec = _running_or_started(ctx, data, asked)
     _report_ready(spec, data, timeout)
