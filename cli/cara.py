@@ -33,6 +33,7 @@ from caravanserai.cli.localcluster import (
     leftover_processes,
     probe,
     read_state,
+    running_clusters,
     stop_processes,
     wait_ready,
 )
@@ -313,6 +314,10 @@ def _stop_cluster(data: Path, timeout: float) -> None:
 def status(data_dir: Path | None) -> None:
     """Show the local cluster's processes, whether the API answers and the local node's state.
 
+    Without --data-dir it looks at the default data directory of the user running it; when no cluster runs there,
+    it says which directory it looked at and names every cluster running on this machine (any user's) with the
+    command that shows it.
+
     Exit status: 0 when everything runs and answers, 1 when something does not, 3 when the cluster is not running."""
     data = _data_dir(data_dir)
     state = read_state(data)
@@ -324,7 +329,8 @@ def status(data_dir: Path | None) -> None:
                 f"{' '.join(map(str, leftovers))}): run cara down."
             )
         else:
-            click.echo("Caravanserai is not running.")
+            click.echo(f"Caravanserai is not running (data dir {data}).")
+        _point_at_other_clusters(data)
         sys.exit(3)
     spec = ClusterSpec(**state["spec"])
     healthy = True
@@ -341,6 +347,19 @@ def status(data_dir: Path | None) -> None:
         healthy &= not node
         click.echo(f"node {spec.node_name}: {node or 'Ready'}")
     sys.exit(0 if healthy else 1)
+
+
+def _point_at_other_clusters(data: Path) -> None:
+    """Name every cluster running on this machine with another data directory (another user's default, say), with
+    the command that shows it; or say how to look elsewhere."""
+    others = [c for c in running_clusters() if c.data_dir and Path(c.data_dir) != data]
+    for other in others:
+        click.echo(
+            f"A cluster runs with data dir {other.data_dir} (user {other.user}, supervisor pid {other.pid}, API at "
+            f"{other.api_listen}): cara status --data-dir {other.data_dir}"
+        )
+    if not others:
+        click.echo("No other cluster runs on this machine; give --data-dir for a cluster started with one.")
 
 
 def main() -> None:

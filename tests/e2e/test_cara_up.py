@@ -12,6 +12,7 @@ containers running; the next `cara up` finds the same project Running on the sam
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -435,6 +436,16 @@ def test_up_no_agent_runs_the_control_plane_without_docker(cluster: Cluster, tmp
     status = cluster.cara("status")
     assert status.returncode == 0, status.stdout
     assert "agent" not in status.stdout.split() and f"API {cluster.api}: answering" in status.stdout
+    # Without --data-dir, status looks at the default data dir (here another one): it says so and points at this one.
+    elsewhere = run([script("cara"), "status"], env)
+    assert elsewhere.returncode == 3
+    default = Path(env["XDG_DATA_HOME"]) / "caravanserai"
+    assert elsewhere.stdout.startswith(f"Caravanserai is not running (data dir {default}).\n")
+    pid = cluster.state()["supervisor_pid"]
+    assert (
+        f"A cluster runs with data dir {cluster.data_dir} (user {getpass.getuser()}, supervisor pid {pid}, API at "
+        f"{cluster.api}): cara status --data-dir {cluster.data_dir}\n"
+    ) in elsewhere.stdout
     nodes = cluster.ctl("get", "nodes")
     assert nodes.returncode == 0 and "No resources found." in nodes.stderr
 
