@@ -14,6 +14,10 @@ is no longer scheduled. `--force` removes the record at once in every case (cont
 then cleaned up by its agent's fencing). `--wait` blocks until the records are gone (`--timeout`, default 60s) and then
 prints `deleted`.
 
+`--volumes` (projects) also removes their Persistent volumes, the data, on their node: the project is annotated
+`caravanserai.io/delete-volumes: "true"` before the Delete and its agent removes them as it terminates it (with
+`--force`, refused: no agent would). A project not bound to a node has no agent to do it: a warning says so.
+
 A Secret or Config is refused while a project references it (and a Secret while a BackupRepository names it), in one
 line naming them (`KindView.users`, `cli/kinds/users.py`): a check of the CLI, made just before the delete, as
 kubectl's; `--force` deletes it anyway (the projects' services then wait for it, as for a missing one).
@@ -50,6 +54,7 @@ class DeleteOptions:
     wait: bool = False
     timeout: float = 60.0
     ignore_not_found: bool = False
+    volumes: bool = False  # projects: their Persistent volumes go too (`KindView.with_volumes`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,11 @@ class Target:
 @click.option("--wait/--no-wait", default=False, show_default=True, help="Wait until the records are gone.")
 @click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="How long --wait waits (0: forever).")
 @click.option("--ignore-not-found", is_flag=True, help="Missing objects are not an error.")
+@click.option(
+    "--volumes",
+    is_flag=True,
+    help="Projects: also remove their Persistent volumes (their data) on their node, as the agent terminates them.",
+)
 @pass_settings
 def delete(
     settings: Settings,
@@ -94,15 +104,21 @@ def delete(
     wait: bool,
     timeout: str,
     ignore_not_found: bool,
+    volumes: bool,
 ) -> None:
     """Delete projects, nodes, secrets, configs, backuprepositories, resourcedefinitions or custom objects.
 
     A Secret or Config that a project still references is refused, naming those projects, unless --force.
     """
     try:
-        opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found)
+        opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found, volumes)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--timeout'") from None
+    if volumes and force:
+        raise click.UsageError(
+            "--volumes cannot be combined with --force: a forced delete removes the record at once, and the agent "
+            "removes the volumes only as it terminates the project"
+        )
     if filenames:
         if resource or names or label_selector:
             raise click.UsageError("give either -f FILE or RESOURCE NAME…/-l, not both")
@@ -158,13 +174,15 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
             failed = True
             continue
         try:
+            if opts.volumes:
+                await _mark_volumes(client, target)
             response = await client.resource(target.kind.plural).delete(target.name, force=opts.force)
         except NotFound:
             if not opts.ignore_not_found:
                 report(not_found(target.kind.plural, target.name))
                 failed = True
             continue
-        except CaravanseraiError as exc:
+        except (CaravanseraiError, ValueError) as exc:
             report(exc)
             failed = True
             continue
@@ -178,6 +196,17 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
     if pending:
         failed = await _wait_gone(client, pending, opts.timeout) or failed
     return failed
+
+
+async def _mark_volumes(client: Client, target: Target) -> None:
+    """Ask that the deletion of `target` removes its volumes (`KindView.with_volumes`); ValueError for a kind
+    without volumes."""
+    with_volumes = view_of(target.kind).with_volumes
+    if with_volumes is None:
+        raise ValueError(f"{target}: --volumes applies to projects only")
+    warning = await with_volumes(client, target.name)
+    if warning:
+        click.echo(warning, err=True)
 
 
 async def _in_use(client: Client, target: Target) -> bool:

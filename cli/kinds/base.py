@@ -11,7 +11,9 @@ A view holds, for one kind:
 * `schema`: what `caractrl schema` requires beyond the descriptors (None: no schema is offered);
 * `for_selector`: how `get --for KIND/NAME` narrows a listing of this kind (None: `--for` is refused);
 * `users`: who still uses an object of this kind (`project/web`, …): `delete` refuses it while anyone does, naming
-  them, unless `--force` (None: nothing is checked).
+  them, unless `--force` (None: nothing is checked);
+* `with_volumes`: marks an object so that its deletion removes its volumes too (`delete --volumes`; None: the kind
+  has none), returning a warning line when nothing will remove them.
 
 The defaults are the generic behaviour every kind gets (custom kinds: columns from their definition's printer
 columns, metadata/spec/status descriptions, `condition=` and `delete` waits).
@@ -87,6 +89,7 @@ class KindView:
     schema: SchemaBits | None = None
     for_selector: Callable[[meta.Kind, str], str] | None = None
     users: Callable[[Client, str], Awaitable[list[str]]] | None = None
+    with_volumes: Callable[[Client, str], Awaitable[str | None]] | None = None
 
 
 __all__ = ["Condition", "Describer", "KindView", "Predicate", "SchemaBits", "no_lookups", "offline"]

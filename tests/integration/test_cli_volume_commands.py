@@ -354,6 +354,36 @@ async def test_get_snapshots_lists_a_projects_snapshots(cli: Caractrl, client: C
     assert (empty.stdout, empty.stderr) == ("", "No snapshots found.\n")
 
 
+async def test_get_volumes_lists_persistent_volumes_where_their_data_lives(cli: Caractrl, client: Client) -> None:
+    await running_on(client, project_with("db", backed_up=("pg",), unprotected=("tmp",)), "n1")
+    db = await with_snapshots(client, "db", "pg", record(ID_A, 60))
+    backups.ensure_volume_status(db.status, "pg").node = "n1"
+    await client.projects.update_status(db)
+    wiki = await running_on(client, project_with("wiki", unprotected=("files",)), "n2")
+    now = CLOCK.now()  # drained with --force: the data of files stays behind on n2
+    await client.projects.update_status(
+        lifecycle.move(wiki, reason="NodeDrained", message="drained", now=now, handoff_until=now + 60)
+    )
+    await client.projects.create(project_with("fresh", unprotected=("cache",)))  # never ran: no node
+    await client.projects.create(builders.project("plain"))  # no Persistent volume: no row
+    table = await cli("get", "volumes")
+    assert table.stdout.splitlines() == [
+        "PROJECT   VOLUME   NODE     BACKUP       SIZE",
+        "db        pg       n1       offsite/5m   64MiB",
+        "db        tmp      n1       no           <unknown>",
+        "fresh     cache    <none>   no           <unknown>",
+        "wiki      files    n2       no           <unknown>",
+    ]
+    names = await cli("get", "volumes", "db", "-o", "name")
+    assert names.stdout == "volume/db/pg\nvolume/db/tmp\n"
+    wide = await cli("get", "volume", "wiki", "-o", "wide")
+    assert "cara_wiki_files_n2" in wide.stdout and "Pending" in wide.stdout
+    empty = await cli("get", "volumes", "plain")
+    assert (empty.stdout, empty.stderr) == ("", "No Persistent volumes found.\n")
+    refused = await cli("get", "volumes", "-l", "a=b")
+    assert refused.exit_code == 2 and "get volumes takes PROJECT names" in refused.stderr
+
+
 async def test_describe_shows_the_volumes_and_the_move(cli: Caractrl, client: Client) -> None:
     await running_on(client, project_with("db", backed_up=("pg",), unprotected=("tmp",)), "n1")
     project = await with_snapshots(client, "db", "pg", record(ID_A, 60))
