@@ -26,7 +26,7 @@ from caravanserai import meta, v1
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError
 from caravanserai.client import nodeops
-from caravanserai.clock import SystemClock
+from caravanserai.clock import SystemClock, seconds
 from caravanserai.errors import NotFound
 from caravanserai.project import backups
 
@@ -35,6 +35,7 @@ PLACED = (v1.SCHEDULED, v1.RUNNING, v1.SUCCEEDED, v1.FAILED)
 ARRIVED = (v1.RUNNING, v1.SUCCEEDED)
 """A moved project has arrived once it is in one of these phases on another node."""
 POLL_INTERVAL = 0.5
+REBIND_MARGIN = 30.0
 FORCE_HINT = "use --force to move them anyway (their data stays behind)"
 
 
@@ -97,10 +98,19 @@ def _where(project: v1.Project) -> str:
     return place
 
 
-def _arrived(project: v1.Project, node: str) -> str | None:
-    """The line to print when `project` (moved off `node`) has arrived for good, or None while it is on its way."""
+def _rebound_since(project: v1.Project, since: float) -> bool:
+    """Whether `project` was bound again after `since` (its Scheduled condition turned True then): a move may end
+    on the node it left when no other node fits (`restart --move`; a drained node is cordoned)."""
+    scheduled = meta.get_condition(project.status.conditions, v1.CONDITION_SCHEDULED)
+    return scheduled is not None and scheduled.status == v1.TRUE and seconds(scheduled.last_transition_time) >= since
+
+
+def _arrived(project: v1.Project, node: str, since: float) -> str | None:
+    """The line to print when `project` (moved off `node` at `since`) has arrived for good, or None while it is on
+    its way."""
     status, name = project.status, project.metadata.name
-    if status.phase in ARRIVED and status.node_ref and status.node_ref != node:
+    elsewhere = status.node_ref != node or _rebound_since(project, since)
+    if status.phase in ARRIVED and status.node_ref and elsewhere and not status.HasField("move"):
         return f"project/{name} {status.phase.lower()} on node/{status.node_ref}"
     if status.phase in (v1.TERMINATING, v1.TERMINATED):
         return f"project/{name} is being deleted"
@@ -113,7 +123,10 @@ async def wait_moved(settings: Settings, names: Sequence[str], node: str, timeou
     seconds. A project with backed-up volumes is first still bound to `node` with `status.move`, then Pending,
     then bound elsewhere: only Running or Succeeded on another node ends its wait."""
     clock = SystemClock()
-    deadline = clock.monotonic() + timeout
+    # A move sets Scheduled=False in the same write (or keeps the project bound with `status.move`), so a Scheduled
+    # condition turned True shortly before the wait began is a new binding too; the margin covers a bind that beat
+    # this read and clocks that differ a little.
+    deadline, since = clock.monotonic() + timeout, clock.now() - REBIND_MARGIN
     waiting = {name: "Pending" for name in names}
     outcome = MoveWait()
     async with settings.client() as client:
@@ -125,7 +138,7 @@ async def wait_moved(settings: Settings, names: Sequence[str], node: str, timeou
                     click.echo(f"project/{name} deleted")
                     del waiting[name]
                     continue
-                line = _arrived(project, node)
+                line = _arrived(project, node, since)
                 if line is not None:
                     click.echo(line)
                     del waiting[name]

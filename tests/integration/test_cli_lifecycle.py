@@ -120,6 +120,22 @@ async def test_drain_timeout_bounds_the_wait_and_says_where_each_late_project_is
     assert CLOCK.now() - before < 20
 
 
+async def test_restart_move_wait_ends_when_the_only_node_takes_it_back(cli: Caractrl, client: Client) -> None:
+    await ready_node(client, "n1")
+    await client.projects.create(builders.project("web"))
+    await running_on(client, "web", "n1")
+
+    async def scheduler() -> None:  # no other node fits: the project goes back to the node it left
+        await wait_for(lambda: _in_phase(client, "web", v1.PENDING), 10, message="web Pending")
+        await running_on(client, "web", "n1")
+
+    helper = asyncio.create_task(scheduler())
+    result = await cli("restart", "web", "--move", "--wait", "--timeout", "30s")
+    await helper
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "project/web running on node/n1"
+
+
 async def _in_phase(client: Client, name: str, phase: str) -> v1.Project | None:
     project = await client.projects.get(name)
     return project if project.status.phase == phase else None
