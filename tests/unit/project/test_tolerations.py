@@ -8,7 +8,9 @@ from caravanserai import v1
 from caravanserai.project.tolerations import not_ready_grace, tolerates
 
 
-def toleration(key: str = "", operator: str = "", value: str = "", effect: str = "", seconds: int | None = None):  # type: ignore[no-untyped-def]  # a v1.Toleration
+def toleration(
+    key: str = "", operator: str = "", value: str = "", effect: str = "", seconds: int | None = None
+) -> v1.Toleration:
     t = v1.Toleration(key=key, operator=operator, value=value, effect=effect)
     if seconds is not None:
         t.toleration_seconds = seconds
