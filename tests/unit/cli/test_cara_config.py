@@ -31,9 +31,9 @@ agent:
 """
 
 
-def spec(settings: clusterconfig.ClusterSettings) -> ClusterSpec:
+def spec(settings: clusterconfig.ClusterSettings, data_dir: Path) -> ClusterSpec:
     return ClusterSpec(
-        data_dir="/tmp/cara-test",
+        data_dir=str(data_dir),
         api_listen="127.0.0.1:7420",
         etcd_client_port=2379,
         etcd_peer_port=2380,
@@ -49,7 +49,7 @@ def test_a_config_file_becomes_flags_the_real_processes_accept(tmp_path: Path) -
     path = tmp_path / "cara.yaml"
     path.write_text(CONFIG)
     settings = clusterconfig.load(path, ["controllers.grace-period=45s", "agent.labels.zone=b"])
-    children = {child.name: child.argv for child in spec(settings).children()}
+    children = {child.name: child.argv for child in spec(settings, tmp_path).children()}
     manager = manager_parser().parse_args(children["controller-manager"][3:])
     assert (manager.heartbeat_timeout, manager.grace_period, manager.succeeded_ttl) == (20.0, 45.0, 3600.0)
     assert (manager.strategy, manager.terminating_timeout, manager.unhealthy_threshold) == ("binpack", 120.0, 0.8)
