@@ -25,6 +25,7 @@ kubectl's; `--force` deletes it anyway (the projects' services then wait for it,
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -174,9 +175,7 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
             failed = True
             continue
         try:
-            if opts.volumes:
-                await _mark_volumes(client, target)
-            response = await client.resource(target.kind.plural).delete(target.name, force=opts.force)
+            response = await _delete_one(client, target, opts)
         except NotFound:
             if not opts.ignore_not_found:
                 report(not_found(target.kind.plural, target.name))
@@ -198,15 +197,24 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
     return failed
 
 
-async def _mark_volumes(client: Client, target: Target) -> None:
-    """Ask that the deletion of `target` removes its volumes (`KindView.with_volumes`); ValueError for a kind
-    without volumes."""
+async def _delete_one(client: Client, target: Target, opts: DeleteOptions) -> v1.DeleteResponse:
+    """Delete `target`; with `--volumes` marked first (`KindView.with_volumes`), the mark taken back when the
+    Delete fails (a later plain delete must keep the data). ValueError for a kind without volumes."""
+    resources = client.resource(target.kind.plural)
+    if not opts.volumes:
+        return await resources.delete(target.name, force=opts.force)
     with_volumes = view_of(target.kind).with_volumes
     if with_volumes is None:
         raise ValueError(f"{target}: --volumes applies to projects only")
     warning = await with_volumes(client, target.name)
     if warning:
         click.echo(warning, err=True)
+    try:
+        return await resources.delete(target.name, force=opts.force)
+    except CaravanseraiError:
+        with contextlib.suppress(CaravanseraiError):
+            await with_volumes(client, target.name, on=False)
+        raise
 
 
 async def _in_use(client: Client, target: Target) -> bool:

@@ -13,7 +13,7 @@ A view holds, for one kind:
 * `users`: who still uses an object of this kind (`project/web`, …): `delete` refuses it while anyone does, naming
   them, unless `--force` (None: nothing is checked);
 * `with_volumes`: marks an object so that its deletion removes its volumes too (`delete --volumes`; None: the kind
-  has none), returning a warning line when nothing will remove them.
+  has none), returning a warning line when nothing will remove them; `on=False` takes the mark back.
 
 The defaults are the generic behaviour every kind gets (custom kinds: columns from their definition's printer
 columns, metadata/spec/status descriptions, `condition=` and `delete` waits).
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from caravanserai import meta, v1
 from caravanserai.cli.describe_other import describe_generic
@@ -35,6 +35,13 @@ Describer = Callable[[Client, Any, Sequence[v1.Event], float], Awaitable[str]]
 """`describe(client, obj, events about obj, now)`: the text of `caractrl describe` for one object."""
 
 Predicate = Callable[[Any], bool]
+
+
+class VolumesMark(Protocol):
+    """`mark(client, name, on=True)`: ask (or, `on=False`, no longer ask) that deleting `name` removes its volumes;
+    a warning line when nothing will."""
+
+    def __call__(self, client: Client, name: str, *, on: bool = True) -> Awaitable[str | None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +96,7 @@ class KindView:
     schema: SchemaBits | None = None
     for_selector: Callable[[meta.Kind, str], str] | None = None
     users: Callable[[Client, str], Awaitable[list[str]]] | None = None
-    with_volumes: Callable[[Client, str], Awaitable[str | None]] | None = None
+    with_volumes: VolumesMark | None = None
 
 
-__all__ = ["Condition", "Describer", "KindView", "Predicate", "SchemaBits", "no_lookups", "offline"]
+__all__ = ["Condition", "Describer", "KindView", "Predicate", "SchemaBits", "VolumesMark", "no_lookups", "offline"]

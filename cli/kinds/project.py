@@ -68,19 +68,23 @@ def hopeless(project: v1.Project, conditions: Sequence[Condition]) -> str | None
     return f"project/{project.metadata.name} is {project.status.phase}{detail}"
 
 
-async def with_volumes(client: Client, name: str) -> str | None:
+async def with_volumes(client: Client, name: str, *, on: bool = True) -> str | None:
     """Mark project `name` (`lifecycle.DELETE_VOLUMES`) so that the agent terminating it removes its Persistent
-    volumes; a warning when no agent will (the project is not bound: its record goes at once)."""
+    volumes; a warning when no agent will (the project is not bound: its record goes at once). `on=False` takes
+    the mark back (the Delete that was to follow failed)."""
 
     def mark(project: v1.Project) -> bool:
-        if lifecycle.deletes_volumes(project):
+        if lifecycle.deletes_volumes(project) == on:
             return False
-        project.metadata.annotations[lifecycle.DELETE_VOLUMES] = "true"
+        if on:
+            project.metadata.annotations[lifecycle.DELETE_VOLUMES] = "true"
+        else:
+            del project.metadata.annotations[lifecycle.DELETE_VOLUMES]
         return True
 
     project, _ = await modify(client.projects, name, mark)
     persistent = [v.name for v in project.spec.volumes if v.type == v1.VOLUME_PERSISTENT]
-    if persistent and project.status.phase in lifecycle.DELETE_AT_ONCE:
+    if on and persistent and project.status.phase in lifecycle.DELETE_AT_ONCE:
         return (
             f"warning: project/{name} is not bound to a node, so no agent removes its Persistent volumes "
             f"({', '.join(persistent)}); they stay where it last ran (Docker volumes cara_{name}_<volume>_<node>)"
