@@ -15,6 +15,7 @@ its phase:
 | Succeeded                            | nothing (every service completed)               | service statuses            |
 | Failed                               | stop what still runs (containers and logs stay) | service statuses            |
 | Terminating                          | remove containers, network, ephemeral volumes   | Terminated, ResourcesRemoved|
+|   (annotated delete-volumes)         | and its Persistent volumes here too             |                             |
 | Terminated                           | make sure everything is gone                    | none                        |
 
 Guarantees:
@@ -201,9 +202,10 @@ class ProjectReconciler:
         await self._remove(name)
         return await self._volumes.release(name, project) if self._volumes is not None else None
 
-    async def _remove(self, name: str) -> int:
-        """Remove the project's Docker objects and the files of its data volumes; how many Docker objects went."""
-        removed = await self._projects.remove(name)
+    async def _remove(self, name: str, *, persistent: bool = False) -> int:
+        """Remove the project's Docker objects and the files of its data volumes (with `persistent`, its Persistent
+        volumes too); how many Docker objects went."""
+        removed = await self._projects.remove(name, persistent=persistent)
         if self._data is not None:
             self._data.files.remove(name)
         return removed
@@ -336,10 +338,17 @@ class ProjectReconciler:
         await self._write(project, projectstatus.apply(project, verdict, generation=None, now=now))
 
     async def _terminate(self, project: v1.Project) -> None:
-        """Remove every Docker object of the project except persistent volumes, then report Terminated."""
-        removed = await self._remove(project.metadata.name)
+        """Remove every Docker object of the project except persistent volumes (those too when its deletion asks:
+        `lifecycle.deletes_volumes`), then report Terminated."""
+        persistent = lifecycle.deletes_volumes(project)
+        removed = await self._remove(project.metadata.name, persistent=persistent)
         self._ledger.forget(project.metadata.name)
-        message = f"removed {removed} Docker object(s): containers, network and ephemeral volumes"
+        kinds = (
+            "containers, network, ephemeral and Persistent volumes"
+            if persistent
+            else "containers, network and ephemeral volumes"
+        )
+        message = f"removed {removed} Docker object(s): {kinds}"
         now = self._clock.now()
         terminated = lifecycle.terminate(project, reason=REASON_RESOURCES_REMOVED, message=message, now=now)
         del terminated.status.services[:]

@@ -4,7 +4,9 @@
     cat web.yaml | caractrl apply -f -
     caractrl apply -f compose.yaml                # a Compose file (or a folder holding compose.yaml), converted
 
-Per object it prints `project/web created`, `project/web configured` or `project/web unchanged`.
+Per object it prints `project/web created`, `project/web configured` or `project/web unchanged`, and after a
+`configured` one line per field the three-way merge removed from the live object, e.g.
+`node/n1: spec.taints[dedicated] removed (not in the applied manifest)` (on stderr with `-o json|yaml|name`).
 
 How an update is computed (kubectl's client-side apply: the last-applied annotation, a three-way merge of labels,
 annotations and top-level spec fields, status never written, Conflict retried) is written once, in
@@ -113,12 +115,22 @@ async def _apply(settings: Settings, filenames: Sequence[str], fmt: str, dry_run
 
 
 def _print(outcomes: Sequence[Applied], fmt: str, *, dry_run: bool) -> None:
-    if fmt in ("table", "wide"):
+    table = fmt in ("table", "wide")
+    if table:
         suffix = " (dry run)" if dry_run else ""
         for outcome in outcomes:
             click.echo(f"{resource_name(outcome.object)} {outcome.action}{suffix}")
+            _print_removed(outcome, err=False)
     elif outcomes:
         click.echo(render_objects([o.object for o in outcomes], fmt, single=len(outcomes) == 1), nl=False)
+        for outcome in outcomes:
+            _print_removed(outcome, err=True)
+
+
+def _print_removed(outcome: Applied, *, err: bool) -> None:
+    """One line per field the merge removed (after the object's line; on stderr beside -o json/yaml/name)."""
+    for path in outcome.removed:
+        click.echo(f"{resource_name(outcome.object)}: {path} removed (not in the applied manifest)", err=err)
 
 
 __all__ = ["APPLICABLE", "LAST_APPLIED", "Applied", "apply", "apply_documents", "apply_object", "merged"]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import click
 
+from caravanserai.cli import clusterconfig
 from caravanserai.cli.clusterstart import fail, ignored_flags, next_steps, split_address, start
 from caravanserai.cli.localcluster import (
     DEFAULT_ETCD_PORT,
@@ -32,6 +33,7 @@ from caravanserai.cli.localcluster import (
     leftover_processes,
     probe,
     read_state,
+    running_clusters,
     stop_processes,
     wait_ready,
 )
@@ -157,6 +159,22 @@ DATA_DIR_OPTION = click.option(
 @click.option(
     "--timeout", default=90.0, show_default=True, metavar="SECONDS", help="seconds to wait for the cluster to answer"
 )
+@click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="FILE",
+    help="settings of the controllers and the agent (YAML: sections controllers and agent, keys their flags' names, "
+    "e.g. controllers: {heartbeat-timeout: 20s, grace-period: 30s}; see docs/cara.md)",
+)
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="one setting, after --config (repeatable), e.g. controllers.grace-period=30s, agent.labels.zone=a",
+)
 @click.pass_context
 def up(
     ctx: click.Context,
@@ -174,12 +192,22 @@ def up(
     no_dashboard: bool,
     dashboard_listen: str,
     timeout: float,
+    config: Path | None,
+    assignments: tuple[str, ...],
 ) -> None:
     """Start etcd, the API server, the controllers, an agent and the dashboard in the background; return once the
     cluster answers.
 
+    --config FILE and --set pass settings to the controllers and the agent (heartbeat timeout, grace period,
+    succeeded-ttl, strategy, labels, network pool, stop timeout, reserved resources, fence-after, …); unknown keys
+    are refused by name before anything starts.
+
     Running it again while the cluster is up changes nothing and prints the same summary."""
     data = _data_dir(data_dir)
+    try:
+        settings = clusterconfig.load(config, assignments)
+    except ValueError as exc:
+        fail(str(exc))
     asked = ClusterSpec(
         data_dir=str(data),
         api_listen=listen,
@@ -194,6 +222,8 @@ def up(
         dashboard=not no_dashboard,
         dashboard_listen=dashboard_listen,
         ingress_listen=ingress_listen,
+        controller_flags=settings.flags(clusterconfig.CONTROLLERS),
+        agent_flags=settings.flags(clusterconfig.AGENT),
     )
     spec = _running_or_started(ctx, data, asked)
     _report_ready(spec, data, timeout)
@@ -284,6 +314,10 @@ def _stop_cluster(data: Path, timeout: float) -> None:
 def status(data_dir: Path | None) -> None:
     """Show the local cluster's processes, whether the API answers and the local node's state.
 
+    Without --data-dir it looks at the default data directory of the user running it; when no cluster runs there,
+    it says which directory it looked at and names every cluster running on this machine (any user's) with the
+    command that shows it.
+
     Exit status: 0 when everything runs and answers, 1 when something does not, 3 when the cluster is not running."""
     data = _data_dir(data_dir)
     state = read_state(data)
@@ -295,7 +329,8 @@ def status(data_dir: Path | None) -> None:
                 f"{' '.join(map(str, leftovers))}): run cara down."
             )
         else:
-            click.echo("Caravanserai is not running.")
+            click.echo(f"Caravanserai is not running (data dir {data}).")
+        _point_at_other_clusters(data)
         sys.exit(3)
     spec = ClusterSpec(**state["spec"])
     healthy = True
@@ -312,6 +347,19 @@ def status(data_dir: Path | None) -> None:
         healthy &= not node
         click.echo(f"node {spec.node_name}: {node or 'Ready'}")
     sys.exit(0 if healthy else 1)
+
+
+def _point_at_other_clusters(data: Path) -> None:
+    """Name every cluster running on this machine with another data directory (another user's default, say), with
+    the command that shows it; or say how to look elsewhere."""
+    others = [c for c in running_clusters() if c.data_dir and Path(c.data_dir) != data]
+    for other in others:
+        click.echo(
+            f"A cluster runs with data dir {other.data_dir} (user {other.user}, supervisor pid {other.pid}, API at "
+            f"{other.api_listen}): cara status --data-dir {other.data_dir}"
+        )
+    if not others:
+        click.echo("No other cluster runs on this machine; give --data-dir for a cluster started with one.")
 
 
 def main() -> None:

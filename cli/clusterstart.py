@@ -149,12 +149,16 @@ def ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec) 
         "docker_host": "docker_host",
         "ingress_listen": "ingress_listen",
     }
-    return [
+    ignored = [
         f"--{param.replace('_', '-')}"
         for param, attr in fields.items()
         if ctx.get_parameter_source(param) == ParameterSource.COMMANDLINE
         and getattr(running, attr) != getattr(asked, attr)
     ]
+    flags = {"config": "--config", "assignments": "--set"}
+    given = [flag for p, flag in flags.items() if ctx.get_parameter_source(p) == ParameterSource.COMMANDLINE]
+    settings = (running.controller_flags, running.agent_flags) != (asked.controller_flags, asked.agent_flags)
+    return ignored + (given if settings else [])
 
 
 def start(data: Path, spec: ClusterSpec) -> None:

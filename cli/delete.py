@@ -1,9 +1,10 @@
-"""`caractrl delete`: remove projects and nodes by name, selector or manifest.
+"""`caractrl delete`: remove projects, nodes, Secrets, Configs and other objects by name, selector or manifest.
 
     caractrl delete project web db
     caractrl delete -f web.yaml
     caractrl delete project -l app=web --wait --timeout 2m
     caractrl delete node n1                 # refused while projects are bound to it (drain first)
+    caractrl delete secret db-creds         # refused while a project references it (--force: anyway)
 
 An active project (Scheduled, Running) is first marked Terminating — its agent removes the containers, then the record
 goes: `project/web marked for deletion (Terminating)`. Pending and Failed projects go at once: `project/web deleted`. An
@@ -12,10 +13,19 @@ marked for deletion (stays Pending until its finalizers are removed: example.com
 is no longer scheduled. `--force` removes the record at once in every case (containers still running on a live node are
 then cleaned up by its agent's fencing). `--wait` blocks until the records are gone (`--timeout`, default 60s) and then
 prints `deleted`.
+
+`--volumes` (projects) also removes their Persistent volumes, the data, on their node: the project is annotated
+`caravanserai.io/delete-volumes: "true"` before the Delete and its agent removes them as it terminates it (with
+`--force`, refused: no agent would). A project not bound to a node has no agent to do it: a warning says so.
+
+A Secret or Config is refused while a project references it (and a Secret while a BackupRepository names it), in one
+line naming them (`KindView.users`, `cli/kinds/users.py`): a check of the CLI, made just before the delete, as
+kubectl's; `--force` deletes it anyway (the projects' services then wait for it, as for a missing one).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +36,7 @@ from caravanserai import meta, v1
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found, report
-from caravanserai.cli.kinds import plurals
+from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.resources import CUSTOM_KINDS, discover_kinds, is_allowed, parse_target
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
@@ -45,6 +55,7 @@ class DeleteOptions:
     wait: bool = False
     timeout: float = 60.0
     ignore_not_found: bool = False
+    volumes: bool = False  # projects: their Persistent volumes go too (`KindView.with_volumes`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +81,19 @@ class Target:
     help="Delete the objects named in these manifests (repeatable).",
 )
 @click.option("-l", "--selector", "label_selector", default="", help="Delete every object matching this selector.")
-@click.option("--force", is_flag=True, help="Remove the records at once, skipping Terminating.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Remove the records at once, skipping Terminating; delete a Secret or Config even while projects use it.",
+)
 @click.option("--wait/--no-wait", default=False, show_default=True, help="Wait until the records are gone.")
 @click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="How long --wait waits (0: forever).")
 @click.option("--ignore-not-found", is_flag=True, help="Missing objects are not an error.")
+@click.option(
+    "--volumes",
+    is_flag=True,
+    help="Projects: also remove their Persistent volumes (their data) on their node, as the agent terminates them.",
+)
 @pass_settings
 def delete(
     settings: Settings,
@@ -85,12 +105,21 @@ def delete(
     wait: bool,
     timeout: str,
     ignore_not_found: bool,
+    volumes: bool,
 ) -> None:
-    """Delete projects, nodes, resourcedefinitions or objects of custom kinds."""
+    """Delete projects, nodes, secrets, configs, backuprepositories, resourcedefinitions or custom objects.
+
+    A Secret or Config that a project still references is refused, naming those projects, unless --force.
+    """
     try:
-        opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found)
+        opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found, volumes)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--timeout'") from None
+    if volumes and force:
+        raise click.UsageError(
+            "--volumes cannot be combined with --force: a forced delete removes the record at once, and the agent "
+            "removes the volumes only as it terminates the project"
+        )
     if filenames:
         if resource or names or label_selector:
             raise click.UsageError("give either -f FILE or RESOURCE NAME…/-l, not both")
@@ -142,14 +171,17 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
     failed = False
     pending: list[Target] = []
     for target in targets:
+        if not opts.force and await _in_use(client, target):
+            failed = True
+            continue
         try:
-            response = await client.resource(target.kind.plural).delete(target.name, force=opts.force)
+            response = await _delete_one(client, target, opts)
         except NotFound:
             if not opts.ignore_not_found:
                 report(not_found(target.kind.plural, target.name))
                 failed = True
             continue
-        except CaravanseraiError as exc:
+        except (CaravanseraiError, ValueError) as exc:
             report(exc)
             failed = True
             continue
@@ -163,6 +195,45 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
     if pending:
         failed = await _wait_gone(client, pending, opts.timeout) or failed
     return failed
+
+
+async def _delete_one(client: Client, target: Target, opts: DeleteOptions) -> v1.DeleteResponse:
+    """Delete `target`; with `--volumes` marked first (`KindView.with_volumes`), the mark taken back when the
+    Delete fails (a later plain delete must keep the data). ValueError for a kind without volumes."""
+    resources = client.resource(target.kind.plural)
+    if not opts.volumes:
+        return await resources.delete(target.name, force=opts.force)
+    with_volumes = view_of(target.kind).with_volumes
+    if with_volumes is None:
+        raise ValueError(f"{target}: --volumes applies to projects only")
+    warning = await with_volumes(client, target.name)
+    if warning:
+        click.echo(warning, err=True)
+    try:
+        return await resources.delete(target.name, force=opts.force)
+    except CaravanseraiError:
+        with contextlib.suppress(CaravanseraiError):
+            await with_volumes(client, target.name, on=False)
+        raise
+
+
+async def _in_use(client: Client, target: Target) -> bool:
+    """Report and say whether `target` is still used (its kind's `users`: the projects reading a Secret, …)."""
+    users = view_of(target.kind).users
+    if users is None:
+        return False
+    try:
+        using = await users(client, target.name)
+    except NotFound:
+        return False
+    if using:
+        report(
+            CommandError(
+                f"error: {target} is used by {', '.join(using)}; change or delete them first, or use --force to "
+                "delete it anyway"
+            )
+        )
+    return bool(using)
 
 
 def deletion_state(obj: Any) -> str:

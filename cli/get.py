@@ -6,6 +6,7 @@ caractrl get no -o wide -l zone=a            # wide table, label selector
 caractrl get projects -w                     # the table, then one line per change (survives restarts)
 caractrl get events --for project/web        # the events about one object
 caractrl get snapshots web                   # the volume snapshots recorded for project web (not a stored kind)
+caractrl get volumes                         # every project's Persistent volumes and the node they live on
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from caravanserai.cli.kinds import columns_of, load_context, rows, view_of
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
 from caravanserai.cli.snapshots import is_snapshots, snapshots_command
+from caravanserai.cli.volumelist import is_volumes, volumes_command
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Change, Client
 from caravanserai.errors import NotFound
@@ -90,7 +92,12 @@ def get(
 ) -> None:
     """Show nodes, projects, events, leases, resourcedefinitions or objects of a custom kind.
 
-    `get snapshots [PROJECT…]`: the volume snapshots in projects' status (not a stored kind: takes project names)."""
+    `get snapshots [PROJECT…]`: the volume snapshots in projects' status (not a stored kind: takes project names).
+    `get volumes [PROJECT…]`: the projects' Persistent volumes, where they live, backed up or not, their size."""
+    if is_volumes(resource):
+        refused = any((label_selector, field_selector, for_object, watch, watch_only, output_watch_events))
+        volumes_command(settings, names, output, refused=refused, no_headers=no_headers, missing_ok=ignore_not_found)
+        return
     if is_snapshots(resource):
         refused = any((label_selector, field_selector, for_object, watch, watch_only, output_watch_events))
         snapshots_command(settings, names, output, refused=refused, no_headers=no_headers, missing_ok=ignore_not_found)

@@ -10,18 +10,21 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from caravanserai import v1
 from caravanserai.cli.supervisor import (
     STATE_FILE,
+    SUPERVISOR_MODULE,
     cluster_processes,
     is_supervisor,
     process_alive,
@@ -114,6 +117,51 @@ def stop_processes(pids: list[int], grace: float) -> list[int]:
         if not pids:
             break
     return pids
+
+
+@dataclass(frozen=True, slots=True)
+class RunningCluster:
+    """A supervisor of `cara up` running on this machine, as its command line says (readable for every user's
+    processes, unlike their environment or data directory)."""
+
+    pid: int
+    data_dir: str
+    api_listen: str
+    user: str
+
+
+def running_clusters() -> list[RunningCluster]:
+    """Every `cara up` supervisor running on this machine (any user's; Linux /proc), by pid."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        cluster = _supervisor_of(int(name))
+        if cluster is not None:
+            found.append(cluster)
+    return sorted(found, key=lambda c: c.pid)
+
+
+def _supervisor_of(pid: int) -> RunningCluster | None:
+    argv = process_cmdline(pid)
+    if SUPERVISOR_MODULE not in argv or argv.index(SUPERVISOR_MODULE) + 1 >= len(argv):
+        return None
+    try:
+        spec = json.loads(argv[argv.index(SUPERVISOR_MODULE) + 1])
+        owner = os.stat(f"/proc/{pid}").st_uid
+    except (ValueError, OSError):
+        return None
+    if not isinstance(spec, dict) or not process_alive(pid):
+        return None
+    try:
+        user = pwd.getpwuid(owner).pw_name
+    except KeyError:
+        user = str(owner)
+    return RunningCluster(pid, str(spec.get("data_dir", "")), str(spec.get("api_listen", "")), user)
 
 
 @contextlib.contextmanager
@@ -217,6 +265,7 @@ __all__ = [
     "DOCKER_MISSING",
     "ETCD_MISSING",
     "LOCK_FILE",
+    "RunningCluster",
     "State",
     "command_name",
     "default_data_dir",
@@ -228,6 +277,7 @@ __all__ = [
     "port_problem",
     "probe",
     "read_state",
+    "running_clusters",
     "stop_processes",
     "wait_ready",
 ]

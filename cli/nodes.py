@@ -7,8 +7,9 @@
   NodeDrained): a project without backed-up volumes returns to Pending and the scheduler places it elsewhere,
   while the node's agent keeps the old containers running until the project runs on its new node or `--timeout`
   (default 5m) passes; a project with backed-up volumes stays bound until its node has stopped it and taken a
-  final backup (at most `--timeout`), then moves with those snapshots. It waits (unless `--no-wait`) until each
-  moved project runs elsewhere.
+  final backup (at most `--timeout`), then moves with those snapshots. It waits (unless `--no-wait`, at most
+  `--timeout`) until each moved project is Running (or Succeeded) on another node: a project that goes Failed is
+  reported by name with its message, and so is one not there in time; either way drain exits 1.
 * A project with a Persistent volume without a backup would leave that data behind: drain refuses, before
   writing anything (not even the cordon), naming every such project and volume in one line, unless `--force`
   (then it moves them and says that the data stays behind).
@@ -107,7 +108,9 @@ async def _move(settings: Settings, node: str, projects: Sequence[v1.Project], t
 @click.option(
     "--wait/--no-wait",
     default=None,
-    help="Wait until the projects run elsewhere (or, with --delete, are gone). Default: wait when moving.",
+    help="Wait until the projects are Running (or Succeeded) elsewhere; one that goes Failed, or is not there "
+    "within --timeout, is reported by name and drain exits 1 (with --delete: until they are gone). Default: wait "
+    "when moving.",
 )
 @click.option(
     "--timeout",
@@ -143,11 +146,9 @@ def drain(
         projects = run(_movable(settings, node))  # again: one may have been bound before the cordon took effect
         refuse_unprotected(projects, node, force=force)
         moved = run(_move(settings, node, projects, seconds))
-        if moved and wait is not False:
-            late = run(wait_moved(settings, moved, node, seconds))
-            if late:
-                click.echo(f"error: not running elsewhere after {timeout}: {', '.join(late)}", err=True)
-                raise PartialFailure()
+        waited = run(wait_moved(settings, moved, node, seconds)) if moved and wait is not False else None
+        if waited is not None and waited.report(timeout):
+            raise PartialFailure()
     click.echo(f"node/{node} drained")
 
 

@@ -96,8 +96,7 @@ def _run_move(settings: Settings, name: str, timeout: str, wait: bool, force: bo
         raise click.BadParameter(str(exc), param_hint="'--timeout'") from None
     project, node = run(_move(settings, name, seconds, force))
     click.echo(moving_line(project, node))
-    if wait and run(wait_moved(settings, [name], node, seconds)):
-        click.echo(f"error: not running elsewhere after {timeout}: {name}", err=True)
+    if wait and run(wait_moved(settings, [name], node, seconds)).report(timeout):
         raise PartialFailure()
 
 

@@ -96,7 +96,11 @@ def render(projects: Sequence[v1.Project], fmt: str, now: float, *, with_project
     return TableWriter(headers, show_headers=not no_headers).lines(rows)
 
 
-async def _projects(settings: Settings, names: Sequence[str], ignore_not_found: bool) -> tuple[list[v1.Project], int]:
+async def named_projects(
+    settings: Settings, names: Sequence[str], ignore_not_found: bool
+) -> tuple[list[v1.Project], int]:
+    """The named projects (every one, by name, when none is named) and how many named ones are missing (each
+    reported unless `ignore_not_found`)."""
     async with settings.client() as client:
         if not names:
             return sorted(await client.projects.list(), key=lambda p: p.metadata.name), 0
@@ -115,7 +119,7 @@ async def get_snapshots(
     settings: Settings, names: Sequence[str], fmt: str, *, no_headers: bool, ignore_not_found: bool
 ) -> None:
     """Print the snapshots of the named projects (all when none is named); exit 1 when a named one is missing."""
-    projects, missing = await _projects(settings, names, ignore_not_found)
+    projects, missing = await named_projects(settings, names, ignore_not_found)
     lines = render(projects, fmt, SystemClock().now(), with_project=len(names) != 1, no_headers=no_headers)
     for line in lines:
         click.echo(line)
@@ -138,6 +142,7 @@ def snapshots_command(
 __all__ = [
     "HEADERS",
     "NAMES",
+    "named_projects",
     "NO_SNAPSHOTS",
     "WIDE_HEADERS",
     "get_snapshots",

@@ -79,6 +79,8 @@ class ClusterSpec:
     dashboard: bool = True
     dashboard_listen: str = "127.0.0.1:7480"
     ingress_listen: str = "127.0.0.1:8081"  # the agent's ingress proxy, or "off"
+    controller_flags: list[str] = field(default_factory=list)  # from --config/--set (`clusterconfig`), checked
+    agent_flags: list[str] = field(default_factory=list)
 
     def children(self) -> list[Child]:
         """The processes of the cluster, in start order."""
@@ -145,6 +147,7 @@ class ClusterSpec:
                 "--no-leader-elect",
                 "--metrics-port",
                 "-1",
+                *self.controller_flags,
             ],
         )
 
@@ -166,7 +169,7 @@ class ClusterSpec:
         ]
         if self.docker_host:
             argv += ["--docker-host", self.docker_host]
-        return Child("agent", argv)
+        return Child("agent", argv + self.agent_flags)
 
     def _dashboard(self) -> Child:
         return Child(

@@ -23,7 +23,8 @@ Guarantees:
   spare pool network, else (no pool) `cara_<project>_<node>`.
 * **Removal** takes containers (stop with the configured timeout, then remove), the project's network (a pool
   network is given back to the pool; `cara_<project>_<node>` is removed) and the ephemeral volumes; persistent
-  volumes are kept. Only objects labelled for this node are touched.
+  volumes are kept, unless asked (`remove(persistent=True)`, a deletion with `caractrl delete project --volumes`).
+  Only objects labelled for this node are touched.
 """
 
 from __future__ import annotations
@@ -362,18 +363,21 @@ class ProjectRuntime:
 
     # ---- down --------------------------------------------------------------------------------------------
 
-    async def remove(self, project: str) -> int:
-        """Remove the project's containers, networks and ephemeral volumes; returns how many objects went."""
+    async def remove(self, project: str, *, persistent: bool = False) -> int:
+        """Remove the project's containers, networks and ephemeral volumes (and, with `persistent`, its Persistent
+        volumes: `caractrl delete project --volumes`); returns how many objects went."""
         async with self.networks.busy():
-            return await self._remove(project)
+            return await self._remove(project, persistent=persistent)
 
-    async def _remove(self, project: str) -> int:
+    async def _remove(self, project: str, *, persistent: bool = False) -> int:
         found = await self.docker.list_containers(self._filter(project))
         await gather_and_raise(self.docker.remove_container(c.id, timeout=self.grace(c)) for c in found)
         self.networks.give_back(project, attached_networks(found))
         networks = await self.docker.list_networks(self._filter(project))  # `cara_<project>_<node>`, not the pool's
         await gather_and_raise(self.docker.remove_network(n.id) for n in networks)
         volumes = await self.docker.list_volumes(self._filter(project, volume_type=containers.VOLUME_EPHEMERAL))
+        if persistent:  # every copy of them on this node (a stale copy of a backed-up volume too)
+            volumes += await self.docker.list_volumes(self._filter(project, volume_type=containers.VOLUME_PERSISTENT))
         await gather_and_raise(self.docker.remove_volume(v.name) for v in volumes)
         removed = len(found) + len(networks) + len(volumes)
         if removed:

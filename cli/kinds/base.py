@@ -9,7 +9,11 @@ A view holds, for one kind:
   wait can no longer succeed (a project that reached another final phase); `waitable`, `deletable`: whether
   `wait` and `delete` take the kind;
 * `schema`: what `caractrl schema` requires beyond the descriptors (None: no schema is offered);
-* `for_selector`: how `get --for KIND/NAME` narrows a listing of this kind (None: `--for` is refused).
+* `for_selector`: how `get --for KIND/NAME` narrows a listing of this kind (None: `--for` is refused);
+* `users`: who still uses an object of this kind (`project/web`, …): `delete` refuses it while anyone does, naming
+  them, unless `--force` (None: nothing is checked);
+* `with_volumes`: marks an object so that its deletion removes its volumes too (`delete --volumes`; None: the kind
+  has none), returning a warning line when nothing will remove them; `on=False` takes the mark back.
 
 The defaults are the generic behaviour every kind gets (custom kinds: columns from their definition's printer
 columns, metadata/spec/status descriptions, `condition=` and `delete` waits).
@@ -20,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from caravanserai import meta, v1
 from caravanserai.cli.describe_other import describe_generic
@@ -31,6 +35,13 @@ Describer = Callable[[Client, Any, Sequence[v1.Event], float], Awaitable[str]]
 """`describe(client, obj, events about obj, now)`: the text of `caractrl describe` for one object."""
 
 Predicate = Callable[[Any], bool]
+
+
+class VolumesMark(Protocol):
+    """`mark(client, name, on=True)`: ask (or, `on=False`, no longer ask) that deleting `name` removes its volumes;
+    a warning line when nothing will."""
+
+    def __call__(self, client: Client, name: str, *, on: bool = True) -> Awaitable[str | None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +95,8 @@ class KindView:
     deletable: bool = False
     schema: SchemaBits | None = None
     for_selector: Callable[[meta.Kind, str], str] | None = None
+    users: Callable[[Client, str], Awaitable[list[str]]] | None = None
+    with_volumes: VolumesMark | None = None
 
 
-__all__ = ["Condition", "Describer", "KindView", "Predicate", "SchemaBits", "no_lookups", "offline"]
+__all__ = ["Condition", "Describer", "KindView", "Predicate", "SchemaBits", "VolumesMark", "no_lookups", "offline"]

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from caravanserai import v1
 from caravanserai.cli.kinds.base import KindView
+from caravanserai.cli.kinds.users import data_users
 from caravanserai.cli.printers import NONE, age
 from caravanserai.cli.tables import Columns, RowContext
+from caravanserai.project import datarefs
 
 
 def config_row(config: v1.Config, ctx: RowContext, wide: bool) -> list[str]:
@@ -18,6 +20,11 @@ def config_row(config: v1.Config, ctx: RowContext, wide: bool) -> list[str]:
     return row
 
 
-VIEW = KindView("configs", Columns(("NAME", "DATA", "AGE"), ("NAME", "DATA", "AGE", "KEYS"), config_row))
+VIEW = KindView(
+    "configs",
+    Columns(("NAME", "DATA", "AGE"), ("NAME", "DATA", "AGE", "KEYS"), config_row),
+    deletable=True,
+    users=data_users(datarefs.CONFIGS),
+)
 
 __all__ = ["VIEW", "config_row"]

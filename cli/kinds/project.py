@@ -14,7 +14,9 @@ from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
 from caravanserai.cli.printers import UNKNOWN, age, or_none
 from caravanserai.cli.tables import Columns, RowContext, project_reason, restarts, services_ready
 from caravanserai.client import Client
+from caravanserai.client.apply import modify
 from caravanserai.errors import Forbidden, NotFound
+from caravanserai.project import lifecycle
 from caravanserai.project.ingresshosts import ingress_host
 
 _FINAL_PHASES = (v1.SUCCEEDED, v1.FAILED, v1.TERMINATED)
@@ -66,6 +68,30 @@ def hopeless(project: v1.Project, conditions: Sequence[Condition]) -> str | None
     return f"project/{project.metadata.name} is {project.status.phase}{detail}"
 
 
+async def with_volumes(client: Client, name: str, *, on: bool = True) -> str | None:
+    """Mark project `name` (`lifecycle.DELETE_VOLUMES`) so that the agent terminating it removes its Persistent
+    volumes; a warning when no agent will (the project is not bound: its record goes at once). `on=False` takes
+    the mark back (the Delete that was to follow failed)."""
+
+    def mark(project: v1.Project) -> bool:
+        if lifecycle.deletes_volumes(project) == on:
+            return False
+        if on:
+            project.metadata.annotations[lifecycle.DELETE_VOLUMES] = "true"
+        else:
+            del project.metadata.annotations[lifecycle.DELETE_VOLUMES]
+        return True
+
+    project, _ = await modify(client.projects, name, mark)
+    persistent = [v.name for v in project.spec.volumes if v.type == v1.VOLUME_PERSISTENT]
+    if on and persistent and project.status.phase in lifecycle.DELETE_AT_ONCE:
+        return (
+            f"warning: project/{name} is not bound to a node, so no agent removes its Persistent volumes "
+            f"({', '.join(persistent)}); they stay where it last ran (Docker volumes cara_{name}_<volume>_<node>)"
+        )
+    return None
+
+
 VIEW = KindView(
     "projects",
     Columns(
@@ -78,6 +104,7 @@ VIEW = KindView(
     hopeless=hopeless,
     waitable=True,
     deletable=True,
+    with_volumes=with_volumes,
     schema=SchemaBits(
         top_required=("spec",),
         required={

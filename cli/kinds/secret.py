@@ -8,8 +8,10 @@ from __future__ import annotations
 from caravanserai import v1
 from caravanserai.cli.describe_other import describe_secret
 from caravanserai.cli.kinds.base import KindView, offline
+from caravanserai.cli.kinds.users import data_users
 from caravanserai.cli.printers import NONE, age
 from caravanserai.cli.tables import Columns, RowContext
+from caravanserai.project import datarefs
 
 
 def secret_row(secret: v1.Secret, ctx: RowContext, wide: bool) -> list[str]:
@@ -25,6 +27,8 @@ VIEW = KindView(
     "secrets",
     Columns(("NAME", "TYPE", "DATA", "AGE"), ("NAME", "TYPE", "DATA", "AGE", "KEYS"), secret_row),
     describe=offline(describe_secret),
+    deletable=True,
+    users=data_users(datarefs.SECRETS),
 )
 
 __all__ = ["VIEW", "secret_row"]

@@ -9,7 +9,10 @@
   restart does not reset it.
 * **Per project**, on a NotReady node (`plan_project`):
   Scheduled → back to Pending at once; Running → a `NotReadyAt` condition stamped with the outage start, then
-  back to Pending once `grace_period` has passed since that stamp; Terminating → forced to Terminated once
+  back to Pending once its grace has passed since that stamp (`grace_of`: `grace_period`, unless the project
+  tolerates the built-in `node.caravanserai.io/not-ready` or `…/unreachable` NoExecute taint — then its
+  `tolerationSeconds`, or forever without them; Kubernetes' way, see `caravanserai.project.tolerations`);
+  Terminating → forced to Terminated once
   `terminating_timeout` has passed since the later of the outage start and the deletion request;
   Pending, Failed and Terminated → nothing (a Failed project is never rescheduled automatically).
   A `NotReadyAt` stamped before the current outage began is stale (an earlier outage whose recovery was missed)
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 
 from caravanserai import meta, v1
 from caravanserai.clock import seconds
+from caravanserai.project.tolerations import not_ready_grace
 
 DEFAULT_HEARTBEAT_TIMEOUT = 90.0
 DEFAULT_GRACE_PERIOD = 180.0
@@ -111,13 +115,22 @@ def plan_project(project: v1.Project, *, node_ready: bool, outage: float, config
     if phase == v1.SCHEDULED:
         return HealthStep(HealthAction.TO_PENDING, outage)
     if phase == v1.RUNNING:
+        grace = grace_of(project, config)
+        if grace is None:
+            return HealthStep(HealthAction.NONE)  # tolerates the not-ready taint forever: stays
         if stamp is None or stamp < outage:
             return HealthStep(HealthAction.STAMP_NOT_READY_AT, outage)
-        return HealthStep(HealthAction.TO_PENDING, stamp + config.grace_period)
+        return HealthStep(HealthAction.TO_PENDING, stamp + grace)
     if phase == v1.TERMINATING:
         requested = seconds(project.metadata.deletion_timestamp)
         return HealthStep(HealthAction.FORCE_TERMINATED, max(outage, requested) + config.terminating_timeout)
     return HealthStep(HealthAction.NONE)
+
+
+def grace_of(project: v1.Project, config: HealthConfig) -> float | None:
+    """How long `project`, Running, stays on a NotReady node (None: forever): its toleration of the built-in
+    not-ready/unreachable NoExecute taint (`tolerationSeconds`), else `config.grace_period`."""
+    return not_ready_grace(project.spec.tolerations, config.grace_period)
 
 
 def unhealthy_fraction(deadlines: Iterable[float], now: float) -> float:
@@ -145,6 +158,7 @@ __all__ = [
     "HealthConfig",
     "HealthStep",
     "braked",
+    "grace_of",
     "heartbeat_deadline",
     "is_ready",
     "last_heartbeat",

@@ -32,6 +32,7 @@ from caravanserai.controllers.nodehealth.policy import (
     HealthConfig,
     HealthStep,
     braked,
+    grace_of,
     heartbeat_deadline,
     is_ready,
     outage_start,
@@ -137,15 +138,15 @@ class NodeHealthReconciler:
         if step.action is HealthAction.NONE:
             return None
         if step.action is HealthAction.STAMP_NOT_READY_AT:
-            stamped = conditions.project_stamped(
-                project, node=node, outage=outage, grace_period=self.config.grace_period
-            )
+            grace = grace_of(project, self.config) or 0.0  # STAMP is planned only for a grace that ends
+            stamped = conditions.project_stamped(project, node=node, outage=outage, grace_period=grace)
             stored = await self._client.projects.update_status(stamped)
-            grace = format_duration(self.config.grace_period)
             await self._recorder.warning(
-                stored, "NodeNotReady", f"Node {node} is NotReady; the project moves elsewhere after {grace}"
+                stored,
+                "NodeNotReady",
+                f"Node {node} is NotReady; the project moves elsewhere after {format_duration(grace)}",
             )
-            return outage + self.config.grace_period
+            return outage + grace
         if step.due > now:
             return step.due
         held = await self._evictions_held(node, now)

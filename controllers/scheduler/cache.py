@@ -14,6 +14,9 @@ Guarantees:
   counted, and the caller retries it). Versions are only compared for equality; they stay opaque.
 * **Failures end assumptions.** `forget` drops one at once (a definitive refusal); `expire_later` keeps it for
   `ttl` seconds when the bind's outcome is unknown (timeout, cancelled), then `expired` hands it back.
+* **Host ports are indexed per node** (`ports.py`) the same way: a project's holds (its node while bound or
+  assumed, the node it left while a hand-off keeps its old copy there) are filed when it changes, taken back when
+  they change or it goes; its ports are read once per generation.
 * **Node images are indexed once per node change** (`images.py`): each NodeInfo keeps the set of its image
   names, `image_sizes` the size of every name any node holds; a decision only looks its project's images up.
 * **Node order is stable.** `nodes()` is sorted by name and rebuilt only when nodes come or go; `next_start`
@@ -30,6 +33,7 @@ from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.controllers.scheduler.images import ImageIndex
+from caravanserai.controllers.scheduler.ports import Hold, HostPorts, PortIndex, holds_of, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.controllers.scheduler.snapshot import (
     NodeInfo,
@@ -41,6 +45,7 @@ from caravanserai.controllers.scheduler.snapshot import (
 from caravanserai.project.moveneeds import node_images
 
 DEFAULT_ASSUME_TTL = 30.0
+ASSUMED = "assumed"  # the tag of an assumption's holds in a node's PortIndex
 
 
 @dataclass(slots=True)
@@ -52,6 +57,16 @@ class Assumption:
     requests: Resources
     resource_version: str  # the project version the decision was made on
     expires_at: float | None = None  # monotonic; set once the bind's outcome is unknown
+    ports: HostPorts = ()
+
+
+@dataclass(slots=True)
+class _Held:
+    """The host ports a project holds (as the informer shows it), read once per generation."""
+
+    generation: int
+    ports: HostPorts
+    holds: tuple[Hold, ...]
 
 
 @dataclass(slots=True)
@@ -84,6 +99,9 @@ class ClusterState:
     _assumed: dict[str, Assumption] = field(default_factory=dict)
     _expiring: dict[str, Assumption] = field(default_factory=dict)  # assumptions with `expires_at` set
     _images: ImageIndex = field(default_factory=ImageIndex)
+    # Host ports taken per node name, shared with its NodeInfo (`ports`); kept for names without a Node too.
+    _ports: dict[str, PortIndex] = field(default_factory=dict)
+    _held: dict[str, _Held] = field(default_factory=dict)  # projects holding host ports, as the informer shows them
     next_start: int = 0
 
     # ---- nodes ------------------------------------------------------------------------------------------------
@@ -105,7 +123,12 @@ class ClusterState:
         labels, unschedulable, taints, allocatable = node_spec_fields(node)
         info = self._nodes.get(name)
         if info is None:
-            info = NodeInfo(name, requested=self._requested.setdefault(name, {}), renew_time=self._renew.get(name))
+            info = NodeInfo(
+                name,
+                requested=self._requested.setdefault(name, {}),
+                renew_time=self._renew.get(name),
+                ports=self._ports.setdefault(name, PortIndex()),
+            )
             self._nodes[name] = info
             self._order = None
             changed = True
@@ -157,6 +180,7 @@ class ClusterState:
     def observe_project(self, old: v1.Project | None, new: v1.Project) -> ProjectChange:
         """Apply one informer change of a project (`old` None for an add)."""
         freed = self._count(new)
+        freed = self._hold_ports(new) or freed
         retry = False
         assumption = self._assumed.get(new.metadata.name)
         if assumption is not None and old is not None and old.metadata.resource_version == assumption.resource_version:
@@ -173,7 +197,32 @@ class ClusterState:
         assumption = self._assumed.get(name)
         if assumption is not None:
             self._drop(assumption)
-        return ProjectChange(freed=counted is not None and bool(counted.requests))
+        released = self._release_ports(name)
+        return ProjectChange(freed=(counted is not None and bool(counted.requests)) or released)
+
+    def _hold_ports(self, project: v1.Project) -> bool:
+        """Make the host ports filed for `project` match its status; True when some were released."""
+        name, generation = project.metadata.name, project.metadata.generation
+        held = self._held.get(name)
+        ports = held.ports if held is not None and held.generation == generation else host_ports(project.spec)
+        holds = holds_of(project, ports)
+        if held is not None and held.holds == holds:
+            held.generation = generation
+            return False
+        released = self._release_ports(name)
+        for hold in holds:
+            self._ports.setdefault(hold.node, PortIndex()).add(name, hold.ports, until=hold.until)
+        if holds:
+            self._held[name] = _Held(generation, ports, holds)
+        return released
+
+    def _release_ports(self, name: str) -> bool:
+        held = self._held.pop(name, None)
+        if held is None:
+            return False
+        for hold in held.holds:
+            self._ports.setdefault(hold.node, PortIndex()).remove(name, hold.ports)
+        return True
 
     def _count(self, project: v1.Project) -> bool:
         """Make the counted binding of `project` match it; True when requests were released from a node."""
@@ -209,8 +258,11 @@ class ClusterState:
         """Count `project` on `node` now, before the bind is written."""
         if project.name in self._assumed:
             raise ValueError(f"project {project.name} is already assumed on {self._assumed[project.name].node}")
-        assumption = Assumption(project.name, node, dict(project.requests), project.resource_version)
+        assumption = Assumption(
+            project.name, node, dict(project.requests), project.resource_version, ports=project.host_ports
+        )
         add_into(self._requested.setdefault(node, {}), assumption.requests)
+        self._ports.setdefault(node, PortIndex()).add(project.name, assumption.ports, tag=ASSUMED)
         self._assumed[project.name] = assumption
         return assumption
 
@@ -240,12 +292,17 @@ class ClusterState:
         del self._assumed[assumption.project]
         self._expiring.pop(assumption.project, None)
         add_into(self._requested.setdefault(assumption.node, {}), assumption.requests, -1)
+        self._ports.setdefault(assumption.node, PortIndex()).remove(assumption.project, assumption.ports, tag=ASSUMED)
 
     # ---- reading ----------------------------------------------------------------------------------------------
 
     def requested(self, node: str) -> Resources:
         """What is counted on `node` now (bound and assumed), as a copy."""
         return dict(self._requested.get(node, {}))
+
+    def ports(self, node: str) -> PortIndex:
+        """The host ports taken on `node` (bound, assumed, hand-offs), the live index."""
+        return self._ports.setdefault(node, PortIndex())
 
     @property
     def assumed_count(self) -> int:

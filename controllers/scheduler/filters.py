@@ -5,7 +5,8 @@ A filter returns None when the node passes, or a `Rejection` saying why not. Eve
 * **infeasible**: the node can never take the project as the node is declared (its total allocatable is too
   small, its labels do not match the project's nodeSelector, it has a taint the project does not tolerate, its
   agent's --allowed-host-paths do not cover a HostPath volume of the project), or
-* **unavailable**: the node may take it later (it is NotReady, cordoned, or full right now).
+* **unavailable**: the node may take it later (it is NotReady, cordoned, full right now, or one of the project's
+  host ports is taken there: `ports_free`, over the per-node port index of `ports.py`).
 
 `FILTERS` runs the infeasible checks first, so a node that is both down and of the wrong kind is reported as
 the wrong kind: a project is called infeasible only when no node could ever take it. `rank` orders the reasons
@@ -141,11 +142,35 @@ def has_host_paths(project: ProjectInfo) -> bool:
     return bool(project.host_paths)
 
 
+# ---- host ports ----------------------------------------------------------------------------------------------
+
+NO_FREE_PORTS = "node(s) didn't have free ports"
+RANK_PORTS = RANK_HOST_PATHS + 1
+
+
+def ports_free(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+    """None of the project's host ports (hostPort, protocol, hostIP) is taken on the node by another project:
+    bound or assumed there, or the old copy of a project moved off it whose hand-off still runs (`ports.py`).
+    A taken port is unavailable, not infeasible: it frees up when its holder goes."""
+    if node.ports.conflict(project.name, project.host_ports, now=ctx.now) is None:
+        return None
+    return Rejection(NO_FREE_PORTS, False, RANK_PORTS)
+
+
+def has_host_ports(project: ProjectInfo) -> bool:
+    """Whether `ports_free` can refuse a node for `project` (it publishes no host port: never)."""
+    return bool(project.host_ports)
+
+
+PORTS_FILTER = Filter("NodePorts", ports_free, needed=has_host_ports)
+
+
 FILTERS: tuple[Filter, ...] = (
     Filter("NodeSelector", node_selector_matches, needed=has_node_selector),
     Filter("HostPaths", host_paths_allowed, needed=has_host_paths),
     Filter("TaintToleration", taints_tolerated),
     Filter("NodeResourcesFit", resources_fit),
+    PORTS_FILTER,
     Filter("NodeReady", node_ready),
     Filter("NodeUnschedulable", node_schedulable),
 )
@@ -177,6 +202,9 @@ __all__ = [
     "HOST_PATH_NOT_ALLOWED",
     "NOT_READY",
     "RANK_HOST_PATHS",
+    "NO_FREE_PORTS",
+    "PORTS_FILTER",
+    "RANK_PORTS",
     "RANK_READY",
     "RANK_RESOURCES",
     "RANK_SELECTOR",
@@ -188,11 +216,13 @@ __all__ = [
     "checks_for",
     "first_rejection",
     "has_host_paths",
+    "has_host_ports",
     "has_node_selector",
     "host_paths_allowed",
     "node_ready",
     "node_schedulable",
     "node_selector_matches",
+    "ports_free",
     "resources_fit",
     "taints_tolerated",
     "tolerated",

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.clock import seconds
+from caravanserai.controllers.scheduler.ports import HostPorts, PortIndex, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 from caravanserai.project import runoptions
 from caravanserai.project.movecost import NO_NEEDS, MoveNeeds, no_rates
 from caravanserai.project.moveneeds import NO_SIZES, move_needs, parse_rate, restore_rates
+from caravanserai.project.tolerations import matches
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -54,12 +56,8 @@ class TolerationInfo:
     effect: str = ""
 
     def tolerates(self, taint: TaintInfo) -> bool:
-        """Whether this toleration matches `taint` (Kubernetes' rules)."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.operator == EXISTS:
-            return not self.key or self.key == taint.key
-        return self.key == taint.key and self.value == taint.value
+        """Whether this toleration matches `taint` (Kubernetes' rules, `caravanserai.project.tolerations`)."""
+        return matches(self.key, self.operator, self.value, self.effect, taint.key, taint.value, taint.effect)
 
 
 @dataclass(slots=True)
@@ -69,7 +67,8 @@ class NodeInfo:
     renewal of its Lease (None: no Lease); `download` and `upload` its measured throughput in bytes/s (None:
     unmeasured), `restore_rates` the download rates its restores observed per BackupRepository, `images` the
     normalised names of the images it holds (`moveneeds.image_key`), `allowed_host_paths` the host paths its agent
-    lets HostPath volumes mount (empty: any)."""
+    lets HostPath volumes mount (empty: any), `ports` the host ports taken on it (bound, assumed, and hand-offs' old
+    copies; `ports.py`)."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -83,6 +82,7 @@ class NodeInfo:
     restore_rates: Mapping[str, float] = field(default_factory=no_rates)
     images: frozenset[str] = frozenset()
     allowed_host_paths: tuple[str, ...] = ()  # the agent's --allowed-host-paths (empty: any path)
+    ports: PortIndex = field(default_factory=PortIndex)
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested for `resource` (negative when overcommitted by others)."""
@@ -103,6 +103,7 @@ class ProjectInfo:
     resource_version: str = ""
     leaving: str = ""  # the node a move took it off: another feasible node wins over it
     host_paths: tuple[str, ...] = ()  # of its HostPath volumes
+    host_ports: HostPorts = ()  # the (hostPort, protocol, hostIP) its services publish
     ordered_requests: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -145,6 +146,7 @@ def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES)
         resource_version=project.metadata.resource_version,
         leaving=project.status.previous_node_ref,
         host_paths=tuple(runoptions.host_paths(project.spec)),
+        host_ports=host_ports(project.spec),
     )
 
 

@@ -12,6 +12,7 @@ containers running; the next `cara up` finds the same project Running on the sam
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import shutil
@@ -435,6 +436,16 @@ def test_up_no_agent_runs_the_control_plane_without_docker(cluster: Cluster, tmp
     status = cluster.cara("status")
     assert status.returncode == 0, status.stdout
     assert "agent" not in status.stdout.split() and f"API {cluster.api}: answering" in status.stdout
+    # Without --data-dir, status looks at the default data dir (here another one): it says so and points at this one.
+    elsewhere = run([script("cara"), "status"], env)
+    assert elsewhere.returncode == 3
+    default = Path(env["XDG_DATA_HOME"]) / "caravanserai"
+    assert elsewhere.stdout.startswith(f"Caravanserai is not running (data dir {default}).\n")
+    pid = cluster.state()["supervisor_pid"]
+    assert (
+        f"A cluster runs with data dir {cluster.data_dir} (user {getpass.getuser()}, supervisor pid {pid}, API at "
+        f"{cluster.api}): cara status --data-dir {cluster.data_dir}\n"
+    ) in elsewhere.stdout
     nodes = cluster.ctl("get", "nodes")
     assert nodes.returncode == 0 and "No resources found." in nodes.stderr
 
@@ -467,3 +478,45 @@ def test_down_leaves_no_network_of_the_cluster(cluster: Cluster, docker_engine: 
     ok(cluster.cara("down"))
     cluster.assert_no_process_left()
     assert networks() == []
+
+
+def test_up_refuses_an_unknown_setting_by_name_before_starting_anything(cluster: Cluster, tmp_path: Path) -> None:
+    config = tmp_path / "cara.yaml"
+    config.write_text("controllers:\n  grace-period: 30s\n  heartbeat-timout: 20s\n")
+    result = run(cluster.up_args("--config", str(config)), cluster.env)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f'error: {config}: controllers.heartbeat-timout: unknown key (did you mean "heartbeat-timeout"?)\n'
+    )
+    assert not (cluster.data_dir / "cara.json").exists()
+    cluster.assert_no_process_left()
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(240)
+def test_up_passes_the_config_file_and_set_to_the_controllers_and_the_agent(
+    cluster: Cluster, docker_engine: None, tmp_path: Path
+) -> None:
+    config = tmp_path / "cara.yaml"
+    config.write_text(
+        "controllers:\n  heartbeat-timeout: 15s\n  grace-period: 20s\n  succeeded-ttl: 1h\n"
+        "agent:\n  labels: {zone: edge}\n  network-pool: 1\n  stop-timeout: 3s\n  reserved-memory: 256Mi\n"
+    )
+    out = ok(cluster.cara("up", "--no-dashboard", "--config", str(config), "--set", "agent.labels.tier=front"))
+    assert f"node {cluster.node} Ready" in out
+    children = cluster.state()["children"]
+    manager = children["controller-manager"]["argv"]
+    for flag, value in (("--heartbeat-timeout", "15s"), ("--grace-period", "20s"), ("--succeeded-ttl", "3600s")):
+        assert manager[manager.index(flag) + 1] == value
+    agent = children["agent"]["argv"]
+    assert agent[agent.index("--fence-after") + 1] == "35s"  # follows the controllers' timeout + grace
+    assert agent[agent.index("--heartbeat-interval") + 1] == "5"  # three beats per heartbeat timeout
+    node = json.loads(ok(cluster.ctl("get", "node", cluster.node, "-o", "json")))
+    assert node["metadata"]["labels"]["zone"] == "edge" and node["metadata"]["labels"]["tier"] == "front"
+    allocatable = node["status"]["allocatable"]["memory"]
+    capacity = node["status"]["capacity"]["memory"]
+    assert allocatable != capacity  # reserved-memory reached the agent
+    again = cluster.cara("up", "--no-dashboard", "--set", "controllers.grace-period=1m")
+    assert again.returncode == 0 and "--set ignored: the running cluster keeps its settings" in again.stderr
+    ok(cluster.cara("down"))
+    cluster.assert_no_process_left()

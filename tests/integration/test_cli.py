@@ -99,7 +99,10 @@ async def test_apply_creates_then_unchanged_then_configured(cli: Caractrl, clien
 
     write(tmp_path, "web.yaml", WEB.replace("nginx:1.27", "nginx:1.28").replace(", tier: front", ""))
     changed = await cli("apply", "-f", path)
-    assert (changed.exit_code, changed.stdout) == (0, "project/web configured\n")
+    assert (changed.exit_code, changed.stdout) == (
+        0,
+        "project/web configured\nproject/web: metadata.labels[tier] removed (not in the applied manifest)\n",
+    )
     stored = await client.projects.get("web")
     assert stored.spec.services[0].image == "nginx:1.28"
     assert dict(stored.metadata.labels) == {"app": "web"}
@@ -140,6 +143,41 @@ spec: {unschedulable: true}
     assert [t.key for t in n1.spec.taints] == ["dedicated"]
     assert n1.status.state == v1.NODE_READY
     assert (await client.nodes.get("n2")).spec.unschedulable
+
+
+async def test_apply_says_what_the_three_way_merge_removed(cli: Caractrl, client: Client, tmp_path: Path) -> None:
+    first = """\
+apiVersion: caravanserai/v1
+kind: Node
+metadata: {name: n1, labels: {zone: a}}
+spec:
+  taints: [{key: dedicated, value: db, effect: NoSchedule}, {key: slow, effect: PreferNoSchedule}]
+"""
+    second = """\
+apiVersion: caravanserai/v1
+kind: Node
+metadata: {name: n1, labels: {tier: edge}}
+spec:
+  taints: [{key: slow, effect: PreferNoSchedule}]
+"""
+    third = "apiVersion: caravanserai/v1\nkind: Node\nmetadata: {name: n1, labels: {tier: edge}}\n"
+    created = await cli("apply", "-f", write(tmp_path, "first.yaml", first))
+    assert lines(created.stdout) == ["node/n1 created"]
+    result = await cli("apply", "-f", write(tmp_path, "second.yaml", second))
+    assert (result.exit_code, lines(result.stdout)) == (
+        0,
+        [
+            "node/n1 configured",
+            "node/n1: metadata.labels[zone] removed (not in the applied manifest)",
+            "node/n1: spec.taints[dedicated] removed (not in the applied manifest)",
+        ],
+    )
+    assert [t.key for t in (await client.nodes.get("n1")).spec.taints] == ["slow"]
+    as_json = await cli("apply", "-f", write(tmp_path, "third.yaml", third), "-o", "name")
+    assert as_json.stdout == "node/n1\n"  # the output stays clean; the removal goes to stderr
+    assert as_json.stderr == "node/n1: spec.taints[slow] removed (not in the applied manifest)\n"
+    unchanged = await cli("apply", "-f", write(tmp_path, "third.yaml", third))
+    assert lines(unchanged.stdout) == ["node/n1 unchanged"]
 
 
 async def test_apply_reports_bad_documents_and_applies_the_others(

@@ -13,6 +13,7 @@ from caravanserai.client import Client
 from caravanserai.clock import SystemClock, seconds
 from caravanserai.project import lifecycle
 from caravanserai.testing import builders
+from caravanserai.testing.wait import wait_for
 
 CLOCK = SystemClock()
 
@@ -62,6 +63,82 @@ async def test_drain_moves_projects_with_a_hand_off_and_waits_for_them_elsewhere
     assert (await client.projects.get("done")).status.phase == v1.SUCCEEDED  # finished: left alone
     assert (await client.nodes.get("n1")).spec.unschedulable
     assert CLOCK.now() - before < 60
+
+
+async def test_drain_waits_past_scheduled_and_reports_a_project_that_failed_on_its_new_node(
+    cli: Caractrl, client: Client
+) -> None:
+    await ready_node(client, "n1")
+    await ready_node(client, "n2")
+    for name in ("web", "api"):
+        await client.projects.create(builders.project(name))
+        await running_on(client, name, "n1")
+
+    async def scheduler_then_agent() -> None:  # both bound to n2 at once; web runs, api fails to start there
+        for name in ("web", "api"):
+            pending = await wait_for(lambda n=name: _in_phase(client, n, v1.PENDING), 10, message=f"{name} Pending")
+            await client.projects.update_status(lifecycle.bind(pending, "n2", now=CLOCK.now()))
+        await asyncio.sleep(1.5)  # longer than drain's poll: it must not take Scheduled for arrived
+        web = await client.projects.get("web")
+        await client.projects.update_status(
+            lifecycle.run(web, reason="ContainersRunning", message="up", now=CLOCK.now())
+        )
+        api = await client.projects.get("api")
+        failure = "service app: Bind for 0.0.0.0:8080 failed: port is already allocated"
+        await client.projects.update_status(
+            lifecycle.fail(api, reason="ContainerFailed", message=failure, now=CLOCK.now())
+        )
+
+    helper = asyncio.create_task(scheduler_then_agent())
+    result = await cli("drain", "n1", "--timeout", "1m")
+    await helper
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert "project/web running on node/n2" in result.stdout
+    assert "node/n1 drained" not in result.stdout  # not drained: one of its projects runs nowhere
+    assert result.stderr.splitlines() == [
+        "error: project/api failed: Failed on node/n2: ContainerFailed: "
+        "service app: Bind for 0.0.0.0:8080 failed: port is already allocated"
+    ]
+
+
+async def test_drain_timeout_bounds_the_wait_and_says_where_each_late_project_is(cli: Caractrl, client: Client) -> None:
+    await ready_node(client, "n1")
+    await ready_node(client, "n2")
+    await client.projects.create(builders.project("web"))
+    await running_on(client, "web", "n1")
+
+    async def scheduler() -> None:  # binds it to n2, whose agent never starts it
+        pending = await wait_for(lambda: _in_phase(client, "web", v1.PENDING), 10, message="web Pending")
+        await client.projects.update_status(lifecycle.bind(pending, "n2", now=CLOCK.now()))
+
+    helper = asyncio.create_task(scheduler())
+    before = CLOCK.now()
+    result = await cli("drain", "n1", "--timeout", "3s")
+    await helper
+    assert result.exit_code == 1
+    assert result.stderr == "error: not running elsewhere after 3s: web (Scheduled on node/n2)\n"
+    assert CLOCK.now() - before < 20
+
+
+async def test_restart_move_wait_ends_when_the_only_node_takes_it_back(cli: Caractrl, client: Client) -> None:
+    await ready_node(client, "n1")
+    await client.projects.create(builders.project("web"))
+    await running_on(client, "web", "n1")
+
+    async def scheduler() -> None:  # no other node fits: the project goes back to the node it left
+        await wait_for(lambda: _in_phase(client, "web", v1.PENDING), 10, message="web Pending")
+        await running_on(client, "web", "n1")
+
+    helper = asyncio.create_task(scheduler())
+    result = await cli("restart", "web", "--move", "--wait", "--timeout", "30s")
+    await helper
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "project/web running on node/n1"
+
+
+async def _in_phase(client: Client, name: str, phase: str) -> v1.Project | None:
+    project = await client.projects.get(name)
+    return project if project.status.phase == phase else None
 
 
 async def test_drain_without_waiting_leaves_the_hand_off_on_the_project(cli: Caractrl, client: Client) -> None:

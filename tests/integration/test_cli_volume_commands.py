@@ -131,6 +131,41 @@ async def test_drain_of_a_backed_up_project_waits_for_the_final_backup_then_its_
     assert meta.get_condition(placed.status.conditions, v1.CONDITION_SCHEDULED) is not None
 
 
+async def test_drain_of_a_backed_up_project_reports_it_failed_after_the_move(cli: Caractrl, client: Client) -> None:
+    await ready_node(client, "n1")
+    await ready_node(client, "n2")
+    await running_on(client, project_with("db", backed_up=("pg",)), "n1")
+
+    async def agent_then_scheduler() -> None:  # the final backup is handed over; n2 is bound, then fails it
+        async def moving() -> v1.Project | None:
+            p = await client.projects.get("db")
+            return p if p.status.HasField("move") else None
+
+        seen = await wait_for(moving, 10, message="status.move")
+        await asyncio.sleep(1)  # still bound to n1 with its move: drain keeps waiting
+        await client.projects.update_status(lifecycle.finish_move(seen, handoff={"pg": ID_A}, now=CLOCK.now()))
+        bound = await client.projects.update_status(
+            lifecycle.bind(await client.projects.get("db"), "n2", now=CLOCK.now())
+        )
+        await asyncio.sleep(1)
+        await client.projects.update_status(
+            lifecycle.fail(bound, reason="RestoreFailed", message="volume pg: repository unreachable", now=CLOCK.now())
+        )
+
+    helper = asyncio.create_task(agent_then_scheduler())
+    result = await cli("drain", "n1", "--timeout", "90s")
+    await helper
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "node/n1 cordoned",
+        "project/db moving off node/n1 (final backup of pg first)",
+    ]
+    assert (
+        result.stderr
+        == "error: project/db failed: Failed on node/n2: RestoreFailed: volume pg: repository unreachable\n"
+    )
+
+
 async def test_drain_without_waiting_leaves_a_backed_up_project_bound_with_its_move(
     cli: Caractrl, client: Client
 ) -> None:
@@ -317,6 +352,36 @@ async def test_get_snapshots_lists_a_projects_snapshots(cli: Caractrl, client: C
     await client.projects.create(builders.project("plain"))
     empty = await cli("get", "snapshots", "plain")
     assert (empty.stdout, empty.stderr) == ("", "No snapshots found.\n")
+
+
+async def test_get_volumes_lists_persistent_volumes_where_their_data_lives(cli: Caractrl, client: Client) -> None:
+    await running_on(client, project_with("db", backed_up=("pg",), unprotected=("tmp",)), "n1")
+    db = await with_snapshots(client, "db", "pg", record(ID_A, 60))
+    backups.ensure_volume_status(db.status, "pg").node = "n1"
+    await client.projects.update_status(db)
+    wiki = await running_on(client, project_with("wiki", unprotected=("files",)), "n2")
+    now = CLOCK.now()  # drained with --force: the data of files stays behind on n2
+    await client.projects.update_status(
+        lifecycle.move(wiki, reason="NodeDrained", message="drained", now=now, handoff_until=now + 60)
+    )
+    await client.projects.create(project_with("fresh", unprotected=("cache",)))  # never ran: no node
+    await client.projects.create(builders.project("plain"))  # no Persistent volume: no row
+    table = await cli("get", "volumes")
+    assert table.stdout.splitlines() == [
+        "PROJECT   VOLUME   NODE     BACKUP       SIZE",
+        "db        pg       n1       offsite/5m   64MiB",
+        "db        tmp      n1       no           <unknown>",
+        "fresh     cache    <none>   no           <unknown>",
+        "wiki      files    n2       no           <unknown>",
+    ]
+    names = await cli("get", "volumes", "db", "-o", "name")
+    assert names.stdout == "volume/db/pg\nvolume/db/tmp\n"
+    wide = await cli("get", "volume", "wiki", "-o", "wide")
+    assert "cara_wiki_files_n2" in wide.stdout and "Pending" in wide.stdout
+    empty = await cli("get", "volumes", "plain")
+    assert (empty.stdout, empty.stderr) == ("", "No Persistent volumes found.\n")
+    refused = await cli("get", "volumes", "-l", "a=b")
+    assert refused.exit_code == 2 and "get volumes takes PROJECT names" in refused.stderr
 
 
 async def test_describe_shows_the_volumes_and_the_move(cli: Caractrl, client: Client) -> None:

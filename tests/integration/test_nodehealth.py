@@ -273,3 +273,52 @@ async def _events(client: Client, names: Iterable[str], reason: str) -> list[v1.
     for name in names:
         found += await events_for(client, name, reason)
     return found
+
+
+async def test_a_toleration_of_the_not_ready_taint_shortens_the_grace_for_that_project_only(client: Client) -> None:
+    """Real time: n1 stops heartbeating; `quick` tolerates the built-in not-ready taint for 2 s and moves off about
+    3 s after the last heartbeat, `slow` (default grace 180 s) stays, stamped."""
+    real = SystemClock()
+    for name in ("n1", "n2", "n3"):  # n2 and n3 stay alive: one dead node in three does not brake evictions
+        await add_node(client, name)
+
+    async def keep_alive() -> None:
+        while True:
+            for name in ("n2", "n3"):
+                await renew(client, name, at=real.now())
+            await asyncio.sleep(0.3)
+
+    quick = project("quick")
+    quick.spec.tolerations.add(key="node.caravanserai.io/not-ready", operator="Exists", effect="NoExecute")
+    quick.spec.tolerations[0].toleration_seconds = 2
+    await client.projects.create(quick)
+    for name in ("quick", "slow"):
+        if name == "slow":
+            await client.projects.create(project("slow"))
+        await set_phase(client, name, v1.SCHEDULED, node_ref="n1")
+        await set_phase(client, name, v1.RUNNING)
+    options = app.NodeHealthOptions(
+        config=HealthConfig(heartbeat_timeout=1.0, grace_period=180.0, startup_grace_period=0.0)
+    )
+    beats = asyncio.create_task(keep_alive())
+    try:
+        await _quick_moves_slow_stays(client, real, options)
+    finally:
+        beats.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await beats
+
+
+async def _quick_moves_slow_stays(client: Client, real: SystemClock, options: app.NodeHealthOptions) -> None:
+    async with running_manager(client, lambda m: app.setup(m, client, real, options)):
+        last_beat = real.now()
+        await renew(client, "n1", at=last_beat)  # and never again
+        moved = await wait_phase(client, "quick", v1.PENDING, timeout=15)
+        assert real.now() - last_beat < 10  # 1 s to notice, 2 s tolerated: far below the default 180 s
+        assert moved.status.node_ref == "" and (condition(moved, v1.CONDITION_PHASE) or v1.Condition()).reason == (
+            "NodeNotReady"
+        )
+        slow = await client.projects.get("slow")
+        assert (slow.status.phase, slow.status.node_ref) == (v1.RUNNING, "n1")
+        stamp = condition(slow, v1.CONDITION_NOT_READY_AT)
+        assert stamp is not None and "returns to Pending at" in stamp.message

@@ -163,3 +163,53 @@ async def test_a_limit_without_a_request_requests_its_limit(client: Client) -> N
     stored.spec.services[0].resources.limits["memory"] = "64Mi"
     updated = await client.projects.update(stored)
     assert updated.spec.services[0].resources.requests["memory"] == "64Mi"
+
+
+def config(name: str, **data: str) -> v1.Config:
+    c = meta.with_type_meta(v1.Config())
+    c.metadata.name = name
+    c.spec.data.update(data)
+    return c
+
+
+async def test_delete_refuses_a_secret_or_config_a_project_reads_naming_the_projects(
+    cli: Caractrl, client: Client, tmp_path: Path
+) -> None:
+    await client.secrets.create(secret("db-creds", password=b"x"))
+    await client.secrets.create(secret("repo-key", RESTIC_PASSWORD=b"y"))
+    await client.secrets.create(secret("leaked", token=b"z"))
+    await client.configs.create(config("app-settings", mode="fast"))
+    web = builders.project("web")
+    web.spec.services[0].env.add(name="PASSWORD").value_from.CopyFrom(v1.KeyRef(secret="db-creds", key="password"))
+    api = builders.project("api")
+    api.spec.services[0].env_from.add(config="app-settings")
+    api.spec.services[0].env_from.add(secret="db-creds")
+    for project in (web, api):
+        await client.projects.create(project)
+    repository = meta.with_type_meta(v1.BackupRepository())
+    repository.metadata.name = "offsite"
+    repository.spec.url, repository.spec.secret = "/srv/backups", "repo-key"
+    await client.backuprepositories.create(repository)
+
+    used = await cli("delete", "secret", "db-creds")
+    assert used.exit_code == 1 and used.stdout == ""
+    assert used.stderr == (
+        "error: secret/db-creds is used by project/api, project/web; change or delete them first, or use --force "
+        "to delete it anyway\n"
+    )
+    assert (await client.secrets.get("db-creds")).metadata.name == "db-creds"
+    by_repository = await cli("delete", "secret", "repo-key")
+    assert "secret/repo-key is used by backuprepository/offsite;" in by_repository.stderr
+    manifest = tmp_path / "settings.yaml"
+    manifest.write_text("apiVersion: caravanserai/v1\nkind: Config\nmetadata: {name: app-settings}\nspec: {}\n")
+    from_file = await cli("delete", "-f", str(manifest))
+    assert from_file.exit_code == 1 and "config/app-settings is used by project/api;" in from_file.stderr
+
+    unused = await cli("delete", "secret", "leaked")
+    assert (unused.exit_code, unused.stdout) == (0, "secret/leaked deleted\n")
+    forced = await cli("delete", "secret", "db-creds", "--force")
+    assert (forced.exit_code, forced.stdout) == (0, "secret/db-creds deleted\n")
+    await client.projects.delete("api")
+    freed = await cli("delete", "config", "app-settings")
+    assert (freed.exit_code, freed.stdout) == (0, "config/app-settings deleted\n")
+    assert [s.metadata.name for s in await client.secrets.list()] == ["repo-key"]

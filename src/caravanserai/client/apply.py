@@ -16,6 +16,10 @@ How `apply_object` computes an update (kubectl's client-side apply, at the granu
   redone, up to `CONFLICT_RETRIES` times.
 * `unchanged` means spec, labels, annotations and finalizers already equal the merged result: nothing is
   written.
+* **What the merge removes is said** (`Applied.removed`, `removed_fields`): every label, annotation, finalizer,
+  spec field, named list element (`spec.taints[dedicated]`) or map key the live object had and the update drops —
+  whether the previous apply set it and this manifest does not, or this manifest replaces a list without it (a
+  second Node manifest without the first one's taints).
 
 `modify` is the read-modify-write loop of single-field changes (cordon): read, change a copy, write with the
 version read, read again on Conflict; `modify_status` is the same loop over the status (UpdateStatus), for
@@ -57,6 +61,7 @@ class Applied:
 
     object: Any
     action: str
+    removed: tuple[str, ...] = ()  # what the merge removed from the live object (`removed_fields`)
 
 
 def applied_form(obj: Any) -> Any:
@@ -157,6 +162,44 @@ def merged(live: Any, declared: Any) -> Any:
     return out
 
 
+def removed_fields(live: Any, wanted: Any) -> tuple[str, ...]:
+    """The paths of what `wanted` (the merge's result) drops from `live`: labels, annotations and finalizers
+    (`metadata.labels[zone]`), and spec fields, an element of a list named by its `key` or `name`
+    (`spec.taints[dedicated]`, `spec.services[worker]`) or a key of a map; a whole field when its elements have no
+    name (`spec.nodeSelector`)."""
+    lines = [f"metadata.labels[{k}]" for k in sorted(live.metadata.labels) if k not in wanted.metadata.labels]
+    lines += [
+        f"metadata.annotations[{k}]"
+        for k in sorted(live.metadata.annotations)
+        if k not in wanted.metadata.annotations and k != LAST_APPLIED
+    ]
+    lines += [f"metadata.finalizers[{f}]" for f in live.metadata.finalizers if f not in wanted.metadata.finalizers]
+    kept = {field.name: value for field, value in wanted.spec.ListFields()}
+    for field, value in live.spec.ListFields():
+        lines += _removed_in(f"spec.{field.json_name}", field, value, kept.get(field.name))
+    return tuple(lines)
+
+
+def _removed_in(path: str, field: Any, live: Any, wanted: Any) -> list[str]:
+    """What of one spec field is gone in `wanted` (None: the whole field)."""
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        return [f"{path}[{key}]" for key in sorted(live) if wanted is None or key not in wanted]
+    if not field.is_repeated or field.message_type is None:
+        return [path] if wanted is None else []  # else a value changed, not removed
+    names = [_element_name(item) for item in live]
+    if any(name is None for name in names):
+        return [path] if wanted is None else []
+    remaining = {_element_name(item) for item in wanted or ()}
+    return [f"{path}[{name}]" for name in names if name not in remaining]
+
+
+def _element_name(item: Message) -> str | None:
+    for attribute in ("key", "name"):
+        if attribute in item.DESCRIPTOR.fields_by_name:
+            return str(getattr(item, attribute))
+    return None
+
+
 def same(a: Any, b: Any) -> bool:
     """Whether spec, labels, annotations and finalizers are equal (what apply may change)."""
     return bool(
@@ -192,7 +235,8 @@ async def _apply_once(resources: ResourceClient[Any], declared: Any, *, dry_run:
     wanted = merged(live, declared)
     if same(wanted, live):
         return Applied(live, UNCHANGED)
-    return Applied(wanted if dry_run else await resources.update(wanted), CONFIGURED)
+    removed = removed_fields(live, wanted)
+    return Applied(wanted if dry_run else await resources.update(wanted), CONFIGURED, removed)
 
 
 async def modify(

@@ -204,6 +204,16 @@ def terminate(project: v1.Project, *, reason: str, message: str, now: float) -> 
     return out
 
 
+DELETE_VOLUMES = "caravanserai.io/delete-volumes"
+"""Annotation `"true"` set by `caractrl delete project NAME --volumes` before the Delete: the agent that terminates
+the project removes its Persistent volumes on that node too (by default they stay, with their data)."""
+
+
+def deletes_volumes(project: v1.Project) -> bool:
+    """Whether the deletion of `project` removes its Persistent volumes as well (`DELETE_VOLUMES`)."""
+    return project.metadata.annotations.get(DELETE_VOLUMES) == "true"
+
+
 def delete_plan(project: v1.Project, *, force: bool) -> str:
     """What Delete does to a project: "remove" (the record goes now), "mark" (becomes Terminating) or "noop"
     (already Terminating)."""
@@ -270,6 +280,7 @@ def _record_phase_condition(old: v1.Project, new: v1.Project, *, now: float) -> 
 __all__ = [
     "DEFAULT_HANDOFF",
     "DELETE_AT_ONCE",
+    "DELETE_VOLUMES",
     "FINISHED",
     "REASON_CREATED",
     "REASON_DELETION_REQUESTED",
@@ -283,6 +294,7 @@ __all__ = [
     "TRANSITIONS",
     "bind",
     "check",
+    "deletes_volumes",
     "created",
     "delete_plan",
     "fail",

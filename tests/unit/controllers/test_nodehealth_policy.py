@@ -108,6 +108,27 @@ def test_plan_project(proj: v1.Project, node_ready: bool, step: Step) -> None:
     assert plan_project(proj, node_ready=node_ready, outage=OUTAGE, config=CONFIG) == step
 
 
+def tolerating(seconds_: int | None, stamp: float | None = None) -> v1.Project:
+    p = on_node(v1.RUNNING, stamp=stamp)
+    t = p.spec.tolerations.add(key="node.caravanserai.io/not-ready", operator="Exists", effect="NoExecute")
+    if seconds_ is not None:
+        t.toleration_seconds = seconds_
+    return p
+
+
+@pytest.mark.parametrize(
+    ("proj", "step"),
+    [
+        (tolerating(2), Step(Action.STAMP_NOT_READY_AT, OUTAGE)),
+        (tolerating(2, stamp=OUTAGE), Step(Action.TO_PENDING, OUTAGE + 2)),  # its own grace, not 180 s
+        (tolerating(600, stamp=OUTAGE), Step(Action.TO_PENDING, OUTAGE + 600)),  # longer is allowed too
+        (tolerating(None, stamp=OUTAGE), Step(Action.NONE)),  # tolerated forever: stays
+    ],
+)
+def test_a_toleration_of_the_not_ready_taint_sets_the_projects_grace(proj: v1.Project, step: Step) -> None:
+    assert plan_project(proj, node_ready=False, outage=OUTAGE, config=CONFIG) == step
+
+
 @pytest.mark.parametrize(
     ("deadlines", "fraction", "stop"),
     [

@@ -169,6 +169,7 @@ def test_first_rejection_order(fields: dict[str, object], reason: str | None) ->
         "HostPaths",
         "TaintToleration",
         "NodeResourcesFit",
+        "NodePorts",
         "NodeReady",
         "NodeUnschedulable",
     ]
@@ -314,4 +315,5 @@ def test_a_decision_runs_only_the_filters_that_can_refuse_the_project() -> None:
     """Without a nodeSelector the selector filter passes every node, so a decision leaves it out; with one it runs
     first, as in FILTERS."""
     assert node_selector_matches not in checks_for(project())
-    assert checks_for(project(node_selector={"zone": "a"}, host_paths=("/srv",))) == tuple(f.check for f in FILTERS)
+    with_both = checks_for(project(node_selector={"zone": "a"}, host_paths=("/srv",)))
+    assert with_both == tuple(f.check for f in FILTERS if f.name != "NodePorts")  # no host ports: no NodePorts
