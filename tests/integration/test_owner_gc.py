@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from caractrl_runner import Caractrl, cli, server_logs_to_stderr  # noqa: F401 (fixtures)
 from cluster_sim import running_manager
 
 from caravanserai import meta, v1
@@ -173,3 +174,25 @@ async def test_an_unknown_propagation_policy_is_refused(client: Client) -> None:
     with pytest.raises(Invalid, match="propagationPolicy"):
         await client.projects.delete("web", propagation_policy="Sometimes")
     assert await stored(client, "projects", "web") is not None
+
+
+async def test_caractrl_delete_cascade_sends_the_policy(cli: Caractrl, client: Client) -> None:
+    owner = await owner_set(client)
+    await dependent(client, "web-0", owner)
+    other = await client.resource("projectsets").create(projectset("api", replicas=1))
+    await dependent(client, "api-0", other)
+    result = await cli("delete", "ps", "web", "--cascade=foreground")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == (
+        "projectset/web marked for deletion (stays until its finalizers are removed: foregroundDeletion)"
+    )
+    result = await cli("delete", "ps", "api", "--cascade", "orphan")
+    assert result.exit_code == 0, result.stderr
+    assert list((await client.resource("projectsets").get("api")).metadata.finalizers) == [meta.FINALIZER_ORPHAN]
+    async with collector(client):
+        await wait_for(lambda: gone(client, "projectsets", "web"), 10)
+        await wait_for(lambda: gone(client, "projectsets", "api"), 10)
+        assert await gone(client, "projects", "web-0")
+        assert list((await client.projects.get("api-0")).metadata.owner_references) == []
+    result = await cli("delete", "ps", "x", "--cascade=sometimes")
+    assert result.exit_code == 2 and "--cascade" in result.stderr
