@@ -4,8 +4,9 @@ Two controllers:
 
 * `gc` (projects): keys are project names, from a project change that may concern the collector (Terminated,
   with expire_at, or bound to a node the cache does not know) and a node deletion (every project bound to it).
-* `gc-owners` (every kind: `owners.OwnerCollector`): one key, queued by any change of a project or a
-  ResourceDefinition and `--owner-resync` seconds after each sweep.
+* `gc-owners` (every kind: `owners.OwnerCollector`): one key, queued by any change of an object of a kind it
+  follows (informers on every built-in kind but events and leases, and on every custom kind) and `--owner-resync`
+  seconds after each sweep.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager, enqueue_matching
-from caravanserai.controllers.gc.owners import DEFAULT_OWNER_RESYNC, SWEEP, OwnerCollector
+from caravanserai.controllers.gc.owners import DEFAULT_OWNER_RESYNC, OwnerCollector
 from caravanserai.controllers.gc.policy import DEFAULT_TERMINATED_DELAY, GCConfig, is_candidate
 from caravanserai.controllers.gc.reconciler import GCReconciler
 from caravanserai.controllers.process import duration, identity
@@ -70,8 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=duration(0.1),
         default=DEFAULT_OWNER_RESYNC,
         metavar="DURATION",
-        help="sweep every kind for dependents of deleted owners this often (default 2s; project and definition "
-        "changes start a sweep at once)",
+        help="sweep every kind for dependents of deleted owners at least this often (default 30s; any change of "
+        "an object starts a sweep at once)",
     )
 
 
@@ -112,21 +113,11 @@ def setup(manager: Manager, client: Client, clock: Clock, options: GCOptions = G
     controller.watch(projects, enqueue_matching(candidates(nodes.cache)))
     controller.watch(nodes, projects_of_deleted_node(projects.cache))
     manager.add(controller)
-    owners = OwnerCollector(client, resync=options.owner_resync)
+    owners = OwnerCollector(client, manager.informers, resync=options.owner_resync)
     owners_controller = Controller(OWNERS_NAME, owners, clock=clock)
-    owners_controller.watch(projects, sweep)
-    owners_controller.watch(manager.informers.informer(v1.ResourceDefinition), sweep)
+    owners.attach(owners_controller)
     manager.add(owners_controller)
     return GarbageCollector(controller, reconciler, owners_controller, owners)
-
-
-def sweep(queue: WorkQueue[str]) -> EventHandler[Any]:
-    """Any change → one sweep of the owner collector (the queue collapses repeats)."""
-
-    def add(*_: Any) -> None:
-        queue.add(SWEEP)
-
-    return EventHandler(on_add=add, on_update=add, on_delete=add, name="gc-owners-sweep")
 
 
 def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argparse.Namespace) -> GarbageCollector:
@@ -145,5 +136,4 @@ __all__ = [
     "projects_of_deleted_node",
     "setup",
     "setup_from_args",
-    "sweep",
 ]

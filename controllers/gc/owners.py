@@ -1,9 +1,10 @@
 """The owner collector: deletes dependents whose owners are gone and carries out Foreground and Orphan deletions.
 
-It works on every kind, built-in and custom: each sweep lists the built-in kinds (all but events) and every custom
-kind the server serves (found through the ResourceDefinitions, `Client.discover`), builds the ownership graph
-(`ownergraph`) and acts on it. One key (`SWEEP`) drives it: queued by any change of a project or a definition and
-again `resync` seconds after each sweep, so changes of other kinds are seen within that period.
+It works on every kind, built-in and custom, from shared informers (Kubernetes' garbage collector keeps its graph
+the same way): one per built-in kind but events and leases (many, short-lived, never owners), and one per custom
+kind, started when its ResourceDefinition appears in the definitions informer (the class registered through
+`Client.discover`). One key (`SWEEP`) drives it: queued by any change of any of those objects and `resync` seconds
+after each sweep (a safety net). A sweep builds the ownership graph from the caches (`ownergraph`) and acts on it.
 
 Guarantees:
 
@@ -11,47 +12,81 @@ Guarantees:
   with the referenced uid (an owner recreated under the same name does not count), and the Delete carries the
   dependent's version as read (a dependent changed meanwhile waits for the next sweep). References are removed and
   finalizers dropped through Updates carrying the version read, so a concurrent writer wins and the sweep retries.
+  Cached objects are never changed (live reads are changed instead).
 * **Background**: dependents of a deleted owner go at the next sweep (deleted with the Background policy, so
   their own dependents follow).
 * **Foreground**: the owner (marked, finalizer `foregroundDeletion`) loses the finalizer — and so is removed —
-  only when no dependent with blockOwnerDeletion is left in storage.
+  only when no dependent with blockOwnerDeletion is left in storage (live reads).
 * **Orphan**: the owner (marked, finalizer `orphan`) loses the finalizer only after every dependent dropped its
   reference to it; the dependents stay.
-* A failure on one object (Conflict, NotFound, a refusal) is logged and retried at the next sweep; it does not stop
-  the others.
+* A sweep waits until every informer it reads has synced (a kind's first list), so a kind just defined is not taken
+  for empty. A failure on one object (Conflict, NotFound, a refusal) is logged and retried at the next sweep; it
+  does not stop the others.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
 from caravanserai import meta
 from caravanserai.client import Client
-from caravanserai.controller import Result
+from caravanserai.controller import Controller, Result
 from caravanserai.controllers.gc.ownergraph import Action, Node, OwnerGraph, blocking, plan_dependent, plan_owner
 from caravanserai.errors import ApiError, NotFound
+from caravanserai.informer import EventHandler, Informer, SharedInformerFactory
 
 log = structlog.get_logger(__name__)
 
 SWEEP = "owner-references"
 """The collector's one work-queue key."""
-DEFAULT_OWNER_RESYNC = 2.0
-SKIPPED = frozenset({"events"})
-"""Kinds the collector does not list (many, short-lived, never owners)."""
+DEFAULT_OWNER_RESYNC = 30.0
+SYNC_WAIT = 0.2
+SKIPPED = frozenset({"events", "leases"})
+"""Built-in kinds the collector does not follow (many, short-lived, never owners)."""
 
 
 class OwnerCollector:
     """The reconciler of the owner collector (see the module docstring). `actions` counts what it did."""
 
-    def __init__(self, client: Client, *, resync: float = DEFAULT_OWNER_RESYNC) -> None:
+    def __init__(
+        self, client: Client, informers: SharedInformerFactory, *, resync: float = DEFAULT_OWNER_RESYNC
+    ) -> None:
         self._client = client
+        self._factory = informers
         self.resync = resync
         self.actions: dict[str, int] = {}
+        self._wake: Callable[[], None] = lambda: None
+        self._followed: dict[str, Informer[Any]] = {}  # plural → informer, every kind followed so far
+        self._definitions = informers.informer("resourcedefinitions")
+
+    def attach(self, controller: Controller) -> None:
+        """Follow the built-in kinds and the definitions through `controller` (its queue gets `SWEEP` on any
+        change); custom kinds are followed as their definitions appear."""
+        self._wake = lambda: controller.enqueue(SWEEP)
+        controller.watch(self._definitions, self._sweep_handler)
+        for kind in meta.KINDS.values():
+            if kind.plural not in SKIPPED:
+                informer = self._factory.informer(kind.plural)
+                self._followed[kind.plural] = informer
+                if kind.plural != self._definitions.resource:
+                    controller.watch(informer, self._sweep_handler)
+
+    def _sweep_handler(self, _queue: Any) -> EventHandler[Any]:
+        def wake(*_: Any) -> None:
+            self._wake()
+
+        return EventHandler(on_add=wake, on_update=wake, on_delete=wake, name="gc-owners-sweep")
 
     async def reconcile(self, key: str) -> Result:
-        graph = OwnerGraph.of(await self._list_all())
+        informers = await self._informers()
+        if not all(informer.has_synced() for informer in informers.values()):
+            return Result(requeue_after=SYNC_WAIT)
+        graph = OwnerGraph.of(
+            Node(meta.kind_for(plural), obj) for plural, informer in informers.items() for obj in informer.list()
+        )
         for node in graph.nodes:
             try:
                 await self._step(node, graph)
@@ -59,19 +94,20 @@ class OwnerCollector:
                 log.info("owner collection deferred", object=str(node), error=str(exc))
         return Result(requeue_after=self.resync)
 
-    async def _kinds(self) -> list[meta.Kind]:
-        builtin = [k for k in meta.KINDS.values() if k.plural not in SKIPPED]
-        return [*builtin, *(k for k in await self._client.discover() if k.custom)]
-
-    async def _list_all(self) -> list[Node]:
-        nodes: list[Node] = []
-        for kind in await self._kinds():
-            try:
-                listed = await self._client.resource(kind.plural).list()
-            except NotFound:
-                continue  # a custom kind deleted meanwhile
-            nodes.extend(Node(kind, obj) for obj in listed.items)
-        return nodes
+    async def _informers(self) -> dict[str, Informer[Any]]:
+        """The informers of every followed kind still served: built-in ones, and custom ones (started here when a
+        definition is new)."""
+        served = {d.spec.plural for d in self._definitions.list()}
+        if served - set(self._followed):
+            for kind in await self._client.discover():
+                if kind.custom and kind.plural not in self._followed:
+                    informer = self._factory.informer(kind.plural)
+                    informer.add_event_handler(self._sweep_handler(None))
+                    self._followed[kind.plural] = informer
+                    log.info("following a custom kind", resource=kind.plural)
+        return {
+            plural: informer for plural, informer in self._followed.items() if plural in meta.KINDS or plural in served
+        }
 
     async def _step(self, node: Node, graph: OwnerGraph) -> None:
         action = plan_owner(node)

@@ -34,7 +34,7 @@ async def scheduler(client: Client) -> AsyncIterator[None]:
     """The scheduler and the garbage collector (which deletes a deleted set's projects)."""
     manager = Manager(client, clock=SystemClock(), shutdown_timeout=5.0)
     scheduler_app.setup(manager, client, SystemClock())
-    gc_app.setup(manager, client, SystemClock(), gc_app.GCOptions(owner_resync=0.5))
+    gc_app.setup(manager, client, SystemClock(), gc_app.GCOptions())
     task = asyncio.create_task(manager.run(), name="e2e-scheduler")
     try:
         yield

@@ -25,7 +25,7 @@ HOLD = "example.com/hold"
 
 
 def collector(client: Client):  # type: ignore[no-untyped-def]  # returns running_manager's context manager
-    return running_manager(client, lambda m: app.setup(m, client, CLOCK, app.GCOptions(owner_resync=0.2)))
+    return running_manager(client, lambda m: app.setup(m, client, CLOCK, app.GCOptions()))
 
 
 async def stored(client: Client, plural: str, name: str) -> Any | None:
@@ -130,12 +130,12 @@ async def test_a_dependent_of_an_owner_recreated_under_the_same_name_is_collecte
 
 async def test_a_custom_object_owned_by_a_project_is_collected(client: Client) -> None:
     owner = await client.projects.create(project("base"))
-    await define_projectset(client)
-    owned = projectset("owned", replicas=1)
-    meta.set_owner(owned, owner, controller=True)
-    sets = client.resource(projectset_messages().ProjectSet)
-    await sets.create(owned)
-    async with collector(client):
+    async with collector(client):  # the kind is defined while the collector runs: it follows it from then on
+        await define_projectset(client)
+        owned = projectset("owned", replicas=1)
+        meta.set_owner(owned, owner, controller=True)
+        sets = client.resource(projectset_messages().ProjectSet)
+        await sets.create(owned)
         await asyncio.sleep(0.4)
         assert await stored(client, "projectsets", "owned") is not None  # the owner exists
         await client.projects.delete("base")

@@ -41,7 +41,7 @@ async def running(module: ModuleType, client: Client) -> AsyncIterator[None]:
     await module.define_kind(client)
     manager = module.build(client)
     gc = Manager(client, clock=SystemClock(), shutdown_timeout=5.0)  # the cluster's garbage collector
-    gc_app.setup(gc, client, SystemClock(), gc_app.GCOptions(owner_resync=0.2))
+    gc_app.setup(gc, client, SystemClock(), gc_app.GCOptions())
     tasks = [asyncio.create_task(m.run(), name=f"manager-{i}") for i, m in enumerate((manager, gc))]
     try:
         yield

@@ -35,7 +35,7 @@ def config(name: str, owner: Any | None = None) -> v1.Config:
 @contextlib.asynccontextmanager
 async def collector(client: Client) -> AsyncIterator[None]:
     manager = Manager(client, clock=SystemClock(), shutdown_timeout=5.0)
-    app.setup(manager, client, SystemClock(), app.GCOptions(owner_resync=0.2))
+    app.setup(manager, client, SystemClock(), app.GCOptions())
     task = asyncio.create_task(manager.run(), name="gc-under-controller-identity")
     try:
         yield
