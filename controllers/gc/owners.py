@@ -156,7 +156,7 @@ class OwnerCollector:
         try:
             kind = meta.kind_named(ref.kind)
         except KeyError:
-            log.warning("owner of an unknown kind; keeping its dependents", kind=ref.kind, name=ref.name)
+            log.debug("owner of an unknown kind; keeping its dependents", kind=ref.kind, name=ref.name)
             return True
         return await self._live(kind, ref.name, ref.uid) is not None
 
