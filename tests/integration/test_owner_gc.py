@@ -169,10 +169,12 @@ async def test_owner_references_are_validated_on_every_kind(client: Client, cust
         await resource.update(created)
 
 
-async def test_an_unknown_propagation_policy_is_refused(client: Client) -> None:
+async def test_an_unknown_propagation_policy_and_orphan_with_force_are_refused(client: Client) -> None:
     await client.projects.create(project("web"))
     with pytest.raises(Invalid, match="propagationPolicy"):
         await client.projects.delete("web", propagation_policy="Sometimes")
+    with pytest.raises(Invalid, match="propagationPolicy: Orphan cannot be combined with force"):
+        await client.projects.delete("web", force=True, propagation_policy=meta.PROPAGATION_ORPHAN)
     assert await stored(client, "projects", "web") is not None
 
 

@@ -273,10 +273,20 @@ class ResourceService:
     ) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
         finalizer = _propagation_finalizer(request.propagation_policy)
+        if finalizer and request.force:
+            raise Invalid.of(
+                [
+                    FieldViolation(
+                        "propagationPolicy",
+                        f"{request.propagation_policy} cannot be combined with force (a forced delete removes the "
+                        "object at once, and the garbage collector would then delete its dependents)",
+                    )
+                ]
+            )
         current = await self._current(strategy, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
         await strategy.before_delete(self._ctx, current, force=request.force)
-        if finalizer and not request.force and not current.metadata.HasField("deletion_timestamp"):
+        if finalizer and not current.metadata.HasField("deletion_timestamp"):
             current = _with_finalizer(current, finalizer)
         plan = strategy.delete_plan(current, force=request.force)
         if plan == NOOP:
