@@ -13,6 +13,9 @@ Guarantees:
 * **No-op writes are free.** An Update or UpdateStatus that changes nothing returns the stored object without a
   write, so an idempotent `apply` does not bump versions.
 * **Watches come from the watch cache**, never from a per-client etcd watch.
+* **Propagation policies.** A Delete with `propagation_policy` Foreground or Orphan marks the object (deletion
+  timestamp) with the finalizer `foregroundDeletion` or `orphan` (never with `force`: refused); the garbage
+  collector (`controllers/gc/owners.py`) does the rest and removes it. Background (or empty) changes nothing here.
 """
 
 from __future__ import annotations
