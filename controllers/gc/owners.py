@@ -16,7 +16,8 @@ Guarantees:
 * **Background**: dependents of a deleted owner go at the next sweep (deleted with the Background policy, so
   their own dependents follow).
 * **Foreground**: the owner (marked, finalizer `foregroundDeletion`) loses the finalizer — and so is removed —
-  only when no dependent with blockOwnerDeletion is left in storage (live reads).
+  only when no dependent with blockOwnerDeletion is left in storage (live reads). Its dependents are deleted in
+  the foreground too, so the whole tree below it goes first, as in Kubernetes.
 * **Orphan**: the owner (marked, finalizer `orphan`) loses the finalizer only after every dependent dropped its
   reference to it; the dependents stay.
 * A sweep waits until every informer it reads has synced (a kind's first list), so a kind just defined is not taken
@@ -134,7 +135,11 @@ class OwnerCollector:
     async def _foreground(self, owner: Node, dependents: list[Node]) -> None:
         for dependent in dependents:
             if not dependent.deleting:
-                await self._delete(dependent, reason=f"its owner {owner} is being deleted in the foreground")
+                await self._delete(
+                    dependent,
+                    reason=f"its owner {owner} is being deleted in the foreground",
+                    policy=meta.PROPAGATION_FOREGROUND,
+                )
         waiting = [d for d in blocking(owner.uid, dependents) if await self._exists(d)]
         if waiting:
             log.debug("foreground deletion waits", owner=str(owner), dependents=[str(d) for d in waiting])
@@ -173,13 +178,13 @@ class OwnerCollector:
     async def _exists(self, node: Node) -> bool:
         return await self._live(node.kind, node.name, node.uid) is not None
 
-    async def _delete(self, node: Node, *, reason: str) -> None:
+    async def _delete(self, node: Node, *, reason: str, policy: str = meta.PROPAGATION_BACKGROUND) -> None:
         live = await self._live(node.kind, node.name, node.uid)
         if live is None or live.metadata.HasField("deletion_timestamp"):
             return
         try:
             await self._client.resource(node.kind.plural).delete(
-                node.name, resource_version=live.metadata.resource_version
+                node.name, resource_version=live.metadata.resource_version, propagation_policy=policy
             )
         except NotFound:
             return

@@ -198,3 +198,30 @@ async def test_caractrl_delete_cascade_sends_the_policy(cli: Caractrl, client: C
         assert list((await client.projects.get("api-0")).metadata.owner_references) == []
     result = await cli("delete", "ps", "x", "--cascade=sometimes")
     assert result.exit_code == 2 and "--cascade" in result.stderr
+
+
+async def test_foreground_deletes_the_whole_tree_below_the_owner_first(client: Client) -> None:
+    owner = await owner_set(client)
+    child = await dependent(client, "web-0", owner)
+    grandchild = v1.Config()
+    grandchild.metadata.name = "web-0-settings"
+    grandchild.metadata.finalizers.append(HOLD)
+    meta.set_owner(grandchild, child)
+    await client.configs.create(grandchild)
+    async with collector(client):
+        await client.resource("projectsets").delete("web", propagation_policy=meta.PROPAGATION_FOREGROUND)
+
+        async def grandchild_marked() -> bool:
+            found = await stored(client, "configs", "web-0-settings")
+            return found is not None and found.metadata.HasField("deletion_timestamp")
+
+        await wait_for(grandchild_marked, 10)
+        await asyncio.sleep(0.5)
+        middle = await client.projects.get("web-0")  # held by its own blocking dependent
+        assert list(middle.metadata.finalizers) == [meta.FINALIZER_FOREGROUND]
+        assert await stored(client, "projectsets", "web") is not None
+        held = await client.configs.get("web-0-settings")
+        held.metadata.finalizers.remove(HOLD)
+        await client.configs.update(held)
+        await wait_for(lambda: gone(client, "projectsets", "web"), 10)
+        assert await gone(client, "projects", "web-0") and await gone(client, "configs", "web-0-settings")
