@@ -113,13 +113,14 @@ class ProjectSetReconciler:
 
     async def reconcile(self, key: str) -> Result:
         obj = self._set_cache.get(key)
-        if obj is None or obj.metadata.HasField("deletion_timestamp"):
-            return Result()  # the garbage collector deletes (or orphans) its projects
-        if LEGACY_FINALIZER in obj.metadata.finalizers:
+        if obj is not None and LEGACY_FINALIZER in obj.metadata.finalizers:  # also on a set being deleted
             fresh = meta.copy(obj)
             fresh.metadata.finalizers.remove(LEGACY_FINALIZER)
-            await self._sets.update(fresh)
+            with contextlib.suppress(NotFound):
+                await self._sets.update(fresh)
             return Result()  # the update brings us back
+        if obj is None or obj.metadata.HasField("deletion_timestamp"):
+            return Result()  # the garbage collector deletes (or orphans) its projects
         waiting = await self._converge(obj, self.owned(obj))
         await self._write_status(obj, self.owned(obj))
         return Result(requeue_after=1.0) if waiting else Result()

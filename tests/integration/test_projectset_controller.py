@@ -114,3 +114,22 @@ async def test_controller_creates_scales_updates_and_cleans_up(operator_module: 
             return False
 
         await wait_for(gone, timeout=20, message="the set and its projects deleted")
+
+
+async def test_a_set_marked_by_an_earlier_version_is_released(operator_module: ModuleType, client: Client) -> None:
+    await operator_module.define_kind(client)
+    sets = client.resource(operator_module.ProjectSet)
+    old = projectset("old", replicas=0)
+    old.metadata.finalizers.append(operator_module.LEGACY_FINALIZER)  # the label-plus-finalizer era
+    await sets.create(old)
+    await sets.delete("old")  # marked, waiting for the finalizer
+    async with running(operator_module, client):
+
+        async def gone() -> bool:
+            try:
+                await sets.get("old")
+            except NotFound:
+                return True
+            return False
+
+        await wait_for(gone, timeout=20, message="the legacy finalizer removed and the set gone")
