@@ -62,6 +62,7 @@ class OwnerCollector:
         self._wake: Callable[[], None] = lambda: None
         self._followed: dict[str, Informer[Any]] = {}  # plural → informer, every kind followed so far
         self._definitions = informers.informer("resourcedefinitions")
+        self._served: set[str] = set()  # plurals of the custom kinds served at the last sweep
 
     def attach(self, controller: Controller) -> None:
         """Follow the built-in kinds and the definitions through `controller` (its queue gets `SWEEP` on any
@@ -98,7 +99,7 @@ class OwnerCollector:
     async def _informers(self) -> dict[str, Informer[Any]]:
         """The informers of every followed kind still served: built-in ones, and custom ones (started here when a
         definition is new)."""
-        served = {d.spec.plural for d in self._definitions.list()}
+        served = self._served = {d.spec.plural for d in self._definitions.list()}
         if served - set(self._followed):
             for kind in await self._client.discover():
                 if kind.custom and kind.plural not in self._followed:
@@ -156,13 +157,16 @@ class OwnerCollector:
         await self._delete(dependent, reason="every owner is gone")
 
     async def _owner_exists(self, ref: Any) -> bool:
-        """A live read of the owner `ref` names: False only when no object of that kind and name has its uid. An
-        owner of a kind this process cannot resolve counts as present (never delete on a guess)."""
+        """A live read of the owner `ref` names: False only when no object of that kind and name has its uid, or
+        when the owner is of a custom kind no longer served (deleting a definition deletes its objects). An owner of
+        a kind this process cannot resolve counts as present (never delete on a guess)."""
         try:
             kind = meta.kind_named(ref.kind)
         except KeyError:
             log.debug("owner of an unknown kind; keeping its dependents", kind=ref.kind, name=ref.name)
             return True
+        if kind.custom and kind.plural not in self._served:
+            return False
         return await self._live(kind, ref.name, ref.uid) is not None
 
     # ---- helpers ----------------------------------------------------------------------------------------------

@@ -225,3 +225,13 @@ async def test_foreground_deletes_the_whole_tree_below_the_owner_first(client: C
         await client.configs.update(held)
         await wait_for(lambda: gone(client, "projectsets", "web"), 10)
         assert await gone(client, "projects", "web-0") and await gone(client, "configs", "web-0-settings")
+
+
+async def test_dependents_of_objects_of_a_deleted_definition_are_collected(client: Client) -> None:
+    owner = await owner_set(client)
+    await dependent(client, "web-0", owner)
+    async with collector(client):
+        await asyncio.sleep(0.4)
+        assert await stored(client, "projects", "web-0") is not None
+        await client.resourcedefinitions.delete("projectsets.example.com")
+        await wait_for(lambda: gone(client, "projects", "web-0"), 10)
