@@ -225,6 +225,88 @@ def name_of(obj: Message) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Owner references
+
+PROPAGATION_BACKGROUND = "Background"
+PROPAGATION_FOREGROUND = "Foreground"
+PROPAGATION_ORPHAN = "Orphan"
+PROPAGATION_POLICIES = (PROPAGATION_BACKGROUND, PROPAGATION_FOREGROUND, PROPAGATION_ORPHAN)
+"""The values of `DeleteRequest.propagation_policy` (empty means Background), as Kubernetes spells them."""
+FINALIZER_FOREGROUND = "foregroundDeletion"
+"""Held by an owner deleted with the Foreground policy until its blocking dependents are gone."""
+FINALIZER_ORPHAN = "orphan"
+"""Held by an owner deleted with the Orphan policy until its dependents no longer reference it."""
+
+
+def owner_reference(
+    owner: Message, *, controller: bool = False, block_owner_deletion: bool = True
+) -> v1.OwnerReference:
+    """A reference to `owner` (an object as stored: it must have a uid) for a dependent's
+    `metadata.owner_references`. `controller=True` marks the owner as the dependent's managing controller (at most
+    one per dependent); `block_owner_deletion` makes a Foreground deletion of the owner wait for the dependent.
+
+    ValueError when `owner` has no uid (it was never created) or is of an unknown kind."""
+    metadata: v1.ObjectMeta = owner.metadata  # type: ignore[attr-defined]  # every kind's message has metadata
+    if not metadata.uid:
+        raise ValueError(f"{type(owner).__name__} {metadata.name!r} has no uid: reference an object as stored")
+    kind = kind_of(owner)
+    return v1.OwnerReference(
+        api_version=kind.api_version,
+        kind=kind.kind,
+        name=metadata.name,
+        uid=metadata.uid,
+        controller=controller,
+        block_owner_deletion=block_owner_deletion,
+    )
+
+
+def set_owner(obj: Message, owner: Message, *, controller: bool = False, block_owner_deletion: bool = True) -> None:
+    """Make `owner` an owner of `obj` (in place): a reference to the same uid is replaced, otherwise one is added.
+
+    ValueError when `controller=True` and `obj` already has another controller (Kubernetes'
+    SetControllerReference refuses that too)."""
+    ref = owner_reference(owner, controller=controller, block_owner_deletion=block_owner_deletion)
+    refs = obj.metadata.owner_references  # type: ignore[attr-defined]  # every kind's message has metadata
+    current = controller_of(obj)
+    if controller and current is not None and current.uid != ref.uid:
+        raise ValueError(
+            f"{name_of(obj)!r} is already controlled by {current.kind} {current.name!r}: "
+            "metadata.ownerReferences may hold one controller"
+        )
+    for existing in refs:
+        if existing.uid == ref.uid:
+            existing.CopyFrom(ref)
+            return
+    refs.append(ref)
+
+
+def controller_of(obj: Message) -> v1.OwnerReference | None:
+    """The owner reference with controller=true of `obj`, or None."""
+    for ref in obj.metadata.owner_references:  # type: ignore[attr-defined]  # every kind's message has metadata
+        if ref.controller:
+            return ref  # type: ignore[no-any-return]  # a v1.OwnerReference
+    return None
+
+
+def is_owned_by(obj: Message, owner: Message) -> bool:
+    """True when one of `obj`'s owner references names `owner`'s uid (not merely its name: a recreated owner is
+    another object)."""
+    uid = owner.metadata.uid  # type: ignore[attr-defined]  # every kind's message has metadata
+    return bool(uid) and any(ref.uid == uid for ref in obj.metadata.owner_references)  # type: ignore[attr-defined]
+
+
+def remove_owner(obj: Message, uid: str) -> bool:
+    """Drop the owner references to `uid` from `obj` (in place); True when one was removed."""
+    refs = obj.metadata.owner_references  # type: ignore[attr-defined]  # every kind's message has metadata
+    keep = [ref for ref in refs if ref.uid != uid]
+    if len(keep) == len(refs):
+        return False
+    del refs[:]
+    refs.extend(keep)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Conditions
 
 
@@ -286,20 +368,31 @@ def set_phase(project: v1.Project, phase: str, *, reason: str, message: str, now
 
 
 __all__ = [
+    "FINALIZER_FOREGROUND",
+    "FINALIZER_ORPHAN",
     "KINDS",
     "Kind",
+    "PROPAGATION_BACKGROUND",
+    "PROPAGATION_FOREGROUND",
+    "PROPAGATION_ORPHAN",
+    "PROPAGATION_POLICIES",
     "Resource",
+    "controller_of",
     "copy",
     "get_condition",
+    "is_owned_by",
     "kind_for",
     "kind_named",
     "kind_of",
     "kind_of_class",
     "name_of",
+    "owner_reference",
     "register",
     "registered",
     "remove_condition",
+    "remove_owner",
     "set_condition",
+    "set_owner",
     "set_phase",
     "unwrap",
     "with_type_meta",

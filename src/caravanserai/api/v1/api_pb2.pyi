@@ -244,6 +244,7 @@ class DeleteRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     FORCE_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    PROPAGATION_POLICY_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     name: _builtins.str
@@ -252,6 +253,13 @@ class DeleteRequest(_message.Message):
     """Remove the record at once, skipping the Terminating phase and finalizers."""
     resource_version: _builtins.str
     """If set, delete only if the stored version still equals it (ABORTED otherwise)."""
+    propagation_policy: _builtins.str
+    """What happens to the object's dependents (objects whose metadata.ownerReferences name it), as Kubernetes'
+    propagationPolicy: "Background" (the default when empty: the object is deleted now, the garbage collector
+    deletes its dependents after), "Foreground" (the object is marked for deletion with the `foregroundDeletion`
+    finalizer and removed once every dependent with blockOwnerDeletion is gone) or "Orphan" (the `orphan`
+    finalizer: the collector removes the object's reference from its dependents, which stay, then the object goes).
+    """
     def __init__(
         self,
         *,
@@ -259,10 +267,11 @@ class DeleteRequest(_message.Message):
         name: _builtins.str = ...,
         force: _builtins.bool = ...,
         resource_version: _builtins.str = ...,
+        propagation_policy: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["force", b"force", "name", b"name", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["force", b"force", "name", b"name", "propagation_policy", b"propagation_policy", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -83,6 +83,7 @@ class ObjectMeta(_message.Message):
     CREATION_TIMESTAMP_FIELD_NUMBER: _builtins.int
     DELETION_TIMESTAMP_FIELD_NUMBER: _builtins.int
     FINALIZERS_FIELD_NUMBER: _builtins.int
+    OWNER_REFERENCES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Unique name within the kind. DNS-1123 label (projects) or subdomain (nodes) rules."""
     uid: _builtins.str
@@ -111,6 +112,13 @@ class ObjectMeta(_message.Message):
     def finalizers(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The object is only removed from storage when this list is empty."""
 
+    @_builtins.property
+    def owner_references(self) -> _containers.RepeatedCompositeFieldContainer[Global___OwnerReference]:
+        """The objects this one depends on (its owners). When every owner is gone (no object of that kind and name with
+        that uid), the garbage collector deletes this object. At most one entry has controller=true. Validated by the
+        apiserver on every kind, built-in and custom: kind, name and uid are required.
+        """
+
     def __init__(
         self,
         *,
@@ -123,14 +131,59 @@ class ObjectMeta(_message.Message):
         creation_timestamp: _timestamp_pb2.Timestamp | None = ...,
         deletion_timestamp: _timestamp_pb2.Timestamp | None = ...,
         finalizers: _abc.Iterable[_builtins.str] | None = ...,
+        owner_references: _abc.Iterable[Global___OwnerReference] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "finalizers", b"finalizers", "generation", b"generation", "labels", b"labels", "name", b"name", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "finalizers", b"finalizers", "generation", b"generation", "labels", b"labels", "name", b"name", "owner_references", b"owner_references", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ObjectMeta: _TypeAlias = ObjectMeta  # noqa: Y015
+
+@_typing.final
+class OwnerReference(_message.Message):
+    """OwnerReference names an owner of an object, identified by kind, name and uid (Kubernetes' ownerReferences).
+    An owner deleted and created again under the same name has a new uid, so it owns nothing of the old one.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_VERSION_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    CONTROLLER_FIELD_NUMBER: _builtins.int
+    BLOCK_OWNER_DELETION_FIELD_NUMBER: _builtins.int
+    api_version: _builtins.str
+    """apiVersion of the owner: "caravanserai/v1" for built-in kinds, "<group>/v1" for custom kinds."""
+    kind: _builtins.str
+    """Kind of the owner, e.g. "Project" or a custom kind's name ("ProjectSet"). Required."""
+    name: _builtins.str
+    """Name of the owner. Required."""
+    uid: _builtins.str
+    """uid of the owner (its metadata.uid). Required: the reference holds only while an object with this uid exists."""
+    controller: _builtins.bool
+    """This owner is the managing controller of the object. At most one owner reference per object may set it."""
+    block_owner_deletion: _builtins.bool
+    """A Foreground deletion of the owner waits until this dependent is gone before the owner is removed."""
+    def __init__(
+        self,
+        *,
+        api_version: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+        controller: _builtins.bool = ...,
+        block_owner_deletion: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "block_owner_deletion", b"block_owner_deletion", "controller", b"controller", "kind", b"kind", "name", b"name", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___OwnerReference: _TypeAlias = OwnerReference  # noqa: Y015
 
 @_typing.final
 class Condition(_message.Message):
