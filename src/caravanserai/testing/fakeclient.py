@@ -234,6 +234,8 @@ class FakeResourceClient(Generic[T]):
         new.api_version, new.kind = self.kind.api_version, self.kind.kind
         new.metadata.uid = new.metadata.uid or str(uuid.uuid4())
         new.metadata.generation = 1
+        new.spec.SetInParent()  # present, even empty: an update copying an empty spec changes nothing
+        new.status.SetInParent()
         new.metadata.creation_timestamp.CopyFrom(timestamp(self._client.clock.now()))
         stored: T = self._client.commit(self.resource, "ADDED", new)
         return stored
