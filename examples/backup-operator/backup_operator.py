@@ -2,7 +2,8 @@
 it, so deleted with it), the newest `spec.keep` runs are kept, and the status counts the runs.
 
     python -m caravanserai.protoc --python_out=. backup.proto      # typed classes (or load_proto, as below)
-    caractrl define --proto backup.proto --group ops.example.com  # installed by the deployment, once
+    caractrl define --proto backup.proto --kind Backup --group ops.example.com     # by the deployment, once
+    caractrl define --proto backup.proto --kind BackupRun --group ops.example.com
     python backup_operator.py --server 127.0.0.1:7420
 """
 
@@ -21,7 +22,7 @@ from caravanserai.client import Client
 from caravanserai.controller import Manager
 from caravanserai.customkinds.protoc import load_proto
 from caravanserai.customkinds.schemas import register
-from caravanserai.errors import AlreadyExists
+from caravanserai.errors import AlreadyExists, NotFound
 from caravanserai.operator import Context, Operator
 
 GROUP = "ops.example.com"
@@ -66,7 +67,8 @@ def build(client: Any, *, clock: Any = None, manager: Manager | None = None) -> 
     async def prune(name: str, *, keep: int) -> None:
         listed = await runs.list(label_selector=f"{RUN_LABEL}={name}")
         for old in sorted(listed.items, key=lambda r: r.spec.number)[:-keep]:
-            await runs.delete(old.metadata.name)
+            with contextlib.suppress(NotFound):
+                await runs.delete(old.metadata.name)
 
     if manager is not None:
         backups.setup(manager)
