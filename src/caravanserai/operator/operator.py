@@ -215,12 +215,12 @@ class Operator(Generic[T]):
                 due += self._of(RESUME)
             if essence.diff(old, new) or old.get("generation") != new.get("generation"):
                 due += self._of(UPDATE)
-        self._resumed.add(uid)
         ctx = self._context(CREATE if old is None else UPDATE, meta.copy(obj), meta.copy(obj.status), old, new)
         outcome = await self._run(due, ctx, essence.encode(new))
         if not outcome.done:
             await self._write_status(obj, ctx.status)
             return Result(requeue_after=outcome.retry_after)
+        self._resumed.add(uid)  # only now: resume handlers that failed are due again
         await self._ensure_daemons(ctx)
         next_timer = await self._run_timers(ctx)
         stored = await self._write_status(obj, ctx.status)

@@ -246,3 +246,22 @@ async def test_own_names_the_handled_object(op: Operator[Any], fake_client: Fake
     await fake_client.resource(ProjectSet).delete("web")
     await op.reconcile("web")
     assert [s.metadata.name for s in await fake_client.resource(ProjectSet).list()] == []
+
+
+async def test_a_resume_handler_that_failed_is_called_again(fake_client: FakeClient, fake_clock: FakeClock) -> None:
+    await create(fake_client)
+    await Operator("sets", ProjectSet, fake_client, clock=fake_clock).reconcile("web")
+    op: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    calls: list[str] = []
+
+    @op.on_resume()
+    async def resume(ctx: Context[Any]) -> None:
+        calls.append("resume")
+        if len(calls) == 1:
+            raise RuntimeError("bug")
+
+    with pytest.raises(RuntimeError):
+        await op.reconcile("web")
+    await op.reconcile("web")
+    await op.reconcile("web")
+    assert calls == ["resume", "resume"]
