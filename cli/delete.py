@@ -21,6 +21,11 @@ prints `deleted`.
 A Secret or Config is refused while a project references it (and a Secret while a BackupRepository names it), in one
 line naming them (`KindView.users`, `cli/kinds/users.py`): a check of the CLI, made just before the delete, as
 kubectl's; `--force` deletes it anyway (the projects' services then wait for it, as for a missing one).
+
+`--cascade=background|foreground|orphan` (kubectl's flag) sends the Delete's propagation policy, for the objects'
+dependents (objects whose ownerReferences name them): background (default) deletes the object now and the garbage
+collector its dependents after; foreground marks it (finalizer `foregroundDeletion`) until the collector has deleted
+the dependents with blockOwnerDeletion; orphan (finalizer `orphan`) keeps the dependents, without the reference.
 """
 
 from __future__ import annotations
@@ -46,6 +51,12 @@ from caravanserai.text.durations import parse_duration
 
 DELETABLE = (*plurals(lambda view: view.deletable), CUSTOM_KINDS)
 DEFAULT_TIMEOUT = "60s"
+CASCADE = {
+    "background": meta.PROPAGATION_BACKGROUND,
+    "foreground": meta.PROPAGATION_FOREGROUND,
+    "orphan": meta.PROPAGATION_ORPHAN,
+}
+"""`--cascade` values (kubectl's) and the propagation policy each sends."""
 GONE = Condition("delete", lambda obj: obj is None, wants_absent=True)
 
 
@@ -56,6 +67,7 @@ class DeleteOptions:
     timeout: float = 60.0
     ignore_not_found: bool = False
     volumes: bool = False  # projects: their Persistent volumes go too (`KindView.with_volumes`)
+    propagation_policy: str = ""  # `--cascade`: Background (""), Foreground or Orphan (`meta.PROPAGATION_*`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,15 @@ class Target:
     is_flag=True,
     help="Projects: also remove their Persistent volumes (their data) on their node, as the agent terminates them.",
 )
+@click.option(
+    "--cascade",
+    type=click.Choice(CASCADE, case_sensitive=False),
+    default="background",
+    show_default=True,
+    help="What becomes of the objects' dependents (ownerReferences): background (deleted by the garbage collector "
+    "after the object), foreground (the object stays until they are gone) or orphan (they stay, without the "
+    "reference).",
+)
 @pass_settings
 def delete(
     settings: Settings,
@@ -106,13 +127,14 @@ def delete(
     timeout: str,
     ignore_not_found: bool,
     volumes: bool,
+    cascade: str,
 ) -> None:
     """Delete projects, nodes, secrets, configs, backuprepositories, resourcedefinitions or custom objects.
 
     A Secret or Config that a project still references is refused, naming those projects, unless --force.
     """
     try:
-        opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found, volumes)
+        opts = DeleteOptions(force, wait, parse_duration(timeout), ignore_not_found, volumes, CASCADE[cascade.lower()])
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--timeout'") from None
     if volumes and force:
@@ -201,8 +223,9 @@ async def _delete_one(client: Client, target: Target, opts: DeleteOptions) -> v1
     """Delete `target`; with `--volumes` marked first (`KindView.with_volumes`), the mark taken back when the
     Delete fails (a later plain delete must keep the data). ValueError for a kind without volumes."""
     resources = client.resource(target.kind.plural)
+    policy = opts.propagation_policy
     if not opts.volumes:
-        return await resources.delete(target.name, force=opts.force)
+        return await resources.delete(target.name, force=opts.force, propagation_policy=policy)
     with_volumes = view_of(target.kind).with_volumes
     if with_volumes is None:
         raise ValueError(f"{target}: --volumes applies to projects only")
@@ -210,7 +233,7 @@ async def _delete_one(client: Client, target: Target, opts: DeleteOptions) -> v1
     if warning:
         click.echo(warning, err=True)
     try:
-        return await resources.delete(target.name, force=opts.force)
+        return await resources.delete(target.name, force=opts.force, propagation_policy=policy)
     except CaravanseraiError:
         with contextlib.suppress(CaravanseraiError):
             await with_volumes(client, target.name, on=False)
@@ -261,4 +284,4 @@ async def _wait_gone(client: Client, targets: Sequence[Target], timeout: float) 
     return bool(late)
 
 
-__all__ = ["DELETABLE", "DeleteOptions", "Target", "delete", "delete_targets", "deletion_state"]
+__all__ = ["CASCADE", "DELETABLE", "DeleteOptions", "Target", "delete", "delete_targets", "deletion_state"]

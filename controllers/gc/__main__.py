@@ -1,6 +1,6 @@
-"""cara-gc: deletes Terminated and expired projects and rescues projects bound to deleted nodes.
+"""cara-gc: deletes Terminated and expired projects, rescues projects bound to deleted nodes, collects dependents.
 
-cara-gc [--server HOST:PORT] [--terminated-delay 5s] [--no-leader-elect] [--metrics-port 10253]
+cara-gc [--server HOST:PORT] [--terminated-delay 5s] [--owner-resync 2s] [--no-leader-elect] [--metrics-port 10253]
 """
 
 from __future__ import annotations

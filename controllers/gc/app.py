@@ -1,7 +1,11 @@
 """Wiring of the garbage collector into a Manager, shared by `cara-gc` and `cara-controller-manager`.
 
-Keys are project names, from: a project change that may concern the collector (Terminated, with expire_at, or
-bound to a node the cache does not know); a node deletion (every project bound to it).
+Two controllers:
+
+* `gc` (projects): keys are project names, from a project change that may concern the collector (Terminated,
+  with expire_at, or bound to a node the cache does not know) and a node deletion (every project bound to it).
+* `gc-owners` (every kind: `owners.OwnerCollector`): one key, queued by any change of a project or a
+  ResourceDefinition and `--owner-resync` seconds after each sweep.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager, enqueue_matching
+from caravanserai.controllers.gc.owners import DEFAULT_OWNER_RESYNC, SWEEP, OwnerCollector
 from caravanserai.controllers.gc.policy import DEFAULT_TERMINATED_DELAY, GCConfig, is_candidate
 from caravanserai.controllers.gc.reconciler import GCReconciler
 from caravanserai.controllers.process import duration, identity
@@ -22,6 +27,7 @@ from caravanserai.informer import NODE_REF_INDEX, NODE_REF_INDEXERS, CacheReader
 from caravanserai.workqueue import WorkQueue
 
 NAME = "gc"
+OWNERS_NAME = "gc-owners"
 COMPONENT = "cara-gc"
 DEFAULT_RECONCILE_WORKERS = 4
 
@@ -31,12 +37,15 @@ class GCOptions:
     config: GCConfig = GCConfig()
     reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
     identity: str = ""
+    owner_resync: float = DEFAULT_OWNER_RESYNC
 
 
 @dataclass(frozen=True, slots=True)
 class GarbageCollector:
     controller: Controller
     reconciler: GCReconciler
+    owners_controller: Controller
+    owners: OwnerCollector
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,11 +65,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="delete Succeeded projects this long after they succeeded (default: keep them until deleted)",
     )
     group.add_argument("--gc-workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="concurrent reconciles")
+    group.add_argument(
+        "--owner-resync",
+        type=duration(0.1),
+        default=DEFAULT_OWNER_RESYNC,
+        metavar="DURATION",
+        help="sweep every kind for dependents of deleted owners this often (default 2s; project and definition "
+        "changes start a sweep at once)",
+    )
 
 
 def options_from_args(opts: argparse.Namespace) -> GCOptions:
     config = GCConfig(terminated_delay=opts.terminated_delay, succeeded_ttl=opts.succeeded_ttl)
-    return GCOptions(config, reconcile_workers=opts.gc_workers, identity=identity(opts))
+    return GCOptions(config, reconcile_workers=opts.gc_workers, identity=identity(opts), owner_resync=opts.owner_resync)
 
 
 def candidates(nodes: CacheReader[v1.Node]) -> Callable[[Any], bool]:
@@ -95,7 +112,21 @@ def setup(manager: Manager, client: Client, clock: Clock, options: GCOptions = G
     controller.watch(projects, enqueue_matching(candidates(nodes.cache)))
     controller.watch(nodes, projects_of_deleted_node(projects.cache))
     manager.add(controller)
-    return GarbageCollector(controller, reconciler)
+    owners = OwnerCollector(client, resync=options.owner_resync)
+    owners_controller = Controller(OWNERS_NAME, owners, clock=clock)
+    owners_controller.watch(projects, sweep)
+    owners_controller.watch(manager.informers.informer(v1.ResourceDefinition), sweep)
+    manager.add(owners_controller)
+    return GarbageCollector(controller, reconciler, owners_controller, owners)
+
+
+def sweep(queue: WorkQueue[str]) -> EventHandler[Any]:
+    """Any change → one sweep of the owner collector (the queue collapses repeats)."""
+
+    def add(*_: Any) -> None:
+        queue.add(SWEEP)
+
+    return EventHandler(on_add=add, on_update=add, on_delete=add, name="gc-owners-sweep")
 
 
 def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argparse.Namespace) -> GarbageCollector:
@@ -107,10 +138,12 @@ __all__ = [
     "GCOptions",
     "GarbageCollector",
     "NAME",
+    "OWNERS_NAME",
     "add_arguments",
     "candidates",
     "options_from_args",
     "projects_of_deleted_node",
     "setup",
     "setup_from_args",
+    "sweep",
 ]

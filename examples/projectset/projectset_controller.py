@@ -3,17 +3,19 @@
 A ProjectSet (kind defined from projectset.proto, group example.com) named `web` with `replicas: 3` owns the
 projects `web-0`, `web-1`, `web-2`:
 
-* a missing project is created from `spec.template` (labels: the template's, the set's selector and the owner
-  label `projectset.example.com/set=web`); a deleted one is replaced once its record is gone (Terminated
+* a missing project is created from `spec.template` (labels: the template's and the set's selector; an owner
+  reference to the set with `controller: true`); a deleted one is replaced once its record is gone (Terminated
   projects of the set are removed by the controller itself, so nothing waits for the garbage collector);
 * projects beyond `replicas` are deleted (scale down); with `updatePolicy: IN_PLACE` a changed template is
   written into every existing project (the agents recreate the changed services), with `ON_DELETE` only new
   projects get it;
 * `status.replicas`, `status.readyReplicas` (projects Running), `status.observedGeneration` and a `Ready`
   condition (True when every wanted project is Running) are kept up to date;
-* ownership is a label plus cleanup: the controller puts the finalizer `example.com/projectset-cleanup` on each
-  set; deleting the set marks it, the controller deletes its projects, and removes the finalizer once they are
-  gone (only then does the set disappear). Projects whose set no longer exists at all are deleted too.
+* ownership is by reference (`metadata.ownerReferences`, `meta.set_owner`): the garbage collector (`cara-gc`)
+  deletes the projects of a deleted set, as the Delete's propagation policy says (`caractrl delete ps web
+  --cascade=foreground` keeps the set until its projects are gone; `--cascade=orphan` keeps the projects). The
+  controller only manages projects whose controller reference carries the set's uid: those of an earlier set of
+  the same name are left to the collector.
 
     python examples/projectset/projectset_controller.py --server 127.0.0.1:7420 --leader-elect
 
@@ -44,8 +46,7 @@ log = structlog.get_logger(__name__)
 
 GROUP = "example.com"
 COMPONENT = "projectset-controller"
-SET_LABEL = "projectset.example.com/set"
-FINALIZER = "example.com/projectset-cleanup"
+LEGACY_FINALIZER = "example.com/projectset-cleanup"  # put on sets by earlier versions; removed on sight
 PROTO = pathlib.Path(__file__).with_name("projectset.proto")
 messages = load_proto(str(PROTO))  # ProjectSet, ProjectSetSpec, ProjectSetStatus, ProjectTemplate
 ProjectSet = messages.ProjectSet
@@ -80,13 +81,13 @@ def desired_project(obj: Any, name: str) -> v1.Project:
     project.metadata.name = name
     project.metadata.labels.update(obj.spec.template.labels)
     project.metadata.labels.update(obj.spec.selector)
-    project.metadata.labels[SET_LABEL] = obj.metadata.name
+    meta.set_owner(project, obj, controller=True)  # the garbage collector deletes it with the set
     project.spec.CopyFrom(obj.spec.template.spec)
     return project
 
 
 class ProjectSetReconciler:
-    """Reconciles one set (the key is its name) against the projects labelled with it."""
+    """Reconciles one set (the key is its name) against the projects it controls (owner reference, by uid)."""
 
     def __init__(
         self,
@@ -104,24 +105,23 @@ class ProjectSetReconciler:
         self._recorder = recorder
         self._clock = clock
 
-    def owned(self, name: str) -> dict[str, v1.Project]:
-        return {p.metadata.name: p for p in self._projects.by_index("set", name)}
+    def owned(self, obj: Any) -> dict[str, v1.Project]:
+        """The projects whose controller reference names this very set (its uid, not only its name)."""
+        return {
+            p.metadata.name: p for p in self._projects.by_index("set", obj.metadata.name) if meta.is_owned_by(p, obj)
+        }
 
     async def reconcile(self, key: str) -> Result:
         obj = self._set_cache.get(key)
-        owned = self.owned(key)
-        if obj is None:
-            await self._delete_all(owned)  # orphans of a set removed without its finalizer
-            return Result()
-        if obj.metadata.HasField("deletion_timestamp"):
-            return await self._finalize(obj, owned)
-        if FINALIZER not in obj.metadata.finalizers:
+        if obj is None or obj.metadata.HasField("deletion_timestamp"):
+            return Result()  # the garbage collector deletes (or orphans) its projects
+        if LEGACY_FINALIZER in obj.metadata.finalizers:
             fresh = meta.copy(obj)
-            fresh.metadata.finalizers.append(FINALIZER)
+            fresh.metadata.finalizers.remove(LEGACY_FINALIZER)
             await self._sets.update(fresh)
             return Result()  # the update brings us back
-        waiting = await self._converge(obj, owned)
-        await self._write_status(obj, self.owned(key))
+        waiting = await self._converge(obj, self.owned(obj))
+        await self._write_status(obj, self.owned(obj))
         return Result(requeue_after=1.0) if waiting else Result()
 
     async def _converge(self, obj: Any, owned: dict[str, v1.Project]) -> bool:
@@ -183,22 +183,6 @@ class ProjectSetReconciler:
         if obj is not None:
             await self._recorder.normal(obj, reason, f"deleted project {project.metadata.name}")
 
-    async def _delete_all(self, owned: dict[str, v1.Project]) -> None:
-        for project in owned.values():
-            await self._delete(project, None, reason="SetDeleted")
-
-    async def _finalize(self, obj: Any, owned: dict[str, v1.Project]) -> Result:
-        """The set is being deleted: delete its projects; drop the finalizer once none is left."""
-        if owned:
-            await self._delete_all(owned)
-            return Result(requeue_after=1.0)
-        if FINALIZER in obj.metadata.finalizers:
-            fresh = meta.copy(obj)
-            fresh.metadata.finalizers.remove(FINALIZER)
-            with contextlib.suppress(NotFound):
-                await self._sets.update(fresh)
-        return Result()
-
     async def _write_status(self, obj: Any, owned: dict[str, v1.Project]) -> None:
         wanted = set(replica_names(obj))
         live = [p for name, p in owned.items() if name in wanted and not p.metadata.HasField("deletion_timestamp")]
@@ -225,9 +209,9 @@ class ProjectSetReconciler:
 
 
 def owner_of(project: Any) -> list[str]:
-    """The set a project belongs to (by its owner label)."""
-    owner = project.metadata.labels.get(SET_LABEL)
-    return [owner] if owner else []
+    """The name of the set controlling a project (its controller owner reference), if any."""
+    owner = meta.controller_of(project)
+    return [owner.name] if owner is not None and owner.kind == ProjectSet.DESCRIPTOR.name else []
 
 
 def build(
@@ -242,7 +226,7 @@ def build(
     clock = clock or SystemClock()
     manager = Manager(client, clock=clock, metrics_port=metrics_port, leader_election=leader_election)
     sets = manager.informers.informer(ProjectSet)
-    projects = manager.informers.informer(v1.Project, label_selector=SET_LABEL, indexers={"set": owner_of})
+    projects = manager.informers.informer(v1.Project, indexers={"set": owner_of})
     recorder = EventRecorder(client, component=COMPONENT, clock=clock)
     reconciler = ProjectSetReconciler(client, sets.cache, projects.cache, recorder, clock=clock)
     controller = Controller("projectset", reconciler, max_concurrent_reconciles=workers, clock=clock)

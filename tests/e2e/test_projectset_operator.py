@@ -1,5 +1,6 @@
 """The ProjectSet example operator (examples/projectset) as a separate process, with the scheduler, two real
-agents and real Docker: 3 replicas Running, a deleted one replaced, scaled to 1, the set deleted → all gone."""
+agents and real Docker: 3 replicas Running, a deleted one replaced, scaled to 1, the set deleted → all gone (its
+projects through their owner references, by the garbage collector)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from caravanserai.client import Client
 from caravanserai.client.apply import modify
 from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
+from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.customkinds.schemas import register
 from caravanserai.errors import Invalid, NotFound
@@ -25,13 +27,14 @@ from caravanserai.testing.wait import wait_for
 from support.customkinds import GROUP, projectset, projectset_messages
 
 OPERATOR = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
-SET_LABEL = "projectset.example.com/set"
 
 
 @contextlib.asynccontextmanager
 async def scheduler(client: Client) -> AsyncIterator[None]:
+    """The scheduler and the garbage collector (which deletes a deleted set's projects)."""
     manager = Manager(client, clock=SystemClock(), shutdown_timeout=5.0)
     scheduler_app.setup(manager, client, SystemClock())
+    gc_app.setup(manager, client, SystemClock(), gc_app.GCOptions(owner_resync=0.5))
     task = asyncio.create_task(manager.run(), name="e2e-scheduler")
     try:
         yield
@@ -68,8 +71,13 @@ async def operator(api: RunningApiServer) -> AsyncIterator[asyncio.subprocess.Pr
 
 
 async def _projects(client: Client, name: str) -> dict[str, v1.Project]:
-    listed = await client.projects.list(label_selector=f"{SET_LABEL}={name}")
-    return {p.metadata.name: p for p in listed.items}
+    listed = await client.projects.list()
+    return {p.metadata.name: p for p in listed.items if _controlled_by(p, name)}
+
+
+def _controlled_by(project: v1.Project, name: str) -> bool:
+    ref = meta.controller_of(project)
+    return ref is not None and (ref.kind, ref.name) == ("ProjectSet", name)
 
 
 def _ready(obj: Any) -> str:

@@ -1,6 +1,6 @@
 """The ProjectSet example controller in process (informers, work queue, Controller, Manager, EventRecorder on a
 custom kind) against a real apiserver, without agents: projects are created from the template, scaled, updated
-in place, and removed with the set through its finalizer."""
+in place, and removed with the set by the garbage collector through their owner references."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ import pytest
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
+from caravanserai.clock import SystemClock
+from caravanserai.controller import Manager
+from caravanserai.controllers.gc import app as gc_app
 from caravanserai.errors import NotFound
 from caravanserai.testing.wait import wait_for
 from support.customkinds import projectset
@@ -37,18 +40,27 @@ def operator_module() -> ModuleType:
 async def running(module: ModuleType, client: Client) -> AsyncIterator[None]:
     await module.define_kind(client)
     manager = module.build(client)
-    task = asyncio.create_task(manager.run(), name="projectset-manager")
+    gc = Manager(client, clock=SystemClock(), shutdown_timeout=5.0)  # the cluster's garbage collector
+    gc_app.setup(gc, client, SystemClock(), gc_app.GCOptions(owner_resync=0.2))
+    tasks = [asyncio.create_task(m.run(), name=f"manager-{i}") for i, m in enumerate((manager, gc))]
     try:
         yield
     finally:
-        manager.stop()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(task, 10)
+        for m in (manager, gc):
+            m.stop()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, 10)
 
 
 async def _names(client: Client) -> list[str]:
-    listed = await client.projects.list(label_selector="projectset.example.com/set=web")
-    return sorted(p.metadata.name for p in listed.items)
+    listed = await client.projects.list()
+    return sorted(p.metadata.name for p in listed.items if _controller(p) == ("ProjectSet", "web"))
+
+
+def _controller(project: v1.Project) -> tuple[str, str] | None:
+    ref = meta.controller_of(project)
+    return None if ref is None else (ref.kind, ref.name)
 
 
 async def test_controller_creates_scales_updates_and_cleans_up(operator_module: ModuleType, client: Client) -> None:
@@ -87,7 +99,12 @@ async def test_controller_creates_scales_updates_and_cleans_up(operator_module: 
 
         await wait_for(scaled_and_updated, timeout=20, message="one project with the new template")
 
-        await sets.delete("web")
+        owner = await sets.get("web")
+        for name in await _names(client):
+            assert meta.is_owned_by(await client.projects.get(name), owner)
+        assert not owner.metadata.finalizers  # owned by reference, not by label plus finalizer
+        response = await sets.delete("web")
+        assert response.deleted  # Background: the set goes at once, the collector deletes its projects
 
         async def gone() -> bool:
             try:

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.apiserver import codec
 from caravanserai.apiserver.auth import LOCAL_ADMIN, Authorizer, Identity
 from caravanserai.apiserver.eventleases import EventLeases
@@ -272,9 +272,12 @@ class ResourceService:
         self, strategy: KindStrategy[Any], request: v1.DeleteRequest, who: Identity
     ) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
+        finalizer = _propagation_finalizer(request.propagation_policy)
         current = await self._current(strategy, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
         await strategy.before_delete(self._ctx, current, force=request.force)
+        if finalizer and not request.force and not current.metadata.HasField("deletion_timestamp"):
+            current = _with_finalizer(current, finalizer)
         plan = strategy.delete_plan(current, force=request.force)
         if plan == NOOP:
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=False)
@@ -308,6 +311,26 @@ class ResourceService:
 
 def _everything(obj: Any) -> bool:
     return True
+
+
+def _propagation_finalizer(policy: str) -> str:
+    """The finalizer a Delete with `policy` puts on the object ("" for Background); Invalid for another value."""
+    if policy in ("", meta.PROPAGATION_BACKGROUND):
+        return ""
+    if policy == meta.PROPAGATION_FOREGROUND:
+        return meta.FINALIZER_FOREGROUND
+    if policy == meta.PROPAGATION_ORPHAN:
+        return meta.FINALIZER_ORPHAN
+    allowed = ", ".join(meta.PROPAGATION_POLICIES)
+    raise Invalid.of([FieldViolation("propagationPolicy", f"must be one of {allowed}, not {quote(policy)}")])
+
+
+def _with_finalizer(obj: Any, finalizer: str) -> Any:
+    """A copy of `obj` (which may be the watch cache's) holding `finalizer`."""
+    marked = meta.copy(obj)
+    if finalizer not in marked.metadata.finalizers:
+        marked.metadata.finalizers.append(finalizer)
+    return marked
 
 
 def _conflict(kinds: KindTable, resource: str, name: str, *, expected: str, current: str) -> Conflict:

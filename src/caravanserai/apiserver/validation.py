@@ -5,9 +5,9 @@ Each kind's strategy (`apiserver.kinds`) owns its own rules and calls into this 
     validation.check_object(obj, kind="Node", name_rule=validate_dns_subdomain, spec_rule=node_spec)
     validation.check_status(obj, kind="Node", status_rule=node_status)
 
-`check_object` adds the rules every kind shares (type meta, metadata: name, labels, annotations, finalizers) and
-`check_status` the size limits; the helpers below (`labels`, `quantities`, `conditions`, `data_keys` …) are the
-building blocks several kinds' rules use. No rule here names a kind.
+`check_object` adds the rules every kind shares (type meta, metadata: name, labels, annotations, finalizers, owner
+references) and `check_status` the size limits; the helpers below (`labels`, `quantities`, `conditions`,
+`data_keys` …) are the building blocks several kinds' rules use. No rule here names a kind.
 
 Guarantees:
 
@@ -80,6 +80,28 @@ def _metadata(errors: Violations, meta: v1.ObjectMeta, name_rule: Callable[[str]
         errors.add("metadata.annotations", f"must total at most {MAX_ANNOTATIONS_BYTES} bytes (256 KiB), not {size}")
     for i, finalizer in enumerate(meta.finalizers):
         errors.check(f"metadata.finalizers[{i}]", validate_label_key(finalizer), prefix="must be a qualified name: ")
+    owner_references(errors, meta)
+
+
+def owner_references(errors: Violations, meta: v1.ObjectMeta) -> None:
+    """Each owner reference names a kind, a name and a uid (not the object's own); at most one is the
+    controller; no uid twice."""
+    seen: set[str] = set()
+    controllers = 0
+    for i, ref in enumerate(meta.owner_references):
+        path = f"metadata.ownerReferences[{i}]"
+        errors.required(f"{path}.kind", ref.kind)
+        errors.required(f"{path}.name", ref.name)
+        if errors.required(f"{path}.uid", ref.uid):
+            if ref.uid in seen:
+                errors.add(f"{path}.uid", f"{quote(ref.uid)} is referenced twice")
+            elif meta.uid and ref.uid == meta.uid:
+                errors.add(f"{path}.uid", "an object cannot own itself")
+            seen.add(ref.uid)
+        if ref.controller:
+            controllers += 1
+            if controllers > 1:
+                errors.add(f"{path}.controller", "only one owner reference may have controller=true")
 
 
 def _type_meta(errors: Violations, obj: Any, kind: str, api_version: str) -> None:

@@ -345,13 +345,26 @@ class ResourceClient(Generic[T]):
         request = v1.UpdateRequest(resource=self.resource, object=self.kind.wrap(obj))
         return self._unwrap(await self._client.call(self._client.stub.UpdateStatus, request, retry=True))
 
-    async def delete(self, name: str, *, force: bool = False, resource_version: str = "") -> v1.DeleteResponse:
+    async def delete(
+        self, name: str, *, force: bool = False, resource_version: str = "", propagation_policy: str = ""
+    ) -> v1.DeleteResponse:
         """Delete (active projects become Terminating first; `force` removes at once). `.deleted` says whether
         the record is gone; `.object` holds its last state.
 
+        `propagation_policy` says what becomes of the object's dependents (objects whose ownerReferences name it):
+        "Background" (default: the garbage collector deletes them after the object), "Foreground" (the object
+        stays, marked, until the collector has deleted every dependent with blockOwnerDeletion) or "Orphan" (the
+        dependents stay, without the reference). Constants: `caravanserai.meta.PROPAGATION_*`.
+
         Without `resource_version` the server deletes whatever is there (never Conflict). Repeated while the
         server cannot be reached; after an ambiguous failure repeated only when `resource_version` is given."""
-        request = v1.DeleteRequest(resource=self.resource, name=name, force=force, resource_version=resource_version)
+        request = v1.DeleteRequest(
+            resource=self.resource,
+            name=name,
+            force=force,
+            resource_version=resource_version,
+            propagation_policy=propagation_policy,
+        )
         return await self._client.call(self._client.stub.Delete, request, retry=bool(resource_version))
 
     async def watch(

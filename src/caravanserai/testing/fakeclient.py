@@ -19,8 +19,10 @@ it behaves the same against a server:
   keeps the status. **UpdateStatus** takes only the status. `NotFound` for an absent object.
 * **Finalizers.** Delete of an object with finalizers sets its deletionTimestamp (once) and keeps it; the update
   that empties the finalizers removes it. `force=True` removes at once.
-* **Owner references** (where `ObjectMeta` has `owner_references`): when an object is removed, its dependents
-  (objects naming its uid) are deleted too, as the garbage collector's Background policy does.
+* **Owner references**: when an object is removed, its dependents (objects naming its uid) are deleted too, at
+  once, as the garbage collector does later for a real server: `propagation_policy` Background (default),
+  Foreground (dependents first; the owner waits, marked with the `foregroundDeletion` finalizer, while one with
+  blockOwnerDeletion remains) or Orphan (the dependents lose the reference and stay).
 * **Watch** yields `Change`s in order: "" = changes from now, "0" = the current objects as ADDED first, a version
   = every change after it (the whole history is kept). Label and field selectors filter lists and watches.
 
@@ -154,23 +156,62 @@ class FakeClient:
             self._collect_dependents(obj.metadata.uid)
         return meta.copy(obj)
 
-    def _collect_dependents(self, owner_uid: str) -> None:
-        """Remove what the removed object owned (Background propagation), finalizers respected."""
-        for resource, objects in list(self._objects.items()):
-            for obj in list(objects.values()):
-                refs = getattr(obj.metadata, "owner_references", None)
-                if refs is None or not any(ref.uid == owner_uid for ref in refs):
-                    continue
-                self.remove_or_mark(resource, meta.copy(obj), force=False)
+    def dependents(self, owner_uid: str) -> list[tuple[str, Any]]:
+        """(resource, stored object) of every object whose ownerReferences name `owner_uid`."""
+        return [
+            (resource, obj)
+            for resource, objects in self._objects.items()
+            for obj in objects.values()
+            if any(ref.uid == owner_uid for ref in obj.metadata.owner_references)
+        ]
 
-    def remove_or_mark(self, resource: str, obj: Any, *, force: bool) -> tuple[Any, bool]:
-        """Delete `obj` (a copy of the stored one): removed, or marked when finalizers remain."""
+    def _collect_dependents(self, owner_uid: str) -> None:
+        """Remove what the removed object owned (Background propagation), finalizers respected; release owners
+        waiting in Foreground deletion whose last blocking dependent this was."""
+        for resource, obj in self.dependents(owner_uid):
+            if resource in self._objects and obj.metadata.name in self._objects[resource]:
+                self.remove_or_mark(resource, meta.copy(obj), force=False)
+        for resource, objects in list(self._objects.items()):
+            for owner in list(objects.values()):
+                waiting = meta.FINALIZER_FOREGROUND in owner.metadata.finalizers
+                if waiting and not self._blocking(owner.metadata.uid):
+                    released = meta.copy(owner)
+                    released.metadata.finalizers.remove(meta.FINALIZER_FOREGROUND)
+                    kind = "MODIFIED" if released.metadata.finalizers else "DELETED"
+                    self.commit(resource, kind, released)
+
+    def _blocking(self, owner_uid: str) -> bool:
+        return any(
+            ref.uid == owner_uid and ref.block_owner_deletion
+            for _, obj in self.dependents(owner_uid)
+            for ref in obj.metadata.owner_references
+        )
+
+    def remove_or_mark(self, resource: str, obj: Any, *, force: bool, policy: str = "") -> tuple[Any, bool]:
+        """Delete `obj` (a copy of the stored one) under propagation `policy`: removed, or marked when finalizers
+        remain (Foreground: while dependents with blockOwnerDeletion remain, after their deletion)."""
+        if policy == meta.PROPAGATION_ORPHAN:
+            self._orphan(obj.metadata.uid)
+        elif policy == meta.PROPAGATION_FOREGROUND:
+            for dep_resource, dep in self.dependents(obj.metadata.uid):
+                self.remove_or_mark(dep_resource, meta.copy(dep), force=False, policy=policy)
+            if self._blocking(obj.metadata.uid) and meta.FINALIZER_FOREGROUND not in obj.metadata.finalizers:
+                obj.metadata.finalizers.append(meta.FINALIZER_FOREGROUND)
         if obj.metadata.finalizers and not force:
-            if obj.metadata.HasField("deletion_timestamp"):
+            if obj.metadata.HasField("deletion_timestamp") and obj == self.stored(resource).get(obj.metadata.name):
                 return obj, False
-            obj.metadata.deletion_timestamp.CopyFrom(timestamp(self.clock.now()))
+            if not obj.metadata.HasField("deletion_timestamp"):
+                obj.metadata.deletion_timestamp.CopyFrom(timestamp(self.clock.now()))
             return self.commit(resource, "MODIFIED", obj), False
         return self.commit(resource, "DELETED", obj), True
+
+    def _orphan(self, owner_uid: str) -> None:
+        for resource, dep in self.dependents(owner_uid):
+            kept = meta.copy(dep)
+            refs = [ref for ref in kept.metadata.owner_references if ref.uid != owner_uid]
+            del kept.metadata.owner_references[:]
+            kept.metadata.owner_references.extend(refs)
+            self.commit(resource, "MODIFIED", kept)
 
     def changes_after(self, version: int) -> list[tuple[int, str, str, Any]]:
         return [c for c in self._history.changes if c[0] > version]
@@ -266,9 +307,8 @@ class FakeResourceClient(Generic[T]):
             getattr(merged.metadata, field_name).update(getattr(new.metadata, field_name))
         del merged.metadata.finalizers[:]
         merged.metadata.finalizers.extend(new.metadata.finalizers)
-        if hasattr(merged.metadata, "owner_references"):
-            del merged.metadata.owner_references[:]
-            merged.metadata.owner_references.extend(new.metadata.owner_references)
+        del merged.metadata.owner_references[:]
+        merged.metadata.owner_references.extend(new.metadata.owner_references)
         if merged.spec != old.spec:
             merged.metadata.generation = old.metadata.generation + 1
         if merged == old:
@@ -291,10 +331,17 @@ class FakeResourceClient(Generic[T]):
         stored: T = self._client.commit(self.resource, "MODIFIED", merged)
         return stored
 
-    async def delete(self, name: str, *, force: bool = False, resource_version: str = "") -> v1.DeleteResponse:
-        """As `ResourceClient.delete`: removed at once, or marked while finalizers remain."""
+    async def delete(
+        self, name: str, *, force: bool = False, resource_version: str = "", propagation_policy: str = ""
+    ) -> v1.DeleteResponse:
+        """As `ResourceClient.delete`: removed at once, or marked while finalizers remain; dependents go with it
+        (Background, the default), before it (Foreground) or stay without the reference (Orphan)."""
+        if propagation_policy not in ("", *meta.PROPAGATION_POLICIES):
+            allowed = ", ".join(meta.PROPAGATION_POLICIES)
+            violation = FieldViolation("propagationPolicy", f"must be one of {allowed}, not {propagation_policy!r}")
+            raise Invalid.of([violation], what=self.kind.kind)
         current = self._current(name, resource_version)
-        obj, deleted = self._client.remove_or_mark(self.resource, current, force=force)
+        obj, deleted = self._client.remove_or_mark(self.resource, current, force=force, policy=propagation_policy)
         return v1.DeleteResponse(object=self.kind.wrap(obj), deleted=deleted)
 
     async def watch(

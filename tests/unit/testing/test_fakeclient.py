@@ -137,3 +137,40 @@ async def test_watch_from_zero_lists_first(fake_client: FakeClient) -> None:
     change = await anext(stream)
     await stream.aclose()
     assert (change.type, change.object.metadata.name) == ("ADDED", "a")
+
+
+async def owned_pair(fake_client: FakeClient, *, held: bool = False) -> None:
+    owner = await fake_client.configs.create(config("owner"))
+    child = config("child")
+    if held:
+        child.metadata.finalizers.append("example.com/hold")
+    meta.set_owner(child, owner, controller=True, block_owner_deletion=True)
+    await fake_client.configs.create(child)
+
+
+async def test_orphan_keeps_dependents_without_the_reference(fake_client: FakeClient) -> None:
+    await owned_pair(fake_client)
+    await fake_client.configs.delete("owner", propagation_policy=meta.PROPAGATION_ORPHAN)
+    child = await fake_client.configs.get("child")
+    assert list(child.metadata.owner_references) == []
+    with pytest.raises(NotFound):
+        await fake_client.configs.get("owner")
+
+
+async def test_foreground_waits_for_blocking_dependents(fake_client: FakeClient) -> None:
+    await owned_pair(fake_client, held=True)
+    response = await fake_client.configs.delete("owner", propagation_policy=meta.PROPAGATION_FOREGROUND)
+    assert not response.deleted
+    owner = await fake_client.configs.get("owner")
+    assert meta.FINALIZER_FOREGROUND in owner.metadata.finalizers and owner.metadata.HasField("deletion_timestamp")
+    child = await fake_client.configs.get("child")
+    assert child.metadata.HasField("deletion_timestamp")
+    child.metadata.finalizers.remove("example.com/hold")
+    await fake_client.configs.update(child)  # the last blocking dependent goes: so does the owner
+    assert [c.metadata.name for c in await fake_client.configs.list()] == []
+
+
+async def test_an_unknown_propagation_policy_is_refused(fake_client: FakeClient) -> None:
+    await fake_client.configs.create(config("a"))
+    with pytest.raises(Invalid, match="propagationPolicy"):
+        await fake_client.configs.delete("a", propagation_policy="Sometimes")

@@ -11,10 +11,11 @@ Guarantees of the base behaviour:
   `status_on_create=False`), then sets type meta, a uid (the one the client proposed, which must be a UUID, else
   a fresh one: a client that repeats a Create after losing the reply recognises its object by it), generation 1
   and the creation time.
-* Update takes metadata (labels, annotations, finalizers) and spec from the request, everything else from the
-  stored object, and bumps generation only when the spec changed. UpdateStatus takes only the status.
+* Update takes metadata (labels, annotations, finalizers, owner references) and spec from the request, everything
+  else from the stored object, and bumps generation only when the spec changed. UpdateStatus takes only the status.
 * Delete removes the record at once unless finalizers remain (then the object is marked with a
-  deletion_timestamp and removed once an update empties them).
+  deletion_timestamp and removed once an update empties them). A Delete with the Foreground or Orphan
+  propagation policy adds its finalizer (`foregroundDeletion`, `orphan`) first; the garbage collector removes it.
 
 A strategy is generic over its kind's message class (`KindStrategy[v1.Project]`): every hook takes and returns
 that class, so a kind's module is type-checked against its own fields. The class must have the shape of
@@ -196,6 +197,8 @@ class KindStrategy(abc.ABC, Generic[T]):
         merged.metadata.annotations.update(new.metadata.annotations)
         del merged.metadata.finalizers[:]
         merged.metadata.finalizers.extend(new.metadata.finalizers)
+        del merged.metadata.owner_references[:]
+        merged.metadata.owner_references.extend(new.metadata.owner_references)
         if merged.spec != old.spec:
             merged.metadata.generation = old.metadata.generation + 1
         return merged
