@@ -1,5 +1,6 @@
 """The Backup operator (examples/backup-operator) against a real apiserver: a Manager runs it, runs appear on
-schedule owned by their Backup, the status is written, and the operator's own metric is on /metrics."""
+schedule owned by their Backup, the status is written, the operator's own metric is on /metrics, and the garbage
+collector deletes the runs with their Backup."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 from caravanserai import meta
 from caravanserai.client import Client
+from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
+from caravanserai.controllers.gc import app as gc
 from caravanserai.testing import running, wait_for
 from support.examples import backup_operator
 
@@ -50,7 +53,17 @@ async def test_backup_operator_against_the_apiserver(cara_client: Client) -> Non
         assert "backup_runs_started_total" in text
         assert 'caravanserai_controller_reconcile_total{controller="backup"' in text
 
+    collector = Manager(cara_client)
+    gc.setup(collector, cara_client, SystemClock(), gc.GCOptions(owner_resync=0.2))
+    async with running(collector):
+        await backups.delete("nightly")
+        await wait_for(lambda: _none_left(runs), 20)
+
 
 async def _at_most(runs: Any, count: int) -> Any:
     listed = (await runs.list()).items
     return listed if 0 < len(listed) <= count else None
+
+
+async def _none_left(runs: Any) -> bool:
+    return not (await runs.list()).items

@@ -25,6 +25,12 @@ The async fixtures are pytest-asyncio fixtures (`pip install 'caravanserai[testi
 pytest-asyncio), so they work in pytest-asyncio's strict mode and in `asyncio_mode = auto` alike; tests using
 them must be asyncio tests (`@pytest.mark.asyncio`, or any `async def` test in auto mode). Without
 pytest-asyncio installed the fixtures fail with a message saying so, and pytest itself is unaffected.
+
+Event loop scope: `cara_etcd` runs on the session's loop; `cara_apiserver`, `cara_client` and the restic fixtures
+are made on the loop of `asyncio_default_fixture_loop_scope`, and a test using them must run on that same loop
+(gRPC channels are bound to the loop they were made on). pytest-asyncio's defaults (function scope for fixtures
+and tests) work, and so does `session` for both; a session-scoped test loop with function-scoped fixtures (or the
+reverse) fails with "… attached to a different loop". `fake_clock` and `fake_client` work on any loop.
 """
 
 from __future__ import annotations
