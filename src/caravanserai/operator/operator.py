@@ -38,6 +38,7 @@ Guarantees (each reconcile of one object; one object is never reconciled twice a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -58,6 +59,7 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 Filters = Filter | Iterable[Filter] | None
 FINALIZER_PREFIX = "operator.caravanserai.io/"
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?")  # fits the annotation key's 63-character name part
 
 
 class Operator(Generic[T]):
@@ -66,6 +68,8 @@ class Operator(Generic[T]):
     def __init__(
         self, name: str, kind: type[T], client: Any, *, clock: Clock | None = None, finalizer: str = ""
     ) -> None:
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"operator name {name!r}: 1–50 lowercase letters, digits and '-' (it names a finalizer)")
         self.name = name
         self.kind = kind
         self.client = client
@@ -94,25 +98,32 @@ class Operator(Generic[T]):
         return decorator
 
     def on_create(self, *, when: Filters = None, id: str = "") -> Callable[[HandlerFn], HandlerFn]:
+        """Register a handler for objects never handled (`id`: default the function's name)."""
         return self._register(CREATE, when=when, id=id)
 
     def on_update(self, *, when: Filters = None, id: str = "") -> Callable[[HandlerFn], HandlerFn]:
+        """Register a handler for objects whose spec, labels or annotations changed since last handled."""
         return self._register(UPDATE, when=when, id=id)
 
     def on_resume(self, *, when: Filters = None, id: str = "") -> Callable[[HandlerFn], HandlerFn]:
+        """Register a handler run once per process for each object handled before (after a restart)."""
         return self._register(RESUME, when=when, id=id)
 
     def on_delete(self, *, when: Filters = None, id: str = "") -> Callable[[HandlerFn], HandlerFn]:
+        """Register a handler for objects being deleted; the operator's finalizer holds them until it is done."""
         return self._register(DELETE, when=when, id=id)
 
     def timer(
         self, *, interval: Interval, initial_delay: float = 0.0, when: Filters = None, id: str = ""
     ) -> Callable[[HandlerFn], HandlerFn]:
+        """Register a timer run every `interval` seconds per object (a number or a function of the object), the
+        first `initial_delay` seconds after the object is first reconciled."""
         return self._register(TIMER, when=when, id=id, interval=interval, initial_delay=initial_delay)
 
     def daemon(
         self, *, when: Filters = None, id: str = "", restart_after: float = 10.0
     ) -> Callable[[HandlerFn], HandlerFn]:
+        """Register a daemon: a coroutine run per object while it exists (see `caravanserai.operator.daemons`)."""
         return self._register(DAEMON, when=when, id=id, initial_delay=restart_after)
 
     def _of(self, *reasons: str) -> list[Handler]:

@@ -265,3 +265,15 @@ async def test_a_resume_handler_that_failed_is_called_again(fake_client: FakeCli
     await op.reconcile("web")
     await op.reconcile("web")
     assert calls == ["resume", "resume"]
+
+
+def test_operator_names_must_fit_a_finalizer(fake_client: FakeClient) -> None:
+    with pytest.raises(ValueError, match="operator name 'Bad Name'"):
+        Operator("Bad Name", ProjectSet, fake_client)
+    with pytest.raises(ValueError, match="already has a handler 'twice'"):
+        op: Operator[Any] = Operator("ok", ProjectSet, fake_client)
+
+        async def twice(ctx: Context[Any]) -> None: ...
+
+        op.on_create()(twice)
+        op.on_update()(twice)
