@@ -5,6 +5,8 @@ passing) and is cancelled when the object is deleted or gone, when the filters s
 controller stops (losing the lease, shutdown). Its outcome: returning ends it (until the operator restarts);
 `TemporaryError(delay=s)` or `Requeue(after=s)` restarts it after `s` seconds; `PermanentError` ends it; any other
 exception is logged with its traceback and restarts it after `Handler.initial_delay` seconds (default 10).
+A daemon's `ctx.obj` is the object when it started and its `ctx.status` is not written: it reads and writes
+through `ctx.client`.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ Guarantees (each reconcile of one object; one object is never reconciled twice a
   handlers are idempotent).
 * **Timers** run per object every `interval` seconds (a number or a function of the object, e.g. `spec.interval`),
   the first after `initial_delay`, only once the change handlers are done; the schedule is in memory (a restart
-  or a new leader starts it again). A timer's error postpones its next run by the error's delay.
+  or a new leader starts it again). A timer's error postpones its next run by the error's delay. An interval of
+  0 or less turns the timer off for that object (never a busy loop).
 * **Status:** handlers change `ctx.status`; after them it is written through the status subresource when it
   differs, read again and written again on Conflict.
 """
@@ -262,7 +263,7 @@ class Operator(Generic[T]):
         soonest: float | None = None
         for handler in self._of(TIMER):
             key = (uid, handler.id)
-            if not handler.when(ctx):
+            if not handler.when(ctx) or handler.interval_of(ctx.obj) <= 0:  # an interval of 0: the timer is off
                 self._timers.pop(key, None)
                 continue
             due = self._timers.setdefault(key, now + handler.initial_delay)

@@ -277,3 +277,15 @@ def test_operator_names_must_fit_a_finalizer(fake_client: FakeClient) -> None:
 
         op.on_create()(twice)
         op.on_update()(twice)
+
+
+async def test_a_zero_interval_turns_the_timer_off(op: Operator[Any], fake_client: FakeClient) -> None:
+    ticks: list[str] = []
+
+    @op.timer(interval=lambda obj: obj.spec.replicas)
+    async def tick(ctx: Context[Any]) -> None:
+        ticks.append(ctx.name)
+
+    await create(fake_client, replicas=0)
+    assert await op.reconcile("web") == Result()
+    assert ticks == []
