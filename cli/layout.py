@@ -68,6 +68,8 @@ def metadata_fields(obj: Any, now: float) -> list[tuple[str, str]]:
     ]
     if m.HasField("deletion_timestamp"):
         pairs.append(("Deletion Requested", when(m.deletion_timestamp, now)))
+    if m.owner_references:
+        pairs.append(("Owners", listing(owner_text(ref) for ref in m.owner_references)))
     pairs += [
         ("Finalizers", ", ".join(m.finalizers) or NONE),
         ("UID", m.uid or NONE),
@@ -75,6 +77,15 @@ def metadata_fields(obj: Any, now: float) -> list[tuple[str, str]]:
         ("Generation", str(m.generation)),
     ]
     return pairs
+
+
+def owner_text(ref: v1.OwnerReference) -> str:
+    """`ProjectSet/web (example.com/v1, uid …, controller, blockOwnerDeletion)`: one owner reference."""
+    details = [ref.api_version or NONE, f"uid {ref.uid or NONE}"]
+    details += [
+        flag for flag, on in (("controller", ref.controller), ("blockOwnerDeletion", ref.block_owner_deletion)) if on
+    ]
+    return f"{ref.kind}/{ref.name} ({', '.join(details)})"
 
 
 def condition_rows(conditions: Iterable[v1.Condition], now: float) -> list[list[str]]:
@@ -142,6 +153,7 @@ __all__ = [
     "events_about",
     "listing",
     "metadata_fields",
+    "owner_text",
     "quantities",
     "write_conditions",
     "write_events",

@@ -6,7 +6,10 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 | identity            | may                                                                                  |
 |---------------------|--------------------------------------------------------------------------------------|
 | `admin`, group admin| everything                                                                           |
-| `controller:<name>` | read everything; write project status, node status, leases, events; delete projects  |
+| `controller:<name>` | read everything; write project status, node status, leases, events; delete projects; |
+|                     | garbage collection on every kind (`collects`): delete an object with owner           |
+|                     | references, update one only to drop owner references or the `foregroundDeletion` /   |
+|                     | `orphan` finalizer                                                                   |
 | `node:<name>`       | read every project and node (its ingress routes any host to the node that runs it);   |
 |                     | write its own Node and Lease and the status of projects bound to it (also the write  |
 |                     | that unbinds one after a move asked of it: `finish_move`); create events, update its  |
@@ -33,6 +36,7 @@ from typing import Any
 
 import structlog
 
+from caravanserai import meta
 from caravanserai.apiserver.kinds import KindStrategy, KindTable
 from caravanserai.apiserver.kinds.nodegraph import NO_GRAPH, NodeGraph
 from caravanserai.errors import Forbidden
@@ -69,7 +73,7 @@ class Authorizer:
             log.warning("permission denied", user=who.user, verb=verb, target=target)
             raise Forbidden(f"{who.user} may not {verb} {target}")
         strategy = self._kinds.get(resource)
-        if who.is_admin or verb not in WRITE_VERBS or obj is None or strategy is None:
+        if who.is_admin or verb not in WRITE_VERBS or obj is None or strategy is None or collects(verb, obj, old):
             return
         fields = strategy.admin_only(obj)
         if fields:
@@ -85,7 +89,9 @@ class Authorizer:
                 return verb != "get" or self._graph.allows(who.node, resource, ctx.get("name", ""))
             return strategy is not None and strategy.node_allows(who.node, verb, **ctx)
         if who.is_controller:
-            return verb in READ_VERBS or (strategy is not None and verb in strategy.controller_writes)
+            if verb in READ_VERBS or (strategy is not None and verb in strategy.controller_writes):
+                return True
+            return collects(verb, ctx.get("obj"), ctx.get("old"))
         return verb in READ_VERBS and not (strategy is not None and strategy.confidential)
 
     def visible(self, who: Identity, strategy: KindStrategy[Any]) -> Callable[[Any], bool] | None:
@@ -98,4 +104,29 @@ class Authorizer:
         return lambda obj: graph.allows(node, resource, obj.metadata.name)
 
 
-__all__ = ["Authenticator", "Authorizer", "Identity", "LOCAL_ADMIN", "load_token_file"]
+GC_FINALIZERS = frozenset({meta.FINALIZER_FOREGROUND, meta.FINALIZER_ORPHAN})
+
+
+def collects(verb: str, obj: Any, old: Any) -> bool:
+    """Is this write garbage collection (allowed to `controller:*` identities on every kind)? A delete of an object
+    with owner references (a dependent), or an update that only drops owner references and the propagation
+    finalizers (`foregroundDeletion`, `orphan`): nothing else of the object changes."""
+    if verb == "delete":
+        return obj is not None and bool(obj.metadata.owner_references)
+    if verb != "update" or obj is None or old is None:
+        return False
+    refs, finalizers = list(obj.metadata.owner_references), list(obj.metadata.finalizers)
+    if any(ref not in old.metadata.owner_references for ref in refs):
+        return False
+    if any(f not in old.metadata.finalizers for f in finalizers):
+        return False
+    if any(f not in finalizers and f not in GC_FINALIZERS for f in old.metadata.finalizers):
+        return False
+    before, after = meta.copy(old), meta.copy(obj)
+    for message in (before, after):
+        del message.metadata.owner_references[:]
+        del message.metadata.finalizers[:]
+    return bool(before == after)
+
+
+__all__ = ["GC_FINALIZERS", "collects", "Authenticator", "Authorizer", "Identity", "LOCAL_ADMIN", "load_token_file"]

@@ -6,7 +6,8 @@ How `apply_object` computes an update (kubectl's client-side apply, at the granu
 * Labels and annotations of the manifest are set; keys the previous apply set and the manifest no longer has
   are removed; keys set by others (an agent's labels on its Node) are kept. `metadata.finalizers` are merged the
   same way: the manifest's are added, those the previous apply added and the manifest dropped are removed,
-  those added by others (a controller's) are kept.
+  those added by others (a controller's) are kept. `metadata.ownerReferences` likewise, by uid: the manifest's are
+  set, those the previous apply set and the manifest dropped are removed, those set by others are kept.
 * Each top-level spec field the manifest sets replaces the live one; a field the previous apply set and the
   manifest dropped is cleared; other fields keep their live value. One exception inside a project's services:
   a service's `restartedAt` stamp (set by `caractrl restart`) is kept when the manifest does not set it and the
@@ -65,12 +66,13 @@ class Applied:
 
 
 def applied_form(obj: Any) -> Any:
-    """What apply declares of `obj`: name, labels, annotations, finalizers and spec (never status or server
-    fields)."""
+    """What apply declares of `obj`: name, labels, annotations, finalizers, owner references and spec (never
+    status or server fields)."""
     out = meta.with_type_meta(type(obj)())
     out.metadata.name = obj.metadata.name
     out.metadata.labels.update(obj.metadata.labels)
     out.metadata.finalizers.extend(obj.metadata.finalizers)
+    out.metadata.owner_references.extend(obj.metadata.owner_references)
     out.metadata.annotations.update({k: v for k, v in obj.metadata.annotations.items() if k != LAST_APPLIED})
     out.spec.CopyFrom(obj.spec)
     return out
@@ -104,6 +106,25 @@ def merge_list(live: MutableSequence[str], declared: Sequence[str], previous: Se
     kept = [item for item in live if item in declared or item not in previous]
     del live[:]
     live.extend(kept + [item for item in declared if item not in kept])
+
+
+def merge_owners(live: Any, declared: Any, previous: Sequence[Any]) -> None:
+    """`merge_list` for owner references, by uid: the declared ones set, those declared last time but not now
+    dropped, everyone else's kept."""
+    before = {item.get("uid") for item in previous if isinstance(item, dict)}
+    wanted = {ref.uid: ref for ref in declared}
+    out = []
+    for ref in live:  # in the live order: an unchanged manifest changes nothing
+        if ref.uid in wanted:
+            out.append(wanted.pop(ref.uid))
+        elif ref.uid not in before:
+            out.append(ref)
+    out.extend(wanted.values())
+    copies = [type(ref)() for ref in out]
+    for copy, ref in zip(copies, out, strict=True):
+        copy.CopyFrom(ref)
+    del live[:]
+    live.extend(copies)
 
 
 def copy_field(target: Message, source: Message, name: str) -> None:
@@ -155,6 +176,12 @@ def merged(live: Any, declared: Any) -> Any:
         declared.metadata.finalizers,
         previous_finalizers if isinstance(previous_finalizers, list) else [],
     )
+    previous_owners = previous_meta.get("ownerReferences")
+    merge_owners(
+        out.metadata.owner_references,
+        declared.metadata.owner_references,
+        previous_owners if isinstance(previous_owners, list) else [],
+    )
     out.metadata.annotations[LAST_APPLIED] = configuration(declared)
     spec_before: dict[str, Any] = previous["spec"] if isinstance(previous.get("spec"), dict) else {}
     merge_spec(out.spec, declared.spec, spec_before)
@@ -174,6 +201,12 @@ def removed_fields(live: Any, wanted: Any) -> tuple[str, ...]:
         if k not in wanted.metadata.annotations and k != LAST_APPLIED
     ]
     lines += [f"metadata.finalizers[{f}]" for f in live.metadata.finalizers if f not in wanted.metadata.finalizers]
+    owners = {ref.uid for ref in wanted.metadata.owner_references}
+    lines += [
+        f"metadata.ownerReferences[{ref.kind}/{ref.name}]"
+        for ref in live.metadata.owner_references
+        if ref.uid not in owners
+    ]
     kept = {field.name: value for field, value in wanted.spec.ListFields()}
     for field, value in live.spec.ListFields():
         lines += _removed_in(f"spec.{field.json_name}", field, value, kept.get(field.name))
@@ -201,12 +234,13 @@ def _element_name(item: Message) -> str | None:
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether spec, labels, annotations and finalizers are equal (what apply may change)."""
+    """Whether spec, labels, annotations, finalizers and owner references are equal (what apply may change)."""
     return bool(
         a.spec == b.spec
         and a.metadata.labels == b.metadata.labels
         and a.metadata.annotations == b.metadata.annotations
         and list(a.metadata.finalizers) == list(b.metadata.finalizers)
+        and list(a.metadata.owner_references) == list(b.metadata.owner_references)
     )
 
 
