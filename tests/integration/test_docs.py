@@ -2,9 +2,9 @@
 
 The blocks of one page run in order in one namespace (so later blocks use what earlier ones defined), with
 top-level `await` allowed. The namespace starts with `client` (a connected `Client` of a fresh apiserver with its
-own key prefix), and `cara_client`, `cara_apiserver`, `cara_etcd`, `fake_clock` (the plugin's fixtures). After a
-block, each `test_…` coroutine function it defined is called with the fixtures its parameters name. The
-directory of examples/ttl_controller is importable (`from ttl_controller import …`).
+own key prefix), and `cara_client`, `cara_apiserver`, `cara_etcd`, `fake_clock`, `fake_client` (the plugin's
+fixtures). After a block, each `test_…` coroutine function it defined is called with the fixtures its parameters
+name. The directories of examples/ttl_controller and examples/backup-operator are importable.
 
 A comment on the line before a block changes what happens to it:
 
@@ -29,6 +29,7 @@ from caravanserai.client import Client
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.clock import FakeClock
 from caravanserai.testing.etcd import EtcdServer
+from caravanserai.testing.fakeclient import FakeClient
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs").glob("*.md"))
@@ -111,11 +112,13 @@ async def test_python_blocks_of_the_docs_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.syspath_prepend(str(ROOT / "examples" / "ttl_controller"))
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "backup-operator"))
     fixtures = {
         "cara_etcd": cara_etcd,
         "cara_apiserver": cara_apiserver,
         "cara_client": cara_client,
         "fake_clock": fake_clock,
+        "fake_client": FakeClient(clock=fake_clock),
     }
     namespace: dict[str, Any] = {"__name__": f"docs.{page.stem}", "client": cara_client, **fixtures}
     ran = 0

@@ -19,7 +19,9 @@ Guarantees:
 * **Health and metrics** over HTTP when `metrics_port` is not None (0 picks a free port; see `metrics_port`
   after start): `/healthz` (200 while running; 500 when leading with an overdue renew), `/readyz` (200 once
   caches synced, 503 before and while stopping), `/metrics` (Prometheus text: queues, reconciles, informers,
-  leadership).
+  leadership, and the operator's own metrics registered on `manager.registry`, a prometheus_client
+  `CollectorRegistry`: `Counter("backups_total", "…", registry=manager.registry)`; pass `registry=REGISTRY` to
+  serve the process-wide default one).
 * **Clean stop.** `stop()` (SIGTERM) shuts every queue down, lets in-flight and queued keys finish (at most
   `shutdown_timeout`, default 30 s, then cancels them), releases the lease, stops the informers and returns from
   `run()`. Cancelling `run()` instead stops everything at once. A failure of any part (e.g. a cache mutation)
@@ -33,6 +35,7 @@ import signal
 from typing import Any
 
 import structlog
+from prometheus_client import CollectorRegistry, generate_latest
 
 from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock, run_within
@@ -65,8 +68,11 @@ class Manager:
         resync_period: float = 0.0,
         detect_mutations: bool | None = None,
         watch_options: WatchOptions = WatchOptions(),
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.client = client
+        # The operator's own Prometheus metrics, served on /metrics after the manager's.
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self._clock: Clock = clock or SystemClock()
         self.informers = SharedInformerFactory(
             client,
@@ -155,7 +161,7 @@ class Manager:
             labels = {"name": self.elector.config.name}
             leader.samples.append(metrics.Sample(leader.name, labels, 1 if self.elector.is_leader else 0))
             families.append(leader)
-        return metrics.render(families)
+        return metrics.render(families) + generate_latest(self.registry).decode()
 
     # ---- running ----------------------------------------------------------------------------------------------
 

@@ -1,12 +1,16 @@
 """Compile the .proto of a custom kind with grpcio-tools (install the `proto` extra: `pip install caravanserai[proto]`).
 
-    python -m caravanserai.customkinds.protoc --python_out=. projectset.proto     # generate projectset_pb2.py
+    python -m caravanserai.protoc --python_out=. projectset.proto     # projectset_pb2.py and projectset_pb2.pyi
     messages = load_proto("projectset.proto")                          # or build the classes at run time
     ProjectSet = messages.ProjectSet
 
 A custom kind's file imports `caravanserai/api/v1/resources.proto` (for `caravanserai.v1.ObjectMeta`, `Condition`,
 `ProjectSpec` …); it is supplied from the installed package, so no copy of it is needed on the include path.
 Google's well-known types (`google/protobuf/*.proto`) are found too.
+
+With `--python_out` the typed stubs (`_pb2.pyi`) are written next to the module, so operators type-check (mypy
+strict) against their kind's fields: by mypy-protobuf's `protoc-gen-mypy` when it is installed (the `proto` extra
+brings it), else by protoc's own `--pyi_out`; `--no-stubs` skips them.
 
 Guarantees: every failure is a `ProtocError` with one line of explanation (protoc's own message, or which extra
 to install); classes from `load_proto` live in the default descriptor pool, so they mix with `caravanserai.v1`
@@ -19,6 +23,7 @@ import argparse
 import contextlib
 import io
 import pathlib
+import shutil
 import sys
 import tempfile
 import types
@@ -30,6 +35,7 @@ from caravanserai.api.v1 import resources_pb2
 from caravanserai.customkinds.schemas import file_descriptor_set
 
 EXTRA = "caravanserai[proto]"
+MYPY_PLUGIN = "protoc-gen-mypy"
 
 
 class ProtocError(RuntimeError):
@@ -45,9 +51,25 @@ def _protoc() -> types.ModuleType:
     return module
 
 
-def compile_proto(path: str, *, include: Sequence[str] = (), python_out: str = "") -> bytes:
+def mypy_plugin() -> str | None:
+    """The path of mypy-protobuf's protoc plugin: next to this Python's executable, else on PATH; None if absent."""
+    beside = pathlib.Path(sys.executable).parent / MYPY_PLUGIN
+    if beside.is_file():
+        return str(beside)
+    return shutil.which(MYPY_PLUGIN)
+
+
+def _stub_args(python_out: str) -> list[str]:
+    plugin = mypy_plugin()
+    if plugin is None:
+        return [f"--pyi_out={python_out}"]
+    return [f"--plugin={MYPY_PLUGIN}={plugin}", f"--mypy_out={python_out}"]
+
+
+def compile_proto(path: str, *, include: Sequence[str] = (), python_out: str = "", stubs: bool = True) -> bytes:
     """The serialized FileDescriptorSet of `path` with every import (dependencies first); with `python_out`,
-    also write the generated Python module there. ProtocError on any failure."""
+    also write the generated Python module there, and its `.pyi` stub unless `stubs` is False. ProtocError on
+    any failure."""
     protoc = _protoc()
     source = pathlib.Path(path)
     if not source.is_file():
@@ -60,6 +82,8 @@ def compile_proto(path: str, *, include: Sequence[str] = (), python_out: str = "
         args += [f"--descriptor_set_in={own}", "--include_imports", f"--descriptor_set_out={out}"]
         if python_out:
             args.append(f"--python_out={python_out}")
+            if stubs:
+                args += _stub_args(python_out)
         stderr = io.StringIO()
         with contextlib.redirect_stderr(stderr):
             code = protoc.main([*args, str(source.resolve())])
@@ -84,15 +108,14 @@ def load_proto(path: str, *, include: Sequence[str] = ()) -> types.SimpleNamespa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m caravanserai.customkinds.protoc", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m caravanserai.protoc", description=__doc__.splitlines()[0])
     parser.add_argument("proto", help="the .proto file")
     parser.add_argument("--python_out", default=".", help="where to write the generated module")
     parser.add_argument("-I", "--include", action="append", default=[], help="further import directories")
+    parser.add_argument("--no-stubs", action="store_true", help="do not write the typed .pyi stubs")
     args = parser.parse_args(argv)
     try:
-        compile_proto(args.proto, include=args.include, python_out=args.python_out)
+        compile_proto(args.proto, include=args.include, python_out=args.python_out, stubs=not args.no_stubs)
     except ProtocError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -103,4 +126,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["EXTRA", "ProtocError", "compile_proto", "load_proto", "main"]
+__all__ = ["EXTRA", "MYPY_PLUGIN", "ProtocError", "compile_proto", "load_proto", "main", "mypy_plugin"]

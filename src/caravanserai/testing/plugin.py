@@ -14,6 +14,8 @@ Fixtures:
   its own (tests never see each other's objects); stopped after the test. A `RunningApiServer`.
 * `cara_client`: a `Client` of `cara_apiserver`, closed after the test.
 * `fake_clock`: a `FakeClock` starting at the real time (creation times come from the apiserver's clock).
+* `fake_client`: a `FakeClient` on `fake_clock`: the in-memory client for unit tests of reconcile and handler
+  logic (no server, no event loop of its own; see `caravanserai.testing.fakeclient`).
 * `cara_rest_server`: a real restic REST server (`RestServer`: `rclone serve restic` on a free loopback port, its
   repositories in a temporary directory), stopped after the test.
 * `cara_restic_repository`: a `ResticRepository` on `cara_rest_server`, initialised, with a random password (put
@@ -23,6 +25,12 @@ The async fixtures are pytest-asyncio fixtures (`pip install 'caravanserai[testi
 pytest-asyncio), so they work in pytest-asyncio's strict mode and in `asyncio_mode = auto` alike; tests using
 them must be asyncio tests (`@pytest.mark.asyncio`, or any `async def` test in auto mode). Without
 pytest-asyncio installed the fixtures fail with a message saying so, and pytest itself is unaffected.
+
+Event loop scope: `cara_etcd` runs on the session's loop; `cara_apiserver`, `cara_client` and the restic fixtures
+are made on the loop of `asyncio_default_fixture_loop_scope`, and a test using them must run on that same loop
+(gRPC channels are bound to the loop they were made on). pytest-asyncio's defaults (function scope for fixtures
+and tests) work, and so does `session` for both; a session-scoped test loop with function-scoped fixtures (or the
+reverse) fails with "… attached to a different loop". `fake_clock` and `fake_client` work on any loop.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from caravanserai.clock import SystemClock
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.clock import FakeClock
 from caravanserai.testing.etcd import EtcdServer
+from caravanserai.testing.fakeclient import FakeClient
 from caravanserai.testing.restic import ResticRepository, RestServer
 
 try:
@@ -54,6 +63,12 @@ MISSING = "the caravanserai fixtures need pytest-asyncio: pip install 'caravanse
 def fake_clock() -> FakeClock:
     """A FakeClock at the real time; it moves only when the test calls `advance`."""
     return FakeClock(start=SystemClock().now())
+
+
+@pytest.fixture
+def fake_client(fake_clock: FakeClock) -> FakeClient:
+    """An in-memory FakeClient whose clock is `fake_clock`."""
+    return FakeClient(clock=fake_clock)
 
 
 if HAVE_PYTEST_ASYNCIO:
