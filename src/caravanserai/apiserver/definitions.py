@@ -5,8 +5,10 @@ change, brings the served custom kinds in step with the stored definitions:
 
 * a new definition → a `CustomKindStrategy` and a `WatchCache` of its own, served at once (well within a second
   of the definition's write on every apiserver);
-* a changed definition (its spec) → the kind is served again with the new classes; its watchers are closed and
-  resume from their last version on the new cache;
+* a changed definition (its spec) with the same kind name → the kind is served with the new classes at once, on
+  the same watch cache: watches on the kind go on (the apiserver accepted the change only because the new schema
+  reads every stored object); a definition whose kind name changed (stored data written otherwise) is served
+  anew, its watchers closed;
 * a deleted definition → the kind is no longer served, its watchers are closed.
 
 A request for a resource this apiserver does not serve first asks etcd whether a definition of it is stored
@@ -84,10 +86,10 @@ class DefinitionServer:
         wanted = _wanted(stored)
         for plural, (strategy, _task) in list(self._served.items()):
             definition = wanted.get(plural)
-            if definition is None or definition.spec != strategy.definition.spec:
-                self._unserve(
-                    plural, f"the definition of {plural} changed or was deleted; resume to see the kind again"
-                )
+            if definition is not None and definition.spec != strategy.definition.spec:
+                self._reserve(plural, definition)
+            elif definition is None:
+                self._unserve(plural, f"the definition of {plural} was deleted")
         for plural, definition in sorted(wanted.items()):
             if plural not in self._served:
                 self._serve(definition)
@@ -107,6 +109,22 @@ class DefinitionServer:
         self._service.serve(strategy, cache)
         self._served[strategy.plural] = (strategy, task)
         log.info("serving custom kind", kind=strategy.kind.kind, resource=strategy.plural, group=strategy.kind.group)
+
+    def _reserve(self, plural: str, definition: Any) -> None:
+        """Serve a changed definition of a served kind with its new classes on the same watch cache (watches go
+        on); served anew when the kind's name changed or the new schema does not build."""
+        old, task = self._served[plural]
+        try:
+            strategy = CustomKindStrategy(definition)
+        except SchemaError:
+            strategy = None
+        if strategy is None or strategy.kind.kind != old.kind.kind:
+            self._unserve(plural, f"the definition of {plural} changed its kind; resume to see the kind again")
+            return
+        self._service.cache(plural).rekind(strategy.kind)
+        self._service.kinds.add(strategy)
+        self._served[plural] = (strategy, task)
+        log.info("serving the updated definition of a custom kind", kind=strategy.kind.kind, resource=plural)
 
     def _unserve(self, plural: str, reason: str) -> None:
         _strategy, task = self._served.pop(plural)

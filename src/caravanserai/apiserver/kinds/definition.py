@@ -16,7 +16,7 @@ import structlog
 from caravanserai import meta, v1
 from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy, KindTable
-from caravanserai.apiserver.schemaevolution import breaking_changes
+from caravanserai.apiserver.schemaevolution import RetiredField, breaking_changes, holds_field, retired_fields
 from caravanserai.customkinds.schemas import Schema, SchemaError, definition_name
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.text.selectors import validate_dns_subdomain
@@ -87,7 +87,11 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
         """Kind never changes (group and plural are fixed by the name); the new schema must read stored objects."""
         if new.spec.kind != old.spec.kind:
             raise Invalid.of([FieldViolation("spec.kind", f"cannot change (was {quote(old.spec.kind)})")])
-        violations = breaking_changes(Schema.compile(old.spec), Schema.compile(new.spec))
+        old_schema, new_schema = Schema.compile(old.spec), Schema.compile(new.spec)
+        violations = breaking_changes(old_schema, new_schema)
+        retired = retired_fields(old_schema, new_schema) if not violations else []
+        if retired:
+            violations = await _still_set(ctx, old.spec.plural, old_schema.object_cls, retired)
         if violations:
             raise Invalid.of(violations, what=f"schema update of {new.metadata.name}")
         await self._refuse_clashes(ctx, new)
@@ -134,6 +138,25 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
             expected_revision=int(obj.metadata.resource_version),
             contents=obj.spec.plural,
         )
+
+
+async def _still_set(
+    ctx: KindContext, plural: str, cls: type[object], retired: list[RetiredField]
+) -> list[FieldViolation]:
+    """A violation for each retired field that stored objects still set ("3 objects still set spec.compress")."""
+    counts = dict.fromkeys(retired, 0)
+    async for page in ctx.store.pages(plural):
+        for item in page.items:
+            obj = codec.decode(cls, item.value, item.mod_revision)
+            for field in retired:
+                counts[field] += holds_field(obj, field)
+    return [
+        FieldViolation(
+            f.path, f"{n} object{'s' if n != 1 else ''} still set{'s' if n == 1 else ''} {f.path}; clear it first"
+        )
+        for f, n in counts.items()
+        if n
+    ]
 
 
 STRATEGY = ResourceDefinitionStrategy(KIND)
