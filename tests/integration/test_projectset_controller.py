@@ -18,7 +18,7 @@ from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.errors import NotFound
 from caravanserai.testing.wait import wait_for
-from support.customkinds import projectset
+from support.customkinds import define_projectset, projectset
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
 
@@ -35,7 +35,8 @@ def operator_module() -> ModuleType:
 
 @contextlib.asynccontextmanager
 async def running(module: ModuleType, client: Client) -> AsyncIterator[None]:
-    await module.define_kind(client)
+    await define_projectset(client)  # the deployment installs the definition; the operator only registers
+    await module.register_kind(client)
     manager = module.build(client)
     task = asyncio.create_task(manager.run(), name="projectset-manager")
     try:
