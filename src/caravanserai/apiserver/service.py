@@ -275,7 +275,7 @@ class ResourceService:
         current = await self._current(strategy, name, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current)
         await strategy.before_delete(self._ctx, current, force=request.force)
-        plan = strategy.delete_plan(current, force=request.force)
+        plan = await strategy.plan_delete(self._ctx, current, force=request.force, now=self._clock.now())
         if plan == NOOP:
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=False)
         if plan == REMOVE:

@@ -18,7 +18,8 @@ Guarantees:
   run only while this replica holds the lease, and are cancelled at once when it is lost.
 * **Health and metrics** over HTTP when `metrics_port` is not None (0 picks a free port; see `metrics_port`
   after start): `/healthz` (200 while running; 500 when leading with an overdue renew), `/readyz` (200 once
-  caches synced, 503 before and while stopping), `/metrics` (Prometheus text: queues, reconciles, informers,
+  caches synced, 503 before, while stopping and while an informer's list or watch fails — e.g. its kind's
+  definition was deleted — naming it), `/metrics` (Prometheus text: queues, reconciles, informers,
   leadership).
 * **Clean stop.** `stop()` (SIGTERM) shuts every queue down, lets in-flight and queued keys finish (at most
   `shutdown_timeout`, default 30 s, then cancels them), releases the lease, stops the informers and returns from
@@ -141,6 +142,9 @@ class Manager:
         if not self._synced:
             pending = [i.resource for i in self.informers.informers() if not i.has_synced()]
             return 503, TEXT, f"caches not synced: {', '.join(pending)}\n"
+        failing = [f"{i.resource} ({i.reflector.failure})" for i in self.informers.informers() if i.reflector.failure]
+        if failing:
+            return 503, TEXT, f"watches failing: {'; '.join(failing)}\n"
         return 200, TEXT, "ok\n"
 
     def metrics_text(self) -> str:
