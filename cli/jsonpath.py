@@ -59,7 +59,7 @@ def _parse(template: str) -> list[_Node]:
             node = _Node(expr=_compile(inner.removeprefix("range").strip(), match.start()), is_range=True)
             stack[-1].append(node)
             stack.append(node.body)
-        elif inner[:1] in "\"'":
+        elif inner.startswith(('"', "'")):
             stack[-1].append(_Node(text=_unquote(inner, match.start())))
         else:
             stack[-1].append(_Node(expr=_compile(inner, match.start())))
