@@ -5,7 +5,7 @@ keeps watches open, and a field is retired once no stored object sets it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -15,10 +15,18 @@ from caravanserai import v1
 from caravanserai.client import Client, DefinitionMissing, IncompatibleDefinition
 from caravanserai.customkinds import schemas
 from caravanserai.errors import Invalid
-from support.customkinds import GROUP, define_projectset, projectset, projectset_messages
+from support.customkinds import GROUP, PRINTER_COLUMNS, define_projectset, projectset, projectset_messages
 
 Field = descriptor_pb2.FieldDescriptorProto
 Edit = Callable[[Any], None]
+
+
+@pytest.fixture(autouse=True)
+def example_class_registered() -> Iterator[None]:
+    """These tests register classes of other schemas for projectsets in this process; put the example's back."""
+    yield
+    m = projectset_messages()
+    schemas.register(m.ProjectSet, group=GROUP, short_names=("ps",), printer_columns=PRINTER_COLUMNS)
 
 
 def _schema(edit: Edit) -> schemas.Schema:
