@@ -46,10 +46,13 @@ from caravanserai.text.manifestfiles import Document
 
 
 def failure_line(doc: Document, exc: ApiError) -> str:
-    """`Error from server (Invalid): web.yaml, document 2: project "web" is invalid: spec…: is required`."""
+    """`Error from server (Invalid): web.yaml, document 2, line 9: project "web" is invalid: spec…: is required`
+    (the line of the first field at fault, where the manifest has it; else where the document starts)."""
     kind = meta.kind_of(doc.object).kind
     message = invalid(kind, meta.name_of(doc.object), exc) if isinstance(exc, Invalid) else exc.message
-    return one_line(f"Error from server ({reason(exc)}): {doc.origin}: {message}")
+    fields = [v.field for v in exc.violations if v.field] if isinstance(exc, Invalid) else []
+    origin = doc.origin_of(fields[0]) if fields else doc.origin
+    return one_line(f"Error from server ({reason(exc)}): {origin}: {message}")
 
 
 async def apply_documents(

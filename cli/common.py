@@ -14,7 +14,9 @@ import click
 from click.shell_completion import CompletionItem
 
 from caravanserai import meta
+from caravanserai.cli import jsonpath
 from caravanserai.cli.config import OUTPUT_FORMATS, Settings
+from caravanserai.cli.printers import JSONPATH
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,14 +31,35 @@ def run(body: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(body)
 
 
-def output_option(formats: Sequence[str] = OUTPUT_FORMATS) -> Callable[[F], F]:
-    """`-o/--output`, accepted after the subcommand too (it wins over the one given before the subcommand)."""
+class OutputFormat(click.Choice[str]):
+    """One of the formats (any case, given back in lowercase), or `jsonpath=TEMPLATE` (kept as typed) when allowed;
+    a template that does not parse is refused here, naming the part at fault."""
+
+    def __init__(self, formats: Sequence[str], *, jsonpath: bool) -> None:
+        super().__init__(list(formats), case_sensitive=False)
+        self.jsonpath = jsonpath
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if self.jsonpath and text.startswith(JSONPATH):
+            try:
+                jsonpath.render(text.removeprefix(JSONPATH), {})
+            except jsonpath.JsonPathError as exc:
+                self.fail(f"bad jsonpath template: {exc}", param, ctx)
+            return text
+        return str(super().convert(value, param, ctx)).lower()
+
+
+def output_option(formats: Sequence[str] = OUTPUT_FORMATS, *, with_jsonpath: bool = False) -> Callable[[F], F]:
+    """`-o/--output`, accepted after the subcommand too (it wins over the one given before the subcommand);
+    `with_jsonpath`: `-o jsonpath=TEMPLATE` too (kubectl's templates, `caravanserai.cli.jsonpath`)."""
+    shown = [*formats, "jsonpath=TEMPLATE"] if with_jsonpath else formats
     return click.option(
         "-o",
         "--output",
-        type=click.Choice(list(formats), case_sensitive=False),
+        type=OutputFormat(formats, jsonpath=with_jsonpath),
         default=None,
-        help=f"Output format: {'|'.join(formats)}.",
+        help=f"Output format: {'|'.join(shown)}.",
     )
 
 

@@ -6,6 +6,10 @@
 
 The file is compiled with grpcio-tools (the `proto` extra); the definition is applied to the server (created, or
 updated when it differs), or printed as a manifest with `-o yaml|json` (the schema embedded as base64).
+
+Re-defining is like `apply`: names not given keep their stored value (`--short-name`, `--column` and
+`--node-verb` left out keep the stored short names, printer columns and node verbs; giving any replaces that list),
+and the reply says what changed (`resourcedefinition/backups.ops.example.com configured: schema, printerColumns`).
 """
 
 from __future__ import annotations
@@ -42,15 +46,20 @@ def _columns(values: Sequence[str]) -> list[tuple[str, str]]:
 @click.option("--kind", required=True, help="The object message (and kind name), e.g. ProjectSet.")
 @click.option("--group", required=True, help="API group, e.g. example.com (apiVersion becomes <group>/v1).")
 @click.option("--plural", default="", help="Plural resource name (default: lowercase kind + s).")
-@click.option("--short-name", "short_names", multiple=True, help="Short name for caractrl (repeatable).")
+@click.option(
+    "--short-name", "short_names", multiple=True, help="Short name for caractrl (repeatable; left out: kept)."
+)
 @click.option(
     "--column",
     "columns",
     multiple=True,
     metavar="NAME=PATH",
-    help="Printer column for `caractrl get`, e.g. READY=.status.readyReplicas (repeatable).",
+    help="Printer column for `caractrl get`, e.g. READY=.status.readyReplicas (repeatable; when re-defining, "
+    "left out: the stored columns are kept).",
 )
-@click.option("--node-verb", "node_verbs", multiple=True, help="A verb node identities may use (repeatable).")
+@click.option(
+    "--node-verb", "node_verbs", multiple=True, help="A verb node identities may use (repeatable; left out: kept)."
+)
 @click.option("-I", "--include", "includes", multiple=True, metavar="DIR", help="Further import directories.")
 @click.option(
     "-o",
@@ -89,22 +98,52 @@ def define(
     if output:
         click.echo(render_objects([definition], output, single=True), nl=False)
         return
-    run(_apply(settings, definition))
+    options = {"short_names": short_names, "printer_columns": columns, "node_verbs": node_verbs}
+    given = {field for field, values in options.items() if values}
+    run(_apply(settings, definition, given))
 
 
-async def _apply(settings: Settings, definition: v1.ResourceDefinition) -> None:
+_LISTS = ("short_names", "printer_columns", "node_verbs")
+"""The definition's list fields that `define` takes from repeatable options."""
+_SHOWN = {
+    "schema": "schema",
+    "short_names": "shortNames",
+    "printer_columns": "printerColumns",
+    "node_verbs": "nodeVerbs",
+}
+
+
+def keep_unset(definition: v1.ResourceDefinition, before: v1.ResourceDefinition, given: set[str]) -> None:
+    """Give `definition` the stored value of every list field whose option was not given (as apply keeps fields a
+    manifest leaves out)."""
+    for field in _LISTS:
+        if field not in given:
+            target = getattr(definition.spec, field)
+            del target[:]
+            target.extend(getattr(before.spec, field))
+
+
+def changes(before: v1.ResourceDefinition, after: v1.ResourceDefinition) -> list[str]:
+    """The names of the spec fields that differ, as the reply lists them."""
+    return [shown for field, shown in _SHOWN.items() if getattr(before.spec, field) != getattr(after.spec, field)]
+
+
+async def _apply(settings: Settings, definition: v1.ResourceDefinition, given: set[str]) -> None:
     async with settings.client() as client:
         before: v1.ResourceDefinition | None
         try:
             before = await client.resourcedefinitions.get(definition.metadata.name)
         except NotFound:
             before = None
+        if before is not None:
+            keep_unset(definition, before, given)
         stored = await apply_definition(client.resourcedefinitions, definition)
     if before is None:
-        action = "created"
+        click.echo(f"resourcedefinition/{stored.metadata.name} created")
+    elif stored.metadata.resource_version == before.metadata.resource_version:
+        click.echo(f"resourcedefinition/{stored.metadata.name} unchanged")
     else:
-        action = "unchanged" if stored.metadata.resource_version == before.metadata.resource_version else "configured"
-    click.echo(f"resourcedefinition/{stored.metadata.name} {action}")
+        click.echo(f"resourcedefinition/{stored.metadata.name} configured: {', '.join(changes(before, stored))}")
 
 
-__all__ = ["define"]
+__all__ = ["changes", "define", "keep_unset"]

@@ -213,7 +213,9 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
         elif opts.wait:
             pending.append(target)
         else:
-            click.echo(f"{target} marked for deletion ({deletion_state(meta.unwrap(response.object))})")
+            obj = meta.unwrap(response.object)
+            note = view_of(target.kind).deletion_note
+            click.echo(f"{target} marked for deletion ({await note(client, obj) if note else deletion_state(obj)})")
     if pending:
         failed = await _wait_gone(client, pending, opts.timeout) or failed
     return failed

@@ -98,7 +98,7 @@ def describe_secret(secret: v1.Secret, events: Sequence[v1.Event], now: float) -
 
 
 def _section(out: Writer, title: str, message: Any) -> None:
-    data = to_data(message)
+    data = to_data(message, enum_defaults=True)
     if not data:
         out.heading(title, value=NONE)
         return

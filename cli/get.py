@@ -46,6 +46,7 @@ class GetOptions:
     no_headers: bool = False
     ignore_not_found: bool = False
     watch_events: bool = False
+    about: tuple[meta.Kind, str] | None = None  # `--for KIND/NAME`: only the events of that object (by uid)
 
     @property
     def table(self) -> bool:
@@ -55,20 +56,21 @@ class GetOptions:
 @click.command("get")
 @click.argument("resource", shell_complete=complete_resource)
 @click.argument("names", nargs=-1, shell_complete=complete_names)
-@output_option()
+@output_option(with_jsonpath=True)
 @click.option("-l", "--selector", "label_selector", default="", help="Label selector, e.g. app=web,tier!=db.")
 @click.option(
     "--field-selector",
     default="",
     help="Field selector: metadata.name for every kind; status.phase, status.nodeRef for projects; "
-    "involvedObject.kind, involvedObject.name, reason, type for events.",
+    "involvedObject.kind, involvedObject.name, involvedObject.uid, reason, type for events.",
 )
 @click.option(
     "--for",
     "for_object",
     metavar="KIND/NAME",
     default="",
-    help="Only the events about this object, e.g. project/web (events only).",
+    help="Only the events about this object, e.g. project/web (events only): the object of that name now, by "
+    "uid, not earlier ones of the same name.",
 )
 @click.option("-w", "--watch", is_flag=True, help="After listing, print every change (resumes after disconnects).")
 @click.option("--watch-only", is_flag=True, help="Print only changes, not the current objects.")
@@ -103,6 +105,7 @@ def get(
         snapshots_command(settings, names, output, refused=refused, no_headers=no_headers, missing_ok=ignore_not_found)
         return
     kind, wanted = parse_target(resource, names)
+    about = split_target(for_object) if for_object else None
     if for_object:
         field_selector = ",".join(filter(None, (field_selector, events_for(kind, for_object))))
     if wanted and (label_selector or field_selector) and not (watch or watch_only):
@@ -110,12 +113,13 @@ def get(
     opts = GetOptions(
         kind,
         wanted,
-        settings.output_format(output).lower(),
+        output or settings.output_format(None),
         label_selector,
         field_selector,
         no_headers,
         ignore_not_found,
         output_watch_events,
+        about,
     )
     if watch or watch_only:
         run(_watch(settings, opts, show_current=not watch_only))
@@ -132,8 +136,23 @@ def events_for(kind: meta.Kind, target: str) -> str:
     return narrow(about, name)
 
 
+async def _only_current(client: Client, opts: GetOptions) -> None:
+    """Narrow `--for KIND/NAME` to the events of the object that has that name now (by uid), not of earlier
+    objects of the same name; to the name alone when no such object exists (its events outlive it)."""
+    if opts.about is None:
+        return
+    kind, name = opts.about
+    try:
+        uid = (await client.resource(kind.plural).get(name)).metadata.uid
+    except NotFound:
+        return
+    if uid:
+        opts.field_selector = f"{opts.field_selector},involvedObject.uid={uid}"
+
+
 async def _get(settings: Settings, opts: GetOptions) -> None:
     async with settings.client() as client:
+        await _only_current(client, opts)
         objects, missing = await _fetch(client, opts)
         await _print(client, opts, objects, listing=not opts.names)
     if missing and not opts.ignore_not_found:
@@ -225,14 +244,17 @@ class WatchPrinter:
         if self.opts.watch_events:
             data = {"type": event.type, "object": data}
         text = render_data(data, self.opts.fmt)
-        return text if self.opts.fmt == "json" else "---\n" + text
+        return "---\n" + text if self.opts.fmt == "yaml" else text
 
 
 async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) -> None:
-    async with (
-        settings.client() as client,
-        SelectionWatch(client.resource(opts.kind.plural), _selection(opts)) as watcher,
-    ):
+    async with settings.client() as client:
+        await _only_current(client, opts)
+        await _watch_with(client, opts, show_current=show_current)
+
+
+async def _watch_with(client: Client, opts: GetOptions, *, show_current: bool) -> None:
+    async with SelectionWatch(client.resource(opts.kind.plural), _selection(opts)) as watcher:
         current = await watcher.list_current()
         printer = WatchPrinter(client, opts)
         if show_current:

@@ -18,9 +18,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from ruamel.yaml import YAML
 
 from caravanserai import meta, v1
+from caravanserai.cli import jsonpath
 from caravanserai.clock import rfc3339, seconds
-from caravanserai.text import manifest
 from caravanserai.text.durations import format_duration
+from caravanserai.text.protojson import to_data
 
 COLUMN_GAP = 3
 NONE = "<none>"
@@ -108,10 +109,11 @@ def resource_name(obj: Message) -> str:
 
 
 def object_dict(obj: Message) -> dict[str, Any]:
-    """The manifest form of `obj` (camelCase keys, apiVersion and kind always set)."""
+    """The manifest form of `obj` (camelCase keys, apiVersion and kind always set; enums at their zero value shown
+    by name, which protobuf JSON leaves out)."""
     # obj is one of the kinds with_type_meta is constrained to, but typed here as their base, Message.
     typed = meta.with_type_meta(meta.copy(obj))  # type: ignore[type-var]  # obj is one of the kinds with_type_meta is constrained to, typed as Message
-    return manifest.to_dict(typed)
+    return to_data(typed, enum_defaults=True)
 
 
 def list_dict(objects: Sequence[Message], *, kind: str | None = None) -> dict[str, Any]:
@@ -129,8 +131,14 @@ def render_objects(objects: Sequence[Message], fmt: str, *, single: bool, list_k
     return render_data(data, fmt)
 
 
+JSONPATH = "jsonpath="
+
+
 def render_data(data: Any, fmt: str) -> str:
-    """`data` as indented JSON or YAML text (the layout of `caravanserai.text.manifest`), ending with a newline."""
+    """`data` as indented JSON or YAML text (the layout of `caravanserai.text.manifest`), ending with a newline; or
+    as `jsonpath=TEMPLATE` makes it (`caravanserai.cli.jsonpath`), as it is."""
+    if fmt.startswith(JSONPATH):
+        return jsonpath.render(fmt.removeprefix(JSONPATH), data)
     if fmt == "json":
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     yaml = YAML(typ="rt")
@@ -143,6 +151,7 @@ def render_data(data: Any, fmt: str) -> str:
 
 __all__ = [
     "COLUMN_GAP",
+    "JSONPATH",
     "NONE",
     "UNKNOWN",
     "TableWriter",

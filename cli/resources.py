@@ -31,17 +31,33 @@ def is_allowed(kind: meta.Kind, allowed: Sequence[str]) -> bool:
 def resolve_kind(resource: str, *, allowed: Sequence[str] | None = None) -> meta.Kind:
     """The Kind named by `resource` (plural, singular, short or kind name; custom kinds are learnt from the
     server's ResourceDefinitions when the name is not known yet); a usage error otherwise."""
-    kind: meta.Kind | None
-    try:
-        kind = meta.kind_for(resource)
-    except KeyError:
-        kind = _discovered(resource)
+    kind = _known(resource)
+    if kind is None:
+        _discovered(resource)
+        kind = _known(resource)
     if kind is None:
         known = ", ".join(p for p in allowed or sorted(k.plural for k in meta.registered()) if p != CUSTOM_KINDS)
         raise click.UsageError(f'the server doesn\'t have a resource type "{resource}" (known: {known})') from None
     if allowed is not None and not is_allowed(kind, allowed):
         raise click.UsageError(f"{kind.plural} are not supported here; use one of: {', '.join(allowed)}")
     return kind
+
+
+def _known(resource: str) -> meta.Kind | None:
+    """The kind this process knows by `resource`: a name of it, or `NAME.GROUP` as kubectl takes it
+    (`backups.ops.example.com`, `backup.ops.example.com`), a custom kind's name qualified by its group."""
+    try:
+        return meta.kind_for(resource)
+    except KeyError:
+        pass
+    name, dot, group = resource.partition(".")
+    if not dot:
+        return None
+    try:
+        kind = meta.kind_for(name)
+    except KeyError:
+        return None
+    return kind if kind.group.lower() == group.lower() else None
 
 
 def _discovered(resource: str) -> meta.Kind | None:

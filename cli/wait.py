@@ -4,8 +4,13 @@
     caractrl wait project web --for condition=Ready --timeout 2m
     caractrl wait node n1 --for state=Ready
     caractrl wait project web --for delete
+    caractrl wait backup nightly --for phase=Done             # a custom kind: a field of its status
+    caractrl wait backup nightly --for jsonpath='{.status.phase}'=Done
 
-Several `--for` must all hold (kubectl ANDs them). `condition=Type` means status True; `condition=Type=False`
+Several `--for` must all hold (kubectl ANDs them). On a custom kind `FIELD=VALUE` compares `status.FIELD` (its
+JSON name, any case; an enum by its value name, the zero value included); `jsonpath=TEMPLATE=VALUE` compares what
+the template prints for the object (`-o jsonpath`), exactly, and `jsonpath=TEMPLATE` waits until it prints
+anything. `condition=Type` means status True; `condition=Type=False`
 compares case-insensitively. Prints `project/web condition met`; on timeout prints
 `error: timed out waiting for the condition on projects/web` and exits 1. A project that ends up Failed or
 Terminated while waiting for another phase is reported at once instead of waiting for the timeout.
@@ -24,11 +29,13 @@ from typing import Any
 import click
 
 from caravanserai import meta, v1
+from caravanserai.cli import jsonpath
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, not_found
 from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.kinds.base import Condition, Predicate
+from caravanserai.cli.printers import object_dict
 from caravanserai.cli.resources import CUSTOM_KINDS, parse_target
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import ResourceClient
@@ -54,8 +61,54 @@ def parse_condition(text: str, kind: meta.Kind) -> Condition:
     if what == "condition" and value:
         type_, _, status = value.partition("=")
         return Condition(text, _has_condition(type_, status or v1.TRUE))
+    if what == "jsonpath" and value:
+        return Condition(text, _jsonpath_is(*_template_and_value(text, value)))
+    if kind.custom and value and what:
+        return Condition(text, _status_field_is(what, value), field=what, value=value)
     hint = "".join(f" or {name}={name.upper()}" for name in fields)
-    raise click.BadParameter(f"{text!r}: use delete, condition=TYPE[=STATUS]{hint}", param_hint="'--for'")
+    hint += " or FIELD=VALUE (a field of status)" if kind.custom else ""
+    raise click.BadParameter(
+        f"{text!r}: use delete, condition=TYPE[=STATUS], jsonpath=TEMPLATE[=VALUE]{hint}", param_hint="'--for'"
+    )
+
+
+def _template_and_value(text: str, spec: str) -> tuple[str, str | None]:
+    """(template, wanted value or None) of `jsonpath=…`: `{.status.phase}=Done`, `.status.phase=Done`,
+    `{.status.phase}`."""
+    if spec.startswith("{"):
+        close = spec.find("}")
+        template, rest = spec[: close + 1], spec[close + 1 :]
+    else:
+        path, sep, rest = spec.partition("=")
+        template, rest = "{" + path + "}", sep + rest
+    if rest and not rest.startswith("="):
+        raise click.BadParameter(f"{text!r}: use jsonpath=TEMPLATE[=VALUE]", param_hint="'--for'")
+    try:
+        jsonpath.render(template, {})
+    except jsonpath.JsonPathError as exc:
+        raise click.BadParameter(f"{text!r}: {exc}", param_hint="'--for'") from None
+    return template, (rest[1:] if rest else None)
+
+
+def _jsonpath_is(template: str, wanted: str | None) -> Predicate:
+    def test(obj: Any) -> bool:
+        if obj is None:
+            return False
+        got = jsonpath.render(template, object_dict(obj))
+        return got == wanted if wanted is not None else got != ""
+
+    return test
+
+
+def _status_field_is(name: str, wanted: str) -> Predicate:
+    def test(obj: Any) -> bool:
+        if obj is None:
+            return False
+        status = object_dict(obj).get("status", {})
+        found = next((v for k, v in status.items() if k.lower() == name), None)
+        return found is not None and not isinstance(found, (dict, list)) and str(found).lower() == wanted.lower()
+
+    return test
 
 
 def _has_condition(type_: str, status: str) -> Predicate:
@@ -134,12 +187,13 @@ def timeout_message(plural: str, names: Sequence[str]) -> str:
     multiple=True,
     required=True,
     metavar="CONDITION",
-    help="delete | phase=PHASE | state=STATE | condition=TYPE[=STATUS]; repeat to require several.",
+    help="delete | phase=PHASE | state=STATE | condition=TYPE[=STATUS] | jsonpath=TEMPLATE[=VALUE] | FIELD=VALUE "
+    "(custom kinds: a field of status); repeat to require several.",
 )
 @click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, help="Give up after this long (0: never).")
 @pass_settings
 def wait(settings: Settings, resource: str, names: Sequence[str], for_: Sequence[str], timeout: str) -> None:
-    """Wait until projects or nodes meet a condition."""
+    """Wait until projects, nodes or objects of custom kinds meet a condition."""
     kind, wanted = parse_target(resource, names, allowed=WAITABLE)
     conditions = [parse_condition(text, kind) for text in for_]
     try:

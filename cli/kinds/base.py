@@ -13,7 +13,9 @@ A view holds, for one kind:
 * `users`: who still uses an object of this kind (`project/web`, …): `delete` refuses it while anyone does, naming
   them, unless `--force` (None: nothing is checked);
 * `with_volumes`: marks an object so that its deletion removes its volumes too (`delete --volumes`; None: the kind
-  has none), returning a warning line when nothing will remove them; `on=False` takes the mark back.
+  has none), returning a warning line when nothing will remove them; `on=False` takes the mark back;
+* `deletion_note`: what `delete` says of an object marked for deletion, when its kind says more than "stays until
+  its finalizers are removed" (None: that).
 
 The defaults are the generic behaviour every kind gets (custom kinds: columns from their definition's printer
 columns, metadata/spec/status descriptions, `condition=` and `delete` waits).
@@ -97,6 +99,7 @@ class KindView:
     for_selector: Callable[[meta.Kind, str], str] | None = None
     users: Callable[[Client, str], Awaitable[list[str]]] | None = None
     with_volumes: VolumesMark | None = None
+    deletion_note: Callable[[Client, Any], Awaitable[str]] | None = None
 
 
 __all__ = ["Condition", "Describer", "KindView", "Predicate", "SchemaBits", "VolumesMark", "no_lookups", "offline"]

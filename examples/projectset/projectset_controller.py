@@ -19,7 +19,11 @@ projects `web-0`, `web-1`, `web-2`:
 
     python examples/projectset/projectset_controller.py --server 127.0.0.1:7420 --leader-elect
 
-The kind is defined (or updated) at start; docs/custom-kinds.md walks through this file.
+The deployment installs the kind's definition first (`caractrl define --proto examples/projectset/projectset.proto
+--kind ProjectSet --group example.com --short-name ps --column DESIRED=.spec.replicas --column
+READY=.status.readyReplicas`, or `caractrl apply -f` of its manifest); at start the operator only registers its
+classes and checks that the served definition is compatible with them (`Client.register`), so an older build of
+it runs against a newer definition (a rollback). docs/custom-kinds.md walks through this file.
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ from typing import Any
 import structlog
 
 from caravanserai import meta, v1
-from caravanserai.client import Client
+from caravanserai.client import Client, DefinitionMissing, IncompatibleDefinition
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.controller import Controller, EventRecorder, LeaderElectionConfig, Manager, Result, enqueue_mapped
 from caravanserai.customkinds.protoc import load_proto
-from caravanserai.errors import AlreadyExists, Conflict, Forbidden, NotFound
+from caravanserai.errors import AlreadyExists, Conflict, NotFound
 from caravanserai.informer import CacheReader
 from caravanserai.process.logging import configure_logging
 
@@ -53,22 +57,10 @@ ProjectSet = messages.ProjectSet
 IN_PLACE = 0  # UpdatePolicy.IN_PLACE
 
 
-async def define_kind(client: Client) -> None:
-    """Define projectsets.example.com (or update it); register it only when this identity may not define."""
-    columns = [("DESIRED", ".spec.replicas"), ("READY", ".status.readyReplicas")]
-    try:
-        await client.define(
-            ProjectSet,
-            spec=messages.ProjectSetSpec,
-            status=messages.ProjectSetStatus,
-            group=GROUP,
-            short_names=("ps",),
-            printer_columns=columns,
-        )
-    except Forbidden:
-        from caravanserai.customkinds.schemas import register
-
-        register(ProjectSet, group=GROUP, short_names=("ps",), printer_columns=columns)
+async def register_kind(client: Client) -> None:
+    """Register ProjectSet with the definition the deployment installed: DefinitionMissing when none is served,
+    IncompatibleDefinition (naming the fields) when it does not fit this build's classes."""
+    await client.register(ProjectSet, spec=messages.ProjectSetSpec, status=messages.ProjectSetStatus, group=GROUP)
 
 
 def replica_names(obj: Any) -> list[str]:
@@ -251,7 +243,7 @@ def _parser() -> argparse.ArgumentParser:
 async def _run(args: argparse.Namespace) -> None:
     election = LeaderElectionConfig(name=args.lease_name) if args.leader_elect else None
     async with Client(args.server) as client:
-        await define_kind(client)
+        await register_kind(client)
         manager = build(client, metrics_port=args.metrics_port, leader_election=election, workers=args.workers)
         manager.install_signal_handlers()  # SIGTERM: drain, release the lease, exit 0
         await manager.run()
@@ -260,7 +252,10 @@ async def _run(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     configure_logging(args.log_level)
-    asyncio.run(_run(args))
+    try:
+        asyncio.run(_run(args))
+    except (DefinitionMissing, IncompatibleDefinition) as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 if __name__ == "__main__":

@@ -20,11 +20,10 @@ from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
 from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.scheduler import app as scheduler_app
-from caravanserai.customkinds.schemas import register
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.wait import wait_for
-from support.customkinds import GROUP, projectset, projectset_messages
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 OPERATOR = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
 
@@ -89,7 +88,7 @@ async def test_projectset_operator_keeps_scales_and_cleans_up(
     api: RunningApiServer, client: Client, start_agent: StartAgent
 ) -> None:
     agents = {(await start_agent()).node, (await start_agent()).node}
-    register(projectset_messages().ProjectSet, group=GROUP)  # the operator defines the kind; we only use it
+    await define_projectset(client)  # the deployment installs the definition; the operator only registers
     sets = client.resource(projectset_messages().ProjectSet)
     async with scheduler(client), operator(api) as proc:
 
@@ -97,11 +96,11 @@ async def test_projectset_operator_keeps_scales_and_cleans_up(
             assert proc.returncode is None, "the operator exited"
             try:
                 await sets.list()
-            except Invalid:  # unknown resource until the operator defined it
+            except Invalid:  # unknown resource until the apiserver serves the definition
                 return False
             return True
 
-        await wait_for(served, timeout=30, message="the operator defined projectsets")
+        await wait_for(served, timeout=30, message="projectsets served")
         await sets.create(projectset("web", replicas=3))
 
         async def all_running() -> bool:

@@ -195,10 +195,10 @@ async def test_apply_reports_bad_documents_and_applies_the_others(
     assert result.stdout == "project/ok created\n"
     errors = lines(result.stderr)
     assert (
-        errors[0] == f'error: {path}, document 1, line 1: spec.services[0].imag: unknown field (did you mean "image"?)'
+        errors[0] == f'error: {path}, document 1, line 9: spec.services[0].imag: unknown field (did you mean "image"?)'
     )
     assert errors[1].startswith(
-        f'Error from server (Invalid): {path}, document 3, line 20: project "noimage" is invalid: '
+        f'Error from server (Invalid): {path}, document 3, line 28: project "noimage" is invalid: '
     )
     assert "spec.services[0].image: is required" in errors[1]
     assert len(errors) == 2

@@ -21,7 +21,7 @@ from caravanserai.controller import Manager
 from caravanserai.controllers.gc import app as gc_app
 from caravanserai.errors import NotFound
 from caravanserai.testing.wait import wait_for
-from support.customkinds import projectset
+from support.customkinds import define_projectset, projectset
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
 
@@ -38,7 +38,8 @@ def operator_module() -> ModuleType:
 
 @contextlib.asynccontextmanager
 async def running(module: ModuleType, client: Client) -> AsyncIterator[None]:
-    await module.define_kind(client)
+    await define_projectset(client)  # the deployment installs the definition; the operator only registers
+    await module.register_kind(client)
     manager = module.build(client)
     gc = Manager(client, clock=SystemClock(), shutdown_timeout=5.0)  # the cluster's garbage collector
     gc_app.setup(gc, client, SystemClock(), gc_app.GCOptions())

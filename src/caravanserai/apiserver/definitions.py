@@ -5,8 +5,12 @@ change, brings the served custom kinds in step with the stored definitions:
 
 * a new definition → a `CustomKindStrategy` and a `WatchCache` of its own, served at once (well within a second
   of the definition's write on every apiserver);
-* a changed definition (its spec) → the kind is served again with the new classes; its watchers are closed and
-  resume from their last version on the new cache;
+* a changed definition (its spec) with the same kind name → the kind is served with the new classes at once, on
+  the same watch cache: watches on the kind go on (the apiserver accepted the change only because the new schema
+  reads every stored object); a definition whose kind name changed (stored data written otherwise) is served
+  anew, its watchers closed;
+* a definition marked for deletion (its objects held by finalizers) → still served, new objects refused; once
+  the kind's watch cache holds no object, the definition is removed (compare-and-swap, with any object left);
 * a deleted definition → the kind is no longer served, its watchers are closed.
 
 A request for a resource this apiserver does not serve first asks etcd whether a definition of it is stored
@@ -33,6 +37,7 @@ from caravanserai.apiserver.kinds.definition import SERVED_WITHIN
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.customkinds.schemas import SchemaError, definition_name
+from caravanserai.errors import ApiError, Conflict, NotFound
 from caravanserai.storage import Store
 
 log = structlog.get_logger(__name__)
@@ -49,11 +54,12 @@ class DefinitionServer:
         self._history_revisions = history_revisions
         self._served: dict[str, tuple[CustomKindStrategy, asyncio.Task[None]]] = {}  # plural → (strategy, task)
         self.synced = asyncio.Event()  # set after the first pass over the stored definitions
+        self._changed = asyncio.Event()  # a definition, or an object of a kind being deleted, changed
         service.find_kind = self.find_kind
 
     async def run(self) -> None:
         cache = self._service.cache(DEFINITIONS)
-        changed = asyncio.Event()
+        changed = self._changed
         cache.add_listener(changed.set)
         try:
             await cache.ready.wait()
@@ -61,6 +67,7 @@ class DefinitionServer:
                 changed.clear()
                 self._sync(cache.objects)
                 self.synced.set()
+                await self._remove_finished()
                 await changed.wait()
         finally:
             for plural in list(self._served):
@@ -84,10 +91,10 @@ class DefinitionServer:
         wanted = _wanted(stored)
         for plural, (strategy, _task) in list(self._served.items()):
             definition = wanted.get(plural)
-            if definition is None or definition.spec != strategy.definition.spec:
-                self._unserve(
-                    plural, f"the definition of {plural} changed or was deleted; resume to see the kind again"
-                )
+            if definition is not None and _served_as(definition) != _served_as(strategy.definition):
+                self._reserve(plural, definition)
+            elif definition is None:
+                self._unserve(plural, f"the definition of {plural} was deleted")
         for plural, definition in sorted(wanted.items()):
             if plural not in self._served:
                 self._serve(definition)
@@ -103,10 +110,27 @@ class DefinitionServer:
             log.warning("definition schema does not build; not served", definition=name, error=str(exc))
             return
         cache = WatchCache(self._store, strategy.kind, history_revisions=self._history_revisions)
+        cache.add_listener(self._changed.set)
         task = asyncio.create_task(cache.run(), name=f"watchcache-{strategy.plural}")
         self._service.serve(strategy, cache)
         self._served[strategy.plural] = (strategy, task)
         log.info("serving custom kind", kind=strategy.kind.kind, resource=strategy.plural, group=strategy.kind.group)
+
+    def _reserve(self, plural: str, definition: Any) -> None:
+        """Serve a changed definition of a served kind with its new classes on the same watch cache (watches go
+        on); served anew when the kind's name changed or the new schema does not build."""
+        old, task = self._served[plural]
+        try:
+            strategy = CustomKindStrategy(definition)
+        except SchemaError:
+            strategy = None
+        if strategy is None or strategy.kind.kind != old.kind.kind:
+            self._unserve(plural, f"the definition of {plural} changed its kind; resume to see the kind again")
+            return
+        self._service.cache(plural).rekind(strategy.kind)
+        self._service.kinds.add(strategy)
+        self._served[plural] = (strategy, task)
+        log.info("serving the updated definition of a custom kind", kind=strategy.kind.kind, resource=plural)
 
     def _unserve(self, plural: str, reason: str) -> None:
         _strategy, task = self._served.pop(plural)
@@ -115,6 +139,40 @@ class DefinitionServer:
             cache.close(reason)
         task.cancel()
         log.info("stopped serving custom kind", resource=plural)
+
+    async def _remove_finished(self) -> None:
+        """Remove each definition marked for deletion whose kind holds no object any more, in its watch cache and
+        then in etcd (every apiserver tries; the compare-and-swap lets one succeed, the others see NotFound or
+        Conflict and let it be)."""
+        stored = self._service.cache(DEFINITIONS).objects
+        for plural, (strategy, _task) in list(self._served.items()):
+            definition = stored.get(strategy.definition.metadata.name)
+            cache = self._service.cache(plural)
+            if definition is None:
+                continue
+            if not definition.metadata.HasField("deletion_timestamp") or not cache.ready.is_set() or cache.objects:
+                continue
+            try:
+                if (await self._store.list(plural, limit=1)).items:
+                    continue  # the cache lags behind etcd: an object is still there (its change will wake us)
+                await self._store.delete_with_contents(
+                    DEFINITIONS,
+                    definition.metadata.name,
+                    expected_revision=int(definition.metadata.resource_version),
+                    contents=plural,
+                )
+                log.info("removed a deleted definition after its last object", definition=definition.metadata.name)
+            except (Conflict, NotFound):
+                pass  # another apiserver removed it, or it changed: the next pass looks again
+            except ApiError as exc:
+                log.warning(
+                    "could not remove a deleted definition", definition=definition.metadata.name, error=str(exc)
+                )
+
+
+def _served_as(definition: Any) -> tuple[Any, bool]:
+    """What serving a definition depends on: its spec, and whether it is marked for deletion."""
+    return definition.spec, definition.metadata.HasField("deletion_timestamp")
 
 
 def _wanted(stored: dict[str, Any]) -> dict[str, Any]:

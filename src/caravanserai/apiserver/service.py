@@ -291,7 +291,7 @@ class ResourceService:
         await strategy.before_delete(self._ctx, current, force=request.force)
         if finalizer and not current.metadata.HasField("deletion_timestamp"):
             current = _with_finalizer(current, finalizer)
-        plan = strategy.delete_plan(current, force=request.force)
+        plan = await strategy.plan_delete(self._ctx, current, force=request.force, now=self._clock.now())
         if plan == NOOP:
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=False)
         if plan == REMOVE:

@@ -80,6 +80,16 @@ class WatchCache:
         self._closed: str | None = None  # set once the apiserver stops: no new watchers, existing ones closed
         self._listeners: list[Callable[[], None]] = []  # told (synchronously) after every change of `objects`
 
+    def rekind(self, kind: meta.Kind) -> None:
+        """Take the classes of a compatible re-definition of this cache's kind (same plural, a schema that reads
+        every stored object): current objects are decoded again with `kind.cls`; the etcd watch, the history and
+        every watcher go on untouched (events carry serialized objects, which both classes read alike)."""
+        if kind.plural != self.resource:
+            raise ValueError(f"{kind.plural} is not the resource of this cache ({self.resource})")
+        self.kind = kind
+        for name, obj in list(self.objects.items()):
+            self.objects[name] = kind.cls.FromString(obj.SerializeToString())
+
     # ---- reading ------------------------------------------------------------------------------------------
 
     def get(self, name: str) -> Any | None:

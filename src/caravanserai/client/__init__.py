@@ -10,12 +10,15 @@ Errors are the tree of `caravanserai.errors`; gRPC exceptions never escape.
 """
 
 from caravanserai.client.client import DEFAULT_SERVER, Change, Client, ObjectList, ResourceClient, server_address
+from caravanserai.client.definitions import DefinitionMissing, IncompatibleDefinition
 from caravanserai.client.options import add_client_arguments, client_from_args
 
 __all__ = [
     "DEFAULT_SERVER",
     "Change",
     "Client",
+    "DefinitionMissing",
+    "IncompatibleDefinition",
     "ObjectList",
     "ResourceClient",
     "add_client_arguments",

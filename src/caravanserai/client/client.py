@@ -173,6 +173,35 @@ class Client:
             timeout=timeout,
         )
 
+    async def register(
+        self,
+        cls: type[T],
+        *,
+        spec: type[Any],
+        status: type[Any],
+        group: str,
+        plural: str = "",
+        timeout: float = 10.0,
+    ) -> v1.ResourceDefinition:
+        """What an operator calls at start: check that the definition the deployment installed (`caractrl apply -f`
+        or `caractrl define`) is compatible with the generated class `cls` (and its `spec` and `status` classes),
+        register the kind in this process with the served names and printer columns, and wait (up to `timeout`
+        seconds) until the server serves it. Never writes the definition, so an older build runs against a newer
+        definition (fields it does not know are kept on update). Raises `DefinitionMissing` when no definition of
+        the kind is served, `IncompatibleDefinition` (naming each field) when a field of the classes is missing,
+        renamed, retyped or retired in the served schema. Returns the served definition."""
+        names = KindNames.of(cls, group=group, plural=plural)
+        return await definitions.register(
+            self.resourcedefinitions,
+            cls,
+            names,
+            spec=spec,
+            status=status,
+            list_one=self._list_one,
+            clock=self.clock,
+            timeout=timeout,
+        )
+
     async def _list_one(self, kind: meta.Kind) -> object:
         return await self.resource(kind.cls).list(limit=1)
 

@@ -138,6 +138,9 @@ class ResumableWatch(Generic[T]):
         self.lists = 0  # completed lists (the first one and every relist)
         self.watches = 0  # watches started
         self.events = 0  # changes and bookmarks received
+        # Why the last list or watch failed, while it has not succeeded since (None once a list completes or a change
+        # or bookmark arrives): what a readiness check reports.
+        self.failure: str | None = None
         # Of the current watch: monotonic time of the last change or bookmark, whether the reader waits for the
         # consumer (held: not silence), and why the watchdog stopped it.
         self._last_seen = 0.0
@@ -173,6 +176,7 @@ class ResumableWatch(Generic[T]):
                 self._note("warning", "watch idle; restarting", error=str(exc), retry_in=round(delay, 3))
             except self._retry_on as exc:  # steps 3 and 7
                 delay = self._backoff.next_delay()
+                self.failure = f"{type(exc).__name__}: {exc}"
                 self._note(
                     "warning",
                     "list/watch failed; retrying",
@@ -210,6 +214,7 @@ class ResumableWatch(Generic[T]):
                 break
             token = page.continue_token
         self.lists += 1
+        self.failure = None
         self._backoff.reset()
         return Listed(items, page.resource_version)
 
@@ -230,6 +235,7 @@ class ResumableWatch(Generic[T]):
                 if isinstance(item, Exception):
                     raise item
                 self.events += 1
+                self.failure = None
                 self._backoff.reset()
                 if item.type != v1.BOOKMARK:
                     yield item

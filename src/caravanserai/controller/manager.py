@@ -18,7 +18,8 @@ Guarantees:
   run only while this replica holds the lease, and are cancelled at once when it is lost.
 * **Health and metrics** over HTTP when `metrics_port` is not None (0 picks a free port; see `metrics_port`
   after start): `/healthz` (200 while running; 500 when leading with an overdue renew), `/readyz` (200 once
-  caches synced, 503 before and while stopping), `/metrics` (Prometheus text: queues, reconciles, informers,
+  caches synced, 503 before, while stopping and while an informer's list or watch fails — e.g. its kind's
+  definition was deleted — naming it), `/metrics` (Prometheus text: queues, reconciles, informers,
   leadership, and the operator's own metrics registered on `manager.registry`, a prometheus_client
   `CollectorRegistry`: `Counter("backups_total", "…", registry=manager.registry)`; pass `registry=REGISTRY` to
   serve the process-wide default one).
@@ -147,6 +148,9 @@ class Manager:
         if not self._synced:
             pending = [i.resource for i in self.informers.informers() if not i.has_synced()]
             return 503, TEXT, f"caches not synced: {', '.join(pending)}\n"
+        failing = [f"{i.resource} ({i.reflector.failure})" for i in self.informers.informers() if i.reflector.failure]
+        if failing:
+            return 503, TEXT, f"watches failing: {'; '.join(failing)}\n"
         return 200, TEXT, "ok\n"
 
     def metrics_text(self) -> str:

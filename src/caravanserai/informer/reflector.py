@@ -85,6 +85,11 @@ class Reflector(Generic[T]):
         return self._watch.lists
 
     @property
+    def failure(self) -> str | None:
+        """Why listing or watching fails now (None while it works: since the last list, change or bookmark)."""
+        return self._watch.failure
+
+    @property
     def watches(self) -> int:
         """Watches started."""
         return self._watch.watches

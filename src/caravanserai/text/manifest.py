@@ -13,7 +13,9 @@ Guarantees:
   fields use the camelCase protobuf JSON names (the proto names are accepted too).
 * **Strict and precise.** Unknown fields, wrong types, out-of-range integers and bad timestamps are all
   reported in one `caravanserai.errors.Invalid`, each as `<source>, document <n>, line <l>: <field path>: <problem>`,
-  e.g. `web.yaml, document 2, line 7: spec.services[0].imag: unknown field (did you mean "image"?)`.
+  where line `l` is the line of the field at fault (of its deepest part the document has; where the document starts
+  when it has none of it), e.g. `web.yaml, document 2, line 10: spec.services[0].imag: unknown field (did you mean
+  "image"?)`.
 * **YAML pitfalls handled.** Unquoted timestamps become RFC 3339 strings; numbers, booleans and timestamps
   in string maps (labels `tier: 1`, requests `cpu: 0.5`) keep their source text (`010` stays "010");
   int64 values may be strings or numbers. A raw U+0085, which the YAML reader would turn into a line break even
@@ -30,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -216,6 +219,7 @@ class Parsed:
     violation."""
 
     objects: list[Resource] = field(default_factory=list)
+    trees: list[object] = field(default_factory=list)  # the loaded YAML of each object, for `field_line`
     problems: list[str] = field(default_factory=list)
     violations: list[FieldViolation] = field(default_factory=list)
 
@@ -226,6 +230,38 @@ def _line_of(node: object, first_line: int) -> str:
     if position is None or getattr(position, "line", None) is None:
         return ""
     return f", line {first_line + position.line + 1}"
+
+
+_SEGMENT = re.compile(r'\.?([^.\[\]"]+)|\[(\d+)\]|\[("(?:[^"\\]|\\.)*")\]')
+
+
+def field_line(node: object, path: str, first_line: int = 0) -> str:
+    """`, line L` of the deepest part of the field `path` (`spec.services[0].imag`, `metadata.labels["a b"]`)
+    found in the loaded document `node`: the line of the bad field itself, not of the document; `_line_of(node)`
+    when not even its first part is found."""
+    found = ""
+    for match in _SEGMENT.finditer(path):
+        name, index, quoted = match.groups()
+        lc = getattr(node, "lc", None)
+        if index is not None and isinstance(node, list) and int(index) < len(node) and lc is not None:
+            line, node = lc.item(int(index))[0], node[int(index)]
+        elif isinstance(node, Mapping) and lc is not None:
+            key = _key_in(node, json.loads(quoted) if quoted else name)
+            if key is None:
+                break
+            line, node = lc.key(key)[0], node[key]
+        else:
+            break
+        found = f", line {first_line + line + 1}"
+    return found or _line_of(node, first_line)
+
+
+def _key_in(mapping: Mapping[Any, Any], name: str) -> Any:
+    """The key of `mapping` that the path part `name` stands for: itself, or its snake_case or any-case form."""
+    if name in mapping:
+        return name
+    wanted = name.replace("_", "").lower()
+    return next((k for k in mapping if isinstance(k, str) and k.replace("_", "").lower() == wanted), None)
 
 
 def parse_manifests(text: str, *, source: str, first_document: int = 1, first_line: int = 0) -> Parsed:
@@ -242,21 +278,22 @@ def parse_manifests(text: str, *, source: str, first_document: int = 1, first_li
             parsed.problems.append(f"{place}: {too_large.description}")
             parsed.violations.append(too_large)
             continue
-        items = [(place, document)]
+        base = f"{source}, document {number}"
+        items = [(base, document)]
         if elements is not None:
-            base = f"{source}, document {number}"
-            items = [
-                (f"{base}, item {i}{_line_of(element, first_line)}", element)
-                for i, element in enumerate(elements, start=1)
-            ]
+            items = [(f"{base}, item {i}", element) for i, element in enumerate(elements, start=1)]
         for where, data in items:
             if data is None:
                 continue
             try:
                 parsed.objects.append(_resource(data))
+                parsed.trees.append(data)
             except Invalid as exc:
                 parsed.problems.extend(
-                    f"{where}: {v}" if v.field else f"{where}: {v.description}" for v in exc.violations
+                    f"{where}{field_line(data, v.field, first_line)}: {v}"
+                    if v.field
+                    else f"{where}{_line_of(data, first_line)}: {v.description}"
+                    for v in exc.violations
                 )
                 parsed.violations.extend(exc.violations)
     if syntax_error is not None:
@@ -322,6 +359,7 @@ __all__ = [
     "Resource",
     "dump_json",
     "dump_yaml",
+    "field_line",
     "load_manifests",
     "parse_manifests",
     "to_dict",

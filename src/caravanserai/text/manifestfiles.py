@@ -30,11 +30,11 @@ import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import TextIO
+from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 from caravanserai.errors import FieldViolation, Invalid
-from caravanserai.text.manifest import Resource, parse_manifests
+from caravanserai.text.manifest import Resource, field_line, parse_manifests
 
 STDIN = "<stdin>"
 """The source name of standard input in origins."""
@@ -66,12 +66,23 @@ class Document:
     """The line of the source the document starts on, from 1."""
     item: int = 0
     """The object's number among the objects of a list document, from 1; 0 for a document of one object."""
+    tree: Any = field(default=None, compare=False, repr=False)
+    """The object as loaded from YAML (with line numbers), for `origin_of`."""
 
     @property
     def origin(self) -> str:
         """`web.yaml, document 2, line 7`, or `web.yaml, document 2, line 7, item 3` for an object of a list
         document (the line is where the document starts)."""
         where = f"{self.source}, document {self.number}, line {self.line}"
+        return f"{where}, item {self.item}" if self.item else where
+
+    def origin_of(self, path: str) -> str:
+        """`origin`, with the line of the field `path` (`spec.services[0].image`) where the document has it:
+        `web.yaml, document 2, line 11` (`, item 3`)."""
+        line = field_line(self.tree, path, self.line - 1) if self.tree is not None and path else ""
+        if not line:
+            return self.origin
+        where = f"{self.source}, document {self.number}{line}"
         return f"{where}, item {self.item}" if self.item else where
 
 
@@ -133,8 +144,8 @@ def load_source(source: Source) -> Iterator[Document | ManifestError]:
             yield ManifestError("; ".join(parsed.problems), parsed.violations)
             continue
         several = len(parsed.objects) > 1
-        for item, obj in enumerate(parsed.objects, start=1):
-            yield Document(obj, source.name, number, first_line + 1, item if several else 0)
+        for item, (obj, tree) in enumerate(zip(parsed.objects, parsed.trees, strict=True), start=1):
+            yield Document(obj, source.name, number, first_line + 1, item if several else 0, tree)
 
 
 def read_documents(paths: Sequence[str], *, stdin: TextIO | None = None) -> Iterator[Document | ManifestError]:

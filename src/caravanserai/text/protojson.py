@@ -289,30 +289,57 @@ def _timestamp(decoder: _Decoder, value: object, path: str) -> str | None:
     return None
 
 
-def to_data(obj: Message) -> dict[str, Any]:
+def to_data(obj: Message, *, enum_defaults: bool = False) -> dict[str, Any]:
     """`obj` as protobuf JSON with camelCase keys, int64 as numbers, times in RFC 3339, empty fields omitted.
 
-    Fields come in field-number order and map keys sorted, so equal messages give equal output.
+    Fields come in field-number order and map keys sorted, so equal messages give equal output. With
+    `enum_defaults`, enum fields holding their zero value are shown too (by name) in every message that is there:
+    protobuf JSON drops them, though for an enum the zero value is a choice a reader wants to see (`IN_PLACE`).
     """
     result: dict[str, Any] = {}
-    for field, value in obj.ListFields():
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+    for field, value in _fields(obj, enum_defaults):
+        if value is None and field.enum_type is not None:  # an enum at its zero value, shown by name
+            result[field.json_name] = field.enum_type.values_by_number[0].name
+        elif field.message_type is not None and field.message_type.GetOptions().map_entry:
             value_field = field.message_type.fields_by_name["value"]
-            converted: Any = {key: _output(value_field, value[key]) for key in sorted(value)}
-        elif field.is_repeated:
-            converted = [_output(field, item) for item in value]
-        else:
-            converted = _output(field, value)
-        if converted != {}:
+            converted: Any = {key: _output(value_field, value[key], enum_defaults) for key in sorted(value)}
             result[field.json_name] = converted
+        else:
+            converted = [_output(field, i, enum_defaults) for i in value] if field.is_repeated else None
+            converted = _output(field, value, enum_defaults) if converted is None else converted
+            if converted != {}:
+                result[field.json_name] = converted
     return result
 
 
-def _output(field: FieldDescriptor, value: Any) -> Any:
+def _fields(obj: Message, enum_defaults: bool) -> list[tuple[FieldDescriptor, Any]]:
+    """The set fields of `obj` in number order, with (field, None) for each unset zero-valued enum when
+    `enum_defaults`."""
+    listed: list[tuple[FieldDescriptor, Any]] = list(obj.ListFields())
+    if enum_defaults:
+        present = {field.number for field, _ in listed}
+        fields: list[Any] = list(obj.DESCRIPTOR.fields)
+        listed += [(f, None) for f in fields if f.number not in present and _zero_enum(f)]
+        listed.sort(key=lambda pair: pair[0].number)
+    return listed
+
+
+def _zero_enum(field: FieldDescriptor) -> bool:
+    """A singular enum field without presence (proto3), whose enum defines 0: unset means its zero value."""
+    return (
+        field.type == FieldDescriptor.TYPE_ENUM
+        and not field.is_repeated
+        and not field.has_presence
+        and field.enum_type is not None
+        and 0 in field.enum_type.values_by_number
+    )
+
+
+def _output(field: FieldDescriptor, value: Any, enum_defaults: bool = False) -> Any:
     if field.message_type is not None and field.message_type.full_name == "google.protobuf.Timestamp":
         return value.ToJsonString()
     if field.message_type is not None:
-        return to_data(value)
+        return to_data(value, enum_defaults=enum_defaults)
     if field.type == FieldDescriptor.TYPE_ENUM and field.enum_type is not None:
         enum_value = field.enum_type.values_by_number.get(value)
         return enum_value.name if enum_value is not None else value

@@ -253,7 +253,7 @@ class _LabelParser:
 
 FIELDS_OF_KIND: dict[str, tuple[str, ...]] = {
     "Project": ("metadata.name", "status.nodeRef", "status.phase"),
-    "Event": ("involvedObject.kind", "involvedObject.name", "metadata.name", "reason", "type"),
+    "Event": ("involvedObject.kind", "involvedObject.name", "involvedObject.uid", "metadata.name", "reason", "type"),
 }
 """The fields a field selector may name, per kind; a kind not listed has only `metadata.name`."""
 FIELDS = tuple(sorted({field for fields in FIELDS_OF_KIND.values() for field in fields}))
@@ -352,6 +352,7 @@ def object_fields(obj: Message) -> dict[str, str]:
         spec = getattr(obj, "spec")
         fields["involvedObject.kind"] = spec.involved_object.kind
         fields["involvedObject.name"] = spec.involved_object.name
+        fields["involvedObject.uid"] = spec.involved_object.uid
         fields["reason"] = spec.reason
         fields["type"] = spec.type
     return fields

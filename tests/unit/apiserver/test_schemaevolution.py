@@ -9,8 +9,9 @@ import pytest
 from google.protobuf import descriptor_pb2
 
 from caravanserai import v1
-from caravanserai.apiserver.schemaevolution import breaking_changes
+from caravanserai.apiserver.schemaevolution import breaking_changes, holds_field, retired_fields
 from caravanserai.customkinds import schemas
+from caravanserai.customkinds.evolution import incompatibilities
 from caravanserai.customkinds.schemas import Schema, SchemaError
 from support.customkinds import projectset_messages
 
@@ -125,3 +126,43 @@ def test_schemas_that_do_not_build_name_the_field() -> None:
     with pytest.raises(SchemaError) as info:
         Schema.compile(definition.spec)
     assert info.value.field == "spec.specMessage"
+
+
+def _retire_replicas(file: descriptor_pb2.FileDescriptorProto) -> None:
+    spec = _message(file, "ProjectSetSpec")
+    del spec.field[0]  # replicas = 1
+    spec.reserved_range.add(start=1, end=2)
+    spec.reserved_name.append("replicas")
+
+
+def test_a_field_removed_with_its_number_and_name_reserved_is_retired_not_broken() -> None:
+    old = Schema.compile(_definition().spec)
+    new = _edited(_retire_replicas)
+    assert breaking_changes(old, new) == []
+    retired = retired_fields(old, new)
+    assert [(r.path, r.message, r.number, r.name) for r in retired] == [
+        ("spec.replicas", "example.projectset.ProjectSetSpec", 1, "replicas")
+    ]
+    holding = old.object_cls()
+    holding.spec.replicas = 3
+    assert holds_field(holding, retired[0]) and not holds_field(old.object_cls(), retired[0])
+
+
+def test_reserving_only_the_number_is_still_a_removal() -> None:
+    def number_only(file: descriptor_pb2.FileDescriptorProto) -> None:
+        _retire_replicas(file)
+        del _message(file, "ProjectSetSpec").reserved_name[:]
+
+    found = breaking_changes(Schema.compile(_definition().spec), _edited(number_only))
+    assert [v.field for v in found] == ["spec.replicas"]
+    assert 'reserve its number and name (reserved 1; reserved "replicas";)' in found[0].description
+
+
+def test_incompatibilities_of_a_class_with_the_served_schema() -> None:
+    older = Schema.compile(_definition().spec)
+    assert incompatibilities(older, _edited(_add_field)) == []  # the served schema has more: fine
+    assert [v.field for v in incompatibilities(_edited(_add_field), older)] == ["spec.paused"]
+    retired = incompatibilities(older, _edited(_retire_replicas))
+    assert [(v.field, v.description) for v in retired] == [
+        ("spec.replicas", "field number 1 is retired by the served definition")
+    ]

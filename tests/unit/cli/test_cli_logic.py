@@ -90,7 +90,7 @@ def test_load_source_numbers_documents_and_reports_each() -> None:
         None,
         "f.yaml, document 3, line 10",
     ]
-    assert str(results[1]) == 'f.yaml, document 2, line 6: spec.services[0].imag: unknown field (did you mean "image"?)'
+    assert str(results[1]) == 'f.yaml, document 2, line 9: spec.services[0].imag: unknown field (did you mean "image"?)'
 
 
 def test_load_source_keeps_line_numbers_of_syntax_errors() -> None:

@@ -154,34 +154,34 @@ HEADER = "apiVersion: caravanserai/v1\nkind: Project\n"
         ),
         (
             "apiVersion: caravanserai/v1\nkind: Pod\n",
-            'x.yaml, document 1, line 1: kind: unknown kind "Pod":'
+            'x.yaml, document 1, line 2: kind: unknown kind "Pod":'
             " expected one of BackupRepository, Config, Event, Lease, Node, Project, ResourceDefinition, Secret",
         ),
-        ("apiVersion: caravanserai/v1\nkind: [Project]\n", "x.yaml, document 1, line 1: kind: unknown kind a list"),
+        ("apiVersion: caravanserai/v1\nkind: [Project]\n", "x.yaml, document 1, line 2: kind: unknown kind a list"),
         ("- 1\n", "x.yaml, document 1, item 1: expected a mapping with apiVersion and kind, got an integer (1)"),
         ("just text\n", 'x.yaml, document 1: expected a mapping with apiVersion and kind, got a string "just text"'),
         (
             HEADER + "spec:\n  services:\n  - name: a\n    imag: x\n",
-            'x.yaml, document 1, line 1: spec.services[0].imag: unknown field (did you mean "image"?)',
+            'x.yaml, document 1, line 6: spec.services[0].imag: unknown field (did you mean "image"?)',
         ),
-        (HEADER + "spec: {zzz: 1}\n", "x.yaml, document 1, line 1: spec.zzz: unknown field"),
+        (HEADER + "spec: {zzz: 1}\n", "x.yaml, document 1, line 3: spec.zzz: unknown field"),
         (
             HEADER + "metadata: {name: a, labels: {a: [1]}}\n",
-            'x.yaml, document 1, line 1: metadata.labels["a"]: expected a string, got a list',
+            'x.yaml, document 1, line 3: metadata.labels["a"]: expected a string, got a list',
         ),
         (
             HEADER + "metadata: {name: a, labels: {a: }}\n",
-            'x.yaml, document 1, line 1: metadata.labels["a"]: expected a string, got null',
+            'x.yaml, document 1, line 3: metadata.labels["a"]: expected a string, got null',
         ),
         (HEADER + "metadata: {name: a, labels: {[x]: y}}\n", "keys must be strings, not a"),
         (
             HEADER + "metadata: {name: 1}\n",
-            "x.yaml, document 1, line 1: metadata.name: expected a string, got an integer (1); quote it",
+            "x.yaml, document 1, line 3: metadata.name: expected a string, got an integer (1); quote it",
         ),
-        (HEADER + "metadata: [a]\n", "x.yaml, document 1, line 1: metadata: expected a mapping, got a list"),
+        (HEADER + "metadata: [a]\n", "x.yaml, document 1, line 3: metadata: expected a mapping, got a list"),
         (
             HEADER + "metadata: {finalizers: x}\n",
-            'x.yaml, document 1, line 1: metadata.finalizers: expected a list, got a string "x"',
+            'x.yaml, document 1, line 3: metadata.finalizers: expected a list, got a string "x"',
         ),
         (HEADER + "metadata: {labels: x}\n", 'metadata.labels: expected a mapping, got a string "x"'),
         (HEADER + "spec: {priority: high}\n", 'spec.priority: expected an integer, got a string "high"'),
@@ -235,7 +235,7 @@ def test_the_documented_example_message_in_full() -> None:
     with pytest.raises(Invalid) as info:
         load_manifests(text, source="web.yaml")
     assert (
-        str(info.value) == 'web.yaml, document 2, line 5: spec.services[0].imag: unknown field (did you mean "image"?)'
+        str(info.value) == 'web.yaml, document 2, line 10: spec.services[0].imag: unknown field (did you mean "image"?)'
     )
     [violation] = info.value.violations
     assert (violation.field, violation.description) == (
@@ -252,8 +252,8 @@ def test_every_problem_of_every_document_is_reported() -> None:
     with pytest.raises(Invalid) as info:
         load_manifests(text)
     assert str(info.value).split("; ") == [
-        '<stdin>, document 1, line 1: spec.priority: expected an integer, got a string "x"',
-        "<stdin>, document 1, line 1: spec.zzz: unknown field",
+        '<stdin>, document 1, line 3: spec.priority: expected an integer, got a string "x"',
+        "<stdin>, document 1, line 3: spec.zzz: unknown field",
         "<stdin>, document 2, line 5: apiVersion: is required (caravanserai/v1)",
         "<stdin>, document 4: line 12, column 1: invalid YAML: expected the node content, but found '<stream end>'",
     ]
@@ -405,7 +405,7 @@ def test_load_manifest_files_reports_every_problem(tmp_path: Path) -> None:
     with pytest.raises(Invalid) as info:
         load_manifest_files([str(bad), str(missing), str(binary)])
     assert str(info.value).split("; ") == [
-        f"{bad}, document 1, line 1: spec.zzz: unknown field",
+        f"{bad}, document 1, line 4: spec.zzz: unknown field",
         f"{missing}: cannot read: No such file or directory",
         f"{binary}: cannot read: not UTF-8 text",
     ]

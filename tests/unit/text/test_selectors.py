@@ -187,7 +187,7 @@ def test_field_selector_round_trips() -> None:
         (
             "spec.hostname=x",
             "unknown field 'spec.hostname': supported fields are involvedObject.kind, "
-            "involvedObject.name, metadata.name, reason, status.nodeRef, status.phase, type",
+            "involvedObject.name, involvedObject.uid, metadata.name, reason, status.nodeRef, status.phase, type",
         ),
         ("status.phase", "expected 'field=value', 'field==value' or 'field!=value', found 'status.phase'"),
         ("status.phase=a b", "found 'status.phase=a b'"),
@@ -219,6 +219,7 @@ def test_object_fields_for_every_kind() -> None:
         "metadata.name": "web.1",
         "involvedObject.kind": "Project",
         "involvedObject.name": "web",
+        "involvedObject.uid": "",
         "reason": "Scheduled",
         "type": "Normal",
     }

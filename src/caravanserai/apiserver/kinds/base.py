@@ -233,6 +233,11 @@ class KindStrategy(abc.ABC, Generic[T]):
             return NOOP if obj.metadata.HasField("deletion_timestamp") else FINALIZE
         return REMOVE
 
+    async def plan_delete(self, ctx: KindContext, obj: T, *, force: bool, now: float) -> str:
+        """`delete_plan`, for a kind whose plan depends on other stored objects (ResourceDefinitions: their
+        instances' finalizers); called once per delete attempt, before the plan is carried out."""
+        return self.delete_plan(obj, force=force)
+
     def mark_deleted(self, obj: T, plan: str, *, now: float) -> T:
         """A copy of `obj` marked for deletion under `plan` (MARK or FINALIZE)."""
         marked = meta.copy(obj)

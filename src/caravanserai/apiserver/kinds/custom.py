@@ -21,8 +21,9 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from caravanserai import v1
 from caravanserai.apiserver import validation
-from caravanserai.apiserver.kinds.base import KindStrategy
+from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
 from caravanserai.customkinds.schemas import Schema, kind_for_definition
+from caravanserai.errors import FailedPrecondition
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, key_path
 
@@ -81,6 +82,14 @@ class CustomKindStrategy(KindStrategy[Any]):  # classes built at run time: see t
         self.definition = definition
         self.schema = schema
         self._node_verbs = frozenset(definition.spec.node_verbs)
+
+    async def before_create(self, ctx: KindContext, obj: Any) -> None:
+        """Refuse new objects while the definition is being deleted (its objects' finalizers run)."""
+        if self.definition.metadata.HasField("deletion_timestamp"):
+            raise FailedPrecondition(
+                f"{self.kind.kind} {obj.metadata.name}: the definition {self.definition.metadata.name} is being "
+                "deleted; no new objects of its kind"
+            )
 
     def validate(self, obj: Any) -> None:
         def spec_rule(errors: Violations, spec: Any) -> None:

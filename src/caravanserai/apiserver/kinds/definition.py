@@ -4,21 +4,26 @@
   clash with a built-in kind or another definition.
 * Group, kind and plural never change; a schema update must keep reading stored objects
   (`apiserver.schemaevolution`).
-* Deleting a definition deletes every object of its kind in the same etcd transaction; the response counts them.
+* Deleting a definition works as Kubernetes deletes a CRD: when no object of the kind holds a finalizer, the
+  definition and every object go in one etcd transaction (the response counts them); otherwise every object is
+  marked for deletion (those without finalizers removed at once), the definition is marked too and stays served
+  so that the finalizers can run (new objects are refused), and each apiserver's `DefinitionServer` removes it
+  once the last object is gone. `--force` removes everything at once, finalizers or not.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import structlog
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import codec, validation
-from caravanserai.apiserver.kinds.base import KindContext, KindStrategy, KindTable
-from caravanserai.apiserver.schemaevolution import breaking_changes
+from caravanserai.apiserver.kinds.base import MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable, stamp
+from caravanserai.apiserver.schemaevolution import RetiredField, breaking_changes, holds_field, retired_fields
 from caravanserai.customkinds.schemas import Schema, SchemaError, definition_name
-from caravanserai.errors import FieldViolation, Invalid
+from caravanserai.errors import FieldViolation, Invalid, NotFound
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, quote
 
@@ -87,7 +92,11 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
         """Kind never changes (group and plural are fixed by the name); the new schema must read stored objects."""
         if new.spec.kind != old.spec.kind:
             raise Invalid.of([FieldViolation("spec.kind", f"cannot change (was {quote(old.spec.kind)})")])
-        violations = breaking_changes(Schema.compile(old.spec), Schema.compile(new.spec))
+        old_schema, new_schema = Schema.compile(old.spec), Schema.compile(new.spec)
+        violations = breaking_changes(old_schema, new_schema)
+        retired = retired_fields(old_schema, new_schema) if not violations else []
+        if retired:
+            violations = await _still_set(ctx, old.spec.plural, old_schema.object_cls, retired)
         if violations:
             raise Invalid.of(violations, what=f"schema update of {new.metadata.name}")
         await self._refuse_clashes(ctx, new)
@@ -126,6 +135,30 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
         if violations:
             raise Invalid.of(violations, what=f"definition {obj.metadata.name}")
 
+    async def plan_delete(self, ctx: KindContext, obj: v1.ResourceDefinition, *, force: bool, now: float) -> str:
+        """REMOVE (with every object) when forced or when no object holds a finalizer; NOOP when already marked;
+        otherwise MARK, after marking every object of the kind for deletion (see the module docstring)."""
+        if force:
+            return REMOVE
+        if obj.metadata.HasField("deletion_timestamp"):
+            return NOOP
+        cls = Schema.compile(obj.spec).object_cls
+        instances = [
+            codec.decode(cls, item.value, item.mod_revision)
+            async for page in ctx.store.pages(obj.spec.plural)
+            for item in page.items
+        ]
+        finalized = [i for i in instances if i.metadata.finalizers]
+        if not finalized:
+            return REMOVE
+        for instance in instances:
+            await _mark_instance(ctx, obj.spec.plural, instance, now)
+        return MARK
+
+    def removable_after_update(self, obj: v1.ResourceDefinition) -> bool:
+        """Never on update: a definition marked for deletion goes once its last object is gone."""
+        return False
+
     async def remove(self, ctx: KindContext, obj: v1.ResourceDefinition) -> int:
         """Delete the definition and every object of its kind in one transaction; how many objects went."""
         return await ctx.store.delete_with_contents(
@@ -134,6 +167,39 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
             expected_revision=int(obj.metadata.resource_version),
             contents=obj.spec.plural,
         )
+
+
+async def _mark_instance(ctx: KindContext, plural: str, instance: Any, now: float) -> None:
+    """Remove `instance` when it holds no finalizer, else mark it for deletion. Compare-and-swap: an object that
+    changed meanwhile raises Conflict, and the delete is tried again from a fresh read; one that went is fine."""
+    name, revision = instance.metadata.name, int(instance.metadata.resource_version)
+    try:
+        if not instance.metadata.finalizers:
+            await ctx.store.delete(plural, name, expected_revision=revision)
+        elif not instance.metadata.HasField("deletion_timestamp"):
+            stamp(instance.metadata.deletion_timestamp, now)
+            await ctx.store.update(plural, name, codec.encode(instance), expected_revision=revision)
+    except NotFound:
+        pass
+
+
+async def _still_set(
+    ctx: KindContext, plural: str, cls: type[object], retired: list[RetiredField]
+) -> list[FieldViolation]:
+    """A violation for each retired field that stored objects still set ("3 objects still set spec.compress")."""
+    counts = dict.fromkeys(retired, 0)
+    async for page in ctx.store.pages(plural):
+        for item in page.items:
+            obj = codec.decode(cls, item.value, item.mod_revision)
+            for field in retired:
+                counts[field] += holds_field(obj, field)
+    return [
+        FieldViolation(
+            f.path, f"{n} object{'s' if n != 1 else ''} still set{'s' if n == 1 else ''} {f.path}; clear it first"
+        )
+        for f, n in counts.items()
+        if n
+    ]
 
 
 STRATEGY = ResourceDefinitionStrategy(KIND)
