@@ -23,14 +23,14 @@ from caravanserai.api.v1.api_pb2 import (
 from caravanserai.api.v1.backups_pb2 import BackupRepository, BackupRepositorySpec, BackupRepositoryStatus
 from caravanserai.api.v1.configdata_pb2 import Config, ConfigSpec, ConfigStatus, Secret, SecretSpec, SecretStatus
 from caravanserai.api.v1.definitions_pb2 import (
-    CustomObject,
-    PrinterColumn,
-    FieldRule,
-    ValidationRule,
     AdmissionHook,
+    CustomObject,
+    FieldRule,
+    PrinterColumn,
     ResourceDefinition,
     ResourceDefinitionSpec,
     ResourceDefinitionStatus,
+    ValidationRule,
 )
 from caravanserai.api.v1.resources_pb2 import (
     BackupHook,
