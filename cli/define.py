@@ -3,6 +3,10 @@
     caractrl define --proto projectset.proto --kind ProjectSet --group example.com --short-name ps \\
         --column READY=.status.readyReplicas
     caractrl define --proto projectset.proto --kind ProjectSet --group example.com -o yaml > definition.yaml
+    caractrl define --proto projectset.proto --kind ProjectSet --group example.com --rules rules.yaml
+
+`--rules FILE` reads a YAML or JSON file with the definition's `fieldRules`, `validations` (CEL) and
+`admissionHooks`, written as in the definition manifest (docs/custom-kinds.md).
 
 The file is compiled with grpcio-tools (the `proto` extra); the definition is applied to the server (created, or
 updated when it differs), or printed as a manifest with `-o yaml|json` (the schema embedded as base64).
@@ -11,8 +15,11 @@ updated when it differs), or printed as a manifest with `-o yaml|json` (the sche
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import click
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
 
 from caravanserai import v1
 from caravanserai.cli.common import pass_settings, run
@@ -22,7 +29,10 @@ from caravanserai.cli.printers import render_objects
 from caravanserai.client.definitions import apply_definition
 from caravanserai.customkinds.protoc import ProtocError, compile_proto
 from caravanserai.customkinds.schemas import KindNames, definition_from_schema
-from caravanserai.errors import NotFound
+from caravanserai.errors import Invalid, NotFound
+from caravanserai.text.protojson import from_data
+
+RULE_KEYS = ("fieldRules", "validations", "admissionHooks")
 
 
 def _columns(values: Sequence[str]) -> list[tuple[str, str]]:
@@ -35,6 +45,21 @@ def _columns(values: Sequence[str]) -> list[tuple[str, str]]:
             )
         columns.append((name, path))
     return columns
+
+
+def _rules(path: str) -> v1.ResourceDefinitionSpec:
+    """The fieldRules, validations and admissionHooks of the file at `path` (CommandError naming the field)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data: Any = YAML(typ="safe").load(f)
+    except (OSError, YAMLError) as exc:
+        raise CommandError(f"error: --rules {path}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict) or not set(data) <= set(RULE_KEYS):
+        raise CommandError(f"error: --rules {path}: must be a mapping with only {', '.join(RULE_KEYS)}")
+    try:
+        return from_data(data, v1.ResourceDefinitionSpec)
+    except Invalid as exc:
+        raise CommandError(f"error: --rules {path}: {'; '.join(str(v) for v in exc.violations)}") from None
 
 
 @click.command("define")
@@ -51,6 +76,13 @@ def _columns(values: Sequence[str]) -> list[tuple[str, str]]:
     help="Printer column for `caractrl get`, e.g. READY=.status.readyReplicas (repeatable).",
 )
 @click.option("--node-verb", "node_verbs", multiple=True, help="A verb node identities may use (repeatable).")
+@click.option(
+    "--rules",
+    "rules",
+    default=None,
+    metavar="FILE",
+    help="YAML/JSON file with fieldRules, validations (CEL) and admissionHooks for the kind.",
+)
 @click.option("-I", "--include", "includes", multiple=True, metavar="DIR", help="Further import directories.")
 @click.option(
     "-o",
@@ -69,6 +101,7 @@ def define(
     short_names: Sequence[str],
     columns: Sequence[str],
     node_verbs: Sequence[str],
+    rules: str | None,
     includes: Sequence[str],
     output: str | None,
 ) -> None:
@@ -86,6 +119,8 @@ def define(
         definition = definition_from_schema(schema, names)
     except (ProtocError, ValueError) as exc:
         raise CommandError(f"error: {exc}") from None
+    if rules:
+        definition.spec.MergeFrom(_rules(rules))
     if output:
         click.echo(render_objects([definition], output, single=True), nl=False)
         return
