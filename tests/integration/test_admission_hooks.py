@@ -1,16 +1,25 @@
 """Admission hooks of a custom kind against a real etcd and apiserver, with a small aiohttp hook server on
-loopback: mutating hooks (JSON patch, changed object), validating hooks, timeouts and failure policies."""
+loopback: mutating hooks (JSON patch, changed object), validating hooks, timeouts, failure policies, HTTPS with a
+CA bundle."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
 import socket
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from caravanserai import v1
 from caravanserai.client import Client
@@ -165,3 +174,59 @@ async def test_failure_policies(client: Client, hooks: HookServer) -> None:
     definition.spec.admission_hooks[1].failure_policy = "Ignore"
     await client.resourcedefinitions.update(definition)
     assert (await sets.create(projectset("web"))).metadata.name == "web"  # both failing hooks ignored
+
+
+def _self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, str]:
+    """A server TLS context for 127.0.0.1 and the PEM of its (self-signed) certificate."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "hook")])
+    now = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=3650))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+    (tmp_path / "hook.crt").write_text(pem)
+    (tmp_path / "hook.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(tmp_path / "hook.crt", tmp_path / "hook.key")
+    return context, pem
+
+
+async def test_https_hooks_are_trusted_through_their_ca_bundle(client: Client, tmp_path: Path) -> None:
+    context, pem = _self_signed(tmp_path)
+
+    async def deny(request: web.Request) -> web.Response:
+        return _reply({"allowed": False, "message": "over TLS", "field": "spec.replicas"})
+
+    app = web.Application()
+    app.router.add_post("/deny", deny)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+        await site.start()
+        url = f"https://127.0.0.1:{runner.addresses[0][1]}/deny"
+        await _define(client, [v1.AdmissionHook(name="tls", type="Validating", url=url)])
+        sets = client.resource(projectset_messages().ProjectSet)
+        with pytest.raises(InternalError) as failed:  # the system trust store does not know the certificate
+            await sets.create(projectset("web"))
+        assert "admission hook 'tls' failed" in str(failed.value).replace('"', "'")
+        definition = await client.resourcedefinitions.get("projectsets.example.com")
+        definition.spec.admission_hooks[0].ca_bundle = pem
+        await client.resourcedefinitions.update(definition)
+        with pytest.raises(Invalid) as refused:
+            await sets.create(projectset("web"))
+        assert [v.field for v in refused.value.violations] == ["spec.replicas"] and "over TLS" in str(refused.value)
+    finally:
+        await runner.cleanup()
