@@ -136,7 +136,8 @@ class Spot:
 
 
 def walk(obj: Message, steps: list[Step]) -> Iterator[Spot]:
-    """Every place `steps` reach in `obj` whose parent message is set (absent parents are skipped)."""
+    """Every place `steps` reach in `obj` whose parent message is set (absent parents are skipped; the object's
+    spec and status always count as set)."""
     yield from _walk(obj, steps, "")
 
 
@@ -149,7 +150,7 @@ def _walk(message: Message, steps: list[Step], prefix: str) -> Iterator[Spot]:
         return
     value = getattr(message, field.name)
     if not step.each:
-        if message.HasField(field.name):
+        if not prefix or message.HasField(field.name):  # spec and status count as set: every object has them
             yield from _walk(value, rest, here)
         return
     items = [(f'{here}["{k}"]', value[k]) for k in sorted(value)] if _is_map(field) else _indexed(here, value)
@@ -379,7 +380,12 @@ def _cel_values(obj: Message, rule: _CelRule) -> Iterator[tuple[str, Any]]:
             for key in keys:
                 path = f'{spot.path}["{key}"]' if _is_map(spot.field) else f"{spot.path}[{key}]"
                 yield path, _scalar(item, value[key])
-        elif spot.field.message_type is None or spot.field.is_repeated or spot.parent.HasField(spot.field.name):
+        elif (
+            len(rule.steps) == 1  # spec or status itself: always there
+            or spot.field.message_type is None
+            or spot.field.is_repeated
+            or spot.parent.HasField(spot.field.name)
+        ):
             yield spot.path, _field_value(spot.field, value)
 
 
