@@ -29,6 +29,7 @@ Guarantees:
 from __future__ import annotations
 
 import ipaddress
+import json
 import ssl
 import uuid
 from collections.abc import Sequence
@@ -52,6 +53,7 @@ FAIL, IGNORE = "Fail", "Ignore"
 OPERATIONS = ("CREATE", "UPDATE")
 DEFAULT_TIMEOUT = 10.0
 MAX_TIMEOUT = 30.0
+MAX_REPLY_BYTES = 4 << 20
 
 
 class HookFailed(Exception):
@@ -130,8 +132,8 @@ class Hooks:
         for hook in self._applying(self._mutating, old):
             reply = await self._call(hook, current, old)
             if reply is not None:
-                _refuse_if_denied(hook, reply)
-                current = _changed(hook, current, reply)
+                _refuse_if_denied(hook, reply, self._what(current))
+                current = _changed(hook, current, reply, self._what(current))
         return current
 
     async def validate(self, obj: Message, old: Message | None) -> None:
@@ -139,7 +141,7 @@ class Hooks:
         for hook in self._applying(self._validating, old):
             reply = await self._call(hook, obj, old)
             if reply is not None:
-                _refuse_if_denied(hook, reply)
+                _refuse_if_denied(hook, reply, self._what(obj))
 
     @staticmethod
     def _applying(hooks: list[v1.AdmissionHook], old: Message | None) -> list[v1.AdmissionHook]:
@@ -155,6 +157,9 @@ class Hooks:
                 log.warning("admission hook failed; ignored", hook=hook.name, kind=self._kind.kind, error=str(exc))
                 return None
             raise InternalError(f"admission hook {quote(hook.name)} failed: {exc}") from None
+
+    def _what(self, obj: Message) -> str:
+        return f"{self._kind.kind.lower()} {quote(getattr(obj, 'metadata').name)}"
 
     def _review(self, obj: Message, old: Message | None) -> dict[str, Any]:
         request = {
@@ -180,7 +185,13 @@ async def _post(hook: v1.AdmissionHook, review: dict[str, Any]) -> dict[str, Any
         ):
             if response.status != 200:
                 raise HookFailed(f"answered HTTP {response.status}")
-            body = await response.json(content_type=None)
+            raw = await response.content.read(MAX_REPLY_BYTES + 1)
+            if len(raw) > MAX_REPLY_BYTES:
+                raise HookFailed(f"the reply is larger than {MAX_REPLY_BYTES} bytes")
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                raise HookFailed("the reply is not JSON") from None
     except TimeoutError:
         raise HookFailed(f"no answer within {hook.timeout_seconds or DEFAULT_TIMEOUT:g} s") from None
     except (aiohttp.ClientError, ValueError) as exc:
@@ -193,15 +204,16 @@ async def _post(hook: v1.AdmissionHook, review: dict[str, Any]) -> dict[str, Any
     return reply
 
 
-def _refuse_if_denied(hook: v1.AdmissionHook, reply: dict[str, Any]) -> None:
+def _refuse_if_denied(hook: v1.AdmissionHook, reply: dict[str, Any], what: str) -> None:
     if reply["allowed"]:
         return
-    message = reply.get("message") or reply.get("status", {}).get("message") or "refused"
+    status = reply.get("status")
+    message = reply.get("message") or (status.get("message") if isinstance(status, dict) else None) or "refused"
     field = reply.get("field") or "metadata.name"
-    raise Invalid.of([FieldViolation(str(field), f"denied by admission hook {hook.name}: {message}")])
+    raise Invalid.of([FieldViolation(str(field), f"denied by admission hook {hook.name}: {message}")], what=what)
 
 
-def _changed(hook: v1.AdmissionHook, obj: Message, reply: dict[str, Any]) -> Any:
+def _changed(hook: v1.AdmissionHook, obj: Message, reply: dict[str, Any], what: str) -> Any:
     """`obj` with the hook's patch or object applied (spec, labels and annotations only)."""
     patch, whole = reply.get("patch"), reply.get("object")
     if patch is None and whole is None:
