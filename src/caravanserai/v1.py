@@ -24,7 +24,9 @@ from caravanserai.api.v1.backups_pb2 import BackupRepository, BackupRepositorySp
 from caravanserai.api.v1.configdata_pb2 import Config, ConfigSpec, ConfigStatus, Secret, SecretSpec, SecretStatus
 from caravanserai.api.v1.definitions_pb2 import (
     AdmissionHook,
+    ConversionHook,
     CustomObject,
+    DefinitionVersion,
     FieldRule,
     PrinterColumn,
     ResourceDefinition,
@@ -244,6 +246,8 @@ __all__ = [
     "FieldRule",
     "ValidationRule",
     "AdmissionHook",
+    "ConversionHook",
+    "DefinitionVersion",
     "Project",
     "ProjectMove",
     "ProjectSpec",

@@ -84,9 +84,9 @@ def problems(hooks: Sequence[v1.AdmissionHook]) -> list[FieldViolation]:
             for j, op in enumerate(hook.operations)
             if op not in OPERATIONS
         )
-        url_problem = _url_problem(hook.url)
-        if url_problem:
-            found.append(FieldViolation(f"{where}.url", url_problem))
+        bad_url = url_problem(hook.url)
+        if bad_url:
+            found.append(FieldViolation(f"{where}.url", bad_url))
         if hook.ca_bundle:
             try:
                 ssl.create_default_context(cadata=hook.ca_bundle)
@@ -95,7 +95,7 @@ def problems(hooks: Sequence[v1.AdmissionHook]) -> list[FieldViolation]:
     return found
 
 
-def _url_problem(url: str) -> str | None:
+def url_problem(url: str) -> str | None:
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         return f"{quote(url)} must be an https:// URL (or http:// on a loopback address)"
@@ -176,12 +176,22 @@ class Hooks:
 
 
 async def _post(hook: v1.AdmissionHook, review: dict[str, Any]) -> dict[str, Any]:
-    timeout = aiohttp.ClientTimeout(total=hook.timeout_seconds or DEFAULT_TIMEOUT)
-    tls: ssl.SSLContext | bool = ssl.create_default_context(cadata=hook.ca_bundle) if hook.ca_bundle else True
+    reply = await post_review(hook.url, review, timeout=hook.timeout_seconds, ca_bundle=hook.ca_bundle)
+    if not isinstance(reply.get("allowed"), bool):
+        raise HookFailed('the reply has no boolean "allowed"')
+    return reply
+
+
+async def post_review(url: str, review: dict[str, Any], *, timeout: float, ca_bundle: str) -> dict[str, Any]:
+    """POST `review` as JSON to `url` and return the reply's object (its "response" member when it has one);
+    HookFailed when the call fails, takes longer than `timeout` s (0: the default), answers other than 200 or with
+    something else than a JSON object. `ca_bundle`: PEM to trust instead of the system's store."""
+    seconds = timeout or DEFAULT_TIMEOUT
+    tls: ssl.SSLContext | bool = ssl.create_default_context(cadata=ca_bundle) if ca_bundle else True
     try:
         async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.post(hook.url, json=review, ssl=tls) as response,
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=seconds)) as session,
+            session.post(url, json=review, ssl=tls) as response,
         ):
             if response.status != 200:
                 raise HookFailed(f"answered HTTP {response.status}")
@@ -193,14 +203,12 @@ async def _post(hook: v1.AdmissionHook, review: dict[str, Any]) -> dict[str, Any
             except ValueError:
                 raise HookFailed("the reply is not JSON") from None
     except TimeoutError:
-        raise HookFailed(f"no answer within {hook.timeout_seconds or DEFAULT_TIMEOUT:g} s") from None
+        raise HookFailed(f"no answer within {seconds:g} s") from None
     except (aiohttp.ClientError, ValueError) as exc:
         raise HookFailed(str(exc) or type(exc).__name__) from None
-    if not isinstance(body, dict):
+    reply = body.get("response", body) if isinstance(body, dict) else None
+    if not isinstance(reply, dict):
         raise HookFailed("the reply is not a JSON object")
-    reply = body.get("response", body)
-    if not isinstance(reply, dict) or not isinstance(reply.get("allowed"), bool):
-        raise HookFailed('the reply has no boolean "allowed"')
     return reply
 
 
@@ -239,4 +247,4 @@ def _changed(hook: v1.AdmissionHook, obj: Message, reply: dict[str, Any], what: 
     return result
 
 
-__all__ = ["FAIL", "IGNORE", "MUTATING", "VALIDATING", "Hooks", "problems"]
+__all__ = ["FAIL", "IGNORE", "MUTATING", "VALIDATING", "HookFailed", "Hooks", "post_review", "problems", "url_problem"]

@@ -63,6 +63,8 @@ class ResourceDefinitionSpec(_message.Message):
     FIELD_RULES_FIELD_NUMBER: _builtins.int
     VALIDATIONS_FIELD_NUMBER: _builtins.int
     ADMISSION_HOOKS_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    CONVERSION_FIELD_NUMBER: _builtins.int
     group: _builtins.str
     """API group, a DNS subdomain with at least one dot, e.g. "example.com". Objects carry apiVersion "<group>/v1"."""
     kind: _builtins.str
@@ -104,6 +106,14 @@ class ResourceDefinitionSpec(_message.Message):
     def admission_hooks(self) -> _containers.RepeatedCompositeFieldContainer[Global___AdmissionHook]:
         """Validating and mutating admission hooks called before every create and update of the kind's objects."""
 
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DefinitionVersion]:
+        """Further versions the kind is served in besides v1 (which is stored), e.g. v1alpha1; see DefinitionVersion."""
+
+    @_builtins.property
+    def conversion(self) -> Global___ConversionHook:
+        """The callback converting objects between versions of different shapes (none needed for same-shape versions)."""
+
     def __init__(
         self,
         *,
@@ -119,10 +129,12 @@ class ResourceDefinitionSpec(_message.Message):
         field_rules: _abc.Iterable[Global___FieldRule] | None = ...,
         validations: _abc.Iterable[Global___ValidationRule] | None = ...,
         admission_hooks: _abc.Iterable[Global___AdmissionHook] | None = ...,
+        versions: _abc.Iterable[Global___DefinitionVersion] | None = ...,
+        conversion: Global___ConversionHook | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversion", b"conversion"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_hooks", b"admission_hooks", "field_rules", b"field_rules", "group", b"group", "kind", b"kind", "node_verbs", b"node_verbs", "plural", b"plural", "printer_columns", b"printer_columns", "schema", b"schema", "short_names", b"short_names", "spec_message", b"spec_message", "status_message", b"status_message", "validations", b"validations"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_hooks", b"admission_hooks", "conversion", b"conversion", "field_rules", b"field_rules", "group", b"group", "kind", b"kind", "node_verbs", b"node_verbs", "plural", b"plural", "printer_columns", b"printer_columns", "schema", b"schema", "short_names", b"short_names", "spec_message", b"spec_message", "status_message", b"status_message", "validations", b"validations", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -407,3 +419,66 @@ class AdmissionHook(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AdmissionHook: _TypeAlias = AdmissionHook  # noqa: Y015
+
+@_typing.final
+class DefinitionVersion(_message.Message):
+    """DefinitionVersion is a further version of a custom kind. Objects are stored as v1 (apiVersion "<group>/v1");
+    clients of this version address the resource as "<plural>.<name>.<group>" (e.g. "projectsets.v1alpha1.example.com")
+    and read and write the same objects, converted on the way in and out.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SPEC_MESSAGE_FIELD_NUMBER: _builtins.int
+    STATUS_MESSAGE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The version, e.g. "v1alpha1", "v1beta2", "v2" (not "v1")."""
+    spec_message: _builtins.str
+    """Full name of this version's spec message (default: the definition's spec_message: the same shape as v1)."""
+    status_message: _builtins.str
+    """Full name of this version's status message (default: the definition's status_message)."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        spec_message: _builtins.str = ...,
+        status_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "spec_message", b"spec_message", "status_message", b"status_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DefinitionVersion: _TypeAlias = DefinitionVersion  # noqa: Y015
+
+@_typing.final
+class ConversionHook(_message.Message):
+    """ConversionHook is an HTTP(S) callback that converts objects between versions of different shapes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    URL_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    CA_BUNDLE_FIELD_NUMBER: _builtins.int
+    url: _builtins.str
+    """Where to POST the ConversionReview: https://…, or http:// on a loopback address."""
+    timeout_seconds: _builtins.float
+    """How long a call may take (default 10, at most 30)."""
+    ca_bundle: _builtins.str
+    """PEM certificates that sign the hook's server certificate (default: the system's trust store)."""
+    def __init__(
+        self,
+        *,
+        url: _builtins.str = ...,
+        timeout_seconds: _builtins.float = ...,
+        ca_bundle: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ca_bundle", b"ca_bundle", "timeout_seconds", b"timeout_seconds", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversionHook: _TypeAlias = ConversionHook  # noqa: Y015

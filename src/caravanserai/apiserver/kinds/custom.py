@@ -5,7 +5,7 @@
   metadata rules and size limits.
 * The definition's `fieldRules` and CEL `validations` (`apiserver.fieldrules`): defaults set on create and update,
   checks refused with the field path; its `admissionHooks` (`apiserver.admission`): mutating hooks change the
-  object before validation, validating hooks may refuse it after.
+  object before validation, validating hooks may refuse it after; its further `versions` (`apiserver.versions`).
 * Status is a subresource: Create refuses it, Update keeps the stored one, UpdateStatus changes only it;
   generation moves on spec changes only (the base strategy's behaviour).
 * Authorization: `admin` and `controller:*` identities read and write objects and their status, other identities
@@ -26,6 +26,7 @@ from caravanserai import v1
 from caravanserai.apiserver import admission, validation
 from caravanserai.apiserver.fieldrules import KindRules, RuleError
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
+from caravanserai.apiserver.versions import Version
 from caravanserai.customkinds.schemas import Schema, SchemaError, kind_for_definition
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, key_path
@@ -90,6 +91,7 @@ class CustomKindStrategy(KindStrategy[Any]):  # classes built at run time: see t
         except RuleError as exc:
             raise SchemaError(exc.field, exc.message) from None
         self.hooks = admission.Hooks(definition.spec.admission_hooks, kind=self.kind)
+        self.versions = {v.name: Version(definition, v, schema.object_cls) for v in definition.spec.versions}
 
     def default_new(self, obj: Any, *, now: float) -> None:
         self.rules.apply_defaults(obj, "spec")

@@ -14,7 +14,7 @@ import re
 import structlog
 
 from caravanserai import meta, v1
-from caravanserai.apiserver import admission, codec, fieldrules, validation
+from caravanserai.apiserver import admission, codec, fieldrules, validation, versions
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy, KindTable
 from caravanserai.apiserver.schemaevolution import breaking_changes
 from caravanserai.customkinds.schemas import Schema, SchemaError, definition_name
@@ -63,7 +63,7 @@ def definition_spec(errors: Violations, spec: v1.ResourceDefinitionSpec) -> None
         except SchemaError as exc:
             errors.add(exc.field, exc.message)
         else:
-            for violation in fieldrules.problems(spec, schema.object_cls.DESCRIPTOR):
+            for violation in [*fieldrules.problems(spec, schema.object_cls.DESCRIPTOR), *versions.problems(spec)]:
                 errors.add(violation.field, violation.description)
 
 
