@@ -5,8 +5,8 @@
     caractrl define --proto projectset.proto --kind ProjectSet --group example.com -o yaml > definition.yaml
     caractrl define --proto projectset.proto --kind ProjectSet --group example.com --rules rules.yaml
 
-`--rules FILE` reads a YAML or JSON file with the definition's `fieldRules`, `validations` (CEL) and
-`admissionHooks`, written as in the definition manifest (docs/custom-kinds.md).
+`--rules FILE` reads a YAML or JSON file with the definition's `fieldRules`, `validations` (CEL),
+`admissionHooks`, `versions` and `conversion`, written as in the definition manifest (docs/custom-kinds.md).
 
 The file is compiled with grpcio-tools (the `proto` extra); the definition is applied to the server (created, or
 updated when it differs), or printed as a manifest with `-o yaml|json` (the schema embedded as base64).
@@ -32,7 +32,7 @@ from caravanserai.customkinds.schemas import KindNames, definition_from_schema
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.text.protojson import from_data
 
-RULE_KEYS = ("fieldRules", "validations", "admissionHooks")
+RULE_KEYS = ("fieldRules", "validations", "admissionHooks", "versions", "conversion")
 
 
 def _columns(values: Sequence[str]) -> list[tuple[str, str]]:
@@ -81,7 +81,7 @@ def _rules(path: str) -> v1.ResourceDefinitionSpec:
     "rules",
     default=None,
     metavar="FILE",
-    help="YAML/JSON file with fieldRules, validations (CEL) and admissionHooks for the kind.",
+    help="YAML/JSON file with fieldRules, validations (CEL), admissionHooks, versions and conversion for the kind.",
 )
 @click.option("-I", "--include", "includes", multiple=True, metavar="DIR", help="Further import directories.")
 @click.option(
