@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ipaddress
-import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from cryptography.x509.oid import NameOID
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import InternalError, Invalid, NotFound
+from caravanserai.testing.ports import free_port
 from support.customkinds import define_projectset, projectset, projectset_messages
 
 
@@ -99,12 +99,6 @@ async def hooks() -> AsyncIterator[HookServer]:
         await runner.cleanup()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def _define(client: Client, hooks: Sequence[v1.AdmissionHook]) -> None:
     definition = await define_projectset(client)
     definition.spec.admission_hooks.extend(hooks)
@@ -151,7 +145,7 @@ async def test_validating_hooks_refuse_with_the_field_path(client: Client, hooks
 
 
 async def test_failure_policies(client: Client, hooks: HookServer) -> None:
-    closed = f"http://127.0.0.1:{_free_port()}/gone"
+    closed = f"http://127.0.0.1:{free_port()}/gone"
     await _define(
         client,
         [

@@ -18,8 +18,8 @@ from google.protobuf.message import DecodeError
 
 from caravanserai import v1
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
-from caravanserai.apiserver import versions
 from caravanserai.apiserver.auth import Authenticator, Authorizer, Identity
+from caravanserai.apiserver.kindrules import versions
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed

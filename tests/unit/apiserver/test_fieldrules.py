@@ -1,4 +1,4 @@
-"""Field rules and CEL rules of a definition (`apiserver.fieldrules`) on the example ProjectSet's classes."""
+"""Field rules and CEL rules of a definition (`apiserver.kindrules.fieldrules`) on the example ProjectSet's classes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from caravanserai import v1
-from caravanserai.apiserver.fieldrules import KindRules, RuleError, problems
+from caravanserai.apiserver.kindrules.fieldrules import KindRules, RuleError, problems
 from caravanserai.text.violations import Violations
 from support.customkinds import projectset, projectset_messages
 

@@ -3,9 +3,9 @@
 * Objects are checked against the definition's descriptors (`schema_rules`): unknown fields, wrong wire
   types and undefined enum numbers are refused with their field path (`spec.replicas`), on top of the common
   metadata rules and size limits.
-* The definition's `fieldRules` and CEL `validations` (`apiserver.fieldrules`): defaults set on create and update,
-  checks refused with the field path; its `admissionHooks` (`apiserver.admission`): mutating hooks change the
-  object before validation, validating hooks may refuse it after; its further `versions` (`apiserver.versions`).
+* What the definition adds (`apiserver.kindrules`): its `fieldRules` and CEL `validations` (defaults set on
+  create and update, checks refused with the field path), its `admissionHooks` (mutating hooks change the object
+  before validation, validating hooks may refuse it after) and its further `versions` (served by `grpcapi`).
 * Status is a subresource: Create refuses it, Update keeps the stored one, UpdateStatus changes only it;
   generation moves on spec changes only (the base strategy's behaviour).
 * Authorization: `admin` and `controller:*` identities read and write objects and their status, other identities
@@ -23,10 +23,11 @@ from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from caravanserai import v1
-from caravanserai.apiserver import admission, validation
-from caravanserai.apiserver.fieldrules import KindRules, RuleError
+from caravanserai.apiserver import validation
+from caravanserai.apiserver.kindrules import admission
+from caravanserai.apiserver.kindrules.fieldrules import KindRules, RuleError
+from caravanserai.apiserver.kindrules.versions import Version
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
-from caravanserai.apiserver.versions import Version
 from caravanserai.customkinds.schemas import Schema, SchemaError, kind_for_definition
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, key_path

@@ -14,7 +14,8 @@ import re
 import structlog
 
 from caravanserai import meta, v1
-from caravanserai.apiserver import admission, codec, fieldrules, validation, versions
+from caravanserai.apiserver import codec, validation
+from caravanserai.apiserver.kindrules import admission, fieldrules, versions
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy, KindTable
 from caravanserai.apiserver.schemaevolution import breaking_changes
 from caravanserai.customkinds.schemas import Schema, SchemaError, definition_name

@@ -35,7 +35,7 @@ from typing import Any
 from google.protobuf import json_format
 
 from caravanserai import v1
-from caravanserai.apiserver.admission import HookFailed, post_review, url_problem
+from caravanserai.apiserver.kindrules.callbacks import MAX_TIMEOUT, HookFailed, post_review, url_problem
 from caravanserai.apiserver.kinds.base import KindStrategy
 from caravanserai.customkinds.schemas import Schema, SchemaError
 from caravanserai.errors import FieldViolation, InternalError, Invalid
@@ -45,7 +45,6 @@ VERSION_NAME = re.compile(r"v[1-9][0-9]*(?:(?:alpha|beta)[1-9][0-9]*)?")
 _ALIAS = re.compile(
     r"(?P<plural>[a-z][a-z0-9]*)\.(?P<version>v[1-9][0-9]*(?:(?:alpha|beta)[1-9][0-9]*)?)\.(?P<group>.+)"
 )
-MAX_TIMEOUT = 30.0
 
 
 def _version_spec(spec: v1.ResourceDefinitionSpec, version: v1.DefinitionVersion) -> v1.ResourceDefinitionSpec:
