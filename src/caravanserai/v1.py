@@ -23,11 +23,16 @@ from caravanserai.api.v1.api_pb2 import (
 from caravanserai.api.v1.backups_pb2 import BackupRepository, BackupRepositorySpec, BackupRepositoryStatus
 from caravanserai.api.v1.configdata_pb2 import Config, ConfigSpec, ConfigStatus, Secret, SecretSpec, SecretStatus
 from caravanserai.api.v1.definitions_pb2 import (
+    AdmissionHook,
+    ConversionHook,
     CustomObject,
+    DefinitionVersion,
+    FieldRule,
     PrinterColumn,
     ResourceDefinition,
     ResourceDefinitionSpec,
     ResourceDefinitionStatus,
+    ValidationRule,
 )
 from caravanserai.api.v1.resources_pb2 import (
     BackupHook,
@@ -240,6 +245,11 @@ __all__ = [
     "PULL_POLICIES",
     "PlacementEstimates",
     "PrinterColumn",
+    "FieldRule",
+    "ValidationRule",
+    "AdmissionHook",
+    "ConversionHook",
+    "DefinitionVersion",
     "Project",
     "ProjectMove",
     "ProjectSpec",

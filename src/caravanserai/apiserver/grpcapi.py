@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError
 from caravanserai import v1
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.apiserver.auth import Authenticator, Authorizer, Identity
+from caravanserai.apiserver.kindrules import versions
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed
@@ -171,45 +172,68 @@ class ResourcesServicer:
 
     @_unary
     async def Create(self, request: v1.CreateRequest, context: Context, who: Identity) -> v1.Object:
-        return self._service.wrap(
-            request.resource, await self._service.create(request.resource, request.object, who=who)
-        )
+        way = await self._route(request.resource)
+        obj = await self._service.create(way.resource, await way.incoming(request.object), who=who)
+        return await way.outgoing(self._service.wrap(way.resource, obj))
 
     @_unary
     async def Get(self, request: v1.GetRequest, context: Context, who: Identity) -> v1.Object:
-        return self._service.wrap(request.resource, await self._service.get(request.resource, request.name, who=who))
+        way = await self._route(request.resource)
+        obj = await self._service.get(way.resource, request.name, who=who)
+        return await way.outgoing(self._service.wrap(way.resource, obj))
 
     @_unary
     async def List(self, request: v1.ListRequest, context: Context, who: Identity) -> v1.ListResponse:
-        return await self._service.list(request, who=who)
+        way = await self._route(request.resource)
+        if way.version is None:
+            return await self._service.list(request, who=who)
+        stored = v1.ListRequest()
+        stored.CopyFrom(request)
+        stored.resource = way.resource
+        return await way.outgoing_list(await self._service.list(stored, who=who))
 
     @_unary
     async def Update(self, request: v1.UpdateRequest, context: Context, who: Identity) -> v1.Object:
-        return self._service.wrap(
-            request.resource, await self._service.update(request.resource, request.object, who=who)
-        )
+        way = await self._route(request.resource)
+        obj = await self._service.update(way.resource, await way.incoming(request.object), who=who)
+        return await way.outgoing(self._service.wrap(way.resource, obj))
 
     @_unary
     async def UpdateStatus(self, request: v1.UpdateRequest, context: Context, who: Identity) -> v1.Object:
-        return self._service.wrap(
-            request.resource, await self._service.update_status(request.resource, request.object, who=who)
-        )
+        way = await self._route(request.resource)
+        obj = await self._service.update_status(way.resource, await way.incoming(request.object), who=who)
+        return await way.outgoing(self._service.wrap(way.resource, obj))
 
     @_unary
     async def Delete(self, request: v1.DeleteRequest, context: Context, who: Identity) -> v1.DeleteResponse:
-        return await self._service.delete(request, who=who)
+        way = await self._route(request.resource)
+        if way.version is None:
+            return await self._service.delete(request, who=who)
+        stored = v1.DeleteRequest()
+        stored.CopyFrom(request)
+        stored.resource = way.resource
+        response = await self._service.delete(stored, who=who)
+        if response.HasField("object"):
+            response.object.CopyFrom(await way.outgoing(response.object))
+        return response
+
+    async def _route(self, resource: str) -> versions.Route:
+        """The stored resource a request's resource names (`<plural>.<version>.<group>`: a further version)."""
+        return await versions.route(resource, self._service.strategy)
 
     async def Watch(self, request: v1.WatchRequest, context: Context) -> AsyncIterator[bytes]:
         try:
             _refuse_undecodable(request)
             who = self.authn.identify(context)
-            cache = await self._service.watch_cache(request.resource)
-            self.authz.check(who, "watch", request.resource, field_selector=request.field_selector)
+            way = await self._route(request.resource)
+            resource = way.resource
+            cache = await self._service.watch_cache(resource)
+            self.authz.check(who, "watch", resource, field_selector=request.field_selector)
             labels = LabelSelector.parse(request.label_selector)
             fields = FieldSelector.parse(request.field_selector, kind=cache.kind.kind)
             await cache.ready.wait()
 
-            visible = self.authz.visible(who, self._service.kinds.require(request.resource))
+            visible = self.authz.visible(who, self._service.kinds.require(resource))
             watcher = cache.watch(
                 _predicate(labels, fields, visible), resource_version=request.resource_version, index=fields.equality
             )
@@ -222,7 +246,7 @@ class ResourcesServicer:
         try:
             while True:
                 data = await watcher.next(timeout=timeout)
-                yield watcher.bookmark() if data is None else data
+                yield await way.outgoing_event(watcher.bookmark() if data is None else data)
         except WatcherClosed as closed:
             code = grpc.StatusCode.UNAVAILABLE if "shutting down" in str(closed) else grpc.StatusCode.RESOURCE_EXHAUSTED
             await context.abort(code, f"watch closed: {closed}; resume from your last resource version")

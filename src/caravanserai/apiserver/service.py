@@ -161,6 +161,7 @@ class ResourceService:
         obj = self._unwrap(strategy, envelope)
         self._authz.check(who, "create", resource, name=obj.metadata.name, obj=obj)
         strategy.prepare_create(obj, now=self._clock.now())
+        obj = await strategy.mutate(self._ctx, obj, None)
         strategy.validate(obj)
         await strategy.before_create(self._ctx, obj)
         lease = await strategy.create_lease(self._ctx)
@@ -230,6 +231,7 @@ class ResourceService:
         old = await self._current(strategy, name, new.metadata.resource_version)
         merged = strategy.prepare_update(old, new)
         self._authz.check(who, "update", resource, name=old.metadata.name, obj=merged, old=old)
+        merged = await strategy.mutate(self._ctx, merged, old)
         strategy.validate(merged)
         if merged == old:
             return old

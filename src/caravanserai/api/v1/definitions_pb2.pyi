@@ -60,6 +60,11 @@ class ResourceDefinitionSpec(_message.Message):
     STATUS_MESSAGE_FIELD_NUMBER: _builtins.int
     PRINTER_COLUMNS_FIELD_NUMBER: _builtins.int
     NODE_VERBS_FIELD_NUMBER: _builtins.int
+    FIELD_RULES_FIELD_NUMBER: _builtins.int
+    VALIDATIONS_FIELD_NUMBER: _builtins.int
+    ADMISSION_HOOKS_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    CONVERSION_FIELD_NUMBER: _builtins.int
     group: _builtins.str
     """API group, a DNS subdomain with at least one dot, e.g. "example.com". Objects carry apiVersion "<group>/v1"."""
     kind: _builtins.str
@@ -89,6 +94,26 @@ class ResourceDefinitionSpec(_message.Message):
         delete); none when empty.
         """
 
+    @_builtins.property
+    def field_rules(self) -> _containers.RepeatedCompositeFieldContainer[Global___FieldRule]:
+        """Declarative checks and defaults of fields of the kind's objects (applied by the apiserver on every write)."""
+
+    @_builtins.property
+    def validations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ValidationRule]:
+        """Cross-field rules in CEL (Kubernetes' x-kubernetes-validations), checked on every write."""
+
+    @_builtins.property
+    def admission_hooks(self) -> _containers.RepeatedCompositeFieldContainer[Global___AdmissionHook]:
+        """Validating and mutating admission hooks called before every create and update of the kind's objects."""
+
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___DefinitionVersion]:
+        """Further versions the kind is served in besides v1 (which is stored), e.g. v1alpha1; see DefinitionVersion."""
+
+    @_builtins.property
+    def conversion(self) -> Global___ConversionHook:
+        """The callback converting objects between versions of different shapes (none needed for same-shape versions)."""
+
     def __init__(
         self,
         *,
@@ -101,10 +126,15 @@ class ResourceDefinitionSpec(_message.Message):
         status_message: _builtins.str = ...,
         printer_columns: _abc.Iterable[Global___PrinterColumn] | None = ...,
         node_verbs: _abc.Iterable[_builtins.str] | None = ...,
+        field_rules: _abc.Iterable[Global___FieldRule] | None = ...,
+        validations: _abc.Iterable[Global___ValidationRule] | None = ...,
+        admission_hooks: _abc.Iterable[Global___AdmissionHook] | None = ...,
+        versions: _abc.Iterable[Global___DefinitionVersion] | None = ...,
+        conversion: Global___ConversionHook | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["conversion", b"conversion"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["group", b"group", "kind", b"kind", "node_verbs", b"node_verbs", "plural", b"plural", "printer_columns", b"printer_columns", "schema", b"schema", "short_names", b"short_names", "spec_message", b"spec_message", "status_message", b"status_message"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_hooks", b"admission_hooks", "conversion", b"conversion", "field_rules", b"field_rules", "group", b"group", "kind", b"kind", "node_verbs", b"node_verbs", "plural", b"plural", "printer_columns", b"printer_columns", "schema", b"schema", "short_names", b"short_names", "spec_message", b"spec_message", "status_message", b"status_message", "validations", b"validations", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -211,3 +241,244 @@ class CustomObject(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CustomObject: _TypeAlias = CustomObject  # noqa: Y015
+
+@_typing.final
+class FieldRule(_message.Message):
+    """FieldRule checks (and may default) one field of a custom kind's objects. The apiserver applies the default,
+    then the checks, on every create and update (UpdateStatus for paths under status), and refuses a violation
+    with the field's path.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    REQUIRED_FIELD_NUMBER: _builtins.int
+    MINIMUM_FIELD_NUMBER: _builtins.int
+    MAXIMUM_FIELD_NUMBER: _builtins.int
+    PATTERN_FIELD_NUMBER: _builtins.int
+    ENUM_FIELD_NUMBER: _builtins.int
+    MIN_ITEMS_FIELD_NUMBER: _builtins.int
+    MAX_ITEMS_FIELD_NUMBER: _builtins.int
+    MIN_LENGTH_FIELD_NUMBER: _builtins.int
+    MAX_LENGTH_FIELD_NUMBER: _builtins.int
+    DEFAULT_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The field, by its JSON names from the object's root: "spec.replicas", "spec.template.spec.services[].image"
+    ("[]" after a list or map field: each of its items). Must start with spec or status.
+    """
+    required: _builtins.bool
+    """Refuse the object when the field is unset (zero, empty, or an unset message) while its parent is set."""
+    minimum: _builtins.float
+    """Smallest allowed value of a number field."""
+    maximum: _builtins.float
+    """Largest allowed value of a number field."""
+    pattern: _builtins.str
+    """Regular expression (Python syntax, searched as with re.search) a set string field must match."""
+    min_items: _builtins.int
+    """Fewest items of a list or map field."""
+    max_items: _builtins.int
+    """Most items of a list or map field."""
+    min_length: _builtins.int
+    """Shortest set string field, in characters."""
+    max_length: _builtins.int
+    """Longest string field, in characters."""
+    default: _builtins.str
+    """The value (JSON text, e.g. "3", "\\"Always\\"", "{\\"a\\": 1}") set when the field is unset and its parent set."""
+    @_builtins.property
+    def enum(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The values allowed (a subset of an enum's names, or strings or numbers written as text)."""
+
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        required: _builtins.bool = ...,
+        minimum: _builtins.float | None = ...,
+        maximum: _builtins.float | None = ...,
+        pattern: _builtins.str = ...,
+        enum: _abc.Iterable[_builtins.str] | None = ...,
+        min_items: _builtins.int | None = ...,
+        max_items: _builtins.int | None = ...,
+        min_length: _builtins.int | None = ...,
+        max_length: _builtins.int | None = ...,
+        default: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_items", b"_max_items", "_max_length", b"_max_length", "_maximum", b"_maximum", "_min_items", b"_min_items", "_min_length", b"_min_length", "_minimum", b"_minimum", "max_items", b"max_items", "max_length", b"max_length", "maximum", b"maximum", "min_items", b"min_items", "min_length", b"min_length", "minimum", b"minimum"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_items", b"_max_items", "_max_length", b"_max_length", "_maximum", b"_maximum", "_min_items", b"_min_items", "_min_length", b"_min_length", "_minimum", b"_minimum", "default", b"default", "enum", b"enum", "max_items", b"max_items", "max_length", b"max_length", "maximum", b"maximum", "min_items", b"min_items", "min_length", b"min_length", "minimum", b"minimum", "path", b"path", "pattern", b"pattern", "required", b"required"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__max_items: _TypeAlias = _typing.Literal["max_items"]  # noqa: Y015
+    _WhichOneofArgType__max_items: _TypeAlias = _typing.Literal["_max_items", b"_max_items"]  # noqa: Y015
+    _WhichOneofReturnType__max_length: _TypeAlias = _typing.Literal["max_length"]  # noqa: Y015
+    _WhichOneofArgType__max_length: _TypeAlias = _typing.Literal["_max_length", b"_max_length"]  # noqa: Y015
+    _WhichOneofReturnType__maximum: _TypeAlias = _typing.Literal["maximum"]  # noqa: Y015
+    _WhichOneofArgType__maximum: _TypeAlias = _typing.Literal["_maximum", b"_maximum"]  # noqa: Y015
+    _WhichOneofReturnType__min_items: _TypeAlias = _typing.Literal["min_items"]  # noqa: Y015
+    _WhichOneofArgType__min_items: _TypeAlias = _typing.Literal["_min_items", b"_min_items"]  # noqa: Y015
+    _WhichOneofReturnType__min_length: _TypeAlias = _typing.Literal["min_length"]  # noqa: Y015
+    _WhichOneofArgType__min_length: _TypeAlias = _typing.Literal["_min_length", b"_min_length"]  # noqa: Y015
+    _WhichOneofReturnType__minimum: _TypeAlias = _typing.Literal["minimum"]  # noqa: Y015
+    _WhichOneofArgType__minimum: _TypeAlias = _typing.Literal["_minimum", b"_minimum"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_items) -> _WhichOneofReturnType__max_items | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_length) -> _WhichOneofReturnType__max_length | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__maximum) -> _WhichOneofReturnType__maximum | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_items) -> _WhichOneofReturnType__min_items | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_length) -> _WhichOneofReturnType__min_length | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__minimum) -> _WhichOneofReturnType__minimum | None: ...
+
+Global___FieldRule: _TypeAlias = FieldRule  # noqa: Y015
+
+@_typing.final
+class ValidationRule(_message.Message):
+    """ValidationRule is a CEL expression that must hold for every object of the kind (Kubernetes'
+    x-kubernetes-validations): `self` is the value at `path` in the object's JSON form (every field present, zero
+    values included, 64-bit integers as ints); on update `oldSelf` is the stored object's value and rules that name
+    oldSelf are checked on update only (transition rules).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RULE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    FIELD_PATH_FIELD_NUMBER: _builtins.int
+    rule: _builtins.str
+    """The CEL expression, e.g. "self.minReplicas <= self.maxReplicas"."""
+    message: _builtins.str
+    """What the refusal says (default: "failed rule: <rule>")."""
+    path: _builtins.str
+    """The field `self` stands for (default "spec"); "[]" after a list: the rule holds for each item."""
+    field_path: _builtins.str
+    """The field path the refusal names (default: path)."""
+    def __init__(
+        self,
+        *,
+        rule: _builtins.str = ...,
+        message: _builtins.str = ...,
+        path: _builtins.str = ...,
+        field_path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["field_path", b"field_path", "message", b"message", "path", b"path", "rule", b"rule"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ValidationRule: _TypeAlias = ValidationRule  # noqa: Y015
+
+@_typing.final
+class AdmissionHook(_message.Message):
+    """AdmissionHook is an HTTP(S) callback the apiserver calls before it writes an object of the kind."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    TYPE_FIELD_NUMBER: _builtins.int
+    URL_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    FAILURE_POLICY_FIELD_NUMBER: _builtins.int
+    OPERATIONS_FIELD_NUMBER: _builtins.int
+    CA_BUNDLE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The hook's name, unique in the definition; shown in refusals."""
+    type: _builtins.str
+    """"Validating" (may refuse) or "Mutating" (may change the object; called before validation)."""
+    url: _builtins.str
+    """Where to POST the review: https://…, or http:// on a loopback address (tests, sidecars)."""
+    timeout_seconds: _builtins.float
+    """How long a call may take (default 10, at most 30)."""
+    failure_policy: _builtins.str
+    """"Fail" (default: refuse the write when the hook cannot be called or answers badly) or "Ignore"."""
+    ca_bundle: _builtins.str
+    """PEM certificates that sign the hook's server certificate (default: the system's trust store)."""
+    @_builtins.property
+    def operations(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The operations it is called for: CREATE, UPDATE (default: both)."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        type: _builtins.str = ...,
+        url: _builtins.str = ...,
+        timeout_seconds: _builtins.float = ...,
+        failure_policy: _builtins.str = ...,
+        operations: _abc.Iterable[_builtins.str] | None = ...,
+        ca_bundle: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ca_bundle", b"ca_bundle", "failure_policy", b"failure_policy", "name", b"name", "operations", b"operations", "timeout_seconds", b"timeout_seconds", "type", b"type", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdmissionHook: _TypeAlias = AdmissionHook  # noqa: Y015
+
+@_typing.final
+class DefinitionVersion(_message.Message):
+    """DefinitionVersion is a further version of a custom kind. Objects are stored as v1 (apiVersion "<group>/v1");
+    clients of this version address the resource as "<plural>.<name>.<group>" (e.g. "projectsets.v1alpha1.example.com")
+    and read and write the same objects, converted on the way in and out.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SPEC_MESSAGE_FIELD_NUMBER: _builtins.int
+    STATUS_MESSAGE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The version, e.g. "v1alpha1", "v1beta2", "v2" (not "v1")."""
+    spec_message: _builtins.str
+    """Full name of this version's spec message (default: the definition's spec_message: the same shape as v1)."""
+    status_message: _builtins.str
+    """Full name of this version's status message (default: the definition's status_message)."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        spec_message: _builtins.str = ...,
+        status_message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "spec_message", b"spec_message", "status_message", b"status_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DefinitionVersion: _TypeAlias = DefinitionVersion  # noqa: Y015
+
+@_typing.final
+class ConversionHook(_message.Message):
+    """ConversionHook is an HTTP(S) callback that converts objects between versions of different shapes."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    URL_FIELD_NUMBER: _builtins.int
+    TIMEOUT_SECONDS_FIELD_NUMBER: _builtins.int
+    CA_BUNDLE_FIELD_NUMBER: _builtins.int
+    url: _builtins.str
+    """Where to POST the ConversionReview: https://…, or http:// on a loopback address."""
+    timeout_seconds: _builtins.float
+    """How long a call may take (default 10, at most 30)."""
+    ca_bundle: _builtins.str
+    """PEM certificates that sign the hook's server certificate (default: the system's trust store)."""
+    def __init__(
+        self,
+        *,
+        url: _builtins.str = ...,
+        timeout_seconds: _builtins.float = ...,
+        ca_bundle: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ca_bundle", b"ca_bundle", "timeout_seconds", b"timeout_seconds", "url", b"url"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConversionHook: _TypeAlias = ConversionHook  # noqa: Y015

@@ -147,6 +147,11 @@ class KindStrategy(abc.ABC, Generic[T]):
     def api_version(self) -> str:
         return self.kind.api_version
 
+    async def mutate(self, ctx: KindContext, obj: T, old: T | None) -> T:
+        """The object to validate and store after admission changes (`old`: the stored object on update, None on
+        create); called after defaulting, before validation. By default `obj` unchanged."""
+        return obj
+
     async def before_create(self, ctx: KindContext, obj: T) -> None:
         """Refuse a create that conflicts with other stored objects (checked after validation)."""
 

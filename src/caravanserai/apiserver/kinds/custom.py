@@ -3,6 +3,9 @@
 * Objects are checked against the definition's descriptors (`schema_rules`): unknown fields, wrong wire
   types and undefined enum numbers are refused with their field path (`spec.replicas`), on top of the common
   metadata rules and size limits.
+* What the definition adds (`apiserver.kindrules`): its `fieldRules` and CEL `validations` (defaults set on
+  create and update, checks refused with the field path), its `admissionHooks` (mutating hooks change the object
+  before validation, validating hooks may refuse it after) and its further `versions` (served by `grpcapi`).
 * Status is a subresource: Create refuses it, Update keeps the stored one, UpdateStatus changes only it;
   generation moves on spec changes only (the base strategy's behaviour).
 * Authorization: `admin` and `controller:*` identities read and write objects and their status, other identities
@@ -21,8 +24,11 @@ from google.protobuf.unknown_fields import UnknownFieldSet
 
 from caravanserai import v1
 from caravanserai.apiserver import validation
+from caravanserai.apiserver.kindrules import admission
+from caravanserai.apiserver.kindrules.fieldrules import KindRules, RuleError
+from caravanserai.apiserver.kindrules.versions import Version
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
-from caravanserai.customkinds.schemas import Schema, kind_for_definition
+from caravanserai.customkinds.schemas import Schema, SchemaError, kind_for_definition
 from caravanserai.errors import FailedPrecondition
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, key_path
@@ -82,19 +88,59 @@ class CustomKindStrategy(KindStrategy[Any]):  # classes built at run time: see t
         self.definition = definition
         self.schema = schema
         self._node_verbs = frozenset(definition.spec.node_verbs)
+        try:
+            self.rules = KindRules(definition.spec, schema.object_cls.DESCRIPTOR)
+        except RuleError as exc:
+            raise SchemaError(exc.field, exc.message) from None
+        self.hooks = admission.Hooks(definition.spec.admission_hooks, kind=self.kind)
+        self.versions = {v.name: Version(definition, v, schema.object_cls) for v in definition.spec.versions}
+
+    def default_new(self, obj: Any, *, now: float) -> None:
+        self.rules.apply_defaults(obj, "spec")
+
+    def prepare_update(self, old: Any, new: Any) -> Any:
+        defaulted = type(new)()
+        defaulted.CopyFrom(new)
+        self.rules.apply_defaults(defaulted, "spec")
+        return super().prepare_update(old, defaulted)
+
+    def prepare_status(self, old: Any, new: Any, *, now: float) -> Any:
+        merged = super().prepare_status(old, new, now=now)
+        self.rules.apply_defaults(merged, "status")
+        return merged
+
+    async def mutate(self, ctx: KindContext, obj: Any, old: Any | None) -> Any:
+        """The object after the mutating hooks (defaults applied again, generation moved on if they changed the
+        spec of a stored object)."""
+        if not self.hooks.mutating:
+            return obj
+        mutated = await self.hooks.mutate(obj, old)
+        self.rules.apply_defaults(mutated, "spec")
+        if old is not None and mutated.spec != old.spec:
+            mutated.metadata.generation = old.metadata.generation + 1
+        return mutated
+
+    async def before_update(self, ctx: KindContext, old: Any, new: Any) -> None:
+        errors = Violations()
+        self.rules.check_transition(errors, old, new, "spec")
+        errors.raise_if_any(what=self.kind.kind)
+        await self.hooks.validate(new, old)
 
     async def before_create(self, ctx: KindContext, obj: Any) -> None:
-        """Refuse new objects while the definition is being deleted (its objects' finalizers run)."""
+        """Refuse new objects while the definition is being deleted (its objects' finalizers run); then the
+        validating admission hooks."""
         if self.definition.metadata.HasField("deletion_timestamp"):
             raise FailedPrecondition(
                 f"{self.kind.kind} {obj.metadata.name}: the definition {self.definition.metadata.name} is being "
                 "deleted; no new objects of its kind"
             )
+        await self.hooks.validate(obj, None)
 
     def validate(self, obj: Any) -> None:
         def spec_rule(errors: Violations, spec: Any) -> None:
             schema_rules(errors, spec, "spec")
             schema_rules(errors, obj.metadata, "metadata")
+            self.rules.check(errors, obj, "spec")
 
         validation.check_object(
             obj,
@@ -106,8 +152,12 @@ class CustomKindStrategy(KindStrategy[Any]):  # classes built at run time: see t
 
     def validate_status(self, obj: Any) -> None:
         validation.check_status(
-            obj, kind=self.kind.kind, status_rule=lambda errors, status: schema_rules(errors, status, "status")
+            obj, kind=self.kind.kind, status_rule=lambda errors, status: self._status_rule(errors, obj, status)
         )
+
+    def _status_rule(self, errors: Violations, obj: Any, status: Any) -> None:
+        schema_rules(errors, status, "status")
+        self.rules.check(errors, obj, "status")
 
     def node_allows(self, node: str, verb: str, *, name: str, obj: Any, old: Any, field_selector: str) -> bool:
         return verb in self._node_verbs

@@ -20,6 +20,7 @@ import structlog
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import codec, validation
+from caravanserai.apiserver.kindrules import admission, fieldrules, versions
 from caravanserai.apiserver.kinds.base import MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable, stamp
 from caravanserai.apiserver.schemaevolution import RetiredField, breaking_changes, holds_field, retired_fields
 from caravanserai.customkinds.schemas import Schema, SchemaError, definition_name
@@ -60,11 +61,16 @@ def definition_spec(errors: Violations, spec: v1.ResourceDefinitionSpec) -> None
     for i, verb in enumerate(spec.node_verbs):
         if verb not in VERBS:
             errors.add(f"spec.nodeVerbs[{i}]", f"{quote(verb)} is not one of {', '.join(VERBS)}")
+    for violation in admission.problems(spec.admission_hooks):
+        errors.add(violation.field, violation.description)
     if spec.kind and spec.plural and spec.group:
         try:
-            Schema.compile(spec)
+            schema = Schema.compile(spec)
         except SchemaError as exc:
             errors.add(exc.field, exc.message)
+        else:
+            for violation in [*fieldrules.problems(spec, schema.object_cls.DESCRIPTOR), *versions.problems(spec)]:
+                errors.add(violation.field, violation.description)
 
 
 def _names(spec: v1.ResourceDefinitionSpec) -> list[tuple[str, str]]:
