@@ -10,6 +10,7 @@ The endpoints are documented for `curl` users in docs/dashboard.md. Guarantees:
   `Content-Type: application/json` (which no HTML form can send; a cross-site script sending it, or a DELETE, has
   to pass a CORS preflight the dashboard never grants): a page of another site cannot act through the dashboard.
   Refusals are JSON `{"error": "one line"}` with a fitting HTTP status.
+* Who may ask at all (its own `Host` names, the access token) is `access.Access`, checked first on every route.
 * Every answer carries a Content-Security-Policy allowing only the dashboard's own scripts and styles.
 """
 
@@ -28,6 +29,7 @@ from aiohttp import web
 
 from caravanserai import v1
 from caravanserai.dashboard import views
+from caravanserai.dashboard.access import Access
 from caravanserai.dashboard.actions import ActionError, Actions
 from caravanserai.dashboard.logstream import LogSource
 from caravanserai.dashboard.state import ClusterView
@@ -85,8 +87,9 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
 class Dashboard:
     """The aiohttp application over a `ClusterView`, `Actions` and a `LogSource`."""
 
-    def __init__(self, state: ClusterView, actions: Actions, logs: LogSource, *, server: str) -> None:
+    def __init__(self, state: ClusterView, actions: Actions, logs: LogSource, *, server: str, access: Access) -> None:
         self.state = state
+        self.access = access
         self.actions = actions
         self.logs = logs
         self.server = server
@@ -95,7 +98,7 @@ class Dashboard:
         self._streams: set[asyncio.Task[Any]] = set()
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_guard], client_max_size=2 * 1024 * 1024)
+        app = web.Application(middlewares=[_guard, self.access.middleware], client_max_size=2 * 1024 * 1024)
         get, r = app.router.add_get, self
         for path, handler in (
             ("/", r.index),
