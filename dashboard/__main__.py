@@ -132,7 +132,7 @@ class DashboardProcess:
                 server=client.target,
                 access=access,
             )
-            runner = web.AppRunner(dashboard.app(), access_log=None, shutdown_timeout=1.0)
+            runner = dashboard.runner()
             await runner.setup()
             try:
                 await web.TCPSite(runner, host, port, ssl_context=context).start()

@@ -161,13 +161,13 @@ async def test_dashboard_live_in_a_browser(
 ) -> None:
     web, waiting = f"web-{uuid.uuid4().hex[:6]}", f"queued-{uuid.uuid4().hex[:6]}"
     async with dashboard(api.address) as d:
-        await call(browser.get, d.login_url + "#/cluster")
+        await call(browser.get, d.login_url + "#/cluster")  # the first visit: its cookie lets the later ones in
         # The cluster page shows the agent's node, Ready, with its resource bars.
         card = f'.node[data-name="{node.node}"]'
         await until(browser, "the node card", lambda b: "Ready" in text_of(b, card))
         assert browser.find_elements(By.CSS_SELECTOR, f'{card} .bar[data-resource="cpu"]')
 
-        await call(browser.get, d.login_url + "#/projects")
+        await call(browser.get, d.url + "#/projects")
         await until(browser, "the apply panel", lambda b: b.find_elements(By.ID, "apply-text"))
         await call(browser.execute_script, "window.__notReloaded = true;")
         # Applied through the page, the project appears and turns Running without a reload.
@@ -195,21 +195,21 @@ async def test_dashboard_live_in_a_browser(
         assert seen_at / 1000 - changed < 1.0, f"the page showed the change after {seen_at / 1000 - changed:.2f} s"
 
         # The project page: its services, conditions and a live log tail from the node's agent.
-        await call(browser.get, d.login_url + f"#/project/{web}")
+        await call(browser.get, d.url + f"#/project/{web}")
         await until(browser, "the service's log", lambda b: f"started {web}" in text_of(b, "#logs"), timeout=30)
         assert "main" in text_of(browser, "#services-table")
         ticks = text_of(browser, "#logs").count("tick")
         await until(browser, "more log lines, followed", lambda b: text_of(b, "#logs").count("tick") > ticks + 1)
         await screenshot(browser, "project")
 
-        await call(browser.get, d.login_url + "#/cluster")
+        await call(browser.get, d.url + "#/cluster")
         await until(browser, f"{web} on the node card", lambda b: web in text_of(b, card))
         await screenshot(browser, "cluster")
 
         # Events (filtered by object) and the generic table of any kind.
-        await call(browser.get, d.login_url + f"#/events?object=project%2F{web}")
+        await call(browser.get, d.url + f"#/events?object=project%2F{web}")
         await until(browser, f"the events of {web}", lambda b: f"project/{web}" in text_of(b, "#events-table tbody"))
-        await call(browser.get, d.login_url + "#/kinds/nodes")
+        await call(browser.get, d.url + "#/kinds/nodes")
         await until(
             browser,
             "the node in the generic table",
@@ -217,7 +217,7 @@ async def test_dashboard_live_in_a_browser(
         )
 
         # Deleting it through the page removes it (Terminating, stopped by the agent, then collected).
-        await call(browser.get, d.login_url + "#/projects")
+        await call(browser.get, d.url + "#/projects")
         button = await until(
             browser,
             "the delete button",
