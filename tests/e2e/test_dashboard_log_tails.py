@@ -57,6 +57,13 @@ async def first_line(d: RunningDashboard, name: str) -> Tail | None:
     return session, response
 
 
+async def open_tail(d: RunningDashboard, name: str) -> Tail:
+    """An open log tail of `name` whose first line came, once the dashboard serves it."""
+    tail: Tail | None = await wait_for(lambda: first_line(d, name), 20, message="a log tail")
+    assert tail is not None
+    return tail
+
+
 async def abandon(tail: Tail) -> None:
     """Close the tail's connection without a word, as a browser leaving the page does."""
     session, response = tail
@@ -75,10 +82,10 @@ async def test_abandoned_log_tails_close_the_agents_docker_streams(
     await bind(client, name, node.node)
     await wait_phase(client, name, v1.RUNNING, timeout=60)
     async with dashboard(api.address) as d:
-        first = await wait_for(lambda: first_line(d, name), 20, message="the first log tail")
+        first = await open_tail(d, name)
         await abandon(first)
         baseline = await settled()
-        tails = [await wait_for(lambda: first_line(d, name), 20, message="a log tail") for _ in range(TAILS)]
+        tails = [await open_tail(d, name) for _ in range(TAILS)]
         during = unix_sockets()
         assert during >= baseline + TAILS, f"the tails hold Docker streams: {baseline} → {during}"
         for tail in tails:
