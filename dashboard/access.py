@@ -114,7 +114,8 @@ class Access:
         return value.strip() if scheme.lower() in TOKEN_SCHEMES else None
 
     def url(self, scheme: str, host: str) -> str:
-        """The page's URL with the token, as printed at start."""
+        """The page's URL with the token, as printed at start (a wildcard listen address shows as loopback)."""
+        host = "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
         return f"{scheme}://{_bracketed(host)}:{self.port}/?{TOKEN_QUERY}={self.token}"
 
     @web.middleware
