@@ -33,6 +33,7 @@ from caravanserai.agent.ingress.httpdetails import IngressLimits
 from caravanserai.clock import Clock
 
 HEAD_END = b"\r\n\r\n"
+MAX_SLOTS = 1024
 REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
 
 
@@ -80,6 +81,9 @@ class RepeatFilter(logging.Filter):
         if now < self._next.get(slot, 0.0):
             self._suppressed[slot] += 1
             return False
+        if len(self._next) >= MAX_SLOTS:  # messages that vary without end: forget, rather than grow
+            self._next.clear()
+            self._suppressed.clear()
         self._next[slot] = now + self._interval
         suppressed = self._suppressed.pop(slot, 0)
         if suppressed:
