@@ -18,6 +18,8 @@ Guarantees:
   (`request_done`); bytes sent meanwhile (a body, WebSocket frames) are never timed here. An idle connection
   (no byte of a next request) is aiohttp's `keepalive_timeout`, which also bounds a connection that sends
   nothing at all.
+* **Files to spare.** The global limit is lowered, with a warning, to the process's file limit less
+  `FD_RESERVE`, so the agent's own files (Docker, the API, `/healthz`) never run out because of clients.
 * Counts are exact: every admitted connection is counted out when its transport is lost, whoever closes it.
 """
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +37,20 @@ from caravanserai.clock import Clock
 
 HEAD_END = b"\r\n\r\n"
 MAX_SLOTS = 1024
+FD_RESERVE = 512  # files kept for the agent itself below RLIMIT_NOFILE
+
+
+def open_files_limit() -> int:
+    """The process's soft limit of open files (a very large number when unlimited)."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return soft if soft != resource.RLIM_INFINITY else 2**31
+
+
+def bounded_connections(wanted: int, files: int) -> int:
+    """`wanted` connections, or fewer when the file limit `files` leaves less room than that above FD_RESERVE."""
+    return max(1, min(wanted, files - FD_RESERVE))
+
+
 REFUSAL = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
 
 
@@ -100,8 +117,19 @@ class ConnectionGuard:
         *,
         exempt: Callable[[str], bool] = lambda _address: False,
         log: RateLimitedLog,
+        files: int | None = None,
     ) -> None:
         self.limits = limits
+        files = open_files_limit() if files is None else files
+        self.max_connections = bounded_connections(limits.max_connections, files)
+        if self.max_connections < limits.max_connections:
+            log.warning(
+                "ingress connection limit lowered to fit the open-files limit",
+                key="fd-limit",
+                max_connections=self.max_connections,
+                asked=limits.max_connections,
+                open_files_limit=files,
+            )
         self._exempt = exempt
         self.log = log
         self.open = 0
@@ -132,7 +160,7 @@ class ConnectionGuard:
 
     def admit(self, address: str) -> str:
         """ "" when a connection from `address` may open (and it is counted), else the limit it would break."""
-        if self.open >= self.limits.max_connections:
+        if self.open >= self.max_connections:
             return "max-connections"
         per_client = self.limits.max_connections_per_client
         if per_client and self._per_client[address] >= per_client and not self._exempt(address):
@@ -251,4 +279,4 @@ class _Guarded(asyncio.Protocol):
             self._timer = None
 
 
-__all__ = ["ConnectionGuard", "RateLimitedLog", "RepeatFilter"]
+__all__ = ["FD_RESERVE", "ConnectionGuard", "bounded_connections", "open_files_limit", "RateLimitedLog", "RepeatFilter"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from caravanserai.agent.ingress.guard import RateLimitedLog, RepeatFilter
+from caravanserai.agent.ingress.guard import ConnectionGuard, RateLimitedLog, RepeatFilter
 from caravanserai.agent.ingress.httpdetails import IngressLimits
 from caravanserai.agent.ingress.server import add_ingress_arguments, limits_from_args, parse_networks
 from caravanserai.testing.clock import FakeClock
@@ -101,3 +101,12 @@ def test_bad_ingress_flags_name_the_problem(
 
 def test_no_networks() -> None:
     assert parse_networks("") == ()
+
+
+def test_the_connection_limit_leaves_files_for_the_agent() -> None:
+    out = Recorder()
+    guard = ConnectionGuard(IngressLimits(max_connections=4096), log=RateLimitedLog(out, FakeClock()), files=1024)
+    assert guard.max_connections == 512
+    assert out.lines[0][1] == "ingress connection limit lowered to fit the open-files limit"
+    roomy = ConnectionGuard(IngressLimits(max_connections=4096), log=RateLimitedLog(out, FakeClock()), files=65536)
+    assert roomy.max_connections == 4096 and len(out.lines) == 1
