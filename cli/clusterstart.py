@@ -7,6 +7,8 @@ Every check fails with one line (`error: …` on stderr, exit 1) that names the 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from caravanserai.cli.localcluster import (
     stop_processes,
 )
 from caravanserai.cli.supervisor import (
+    DASHBOARD_TOKEN_FILE,
     STATE_FILE,
     SUPERVISOR_MODULE,
     ClusterSpec,
@@ -113,6 +116,23 @@ def spawn_supervisor(data: Path, spec: ClusterSpec) -> None:
     fail(f"the supervisor did not start; see {data / 'logs' / 'supervisor.log'}")
 
 
+def new_dashboard_token(path: Path) -> None:
+    """A fresh access token for the dashboard (256 random bits) in `path`, readable by its owner only."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(32) + "\n")
+
+
+def dashboard_url(spec: ClusterSpec) -> str:
+    """The dashboard's URL with its access token (without it when the token file is unreadable)."""
+    try:
+        token = (Path(spec.data_dir) / DASHBOARD_TOKEN_FILE).read_text().strip()
+    except OSError:
+        token = ""
+    return f"http://{spec.dashboard_listen}/" + (f"?token={token}" if token else "")
+
+
 def next_steps(spec: ClusterSpec) -> list[str]:
     """The lines `cara up` ends with: what to try next and how to stop."""
     ctl = command_name("caractrl")
@@ -120,7 +140,7 @@ def next_steps(spec: ClusterSpec) -> list[str]:
         ctl += f" --server {spec.api_listen}"
     lines = [f"Next: {ctl} get nodes"]
     if spec.dashboard:
-        lines.append(f"      open http://{spec.dashboard_listen}/ (the live dashboard)")
+        lines.append(f"      open {dashboard_url(spec)} (the live dashboard)")
     if not spec.agent:
         lines.append(
             f"No agent runs here: projects stay Pending until a node joins (cara-agent --server "
@@ -179,4 +199,6 @@ def start(data: Path, spec: ClusterSpec) -> None:
         )
         stop_processes(leftovers, grace=10.0)
     check_ports(spec)
+    if spec.dashboard:
+        new_dashboard_token(data / DASHBOARD_TOKEN_FILE)
     spawn_supervisor(data, spec)

@@ -61,6 +61,10 @@ class Child:
     proc: asyncio.subprocess.Process | None = field(default=None, repr=False)
 
 
+DASHBOARD_TOKEN_FILE = "dashboard-token"
+"""The dashboard's access token in the data directory (0600), made afresh by each `cara up` that starts a cluster."""
+
+
 @dataclass
 class ClusterSpec:
     """What `cara up` asked for (stored in the state file as `spec`)."""
@@ -182,6 +186,8 @@ class ClusterSpec:
                 self.api_listen,
                 "--listen",
                 self.dashboard_listen,
+                "--access-token-file",
+                str(Path(self.data_dir) / DASHBOARD_TOKEN_FILE),
             ],
         )
 

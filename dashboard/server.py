@@ -10,6 +10,11 @@ The endpoints are documented for `curl` users in docs/dashboard.md. Guarantees:
   `Content-Type: application/json` (which no HTML form can send; a cross-site script sending it, or a DELETE, has
   to pass a CORS preflight the dashboard never grants): a page of another site cannot act through the dashboard.
   Refusals are JSON `{"error": "one line"}` with a fitting HTTP status.
+* Who may ask at all (its own `Host` names, the access token) is `access.Access`, checked first on every route.
+* A browser that goes away ends what serves it: the server runs with aiohttp's `handler_cancellation` (see
+  `runner`), so a closed change stream or log tail cancels its handler at once, which closes the log stream to the
+  agent (and so the agent's stream from Docker) instead of holding it until the next line; a write already sent to
+  the API server is finished anyway (shielded).
 * Every answer carries a Content-Security-Policy allowing only the dashboard's own scripts and styles.
 """
 
@@ -28,6 +33,7 @@ from aiohttp import web
 
 from caravanserai import v1
 from caravanserai.dashboard import views
+from caravanserai.dashboard.access import Access
 from caravanserai.dashboard.actions import ActionError, Actions
 from caravanserai.dashboard.logstream import LogSource
 from caravanserai.dashboard.state import ClusterView
@@ -85,8 +91,9 @@ async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
 class Dashboard:
     """The aiohttp application over a `ClusterView`, `Actions` and a `LogSource`."""
 
-    def __init__(self, state: ClusterView, actions: Actions, logs: LogSource, *, server: str) -> None:
+    def __init__(self, state: ClusterView, actions: Actions, logs: LogSource, *, server: str, access: Access) -> None:
         self.state = state
+        self.access = access
         self.actions = actions
         self.logs = logs
         self.server = server
@@ -95,7 +102,7 @@ class Dashboard:
         self._streams: set[asyncio.Task[Any]] = set()
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_guard], client_max_size=2 * 1024 * 1024)
+        app = web.Application(middlewares=[_guard, self.access.middleware], client_max_size=2 * 1024 * 1024)
         get, r = app.router.add_get, self
         for path, handler in (
             ("/", r.index),
@@ -119,6 +126,10 @@ class Dashboard:
         app.router.add_static("/static/", STATIC, append_version=False)
         app.on_shutdown.append(self._end_streams)
         return app
+
+    def runner(self) -> web.AppRunner:
+        """The app's runner: no access log; a handler is cancelled when its client disconnects."""
+        return web.AppRunner(self.app(), access_log=None, shutdown_timeout=1.0, handler_cancellation=True)
 
     @contextlib.contextmanager
     def _streaming(self) -> Iterator[None]:
@@ -269,19 +280,20 @@ class Dashboard:
         text = body.get("manifest")
         if not isinstance(text, str):
             raise ActionError(422, 'manifest: expected the manifest text as a string ({"manifest": "..."})')
-        outcomes = await self.actions.apply(text)
+        outcomes = await asyncio.shield(self.actions.apply(text))
         return _json({"applied": [{"object": o.object, "action": o.action} for o in outcomes]})
 
     async def delete_project(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        deleted = await self.actions.delete_project(name)
+        deleted = await asyncio.shield(self.actions.delete_project(name))
         return _json({"object": f"project/{name}", "deleted": deleted})
 
     async def node_action(self, request: web.Request) -> web.Response:
         name, action = request.match_info["name"], request.match_info["action"]
         if action == "drain":
-            return _json({"object": f"node/{name}", "drained": True, "moved": await self.actions.drain(name)})
-        changed = await self.actions.cordon(name, action == "cordon")
+            moved = await asyncio.shield(self.actions.drain(name))
+            return _json({"object": f"node/{name}", "drained": True, "moved": moved})
+        changed = await asyncio.shield(self.actions.cordon(name, action == "cordon"))
         return _json({"object": f"node/{name}", "action": action, "changed": changed})
 
 

@@ -15,7 +15,9 @@ Guarantees for a request with `Host: H`:
   **504**.
 * The project runs on another node → the request is forwarded once, to that node's ingress over its published
   address, marked with `X-Caravanserai-Forwarded-By`. A marked request is never forwarded again (**502** when
-  its project does not run here either): loops are impossible.
+  its project does not run here either): loops are impossible. The mark counts as a hop from another node only
+  from a node's address (`_from_node`); from anyone else it is dropped with the client's `X-Forwarded-*` and
+  `Forwarded` (kept from `trusted_proxies`), and this node sets its own as the first hop.
 * HTTP/1.1 keep-alive on both sides (the client connection pool is kept per backend); bodies stream in both
   directions as they come (chunked uploads, server-sent events); WebSocket upgrades are proxied message by
   message; hop-by-hop headers are dropped and X-Forwarded-* set (see `ingress.httpdetails`).
@@ -29,8 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 import aiohttp
@@ -39,18 +42,25 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict
 from yarl import URL
 
+from caravanserai.agent.ingress.guard import ConnectionGuard, RateLimitedLog, RepeatFilter
 from caravanserai.agent.ingress.httpdetails import (
     FORWARDED_BY,
     WEBSOCKET_HANDSHAKE,
     IngressLimits,
+    IPNetwork,
     end_to_end,
     error_page,
     is_websocket,
     upstream_headers,
 )
 from caravanserai.agent.ingress.routes import Route, RouteTable
+from caravanserai.clock import Clock, SystemClock
 
 log = structlog.get_logger(__name__)
+
+BACKLOG = 1024
+LINGERING = 2.0  # seconds to read and drop an unread request body after answering early (aiohttp's default: 10)
+QUIETED_LOGGERS = ("asyncio", "aiohttp.server", "aiohttp.web")  # their repeated lines are rate-limited (`guard`)
 
 CHUNK = 64 * 1024
 SMALL_BODY = 64 * 1024  # responses up to this size (with a Content-Length) are relayed in one piece
@@ -76,17 +86,49 @@ class _BodyTooLarge(Exception):
     pass
 
 
-async def _limited(content: aiohttp.StreamReader, limit: int) -> AsyncIterator[bytes]:
-    seen = 0
-    async for chunk in content.iter_chunked(CHUNK):
-        seen += len(chunk)
-        if limit and seen > limit:
-            raise _BodyTooLarge()
-        yield chunk
+class _BodyTooSlow(Exception):
+    pass
+
+
+class _RequestBody:
+    """The request body as it comes, for the upstream request. `failure` says why it stopped early: over `limit`
+    bytes (_BodyTooLarge) or no byte for `timeout` seconds (_BodyTooSlow); aiohttp wraps what the body raises in
+    its own errors, so the proxy reads the reason here."""
+
+    def __init__(self, content: aiohttp.StreamReader, limit: int, timeout: float) -> None:
+        self._content = content
+        self._limit = limit
+        self._timeout = timeout
+        self.failure: Exception | None = None
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        seen = 0
+        while True:
+            try:
+                async with asyncio.timeout(self._timeout):
+                    chunk = await self._content.read(CHUNK)
+            except TimeoutError:
+                self.failure = _BodyTooSlow()
+                raise self.failure from None
+            if not chunk:
+                return
+            seen += len(chunk)
+            if self._limit and seen > self._limit:
+                self.failure = _BodyTooLarge()
+                raise self.failure
+            yield chunk
 
 
 def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def _in_networks(address: str, networks: Sequence[IPNetwork]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in networks)
 
 
 def _is_loopback(address: str) -> bool:
@@ -99,14 +141,25 @@ def _is_loopback(address: str) -> bool:
 class IngressProxy:
     """The proxy of one node; see the module docstring."""
 
-    def __init__(self, table: RouteTable, backends: Backends, *, node: str, limits: IngressLimits | None = None):
+    def __init__(
+        self,
+        table: RouteTable,
+        backends: Backends,
+        *,
+        node: str,
+        limits: IngressLimits | None = None,
+        clock: Clock | None = None,
+    ):
         self.table = table
+        self.clock: Clock = clock or SystemClock()
         self.backends = backends
         self.node = node
         self.limits = limits or IngressLimits()
         self.port = 0  # once serving
         self._session: aiohttp.ClientSession | None = None
         limits = self.limits
+        self.log = RateLimitedLog(log, self.clock)
+        self.guard = ConnectionGuard(limits, exempt=self._exempt, log=self.log)
         # To another node's ingress (the session's default), and to a container of this node.
         self._remote_timeout = aiohttp.ClientTimeout(
             total=None, connect=limits.connect_timeout, sock_read=limits.idle_timeout
@@ -135,20 +188,43 @@ class IngressProxy:
             cookie_jar=aiohttp.DummyCookieJar(),
         ) as session:
             self._session = session
-            runner = web.AppRunner(self.application(), access_log=None, handler_cancellation=True)
+            runner = web.AppRunner(
+                self.application(),
+                access_log=None,
+                handler_cancellation=True,
+                keepalive_timeout=self.limits.keepalive_timeout,
+                lingering_time=LINGERING,
+            )
             await runner.setup()
+            server: asyncio.Server | None = None
+            repeats = RepeatFilter(self.clock)
+            for name in QUIETED_LOGGERS:
+                logging.getLogger(name).addFilter(repeats)
             try:
-                sock = socket.create_server((host, port), family=_family(host), reuse_port=False)
-                await web.SockSite(runner, sock).start()
+                sock = socket.create_server((host, port), family=_family(host), reuse_port=False, backlog=BACKLOG)
+                assert runner.server is not None
+                server = await asyncio.get_running_loop().create_server(
+                    self.guard.factory(runner.server), sock=sock, backlog=BACKLOG
+                )
                 self.port = sock.getsockname()[1]
                 log.info("ingress listening", address=f"{host}:{self.port}", node=self.node)
                 yield self
             finally:
+                if server is not None:
+                    server.close()
                 await runner.cleanup()
+                for name in QUIETED_LOGGERS:
+                    logging.getLogger(name).removeFilter(repeats)
                 self._session = None
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        """Route one request (see the module docstring)."""
+        """Route one request (see the module docstring); once answered, the connection's next head is timed."""
+        try:
+            return await self._handle(request)
+        finally:
+            self.guard.request_done(request.transport)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
         host = request.headers.get(hdrs.HOST, "")
         route = self.table.lookup(host)
         if route is None:
@@ -169,11 +245,12 @@ class IngressProxy:
         return await self._http(request, route, target, first_hop=first_hop)
 
     async def _target(self, request: web.Request, route: Route) -> tuple[URL, bool]:
-        """(where to send, whether this node is the first ingress) for a Running route."""
+        """(where to send, whether this node is the first ingress) for a Running route. The loop guard reads the
+        mark whoever sent it (a client that sends it is not forwarded); the first-hop decision trusts nodes only."""
         forwarded_by = request.headers.get(FORWARDED_BY, "")
         if route.node == self.node:
             host, port = await self.backends.address(route)
-            return URL.build(scheme="http", host=host, port=port), not forwarded_by
+            return URL.build(scheme="http", host=host, port=port), not self._from_node(request)
         if forwarded_by:
             raise _Refused(
                 "misrouted",
@@ -188,6 +265,19 @@ class IngressProxy:
             )
         return URL.build(scheme="http", host=endpoint.address, port=endpoint.ingress_port), True
 
+    def _from_node(self, request: web.Request) -> bool:
+        """Whether `request` is a hop from another node's ingress (marked, and from a node's address)."""
+        return FORWARDED_BY in request.headers and self.table.is_node_address(request.remote or "")
+
+    def _trusted(self, request: web.Request) -> bool:
+        """Whether the client's own forwarding headers are kept: another node's hop, or a trusted proxy."""
+        return self._from_node(request) or _in_networks(request.remote or "", self.limits.trusted_proxies)
+
+    def _exempt(self, address: str) -> bool:
+        """Whether connections from `address` count against the global limit only: nodes and trusted proxies
+        carry many clients' requests."""
+        return self.table.is_node_address(address) or _in_networks(address, self.limits.trusted_proxies)
+
     def _internal_client(self, address: str) -> bool:
         return _is_loopback(address) or self.table.is_node_address(address)
 
@@ -198,7 +288,8 @@ class IngressProxy:
         self, request: web.Request, route: Route, target: URL, *, first_hop: bool
     ) -> tuple[URL, CIMultiDict[str]]:
         local = route.node == self.node
-        headers = upstream_headers(request, first_hop=first_hop, drop=(FORWARDED_BY,) if local else ())
+        trusted = self._trusted(request)
+        headers = upstream_headers(request, first_hop=first_hop, trusted=trusted, drop=(FORWARDED_BY,) if local else ())
         if not local:
             headers[FORWARDED_BY] = self.node
         return target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query), headers
@@ -209,21 +300,33 @@ class IngressProxy:
         if limits.max_request_body and (request.content_length or 0) > limits.max_request_body:
             return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
         url, headers = self._outgoing(request, route, target, first_hop=first_hop)
-        body = _limited(request.content, limits.max_request_body) if request.body_exists else None
-        local = route.node == self.node
-        timeout = self._local_timeout if local else self._remote_timeout
+        body = _RequestBody(request.content, limits.max_request_body, limits.body_timeout)
+        timeout = self._local_timeout if route.node == self.node else self._remote_timeout
         try:
             async with asyncio.timeout(limits.response_timeout):
                 upstream = await self._session.request(
                     request.method,
                     url,
                     headers=headers,
-                    data=body,
+                    data=body.chunks() if request.body_exists else None,
                     allow_redirects=False,
                     compress=None,
                     timeout=timeout,
                 )
-        except aiohttp.ConnectionTimeoutError:  # before TimeoutError, which it also is
+        except (_BodyTooLarge, _BodyTooSlow, aiohttp.ClientError, TimeoutError) as exc:
+            return self._failed(request, route, exc, body.failure)
+        async with upstream:
+            return await self._relay(request, upstream)
+
+    def _failed(self, request: web.Request, route: Route, exc: Exception, body: Exception | None) -> web.Response:
+        """The page for an upstream request that failed with `exc`; the body's own failure (`body`) comes first,
+        as aiohttp wraps it in its errors."""
+        limits, local = self.limits, route.node == self.node
+        if isinstance(body, _BodyTooSlow):
+            return self._slow_body(request)
+        if isinstance(body, _BodyTooLarge):
+            return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):  # before TimeoutError, which it also is
             self.backends.forget(route)
             waited = limits.local_connect_timeout if local else limits.connect_timeout
             where = f"{route.service}:{route.port}" if local else f"the ingress of node {route.node}"
@@ -233,23 +336,27 @@ class IngressProxy:
                 f'Project "{route.project}" ({where}) did not accept a connection within {waited:g} s '
                 "(stopped or restarting); try again shortly.",
             )
-        except _BodyTooLarge:
-            return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
-        except TimeoutError:
+        if isinstance(exc, TimeoutError):
             return self._page(
                 504,
                 "backend-timeout",
                 f'Project "{route.project}" did not answer within {limits.response_timeout:g} s.',
             )
-        except aiohttp.ClientError as exc:
-            self.backends.forget(route)
-            return self._page(
-                502,
-                "backend-refused",
-                f'Project "{route.project}" ({route.service}:{route.port}) refused the connection: {exc}',
-            )
-        async with upstream:
-            return await self._relay(request, upstream)
+        self.backends.forget(route)
+        return self._page(
+            502,
+            "backend-refused",
+            f'Project "{route.project}" ({route.service}:{route.port}) refused the connection: {exc}',
+        )
+
+    def _slow_body(self, request: web.Request) -> web.Response:
+        """408 for a client that stopped sending its body; the connection is not kept."""
+        self.log.info("ingress request body too slow", key="body-timeout", client=request.remote or "")
+        response = self._page(
+            408, "body-timeout", f"No byte of the request body came for {self.limits.body_timeout:g} s."
+        )
+        response.force_close()
+        return response
 
     async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         """Copy the backend's response to the client as it arrives (a small one of known length in one piece)."""
@@ -261,7 +368,7 @@ class IngressProxy:
             try:
                 body = await upstream.content.readexactly(length) if length else b""
             except (aiohttp.ClientError, asyncio.IncompleteReadError, TimeoutError) as exc:
-                log.info("ingress backend response ended early", error=str(exc))
+                self.log.info("ingress backend response ended early", key="early-end", error=str(exc))
                 if request.transport is not None:
                     request.transport.close()
                 return web.Response(status=502)
@@ -276,13 +383,13 @@ class IngressProxy:
             async for chunk in upstream.content.iter_any():
                 sent += len(chunk)
                 if limit and sent > limit:
-                    log.warning("ingress response cut off at the size limit", limit=limit)
+                    self.log.warning("ingress response cut off at the size limit", key="cut-off", limit=limit)
                     if request.transport is not None:
                         request.transport.close()
                     return response
                 await response.write(chunk)
         except (aiohttp.ClientError, TimeoutError) as exc:  # the backend broke off: so does the client connection
-            log.info("ingress backend stream ended early", error=str(exc))
+            self.log.info("ingress backend stream ended early", key="early-end", error=str(exc))
             if request.transport is not None:
                 request.transport.close()
             return response

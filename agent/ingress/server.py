@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import ipaddress
 from collections.abc import AsyncIterator, Callable
 
 from caravanserai import v1
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.ingress.endpoints import ContainerBackends, ServiceEndpoints
-from caravanserai.agent.ingress.httpdetails import IngressLimits
+from caravanserai.agent.ingress.httpdetails import IngressLimits, IPNetwork
 from caravanserai.agent.ingress.proxy import IngressProxy
 from caravanserai.agent.ingress.routes import RouteTable
 from caravanserai.informer import SharedInformerFactory
@@ -59,6 +60,7 @@ def add_ingress_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _add_body_limits(add, d)
     _add_timeouts(add, d)
+    _add_client_limits(add, d)
 
 
 def _add_body_limits(add: Callable[..., object], d: IngressLimits) -> None:
@@ -110,6 +112,77 @@ def _add_timeouts(add: Callable[..., object], d: IngressLimits) -> None:
     )
 
 
+def parse_networks(text: str) -> tuple[IPNetwork, ...]:
+    """`10.0.0.0/8,192.0.2.7` as networks (an address alone is its own /32 or /128); "" is none."""
+    networks = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"{part!r} is not an address or CIDR network (e.g. 10.0.0.0/8)") from None
+    return tuple(networks)
+
+
+def _add_client_limits(add: Callable[..., object], d: IngressLimits) -> None:
+    add(
+        "--ingress-header-timeout",
+        type=flag_type(_seconds),
+        default=d.header_timeout,
+        metavar="DURATION",
+        help="time for a client to send a request's head, from its first byte; then the connection is closed "
+        "(default 10s)",
+    )
+    add(
+        "--ingress-body-timeout",
+        type=flag_type(_seconds),
+        default=d.body_timeout,
+        metavar="DURATION",
+        help="time without a byte of a request body being read before the request ends with 408 (default 1m)",
+    )
+    add(
+        "--ingress-keepalive-timeout",
+        type=flag_type(_seconds),
+        default=d.keepalive_timeout,
+        metavar="DURATION",
+        help="time an idle client connection is kept open, waiting for a request (default 30s)",
+    )
+    add(
+        "--ingress-max-connections",
+        type=flag_type(_count),
+        default=d.max_connections,
+        metavar="N",
+        help="client connections open at once; more are answered 503 and closed (default 4096)",
+    )
+    add(
+        "--ingress-max-connections-per-client",
+        type=flag_type(_count),
+        default=d.max_connections_per_client,
+        metavar="N",
+        help="client connections open at once from one address; nodes and trusted proxies count only against "
+        "--ingress-max-connections (default 256)",
+    )
+    add(
+        "--trusted-proxies",
+        type=flag_type(parse_networks),
+        default=d.trusted_proxies,
+        metavar="CIDR,...",
+        help="proxies in front of the ingress whose X-Forwarded-* and Forwarded headers are kept; from anyone "
+        "else they are dropped and set anew (default: none)",
+    )
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise ValueError(f"must be at least 1, not {text}")
+    return value
+
+
 def limits_from_args(args: argparse.Namespace) -> IngressLimits:
     return IngressLimits(
         max_request_body=args.ingress_max_request_body,
@@ -118,6 +191,12 @@ def limits_from_args(args: argparse.Namespace) -> IngressLimits:
         local_connect_timeout=args.ingress_local_connect_timeout,
         response_timeout=args.ingress_response_timeout,
         idle_timeout=args.ingress_idle_timeout,
+        header_timeout=args.ingress_header_timeout,
+        body_timeout=args.ingress_body_timeout,
+        keepalive_timeout=args.ingress_keepalive_timeout,
+        max_connections=args.ingress_max_connections,
+        max_connections_per_client=args.ingress_max_connections_per_client,
+        trusted_proxies=args.trusted_proxies,
     )
 
 
@@ -150,4 +229,11 @@ class Ingress:
             self.table.follow(informers.informer(v1.Project), informers.informer(v1.Node))
 
 
-__all__ = ["DEFAULT_INGRESS_LISTEN", "Ingress", "add_ingress_arguments", "limits_from_args", "parse_listen"]
+__all__ = [
+    "DEFAULT_INGRESS_LISTEN",
+    "Ingress",
+    "add_ingress_arguments",
+    "limits_from_args",
+    "parse_listen",
+    "parse_networks",
+]

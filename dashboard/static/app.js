@@ -5,6 +5,9 @@
 
 const state = { readOnly: true, page: null, logs: null, pending: false, again: false };
 
+// The first visit comes with ?token=… (the server has set its cookie by now): keep it out of the address bar.
+if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", location.pathname + location.hash);
+
 // ---- small helpers -------------------------------------------------------------------------------------------
 
 function el(tag, attrs, ...children) {

@@ -262,8 +262,11 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
     assert table_row(nodes, cluster.node)[1] == "Ready"
     # The next steps name the dashboard, which shows the node; the apiserver and the agent answer /healthz.
     dashboard = f"http://{cluster.dashboard_listen}/"
-    assert f"open {dashboard} (the live dashboard)" in out
-    shown = eventually(lambda: dashboard_nodes(dashboard), 30, "the dashboard to show the node")
+    token = (cluster.data_dir / "dashboard-token").read_text().strip()
+    assert (cluster.data_dir / "dashboard-token").stat().st_mode & 0o777 == 0o600
+    assert f"open {dashboard}?token={token} (the live dashboard)" in out
+    assert http_get(dashboard + "api/v1/cluster") is None  # 401 without the token
+    shown = eventually(lambda: dashboard_nodes(dashboard, token), 30, "the dashboard to show the node")
     assert shown == [cluster.node]
     assert http_get(f"http://{cluster.metrics_listen}/healthz") == "ok\n"
     assert http_get(f"http://{cluster.agent_health_listen}/healthz").startswith("ok")
@@ -323,10 +326,10 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
     cluster.assert_no_process_left()
 
 
-def dashboard_nodes(url: str) -> list[str] | None:
+def dashboard_nodes(url: str, token: str) -> list[str] | None:
     """The node names the dashboard's cluster page shows, once it shows any."""
     try:
-        names = [n["name"] for n in json.loads(http_get(url + "api/v1/cluster"))["nodes"]]
+        names = [n["name"] for n in json.loads(http_get(url + f"api/v1/cluster?token={token}"))["nodes"]]
     except (OSError, ValueError, KeyError):
         return None
     return names or None

@@ -161,7 +161,7 @@ async def test_dashboard_live_in_a_browser(
 ) -> None:
     web, waiting = f"web-{uuid.uuid4().hex[:6]}", f"queued-{uuid.uuid4().hex[:6]}"
     async with dashboard(api.address) as d:
-        await call(browser.get, d.url + "#/cluster")
+        await call(browser.get, d.login_url + "#/cluster")  # the first visit: its cookie lets the later ones in
         # The cluster page shows the agent's node, Ready, with its resource bars.
         card = f'.node[data-name="{node.node}"]'
         await until(browser, "the node card", lambda b: "Ready" in text_of(b, card))
@@ -233,7 +233,7 @@ async def test_dashboard_live_in_a_browser(
 
 async def test_read_only_dashboard_refuses_actions(browser: Driver, api: RunningApiServer) -> None:
     async with dashboard(api.address, "--read-only") as d:
-        await call(browser.get, d.url + "#/projects")
+        await call(browser.get, d.login_url + "#/projects")
         await until(browser, "the read-only badge", lambda b: b.find_element(By.ID, "read-only").is_displayed())
         panel = await call(browser.find_element, By.ID, "apply-panel")
         assert not await call(panel.is_displayed), "the apply panel is hidden"
@@ -266,7 +266,7 @@ async def test_project_page_shows_each_volumes_last_backup_against_its_every(
     )
     await client.projects.update_status(stored)
     async with dashboard(api.address) as d:
-        await call(browser.get, d.url + f"#/project/{name}")
+        await call(browser.get, d.login_url + f"#/project/{name}")
         row = '#volumes-table tr[data-name="data"]'
         await until(browser, "the data volume's backup age", lambda b: "15m ago (every 5m)" in text_of(b, row))
         assert "Overdue" in text_of(browser, f"{row} .backup-age")

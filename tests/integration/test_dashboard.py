@@ -7,6 +7,7 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -59,8 +60,9 @@ async def dash(api: RunningApiServer, cluster: Client) -> AsyncIterator[RunningD
 
 async def get(d: RunningDashboard | str, path: str) -> tuple[int, Any]:
     base = d if isinstance(d, str) else d.url
+    headers = {} if isinstance(d, str) else d.headers
     try:
-        async with aiohttp.ClientSession() as s, s.get(base + path.lstrip("/")) as r:
+        async with aiohttp.ClientSession(headers=headers) as s, s.get(base + path.lstrip("/")) as r:
             return r.status, await r.json()
     except aiohttp.ClientConnectionError:
         return 0, None  # not listening yet
@@ -69,7 +71,7 @@ async def get(d: RunningDashboard | str, path: str) -> tuple[int, Any]:
 async def send(d: RunningDashboard, method: str, path: str, body: Any = None, **kwargs: Any) -> tuple[int, Any]:
     if body is None and method == "POST":
         body = {}  # a POST is refused unless it is JSON
-    async with aiohttp.ClientSession() as s, s.request(method, d.url + path.lstrip("/"), json=body, **kwargs) as r:
+    async with d.session() as s, s.request(method, d.url + path.lstrip("/"), json=body, **kwargs) as r:
         return r.status, await r.json()
 
 
@@ -122,7 +124,7 @@ async def test_generic_kind_table_and_object(dash: RunningDashboard) -> None:
 
 async def test_stream_pushes_a_phase_change_within_a_second(dash: RunningDashboard, cluster: Client) -> None:
     await eventually(dash, "/api/v1/projects", lambda b: len(b["projects"]) == 2)
-    async with aiohttp.ClientSession() as s, s.get(dash.url + "api/v1/stream") as stream:
+    async with dash.session() as s, s.get(dash.url + "api/v1/stream") as stream:
         assert stream.headers["Content-Type"] == "text/event-stream"
         assert await stream.content.readline() == b"event: hello\n"
         live = await cluster.projects.get("web")
@@ -214,7 +216,7 @@ async def test_project_page_shows_volume_backups_and_drain_refuses_data_left_beh
 async def test_writes_need_json_and_the_dashboards_own_origin(dash: RunningDashboard) -> None:
     status, body = await send(dash, "POST", f"/api/v1/nodes/{NODE}/cordon", headers={"Origin": "http://evil.example"})
     assert status == 403 and "evil.example" in body["error"]
-    async with aiohttp.ClientSession() as s, s.post(dash.url + f"api/v1/nodes/{NODE}/cordon", data="x=1") as r:
+    async with dash.session() as s, s.post(dash.url + f"api/v1/nodes/{NODE}/cordon", data="x=1") as r:
         assert r.status == 415
         assert r.headers["Content-Security-Policy"].startswith("default-src 'self'")
 
@@ -244,7 +246,7 @@ async def test_off_loopback_needs_https_or_allow_insecure(api: RunningApiServer)
 
 
 async def test_the_process_lists_a_custom_kind_defined_later_with_its_printer_columns(
-    api: RunningApiServer, cluster: Client
+    api: RunningApiServer, cluster: Client, tmp_path: Path
 ) -> None:
     """cara-dashboard as its own process: it learns the kind from the server (nothing is registered in it)."""
     port = free_port()
@@ -258,22 +260,106 @@ async def test_the_process_lists_a_custom_kind_defined_later_with_its_printer_co
         f"127.0.0.1:{port}",
         "--log-level",
         "warning",
+        "--access-token-file",
+        str(tmp_path / "token"),
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
         url = f"http://127.0.0.1:{port}/"
+        token = await wait_for(lambda: _token_in(tmp_path / "token"), 10, message="the token file")
         await define_projectset(cluster)
         await cluster.resource(projectset_messages().ProjectSet).create(projectset("blue", replicas=3))
         kinds = await eventually(
-            url, "/api/v1/kinds", lambda b: any(k["plural"] == "projectsets" for k in b["kinds"]), timeout=20
+            url,
+            f"/api/v1/kinds?token={token}",
+            lambda b: any(k["plural"] == "projectsets" for k in b["kinds"]),
+            timeout=20,
         )
         (listed,) = [k for k in kinds["kinds"] if k["plural"] == "projectsets"]
         assert listed["kind"] == "ProjectSet" and listed["columns"] == ["REPLICAS", "READY"]
-        table = await eventually(url, "/api/v1/kinds/projectsets", lambda b: b["rows"])
+        table = await eventually(url, f"/api/v1/kinds/projectsets?token={token}", lambda b: b["rows"])
         assert table["columns"] == ["REPLICAS", "READY"]
         assert [(r["name"], r["cells"]) for r in table["rows"]] == [("blue", [3, None])]
-        _, obj = await get(url, "/api/v1/kinds/projectsets/blue")
+        _, obj = await get(url, f"/api/v1/kinds/projectsets/blue?token={token}")
         assert obj["spec"]["replicas"] == 3
     finally:
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 15) == 0
+
+
+def _token_in(path: Path) -> str | None:
+    """The token the dashboard wrote to `path` (mode 0600), None until it has."""
+    if not path.exists():
+        return None
+    assert path.stat().st_mode & 0o777 == 0o600
+    return path.read_text().strip() or None
+
+
+async def raw(d: RunningDashboard, method: str, path: str, **kwargs: Any) -> aiohttp.ClientResponse:
+    """The answer (body read) to a request sent without the test's token, with `kwargs` as given."""
+    async with aiohttp.ClientSession() as s, s.request(method, d.url + path.lstrip("/"), **kwargs) as r:
+        await r.read()
+        return r
+
+
+async def test_a_dns_rebinding_page_can_neither_read_nor_write(dash: RunningDashboard, cluster: Client) -> None:
+    """A page on rebind.evil.example whose name now resolves to 127.0.0.1: Host and Origin are its own name."""
+    evil = f"rebind.evil.example:{dash.process.port}"
+    rebound = {"Host": evil, "Origin": f"http://{evil}", **dash.headers}  # even with the token
+    for method, path, body in (
+        ("GET", "/", None),
+        ("GET", "/api/v1/projects/web", None),
+        ("GET", "/api/v1/projects/web/logs", None),
+        ("GET", "/static/app.js", None),
+        ("POST", f"/api/v1/nodes/{NODE}/cordon", {}),
+        ("POST", "/api/v1/apply", {"manifest": "kind: Project"}),
+    ):
+        r = await raw(dash, method, path, json=body, headers=rebound)
+        assert r.status == 403, (method, path, r.status)
+        assert "rebind.evil.example" in (await r.json())["error"]
+    assert not (await cluster.nodes.get(NODE)).spec.unschedulable
+    for host in (f"localhost:{dash.process.port}", f"[::1]:{dash.process.port}", f"127.0.0.1:{dash.process.port}"):
+        assert (await raw(dash, "GET", "/api/v1/config", headers={"Host": host, **dash.headers})).status == 200
+    wrong_port = {"Host": f"localhost:{dash.process.port + 1}", **dash.headers}
+    assert (await raw(dash, "GET", "/api/v1/config", headers=wrong_port)).status == 403
+
+
+async def test_allowed_hosts_admit_a_tunnel_name(api: RunningApiServer, cluster: Client) -> None:
+    async with dashboard(api.address, "--allowed-hosts", "dash.example.org,tunnel.example:8443") as d:
+        for host, status in (
+            ("dash.example.org", 200),
+            ("dash.example.org:443", 200),
+            ("tunnel.example:8443", 200),
+            ("tunnel.example:8444", 403),
+            ("evil.example.org", 403),
+        ):
+            assert (await raw(d, "GET", "/api/v1/config", headers={"Host": host, **d.headers})).status == status, host
+
+
+async def test_no_token_no_entry_and_the_page_says_how_to_get_in(dash: RunningDashboard) -> None:
+    for path in ("/", "/api/v1/cluster", "/api/v1/stream", "/static/app.js", "/healthz"):
+        r = await raw(dash, "GET", path)
+        assert r.status == 401, path
+    page = await raw(dash, "GET", "/", headers={"Accept": "text/html,application/xhtml+xml"})
+    assert page.status == 401 and page.content_type == "text/html"
+    assert "?token=" in await page.text() and "cara up" in await page.text()
+    r = await raw(dash, "GET", "/api/v1/cluster")
+    assert "access token" in (await r.json())["error"]
+    for wrong in ("Token nope", "Bearer nope", f"Basic {dash.token}"):
+        assert (await raw(dash, "GET", "/api/v1/config", headers={"Authorization": wrong})).status == 401
+    r = await raw(dash, "POST", f"/api/v1/nodes/{NODE}/cordon", json={})
+    assert r.status == 401
+    assert (await raw(dash, "GET", "/api/v1/config", headers={"Authorization": f"Bearer {dash.token}"})).status == 200
+
+
+async def test_the_token_in_the_url_sets_a_strict_httponly_cookie(dash: RunningDashboard) -> None:
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as s:  # unsafe: an IP address
+        async with s.get(dash.login_url) as first:
+            assert first.status == 200 and first.content_type == "text/html"
+            cookie = first.cookies[f"cara-dashboard-{dash.process.port}"]
+            assert cookie.value == dash.token
+            assert cookie["httponly"] is True and cookie["samesite"] == "Strict" and cookie["path"] == "/"
+        async with s.get(dash.url + "api/v1/config") as later:  # the cookie alone lets the page in
+            assert later.status == 200
+    async with aiohttp.ClientSession() as s, s.get(dash.url + "?token=wrong") as r:
+        assert r.status == 401 and not r.cookies

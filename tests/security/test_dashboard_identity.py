@@ -6,11 +6,9 @@ import ssl
 from collections.abc import Callable
 from pathlib import Path
 
-import aiohttp
-
 from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.apiserver import RunningApiServer
-from support.dashboard import dashboard
+from support.dashboard import RunningDashboard, dashboard
 
 MANIFEST = (
     "apiVersion: caravanserai/v1\nkind: Project\nmetadata: {name: dash-id}\n"
@@ -22,8 +20,8 @@ def flags(tls: TLSFiles) -> list[str]:
     return ["--tls-cert", tls.cert, "--tls-key", tls.key, "--tls-ca", tls.ca]
 
 
-async def apply(url: str, **kwargs: object) -> tuple[int, dict[str, object]]:
-    async with aiohttp.ClientSession() as s, s.post(url + "api/v1/apply", json={"manifest": MANIFEST}, **kwargs) as r:  # type: ignore[arg-type]  # kwargs are ClientSession.post options, typed object here
+async def apply(d: RunningDashboard, **kwargs: object) -> tuple[int, dict[str, object]]:
+    async with d.session() as s, s.post(d.url + "api/v1/apply", json={"manifest": MANIFEST}, **kwargs) as r:  # type: ignore[arg-type]  # kwargs are ClientSession.post options, typed object here
         return r.status, await r.json()
 
 
@@ -31,14 +29,14 @@ async def test_actions_are_refused_with_the_apis_error_for_a_read_only_identity(
     secure_api: RunningApiServer, tls_of: Callable[[str], TLSFiles]
 ) -> None:
     async with dashboard(secure_api.address, *flags(tls_of("viewer"))) as viewer:
-        async with aiohttp.ClientSession() as s, s.get(viewer.url + "api/v1/cluster") as r:
+        async with viewer.session() as s, s.get(viewer.url + "api/v1/cluster") as r:
             assert r.status == 200  # reads are allowed to a viewer
-        status, body = await apply(viewer.url)
+        status, body = await apply(viewer)
         assert status == 403
         error = str(body["error"])
         assert "project/dash-id:" in error and "viewer" in error and "\n" not in error
     async with dashboard(secure_api.address, *flags(tls_of("admin"))) as admin:
-        assert await apply(admin.url) == (200, {"applied": [{"object": "project/dash-id", "action": "created"}]})
+        assert await apply(admin) == (200, {"applied": [{"object": "project/dash-id", "action": "created"}]})
 
 
 async def test_https_off_loopback(secure_api: RunningApiServer, certs: Path, tls_of: Callable[[str], TLSFiles]) -> None:
@@ -55,6 +53,6 @@ async def test_https_off_loopback(secure_api: RunningApiServer, certs: Path, tls
     ) as d:
         context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
         url = f"https://127.0.0.1:{d.process.port}/api/v1/config"
-        async with aiohttp.ClientSession() as s, s.get(url, ssl=context) as r:
+        async with d.session() as s, s.get(url, ssl=context) as r:
             assert r.status == 200
             assert (await r.json())["readOnly"] is False

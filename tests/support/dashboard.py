@@ -7,6 +7,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import aiohttp
+
 from caravanserai.dashboard.__main__ import DashboardProcess, parser, serve_options
 
 
@@ -20,6 +22,25 @@ class RunningDashboard:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.process.port}/"
+
+    @property
+    def token(self) -> str:
+        assert self.process.access is not None
+        return self.process.access.token
+
+    @property
+    def login_url(self) -> str:
+        """The page with `?token=`: a browser's first visit (it sets the cookie)."""
+        return f"{self.url}?token={self.token}"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The access token as a script sends it."""
+        return {"Authorization": f"Token {self.token}"}
+
+    def session(self) -> aiohttp.ClientSession:
+        """An HTTP client that sends the access token with every request."""
+        return aiohttp.ClientSession(headers=self.headers)
 
 
 @contextlib.asynccontextmanager
