@@ -140,13 +140,20 @@ class Settings:
 
     def client(self) -> Client:
         """A new API client; use as `async with settings.client() as client:`."""
-        return Client(
+        client = Client(
             self.address(),
             credentials=self.credentials(),
             token=self.bearer_token(),
             timeout=CALL_TIMEOUT,
             retry_timeout=RETRY_TIMEOUT,
         )
+        client.without_certificate = self.without_certificate()
+        return client
+
+    def without_certificate(self) -> bool:
+        """TLS with neither a client certificate nor a token: a server requiring certificates is said to want one."""
+        conf = self.file()
+        return bool(self.tls_ca or conf.tls_ca) and not (self.tls_cert or conf.tls_cert) and not self.bearer_token()
 
     def output_format(self, local: str | None, *, default: str = "table") -> str:
         """`-o` given after the subcommand wins over `-o` given before it."""
