@@ -28,6 +28,7 @@ from ruamel.yaml.error import YAMLError
 
 from caravanserai.client import Client, server_address
 from caravanserai.process.tls import TLSFiles
+from caravanserai.text import yamlerror
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "name")
 # Per call deadline, and how long a failed (UNAVAILABLE) idempotent call is retried before giving up: short, so
@@ -70,7 +71,7 @@ def load_config(path: Path | None) -> FileConfig:
     try:
         data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
     except YAMLError as exc:
-        raise ConfigError(f"config file {path}: {str(exc).splitlines()[0]}") from exc
+        raise ConfigError(f"config file {path}: {yamlerror.describe(exc)}") from None
     return _parse_config(path, data if data is not None else {})
 
 
