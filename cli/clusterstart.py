@@ -6,6 +6,7 @@ Every check fails with one line (`error: …` on stderr, exit 1) that names the 
 
 from __future__ import annotations
 
+import datetime
 import json
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from typing import NoReturn
 import click
 from click.core import ParameterSource
 
+from caravanserai.cli import localpki
 from caravanserai.cli.localcluster import (
     ETCD_MISSING,
     command_name,
@@ -148,6 +150,7 @@ def ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec) 
         "dashboard_listen": "dashboard_listen",
         "docker_host": "docker_host",
         "ingress_listen": "ingress_listen",
+        "insecure": "insecure",
     }
     ignored = [
         f"--{param.replace('_', '-')}"
@@ -179,4 +182,16 @@ def start(data: Path, spec: ClusterSpec) -> None:
         )
         stop_processes(leftovers, grace=10.0)
     check_ports(spec)
+    credentials(data, spec)
     spawn_supervisor(data, spec)
+
+
+def credentials(data: Path, spec: ClusterSpec) -> None:
+    """The cluster's CA, certificates, encryption key and admin client config (`localpki`), made when missing;
+    with --insecure none is used and the client config is removed, so caractrl does not offer TLS to it."""
+    if spec.insecure:
+        (data / localpki.CLIENT_CONFIG).unlink(missing_ok=True)
+        return
+    hosts = [split_address(a)[0] for a in (spec.api_listen, spec.agent_listen)]
+    now = datetime.datetime.now(datetime.UTC)
+    localpki.ensure(data, api_listen=spec.api_listen, node_name=spec.node_name, hosts=hosts, now=now)

@@ -26,6 +26,7 @@ import grpc
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from caravanserai.cli.localpki import admin_config_for
 from caravanserai.client import Client, server_address
 from caravanserai.process.tls import TLSFiles
 from caravanserai.text import yamlerror
@@ -120,10 +121,17 @@ class Settings:
     _file: FileConfig | None = field(default=None, repr=False)
 
     def file(self) -> FileConfig:
-        """The config file, read once."""
+        """The config file, read once. Without `--config` and without a default config file, the client config of
+        a running `cara up` cluster serving the API at the address asked for (its admin's credentials, readable
+        by the user who started it): how caractrl reaches a local cluster by default."""
         if self._file is None:
-            self._file = load_config(self.config_path)
+            self._file = load_config(self.config_path or self._local_cluster_config())
         return self._file
+
+    def _local_cluster_config(self) -> Path | None:
+        if default_config_path().exists() or self.token or self.tls_ca or self.tls_cert or self.tls_key:
+            return None
+        return admin_config_for(server_address(self.server or os.environ.get("CARA_SERVER")))
 
     def address(self) -> str:
         """`--server`, else $CARA_SERVER, else the config file, else 127.0.0.1:7420."""
