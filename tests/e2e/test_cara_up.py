@@ -34,10 +34,12 @@ from io import StringIO
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc
 import pytest
 from agent_harness import docker, remove_node_objects
 from ruamel.yaml import YAML
 
+from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.process.tls import TLSFiles
 from caravanserai.storage.etcd import EtcdClient
 from caravanserai.testing import ensure_test_image, free_port, free_ports
@@ -287,6 +289,8 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
     assert eventually(lambda: http_get(url), 20, f"{url} to answer") == "hello from caravanserai\n"
     logs = eventually(lambda: logs_with(cluster, name, "response:200"), 20, "the request in the project's logs")
     assert "serving on :8080" in logs
+    # The agent's log, exec and port-forward service answers only with the cluster's certificates.
+    assert agent_refuses_without_a_certificate(cluster.agent_listen, cluster.data_dir / "pki" / "ca.crt", name)
     container, uid = project_container(cluster, name)
     assert docker("inspect", "--format", "{{.State.Running}} {{.Id}}", container).split() == ["true", container]
 
@@ -328,6 +332,23 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
     assert docker("network", "ls", "--filter", f"label={PROJECT_LABEL}={name}", "--format", "{{.ID}}") == ""
     ok(cluster.cara("down"))
     cluster.assert_no_process_left()
+
+
+def agent_refuses_without_a_certificate(address: str, ca: Path, project: str) -> bool:
+    """Whether the agent at `address` refuses a Logs call in plain text and over TLS without a client certificate."""
+
+    async def refused(credentials: grpc.ChannelCredentials | None) -> bool:
+        channel = grpc.aio.secure_channel(address, credentials) if credentials else grpc.aio.insecure_channel(address)
+        async with channel:
+            try:
+                async for _ in api_pb2_grpc.AgentStub(channel).Logs(api_pb2.LogsRequest(project=project), timeout=10):
+                    pass
+            except grpc.aio.AioRpcError:
+                return True
+        return False
+
+    with_ca = grpc.ssl_channel_credentials(root_certificates=ca.read_bytes())
+    return asyncio.run(refused(None)) and asyncio.run(refused(with_ca))
 
 
 def dashboard_nodes(url: str) -> list[str] | None:
