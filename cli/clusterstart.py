@@ -130,6 +130,9 @@ def next_steps(spec: ClusterSpec) -> list[str]:
         )
     elif Path("examples/hello.yaml").is_file():
         lines.append(f"      {ctl} apply -f examples/hello.yaml && {ctl} wait project hello --for phase=Running")
+    if not spec.insecure:
+        config = Path(spec.data_dir) / localpki.CLIENT_CONFIG
+        lines.append(f"Admin: {config} (caractrl finds it; the API, etcd and the agent require certificates)")
     data = "" if Path(spec.data_dir) == default_data_dir().resolve() else f" --data-dir {spec.data_dir}"
     lines.append(f"Stop: {command_name('cara')} down{data} (the cluster's state is kept for the next cara up)")
     return lines

@@ -592,7 +592,8 @@ def etcd_values(port: int, pki: Path) -> dict[bytes, bytes]:
 
 @pytest.mark.timeout(180)
 def test_up_requires_credentials_and_caractrl_finds_the_admins(cluster: Cluster, tmp_path: Path) -> None:
-    ok(cluster.cara("up", "--no-agent", "--no-dashboard"))
+    out = ok(cluster.cara("up", "--no-agent", "--no-dashboard"))
+    assert f"Admin: {cluster.data_dir / 'client.yaml'} (caractrl finds it;" in out
     pki = cluster.data_dir / "pki"
     # The CA, certificates, keys, encryption key and client config are the user's alone.
     assert stat.S_IMODE(pki.stat().st_mode) == 0o700
@@ -636,7 +637,7 @@ def test_up_requires_credentials_and_caractrl_finds_the_admins(cluster: Cluster,
 
 @pytest.mark.timeout(180)
 def test_up_insecure_behaves_as_before(cluster: Cluster, tmp_path: Path) -> None:
-    ok(cluster.cara("up", "--no-agent", "--no-dashboard", "--insecure"))
+    assert "Admin:" not in ok(cluster.cara("up", "--no-agent", "--no-dashboard", "--insecure"))
     assert not (cluster.data_dir / "client.yaml").exists() and not (cluster.data_dir / "pki").exists()
     nobody = tmp_path / "nobody.yaml"
     nobody.write_text(f"server: {cluster.api}\n")
