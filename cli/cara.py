@@ -157,6 +157,12 @@ DATA_DIR_OPTION = click.option(
     help="address of the web dashboard",
 )
 @click.option(
+    "--insecure",
+    is_flag=True,
+    help="no TLS and no credentials: etcd, the API and the agent answer every local user, Secrets are stored in the "
+    "clear (without it: a CA, certificates, the admin's client config and an encryption key in the data dir)",
+)
+@click.option(
     "--timeout", default=90.0, show_default=True, metavar="SECONDS", help="seconds to wait for the cluster to answer"
 )
 @click.option(
@@ -191,6 +197,7 @@ def up(
     metrics_listen: str,
     no_dashboard: bool,
     dashboard_listen: str,
+    insecure: bool,
     timeout: float,
     config: Path | None,
     assignments: tuple[str, ...],
@@ -224,6 +231,7 @@ def up(
         ingress_listen=ingress_listen,
         controller_flags=settings.flags(clusterconfig.CONTROLLERS),
         agent_flags=settings.flags(clusterconfig.AGENT),
+        insecure=insecure,
     )
     spec = _running_or_started(ctx, data, asked)
     _report_ready(spec, data, timeout)
@@ -251,7 +259,7 @@ def _running_or_started(ctx: click.Context, data: Path, asked: ClusterSpec) -> C
 
 def _report_ready(spec: ClusterSpec, data: Path, timeout: float) -> None:
     """Wait until the cluster answers (exit 1 after `timeout`), then print the summary and the next steps."""
-    problem = asyncio.run(wait_ready(spec.api_listen, spec.node_name or None, timeout))
+    problem = asyncio.run(wait_ready(spec.api_listen, spec.node_name or None, timeout, spec.admin_tls()))
     if problem:
         fail(
             f"the cluster did not become ready within {timeout:g}s: {problem} (it keeps trying; logs in "
@@ -339,11 +347,11 @@ def status(data_dir: Path | None) -> None:
         alive = process_alive(int(child["pid"]))
         healthy &= alive
         click.echo(f"{name:<19}pid {child['pid']:<8} {'running' if alive else 'down':<8} restarts {child['restarts']}")
-    api = asyncio.run(probe(spec.api_listen, None))
+    api = asyncio.run(probe(spec.api_listen, None, spec.admin_tls()))
     healthy &= not api
     click.echo(f"API {spec.api_listen}: {api or 'answering'}")
     if spec.agent and not api:
-        node = asyncio.run(probe(spec.api_listen, spec.node_name))
+        node = asyncio.run(probe(spec.api_listen, spec.node_name, spec.admin_tls()))
         healthy &= not node
         click.echo(f"node {spec.node_name}: {node or 'Ready'}")
     sys.exit(0 if healthy else 1)

@@ -43,6 +43,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from caravanserai.text import yamlerror
 from caravanserai.text.durations import parse_duration
 from caravanserai.text.quantity import parse_quantity
 
@@ -234,8 +235,10 @@ def read_file(settings: ClusterSettings, path: Path) -> None:
     """Add the settings of the file at `path`."""
     try:
         data = YAML(typ="safe").load(path.read_text())
-    except (OSError, YAMLError) as exc:
-        raise ValueError(f"{path}: {' '.join(str(exc).split())}") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except YAMLError as exc:
+        raise ValueError(f"{path}: {yamlerror.describe(exc)}") from None
     if data is None:
         return
     if not isinstance(data, Mapping):

@@ -6,6 +6,7 @@ Every check fails with one line (`error: …` on stderr, exit 1) that names the 
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import secrets
@@ -20,6 +21,7 @@ from typing import NoReturn
 import click
 from click.core import ParameterSource
 
+from caravanserai.cli import localpki
 from caravanserai.cli.localcluster import (
     ETCD_MISSING,
     command_name,
@@ -148,6 +150,9 @@ def next_steps(spec: ClusterSpec) -> list[str]:
         )
     elif Path("examples/hello.yaml").is_file():
         lines.append(f"      {ctl} apply -f examples/hello.yaml && {ctl} wait project hello --for phase=Running")
+    if not spec.insecure:
+        config = Path(spec.data_dir) / localpki.CLIENT_CONFIG
+        lines.append(f"Admin: {config} (caractrl finds it; the API, etcd and the agent require certificates)")
     data = "" if Path(spec.data_dir) == default_data_dir().resolve() else f" --data-dir {spec.data_dir}"
     lines.append(f"Stop: {command_name('cara')} down{data} (the cluster's state is kept for the next cara up)")
     return lines
@@ -168,6 +173,7 @@ def ignored_flags(ctx: click.Context, running: ClusterSpec, asked: ClusterSpec) 
         "dashboard_listen": "dashboard_listen",
         "docker_host": "docker_host",
         "ingress_listen": "ingress_listen",
+        "insecure": "insecure",
     }
     ignored = [
         f"--{param.replace('_', '-')}"
@@ -199,6 +205,18 @@ def start(data: Path, spec: ClusterSpec) -> None:
         )
         stop_processes(leftovers, grace=10.0)
     check_ports(spec)
+    credentials(data, spec)
     if spec.dashboard:
         new_dashboard_token(data / DASHBOARD_TOKEN_FILE)
     spawn_supervisor(data, spec)
+
+
+def credentials(data: Path, spec: ClusterSpec) -> None:
+    """The cluster's CA, certificates, encryption key and admin client config (`localpki`), made when missing;
+    with --insecure none is used and the client config is removed, so caractrl does not offer TLS to it."""
+    if spec.insecure:
+        (data / localpki.CLIENT_CONFIG).unlink(missing_ok=True)
+        return
+    hosts = [split_address(a)[0] for a in (spec.api_listen, spec.agent_listen)]
+    now = datetime.datetime.now(datetime.UTC)
+    localpki.ensure(data, api_listen=spec.api_listen, node_name=spec.node_name, hosts=hosts, now=now)

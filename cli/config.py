@@ -26,8 +26,10 @@ import grpc
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from caravanserai.cli.localpki import admin_config_for
 from caravanserai.client import Client, server_address
 from caravanserai.process.tls import TLSFiles
+from caravanserai.text import yamlerror
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "name")
 # Per call deadline, and how long a failed (UNAVAILABLE) idempotent call is retried before giving up: short, so
@@ -70,7 +72,7 @@ def load_config(path: Path | None) -> FileConfig:
     try:
         data = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
     except YAMLError as exc:
-        raise ConfigError(f"config file {path}: {str(exc).splitlines()[0]}") from exc
+        raise ConfigError(f"config file {path}: {yamlerror.describe(exc)}") from None
     return _parse_config(path, data if data is not None else {})
 
 
@@ -119,10 +121,17 @@ class Settings:
     _file: FileConfig | None = field(default=None, repr=False)
 
     def file(self) -> FileConfig:
-        """The config file, read once."""
+        """The config file, read once. Without `--config` and without a default config file, the client config of
+        a running `cara up` cluster serving the API at the address asked for (its admin's credentials, readable
+        by the user who started it): how caractrl reaches a local cluster by default."""
         if self._file is None:
-            self._file = load_config(self.config_path)
+            self._file = load_config(self.config_path or self._local_cluster_config())
         return self._file
+
+    def _local_cluster_config(self) -> Path | None:
+        if default_config_path().exists() or self.token or self.tls_ca or self.tls_cert or self.tls_key:
+            return None
+        return admin_config_for(server_address(self.server or os.environ.get("CARA_SERVER")))
 
     def address(self) -> str:
         """`--server`, else $CARA_SERVER, else the config file, else 127.0.0.1:7420."""
@@ -140,13 +149,20 @@ class Settings:
 
     def client(self) -> Client:
         """A new API client; use as `async with settings.client() as client:`."""
-        return Client(
+        client = Client(
             self.address(),
             credentials=self.credentials(),
             token=self.bearer_token(),
             timeout=CALL_TIMEOUT,
             retry_timeout=RETRY_TIMEOUT,
         )
+        client.without_certificate = self.without_certificate()
+        return client
+
+    def without_certificate(self) -> bool:
+        """TLS with neither a client certificate nor a token: a server requiring certificates is said to want one."""
+        conf = self.file()
+        return bool(self.tls_ca or conf.tls_ca) and not (self.tls_cert or conf.tls_cert) and not self.bearer_token()
 
     def output_format(self, local: str | None, *, default: str = "table") -> str:
         """`-o` given after the subcommand wins over `-o` given before it."""

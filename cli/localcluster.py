@@ -32,6 +32,7 @@ from caravanserai.cli.supervisor import (
 )
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
+from caravanserai.process.tls import TLSFiles
 from caravanserai.text.addresses import UnixSocket, parse_docker_host
 
 DEFAULT_ETCD_PORT = 23790
@@ -213,12 +214,13 @@ def docker_problem(url: str) -> str | None:
     )
 
 
-async def probe(address: str, node: str | None) -> str:
+async def probe(address: str, node: str | None, tls: TLSFiles | None = None) -> str:
     """An empty string when the API at `address` answers (and `node`, if any, is Ready), else what is missing.
+    `tls`: the admin's files of a cluster that requires client certificates.
 
     One attempt, a few seconds at most."""
     try:
-        async with Client(address, timeout=3, retry_timeout=0) as c:
+        async with Client(address, tls=tls, timeout=3, retry_timeout=0) as c:
             await c.projects.list(limit=1)
             if node is None:
                 return ""
@@ -232,12 +234,12 @@ async def probe(address: str, node: str | None) -> str:
     return ""
 
 
-async def wait_ready(address: str, node: str | None, timeout: float) -> str:
+async def wait_ready(address: str, node: str | None, timeout: float, tls: TLSFiles | None = None) -> str:
     """Probe until the cluster answers: an empty string once it does, else the last problem seen in `timeout` s."""
     deadline = time.monotonic() + timeout
     problem = "the API server did not answer"
     while time.monotonic() < deadline:
-        problem = await probe(address, node)
+        problem = await probe(address, node, tls)
         if not problem:
             return ""
         await asyncio.sleep(0.5)

@@ -8,16 +8,19 @@ caractrl listens locally; each accepted connection becomes one bidirectional gRP
 project's node (`Agent.PortForward`), which dials the container's port on the project network. Connections are
 independent: many at once, one failing or aborting leaves the others and the listener alone (its error is one
 line on stderr). The local client closing its sending side half-closes the container's connection; the
-container closing its side closes the local connection. Ctrl-C stops listening. Only `admin` may forward.
+container closing its side closes the local connection. Ctrl-C stops listening; SIGTERM too (exit 0, without a
+traceback, open connections closed). Only `admin` may forward.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
+from typing import Any
 
 import click
 import grpc
@@ -55,6 +58,16 @@ class Forwarder:
     def __init__(self, agent: AgentConnection, *, project: str, service: str, port: int) -> None:
         self.agent = agent
         self.target = api_pb2.PortForwardRequest(project=project, service=service, port=port)
+        self._open: dict[asyncio.Task[None], Any] = {}  # each connection's handler and its stream
+        self._closing = False
+
+    async def close(self, *, timeout: float = 5.0) -> None:
+        """Cancel every open stream and wait (up to `timeout`) for their connections to close."""
+        self._closing = True
+        for call in self._open.values():
+            call.cancel()
+        if self._open:
+            await asyncio.wait(list(self._open), timeout=timeout)
 
     async def _requests(
         self, reader: asyncio.StreamReader, aborted: asyncio.Event, connected: asyncio.Event
@@ -73,6 +86,9 @@ class Forwarder:
         peer = writer.get_extra_info("peername")
         aborted, connected = asyncio.Event(), asyncio.Event()
         call = self.agent.stub.PortForward(self._requests(reader, aborted, connected), metadata=self.agent.metadata)
+        task = asyncio.current_task()
+        assert task is not None
+        self._open[task] = call
         watcher = asyncio.create_task(aborted.wait())
         watcher.add_done_callback(lambda _: call.cancel())
         try:
@@ -88,7 +104,11 @@ class Forwarder:
                 )
         except (ConnectionError, OSError):
             call.cancel()  # the local client went away: abort the remote connection
+        except asyncio.CancelledError:
+            if not self._closing:
+                raise  # not our close(): the cancellation is someone else's
         finally:
+            self._open.pop(task, None)
             watcher.cancel()
             writer.close()
             with contextlib.suppress(OSError):
@@ -112,7 +132,21 @@ async def _serve(settings: Settings, project: str, service: str, local: int, rem
         async with server:
             bound = server.sockets[0].getsockname()
             print(f"Forwarding from {_host(address)}:{bound[1]} -> {project}/{service}:{remote}", flush=True)
-            await server.serve_forever()
+            await _until_terminated()
+            server.close()
+            await forwarder.close()  # SIGTERM: no new connections, the open ones closed
+
+
+async def _until_terminated() -> None:
+    """Return when the process gets SIGTERM (a service manager, `timeout`, `kill`): port-forward then exits 0
+    without a traceback, as after Ctrl-C."""
+    terminated = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, terminated.set)
+    try:
+        await terminated.wait()
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def _host(address: str) -> str:

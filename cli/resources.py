@@ -13,11 +13,11 @@ import click
 
 from caravanserai import meta
 from caravanserai.cli.config import Settings
-from caravanserai.cli.errors import not_found
+from caravanserai.cli.errors import as_command_error, not_found
 from caravanserai.client import ResourceClient
 from caravanserai.client import apply as client_apply
 from caravanserai.client.apply import CONFLICT_RETRIES
-from caravanserai.errors import CaravanseraiError, NotFound
+from caravanserai.errors import CaravanseraiError, NotFound, Unavailable
 
 CUSTOM_KINDS = "<custom kinds>"
 """In an `allowed` list: every custom kind is allowed too."""
@@ -72,11 +72,23 @@ def _discovered(resource: str) -> meta.Kind | None:
         return None  # inside a command's event loop: the command discovers itself
     except RuntimeError:
         pass
-    asyncio.run(discover_kinds(settings))
+    asyncio.run(_discover_or_unreachable(settings))
     try:
         return meta.kind_for(resource)
     except KeyError:
         return None
+
+
+async def _discover_or_unreachable(settings: Settings) -> None:
+    """`discover_kinds`, except that a server that cannot be reached is said so (a CommandError naming its
+    address) rather than leaving the name unknown, which would read as "the server doesn't have" the kind."""
+    try:
+        async with settings.client() as client:
+            await client.discover()
+    except Unavailable as exc:
+        raise as_command_error(exc) from None
+    except CaravanseraiError:
+        return
 
 
 async def discover_kinds(settings: Settings) -> None:

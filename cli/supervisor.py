@@ -31,6 +31,7 @@ from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.process.shell import keep_restarting, until_signalled
 from caravanserai.process.subprocesses import stop_process
+from caravanserai.process.tls import TLSFiles
 
 STATE_FILE = "cara.json"
 """Name of the state file in the data directory, present while the supervisor runs."""
@@ -85,6 +86,29 @@ class ClusterSpec:
     ingress_listen: str = "127.0.0.1:8081"  # the agent's ingress proxy, or "off"
     controller_flags: list[str] = field(default_factory=list)  # from --config/--set (`clusterconfig`), checked
     agent_flags: list[str] = field(default_factory=list)
+    insecure: bool = False  # --insecure: no TLS, no client certificates, Secrets in the clear (before: the default)
+
+    def admin_tls(self) -> TLSFiles | None:
+        """The admin's certificate, key and CA in the data directory (None when insecure)."""
+        if self.insecure:
+            return None
+        pki = Path(self.data_dir) / "pki"
+        return TLSFiles(cert=str(pki / "admin.crt"), key=str(pki / "admin.key"), ca=str(pki / "ca.crt"))
+
+    def tls_flags(self, identity: str, *, prefix: str = "--tls") -> list[str]:
+        """`--tls-cert/--tls-key/--tls-ca` of `identity` from the data directory's pki (none when insecure)."""
+        if self.insecure:
+            return []
+        name = identity.replace(":", "-")
+        pki = Path(self.data_dir) / "pki"
+        ca = "etcd-ca.crt" if identity == "apiserver-etcd-client" else "ca.crt"
+        if prefix == "--etcd":
+            return [
+                f"--etcd-certfile={pki / name}.crt",
+                f"--etcd-keyfile={pki / name}.key",
+                f"--etcd-cafile={pki / ca}",
+            ]
+        return [f"{prefix}-cert={pki / name}.crt", f"{prefix}-key={pki / name}.key", f"{prefix}-ca={pki / ca}"]
 
     def children(self) -> list[Child]:
         """The processes of the cluster, in start order."""
@@ -97,8 +121,20 @@ class ClusterSpec:
 
     @property
     def etcd_url(self) -> str:
-        """etcd's client URL."""
-        return f"http://127.0.0.1:{self.etcd_client_port}"
+        """etcd's client URL (https, client certificates required, unless insecure)."""
+        return f"{'http' if self.insecure else 'https'}://127.0.0.1:{self.etcd_client_port}"
+
+    def _etcd_tls(self) -> list[str]:
+        """etcd serves clients and peers over TLS and admits only certificates of the etcd CA (the apiserver's)."""
+        if self.insecure:
+            return []
+        pki = Path(self.data_dir) / "pki"
+        return [
+            f"--cert-file={pki / 'etcd.crt'}",
+            f"--key-file={pki / 'etcd.key'}",
+            f"--trusted-ca-file={pki / 'etcd-ca.crt'}",
+            "--client-cert-auth",
+        ]
 
     def _etcd(self) -> Child:
         peer_url = f"http://127.0.0.1:{self.etcd_peer_port}"
@@ -120,6 +156,7 @@ class ClusterSpec:
                 peer_url,
                 "--initial-cluster",
                 f"cara={peer_url}",
+                *self._etcd_tls(),
             ],
         )
 
@@ -136,6 +173,13 @@ class ClusterSpec:
                 self.api_listen,
                 "--metrics-listen",
                 self.metrics_listen,
+                *self.tls_flags("apiserver-etcd-client", prefix="--etcd"),
+                *self.tls_flags("apiserver"),
+                *(
+                    []
+                    if self.insecure
+                    else [f"--encryption-key-file={Path(self.data_dir) / 'pki' / 'encryption.keys'}"]
+                ),
             ],
         )
 
@@ -151,6 +195,7 @@ class ClusterSpec:
                 "--no-leader-elect",
                 "--metrics-port",
                 "-1",
+                *self.tls_flags("controller:manager"),
                 *self.controller_flags,
             ],
         )
@@ -170,6 +215,7 @@ class ClusterSpec:
             self.agent_health_listen,
             "--ingress-listen",
             self.ingress_listen,
+            *self.tls_flags(f"node:{self.node_name}"),
         ]
         if self.docker_host:
             argv += ["--docker-host", self.docker_host]
@@ -188,6 +234,7 @@ class ClusterSpec:
                 self.dashboard_listen,
                 "--access-token-file",
                 str(Path(self.data_dir) / DASHBOARD_TOKEN_FILE),
+                *self.tls_flags("admin"),  # the local admin's own tool: it acts (and reads logs) as admin
             ],
         )
 

@@ -2,8 +2,9 @@
 
 Guarantees:
 
-* **Logs** is served to every caller the transport admits (see `agent.Agent`: mutual TLS, or loopback).
-* **PortForward and Exec** are served only to `admin`: the client certificate's common name `admin`, or a bearer
+* **Logs, PortForward and Exec** are served only to `admin` (container logs may hold what a project prints of its
+  Secrets: they are readable only by those who may read the project, admin today; other nodes never): the client
+  certificate's common name `admin`, or a bearer
   token that the agent's `--token-file` maps to user `admin` or group `admin`. With authentication off (no client
   CA and no token file: a loopback development node) every caller is admin, as on the API server. Anyone else is
   refused with PERMISSION_DENIED (an unknown token: UNAUTHENTICATED) before anything is opened.
@@ -87,6 +88,7 @@ class AgentService(api_pb2_grpc.AgentServicer):
     async def Logs(  # noqa: N802 - gRPC method name
         self, request: api_pb2.LogsRequest, context: grpc.aio.ServicerContext[api_pb2.LogsRequest, api_pb2.LogLine]
     ) -> AsyncIterator[api_pb2.LogLine]:
+        await require_admin(self._authenticator, context, "read logs")
         if not request.project:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "project is required")
         try:

@@ -50,13 +50,21 @@ def _details(exc: grpc.aio.AioRpcError) -> status_pb2.Status | None:
     return None
 
 
-def from_rpc_error(exc: grpc.aio.AioRpcError, *, target: str = "") -> ApiError:
-    """The ApiError for a failed call. `target` names the server address in Unavailable messages."""
+CERTIFICATE_WANTED = "the server wants a client certificate (it closed the connection): give --tls-cert and --tls-key"
+"""What a TLS client without a certificate is told when the server closes the connection during the handshake."""
+
+
+def from_rpc_error(exc: grpc.aio.AioRpcError, *, target: str = "", without_certificate: bool = False) -> ApiError:
+    """The ApiError for a failed call. `target` names the server address in Unavailable messages;
+    `without_certificate` (a TLS client that has no certificate and no token) turns gRPC's "Socket closed" (a
+    server requiring client certificates drops such a handshake) into `CERTIFICATE_WANTED`."""
     code = exc.code()
     message = exc.details() or code.name
     cls = error_class(code)
     if cls is Unavailable:
         where = f" at {target}" if target else ""
+        if without_certificate and "socket closed" in message.lower():
+            message = CERTIFICATE_WANTED
         return Unavailable(f"cannot reach the Caravanserai API server{where}: {message}")
     status = _details(exc)
     if cls is Invalid:
@@ -76,4 +84,4 @@ def from_rpc_error(exc: grpc.aio.AioRpcError, *, target: str = "") -> ApiError:
     return cls(message)
 
 
-__all__ = ["DETAILS_KEY", "from_rpc_error", "to_trailer"]
+__all__ = ["CERTIFICATE_WANTED", "DETAILS_KEY", "from_rpc_error", "to_trailer"]

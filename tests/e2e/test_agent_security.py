@@ -49,6 +49,18 @@ async def check_logs_need_a_certificate(port: int, files: TLSFiles) -> None:
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+async def check_only_admin_may_read_logs(port: int, certs: pathlib.Path, identities: list[str]) -> None:
+    """Logs answer `admin` and refuse every other identity, another node's included, before reading anything."""
+    request = api_pb2.LogsRequest(project="secure", tail=-1)
+    for identity in identities:
+        async with grpc.aio.secure_channel(f"127.0.0.1:{port}", tls(certs, identity).channel_credentials()) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                async for _ in api_pb2_grpc.AgentStub(channel).Logs(request, timeout=10):
+                    pass
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED, identity
+        assert f"{identity} may not read logs" in (refused.value.details() or ""), identity
+
+
 async def check_only_admin_may_exec(port: int, certs: pathlib.Path) -> None:
     """Exec and PortForward answer the `admin` certificate and refuse any other identity."""
 
@@ -85,7 +97,7 @@ async def check_node_reads_its_secret(admin: Client, node: str) -> None:
 
 async def test_agent_works_with_a_node_identity(etcd: EtcdServer, image: str, tmp_path: pathlib.Path) -> None:
     node = f"e2e-{uuid.uuid4().hex[:8]}"
-    identities = ["apiserver", "admin", "viewer", f"node:{node}"]
+    identities = ["apiserver", "admin", "viewer", f"node:{node}", "node:other", "controller:manager"]
     subprocess.run([str(ROOT / "deploy" / "certs.sh"), str(tmp_path), *identities], check=True, capture_output=True)
     async with (
         apiserver(etcd.endpoint, tls=tls(tmp_path, "apiserver")) as api,
@@ -120,6 +132,7 @@ async def test_agent_works_with_a_node_identity(etcd: EtcdServer, image: str, tm
             await check_node_reads_its_secret(admin, node)
             await check_logs_need_a_certificate(agent.port, tls(tmp_path, "admin"))
             await check_only_admin_may_exec(agent.port, tmp_path)
+            await check_only_admin_may_read_logs(agent.port, tmp_path, ["viewer", "node:other", f"node:{node}"])
             await admin.projects.delete("secure")
             await wait_phase(admin, "secure", v1.TERMINATED, timeout=20)
             assert docker_list("container", f"{NODE_LABEL}={node}") == []

@@ -12,12 +12,16 @@ containers running; the next `cara up` finds the same project Running on the sam
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import getpass
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
+import stat
 import subprocess
 import sys
 import time
@@ -30,11 +34,16 @@ from io import StringIO
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc
 import pytest
 from agent_harness import docker, remove_node_objects
 from ruamel.yaml import YAML
 
+from caravanserai.api.v1 import api_pb2, api_pb2_grpc
+from caravanserai.process.tls import TLSFiles
+from caravanserai.storage.etcd import EtcdClient
 from caravanserai.testing import ensure_test_image, free_port, free_ports
+from caravanserai.testing.etcd import endpoint_healthy
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -283,6 +292,8 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
     assert eventually(lambda: http_get(url), 20, f"{url} to answer") == "hello from caravanserai\n"
     logs = eventually(lambda: logs_with(cluster, name, "response:200"), 20, "the request in the project's logs")
     assert "serving on :8080" in logs
+    # The agent's log, exec and port-forward service answers only with the cluster's certificates.
+    assert agent_refuses_without_a_certificate(cluster.agent_listen, cluster.data_dir / "pki" / "ca.crt", name)
     container, uid = project_container(cluster, name)
     assert docker("inspect", "--format", "{{.State.Running}} {{.Id}}", container).split() == ["true", container]
 
@@ -324,6 +335,23 @@ def test_up_runs_a_project_survives_a_killed_child_and_down_up(cluster: Cluster,
     assert docker("network", "ls", "--filter", f"label={PROJECT_LABEL}={name}", "--format", "{{.ID}}") == ""
     ok(cluster.cara("down"))
     cluster.assert_no_process_left()
+
+
+def agent_refuses_without_a_certificate(address: str, ca: Path, project: str) -> bool:
+    """Whether the agent at `address` refuses a Logs call in plain text and over TLS without a client certificate."""
+
+    async def refused(credentials: grpc.ChannelCredentials | None) -> bool:
+        channel = grpc.aio.secure_channel(address, credentials) if credentials else grpc.aio.insecure_channel(address)
+        async with channel:
+            try:
+                async for _ in api_pb2_grpc.AgentStub(channel).Logs(api_pb2.LogsRequest(project=project), timeout=10):
+                    pass
+            except grpc.aio.AioRpcError:
+                return True
+        return False
+
+    with_ca = grpc.ssl_channel_credentials(root_certificates=ca.read_bytes())
+    return asyncio.run(refused(None)) and asyncio.run(refused(with_ca))
 
 
 def dashboard_nodes(url: str, token: str) -> list[str] | None:
@@ -521,5 +549,105 @@ def test_up_passes_the_config_file_and_set_to_the_controllers_and_the_agent(
     assert allocatable != capacity  # reserved-memory reached the agent
     again = cluster.cara("up", "--no-dashboard", "--set", "controllers.grace-period=1m")
     assert again.returncode == 0 and "--set ignored: the running cluster keeps its settings" in again.stderr
+    ok(cluster.cara("down"))
+    cluster.assert_no_process_left()
+
+
+# ------------------------------------------------------------------------------------------------ credentials
+
+SECRET_VALUE = "plain-text-that-must-not-reach-etcd"
+
+
+def secret_manifest(path: Path) -> Path:
+    encoded = base64.b64encode(SECRET_VALUE.encode()).decode()
+    path.write_text(
+        f"apiVersion: caravanserai/v1\nkind: Secret\nmetadata: {{name: creds}}\nspec: {{data: {{token: {encoded}}}}}\n"
+    )
+    return path
+
+
+def etcd_answers(port: int, pki: Path | None, identity: str = "", ca: str = "etcd-ca.crt") -> bool:
+    """Whether etcd's /health answers on `port`: over TLS with `identity`'s certificate from `pki` (none: no client
+    certificate), or plain HTTP when `pki` is None."""
+    context = None
+    if pki is not None:
+        context = ssl.create_default_context(cafile=str(pki / ca))
+        if identity:
+            context.load_cert_chain(str(pki / f"{identity}.crt"), str(pki / f"{identity}.key"))
+    return asyncio.run(endpoint_healthy("127.0.0.1", port, context))
+
+
+def etcd_values(port: int, pki: Path) -> dict[bytes, bytes]:
+    """Every key and value in etcd, read with the API server's etcd-client certificate."""
+    tls = TLSFiles(
+        cert=str(pki / "apiserver-etcd-client.crt"),
+        key=str(pki / "apiserver-etcd-client.key"),
+        ca=str(pki / "etcd-ca.crt"),
+    )
+
+    async def read() -> dict[bytes, bytes]:
+        async with EtcdClient([f"https://127.0.0.1:{port}"], tls=tls, dial_timeout=10) as client:
+            result = await client.range(b"\0", b"\0")
+            return {kv.key: kv.value for kv in result.kvs}
+
+    return asyncio.run(read())
+
+
+@pytest.mark.timeout(180)
+def test_up_requires_credentials_and_caractrl_finds_the_admins(cluster: Cluster, tmp_path: Path) -> None:
+    out = ok(cluster.cara("up", "--no-agent", "--no-dashboard"))
+    assert f"Admin: {cluster.data_dir / 'client.yaml'} (caractrl finds it;" in out
+    pki = cluster.data_dir / "pki"
+    # The CA, certificates, keys, encryption key and client config are the user's alone.
+    assert stat.S_IMODE(pki.stat().st_mode) == 0o700
+    files = [*pki.iterdir(), cluster.data_dir / "client.yaml"]
+    assert {"ca.crt", "admin.key", "encryption.keys", "client.yaml"} <= {f.name for f in files}
+    assert {f.name: stat.S_IMODE(f.stat().st_mode) for f in files} == {f.name: 0o600 for f in files}
+
+    # caractrl finds the admin's credentials by default; the same command without them is refused.
+    nodes = cluster.ctl("get", "nodes")
+    assert nodes.returncode == 0 and "No resources found." in nodes.stderr, nodes.stderr
+    empty = tmp_path / "nobody.yaml"
+    empty.write_text(f"server: {cluster.api}\n")
+    refused = run([script("caractrl"), "--config", str(empty), "get", "nodes"], cluster.env)
+    assert refused.returncode == 1 and "cannot reach the Caravanserai API server" in refused.stderr
+    no_cert = run(
+        [script("caractrl"), "--config", str(empty), "--tls-ca", str(pki / "ca.crt"), "get", "nodes"], cluster.env
+    )
+    assert no_cert.returncode == 1 and "the server wants a client certificate" in no_cert.stderr, no_cert.stderr
+    config = run([script("caractrl"), "--config", str(cluster.data_dir / "client.yaml"), "get", "nodes"], cluster.env)
+    assert config.returncode == 0, config.stderr
+
+    # etcd admits only the API server's etcd-client certificate: not plain HTTP, not a certificate of the cluster CA.
+    assert etcd_answers(cluster.etcd_port, pki, "apiserver-etcd-client")
+    assert not etcd_answers(cluster.etcd_port, None)
+    assert not etcd_answers(cluster.etcd_port, pki)
+    assert not etcd_answers(cluster.etcd_port, pki, "admin")
+
+    # Secrets are encrypted in etcd: neither etcd's values nor its files hold the plain text.
+    ok(cluster.ctl("apply", "-f", str(secret_manifest(tmp_path / "secret.yaml"))))
+    values = etcd_values(cluster.etcd_port, pki)
+    stored = [v for k, v in values.items() if k.endswith(b"/secrets/creds")]
+    assert len(stored) == 1 and stored[0].startswith(b"cara:enc:aesgcm:v1:")
+    assert not any(SECRET_VALUE.encode() in v for v in values.values())
+    assert not any(
+        SECRET_VALUE.encode() in f.read_bytes() for f in (cluster.data_dir / "etcd").rglob("*") if f.is_file()
+    )
+    assert cluster.cara("status").returncode == 0
+    ok(cluster.cara("down"))
+    cluster.assert_no_process_left()
+
+
+@pytest.mark.timeout(180)
+def test_up_insecure_behaves_as_before(cluster: Cluster, tmp_path: Path) -> None:
+    assert "Admin:" not in ok(cluster.cara("up", "--no-agent", "--no-dashboard", "--insecure"))
+    assert not (cluster.data_dir / "client.yaml").exists() and not (cluster.data_dir / "pki").exists()
+    nobody = tmp_path / "nobody.yaml"
+    nobody.write_text(f"server: {cluster.api}\n")
+    plain = run([script("caractrl"), "--config", str(nobody), "get", "nodes"], cluster.env)
+    assert plain.returncode == 0 and "No resources found." in plain.stderr, plain.stderr
+    assert etcd_answers(cluster.etcd_port, None)  # plain HTTP, no certificate, as before
+    ok(cluster.ctl("apply", "-f", str(secret_manifest(tmp_path / "secret.yaml"))))
+    assert cluster.cara("status").returncode == 0
     ok(cluster.cara("down"))
     cluster.assert_no_process_left()

@@ -242,3 +242,18 @@ async def test_only_admin_may_exec_and_forward(
         assert proc.stderr is not None
         line = (await asyncio.wait_for(proc.stderr.readline(), 10)).decode()
         assert "viewer may not port-forward" in line
+
+
+async def test_port_forward_exits_cleanly_on_sigterm(api: RunningApiServer, hello: str) -> None:
+    async with port_forward(api, "hello/web", f":{ECHO_PORT}") as (port, proc):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # a stream open at the signal
+        writer.write(b"ping\n")
+        await writer.drain()
+        assert await asyncio.wait_for(reader.readline(), 20) == b"ping\n"
+        proc.terminate()
+        assert await asyncio.wait_for(reader.read(), 20) == b""  # the open connection is closed
+        writer.close()
+        assert await asyncio.wait_for(proc.wait(), 20) == 0
+        assert proc.stderr is not None
+        err = (await proc.stderr.read()).decode()
+        assert "Traceback" not in err and err == "", err

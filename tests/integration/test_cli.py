@@ -555,6 +555,15 @@ async def test_unreachable_server_names_the_address(cli: Caractrl) -> None:
     assert len(lines(result.stderr)) == 1
 
 
+async def test_unreachable_server_is_said_for_a_custom_kind(cli: Caractrl) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    result = await cli("--server", address, "get", "widgets", server=False)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: cannot reach the Caravanserai API server at {address}"), result.stderr
+    assert "resource type" not in result.stderr
+    assert len(lines(result.stderr)) == 1
+
+
 async def test_config_file_supplies_the_server(cli: Caractrl, client: Client, tmp_path: Path) -> None:
     await client.projects.create(builders.project("web"))
     config = Path(cli.env["XDG_CONFIG_HOME"] or "") / "caravanserai" / "config.yaml"

@@ -128,8 +128,9 @@ class ApiServer:
             *self.config.server_options,
         ]
         cfg = self.config
-        if cfg.worker is not None:  # the workers of one supervisor share the listening address
-            options.append(("grpc.so_reuseport", 1))
+        # Only the workers of one supervisor share the listening address; gRPC turns SO_REUSEPORT on by default,
+        # which would let a second apiserver on the same port silently take half of the connections.
+        options.append(("grpc.so_reuseport", 1 if cfg.worker is not None else 0))
         server = grpc.aio.server(options=options)
         tokens = load_token_file(cfg.token_file) if cfg.token_file else {}
         if cfg.token_listen and not (cfg.tls.enabled and tokens):
@@ -148,8 +149,11 @@ class ApiServer:
         api_pb2_grpc.add_NetworkServicer_to_server(NetworkServicer(authn), server)
         try:
             self._add_ports(server)
-        except RuntimeError as exc:  # grpc's "Failed to bind": the port is taken
-            raise OSError(f"cannot listen on {cfg.listen}: {exc}") from None
+        except RuntimeError:  # grpc's "Failed to bind": the port is taken (SO_REUSEPORT is off, above)
+            raise OSError(
+                f"cannot listen on {cfg.listen}: the address is already in use (by another process; only the "
+                "workers of one cara-apiserver --workers N share a port)"
+            ) from None
         if self.port == 0:
             raise OSError(f"cannot listen on {self.config.listen}")
         self._endpoint = MetricsEndpoint(

@@ -106,6 +106,8 @@ class Client:
         options = channel_options(own_connection=own_connection)
         if credentials is None and tls is not None and tls.enabled:
             credentials = tls.channel_credentials()
+        # TLS without a certificate or a token: a server that requires client certificates closes the handshake
+        self.without_certificate = tls is not None and tls.enabled and not tls.cert and not token
         channel = channel_target(self.target)  # several servers: one channel balancing over all of them
         options.extend(channel.options)
         if credentials is not None:
@@ -227,7 +229,7 @@ class Client:
             try:
                 return await method(request, timeout=self.timeout, metadata=self._metadata)
             except grpc.aio.AioRpcError as exc:
-                err = from_rpc_error(exc, target=self.target)
+                err = from_rpc_error(exc, target=self.target, without_certificate=self.without_certificate)
                 # Refused for load before any work was done: always safe to repeat, after the server's advice.
                 wait = err.retry_after if isinstance(err, ResourceExhausted) else None
                 unsent = isinstance(err, Unavailable) and (retry or never_sent(exc))
@@ -420,7 +422,8 @@ class ResourceClient(Generic[T]):
             async for event in call:
                 yield Change(event.type, self._unwrap(event.object))
         except grpc.aio.AioRpcError as exc:
-            raise from_rpc_error(exc, target=self._client.target) from exc
+            c = self._client
+            raise from_rpc_error(exc, target=c.target, without_certificate=c.without_certificate) from exc
         finally:
             call.cancel()
 

@@ -8,8 +8,9 @@ Layout (defaults; `FleetConfig` changes the counts and timings):
     cp2 10.213.N.12   etcd m2,                 cara-controller-manager (replica b)
     w0… 10.213.N.13…  dockerd, cara-agent (node w0, …)
 
-Every connection uses mutual TLS with certificates made by `deploy/certs.sh` (identities `apiserver`, `etcd`,
-`admin`, `controller:manager`, `node:<host>`). Clients (the agents, the controllers, `client()`, `caractrl()`) are
+Every connection uses mutual TLS with certificates made by `deploy/certs.sh` (identities `apiserver`, `admin`,
+`controller:manager`, `node:<host>` from the fleet CA; `etcd` and `apiserver-etcd-client` from the etcd CA, so only
+the apiservers reach etcd). Clients (the agents, the controllers, `client()`, `caractrl()`) are
 given both apiservers (`--server a:7420,b:7420`). The controller managers elect a leader on short timings, the
 node-health timings are `FleetConfig.heartbeat_timeout`/`grace_period`.
 
@@ -48,6 +49,8 @@ AGENT_PORT = 7421
 
 CERTS_SCRIPT = Path(__file__).resolve().parents[3] / "deploy" / "certs.sh"
 """The repository's `deploy/certs.sh`: the harness runs from a source checkout, beside it."""
+ETCD_CA_IDENTITIES = frozenset({"etcd", "apiserver-etcd-client"})
+"""The identities `deploy/certs.sh` makes from the separate etcd CA (`etcd-ca.crt`), which etcd alone trusts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +109,8 @@ class Fleet:
     def tls(self, identity: str) -> TLSFiles:
         name = identity.replace(":", "-")
         certs = self.workdir / "certs"
-        return TLSFiles(cert=str(certs / f"{name}.crt"), key=str(certs / f"{name}.key"), ca=str(certs / "ca.crt"))
+        ca = "etcd-ca.crt" if identity in ETCD_CA_IDENTITIES else "ca.crt"
+        return TLSFiles(cert=str(certs / f"{name}.crt"), key=str(certs / f"{name}.key"), ca=str(certs / ca))
 
     def _tls_args(self, identity: str) -> list[str]:
         tls = self.tls(identity)
@@ -151,7 +155,10 @@ class Fleet:
                 self.network.add_host(f"w{index}")
             await asyncio.to_thread(self._make_certs)
             self.etcd = EtcdCluster(
-                self.control_hosts, self.workdir / "etcd", tls=self.tls("etcd"), client_tls=self.tls("apiserver")
+                self.control_hosts,
+                self.workdir / "etcd",
+                tls=self.tls("etcd"),
+                client_tls=self.tls("apiserver-etcd-client"),
             )
             (self.workdir / "etcd").mkdir()
             image = await asyncio.to_thread(ensure_test_image, self.config.image)
@@ -168,7 +175,7 @@ class Fleet:
         certs = self.workdir / "certs"
         control = ",".join(h.address for h in self.control_hosts)
         env = {**os.environ, "APISERVER_HOSTS": control, "ETCD_HOSTS": control}
-        names = ["apiserver", "etcd", "admin", "controller:manager"]
+        names = ["apiserver", "etcd", "apiserver-etcd-client", "admin", "controller:manager"]
         subprocess.run(["bash", script, str(certs), *names], env=env, check=True, capture_output=True)
         for host in self.workers:
             env = {**os.environ, "NODE_HOSTS": host.address}
@@ -187,7 +194,7 @@ class Fleet:
         return self.workdir / f"{name}.log"
 
     async def _start_control_plane(self) -> None:
-        tls = self.tls("apiserver")
+        tls = self.tls("apiserver-etcd-client")
         etcd_tls = [f"--etcd-cafile={tls.ca}", f"--etcd-certfile={tls.cert}", f"--etcd-keyfile={tls.key}"]
         for host in self.control_hosts[: self.config.apiservers]:
             argv = _python(

@@ -102,6 +102,17 @@ def test_without_settings_nothing_is_passed() -> None:
             "cara.yaml: controllers.strategy: must be one of spread, binpack, not 'pack'",
         ),
         ("- a\n", [], "cara.yaml: expected a mapping with sections controllers and agent"),
+        (  # one line, without the YAML library's context lines or its hint about its own documentation
+            "agent: {}\nagent: {}\n",
+            [],
+            'cara.yaml: line 2, column 1: invalid YAML: found duplicate key "agent" with value "{}" '
+            '(original value: "{}")',
+        ),
+        (
+            "agent: [\n",
+            [],
+            "cara.yaml: line 2, column 1: invalid YAML: expected the node content, but found '<stream end>'",
+        ),
         ("", ["controllers.grace=1s"], '--set: controllers.grace: unknown key (did you mean "grace-period"?)'),
         (
             "",
@@ -121,3 +132,16 @@ def test_refusals_name_the_key(tmp_path: Path, text: str, sets: list[str], messa
     with pytest.raises(ValueError) as caught:
         clusterconfig.load(path, sets)
     assert str(caught.value).replace(str(tmp_path) + "/", "") == message
+
+
+def test_caractrl_config_file_errors_are_one_line_without_the_yaml_librarys_hint(tmp_path: Path) -> None:
+    from caravanserai.cli.config import ConfigError, load_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text("server: a:1\nserver: b:2\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f'config file {path}: line 2, column 1: invalid YAML: found duplicate key "server" with value "b:2" '
+        '(original value: "a:1")'
+    )
