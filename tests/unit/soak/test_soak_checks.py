@@ -1,0 +1,101 @@
+"""The soak's judgements on made-up observations: lost writes, leaks, overlaps, convergence, durations."""
+
+from __future__ import annotations
+
+import pytest
+
+from caravanserai import v1
+from caravanserai.testing import builders
+from support.fleet import EngineContainer
+from support.soak.config import parse_duration
+from support.soak.history import CREATE, DELETE, UPDATE, Observed, WriteLog
+from support.soak.observe import Observer, Snapshot, project_problem, unconverged
+from support.soak.sampler import leaking
+
+
+def test_an_acknowledged_write_read_back_older_is_lost() -> None:
+    log = WriteLog()
+    log.acked("project", "p", CREATE, 1, "10")
+    log.acked("project", "p", UPDATE, 2, "12")
+    record = log.records[("project", "p")]
+    assert log.check(record, Observed(12, 2)) is None
+    assert log.check(record, Observed(13, 2)) is None  # a status write since: newer, same seq
+    assert "acknowledged seq 2 but read seq 1" in (log.check(record, Observed(12, 1)) or "")
+    assert "resource version 11 < acknowledged 12" in (log.check(record, Observed(11, 2)) or "")
+    assert "the object is gone" in (log.check(record, None) or "")
+
+
+def test_an_ambiguous_write_may_or_may_not_have_been_applied() -> None:
+    log = WriteLog()
+    log.acked("project", "p", CREATE, 1, "10")
+    log.unknown("project", "p", UPDATE, 2)
+    record = log.records[("project", "p")]
+    assert log.check(record, Observed(10, 1)) is None
+    assert log.check(record, Observed(11, 2)) is None
+    log.unknown("project", "q", CREATE, 3)
+    assert log.check(log.records[("project", "q")], None) is None  # never acknowledged: nothing to lose
+    log.acked("project", "p", DELETE, 4, "")
+    assert log.check(record, None) is None
+    assert "is back" in (log.check(record, Observed(20, 2)) or "")
+    log.unknown("project", "p", CREATE, 5)  # the name reused, not known whether it was created
+    assert log.check(record, Observed(21, 5)) is None
+
+
+def test_a_leak_grows_past_the_floor_steeply_and_keeps_climbing() -> None:
+    minutes = [float(60 * i) for i in range(31)]
+    assert leaking([(t, 100 + t / 30) for t in minutes], 60.0, 16.0)  # 2 MiB a minute for half an hour
+    assert not leaking([(t, 100 + t / 600) for t in minutes], 60.0, 16.0)  # below the slope limit
+    assert not leaking([(t, 100 + min(t, 300) / 10) for t in minutes], 60.0, 16.0)  # a step that levels off
+    assert not leaking([(t, 100 + t / 30) for t in minutes[:6]], 60.0, 16.0)  # steep, but 10 MiB: under the floor
+
+
+def _container(project: str, *, host_running: bool = True, generation: int = 1, uid: str = "u1") -> EngineContainer:
+    labels = {
+        "caravanserai.io/project": project,
+        "caravanserai.io/service": "main",
+        "caravanserai.io/generation": str(generation),
+        "caravanserai.io/project-uid": uid,
+    }
+    return EngineContainer("id", f"cara_{project}_main", "running" if host_running else "exited", labels)
+
+
+def _running(name: str, node: str) -> v1.Project:
+    project = builders.project(name, services=["main"])
+    project.metadata.uid, project.metadata.generation = "u1", 1
+    project.status.phase, project.status.node_ref = v1.RUNNING, node
+    return project
+
+
+def test_a_project_has_converged_with_one_current_copy_on_its_node() -> None:
+    project = _running("soak-1", "w0")
+    assert project_problem(project, [("w0", _container("soak-1"))]) is None
+    assert "running on ['w0', 'w1']" in (
+        project_problem(project, [("w0", _container("soak-1")), ("w1", _container("soak-1"))]) or ""
+    )
+    assert "generation 0 != 1" in (project_problem(project, [("w0", _container("soak-1", generation=0))]) or "")
+    snap = Snapshot(0.0, {"soak-1": project}, [("w2", _container("soak-2"))])
+    assert unconverged(snap, ["soak-2"]) == {"soak-1": "service main: running on no host, bound to w0",
+                                            "soak-2": "deleted, still running on ['w2']"}  # fmt: skip
+    assert unconverged(Snapshot(0.0, None, []), []) == {"*": "the API did not answer"}
+
+
+def test_overlaps_are_measured_per_service_from_snapshot_to_snapshot() -> None:
+    observer = Observer(fleet=None, client=None, prefix="soak-", clock=None)  # type: ignore[arg-type]  # not used
+    both = [("w0", _container("soak-1")), ("w1", _container("soak-1"))]
+    for at, rows in [(0.0, both[:1]), (1.0, both), (2.0, both), (3.5, both[1:]), (4.0, both)]:
+        observer.observe(Snapshot(at, None, rows), [], {})
+    observer.close()
+    assert [(o.project, o.hosts, o.seconds) for o in observer.overlaps] == [
+        ("soak-1", ["w0", "w1"], 2.5),
+        ("soak-1", ["w0", "w1"], 0.0),
+    ]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("5m", 300.0), ("1.5h", 5400.0)])
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_a_bad_duration_names_itself() -> None:
+    with pytest.raises(ValueError, match="'5 minutes'"):
+        parse_duration("5 minutes")
