@@ -8,7 +8,7 @@ of a process for 10 s), and its invariants checked while it runs and at the end.
     sudo .venv/bin/python bench/soak.py [--duration 30m] [--seed N] [--output soak.json]
     make soak                      # 30 minutes; SOAK_DURATION=5m make soak for a shorter run
 
-The invariants and the figures are described in docs/testing.md (Soak test).
+The invariants and the figures are described in docs/fleet.md (The soak test).
 """
 
 from __future__ import annotations
