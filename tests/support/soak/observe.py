@@ -5,8 +5,11 @@ A `Snapshot` is the projects as the API lists them plus the Caravanserai contain
 (`docker ps`, by project label). From a sequence of snapshots:
 
 * **Overlaps**: a service with running containers on two or more hosts at once is overlapping from the first
-  snapshot that shows it until the first that does not (so a measured overlap is at most one sampling interval
-  longer than the real one). `Overlap` records the longest of each episode.
+  snapshot that shows it until the first that does not. When the episode ends, its length is taken from the
+  engines' own record (`docker inspect`: StartedAt, FinishedAt of each container seen in it; every engine runs on
+  this machine, so their times compare): the longest time two containers on different hosts both ran. Where an
+  engine no longer knows a container (removed), the sampled length stands (at most one sampling round longer
+  than the real one). `Overlap` keeps both.
 * **Convergence** of a project: not being deleted, phase Running, exactly one running container of each service,
   on its node, made from its current generation and incarnation (labels `generation`, `project-uid`). A deleted
   project has converged when the API no longer lists it and no container of it runs.
@@ -17,7 +20,8 @@ A `Snapshot` is the projects as the API lists them plus the Caravanserai contain
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import datetime
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from caravanserai import v1
@@ -48,13 +52,46 @@ class Snapshot:
 
 @dataclass(slots=True)
 class Overlap:
-    """The longest overlap episode of one service."""
+    """One overlap episode of a service: where, when it was first seen (monotonic), its sampled length, the
+    containers seen in it (host → ids) and its length from the engines' times (None when not known)."""
 
     project: str
     service: str
     hosts: list[str]
     start: float
-    seconds: float = 0.0
+    sampled: float = 0.0
+    containers: dict[str, set[str]] = field(default_factory=dict)
+    measured: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        return self.sampled if self.measured is None else self.measured
+
+
+Times = Callable[[str, str], Awaitable[tuple[float, float] | None]]
+"""(host, container id) → (started, finished) in seconds since the epoch, finished 0.0 while it runs; None when the
+engine does not know it."""
+
+
+def engine_time(text: str) -> float:
+    """Docker's RFC 3339 time with nanoseconds → seconds since the epoch (0.0 for Docker's zero time)."""
+    if text.startswith("0001-"):
+        return 0.0
+    head, _, rest = text.rstrip("Z").partition(".")
+    fraction = float(f"0.{rest}") if rest else 0.0
+    return datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC).timestamp() + fraction
+
+
+def longest_overlap(intervals: dict[str, list[tuple[float, float]]]) -> float:
+    """The longest time two intervals of different hosts intersect (0 when none do)."""
+    best = 0.0
+    hosts = sorted(intervals)
+    for i, a in enumerate(hosts):
+        for b in hosts[i + 1 :]:
+            for start_a, end_a in intervals[a]:
+                for start_b, end_b in intervals[b]:
+                    best = max(best, min(end_a, end_b) - max(start_a, start_b))
+    return best
 
 
 def project_problem(project: v1.Project, copies: list[tuple[str, EngineContainer]]) -> str | None:
@@ -112,8 +149,34 @@ class Observer:
     recoveries: list[tuple[FaultEvent, float]] = field(default_factory=list)
     snapshots: int = 0
     failed_snapshots: int = 0
+    times: Times | None = None  # default: `docker inspect` on the fleet's engines
     _open: dict[tuple[str, str], Overlap] = field(default_factory=dict)
     _pending: list[FaultEvent] = field(default_factory=list)
+
+    async def _inspect(self, host: str, container_id: str) -> tuple[float, float] | None:
+        fmt = "{{.State.StartedAt}} {{.State.FinishedAt}}"
+        result = await asyncio.to_thread(self.fleet.dockers[host].cli, "inspect", "--format", fmt, container_id)
+        if result.returncode != 0:
+            return None
+        started, finished = result.stdout.decode().split()
+        return engine_time(started), engine_time(finished)
+
+    async def _measure(self, episode: Overlap) -> None:
+        """Set `episode.measured` from the engines' times of its containers (left None if one is unknown)."""
+        times = self.times or self._inspect
+        now = self.clock.now()
+        intervals: dict[str, list[tuple[float, float]]] = {}
+        for host, ids in episode.containers.items():
+            for container_id in sorted(ids):
+                try:
+                    known = await times(host, container_id)
+                except Exception:  # noqa: BLE001 - an engine that does not answer: the sampled length stands
+                    known = None
+                if known is None:
+                    return
+                started, finished = known
+                intervals.setdefault(host, []).append((started, finished or now))
+        episode.measured = max(0.0, longest_overlap(intervals))
 
     async def snapshot(self) -> Snapshot:
         """The containers of every engine, then the projects (None when the API does not answer within 10 s)."""
@@ -132,10 +195,12 @@ class Observer:
     def fault_ended(self, event: FaultEvent) -> None:
         self._pending.append(event)
 
-    def observe(self, snapshot: Snapshot, deleted: Iterable[str], touched: dict[str, float]) -> None:
+    async def observe(self, snapshot: Snapshot, deleted: Iterable[str], touched: dict[str, float]) -> None:
         """Update overlaps and pending recoveries from one snapshot."""
         self.snapshots += 1
-        self._track_overlaps(snapshot)
+        for episode in self._track_overlaps(snapshot):
+            await self._measure(episode)
+            self.overlaps.append(episode)
         if not self._pending or snapshot.projects is None:
             return
         recent = {name for name, at in touched.items() if at > snapshot.at - SETTLE}
@@ -144,25 +209,32 @@ class Observer:
                 self.recoveries.append((event, snapshot.at - event.end))
             self._pending.clear()
 
-    def _track_overlaps(self, snapshot: Snapshot) -> None:
-        where: dict[tuple[str, str], set[str]] = {}
+    def _track_overlaps(self, snapshot: Snapshot) -> list[Overlap]:
+        """Open and extend episodes from one snapshot; the episodes it ends."""
+        where: dict[tuple[str, str], dict[str, str]] = {}
         for host, container in snapshot.containers:
             project = container.labels.get(PROJECT, "")
             if container.running and project.startswith(self.prefix):
-                where.setdefault((project, container.labels.get(SERVICE, "")), set()).add(host)
-        for key, hosts in where.items():
-            if len(hosts) > 1:
-                episode = self._open.setdefault(key, Overlap(key[0], key[1], sorted(hosts), snapshot.at))
-                episode.seconds = snapshot.at - episode.start
-                episode.hosts = sorted(set(episode.hosts) | hosts)
+                where.setdefault((project, container.labels.get(SERVICE, "")), {})[host] = container.id
+        for key, found in where.items():
+            if len(found) > 1:
+                episode = self._open.setdefault(key, Overlap(key[0], key[1], sorted(found), snapshot.at))
+                episode.sampled = snapshot.at - episode.start
+                episode.hosts = sorted(set(episode.hosts) | set(found))
+                for host, container_id in found.items():
+                    episode.containers.setdefault(host, set()).add(container_id)
+        ended = []
         for key in [k for k in self._open if len(where.get(k, ())) < 2]:
             episode = self._open.pop(key)
-            episode.seconds = snapshot.at - episode.start
-            self.overlaps.append(episode)
+            episode.sampled = snapshot.at - episode.start
+            ended.append(episode)
+        return ended
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """End the episodes still open (the run is over)."""
-        self.overlaps.extend(self._open.values())
+        for episode in self._open.values():
+            await self._measure(episode)
+            self.overlaps.append(episode)
         self._open.clear()
 
     async def run(self, stop: asyncio.Event, deleted: list[str], touched: dict[str, float]) -> None:
@@ -174,11 +246,20 @@ class Observer:
             except Exception:  # noqa: BLE001 - the API may be unreachable during a fault
                 self.failed_snapshots += 1
             else:
-                self.observe(snap, deleted, touched)
+                await self.observe(snap, deleted, touched)
             try:
                 await asyncio.wait_for(stop.wait(), self.interval)
             except TimeoutError:
                 continue
 
 
-__all__ = ["Observer", "Overlap", "Snapshot", "project_problem", "unconverged"]
+__all__ = [
+    "Observer",
+    "Overlap",
+    "Snapshot",
+    "Times",
+    "engine_time",
+    "longest_overlap",
+    "project_problem",
+    "unconverged",
+]

@@ -85,7 +85,8 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
     worst = overlaps[0] if overlaps else None
     resources, leaks = _resources(sampler, config)
     judged = sum(1 for runs in resources.values() for run in runs if run["rss_mib_per_hour"] is not None)
-    faults = _faults(injector, observer, results["origin"])
+    origin = results["origin"]
+    faults = _faults(injector, observer, origin)
     escaped = [e for e in injector.events if e.escaped_routes]
     if "error" in results:
         report["error"] = results["error"]
@@ -113,8 +114,9 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
             "overlap_max_s": round(worst.seconds, 1) if worst else 0.0,
             "bound_s": config.max_overlap,
             "episodes": len(overlaps),
-            "worst": [{"project": o.project, "service": o.service, "hosts": o.hosts,
-                       "seconds": round(o.seconds, 1)} for o in overlaps[:5]],
+            "worst": [{"project": o.project, "service": o.service, "hosts": o.hosts, "at_s": round(o.start - origin, 1),
+                       "seconds": round(o.seconds, 1), "sampled_s": round(o.sampled, 1),
+                       "from": "sampled" if o.measured is None else "engine times"} for o in overlaps[:5]],
             "snapshots": observer.snapshots,
             "snapshots_without_api": observer.failed_snapshots,
         },

@@ -106,7 +106,7 @@ async def converge(
         except Exception as exc:  # noqa: BLE001 - an engine that does not answer: try again
             problems = {"*": f"snapshot failed: {exc}"}
         else:
-            observer.observe(snap, deleted, {})
+            await observer.observe(snap, deleted, {})
             problems = unconverged(snap, deleted)
             if not problems:
                 return snap.at - start, {}
@@ -185,7 +185,7 @@ async def _soak(
         stop.set()
         await asyncio.gather(*watchers, return_exceptions=True)
         spot_result = await asyncio.gather(spot, return_exceptions=True)
-        observer.close()
+        await observer.close()
         sampler.sample(clock.monotonic())
         results.update(
             origin=origin,

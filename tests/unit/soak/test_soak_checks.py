@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from caravanserai import v1
-from caravanserai.testing import builders
+from caravanserai.testing import FakeClock, builders
 from support.fleet import EngineContainer
 from support.soak.config import parse_duration
 from support.soak.history import CREATE, DELETE, UPDATE, Observed, WriteLog
-from support.soak.observe import Observer, Snapshot, project_problem, unconverged
+from support.soak.observe import Observer, Snapshot, longest_overlap, project_problem, unconverged
 from support.soak.sampler import leaking
 
 
@@ -49,14 +49,16 @@ def test_a_leak_grows_past_the_floor_steeply_and_keeps_climbing() -> None:
     assert not leaking([(t, 100 + t / 30) for t in minutes[:6]], 60.0, 16.0)  # steep, but 10 MiB: under the floor
 
 
-def _container(project: str, *, host_running: bool = True, generation: int = 1, uid: str = "u1") -> EngineContainer:
+def _container(
+    project: str, *, host_running: bool = True, generation: int = 1, uid: str = "u1", cid: str = "id"
+) -> EngineContainer:
     labels = {
         "caravanserai.io/project": project,
         "caravanserai.io/service": "main",
         "caravanserai.io/generation": str(generation),
         "caravanserai.io/project-uid": uid,
     }
-    return EngineContainer("id", f"cara_{project}_main", "running" if host_running else "exited", labels)
+    return EngineContainer(cid, f"cara_{project}_main", "running" if host_running else "exited", labels)
 
 
 def _running(name: str, node: str) -> v1.Project:
@@ -79,16 +81,28 @@ def test_a_project_has_converged_with_one_current_copy_on_its_node() -> None:
     assert unconverged(Snapshot(0.0, None, []), []) == {"*": "the API did not answer"}
 
 
-def test_overlaps_are_measured_per_service_from_snapshot_to_snapshot() -> None:
-    observer = Observer(fleet=None, client=None, prefix="soak-", clock=None)  # type: ignore[arg-type]  # not used
-    both = [("w0", _container("soak-1")), ("w1", _container("soak-1"))]
-    for at, rows in [(0.0, both[:1]), (1.0, both), (2.0, both), (3.5, both[1:]), (4.0, both)]:
-        observer.observe(Snapshot(at, None, rows), [], {})
-    observer.close()
-    assert [(o.project, o.hosts, o.seconds) for o in observer.overlaps] == [
-        ("soak-1", ["w0", "w1"], 2.5),
-        ("soak-1", ["w0", "w1"], 0.0),
-    ]
+async def test_overlaps_are_sampled_then_taken_from_the_engines_times() -> None:
+    engine = {("w0", "a"): (100.0, 103.5), ("w1", "b"): (101.0, 0.0)}  # b still runs
+
+    async def times(host: str, container_id: str) -> tuple[float, float] | None:
+        return engine.get((host, container_id))
+
+    observer = Observer(fleet=None, client=None, prefix="soak-", clock=FakeClock(start=200.0), times=times)  # type: ignore[arg-type]
+    a, b = ("w0", _container("soak-1", cid="a")), ("w1", _container("soak-1", cid="b"))
+    for at, rows in [(0.0, [a]), (1.0, [a, b]), (2.0, [a, b]), (3.5, [b])]:
+        await observer.observe(Snapshot(at, None, rows), [], {})
+    [episode] = observer.overlaps
+    assert (episode.project, episode.hosts, episode.sampled, episode.measured) == ("soak-1", ["w0", "w1"], 2.5, 2.5)
+    engine.pop(("w0", "a"))  # removed since: the sampled length stands
+    for at, rows in [(4.0, [a, b]), (5.0, [b])]:
+        await observer.observe(Snapshot(at, None, rows), [], {})
+    assert (observer.overlaps[1].measured, observer.overlaps[1].seconds) == (None, 1.0)
+
+
+def test_the_longest_overlap_is_between_hosts() -> None:
+    assert longest_overlap({"w0": [(0.0, 10.0)], "w1": [(8.0, 20.0), (2.0, 5.0)]}) == 3.0
+    assert longest_overlap({"w0": [(0.0, 1.0), (0.5, 9.0)]}) == 0.0  # one host: a restart, not a duplicate
+    assert longest_overlap({"w0": [(0.0, 1.0)], "w1": [(2.0, 3.0)]}) <= 0.0
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90s", 90.0), ("5m", 300.0), ("1.5h", 5400.0)])
