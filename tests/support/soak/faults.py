@@ -11,7 +11,8 @@ Kinds (`KINDS`):
 
 Every fault is recorded as a `FaultEvent` (kind, target, start and end on the run's monotonic clock, what went
 wrong undoing it). `FaultInjector.run(until)` starts one every uniform(min, max) seconds (start to start) until
-`until` or `max_faults`; when it returns, nothing is cut, paused or down.
+`until` or `max_faults`; when it returns, nothing is cut, paused or down. Kinds are drawn from a shuffled bag
+(every kind once, in random order, then a new bag), so even a short run sees each kind; targets are random.
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ class FaultInjector:
         self.on_end = on_end
         self.events: list[FaultEvent] = []
         self.kinds = config.fault_kinds or KINDS
+        self._bag: list[str] = []
+
+    def next_kind(self) -> str:
+        """The next kind from the bag (refilled, shuffled, when empty)."""
+        if not self._bag:
+            self._bag = list(self.kinds)
+            self.rng.shuffle(self._bag)
+        return self._bag.pop()
 
     async def run(self, until: float) -> None:
         while self.clock.monotonic() < until:
@@ -83,7 +92,7 @@ class FaultInjector:
             if started + gap >= until:
                 return
             await self.clock.sleep(gap)
-            await self.inject(self.rng.choice(self.kinds))
+            await self.inject(self.next_kind())
 
     async def inject(self, kind: str) -> FaultEvent:
         """Inject one fault of `kind` and undo it; the event (also appended to `events`)."""
