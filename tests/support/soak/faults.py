@@ -84,14 +84,15 @@ class FaultInjector:
         return self._bag.pop()
 
     async def run(self, until: float) -> None:
-        while self.clock.monotonic() < until:
-            if self.config.max_faults and len(self.events) >= self.config.max_faults:
+        """Faults until `until` (monotonic): each starts uniform(min, max) seconds after the previous one started
+        (at once if the previous one lasted longer), the first that long after the call."""
+        last = self.clock.monotonic()
+        while not (self.config.max_faults and len(self.events) >= self.config.max_faults):
+            start = last + self.rng.uniform(*self.config.fault_interval)
+            if start >= until:
                 return
-            started = self.clock.monotonic()
-            gap = self.rng.uniform(*self.config.fault_interval)
-            if started + gap >= until:
-                return
-            await self.clock.sleep(gap)
+            await self.clock.sleep(start - self.clock.monotonic())
+            last = self.clock.monotonic()
             await self.inject(self.next_kind())
 
     async def inject(self, kind: str) -> FaultEvent:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from caravanserai import v1
 from caravanserai.testing import FakeClock, builders
 from support.fleet import EngineContainer
-from support.soak.config import parse_duration
+from support.soak.config import SoakConfig, parse_duration
+from support.soak.faults import KINDS, FaultInjector
 from support.soak.history import CREATE, DELETE, UPDATE, Observed, WriteLog
 from support.soak.observe import Observer, Snapshot, longest_overlap, project_problem, unconverged
 from support.soak.sampler import leaking
@@ -113,3 +116,9 @@ def test_durations(text: str, seconds: float) -> None:
 def test_a_bad_duration_names_itself() -> None:
     with pytest.raises(ValueError, match="'5 minutes'"):
         parse_duration("5 minutes")
+
+
+def test_every_fault_kind_comes_once_per_bag() -> None:
+    injector = FaultInjector(None, SoakConfig(), clock=FakeClock(), rng=random.Random(7))  # type: ignore[arg-type]
+    drawn = [injector.next_kind() for _ in range(2 * len(KINDS))]
+    assert sorted(drawn[: len(KINDS)]) == sorted(KINDS) == sorted(drawn[len(KINDS) :])
