@@ -84,7 +84,7 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
     overlaps = sorted(observer.overlaps, key=lambda o: -o.seconds)
     worst = overlaps[0] if overlaps else None
     resources, leaks = _resources(sampler, config)
-    judged = sum(1 for runs in resources.values() for run in runs if run["rss_mib_per_hour"] is not None)
+    judged = sum(1 for runs in resources.values() for run in runs if run["judged"])
     origin = results["origin"]
     faults = _faults(injector, observer, origin)
     escaped = [e for e in injector.events if e.escaped_routes]

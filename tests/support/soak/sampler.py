@@ -11,7 +11,9 @@ growth that is large, steep and *sustained*, all three:
   work levels off, a leak keeps climbing).
 
 An incarnation watched for less than `Limits.window` seconds after warm-up (killed soon after it started, or a
-short run) is not judged: its slope is reported as null.
+short run) is not judged: its slope is reported as null. Processes named with a prefix of `Limits.figures_only`
+(the hosts' Docker Engines: their fds and memory follow the number of containers the workload has on them, which
+climbs as projects accumulate) are reported but not judged.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Limits:
     fd_slope: float = 60.0
     rss_floor: float = 16.0
     fd_floor: float = 16.0
+    figures_only: tuple[str, ...] = ("dockerd-",)
 
 
 @dataclass(slots=True)
@@ -82,17 +85,19 @@ class Incarnation:
         used = self.after(limits.warmup)
         rss = [(t, r) for t, r, _ in used]
         fds = [(t, float(f)) for t, _, f in used]
-        judged = len(used) >= MIN_SAMPLES and used[-1][0] - used[0][0] >= limits.window
+        watched = len(used) >= MIN_SAMPLES and used[-1][0] - used[0][0] >= limits.window
+        judged = watched and not self.name.startswith(limits.figures_only)
         return {
             "pid": self.pid,
             "samples": len(self.samples),
             "seconds": round(last[0] - first[0], 1),
             "rss_mib_start": round(first[1], 1),
             "rss_mib_end": round(last[1], 1),
-            "rss_mib_per_hour": round(slope_per_hour(rss), 1) if judged else None,
+            "rss_mib_per_hour": round(slope_per_hour(rss), 1) if watched else None,
             "fds_start": first[2],
             "fds_end": last[2],
-            "fds_per_hour": round(slope_per_hour(fds), 1) if judged else None,
+            "fds_per_hour": round(slope_per_hour(fds), 1) if watched else None,
+            "judged": judged,
             "rss_leak": judged and leaking(rss, limits.rss_slope, limits.rss_floor),
             "fd_leak": judged and leaking(fds, limits.fd_slope, limits.fd_floor),
         }

@@ -13,7 +13,7 @@ from support.soak.config import SoakConfig, parse_duration
 from support.soak.faults import KINDS, FaultInjector
 from support.soak.history import CREATE, DELETE, UPDATE, Observed, WriteLog
 from support.soak.observe import Observer, Snapshot, longest_overlap, project_problem, unconverged
-from support.soak.sampler import leaking
+from support.soak.sampler import Incarnation, Limits, leaking
 
 
 def test_an_acknowledged_write_read_back_older_is_lost() -> None:
@@ -122,3 +122,11 @@ def test_every_fault_kind_comes_once_per_bag() -> None:
     injector = FaultInjector(None, SoakConfig(), clock=FakeClock(), rng=random.Random(7))  # type: ignore[arg-type]
     drawn = [injector.next_kind() for _ in range(2 * len(KINDS))]
     assert sorted(drawn[: len(KINDS)]) == sorted(KINDS) == sorted(drawn[len(KINDS) :])
+
+
+def test_the_engines_are_reported_but_not_judged() -> None:
+    samples = [(float(t), 100.0 + t / 10, 20 + t // 5) for t in range(0, 400, 5)]  # fds: 12 an minute
+    engine, apiserver = Incarnation("dockerd-w0", 1, list(samples)), Incarnation("apiserver-cp0", 2, list(samples))
+    assert (engine.figures(Limits())["judged"], engine.figures(Limits())["fd_leak"]) == (False, False)
+    assert engine.figures(Limits())["fds_per_hour"] == apiserver.figures(Limits())["fds_per_hour"]
+    assert (apiserver.figures(Limits())["judged"], apiserver.figures(Limits())["fd_leak"]) == (True, True)
