@@ -1,6 +1,6 @@
 # Caravanserai: `make test` installs everything that is missing and runs the whole test suite;
 # `make demo` installs everything and runs a project on a one-machine cluster.
-.PHONY: test demo setup generate bench clean
+.PHONY: test demo setup generate bench soak clean
 
 test:
 	scripts/test.sh
@@ -18,3 +18,9 @@ demo:
 bench:
 	scripts/setup.sh
 	.venv/bin/python bench/run_all.py
+
+# `make soak` (root; not part of `make test`): the fleet under a mixed workload with random faults for 30 minutes
+# (SOAK_DURATION=5m for less), then a JSON report with one verdict per invariant; exits 1 when one is violated.
+soak:
+	scripts/setup.sh
+	.venv/bin/python bench/soak.py $(if $(SOAK_OUTPUT),--output $(SOAK_OUTPUT))

@@ -1,0 +1,149 @@
+"""The soak's JSON report (in the manner of the benchmarks' output): figures, then one verdict line per invariant.
+
+{"benchmark": "soak", "verdict": "pass" | "fail", "invariants": [{"invariant", "figure", "target",
+ "verdict": "held" | "violated", "detail"}…], "writes": {…}, "faults": {…}, "convergence": {…},
+ "duplicates": {…}, "resources": {…}, "leftovers": {…}, …}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+from support.soak.config import SoakConfig
+from support.soak.faults import FaultInjector
+from support.soak.history import WriteLog
+from support.soak.observe import Observer
+from support.soak.sampler import ResourceSampler
+from support.soak.workload import Workload
+
+EXAMPLES = 10
+
+
+def line(name: str, figure: object, target: str, held: bool, detail: str = "") -> dict[str, object]:
+    """One invariant's verdict line."""
+    return {"invariant": name, "figure": figure, "target": target, "verdict": "held" if held else "violated",
+            "detail": detail}  # fmt: skip
+
+
+def _faults(injector: FaultInjector, observer: Observer, origin: float) -> dict[str, Any]:
+    recovered = {id(event): seconds for event, seconds in observer.recoveries}
+    events = []
+    for event in injector.events:
+        entry = event.as_dict(origin)
+        entry["recovered_s"] = round(recovered[id(event)], 1) if id(event) in recovered else None
+        events.append(entry)
+    times = [s for s in recovered.values()]
+    return {
+        "injected": len(injector.events),
+        "by_type": dict(Counter(e.kind for e in injector.events)),
+        "undo_errors": [f"{e.kind} {e.target}: {e.error}" for e in injector.events if e.error],
+        "recovery_s_max": round(max(times), 1) if times else None,
+        "recovery_s_mean": round(sum(times) / len(times), 1) if times else None,
+        "events": events,
+    }
+
+
+def _resources(sampler: ResourceSampler, config: SoakConfig) -> tuple[dict[str, Any], list[str]]:
+    figures = sampler.report(config.leaks)
+    leaks = [
+        f"{name} pid {run['pid']}: " + ", ".join(k for k in ("rss_leak", "fd_leak") if run[k])
+        for name, runs in figures.items()
+        for run in runs
+        if run["rss_leak"] or run["fd_leak"]
+    ]
+    return figures, leaks
+
+
+def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
+    """The report of a run from what `run.run_soak` gathered (a run that failed early reports what it has)."""
+    left = results.get("leftovers", {})
+    left_count = sum(len(v) for v in left.values())
+    report: dict[str, Any] = {
+        "benchmark": "soak",
+        "seed": results.get("seed"),
+        "duration_s": config.duration,
+        "fleet": {"etcd_members": 3, "apiservers": 2, "controller_managers": 2, "agents": config.workers,
+                  "heartbeat_timeout_s": config.heartbeat_timeout, "grace_period_s": config.grace_period},
+    }  # fmt: skip
+    if "log" not in results:
+        report["error"] = results.get("error", "the run did not get as far as the workload")
+        report["leftovers"] = left
+        report["invariants"] = [line("nothing left behind after teardown", left_count, "= 0", left_count == 0)]
+        report["verdict"] = "fail"
+        return report
+    log: WriteLog = results["log"]
+    workload: Workload = results["workload"]
+    observer: Observer = results["observer"]
+    injector: FaultInjector = results["injector"]
+    sampler: ResourceSampler = results["sampler"]
+    lost: list[str] = results.get("lost", ["the read-back did not run"])
+    stale: list[str] = results.get("stale_reads", [])
+    converged_s, unconverged = results.get("convergence", (None, {"*": "not measured"}))
+    overlaps = sorted(observer.overlaps, key=lambda o: -o.seconds)
+    worst = overlaps[0] if overlaps else None
+    resources, leaks = _resources(sampler, config)
+    judged = sum(1 for runs in resources.values() for run in runs if run["judged"])
+    origin = results["origin"]
+    faults = _faults(injector, observer, origin)
+    escaped = [e for e in injector.events if e.escaped_routes]
+    if "error" in results:
+        report["error"] = results["error"]
+    report.update(
+        elapsed_s=round(results["elapsed"], 1),
+        writes={
+            "acknowledged": log.acknowledged,
+            "ambiguous": log.ambiguous,
+            "refused": dict(workload.refused),
+            "lost": len(lost),
+            "lost_examples": lost[:EXAMPLES],
+            "stale_reads": len(stale),
+            "stale_read_examples": stale[:EXAMPLES],
+        },
+        workload={"operations": dict(workload.ops), "projects_created": workload._next,
+                  "projects_deleted": len(workload.deleted), "drain_failures": workload.drain_failures[:EXAMPLES]},
+        faults=faults,
+        convergence={
+            "after_last_fault_s": None if converged_s is None else round(converged_s, 1),
+            "bound_s": config.convergence_bound,
+            "per_fault_recovery_s": [e["recovered_s"] for e in faults["events"]],
+            "unconverged": dict(list(unconverged.items())[:EXAMPLES]),
+        },
+        duplicates={
+            "overlap_max_s": round(worst.seconds, 1) if worst else 0.0,
+            "bound_s": config.max_overlap,
+            "episodes": len(overlaps),
+            "worst": [{"project": o.project, "service": o.service, "hosts": o.hosts, "at_s": round(o.start - origin, 1),
+                       "seconds": round(o.seconds, 1), "sampled_s": round(o.sampled, 1),
+                       "from": "sampled" if o.measured is None else "engine times"} for o in overlaps[:5]],
+            "snapshots": observer.snapshots,
+            "snapshots_without_api": observer.failed_snapshots,
+        },
+        resources={"limits": dataclasses.asdict(config.leaks), "judged": judged, "processes": resources},
+        leftovers=left,
+    )  # fmt: skip
+    over = [o for o in overlaps if o.seconds > config.max_overlap]
+    report["invariants"] = [
+        line("no acknowledged write lost", len(lost), "= 0", not lost and not stale,
+             "; ".join((lost + stale)[:3]) or f"{log.acknowledged} acknowledged writes read back"),
+        line("no duplicate container beyond the fence bound", report["duplicates"]["overlap_max_s"],
+             f"<= {config.max_overlap:g}s", not over,
+             "; ".join(f"{o.project}/{o.service} on {o.hosts} for {o.seconds:.1f}s" for o in over[:3])),
+        line("every project converges within the bound after the last fault",
+             report["convergence"]["after_last_fault_s"], f"<= {config.convergence_bound:g}s",
+             converged_s is not None, "; ".join(f"{k}: {v}" for k, v in list(unconverged.items())[:3])),
+        line("no process leaks memory or file descriptors", len(leaks), "= 0", not leaks,
+             "; ".join(leaks[:5]) or f"{judged} process runs judged (watched {config.leaks.window:g}s+ after warm-up)"),
+        line("faults undone and the test subnet contained", len(faults["undo_errors"]) + len(escaped), "= 0",
+             not faults["undo_errors"] and not escaped, "; ".join(faults["undo_errors"][:3])),
+        line("nothing left behind after teardown", left_count, "= 0", left_count == 0,
+             "; ".join(f"{k}: {v[:3]}" for k, v in left.items() if v)),
+    ]  # fmt: skip
+    if "error" in results:
+        report["invariants"].append(line("the run completed", results["error"], "no error", False))
+    report["verdict"] = "pass" if all(i["verdict"] == "held" for i in report["invariants"]) else "fail"
+    return report
+
+
+__all__ = ["build_report", "line"]
