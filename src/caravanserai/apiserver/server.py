@@ -24,6 +24,7 @@ from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.metrics import ApiMetrics
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
+from caravanserai.apiserver.watchhistory import HistoryBudget
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.process.introspection import serve_introspection, set_serving
 from caravanserai.process.tls import TLSFiles
@@ -47,6 +48,8 @@ class ApiServerConfig:
     bookmark_interval: float = 10.0
     compaction_interval: float = 300.0  # 0 disables compaction
     history_revisions: int = 10_000
+    history_kind_bytes: int = 256 * 1024 * 1024  # estimated bytes of one kind's watch history (oldest dropped)
+    history_bytes: int = 1024 * 1024 * 1024  # the same, of every kind's history together
     grace: float = 5.0
     tls: TLSFiles = field(default_factory=TLSFiles)
     etcd_tls: TLSFiles = field(default_factory=TLSFiles)  # client certificate and CA for https:// etcd endpoints
@@ -92,7 +95,17 @@ class ApiServer:
         async with EtcdClient(list(cfg.etcd_endpoints), tls=etcd_tls) as etcd:
             store = self.metrics.instrument(Store(etcd, prefix=cfg.etcd_prefix, encryption=_encryption(cfg)))
             kinds = builtin_kinds()
-            caches = {k.plural: WatchCache(store, k.kind, history_revisions=cfg.history_revisions) for k in kinds}
+            budget = HistoryBudget(cfg.history_bytes)
+            caches = {
+                k.plural: WatchCache(
+                    store,
+                    k.kind,
+                    history_revisions=cfg.history_revisions,
+                    history_bytes=cfg.history_kind_bytes,
+                    history_budget=budget,
+                )
+                for k in kinds
+            }
             authorizer = Authorizer(kinds, graph=nodegraph.over(caches))
             self.service = ResourceService(
                 store,
@@ -104,7 +117,13 @@ class ApiServer:
             )
             server = self._build_server(self.service)
             self.metrics.watch_caches(caches, self.limiter)
-            definitions = DefinitionServer(self.service, store, history_revisions=cfg.history_revisions)
+            definitions = DefinitionServer(
+                self.service,
+                store,
+                history_revisions=cfg.history_revisions,
+                history_bytes=cfg.history_kind_bytes,
+                history_budget=budget,
+            )
             async with asyncio.TaskGroup() as group:
                 background = [group.create_task(c.run(), name=f"watchcache-{c.resource}") for c in caches.values()]
                 background.append(group.create_task(definitions.run(), name="definitions"))
