@@ -87,9 +87,9 @@ def _add_node_arguments(p: argparse.ArgumentParser) -> None:
         "--fence-after",
         type=flag_type(parse_duration),
         default=DEFAULT_FENCE_AFTER,
-        help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
-        "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
-        "period; 0: never)",
+        help="stop this node's containers (keeping them) when no apiserver answered for this long (the stops "
+        "start early enough to end by then, SIGKILL included); started again if still bound here on reconnect "
+        "(default 270s: node health's heartbeat timeout + grace period; 0: never)",
     )
 
 
