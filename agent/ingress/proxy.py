@@ -6,8 +6,11 @@
 
 Guarantees for a request with `Host: H`:
 
-* H unknown → **404** naming H. H's route is `Internal` and the client is neither on loopback nor one of the
-  cluster's node addresses → **403**. H's project is not Running → **503** naming the project and its phase.
+* H unknown → **404** naming H. H's route is `Internal` and the client is not inside → **403**. Inside means: on
+  loopback or on this node's own address (a process of this machine), or a hop another node's agent signed with
+  its node certificate (`ingress.hop`), never an address a node reported. Without node certificates (`hops`
+  None: nothing in the cluster is authenticated) any node's reported address counts, as before. H's project is
+  not Running → **503** naming the project and its phase.
 * The project runs on this node → the request goes to the target service's container on the project network
   (`backends` says where); a refused or unresolvable backend → **502**/**503**; a container that does not accept
   the connection within `local_connect_timeout` (0.5 s: on the node's own bridge, silence means it is stopped or
@@ -39,6 +42,7 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict
 from yarl import URL
 
+from caravanserai.agent.ingress.hop import HOP_HEADERS, HopAuth
 from caravanserai.agent.ingress.httpdetails import (
     FORWARDED_BY,
     WEBSOCKET_HANDSHAKE,
@@ -99,8 +103,17 @@ def _is_loopback(address: str) -> bool:
 class IngressProxy:
     """The proxy of one node; see the module docstring."""
 
-    def __init__(self, table: RouteTable, backends: Backends, *, node: str, limits: IngressLimits | None = None):
+    def __init__(
+        self,
+        table: RouteTable,
+        backends: Backends,
+        *,
+        node: str,
+        limits: IngressLimits | None = None,
+        hops: HopAuth | None = None,
+    ):
         self.table = table
+        self.hops = hops  # signs and verifies forwarding hops (None: no node certificates)
         self.backends = backends
         self.node = node
         self.limits = limits or IngressLimits()
@@ -153,7 +166,7 @@ class IngressProxy:
         route = self.table.lookup(host)
         if route is None:
             return self._page(404, "unknown-host", f'No project serves host "{host}".')
-        if not route.public and not self._internal_client(request.remote or ""):
+        if not route.public and not self._internal_client(request):
             return self._page(403, "internal-only", f'Host "{route.host}" is Internal: served only inside the cluster.')
         if not route.running:
             phase = route.phase or "Pending"
@@ -188,8 +201,17 @@ class IngressProxy:
             )
         return URL.build(scheme="http", host=endpoint.address, port=endpoint.ingress_port), True
 
-    def _internal_client(self, address: str) -> bool:
-        return _is_loopback(address) or self.table.is_node_address(address)
+    def _internal_client(self, request: web.Request) -> bool:
+        address = request.remote or ""
+        if _is_loopback(address):
+            return True
+        if self.hops is None:  # nothing is authenticated: the addresses nodes report are all there is
+            return self.table.is_node_address(address)
+        own = self.table.node(self.node)
+        if own is not None and address in own.addresses:
+            return True
+        host = request.headers.get(hdrs.HOST, "")
+        return self.hops.verify(request.headers, method=request.method, host=host, path=request.raw_path) is not None
 
     def _page(self, status: int, error: str, text: str) -> web.Response:
         return error_page(status, error, text, node=self.node)
@@ -198,9 +220,13 @@ class IngressProxy:
         self, request: web.Request, route: Route, target: URL, *, first_hop: bool
     ) -> tuple[URL, CIMultiDict[str]]:
         local = route.node == self.node
-        headers = upstream_headers(request, first_hop=first_hop, drop=(FORWARDED_BY,) if local else ())
+        dropped = (*HOP_HEADERS, FORWARDED_BY) if local else HOP_HEADERS
+        headers = upstream_headers(request, first_hop=first_hop, drop=dropped)
         if not local:
             headers[FORWARDED_BY] = self.node
+            if self.hops is not None:
+                host = request.headers.get(hdrs.HOST, "")
+                headers.update(self.hops.sign(to=route.node, method=request.method, host=host, path=request.raw_path))
         return target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query), headers
 
     async def _http(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> web.StreamResponse:
