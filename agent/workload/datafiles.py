@@ -75,6 +75,14 @@ class DataFiles:
     def __init__(self, root: str) -> None:
         self.root = Path(root)
 
+    def owner_for(self, user: str) -> Owner | None:
+        """Who will own the files of a service running as `user` (`file_owner`), or None when the agent cannot
+        give them that owner (it does not run as root): then they are shared as for a named user."""
+        owner = file_owner(user)
+        if owner is None or os.geteuid() == 0 or owner == (os.geteuid(), os.getegid()):
+            return owner
+        return None
+
     def write(
         self, project: str, volume: str, files: Mapping[str, bytes], *, mode: int, owner: Owner | None = (0, 0)
     ) -> str:
@@ -119,14 +127,10 @@ class DataFiles:
 
 
 def _own(path: Path, owner: Owner | None) -> None:
-    """Give `path` to `owner` when the agent may (it runs as root in production); otherwise leave it to us."""
+    """Give `path` to `owner` (the agent runs as root, or `owner` is the agent itself: `owner_for`)."""
     if owner is None or owner == (os.geteuid(), os.getegid()):
         return
-    try:
-        os.chown(path, *owner)
-    except PermissionError:
-        if os.geteuid() == 0:
-            raise
+    os.chown(path, *owner)
 
 
 __all__ = [

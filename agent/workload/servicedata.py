@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from caravanserai import v1
 from caravanserai.agent.docker.containers import ProjectInputs, ServiceInputs
-from caravanserai.agent.workload.datafiles import DataFiles, default_mode, file_owner
+from caravanserai.agent.workload.datafiles import DataFiles, default_mode
 from caravanserai.client import Client
 from caravanserai.errors import Forbidden, NotFound
 from caravanserai.project import datarefs, registryauth
@@ -139,7 +139,7 @@ class ServiceData:
             if volume is None:
                 continue
             resource, name = _source(volume.secret, volume.config)
-            owner = file_owner(service.user)
+            owner = self.files.owner_for(service.user)
             data = fetched.data(resource, name)
             mode = volume.mode or default_mode(owner)
             path = self.files.write(project.metadata.name, volume.name, data, mode=mode, owner=owner)
