@@ -222,12 +222,13 @@ class IngressProxy:
         local = route.node == self.node
         dropped = (*HOP_HEADERS, FORWARDED_BY) if local else HOP_HEADERS
         headers = upstream_headers(request, first_hop=first_hop, drop=dropped)
+        url = target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query)
         if not local:
             headers[FORWARDED_BY] = self.node
-            if self.hops is not None:
+            if self.hops is not None:  # signs the path and query exactly as sent
                 host = request.headers.get(hdrs.HOST, "")
-                headers.update(self.hops.sign(to=route.node, method=request.method, host=host, path=request.raw_path))
-        return target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query), headers
+                headers.update(self.hops.sign(to=route.node, method=request.method, host=host, path=url.raw_path_qs))
+        return url, headers
 
     async def _http(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> web.StreamResponse:
         assert self._session is not None

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict
+from yarl import URL
 
 from caravanserai import v1
 from caravanserai.agent.ingress.hop import HOP, HOP_CERT, MAX_SKEW, HopAuth
@@ -28,6 +29,7 @@ from caravanserai.testing.clock import FakeClock
 
 OUTSIDE = "192.0.2.7"  # an address some node reported as its own
 HOST = "web.inner.local"
+PATH = "/x/%7Ea?q=a%20b&r=%2F&s=1"  # escapes survive the hop unchanged, or the signature would not match
 
 
 class NoBackends:
@@ -70,7 +72,7 @@ def _table(capture_port: int) -> RouteTable:
     return table
 
 
-def _from(headers: CIMultiDict[str] | dict[str, str], peer: str = OUTSIDE, path: str = "/x?y=1") -> web.Request:
+def _from(headers: CIMultiDict[str] | dict[str, str], peer: str = OUTSIDE, path: str = PATH) -> web.Request:
     info = {"peername": (peer, 40000)}
     transport = type("Transport", (), {"get_extra_info": lambda self, key, default=None: info.get(key, default)})()
     return make_mocked_request("GET", path, headers=headers, transport=transport)
@@ -96,15 +98,15 @@ async def _capture() -> AsyncIterator[tuple[int, list[web.Request]]]:
         await runner.cleanup()
 
 
-async def _forwarded_by_n2(tls_of: Callable[[str], TLSFiles]) -> CIMultiDict[str]:
-    """The headers of a request for the Internal host as n2's ingress really forwards it towards n1."""
+async def _forwarded_by_n2(tls_of: Callable[[str], TLSFiles]) -> tuple[CIMultiDict[str], str]:
+    """The headers and path of a request for the Internal host as n2's ingress really forwards it towards n1."""
     async with _capture() as (port, seen):
         n2 = IngressProxy(_table(port), NoBackends(), node="n2", hops=_auth(tls_of("node:n2"), "n2"))
         async with n2.serving("127.0.0.1", 0), aiohttp.ClientSession() as session:
-            url = f"http://127.0.0.1:{n2.port}/x?y=1"
-            async with session.get(url, headers={"Host": HOST}) as response:
+            url = f"http://127.0.0.1:{n2.port}{PATH}"
+            async with session.get(URL(url, encoded=True), headers={"Host": HOST}) as response:
                 assert await response.text() == "captured"
-        return CIMultiDict(seen[0].headers)
+        return CIMultiDict(seen[0].headers), seen[0].raw_path
 
 
 async def _answer(proxy: IngressProxy, request: web.Request) -> tuple[int, str]:
@@ -121,26 +123,27 @@ async def test_a_reported_node_address_is_no_proof_but_a_signed_hop_is(
     n1: IngressProxy, tls_of: Callable[[str], TLSFiles]
 ) -> None:
     assert await _answer(n1, _from({"Host": HOST})) == (403, "internal-only")
-    forwarded = await _forwarded_by_n2(tls_of)
+    forwarded, path = await _forwarded_by_n2(tls_of)
     assert forwarded[HOP].startswith("n2;") and forwarded[HOP_CERT]
-    assert await _answer(n1, _from(forwarded)) == (503, "no-backend")  # inside: past the scope check
+    assert await _answer(n1, _from(forwarded, path=path)) == (503, "no-backend")  # inside: past the scope check
     assert await _answer(n1, _from({"Host": HOST}, peer="127.0.0.1")) == (503, "no-backend")  # this machine
 
 
 async def test_an_altered_late_or_non_node_hop_is_refused(n1: IngressProxy, tls_of: Callable[[str], TLSFiles]) -> None:
-    forwarded = await _forwarded_by_n2(tls_of)
+    forwarded, path = await _forwarded_by_n2(tls_of)
+    assert await _answer(n1, _from(forwarded, path=path)) == (503, "no-backend")  # as received: inside
     assert await _answer(n1, _from(forwarded, path="/admin")) == (403, "internal-only")  # another path
     other_host = CIMultiDict(forwarded)
     other_host["Host"] = "web.other.local"
     assert (await n1.handle(_from(other_host))).status == 404  # unknown host; the signature would not match either
     claimed = CIMultiDict(forwarded)
     claimed[HOP] = "n9;" + forwarded[HOP].split(";", 1)[1]  # n2's certificate, claiming to be n9
-    assert await _answer(n1, _from(claimed)) == (403, "internal-only")
+    assert await _answer(n1, _from(claimed, path=path)) == (403, "internal-only")
 
     late = FakeClock(start=time.time() + MAX_SKEW + 5)  # the same hop, replayed after its window
     stale = IngressProxy(_table(1), NoBackends(), node="n1", hops=_auth(tls_of("node:n1"), "n1", clock=late))
-    assert await _answer(stale, _from(forwarded)) == (403, "internal-only")
+    assert await _answer(stale, _from(forwarded, path=path)) == (403, "internal-only")
 
     viewer = _auth(tls_of("viewer"), "n2")  # signs correctly, but its certificate names no node
-    signed = {"Host": HOST, **viewer.sign(to="n1", method="GET", host=HOST, path="/x?y=1")}
-    assert await _answer(n1, _from(signed)) == (403, "internal-only")
+    signed = {"Host": HOST, **viewer.sign(to="n1", method="GET", host=HOST, path=path)}
+    assert await _answer(n1, _from(signed, path=path)) == (403, "internal-only")
