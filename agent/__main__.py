@@ -14,6 +14,7 @@ of projects gone) and exits: the clean-up for a node name that will not run an a
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import socket
 import sys
@@ -60,6 +61,14 @@ def _label(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _ip_address(text: str) -> str:
+    """An IP address (the apiserver refuses a node's InternalIP that is not one: NodeRestriction)."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IP address") from None
+
+
 def _positive(text: str) -> float:
     value = float(text)
     if value <= 0:
@@ -94,7 +103,12 @@ def _add_node_arguments(p: argparse.ArgumentParser) -> None:
         help="node label key=value (repeatable), set when the Node is created; afterwards only those under "
         "node.caravanserai.io/ follow this flag, the others are the admin's",
     )
-    p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
+    p.add_argument(
+        "--advertise-address",
+        type=_ip_address,
+        default="",
+        help="InternalIP to report, an IP address (default: route to the server)",
+    )
     p.add_argument(
         "--fence-after",
         type=flag_type(parse_duration),
