@@ -62,7 +62,9 @@ def _label(text: str) -> tuple[str, str]:
 
 
 def _ip_address(text: str) -> str:
-    """An IP address (the apiserver refuses a node's InternalIP that is not one: NodeRestriction)."""
+    """An IP address (the apiserver refuses a node's InternalIP that is not one: NodeRestriction); "" for none."""
+    if not text:
+        return ""
     try:
         return str(ipaddress.ip_address(text))
     except ValueError:

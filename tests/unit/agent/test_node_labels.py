@@ -37,3 +37,11 @@ def test_a_label_of_the_admin_namespace_is_refused_at_the_flag(capsys: pytest.Ca
     assert "the caravanserai.io namespace is the admin's" in capsys.readouterr().err
     opts = parser().parse_args(["--label", "zone=eu", "--label", "node.caravanserai.io/disk=ssd"])
     assert opts.label == [("zone", "eu"), ("node.caravanserai.io/disk", "ssd")]
+
+
+def test_the_advertised_address_is_an_ip_or_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parser().parse_args([]).advertise_address == ""
+    assert parser().parse_args(["--advertise-address", "10.0.0.1"]).advertise_address == "10.0.0.1"
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--advertise-address", "host.example"])
+    assert "is not an IP address" in capsys.readouterr().err
