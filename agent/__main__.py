@@ -14,6 +14,7 @@ of projects gone) and exits: the clean-up for a node name that will not run an a
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import socket
 import sys
@@ -29,7 +30,7 @@ from caravanserai.agent.config import (
     AgentConfig,
 )
 from caravanserai.agent.docker.engine import DockerRuntime
-from caravanserai.agent.host.extended import parse_resource
+from caravanserai.agent.host.extended import NODE_LABEL_PREFIX, admin_label, parse_resource
 from caravanserai.agent.ingress.server import add_ingress_arguments, limits_from_args
 from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE, remove_unused_networks
 from caravanserai.client import add_client_arguments, server_address
@@ -52,7 +53,22 @@ def _label(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"invalid label {text!r}: expected key=value")
+    if admin_label(key):
+        raise argparse.ArgumentTypeError(
+            f"invalid label {text!r}: the caravanserai.io namespace is the admin's; a node sets only its own "
+            f"{NODE_LABEL_PREFIX}… labels (or keys outside caravanserai.io)"
+        )
     return key, value
+
+
+def _ip_address(text: str) -> str:
+    """An IP address (the apiserver refuses a node's InternalIP that is not one: NodeRestriction); "" for none."""
+    if not text:
+        return ""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IP address") from None
 
 
 def _positive(text: str) -> float:
@@ -81,15 +97,27 @@ def _add_node_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-name", default=socket.gethostname().lower(), help="name of this node (default: hostname)")
     p.add_argument("--docker-host", default=DEFAULT_DOCKER_HOST, help="Docker Engine address (unix:// or tcp://)")
     p.add_argument("--heartbeat-interval", type=_positive, default=10.0, help="seconds between Lease renewals")
-    p.add_argument("--label", type=_label, action="append", default=[], help="node label key=value (repeatable)")
-    p.add_argument("--advertise-address", default="", help="InternalIP to report (default: route to the server)")
+    p.add_argument(
+        "--label",
+        type=_label,
+        action="append",
+        default=[],
+        help="node label key=value (repeatable), set when the Node is created; afterwards only those under "
+        "node.caravanserai.io/ follow this flag, the others are the admin's",
+    )
+    p.add_argument(
+        "--advertise-address",
+        type=_ip_address,
+        default="",
+        help="InternalIP to report, an IP address (default: route to the server)",
+    )
     p.add_argument(
         "--fence-after",
         type=flag_type(parse_duration),
         default=DEFAULT_FENCE_AFTER,
-        help="stop this node's containers (keeping them) when no apiserver answered for this long; started "
-        "again if still bound here on reconnect (default 270s: node health's heartbeat timeout + grace "
-        "period; 0: never)",
+        help="stop this node's containers (keeping them) when no apiserver answered for this long (the stops "
+        "start early enough to end by then, SIGKILL included); started again if still bound here on reconnect "
+        "(default 270s: node health's heartbeat timeout + grace period; 0: never)",
     )
 
 

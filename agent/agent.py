@@ -62,6 +62,7 @@ from caravanserai.agent.docker.records import ContainerEvent
 from caravanserai.agent.host import inventory
 from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.agent.ingress.endpoints import ServiceEndpoints
+from caravanserai.agent.ingress.hop import HopAuth
 from caravanserai.agent.ingress.server import Ingress
 from caravanserai.agent.node import Heartbeat, NodeRegistrar
 from caravanserai.agent.reconciler import ProjectReconciler
@@ -124,7 +125,11 @@ class Agent:
             Client(config.server, tls=config.tls, token=config.token) as client,
             DockerRuntime.connect(config.docker_host, pull_timeout=config.pull_timeout) as docker,
             Ingress(
-                docker, node=config.node_name, listen=config.ingress_listen, limits=config.ingress_limits
+                docker,
+                node=config.node_name,
+                listen=config.ingress_listen,
+                limits=config.ingress_limits,
+                hops=HopAuth.from_tls(config.node_name, config.tls, clock=self.clock),
             ).serving() as ingress,
         ):
             self.ingress_port = ingress.port

@@ -3,7 +3,9 @@
 Guarantees:
 
 * **Registration** creates the Node (spec.hostname, the automatic labels `caravanserai.io/hostname`, `/os` and
-  `/arch`, the configured labels) or updates an existing one (labels merged into its labels, hostname corrected),
+  `/arch`, the configured labels) or updates an existing one (hostname corrected; of the labels only the node's
+  own, the automatic ones and those under `node.caravanserai.io/`, are merged: every other label is the admin's
+  once the Node exists, and a `--label` that differs from it is logged, not applied: NodeRestriction),
   then writes its status with UpdateStatus (Create refuses status): capacity and allocatable (with the extended
   resources of `--resource` and nvidia-smi, so they survive every re-registration), node info, addresses, agent
   port, state Ready and condition Ready=True (AgentReady).
@@ -120,11 +122,25 @@ class NodeRegistrar:
             except AlreadyExists:
                 raise Conflict.modified(f"Node {self.name} (created concurrently)") from None
         updated = meta.copy(current)
-        updated.metadata.labels.update(self._labels())
+        labels = self._labels()
+        updated.metadata.labels.update({k: v for k, v in labels.items() if extended.node_owned_label(k)})
+        self._warn_admin_labels(current, labels)
         updated.spec.hostname = self._config.hostname
         if updated == current:
             return current
         return await self._client.nodes.update(updated)
+
+    def _warn_admin_labels(self, current: v1.Node, labels: dict[str, str]) -> None:
+        differ = {
+            k: v for k, v in labels.items() if not extended.node_owned_label(k) and current.metadata.labels.get(k) != v
+        }
+        if differ:
+            log.warning(
+                "--label not applied to the existing Node: only an admin changes labels outside "
+                f"{extended.NODE_LABEL_PREFIX} (caractrl label node)",
+                node=self.name,
+                labels=differ,
+            )
 
     def _labels(self) -> dict[str, str]:
         """The automatic labels (hostname, os, arch), then the configured ones (which win)."""

@@ -7,13 +7,20 @@ runs them elsewhere, so two copies of a project never overlap for long (Nomad's 
 
 Guarantees:
 
-* **When**: `fence_after` seconds after the last heartbeat the API answered (default: the control plane's
+* **Deadline**: `fence_after` seconds after the last heartbeat the API answered (default: the control plane's
   heartbeat timeout plus its grace period, 90 s + 3 min, the moment node health moves Running projects away; set
-  it to those of your controllers). Checked every `fence_after / 10` seconds (at most 1 s), so it fences within
-  that much of the deadline. `fence_after = 0` never fences.
-* **What**: every running container labelled for this node is stopped (with the agent's stop timeout); nothing is
-  removed, so logs stay readable. While fenced, `fenced` is true and the reconciler leaves Docker and the project
-  statuses alone (a stopped container is not a failed project).
+  it to those of your controllers), every container of this node has stopped, even one that ignores its stop
+  signal. `fence_after = 0` never fences.
+* **When the fence starts**: early enough for the slowest stop to end by the deadline: at `fence_after` minus the
+  longest stop timeout of the running containers (their services' `stopGracePeriod`, else the agent's
+  `--stop-timeout`) minus `LEAD_MARGIN` (one check interval plus Docker's kill), but never before half of
+  `fence_after`. Each container gets its stop timeout, shortened to the time left before the deadline (less
+  `KILL_SLACK`): a stop that cannot fit is a SIGKILL at once. Checked every `fence_after / 10` seconds (at most
+  1 s); the containers are listed only once half of `fence_after` has passed without an answer.
+* **What**: every running container labelled for this node is stopped; nothing is removed, so logs stay
+  readable. While fenced, `fenced` is true and the reconciler leaves Docker and the project statuses alone (a
+  stopped container is not a failed project). The price of the early start: a service with a long stop timeout
+  is stopped up to that long before the control plane starts its replacement (a gap rather than an overlap).
 * **Back**: at the first answered heartbeat after fencing, each fenced project is read from the API (not the
   possibly stale cache): one still bound here in Scheduled or Running has its stopped containers started again,
   whatever their restart policy; the others are left to the reconciler, which removes them. Only then is
@@ -23,13 +30,15 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 
 from caravanserai import v1
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER
 from caravanserai.agent.docker import naming
+from caravanserai.agent.docker.records import ContainerSummary
 from caravanserai.agent.workload.project import ProjectRuntime, gather_and_raise
 from caravanserai.client import Client
 from caravanserai.clock import Clock
@@ -39,6 +48,10 @@ log = structlog.get_logger(__name__)
 
 RUNNING = "running"
 EXITED = "exited"
+KILL_SLACK = 0.5
+"""Seconds kept between a stop's SIGKILL and the deadline, for Docker to kill and reap the container."""
+LEAD_MARGIN = 1.0 + KILL_SLACK
+"""Seconds the fence starts ahead of the longest stop timeout: one check interval (at most 1 s) plus `KILL_SLACK`."""
 
 
 class SelfFence:
@@ -92,28 +105,45 @@ class SelfFence:
         while True:
             await self._clock.sleep(self.interval)
             silent = self._clock.monotonic() - self._last_contact
-            if silent >= self.fence_after:
-                await self._fence(silent)
+            if self.fenced or silent >= self.fence_after / 2:
+                await self._check(silent)
 
-    async def _fence(self, silent: float) -> None:
-        if not self.fenced:
-            self.fenced = True
-            self.fences += 1
-            log.warning("no apiserver answered: stopping this node's containers", node=self._node, silent=silent)
+    async def _check(self, silent: float) -> None:
+        """Fence when the slowest stop would otherwise end after the deadline; once fenced, stop what runs."""
         try:
             running = [
                 c
                 for c in await self._projects.docker.list_containers(naming.node_filter(self._node))
                 if c.state == RUNNING
             ]
+            if not self.fenced and silent < self.fence_after - self._lead(running):
+                return
+            self._fence(silent)
             self._stopped.update(c.project for c in running if c.project)
-            default = self._projects.stop_timeout
             await gather_and_raise(
-                self._projects.docker.stop_container(c.id, timeout=naming.stop_timeout(c.labels, default))
-                for c in running
+                self._projects.docker.stop_container(c.id, timeout=self._timeout(c.labels, silent)) for c in running
             )
         except CaravanseraiError as exc:
             log.warning("fencing: stopping containers failed; retrying", node=self._node, error=str(exc))
+
+    def _fence(self, silent: float) -> None:
+        if not self.fenced:
+            self.fenced = True
+            self.fences += 1
+            log.warning("no apiserver answered: stopping this node's containers", node=self._node, silent=silent)
+
+    def _lead(self, running: list[ContainerSummary]) -> float:
+        """How long before the deadline the fence starts: the longest stop timeout plus `LEAD_MARGIN` (0 when
+        nothing runs)."""
+        if not running:
+            return 0.0
+        default = self._projects.stop_timeout
+        return max(naming.stop_timeout(c.labels, default) for c in running) + LEAD_MARGIN
+
+    def _timeout(self, labels: Mapping[str, str], silent: float) -> int:
+        """A container's stop timeout, cut to what is left before the deadline (0: SIGKILL at once)."""
+        left = math.floor(self.fence_after - silent - KILL_SLACK)
+        return max(0, min(naming.stop_timeout(labels, self._projects.stop_timeout), left))
 
     async def _restart_still_bound(self) -> None:
         for name in sorted(self._stopped):

@@ -23,6 +23,22 @@ from caravanserai.text.selectors import validate_label_key
 LABEL_HOSTNAME = "caravanserai.io/hostname"
 LABEL_OS = "caravanserai.io/os"
 LABEL_ARCH = "caravanserai.io/arch"
+NODE_LABEL_PREFIX = "node.caravanserai.io/"
+"""The node's own labels (NodeRestriction, `apiserver/kinds/node.py`): the agent may change them at any time."""
+ADMIN_NAMESPACE = "caravanserai.io"
+
+
+def node_owned_label(key: str) -> bool:
+    """Whether the agent may set, change or remove `key` on an existing Node (the apiserver's rule)."""
+    return key.startswith(NODE_LABEL_PREFIX) or key in (LABEL_HOSTNAME, LABEL_OS, LABEL_ARCH)
+
+
+def admin_label(key: str) -> bool:
+    """Whether only an admin may set `key`, even at registration: the caravanserai.io namespace."""
+    prefix = key.partition("/")[0] if "/" in key else ""
+    return (prefix == ADMIN_NAMESPACE or prefix.endswith("." + ADMIN_NAMESPACE)) and not node_owned_label(key)
+
+
 _ARCH_NAMES = {
     "x86_64": "amd64",
     "amd64": "amd64",
@@ -89,6 +105,10 @@ def automatic_labels(hostname: str) -> dict[str, str]:
 
 
 __all__ = [
+    "ADMIN_NAMESPACE",
+    "NODE_LABEL_PREFIX",
+    "admin_label",
+    "node_owned_label",
     "LABEL_ARCH",
     "LABEL_HOSTNAME",
     "LABEL_OS",

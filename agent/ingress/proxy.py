@@ -6,8 +6,11 @@
 
 Guarantees for a request with `Host: H`:
 
-* H unknown → **404** naming H. H's route is `Internal` and the client is neither on loopback nor one of the
-  cluster's node addresses → **403**. H's project is not Running → **503** naming the project and its phase.
+* H unknown → **404** naming H. H's route is `Internal` and the client is not inside → **403**. Inside means: on
+  loopback or on this node's own address (a process of this machine), or a hop another node's agent signed with
+  its node certificate (`ingress.hop`), never an address a node reported. Without node certificates (`hops`
+  None: nothing in the cluster is authenticated) any node's reported address counts, as before. H's project is
+  not Running → **503** naming the project and its phase.
 * The project runs on this node → the request goes to the target service's container on the project network
   (`backends` says where); a refused or unresolvable backend → **502**/**503**; a container that does not accept
   the connection within `local_connect_timeout` (0.5 s: on the node's own bridge, silence means it is stopped or
@@ -16,8 +19,9 @@ Guarantees for a request with `Host: H`:
 * The project runs on another node → the request is forwarded once, to that node's ingress over its published
   address, marked with `X-Caravanserai-Forwarded-By`. A marked request is never forwarded again (**502** when
   its project does not run here either): loops are impossible. The mark counts as a hop from another node only
-  from a node's address (`_from_node`); from anyone else it is dropped with the client's `X-Forwarded-*` and
-  `Forwarded` (kept from `trusted_proxies`), and this node sets its own as the first hop.
+  with a valid hop signature (`_from_node`; without node certificates, from a node's address); from anyone else
+  it is dropped with the client's `X-Forwarded-*` and `Forwarded` (kept from `trusted_proxies`), and this node
+  sets its own as the first hop.
 * HTTP/1.1 keep-alive on both sides (the client connection pool is kept per backend); bodies stream in both
   directions as they come (chunked uploads, server-sent events); WebSocket upgrades are proxied message by
   message; hop-by-hop headers are dropped and X-Forwarded-* set (see `ingress.httpdetails`).
@@ -43,6 +47,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from caravanserai.agent.ingress.guard import ConnectionGuard, RateLimitedLog, RepeatFilter
+from caravanserai.agent.ingress.hop import HOP_HEADERS, HopAuth
 from caravanserai.agent.ingress.httpdetails import (
     FORWARDED_BY,
     WEBSOCKET_HANDSHAKE,
@@ -64,6 +69,7 @@ QUIETED_LOGGERS = ("asyncio", "aiohttp.server", "aiohttp.web")  # their repeated
 
 CHUNK = 64 * 1024
 SMALL_BODY = 64 * 1024  # responses up to this size (with a Content-Length) are relayed in one piece
+_HOP_VERDICT = web.RequestKey("caravanserai.hop_verified", bool)  # a request's hop verdict (`_signed_hop`)
 
 
 class BackendUnavailable(Exception):
@@ -149,9 +155,11 @@ class IngressProxy:
         node: str,
         limits: IngressLimits | None = None,
         clock: Clock | None = None,
+        hops: HopAuth | None = None,
     ):
         self.table = table
         self.clock: Clock = clock or SystemClock()
+        self.hops = hops  # signs and verifies forwarding hops (None: no node certificates)
         self.backends = backends
         self.node = node
         self.limits = limits or IngressLimits()
@@ -229,7 +237,7 @@ class IngressProxy:
         route = self.table.lookup(host)
         if route is None:
             return self._page(404, "unknown-host", f'No project serves host "{host}".')
-        if not route.public and not self._internal_client(request.remote or ""):
+        if not route.public and not self._internal_client(request):
             return self._page(403, "internal-only", f'Host "{route.host}" is Internal: served only inside the cluster.')
         if not route.running:
             phase = route.phase or "Pending"
@@ -266,8 +274,23 @@ class IngressProxy:
         return URL.build(scheme="http", host=endpoint.address, port=endpoint.ingress_port), True
 
     def _from_node(self, request: web.Request) -> bool:
-        """Whether `request` is a hop from another node's ingress (marked, and from a node's address)."""
-        return FORWARDED_BY in request.headers and self.table.is_node_address(request.remote or "")
+        """Whether `request` is a hop from another node's ingress: marked and signed with that node's certificate
+        key (`hop.py`); without node certificates (nothing is authenticated), marked and from a node's address."""
+        if FORWARDED_BY not in request.headers:
+            return False
+        if self.hops is None:
+            return self.table.is_node_address(request.remote or "")
+        return self._signed_hop(request)
+
+    def _signed_hop(self, request: web.Request) -> bool:
+        """Whether `request` carries a valid hop signature (verified once per request, then remembered on it)."""
+        assert self.hops is not None
+        verdict = request.get(_HOP_VERDICT)
+        if verdict is None:
+            host = request.headers.get(hdrs.HOST, "")
+            signer = self.hops.verify(request.headers, method=request.method, host=host, path=request.raw_path)
+            verdict = request[_HOP_VERDICT] = signer is not None
+        return verdict
 
     def _trusted(self, request: web.Request) -> bool:
         """Whether the client's own forwarding headers are kept: another node's hop, or a trusted proxy."""
@@ -278,8 +301,18 @@ class IngressProxy:
         carry many clients' requests."""
         return self.table.is_node_address(address) or _in_networks(address, self.limits.trusted_proxies)
 
-    def _internal_client(self, address: str) -> bool:
-        return _is_loopback(address) or self.table.is_node_address(address)
+    def _internal_client(self, request: web.Request) -> bool:
+        """Whether `request` may reach Internal routes: from loopback, this node's own address or a signed hop of
+        another node; without node certificates, from any address a node reported."""
+        address = request.remote or ""
+        if _is_loopback(address):
+            return True
+        if self.hops is None:  # nothing is authenticated: the addresses nodes report are all there is
+            return self.table.is_node_address(address)
+        own = self.table.node(self.node)
+        if own is not None and address in own.addresses:
+            return True
+        return self._signed_hop(request)
 
     def _page(self, status: int, error: str, text: str) -> web.Response:
         return error_page(status, error, text, node=self.node)
@@ -288,11 +321,15 @@ class IngressProxy:
         self, request: web.Request, route: Route, target: URL, *, first_hop: bool
     ) -> tuple[URL, CIMultiDict[str]]:
         local = route.node == self.node
-        trusted = self._trusted(request)
-        headers = upstream_headers(request, first_hop=first_hop, trusted=trusted, drop=(FORWARDED_BY,) if local else ())
+        dropped = (*HOP_HEADERS, FORWARDED_BY) if local else HOP_HEADERS
+        headers = upstream_headers(request, first_hop=first_hop, trusted=self._trusted(request), drop=dropped)
+        url = target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query)
         if not local:
             headers[FORWARDED_BY] = self.node
-        return target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query), headers
+            if self.hops is not None:  # signs the path and query exactly as sent
+                host = request.headers.get(hdrs.HOST, "")
+                headers.update(self.hops.sign(to=route.node, method=request.method, host=host, path=url.raw_path_qs))
+        return url, headers
 
     async def _http(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> web.StreamResponse:
         assert self._session is not None

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from caravanserai import v1
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.ingress.endpoints import ContainerBackends, ServiceEndpoints
+from caravanserai.agent.ingress.hop import HopAuth
 from caravanserai.agent.ingress.httpdetails import IngressLimits, IPNetwork
 from caravanserai.agent.ingress.proxy import IngressProxy
 from caravanserai.agent.ingress.routes import RouteTable
@@ -203,12 +204,13 @@ def limits_from_args(args: argparse.Namespace) -> IngressLimits:
 class Ingress:
     """One node's ingress proxy and route table."""
 
-    def __init__(self, runtime: DockerRuntime, *, node: str, listen: str, limits: IngressLimits) -> None:
+    def __init__(
+        self, runtime: DockerRuntime, *, node: str, listen: str, limits: IngressLimits, hops: HopAuth | None = None
+    ) -> None:
         self.address = parse_listen(listen)
         self.table = RouteTable()
-        self.proxy = IngressProxy(
-            self.table, ContainerBackends(ServiceEndpoints(runtime, node=node)), node=node, limits=limits
-        )
+        backends = ContainerBackends(ServiceEndpoints(runtime, node=node))
+        self.proxy = IngressProxy(self.table, backends, node=node, limits=limits, hops=hops)
 
     @property
     def port(self) -> int:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from caravanserai import v1
 from caravanserai.agent.docker.containers import ProjectInputs, ServiceInputs
-from caravanserai.agent.workload.datafiles import DEFAULT_MODE, DataFiles
+from caravanserai.agent.workload.datafiles import DataFiles, default_mode
 from caravanserai.client import Client
 from caravanserai.errors import Forbidden, NotFound
 from caravanserai.project import datarefs, registryauth
@@ -139,9 +139,10 @@ class ServiceData:
             if volume is None:
                 continue
             resource, name = _source(volume.secret, volume.config)
-            path = self.files.write(
-                project.metadata.name, volume.name, fetched.data(resource, name), mode=volume.mode or DEFAULT_MODE
-            )
+            owner = self.files.owner_for(service.user)
+            data = fetched.data(resource, name)
+            mode = volume.mode or default_mode(owner)
+            path = self.files.write(project.metadata.name, volume.name, data, mode=mode, owner=owner)
             mounts.append((path, mount.mount_path))
             written[mount.mount_path] = path
         return mounts, written

@@ -3,6 +3,7 @@ the services that read what changed, and the grant variables read back inside a 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,39 @@ async def test_the_container_learns_what_it_was_granted(client: Client, start_ag
         "CARA_MEMORY_LIMIT": str(128 * 2**20),
         "CARA_RESOURCE_EXAMPLE_COM_FPGA": "1",  # the limit, requested (no request given)
     }
+
+
+def _host_read_as_nobody(path: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat", path],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+async def test_secret_files_belong_to_the_service_user_and_no_other_local_user(
+    client: Client, start_agent: StartAgent, image: str, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    agent = await start_agent(data_dir=str(data_dir))
+    secret = meta.with_type_meta(v1.Secret(metadata=v1.ObjectMeta(name="private")))
+    secret.spec.data["token"] = b"s3cret"
+    await client.secrets.create(secret)
+    p = project("owned")
+    del p.spec.services[:]
+    reader = service(p, "reader", image)
+    reader.user = "1234:1234"
+    reader.volume_mounts.add(name="private", mount_path="/etc/private")
+    p.spec.volumes.add(name="private", type=v1.VOLUME_SECRET, secret="private")  # no mode: the default
+    await client.projects.create(p)
+    await bind(client, "owned", agent.node)
+    await wait_phase(client, "owned", v1.RUNNING, timeout=30)
+    node = agent.node
+    assert in_container("owned", "reader", node, "id -u; cat /etc/private/token").split() == ["1234", "s3cret"]
+    assert in_container("owned", "reader", node, "stat -c '%a %u:%g' /etc/private/token") == "400 1234:1234"
+    on_host = [f for f in data_dir.rglob("token") if f.is_file()]
+    assert len(on_host) == 1
+    assert {oct(d.stat().st_mode & 0o777) for d in on_host[0].parents if d.is_relative_to(data_dir)} == {"0o700"}
+    refused = _host_read_as_nobody(str(on_host[0]))
+    assert refused.returncode != 0 and "s3cret" not in refused.stdout, refused

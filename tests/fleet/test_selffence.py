@@ -10,6 +10,7 @@ import time
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container_times, copies, wait_running
 
 from caravanserai import v1
+from caravanserai.agent.selffence import LEAD_MARGIN
 from caravanserai.clock import seconds
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
@@ -70,7 +71,10 @@ async def test_fenced_copies_start_again_when_still_bound_on_reconnect(fleet: Fl
         )
         fenced_after = time.monotonic() - cut_at
         print(f"fenced {fenced_after:.1f} s after the cut (--fence-after {HEARTBEAT_TIMEOUT + GRACE_PERIOD:.0f} s)")
-        assert fenced_after >= HEARTBEAT_TIMEOUT + GRACE_PERIOD - fleet.config.heartbeat_interval - 1.0
+        # The fence starts early by the longest stop timeout (the fleet's --stop-timeout 1) plus its margin, so the
+        # stop ends by --fence-after; never earlier than that.
+        early = 1 + LEAD_MARGIN
+        assert fenced_after >= HEARTBEAT_TIMEOUT + GRACE_PERIOD - early - fleet.config.heartbeat_interval - 1.0
         healed_at = time.time()
         fleet.heal(node)
 

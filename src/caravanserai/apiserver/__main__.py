@@ -24,6 +24,7 @@ from caravanserai.process.shell import fatal, run_main, until_signalled
 from caravanserai.process.tls import TLSFiles
 from caravanserai.text.addresses import parse_address
 from caravanserai.text.durations import parse_duration
+from caravanserai.text.quantity import to_int
 
 PROG = "cara-apiserver"
 SERVER_ERRORS = (ValueError, OSError, Unavailable)
@@ -46,6 +47,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--shutdown-grace", type=parse_duration, default=5.0, help="time in-flight calls get on SIGTERM")
     _add_tls_arguments(p)
     p.add_argument("--allow-insecure", action="store_true", help="allow plain TCP on a non-loopback address")
+    p.add_argument(
+        "--watch-history-kind-bytes",
+        type=_bytes,
+        default="256Mi",
+        help="bytes of one kind's watch history (oldest changes dropped; a watcher behind them relists)",
+    )
+    p.add_argument(
+        "--watch-history-bytes", type=_bytes, default="1Gi", help="bytes of every kind's watch history together"
+    )
     p.add_argument("--max-inflight", type=int, default=400, help="requests in flight before RESOURCE_EXHAUSTED")
     p.add_argument("--max-inflight-per-client", type=int, default=100, help="the same, per client")
     p.add_argument(
@@ -78,6 +88,17 @@ def _add_tls_arguments(p: argparse.ArgumentParser) -> None:
         default="",
         help="encrypt Secrets in etcd (AES-GCM): lines '<key id> <base64 32-byte key>', the first one writes",
     )
+
+
+def _bytes(text: str) -> int:
+    """A positive byte count such as "256Mi" or "1G" (argparse turns the ValueError into one line)."""
+    value = to_int(text)
+    if value <= 0:
+        raise ValueError(f"{text!r}: must be positive")
+    return value
+
+
+_bytes.__name__ = "byte count"
 
 
 def _check_workers(opts: argparse.Namespace) -> None:
@@ -113,6 +134,8 @@ def _config(opts: argparse.Namespace) -> ApiServerConfig:
         encryption_key_file=opts.encryption_key_file,
         allow_insecure=opts.allow_insecure,
         max_inflight=opts.max_inflight,
+        history_kind_bytes=opts.watch_history_kind_bytes,
+        history_bytes=opts.watch_history_bytes,
         max_inflight_per_client=opts.max_inflight_per_client,
         metrics_listen=opts.metrics_listen,
         worker=opts.worker_index,

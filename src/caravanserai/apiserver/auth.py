@@ -15,7 +15,8 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 |                     | that unbinds one after a move asked of it: `finish_move`); create events, update its  |
 |                     | own events; read the Secrets, Configs and BackupRepositories a project bound to it    |
 |                     | references, and the Secrets of those repositories (lists and watches carry only       |
-|                     | those: the node authorizer's rule, `kinds.nodegraph`)                                |
+|                     | those: the node authorizer's rule, `kinds.nodegraph`); never its Node's taints,      |
+|                     | cordon or labels outside its own (`kinds.node.node_restricted`: NodeRestriction)     |
 | anyone else         | read-only: get, list, watch — except Secrets, which they cannot read at all          |
 
 Whoever may create or update objects of a kind, only an admin may set the fields its strategy's `admin_only` names
@@ -73,7 +74,15 @@ class Authorizer:
             log.warning("permission denied", user=who.user, verb=verb, target=target)
             raise Forbidden(f"{who.user} may not {verb} {target}")
         strategy = self._kinds.get(resource)
-        if who.is_admin or verb not in WRITE_VERBS or obj is None or strategy is None or collects(verb, obj, old):
+        if who.is_admin or obj is None or strategy is None:
+            return
+        if who.node is not None:
+            restricted = strategy.node_restricted(who.node, verb, obj, old)
+            if restricted:
+                paths = [f.field for f in restricted]
+                log.warning("permission denied", user=who.user, verb=verb, target=target, fields=paths)
+                raise Forbidden(f"{who.user} may not {verb} {target}: " + "; ".join(str(f) for f in restricted))
+        if verb not in WRITE_VERBS or collects(verb, obj, old):
             return
         fields = strategy.admin_only(obj)
         if fields:

@@ -36,6 +36,7 @@ from caravanserai.apiserver.kinds.custom import CustomKindStrategy
 from caravanserai.apiserver.kinds.definition import SERVED_WITHIN
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
+from caravanserai.apiserver.watchhistory import HistoryBudget
 from caravanserai.customkinds.schemas import SchemaError, definition_name
 from caravanserai.errors import ApiError, Conflict, NotFound
 from caravanserai.storage import Store
@@ -48,10 +49,20 @@ DEFINITIONS = "resourcedefinitions"
 class DefinitionServer:
     """Keeps one apiserver's custom kinds in step with the stored ResourceDefinitions."""
 
-    def __init__(self, service: ResourceService, store: Store, *, history_revisions: int = 10_000) -> None:
+    def __init__(
+        self,
+        service: ResourceService,
+        store: Store,
+        *,
+        history_revisions: int = 10_000,
+        history_bytes: int | None = None,
+        history_budget: HistoryBudget | None = None,
+    ) -> None:
         self._service = service
         self._store = store
         self._history_revisions = history_revisions
+        self._history_bytes = history_bytes
+        self._history_budget = history_budget
         self._served: dict[str, tuple[CustomKindStrategy, asyncio.Task[None]]] = {}  # plural → (strategy, task)
         self.synced = asyncio.Event()  # set after the first pass over the stored definitions
         self._changed = asyncio.Event()  # a definition, or an object of a kind being deleted, changed
@@ -109,7 +120,13 @@ class DefinitionServer:
         except SchemaError as exc:
             log.warning("definition schema does not build; not served", definition=name, error=str(exc))
             return
-        cache = WatchCache(self._store, strategy.kind, history_revisions=self._history_revisions)
+        cache = WatchCache(
+            self._store,
+            strategy.kind,
+            history_revisions=self._history_revisions,
+            history_bytes=self._history_bytes,
+            history_budget=self._history_budget,
+        )
         cache.add_listener(self._changed.set)
         task = asyncio.create_task(cache.run(), name=f"watchcache-{strategy.plural}")
         self._service.serve(strategy, cache)

@@ -24,11 +24,14 @@ from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.metrics import ApiMetrics
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
+from caravanserai.apiserver.watchhistory import HistoryBudget
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.errors import ApiError
 from caravanserai.process.introspection import serve_introspection, set_serving
 from caravanserai.process.tls import TLSFiles
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.storage.encryption import Encryption, load_key_file
+from caravanserai.storage.etcd_errors import NO_SPACE_MESSAGE, no_space_alarm
 from caravanserai.text.addresses import is_loopback
 
 log = structlog.get_logger(__name__)
@@ -47,6 +50,8 @@ class ApiServerConfig:
     bookmark_interval: float = 10.0
     compaction_interval: float = 300.0  # 0 disables compaction
     history_revisions: int = 10_000
+    history_kind_bytes: int = 256 * 1024 * 1024  # estimated bytes of one kind's watch history (oldest dropped)
+    history_bytes: int = 1024 * 1024 * 1024  # the same, of every kind's history together
     grace: float = 5.0
     tls: TLSFiles = field(default_factory=TLSFiles)
     etcd_tls: TLSFiles = field(default_factory=TLSFiles)  # client certificate and CA for https:// etcd endpoints
@@ -85,14 +90,26 @@ class ApiServer:
         self.metrics = ApiMetrics(clock=self.clock)
         self.metrics_port = 0  # the port of /metrics once started (0: not serving)
         self._endpoint: MetricsEndpoint | None = None
+        self._etcd: EtcdClient | None = None
 
     async def run(self) -> None:
         cfg = self.config
         etcd_tls = cfg.etcd_tls if cfg.etcd_tls.enabled else None
         async with EtcdClient(list(cfg.etcd_endpoints), tls=etcd_tls) as etcd:
+            self._etcd = etcd
             store = self.metrics.instrument(Store(etcd, prefix=cfg.etcd_prefix, encryption=_encryption(cfg)))
             kinds = builtin_kinds()
-            caches = {k.plural: WatchCache(store, k.kind, history_revisions=cfg.history_revisions) for k in kinds}
+            budget = HistoryBudget(cfg.history_bytes)
+            caches = {
+                k.plural: WatchCache(
+                    store,
+                    k.kind,
+                    history_revisions=cfg.history_revisions,
+                    history_bytes=cfg.history_kind_bytes,
+                    history_budget=budget,
+                )
+                for k in kinds
+            }
             authorizer = Authorizer(kinds, graph=nodegraph.over(caches))
             self.service = ResourceService(
                 store,
@@ -104,7 +121,13 @@ class ApiServer:
             )
             server = self._build_server(self.service)
             self.metrics.watch_caches(caches, self.limiter)
-            definitions = DefinitionServer(self.service, store, history_revisions=cfg.history_revisions)
+            definitions = DefinitionServer(
+                self.service,
+                store,
+                history_revisions=cfg.history_revisions,
+                history_bytes=cfg.history_kind_bytes,
+                history_budget=budget,
+            )
             async with asyncio.TaskGroup() as group:
                 background = [group.create_task(c.run(), name=f"watchcache-{c.resource}") for c in caches.values()]
                 background.append(group.create_task(definitions.run(), name="definitions"))
@@ -207,7 +230,21 @@ class ApiServer:
         return self.metrics.exposition()
 
     async def _readiness(self) -> str:
-        return "" if self.started.is_set() else "the watch caches are still filling"
+        """Why this apiserver is not ready ("" when it is): caches still filling, or etcd's NOSPACE alarm raised
+        (every write would be refused until an operator frees space: docs/fleet.md)."""
+        if not self.started.is_set():
+            return "the watch caches are still filling"
+        return await self._etcd_alarm()
+
+    async def _etcd_alarm(self) -> str:
+        if self._etcd is None:
+            return ""
+        try:
+            status = await self._etcd.status()
+        except ApiError as exc:  # etcd unreachable: reads from the cache still work; not this probe's concern
+            log.debug("etcd status for /readyz failed", error=str(exc))
+            return ""
+        return NO_SPACE_MESSAGE if no_space_alarm(status.errors) else ""
 
     async def _compact_forever(self, store: Store) -> None:
         """Every interval, compact etcd to the revision seen one interval earlier (history stays ≥ 1 interval)."""

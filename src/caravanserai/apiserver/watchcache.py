@@ -9,8 +9,9 @@ For each kind the apiserver keeps one `WatchCache`:
   a watcher registered at version V receives exactly the events with revision > V that match its selectors.
 * **Selection changes are events.** An object that stops matching a watcher's selectors reaches it as DELETED,
   one that starts matching as ADDED.
-* **Capped history.** Events are kept for the last `history_events` changes; a watch from an older version raises
-  `Expired` (the client relists).
+* **Capped history.** Events are kept for the last `history_events` changes and within `history_bytes` (and the
+  apiserver-wide `history_budget`), oldest dropped first; a watch from an older version raises `Expired` (the
+  client relists, as after a compaction).
 * **Watchers indexed by the value they select.** A watcher whose field selector requires `field=value` (an agent's
   `status.nodeRef=<node>`) is filed under that pair and offered only the changes whose object, before or after,
   has that value; a change costs one lookup per indexed field instead of one selector check per watcher.
@@ -41,7 +42,7 @@ from caravanserai.apiserver.watchfanout import (
     WatcherIndex,
     index_keys,
 )
-from caravanserai.apiserver.watchhistory import History, window_start
+from caravanserai.apiserver.watchhistory import History, HistoryBudget, window_start
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import Expired, FieldViolation, Invalid, Unavailable
@@ -63,6 +64,8 @@ class WatchCache:
         *,
         history_revisions: int = 10_000,
         history_events: int = 100_000,
+        history_bytes: int | None = None,
+        history_budget: HistoryBudget | None = None,
         max_pending: int = 10_000,
         clock: Clock | None = None,
     ) -> None:
@@ -71,7 +74,7 @@ class WatchCache:
         self._clock: Clock = clock or SystemClock()  # for retry delays only; never for stored timestamps
         self._store = store
         self._history_revisions = history_revisions
-        self._history = History(history_events)
+        self._history = History(history_events, max_bytes=history_bytes, budget=history_budget)
         self._max_pending = max_pending
         self._watchers = WatcherIndex()
         self.objects: dict[str, Any] = {}  # name → current object (read-only)
@@ -99,6 +102,11 @@ class WatchCache:
     def watcher_count(self) -> int:
         """Open watchers (for metrics)."""
         return len(self._watchers)
+
+    @property
+    def history(self) -> History:
+        """The window of recent changes (read-only; for metrics and tests)."""
+        return self._history
 
     @property
     def pending_events(self) -> int:
@@ -271,6 +279,7 @@ class WatchCache:
     def close(self, reason: str) -> None:
         """Refuse new watchers and close the existing ones (they end and their clients resume elsewhere)."""
         self._closed = reason
+        self._history.close()
         self._close_all(reason)
 
     def _close_all(self, reason: str) -> None:

@@ -3,8 +3,12 @@
 * **Starts back in etcd.** At start the cache watches etcd from `history_revisions` before the listed revision, or
   from the oldest revision etcd still keeps (`window_start`), so clients resuming after an apiserver restart are
   served from the replayed window instead of being told to relist.
-* **Capped.** The window keeps the last `max_events` changes, in revision order; `oldest` is the lowest version a
-  watch can resume from, and it only moves forward (dropping an event, or a relist that may leave a hole).
+* **Capped by count and by bytes.** The window keeps at most `max_events` changes and at most `max_bytes` of their
+  estimated size (`event_bytes`), in revision order; every kind's window together stays within one
+  `HistoryBudget` (the window holding the most bytes gives up its oldest events first). Dropping is always from
+  the oldest end; `oldest` is the lowest version a watch can resume from, and it only moves forward (dropping an
+  event, or a relist that may leave a hole). A watcher that asks for a dropped version gets `Expired` and
+  relists, exactly as after an etcd compaction.
 * **Replay reads from the newest end.** `after(revision)` stops at the first event it has already seen, so a
   thousand watchers resuming from recent versions do not each scan the whole window.
 """
@@ -12,30 +16,107 @@
 from __future__ import annotations
 
 import collections
+import weakref
+from typing import Any
 
 from caravanserai.apiserver.watchfanout import CacheEvent
 from caravanserai.errors import Expired
 from caravanserai.storage import Store
 
+EVENT_OVERHEAD_BYTES = 256
+"""Bytes counted for every event besides its object (the event, its deque slot, the revision)."""
+
+
+def event_bytes(change: CacheEvent) -> int:
+    """The estimated memory one event holds: its object twice (decoded, and the serialized watch event every
+    watcher shares) plus a fixed overhead. The previous object is the prior event's (or the cache's) and is not
+    counted again."""
+    return 2 * _size(change.obj) + EVENT_OVERHEAD_BYTES
+
+
+def _size(obj: Any) -> int:
+    size = getattr(obj, "ByteSize", None)
+    return int(size()) if callable(size) else 0
+
+
+class HistoryBudget:
+    """A byte cap over the windows of every kind together. When the sum exceeds `max_bytes`, the window holding
+    the most bytes drops its oldest event, until the sum fits. Windows are held weakly: a kind no longer served
+    stops counting."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._histories: weakref.WeakSet[History] = weakref.WeakSet()
+
+    @property
+    def used(self) -> int:
+        """Estimated bytes held by every window now."""
+        return sum(history.bytes for history in self._histories)
+
+    def register(self, history: History) -> None:
+        self._histories.add(history)
+
+    def unregister(self, history: History) -> None:
+        self._histories.discard(history)
+
+    def trim(self) -> None:
+        """Drop the oldest events of the largest windows until all of them fit in `max_bytes`."""
+        used = self.used
+        while used > self.max_bytes:
+            largest = max(self._histories, key=lambda history: history.bytes)
+            freed = largest.drop_oldest()
+            if freed == 0:
+                return
+            used -= freed
+
 
 class History:
-    """The last `max_events` changes of one kind, oldest first, and the oldest version they can serve."""
+    """The last changes of one kind, oldest first, within `max_events` and `max_bytes` (and the shared `budget`),
+    and the oldest version they can serve."""
 
-    def __init__(self, max_events: int) -> None:
-        self._events: collections.deque[CacheEvent] = collections.deque(maxlen=max_events)
+    def __init__(self, max_events: int, *, max_bytes: int | None = None, budget: HistoryBudget | None = None) -> None:
+        self._events: collections.deque[tuple[CacheEvent, int]] = collections.deque()
+        self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.bytes = 0  # the estimated size of the events held (`event_bytes`)
         self.oldest = 0  # a watch from any version ≥ this can be served from history
+        self._budget = budget
+        if budget is not None:
+            budget.register(self)
+
+    def __len__(self) -> int:
+        return len(self._events)
 
     def append(self, change: CacheEvent) -> None:
-        """Add the newest change; when the window is full, the oldest one goes and `oldest` moves up to it."""
-        if len(self._events) == self._events.maxlen:
-            self.oldest = self._events[0].revision
-        self._events.append(change)
+        """Add the newest change; then the oldest ones go (and `oldest` moves up to the last one gone) until the
+        window fits its count, its bytes and the shared budget."""
+        size = event_bytes(change)
+        self._events.append((change, size))
+        self.bytes += size
+        while len(self._events) > self.max_events or (self.max_bytes is not None and self.bytes > self.max_bytes):
+            self.drop_oldest()
+        if self._budget is not None:
+            self._budget.trim()
+
+    def drop_oldest(self) -> int:
+        """Drop the oldest event; return the bytes freed (0 when empty)."""
+        if not self._events:
+            return 0
+        change, size = self._events.popleft()
+        self.oldest = max(self.oldest, change.revision)
+        self.bytes -= size
+        return size
+
+    def close(self) -> None:
+        """Stop counting against the shared budget (the kind is no longer served)."""
+        if self._budget is not None:
+            self._budget.unregister(self)
 
     def after(self, revision: int) -> list[CacheEvent]:
         """The events of the window with a revision above `revision`, oldest first. The window is in revision
         order, so this reads from the newest end only as far as needed."""
         recent: list[CacheEvent] = []
-        for event in reversed(self._events):
+        for event, _ in reversed(self._events):
             if event.revision <= revision:
                 break
             recent.append(event)
@@ -66,4 +147,4 @@ async def _readable(store: Store, resource: str, revision: int) -> bool:
     return True
 
 
-__all__ = ["History", "window_start"]
+__all__ = ["EVENT_OVERHEAD_BYTES", "History", "HistoryBudget", "event_bytes", "window_start"]

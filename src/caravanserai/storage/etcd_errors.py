@@ -4,7 +4,9 @@
     OUT_OF_RANGE "...has been compacted"  → Expired       (the revision's history is gone: relist)
     OUT_OF_RANGE "...a future revision"   → Invalid       (a revision the store has not reached)
     NOT_FOUND (e.g. unknown lease)        → NotFound
-    RESOURCE_EXHAUSTED (no space, too many requests) → ResourceExhausted
+    RESOURCE_EXHAUSTED "...database space exceeded" → ResourceExhausted(NO_SPACE_MESSAGE), not retried: the NOSPACE
+                                          alarm stays until an operator compacts, defragments and disarms
+    RESOURCE_EXHAUSTED (too many requests) → ResourceExhausted
     anything else                         → the class `caravanserai.errors.error_class` names
 
 Callers write `raise etcd_error(exc) from exc` so the gRPC exception stays attached as the cause.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import grpc
 
-from caravanserai.errors import ApiError, Expired, Invalid, Unavailable, error_class
+from caravanserai.errors import ApiError, Expired, Invalid, ResourceExhausted, Unavailable, error_class
 
 # Codes after which another endpoint may answer: the member is down, partitioned or has no leader.
 FAILOVER_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
@@ -27,6 +29,10 @@ STREAM_RETRY_CODES = FAILOVER_CODES | {
     grpc.StatusCode.UNKNOWN,
 }
 
+NO_SPACE_MESSAGE = "etcd is out of space (NOSPACE alarm); see docs/fleet.md"
+"""What a write refused for etcd's space quota says, and what `/readyz` reports while the alarm is raised."""
+
+_NO_SPACE = "database space exceeded"
 _COMPACTED = "required revision has been compacted"
 _FUTURE = "required revision is a future revision"
 
@@ -38,6 +44,8 @@ def etcd_error(exc: grpc.aio.AioRpcError, *, endpoint: str = "") -> ApiError:
     where = f" at {endpoint}" if endpoint else ""
     if code in FAILOVER_CODES:
         return Unavailable(f"etcd{where} unavailable: {detail}")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _NO_SPACE in detail:
+        return ResourceExhausted(NO_SPACE_MESSAGE)
     if code == grpc.StatusCode.OUT_OF_RANGE and _COMPACTED in detail:
         return Expired(f"etcd: {detail}")
     if code == grpc.StatusCode.OUT_OF_RANGE and _FUTURE in detail:
@@ -45,4 +53,9 @@ def etcd_error(exc: grpc.aio.AioRpcError, *, endpoint: str = "") -> ApiError:
     return error_class(code)(f"etcd: {detail}")
 
 
-__all__ = ["FAILOVER_CODES", "STREAM_RETRY_CODES", "etcd_error"]
+def no_space_alarm(alarms: list[str]) -> bool:
+    """Whether etcd's status `errors` (its active alarms) include NOSPACE."""
+    return any("NOSPACE" in alarm for alarm in alarms)
+
+
+__all__ = ["FAILOVER_CODES", "NO_SPACE_MESSAGE", "STREAM_RETRY_CODES", "etcd_error", "no_space_alarm"]

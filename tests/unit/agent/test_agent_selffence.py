@@ -10,8 +10,9 @@ import pytest
 from caravanserai import v1
 from caravanserai.agent.__main__ import config_from_args, parser
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER
+from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.records import ContainerSummary
-from caravanserai.agent.selffence import SelfFence
+from caravanserai.agent.selffence import KILL_SLACK, LEAD_MARGIN, SelfFence
 from caravanserai.controllers.nodehealth.policy import HealthConfig
 from caravanserai.testing.clock import FakeClock
 
@@ -20,12 +21,14 @@ from caravanserai.testing.clock import FakeClock
 class FakeDocker:
     containers: list[ContainerSummary]
     stopped: list[str] = field(default_factory=list)
+    timeouts: dict[str, int] = field(default_factory=dict)
 
     async def list_containers(self, label_filter: list[str]) -> list[ContainerSummary]:
         return [c for c in self.containers if c.id not in self.stopped]
 
     async def stop_container(self, container_id: str, *, timeout: int) -> None:
         self.stopped.append(container_id)
+        self.timeouts[container_id] = timeout
 
 
 @dataclass
@@ -40,8 +43,11 @@ async def _advance(clock: FakeClock, seconds: float) -> None:
         await asyncio.sleep(0)
 
 
-def _container(cid: str, project: str) -> ContainerSummary:
-    return ContainerSummary(labels={"caravanserai.io/project": project}, id=cid, state="running")
+def _container(cid: str, project: str, stop_timeout: int | None = None) -> ContainerSummary:
+    labels = {"caravanserai.io/project": project}
+    if stop_timeout is not None:
+        labels[naming.LABEL_STOP_TIMEOUT] = str(stop_timeout)
+    return ContainerSummary(labels=labels, id=cid, state="running")
 
 
 def test_default_is_node_healths_timeout_plus_grace() -> None:
@@ -73,14 +79,46 @@ async def test_fences_only_after_the_silence_and_stops_every_running_container()
     try:
         await _advance(clock, 5.0)
         await fence.contact()  # an answered heartbeat restarts the count
-        await _advance(clock, 9.0)
+        await _advance(clock, 7.0)  # the 1 s stops plus the margin start at 10 - 2.5 = 7.5 s
         assert not fence.fenced and docker.stopped == []
-        await _advance(clock, 1.5)
+        await _advance(clock, 1.0)
         assert fence.fenced and sorted(docker.stopped) == ["a", "b"]
+        assert docker.timeouts == {"a": 1, "b": 1}
         assert fence.fences == 1
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def _fence_times(fence_after: float, stop_timeout: int) -> tuple[float, int]:
+    """When the fence stopped a container with `stop_timeout` (seconds of silence) and the timeout it gave."""
+    clock = FakeClock()
+    docker = FakeDocker([_container("slow", "web", stop_timeout=stop_timeout)])
+    fence = SelfFence(
+        fence_after=fence_after,
+        clock=clock,
+        projects=FakeProjects(docker, stop_timeout=1),
+        client=None,
+        node="n1",  # type: ignore[arg-type]  # fakes of the projects adapter and the client
+    )
+    start = clock.monotonic()
+    task = asyncio.create_task(fence.run())
+    try:
+        while not docker.stopped:
+            await _advance(clock, fence.interval)
+        return clock.monotonic() - start, docker.timeouts["slow"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.parametrize(("fence_after", "stop_timeout"), [(30.0, 10), (270.0, 10), (12.0, 10), (4.0, 30)])
+async def test_a_slow_stop_starts_early_enough_to_end_by_the_deadline(fence_after: float, stop_timeout: int) -> None:
+    silent, timeout = await _fence_times(fence_after, stop_timeout)
+    assert silent + timeout <= fence_after - KILL_SLACK  # SIGKILL at the latest half a second before the deadline
+    assert silent >= fence_after / 2  # never earlier than half the silence
+    if fence_after / 2 < fence_after - stop_timeout - LEAD_MARGIN:
+        assert timeout == stop_timeout  # the container gets its whole grace period when it fits
 
 
 @dataclass

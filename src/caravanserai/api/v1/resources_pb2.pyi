@@ -1608,7 +1608,8 @@ class Volume(_message.Message):
     """Name of the Config of a volume of type Config."""
     mode: _builtins.int
     """File mode of the files of a Secret or Config volume, octal as for chmod: 0400 (or 0o400, "0400", or its
-    decimal value 256), default 0444, at most 0777.
+    decimal value 256), default 0400 (0444 when the service's user is a name), at most 0777; owned by the
+    service's user.
     """
     restore: _builtins.str
     """What a node that does not hold the volume's current data does before the services that mount it start:

@@ -267,6 +267,11 @@ class KindStrategy(abc.ABC, Generic[T]):
         what it would allow; the authorizer refuses every other writer when any is found. None by default."""
         return []
 
+    def node_restricted(self, node: str, verb: str, obj: T, old: T | None) -> list[FieldViolation]:
+        """The fields a node identity may not write in this `verb` of `obj` (`old`: the stored object) even where
+        `node_allows` lets it write the object; the authorizer refuses the write when any is found."""
+        return []
+
 
 class KindTable:
     """The kinds one apiserver serves, by plural. The one place requests find their kind's strategy."""

@@ -1,17 +1,112 @@
 """Nodes: state NotReady on create, no delete while projects are bound (unless forced), a node reaching only its
 own Node. Rules: taints well-formed and each key:effect once; status with a known state, well-formed conditions,
-quantities and addresses, restore rates per BackupRepository name (quantities) and image sizes not negative."""
+quantities and addresses, restore rates per BackupRepository name (quantities) and image sizes not negative.
+
+NodeRestriction (`node_restricted`, as Kubernetes' admission plugin of that name): a node identity writing its own
+Node may never change what an admin decides about it, so a node cannot undo its own quarantine:
+
+* **Taints and cordon**: `spec.taints` and `spec.unschedulable` stay as stored (on create: none, not cordoned is
+  also fine; a node may create itself tainted or cordoned, never remove either later).
+* **Labels**: after creation a node may add, change or remove only its own labels: keys under
+  `node.caravanserai.io/` and the automatic `caravanserai.io/hostname`, `/os`, `/arch`. Every other label is
+  the admin's (`caractrl label node`). At creation (registration) it may also set labels outside the
+  `caravanserai.io` namespace (`cara-agent --label zone=eu`), as a kubelet sets its `--node-labels`; the
+  `caravanserai.io` namespace (e.g. `dedicated.caravanserai.io/db`) is the admin's alone, so an admin can pick
+  nodes by a label no node can give itself.
+* **Addresses**: at most one of each type, InternalIP and ExternalIP an IP address. No ingress trusts an address
+  a node reports: internal traffic is proven by the forwarding node's identity (`agent/ingress/hop.py`).
+"""
 
 from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
-from caravanserai.errors import FailedPrecondition
+from caravanserai.errors import FailedPrecondition, FieldViolation
 from caravanserai.text.selectors import FieldSelector, validate_dns_subdomain, validate_label_key, validate_label_value
 from caravanserai.text.violations import Violations, key_path
 
 KIND = meta.KINDS["nodes"]
+
+NODE_LABEL_PREFIX = "node.caravanserai.io/"
+"""Labels under this prefix belong to the node: its agent may set them at any time."""
+AUTOMATIC_LABELS = frozenset({"caravanserai.io/hostname", "caravanserai.io/os", "caravanserai.io/arch"})
+"""The labels every agent sets on its Node (`agent/host/extended.py`), kept up to date by it."""
+ADMIN_NAMESPACE = "caravanserai.io"
+"""Label keys with this prefix (or a subdomain of it), other than the node's own, only an admin may set."""
+
+
+def node_owned_label(key: str) -> bool:
+    """Whether a node may set, change or remove the label `key` on its own Node at any time."""
+    return key.startswith(NODE_LABEL_PREFIX) or key in AUTOMATIC_LABELS
+
+
+def admin_label(key: str) -> bool:
+    """Whether only an admin may set `key`, even at a node's registration: the `caravanserai.io` namespace."""
+    prefix = key.partition("/")[0] if "/" in key else ""
+    return (prefix == ADMIN_NAMESPACE or prefix.endswith("." + ADMIN_NAMESPACE)) and not node_owned_label(key)
+
+
+def node_restricted(verb: str, obj: v1.Node, old: v1.Node | None) -> list[FieldViolation]:
+    """NodeRestriction (module docstring): the fields a node may not write in this `verb` of its own Node."""
+    if verb == "create":
+        return _created_labels(obj)
+    if verb == "update" and old is not None:
+        return _changed_admin_fields(obj, old)
+    if verb == "update_status":
+        return _addresses(obj.status.network.addresses)
+    return []
+
+
+def _created_labels(obj: v1.Node) -> list[FieldViolation]:
+    return [
+        FieldViolation(key_path("metadata.labels", key), "a node may not give itself a label of the caravanserai.io "
+                       "namespace (only its own node.caravanserai.io/ ones); an admin sets it: caractrl label node")
+        for key in sorted(obj.metadata.labels)
+        if admin_label(key)
+    ]  # fmt: skip
+
+
+def _changed_admin_fields(obj: v1.Node, old: v1.Node) -> list[FieldViolation]:
+    found: list[FieldViolation] = []
+    if list(obj.spec.taints) != list(old.spec.taints):
+        found.append(FieldViolation("spec.taints", "only an admin may change a node's taints (caractrl taint)"))
+    if obj.spec.unschedulable != old.spec.unschedulable:
+        found.append(FieldViolation("spec.unschedulable", "only an admin may cordon or uncordon a node"))
+    new_labels, old_labels = dict(obj.metadata.labels), dict(old.metadata.labels)
+    for key in sorted(set(new_labels) | set(old_labels)):
+        if not node_owned_label(key) and new_labels.get(key) != old_labels.get(key):
+            found.append(
+                FieldViolation(
+                    key_path("metadata.labels", key),
+                    f"a node may change only its own labels ({NODE_LABEL_PREFIX}…); an admin sets this one",
+                )
+            )
+    return found
+
+
+def _addresses(addresses: Sequence[v1.NodeAddress]) -> list[FieldViolation]:
+    found: list[FieldViolation] = []
+    seen: set[str] = set()
+    for i, address in enumerate(addresses):
+        path = f"status.network.addresses[{i}]"
+        if address.type in seen:
+            found.append(FieldViolation(f"{path}.type", f"a node reports at most one {address.type} address"))
+        seen.add(address.type)
+        if address.type in ("InternalIP", "ExternalIP") and not _is_ip(address.address):
+            found.append(FieldViolation(f"{path}.address", f"{address.type} must be an IP address"))
+    return found
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def node_spec(errors: Violations, spec: v1.NodeSpec) -> None:
@@ -83,6 +178,9 @@ class NodeStrategy(KindStrategy[v1.Node]):
                 f"node {node} still has {len(busy)} project(s) ({shown}); drain it first or delete with --force"
             )
 
+    def node_restricted(self, node: str, verb: str, obj: v1.Node, old: v1.Node | None) -> list[FieldViolation]:
+        return node_restricted(verb, obj, old)
+
     def node_allows(
         self, node: str, verb: str, *, name: str, obj: v1.Node | None, old: v1.Node | None, field_selector: str
     ) -> bool:
@@ -95,4 +193,16 @@ class NodeStrategy(KindStrategy[v1.Node]):
 
 STRATEGY = NodeStrategy(KIND)
 
-__all__ = ["KIND", "STRATEGY", "NodeStrategy", "node_spec", "node_status", "own_object_allowed"]
+__all__ = [
+    "AUTOMATIC_LABELS",
+    "KIND",
+    "NODE_LABEL_PREFIX",
+    "STRATEGY",
+    "NodeStrategy",
+    "admin_label",
+    "node_owned_label",
+    "node_restricted",
+    "node_spec",
+    "node_status",
+    "own_object_allowed",
+]

@@ -1,0 +1,75 @@
+"""The watch history is bounded by bytes per kind and in total; a watcher behind the window relists."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from caravanserai import meta, v1
+from caravanserai.apiserver.watchcache import WatchCache
+from caravanserai.apiserver.watchfanout import CacheEvent
+from caravanserai.apiserver.watchhistory import History, HistoryBudget, event_bytes
+from caravanserai.errors import Expired
+
+CONFIG = meta.KINDS["configs"]
+VALUE_BYTES = 480 * 1024
+KIND_CAP = 64 * 1024 * 1024
+TOTAL_CAP = 96 * 1024 * 1024
+
+
+def _config(revision: int, name: str = "big") -> Any:
+    config = v1.Config(metadata=v1.ObjectMeta(name=name, resource_version=str(revision)))
+    config.spec.data["payload"] = ("x" * (VALUE_BYTES - 8)) + f"{revision:08d}"
+    return config
+
+
+def _event(revision: int, prev: Any | None, name: str = "big") -> CacheEvent:
+    return CacheEvent(revision, v1.MODIFIED if prev is not None else v1.ADDED, _config(revision, name), prev, CONFIG)
+
+
+def test_1200_updates_of_a_480k_config_stay_under_the_kind_cap() -> None:
+    history = History(100_000, max_bytes=KIND_CAP, budget=HistoryBudget(TOTAL_CAP))
+    prev = None
+    for revision in range(2, 1202):
+        change = _event(revision, prev)
+        history.append(change)
+        prev = change.obj
+        assert history.bytes <= KIND_CAP
+    assert history.bytes == sum(event_bytes(e) for e in history.after(0))
+    assert len(history) == KIND_CAP // event_bytes(change)
+    assert history.oldest == 1201 - len(history)  # the newest events stay, the oldest went
+    assert [e.revision for e in history.after(history.oldest)][-1] == 1201
+
+
+def test_the_budget_bounds_every_kind_together_taking_from_the_largest() -> None:
+    budget = HistoryBudget(TOTAL_CAP)
+    configs = History(100_000, max_bytes=KIND_CAP, budget=budget)
+    secrets = History(100_000, max_bytes=KIND_CAP, budget=budget)
+    for revision in range(2, 400, 2):
+        configs.append(_event(revision, None, "a"))
+        secrets.append(_event(revision + 1, None, "b"))
+        assert budget.used <= TOTAL_CAP
+    assert configs.bytes <= TOTAL_CAP // 2 + event_bytes(_event(1, None))
+    assert secrets.bytes > 0
+    secrets.close()
+    assert budget.used == configs.bytes
+
+
+def _cache(**limits: Any) -> WatchCache:
+    return WatchCache(None, CONFIG, **limits)  # type: ignore[arg-type]  # history only: no store is touched
+
+
+def test_a_watcher_from_an_evicted_revision_is_told_to_relist() -> None:
+    cache = _cache(history_bytes=8 * 1024 * 1024)
+    prev = None
+    for revision in range(2, 102):
+        change = _event(revision, prev)
+        cache._record(change)
+        prev = change.obj
+    oldest = cache.history.oldest
+    assert oldest > 2
+    with pytest.raises(Expired, match="too old resource version"):
+        cache.watch(lambda _obj: True, resource_version="2")
+    watcher = cache.watch(lambda _obj: True, resource_version=str(oldest))
+    assert watcher.pending == 101 - oldest
