@@ -1,4 +1,5 @@
-"""The ProjectSet operator: keep `spec.replicas` projects made from a template, built only on the public library.
+"""The ProjectSet operator: keep `spec.replicas` projects made from a template, built on the handler layer
+(`caravanserai.operator`) of the public library.
 
 A ProjectSet (kind defined from projectset.proto, group example.com) named `web` with `replicas: 3` owns the
 projects `web-0`, `web-1`, `web-2`:
@@ -16,6 +17,8 @@ projects `web-0`, `web-1`, `web-2`:
   --cascade=foreground` keeps the set until its projects are gone; `--cascade=orphan` keeps the projects). The
   controller only manages projects whose controller reference carries the set's uid: those of an earlier set of
   the same name are left to the collector.
+* the operator `owns` its projects: a change of one (deleted, Terminated, Running) reconciles its set, and the
+  level handler `converge` (run at every reconcile of a live set) brings the projects and the status in line.
 
     python examples/projectset/projectset_controller.py --server 127.0.0.1:7420 --leader-elect
 
@@ -35,18 +38,14 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-import structlog
-
 from caravanserai import meta, v1
 from caravanserai.client import Client, DefinitionMissing, IncompatibleDefinition
 from caravanserai.clock import Clock, SystemClock
-from caravanserai.controller import Controller, EventRecorder, LeaderElectionConfig, Manager, Result, enqueue_mapped
+from caravanserai.controller import EventRecorder, LeaderElectionConfig, Manager
 from caravanserai.customkinds.protoc import load_proto
 from caravanserai.errors import AlreadyExists, Conflict, NotFound
-from caravanserai.informer import CacheReader
+from caravanserai.operator import Context, Operator, Requeue
 from caravanserai.process.logging import configure_logging
-
-log = structlog.get_logger(__name__)
 
 GROUP = "example.com"
 COMPONENT = "projectset-controller"
@@ -55,6 +54,7 @@ PROTO = pathlib.Path(__file__).with_name("projectset.proto")
 messages = load_proto(str(PROTO))  # ProjectSet, ProjectSetSpec, ProjectSetStatus, ProjectTemplate
 ProjectSet = messages.ProjectSet
 IN_PLACE = 0  # UpdatePolicy.IN_PLACE
+REPLACEMENT_POLL = 1.0  # seconds between looks while a replaced project's record is still there
 
 
 async def register_kind(client: Client) -> None:
@@ -78,133 +78,80 @@ def desired_project(obj: Any, name: str) -> v1.Project:
     return project
 
 
-class ProjectSetReconciler:
-    """Reconciles one set (the key is its name) against the projects it controls (owner reference, by uid)."""
+def operator(client: Any, *, clock: Clock | None = None) -> Operator[Any]:
+    """The ProjectSet operator: one level handler converging each live set (a Client, or a FakeClient in tests)."""
+    clock = clock or SystemClock()
+    sets: Operator[Any] = Operator("projectset", ProjectSet, client, clock=clock, retired_finalizers=[LEGACY_FINALIZER])
+    sets.owns(v1.Project)  # a project of a set changed → reconcile its set
+    projects = client.projects
+    recorder = EventRecorder(client, component=COMPONENT, clock=clock)
 
-    def __init__(
-        self,
-        client: Client,
-        sets: CacheReader[Any],
-        projects: CacheReader[v1.Project],
-        recorder: EventRecorder,
-        *,
-        clock: Clock,
-    ) -> None:
-        self._client = client
-        self._sets = client.resource(ProjectSet)
-        self._set_cache = sets
-        self._projects = projects
-        self._recorder = recorder
-        self._clock = clock
-
-    def owned(self, obj: Any) -> dict[str, v1.Project]:
-        """The projects whose controller reference names this very set (its uid, not only its name)."""
-        return {
-            p.metadata.name: p for p in self._projects.by_index("set", obj.metadata.name) if meta.is_owned_by(p, obj)
-        }
-
-    async def reconcile(self, key: str) -> Result:
-        obj = self._set_cache.get(key)
-        if obj is not None and LEGACY_FINALIZER in obj.metadata.finalizers:  # also on a set being deleted
-            fresh = meta.copy(obj)
-            fresh.metadata.finalizers.remove(LEGACY_FINALIZER)
-            with contextlib.suppress(NotFound):
-                await self._sets.update(fresh)
-            return Result()  # the update brings us back
-        if obj is None or obj.metadata.HasField("deletion_timestamp"):
-            return Result()  # the garbage collector deletes (or orphans) its projects
-        waiting = await self._converge(obj, self.owned(obj))
-        await self._write_status(obj, self.owned(obj))
-        return Result(requeue_after=1.0) if waiting else Result()
-
-    async def _converge(self, obj: Any, owned: dict[str, v1.Project]) -> bool:
-        """Create missing, update stale, delete surplus projects; True while a replacement waits for a record."""
+    @sets.on_reconcile()
+    async def converge(ctx: Context[Any]) -> Requeue | None:
+        """Create missing, update stale, delete surplus projects, then count them into the status."""
+        obj, waiting = ctx.obj, False
+        listed = await projects.list()
+        owned = {p.metadata.name: p for p in listed.items if meta.is_owned_by(p, obj)}  # by uid, not only name
         wanted = replica_names(obj)
-        waiting = False
         for name in wanted:
             project = owned.get(name)
             if project is None:
-                await self._create(obj, name)
+                with contextlib.suppress(AlreadyExists):  # one of an earlier set of that name: left to the collector
+                    await projects.create(desired_project(obj, name))
+                    await recorder.normal(obj, "Created", f"created project {name}")
             elif project.metadata.HasField("deletion_timestamp") or project.status.phase == v1.TERMINATED:
-                waiting = True
-                await self._remove_terminated(project)
+                waiting = True  # replaced once its record is gone
+                await remove_terminated(project)
             elif obj.spec.update_policy == IN_PLACE:
-                await self._update_template(obj, project)
+                await update_template(obj, project)
         for name in sorted(set(owned) - set(wanted)):
-            await self._delete(owned[name], obj, reason="ScaledDown")
-        return waiting
+            await scale_down(obj, owned[name])
+        write_status(ctx, [p for n, p in owned.items() if n in wanted], len(wanted))
+        return Requeue(after=REPLACEMENT_POLL) if waiting else None
 
-    async def _create(self, obj: Any, name: str) -> None:
-        try:
-            await self._client.projects.create(desired_project(obj, name))
-        except AlreadyExists:
-            return  # the informer has not seen it yet; the next reconcile will
-        await self._recorder.normal(obj, "Created", f"created project {name}")
-
-    async def _update_template(self, obj: Any, project: v1.Project) -> None:
+    async def update_template(obj: Any, project: v1.Project) -> None:
         wanted = desired_project(obj, project.metadata.name)
-        if project.spec == wanted.spec and all(
-            project.metadata.labels.get(k) == v for k, v in wanted.metadata.labels.items()
-        ):
+        labels = project.metadata.labels
+        if project.spec == wanted.spec and all(labels.get(k) == v for k, v in wanted.metadata.labels.items()):
             return
         updated = meta.copy(project)
         updated.spec.CopyFrom(wanted.spec)
         updated.metadata.labels.update(wanted.metadata.labels)
         try:
-            await self._client.projects.update(updated)
-        except Conflict:
-            return  # a newer version arrives through the informer and reconciles again
-        await self._recorder.normal(obj, "Updated", f"updated project {project.metadata.name} to the template")
+            await projects.update(updated)
+        except (Conflict, NotFound):
+            return  # the project's change reconciles the set again
+        await recorder.normal(obj, "Updated", f"updated project {project.metadata.name} to the template")
 
-    async def _remove_terminated(self, project: v1.Project) -> None:
-        if project.status.phase == v1.TERMINATED:
-            try:
-                await self._client.projects.delete(
-                    project.metadata.name, resource_version=project.metadata.resource_version
-                )
-            except (NotFound, Conflict):
-                return
+    async def remove_terminated(project: v1.Project) -> None:
+        if project.status.phase == v1.TERMINATED:  # removed here, so nothing waits for the garbage collector
+            with contextlib.suppress(NotFound, Conflict):
+                await projects.delete(project.metadata.name, resource_version=project.metadata.resource_version)
 
-    async def _delete(self, project: v1.Project, obj: Any | None, *, reason: str) -> None:
+    async def scale_down(obj: Any, project: v1.Project) -> None:
         if project.metadata.HasField("deletion_timestamp"):
-            await self._remove_terminated(project)
+            await remove_terminated(project)
             return
-        try:
-            await self._client.projects.delete(project.metadata.name)
-        except NotFound:
-            return
-        if obj is not None:
-            await self._recorder.normal(obj, reason, f"deleted project {project.metadata.name}")
+        with contextlib.suppress(NotFound):
+            await projects.delete(project.metadata.name)
+            await recorder.normal(obj, "ScaledDown", f"deleted project {project.metadata.name}")
 
-    async def _write_status(self, obj: Any, owned: dict[str, v1.Project]) -> None:
-        wanted = set(replica_names(obj))
-        live = [p for name, p in owned.items() if name in wanted and not p.metadata.HasField("deletion_timestamp")]
+    def write_status(ctx: Context[Any], owned: list[v1.Project], wanted: int) -> None:
+        live = [p for p in owned if not p.metadata.HasField("deletion_timestamp")]
         ready = sum(1 for p in live if p.status.phase == v1.RUNNING)
-        status = messages.ProjectSetStatus()
-        status.replicas, status.ready_replicas = len(live), ready
-        status.observed_generation = obj.metadata.generation
-        status.conditions.extend(obj.status.conditions)
-        all_ready = ready == len(wanted)
+        ctx.status.replicas, ctx.status.ready_replicas = len(live), ready
+        ctx.status.observed_generation = ctx.obj.metadata.generation
+        all_ready = ready == wanted
         meta.set_condition(
-            status.conditions,
+            ctx.status.conditions,
             "Ready",
             v1.TRUE if all_ready else v1.FALSE,
             reason="AllReplicasRunning" if all_ready else "ReplicasNotRunning",
-            message=f"{ready}/{len(wanted)} projects Running",
-            now=self._clock.now(),
+            message=f"{ready}/{wanted} projects Running",
+            now=ctx.now,
         )
-        if status == obj.status:
-            return
-        fresh = meta.copy(obj)
-        fresh.status.CopyFrom(status)
-        with contextlib.suppress(Conflict):  # a newer set reconciles again
-            await self._sets.update_status(fresh)
 
-
-def owner_of(project: Any) -> list[str]:
-    """The name of the set controlling a project (its controller owner reference), if any."""
-    owner = meta.controller_of(project)
-    return [owner.name] if owner is not None and owner.kind == ProjectSet.DESCRIPTOR.name else []
+    return sets
 
 
 def build(
@@ -215,17 +162,10 @@ def build(
     leader_election: LeaderElectionConfig | None = None,
     workers: int = 2,
 ) -> Manager:
-    """The manager with the ProjectSet controller: informers on sets and on the sets' projects, events."""
+    """The manager running the ProjectSet operator (informers on sets and on projects, through `setup`)."""
     clock = clock or SystemClock()
     manager = Manager(client, clock=clock, metrics_port=metrics_port, leader_election=leader_election)
-    sets = manager.informers.informer(ProjectSet)
-    projects = manager.informers.informer(v1.Project, indexers={"set": owner_of})
-    recorder = EventRecorder(client, component=COMPONENT, clock=clock)
-    reconciler = ProjectSetReconciler(client, sets.cache, projects.cache, recorder, clock=clock)
-    controller = Controller("projectset", reconciler, max_concurrent_reconciles=workers, clock=clock)
-    controller.watch(sets)  # a set changed → reconcile it
-    controller.watch(projects, enqueue_mapped(owner_of))  # a project of a set changed → reconcile its set
-    manager.add(controller)
+    operator(client, clock=clock).setup(manager, max_concurrent_reconciles=workers)
     return manager
 
 

@@ -118,7 +118,7 @@ async def test_controller_creates_scales_updates_and_cleans_up(operator_module: 
 
 
 async def test_a_set_marked_by_an_earlier_version_is_released(operator_module: ModuleType, client: Client) -> None:
-    await operator_module.define_kind(client)
+    await define_projectset(client)
     sets = client.resource(operator_module.ProjectSet)
     old = projectset("old", replicas=0)
     old.metadata.finalizers.append(operator_module.LEGACY_FINALIZER)  # the label-plus-finalizer era

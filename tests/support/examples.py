@@ -11,16 +11,25 @@ import types
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-@functools.cache
-def backup_operator() -> types.ModuleType:
-    """examples/backup-operator/backup_operator.py as the module `backup_operator`."""
-    path = ROOT / "examples" / "backup-operator" / "backup_operator.py"
-    spec = importlib.util.spec_from_file_location("backup_operator", path)
+def _load(name: str, path: pathlib.Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["backup_operator"] = module
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-__all__ = ["ROOT", "backup_operator"]
+@functools.cache
+def backup_operator() -> types.ModuleType:
+    """examples/backup-operator/backup_operator.py as the module `backup_operator`."""
+    return _load("backup_operator", ROOT / "examples" / "backup-operator" / "backup_operator.py")
+
+
+@functools.cache
+def projectset_operator() -> types.ModuleType:
+    """examples/projectset/projectset_controller.py as the module `projectset_controller`."""
+    return _load("projectset_controller", ROOT / "examples" / "projectset" / "projectset_controller.py")
+
+
+__all__ = ["ROOT", "backup_operator", "projectset_operator"]

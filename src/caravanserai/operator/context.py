@@ -22,6 +22,7 @@ RESUME = "resume"
 DELETE = "delete"
 TIMER = "timer"
 DAEMON = "daemon"
+RECONCILE = "reconcile"
 
 
 @dataclass(slots=True)
@@ -61,4 +62,4 @@ def own(child: Any, owner: Any, *, controller: bool = True, block_owner_deletion
     return child
 
 
-__all__ = ["CREATE", "DAEMON", "DELETE", "RESUME", "TIMER", "UPDATE", "Context", "own"]
+__all__ = ["CREATE", "DAEMON", "DELETE", "RECONCILE", "RESUME", "TIMER", "UPDATE", "Context", "own"]

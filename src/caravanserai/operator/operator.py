@@ -33,6 +33,13 @@ Guarantees (each reconcile of one object; one object is never reconciled twice a
   the first after `initial_delay`, only once the change handlers are done; the schedule is in memory (a restart
   or a new leader starts it again). A timer's error postpones its next run by the error's delay. An interval of
   0 or less turns the timer off for that object (never a busy loop).
+* **Level handlers** (`on_reconcile`) run at every reconcile of a live object, after the change handlers are
+  done (a change of the object, of a dependent it `owns`, a requeue): they converge the world to the object's
+  state, so they must be idempotent. `Requeue(after=s)` or `TemporaryError(delay=s)` reconciles again after `s`.
+* **Dependents** (`owns(kind)`): a change of an object of `kind` whose controller ownerReference names this kind
+  reconciles its owner (the reference's name is the key), as controller-runtime's `Owns`.
+* **Retired finalizers** (`retired_finalizers=`, those of earlier versions of the operator) are removed on sight,
+  also from an object being deleted, before anything else.
 * **Status:** handlers change `ctx.status`; after them it is written through the status subresource when it
   differs, read again and written again on Conflict.
 """
@@ -47,10 +54,10 @@ import structlog
 
 from caravanserai import meta
 from caravanserai.clock import Clock, SystemClock
-from caravanserai.controller import Controller, Manager, Result
+from caravanserai.controller import Controller, Manager, Result, enqueue_mapped
 from caravanserai.errors import NotFound
 from caravanserai.operator import essence, writes
-from caravanserai.operator.context import CREATE, DAEMON, DELETE, RESUME, TIMER, UPDATE, Context
+from caravanserai.operator.context import CREATE, DAEMON, DELETE, RECONCILE, RESUME, TIMER, UPDATE, Context
 from caravanserai.operator.daemons import Daemons
 from caravanserai.operator.filters import Filter, all_pass
 from caravanserai.operator.handlers import Handler, HandlerFn, Interval, Outcome, call
@@ -67,7 +74,14 @@ class Operator(Generic[T]):
     """The handlers of one kind and the reconciler that runs them. See the module docstring."""
 
     def __init__(
-        self, name: str, kind: type[T], client: Any, *, clock: Clock | None = None, finalizer: str = ""
+        self,
+        name: str,
+        kind: type[T],
+        client: Any,
+        *,
+        clock: Clock | None = None,
+        finalizer: str = "",
+        retired_finalizers: Iterable[str] = (),
     ) -> None:
         if not _NAME.fullmatch(name):
             raise ValueError(f"operator name {name!r}: 1–50 lowercase letters, digits and '-' (it names a finalizer)")
@@ -78,6 +92,9 @@ class Operator(Generic[T]):
         self.clock: Clock = clock or SystemClock()
         self.finalizer = finalizer or FINALIZER_PREFIX + name
         self.annotation = essence.annotation_key(name)
+        self.retired_finalizers = tuple(retired_finalizers)
+        self._group = _group(self.resource.kind.api_version)
+        self.owned: list[type[Any] | str] = []  # kinds of dependents whose changes reconcile their owner
         self.handlers: list[Handler] = []
         self.daemons = Daemons(name, self.clock)
         self._resumed: set[str] = set()  # uids seen by this process
@@ -127,6 +144,23 @@ class Operator(Generic[T]):
         """Register a daemon: a coroutine run per object while it exists (see `caravanserai.operator.daemons`)."""
         return self._register(DAEMON, when=when, id=id, initial_delay=restart_after)
 
+    def on_reconcile(self, *, when: Filters = None, id: str = "") -> Callable[[HandlerFn], HandlerFn]:
+        """Register a level handler: run at every reconcile of a live object once the change handlers are done."""
+        return self._register(RECONCILE, when=when, id=id)
+
+    def owns(self, kind: type[Any] | str) -> None:
+        """Reconcile the owner when a dependent of `kind` (a class or a resource name) changes: the dependent's
+        controller ownerReference naming this operator's kind gives the owner's key (see `owner_keys`)."""
+        if kind not in self.owned:
+            self.owned.append(kind)
+
+    def owner_keys(self, dependent: Any) -> list[str]:
+        """The key of the object of this kind that controls `dependent` (its controller reference), if any."""
+        ref = meta.controller_of(dependent)
+        if ref is None or ref.kind != self.resource.kind.kind or _group(ref.api_version) != self._group:
+            return []
+        return [ref.name]
+
     def _of(self, *reasons: str) -> list[Handler]:
         return [h for h in self.handlers if h.reason in reasons]
 
@@ -137,6 +171,8 @@ class Operator(Generic[T]):
         informer = manager.informers.informer(self.resource.kind.plural)
         controller = OperatorController(self, max_concurrent_reconciles=max_concurrent_reconciles, clock=self.clock)
         controller.watch(informer)
+        for kind in self.owned:
+            controller.watch(manager.informers.informer(kind), enqueue_mapped(self.owner_keys))
         manager.add(controller)
         return controller
 
@@ -151,6 +187,10 @@ class Operator(Generic[T]):
         except NotFound:
             await self._forget(key, None)
             return Result()
+        if any(f in obj.metadata.finalizers for f in self.retired_finalizers):
+            obj = await writes.modify(self.resource, obj, self._drop_retired)
+            if obj is None:
+                return Result()
         if obj.metadata.HasField("deletion_timestamp"):
             await self._forget(key, obj.metadata.uid)
             return await self._finalize(obj)
@@ -176,6 +216,12 @@ class Operator(Generic[T]):
             return False
         obj.metadata.finalizers.append(self.finalizer)
         return True
+
+    def _drop_retired(self, obj: Any) -> bool:
+        retired = [f for f in obj.metadata.finalizers if f in self.retired_finalizers]
+        for finalizer in retired:
+            obj.metadata.finalizers.remove(finalizer)
+        return bool(retired)
 
     def _remove_finalizer(self, obj: Any) -> bool:
         if self.finalizer not in obj.metadata.finalizers:
@@ -235,10 +281,12 @@ class Operator(Generic[T]):
         self._resumed.add(uid)  # only now: resume handlers that failed are due again
         await self._ensure_daemons(ctx)
         next_timer = await self._run_timers(ctx)
+        again = await self._run_level(ctx)
         stored = await self._write_status(obj, ctx.status)
         if stored is not None and old != new:
             await writes.modify(self.resource, stored, lambda o: self._record(o, new))
-        return Result(requeue_after=next_timer)
+        soonest = [s for s in (next_timer, again) if s is not None]
+        return Result(requeue_after=min(soonest) if soonest else None)
 
     def _record(self, obj: Any, handled: essence.Essence) -> bool:
         if essence.decode(obj.metadata.annotations.get(self.annotation, "")) == handled:
@@ -256,6 +304,18 @@ class Operator(Generic[T]):
                 continue
             status = meta.copy(ctx.status)  # the daemon's own: the reconcile's status is written without it
             self.daemons.ensure(handler, Context(DAEMON, ctx.obj, status, self.client, ctx.now, ctx.old, ctx.new))
+
+    async def _run_level(self, ctx: Context[Any]) -> float | None:
+        """Run the level handlers whose filters pass; seconds until a reconcile is asked again (None: not asked)."""
+        again: float | None = None
+        for handler in self._of(RECONCILE):
+            if not handler.when(ctx):
+                continue
+            ctx.reason = RECONCILE
+            outcome = await call(handler, ctx, operator=self.name)
+            if outcome.retry_after is not None:
+                again = outcome.retry_after if again is None else min(again, outcome.retry_after)
+        return again
 
     async def _run_timers(self, ctx: Context[Any]) -> float | None:
         """Run the due timers of the object; seconds until the next one is due (None: no timer)."""
@@ -275,6 +335,11 @@ class Operator(Generic[T]):
             remaining = max(due - self.clock.monotonic(), 0.0)
             soonest = remaining if soonest is None else min(soonest, remaining)
         return soonest
+
+
+def _group(api_version: str) -> str:
+    """The group of an apiVersion (`example.com/v1alpha1` → `example.com`): any served version names one owner."""
+    return api_version.rpartition("/")[0]
 
 
 class OperatorController(Controller):
