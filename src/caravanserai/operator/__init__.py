@@ -11,6 +11,16 @@ controller library's `Reconciler`, `Controller` and `Manager` (kopf's ergonomics
     backups.setup(manager)
     await manager.run()
 
+A kind that keeps dependents in line converges at every reconcile instead (a level handler), and `owns` the
+dependents' kind so that a change of one reconciles its owner (its controller ownerReference):
+
+    sets = Operator("projectset", ProjectSet, client)
+    sets.owns(v1.Project)
+
+    @sets.on_reconcile()
+    async def converge(ctx: Context[ProjectSet]) -> Requeue | None:
+        ...
+
 Modules: `operator` (the Operator and its reconcile), `context` (what a handler gets; `own`), `filters`,
 `errors` (`Requeue`, `TemporaryError`, `PermanentError`), `handlers` (one call → an outcome), `daemons`,
 `essence` (the last-handled state), `writes` (conflict-retried writes).
