@@ -25,7 +25,8 @@ Guarantees (each reconcile of one object; one object is never reconciled twice a
   for one whose spec, labels or annotations changed since it was last handled, resume handlers once per process
   for an object handled before (the operator restarted). Filters (`when=`) choose among them. When all are done,
   the handled state is recorded in the annotation `operator.caravanserai.io/last-handled-<name>`, so the next
-  reconcile (also after a restart) calls none of them for the same state.
+  reconcile (also after a restart) calls none of them for the same state. An operator without change handlers
+  records nothing (its objects carry no annotation of it).
 * **Retries without a traceback:** see `caravanserai.operator.errors`. Handlers that finished are not called
   again while the others of the same change retry (progress is kept in memory; a restart runs them again, so
   handlers are idempotent).
@@ -283,7 +284,7 @@ class Operator(Generic[T]):
         next_timer = await self._run_timers(ctx)
         again = await self._run_level(ctx)
         stored = await self._write_status(obj, ctx.status)
-        if stored is not None and old != new:
+        if stored is not None and old != new and self._of(CREATE, UPDATE, RESUME):  # only change handlers need it
             await writes.modify(self.resource, stored, lambda o: self._record(o, new))
         soonest = [s for s in (next_timer, again) if s is not None]
         return Result(requeue_after=min(soonest) if soonest else None)

@@ -65,6 +65,7 @@ async def test_replicas_are_created_owned_and_counted(op: Operator[Any], fake_cl
     assert (obj.status.replicas, obj.status.ready_replicas, obj.status.observed_generation) == (3, 0, 1)
     assert ready(obj) == (v1.FALSE, "0/3 projects Running")
     assert not obj.metadata.finalizers  # owned by reference, not by label plus finalizer
+    assert not obj.metadata.annotations  # a level handler only: no handled state recorded
 
     for i in range(3):
         await set_phase(fake_client, f"web-{i}", v1.RUNNING)

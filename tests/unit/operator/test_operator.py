@@ -35,6 +35,10 @@ def op(fake_client: FakeClient, fake_clock: FakeClock) -> Operator[Any]:
     return Operator("sets", ProjectSet, fake_client, clock=fake_clock)
 
 
+async def noop(ctx: Context[Any]) -> None:
+    """A change handler that does nothing."""
+
+
 async def create(client: FakeClient, name: str = "web", **kwargs: Any) -> Any:
     return await client.resource(ProjectSet).create(projectset(name, **kwargs))
 
@@ -88,6 +92,7 @@ async def test_filters_choose_the_update_handlers(op: Operator[Any], fake_client
 
 async def test_resume_runs_once_per_process_for_handled_objects(fake_client: FakeClient, fake_clock: FakeClock) -> None:
     first: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    first.on_create()(noop)  # an operator without change handlers records no handled state
     await create(fake_client)
     await first.reconcile("web")  # handled by an earlier process
     again: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
@@ -250,7 +255,9 @@ async def test_own_names_the_handled_object(op: Operator[Any], fake_client: Fake
 
 async def test_a_resume_handler_that_failed_is_called_again(fake_client: FakeClient, fake_clock: FakeClock) -> None:
     await create(fake_client)
-    await Operator("sets", ProjectSet, fake_client, clock=fake_clock).reconcile("web")
+    earlier: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    earlier.on_create()(noop)
+    await earlier.reconcile("web")
     op: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
     calls: list[str] = []
 

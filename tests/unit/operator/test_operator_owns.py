@@ -65,6 +65,7 @@ async def test_a_level_handler_error_asks_a_reconcile_after_its_delay(
 
     await fake_client.resource(ProjectSet).create(projectset("web"))
     assert await op.reconcile("web") == Result(requeue_after=7.0)
+    assert not (await fake_client.resource(ProjectSet).get("web")).metadata.annotations  # no change handlers
 
 
 async def test_owner_keys_follow_the_controller_reference_of_this_kind(fake_client: FakeClient) -> None:
