@@ -104,19 +104,19 @@ async def test_apply_get_describe_and_delete(cli: Caractrl, client: Client, tmp_
     assert (await cli("get", "brepo")).stderr == "No resources found.\n"
 
 
-BAD = [
+BAD = [  # the line named is the bad field's (the file starts with apiVersion on line 1)
     (
         "kind: BackupRepository\nmetadata: {name: bad}\nspec: {url: 'http://host/x', secret: pw}\n",
-        'bad.yaml, document 1, line 1: backuprepository "bad" is invalid: spec.url: must be a restic repository',
+        'bad.yaml, document 1, line 4: backuprepository "bad" is invalid: spec.url: must be a restic repository',
     ),
     (
         "kind: BackupRepository\nmetadata: {name: bad}\nspec: {url: /srv/b}\n",
-        'bad.yaml, document 1, line 1: backuprepository "bad" is invalid: spec.secret: is required',
+        'bad.yaml, document 1, line 4: backuprepository "bad" is invalid: spec.secret: is required',
     ),
     (
         "kind: Project\nmetadata: {name: bad}\nspec:\n  services: [{name: web, image: busybox:test}]\n"
         "  volumes: [{name: tmp, backup: {repository: offsite, every: 5m, keep: {last: 1}}}]\n",
-        'bad.yaml, document 1, line 1: project "bad" is invalid: spec.volumes[0].backup: '
+        'bad.yaml, document 1, line 6: project "bad" is invalid: spec.volumes[0].backup: '
         "backups are only for Persistent volumes",
     ),
     (
