@@ -128,6 +128,13 @@ KINDS: dict[str, Kind] = {
             "backup_repository",
             ("backuprepository", "backuprepo", "brepo"),
         ),
+        Kind(
+            "AdmissionPolicy",
+            "admissionpolicies",
+            v1.AdmissionPolicy,
+            "admission_policy",
+            ("admissionpolicy", "ap"),
+        ),
     )
 }
 """The built-in kinds, by plural."""
