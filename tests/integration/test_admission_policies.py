@@ -8,10 +8,12 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
+from caractrl_runner import Caractrl, cli  # noqa: F401 (fixtures)
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -20,6 +22,7 @@ from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.ports import free_port
+from support.customkinds import define_projectset, projectset, projectset_messages
 
 WITHIN = 1.0  # every apiserver follows a policy's write within a second
 
@@ -43,7 +46,7 @@ async def hooks() -> AsyncIterator[HookServer]:
 
     async def record(request: web.Request) -> dict[str, Any]:
         review: dict[str, Any] = await request.json()
-        assert server is not None and review["request"]["resource"] == "projects"
+        assert server is not None
         server.seen.append(review["request"]["name"])
         return dict(review["request"])
 
@@ -61,6 +64,14 @@ async def hooks() -> AsyncIterator[HookServer]:
             return web.json_response({"response": reply})
         return web.json_response({"response": {"allowed": True}})
 
+    async def mark(request: web.Request) -> web.Response:
+        review = await record(request)
+        annotations = review["object"]["metadata"].get("annotations", {})
+        order = ",".join(filter(None, [annotations.get("order", ""), request.match_info["tag"]]))
+        patch = [{"op": "add", "path": "/metadata/annotations", "value": {**annotations, "order": order}}]
+        return web.json_response({"allowed": True, "patch": patch})
+
+    app.router.add_post("/mark/{tag}", mark)
     app.router.add_post("/label", label)
     app.router.add_post("/deny", deny)
     await runner.setup()
@@ -214,3 +225,50 @@ async def test_a_policy_is_validated_with_field_paths(client: Client) -> None:
     fields = [v.field for v in info.value.violations]
     assert fields == ["spec.resources[0]", "spec.resources[1]", "spec.hooks[0].type", "spec.hooks[0].url"]
     assert "too often" in str(info.value)
+
+
+POLICY = """\
+apiVersion: caravanserai/v1
+kind: AdmissionPolicy
+metadata:
+  name: label
+spec:
+  resources: [projects, secrets]
+  hooks:
+    - {name: l, type: Mutating, url: "http://127.0.0.1:9/label", failurePolicy: Ignore, timeoutSeconds: 1}
+"""
+
+
+async def test_caractrl_applies_gets_and_describes_policies(cli: Caractrl, tmp_path: Path) -> None:
+    manifest = tmp_path / "policy.yaml"
+    manifest.write_text(POLICY)
+    applied = await cli("apply", "-f", str(manifest))
+    assert applied.exit_code == 0, applied.stderr
+    listed = await cli("get", "admissionpolicies")
+    assert listed.exit_code == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split() == ["NAME", "RESOURCES", "HOOKS", "AGE"]
+    assert row.split()[:3] == ["label", "projects,secrets", "l(Mutating)"]
+    short = await cli("get", "ap", "label", "-o", "wide")
+    assert "http://127.0.0.1:9/label" in short.stdout
+    described = await cli("describe", "ap", "label")
+    assert described.exit_code == 0 and "AdmissionPolicy" in described.stdout
+    deleted = await cli("delete", "admissionpolicy", "label")
+    assert deleted.exit_code == 0, deleted.stderr
+
+
+async def test_the_kinds_own_hooks_run_first_then_policies_by_name(client: Client, hooks: HookServer) -> None:
+    definition = await define_projectset(client)
+    definition.spec.admission_hooks.add(name="own", type="Mutating", url=hooks.url("/mark/own"))
+    await client.resourcedefinitions.update(definition)
+    for name in ("b-second", "a-first"):
+        hook = v1.AdmissionHook(name=name, type="Mutating", url=hooks.url(f"/mark/{name}"))
+        await client.admissionpolicies.create(policy(name, [hook], resources=["projectsets"]))
+    sets = client.resource(projectset_messages().ProjectSet)
+    names = Names("ordered")
+
+    async def ordered() -> None:
+        created = await sets.create(projectset(names()))
+        assert created.metadata.annotations["order"] == "own,a-first,b-second"
+
+    await eventually(ordered)
