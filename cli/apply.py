@@ -98,7 +98,8 @@ async def apply_documents(
 @pass_settings
 def apply(settings: Settings, filenames: Sequence[str], output: str | None, dry_run: bool) -> None:
     """Create or update projects, nodes, secrets, configs, admissionpolicies, resourcedefinitions and objects of
-    custom kinds from YAML or JSON manifests, and projects from Compose files (converted as `caractrl convert` shows)."""
+    custom kinds from YAML or JSON manifests, and projects from Compose files (converted as `caractrl convert`
+    shows)."""
     run(_apply(settings, filenames, settings.output_format(output).lower(), dry_run))
 
 
