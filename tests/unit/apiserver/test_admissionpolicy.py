@@ -29,7 +29,7 @@ def test_only_admin_writes_policies(user: str, verb: str) -> None:
     authz.check(Identity("admin", frozenset({"admin"})), verb, "admissionpolicies", name="p", obj=policy("projects"))
 
 
-@pytest.mark.parametrize("user", ["alice", "controller:gc"])
+@pytest.mark.parametrize("user", ["alice", "controller:gc", "node:n1"])
 @pytest.mark.parametrize("verb", ["get", "list", "watch"])
 def test_everyone_reads_policies(user: str, verb: str) -> None:
     Authorizer(builtin_kinds()).check(Identity(user), verb, "admissionpolicies", name="p" if verb == "get" else "")

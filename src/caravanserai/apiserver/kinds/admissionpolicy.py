@@ -1,6 +1,6 @@
 """AdmissionPolicies: admission hooks for kinds served already, built-in (projects, secrets, configs, nodes,
 backuprepositories, resourcedefinitions) or custom, as Kubernetes' ValidatingWebhookConfiguration and
-MutatingWebhookConfiguration. Only admin writes them (the authorizer's default for a kind: everyone else reads).
+MutatingWebhookConfiguration. Only admin writes them; every authenticated identity (nodes too) reads them.
 
 Rules:
 
@@ -31,6 +31,7 @@ REFUSED = {
     "events": "events are written too often for admission hooks (every component records events all the time)",
 }
 """The resources a policy may not name, with the reason given."""
+READS = frozenset({"get", "list", "watch"})
 
 
 def policy_spec(errors: Violations, spec: v1.AdmissionPolicySpec) -> None:
@@ -54,7 +55,21 @@ def policy_spec(errors: Violations, spec: v1.AdmissionPolicySpec) -> None:
 
 
 class AdmissionPolicyStrategy(KindStrategy[v1.AdmissionPolicy]):
-    """Generic behaviour plus the rules above (writes: admin only, the authorizer's default)."""
+    """Generic behaviour plus the rules above. Writes: admin only (the authorizer's default); reads: every
+    authenticated identity, nodes included (a policy holds no secret: a hook's credentials are its TLS trust)."""
+
+    def node_allows(
+        self,
+        node: str,
+        verb: str,
+        *,
+        name: str,
+        obj: v1.AdmissionPolicy | None,
+        old: v1.AdmissionPolicy | None,
+        field_selector: str,
+    ) -> bool:
+        """A node reads policies (as every authenticated identity does) and writes none."""
+        return verb in READS
 
     def validate(self, obj: v1.AdmissionPolicy) -> None:
         validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_subdomain, spec_rule=policy_spec)
