@@ -97,8 +97,9 @@ async def apply_documents(
 @click.option("--dry-run", is_flag=True, help="Show what would happen without writing anything.")
 @pass_settings
 def apply(settings: Settings, filenames: Sequence[str], output: str | None, dry_run: bool) -> None:
-    """Create or update projects, nodes, secrets, configs, resourcedefinitions and objects of custom kinds from YAML
-    or JSON manifests, and projects from Compose files (converted as `caractrl convert` shows)."""
+    """Create or update projects, nodes, secrets, configs, admissionpolicies, resourcedefinitions and objects of
+    custom kinds from YAML or JSON manifests, and projects from Compose files (converted as `caractrl convert`
+    shows)."""
     run(_apply(settings, filenames, settings.output_format(output).lower(), dry_run))
 
 

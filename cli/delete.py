@@ -129,7 +129,8 @@ def delete(
     volumes: bool,
     cascade: str,
 ) -> None:
-    """Delete projects, nodes, secrets, configs, backuprepositories, resourcedefinitions or custom objects.
+    """Delete projects, nodes, secrets, configs, backuprepositories, admissionpolicies, resourcedefinitions or custom
+    objects.
 
     A Secret or Config that a project still references is refused, naming those projects, unless --force.
     """

@@ -92,7 +92,7 @@ def get(
     no_headers: bool,
     ignore_not_found: bool,
 ) -> None:
-    """Show nodes, projects, events, leases, resourcedefinitions or objects of a custom kind.
+    """Show nodes, projects, events, leases, admissionpolicies, resourcedefinitions or objects of a custom kind.
 
     `get snapshots [PROJECT…]`: the volume snapshots in projects' status (not a stored kind: takes project names).
     `get volumes [PROJECT…]`: the projects' Persistent volumes, where they live, backed up or not, their size."""

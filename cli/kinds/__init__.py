@@ -15,7 +15,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from caravanserai import meta
-from caravanserai.cli.kinds import backuprepository, config, definition, event, lease, node, project, secret
+from caravanserai.cli.kinds import (
+    admissionpolicy,
+    backuprepository,
+    config,
+    definition,
+    event,
+    lease,
+    node,
+    project,
+    secret,
+)
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
 from caravanserai.cli.tables import Columns, RowContext, custom_columns
 from caravanserai.client import Client
@@ -31,6 +41,7 @@ VIEWS: dict[str, KindView] = {
         secret.VIEW,
         config.VIEW,
         backuprepository.VIEW,
+        admissionpolicy.VIEW,
     )
 }
 """The built-in kinds' views, by plural."""

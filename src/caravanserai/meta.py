@@ -38,7 +38,9 @@ from google.protobuf.message import Message
 from caravanserai import v1
 from caravanserai.clock import timestamp
 
-Resource: TypeAlias = v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config | v1.BackupRepository
+Resource: TypeAlias = (
+    v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config | v1.BackupRepository | v1.AdmissionPolicy
+)
 
 
 class _TypeMeta(Protocol):
@@ -127,6 +129,13 @@ KINDS: dict[str, Kind] = {
             v1.BackupRepository,
             "backup_repository",
             ("backuprepository", "backuprepo", "brepo"),
+        ),
+        Kind(
+            "AdmissionPolicy",
+            "admissionpolicies",
+            v1.AdmissionPolicy,
+            "admission_policy",
+            ("admissionpolicy", "ap"),
         ),
     )
 }

@@ -24,6 +24,9 @@ from caravanserai.api.v1.backups_pb2 import BackupRepository, BackupRepositorySp
 from caravanserai.api.v1.configdata_pb2 import Config, ConfigSpec, ConfigStatus, Secret, SecretSpec, SecretStatus
 from caravanserai.api.v1.definitions_pb2 import (
     AdmissionHook,
+    AdmissionPolicy,
+    AdmissionPolicySpec,
+    AdmissionPolicyStatus,
     ConversionHook,
     CustomObject,
     DefinitionVersion,
@@ -248,6 +251,9 @@ __all__ = [
     "FieldRule",
     "ValidationRule",
     "AdmissionHook",
+    "AdmissionPolicy",
+    "AdmissionPolicySpec",
+    "AdmissionPolicyStatus",
     "ConversionHook",
     "DefinitionVersion",
     "Project",

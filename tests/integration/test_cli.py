@@ -338,7 +338,7 @@ async def test_usage_errors_exit_2(cli: Caractrl) -> None:
     # (custom kinds that other tests in this process defined may follow)
     assert lines(unknown.stderr)[0].startswith(
         'error: the server doesn\'t have a resource type "widgets" '
-        "(known: backuprepositories, configs, events, leases, nodes, projects"
+        "(known: admissionpolicies, backuprepositories, configs, events, leases, nodes, projects"
     )
     bad_output = await cli("get", "projects", "-o", "xml")
     assert bad_output.exit_code == 2

@@ -26,6 +26,8 @@ Custom kinds: only `admin` writes ResourceDefinitions; `controller:*` identities
 kinds and their status; `node:*` identities may use only the verbs a definition lists in `nodeVerbs`. The
 per-kind rules live in each kind's strategy (`controller_writes`, `node_allows`).
 
+AdmissionPolicies: only `admin` writes them; every identity, nodes included, reads them (`kinds.admissionpolicy`).
+
 With authentication off (no TLS client CA and no token file: a loopback development cluster) every caller is
 `admin`. Every denial is PERMISSION_DENIED and logged.
 """

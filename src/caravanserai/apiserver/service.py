@@ -32,6 +32,8 @@ from caravanserai.apiserver import codec
 from caravanserai.apiserver.auth import LOCAL_ADMIN, Authorizer, Identity
 from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.apiserver.kinds import NOOP, REMOVE, KindContext, KindStrategy, KindTable
+from caravanserai.apiserver.policies import RESOURCE as POLICIES
+from caravanserai.apiserver.policies import Policies
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock
 from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid
@@ -70,6 +72,7 @@ class ResourceService:
         self._clock = clock
         self._event_leases = event_leases
         self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds)
+        self._policies = Policies(caches.get(POLICIES))  # AdmissionPolicies' hooks, after the kind's own
         # Called with a resource this apiserver does not serve, before refusing it (the DefinitionServer sets it).
         self.find_kind: Callable[[str], Awaitable[None]] | None = None
 
@@ -162,8 +165,10 @@ class ResourceService:
         self._authz.check(who, "create", resource, name=obj.metadata.name, obj=obj)
         strategy.prepare_create(obj, now=self._clock.now())
         obj = await strategy.mutate(self._ctx, obj, None)
+        obj = await self._policies.mutate(strategy, obj, None)
         strategy.validate(obj)
         await strategy.before_create(self._ctx, obj)
+        await self._policies.validate(strategy, obj, None)
         lease = await strategy.create_lease(self._ctx)
         revision = await self._store.create(resource, obj.metadata.name, codec.encode(obj), lease=lease)
         obj.metadata.resource_version = str(revision)
@@ -232,10 +237,12 @@ class ResourceService:
         merged = strategy.prepare_update(old, new)
         self._authz.check(who, "update", resource, name=old.metadata.name, obj=merged, old=old)
         merged = await strategy.mutate(self._ctx, merged, old)
+        merged = await self._policies.mutate(strategy, merged, old)
         strategy.validate(merged)
         if merged == old:
             return old
         await strategy.before_update(self._ctx, old, merged)
+        await self._policies.validate(strategy, merged, old)
         if strategy.removable_after_update(merged):
             await self._store.delete(
                 resource, merged.metadata.name, expected_revision=int(old.metadata.resource_version)

@@ -43,7 +43,15 @@ from caravanserai.text import manifest
 
 # How often a write that keeps meeting Conflict is re-read and retried before the Conflict is reported.
 CONFLICT_RETRIES = 5
-APPLICABLE = ("backuprepositories", "configs", "nodes", "projects", "resourcedefinitions", "secrets")
+APPLICABLE = (
+    "admissionpolicies",
+    "backuprepositories",
+    "configs",
+    "nodes",
+    "projects",
+    "resourcedefinitions",
+    "secrets",
+)
 """The built-in kinds a manifest may create or update (custom kinds may be applied too, see `applicable`)."""
 
 

@@ -125,6 +125,7 @@ class Client:
         self.secrets: ResourceClient[v1.Secret] = ResourceClient(self, "secrets")
         self.configs: ResourceClient[v1.Config] = ResourceClient(self, "configs")
         self.backuprepositories: ResourceClient[v1.BackupRepository] = ResourceClient(self, "backuprepositories")
+        self.admissionpolicies: ResourceClient[v1.AdmissionPolicy] = ResourceClient(self, "admissionpolicies")
 
     @overload
     def resource(self, kind: str) -> ResourceClient[Any]: ...

@@ -83,6 +83,9 @@ class FakeClient:
         self.backuprepositories: FakeResourceClient[v1.BackupRepository] = FakeResourceClient(
             self, meta.kind_for("backuprepositories")
         )
+        self.admissionpolicies: FakeResourceClient[v1.AdmissionPolicy] = FakeResourceClient(
+            self, meta.kind_for("admissionpolicies")
+        )
 
     @overload
     def resource(self, kind: str) -> FakeResourceClient[Any]: ...

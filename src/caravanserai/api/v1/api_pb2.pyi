@@ -39,6 +39,7 @@ class Object(_message.Message):
     SECRET_FIELD_NUMBER: _builtins.int
     CONFIG_FIELD_NUMBER: _builtins.int
     BACKUP_REPOSITORY_FIELD_NUMBER: _builtins.int
+    ADMISSION_POLICY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -75,6 +76,10 @@ class Object(_message.Message):
     def backup_repository(self) -> _backups_pb2.BackupRepository:
         """A backup repository (resource "backuprepositories")."""
 
+    @_builtins.property
+    def admission_policy(self) -> _definitions_pb2.AdmissionPolicy:
+        """An admission policy (resource "admissionpolicies")."""
+
     def __init__(
         self,
         *,
@@ -87,12 +92,13 @@ class Object(_message.Message):
         secret: _configdata_pb2.Secret | None = ...,
         config: _configdata_pb2.Config | None = ...,
         backup_repository: _backups_pb2.BackupRepository | None = ...,
+        admission_policy: _definitions_pb2.AdmissionPolicy | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 

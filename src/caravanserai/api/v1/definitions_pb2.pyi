@@ -482,3 +482,107 @@ class ConversionHook(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ConversionHook: _TypeAlias = ConversionHook  # noqa: Y015
+
+@_typing.final
+class AdmissionPolicySpec(_message.Message):
+    """AdmissionPolicySpec registers admission hooks for kinds served already (built-in kinds, or custom kinds), as
+    Kubernetes' ValidatingWebhookConfiguration and MutatingWebhookConfiguration do.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    HOOKS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def resources(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Plural names of the kinds whose Create and Update the hooks see ("projects", "secrets", a custom kind's
+        plural). Never "admissionpolicies", "leases" or "events".
+        """
+
+    @_builtins.property
+    def hooks(self) -> _containers.RepeatedCompositeFieldContainer[Global___AdmissionHook]:
+        """The hooks, called in this order (after the custom kind's own hooks, and after the policies named before
+        this one).
+        """
+
+    def __init__(
+        self,
+        *,
+        resources: _abc.Iterable[_builtins.str] | None = ...,
+        hooks: _abc.Iterable[Global___AdmissionHook] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["hooks", b"hooks", "resources", b"resources"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdmissionPolicySpec: _TypeAlias = AdmissionPolicySpec  # noqa: Y015
+
+@_typing.final
+class AdmissionPolicyStatus(_message.Message):
+    """AdmissionPolicyStatus is unused by the apiserver (observations of tools)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONDITIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def conditions(self) -> _containers.RepeatedCompositeFieldContainer[_resources_pb2.Condition]: ...
+    def __init__(
+        self,
+        *,
+        conditions: _abc.Iterable[_resources_pb2.Condition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdmissionPolicyStatus: _TypeAlias = AdmissionPolicyStatus  # noqa: Y015
+
+@_typing.final
+class AdmissionPolicy(_message.Message):
+    """AdmissionPolicy registers admission hooks for built-in or custom kinds (resource "admissionpolicies", cluster
+    scoped); only admin may write it, every authenticated caller may read it.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_VERSION_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    api_version: _builtins.str
+    """Always "caravanserai/v1"."""
+    kind: _builtins.str
+    """Always "AdmissionPolicy"."""
+    @_builtins.property
+    def metadata(self) -> _resources_pb2.ObjectMeta:
+        """Name, labels, version and lifecycle timestamps."""
+
+    @_builtins.property
+    def spec(self) -> Global___AdmissionPolicySpec:
+        """The kinds and their hooks."""
+
+    @_builtins.property
+    def status(self) -> Global___AdmissionPolicyStatus:
+        """Observations of tools (the apiserver writes none)."""
+
+    def __init__(
+        self,
+        *,
+        api_version: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        metadata: _resources_pb2.ObjectMeta | None = ...,
+        spec: Global___AdmissionPolicySpec | None = ...,
+        status: Global___AdmissionPolicyStatus | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "kind", b"kind", "metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AdmissionPolicy: _TypeAlias = AdmissionPolicy  # noqa: Y015

@@ -50,12 +50,13 @@ FAIL, IGNORE = "Fail", "Ignore"
 OPERATIONS = ("CREATE", "UPDATE")
 
 
-def problems(hooks: Sequence[v1.AdmissionHook]) -> list[FieldViolation]:
-    """What is wrong with a definition's hooks (empty: they can be called)."""
+def problems(hooks: Sequence[v1.AdmissionHook], *, path: str = "spec.admissionHooks") -> list[FieldViolation]:
+    """What is wrong with a definition's (or an AdmissionPolicy's: `path` "spec.hooks") hooks (empty: they can be
+    called); each violation names `path[i].field`."""
     found: list[FieldViolation] = []
     names: set[str] = set()
     for i, hook in enumerate(hooks):
-        where = f"spec.admissionHooks[{i}]"
+        where = f"{path}[{i}]"
         if not hook.name:
             found.append(FieldViolation(f"{where}.name", "is required"))
         elif hook.name in names:
@@ -86,7 +87,8 @@ def problems(hooks: Sequence[v1.AdmissionHook]) -> list[FieldViolation]:
 
 
 class Hooks:
-    """The admission hooks of one custom kind (see the module docstring)."""
+    """The admission hooks of one custom kind, or of one AdmissionPolicy for one kind (see the module
+    docstring)."""
 
     def __init__(self, hooks: Sequence[v1.AdmissionHook], *, kind: meta.Kind) -> None:
         self._kind = kind

@@ -1,7 +1,8 @@
 """The kinds an apiserver serves: one strategy object per kind (see `base`), found through a `KindTable`.
 
 Each built-in kind lives in this package with its rules beside its strategy: a module for a small kind
-(`node`, `lease`, `event`, `secret`, `config`, `definition`, `backuprepository`), a package for the Project
+(`node`, `lease`, `event`, `secret`, `config`, `definition`, `backuprepository`,
+`admissionpolicy`), a package for the Project
 (`project/`: strategy, rules, service rules, data rules, backup rules). `apiserver.validation` is the generic
 rule library they all call. `builtin_kinds()` is a fresh table of the built-in kinds. Custom kinds
 (`custom.CustomKindStrategy`, one per ResourceDefinition) are added to a server's table at run time by
@@ -17,7 +18,17 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from caravanserai.apiserver.kinds import backuprepository, config, definition, event, lease, node, project, secret
+from caravanserai.apiserver.kinds import (
+    admissionpolicy,
+    backuprepository,
+    config,
+    definition,
+    event,
+    lease,
+    node,
+    project,
+    secret,
+)
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.text.violations import quote
@@ -31,6 +42,7 @@ BUILTIN: tuple[KindStrategy[Any], ...] = (
     secret.STRATEGY,
     config.STRATEGY,
     backuprepository.STRATEGY,
+    admissionpolicy.STRATEGY,
 )
 
 
