@@ -301,7 +301,7 @@ def is_owned_by(obj: Message, owner: Message) -> bool:
     """True when one of `obj`'s owner references names `owner`'s uid (not merely its name: a recreated owner is
     another object)."""
     uid = owner.metadata.uid  # type: ignore[attr-defined]  # every kind's message has metadata
-    return bool(uid) and any(ref.uid == uid for ref in obj.metadata.owner_references)  # type: ignore[attr-defined]
+    return bool(uid) and any(ref.uid == uid for ref in obj.metadata.owner_references)  # type: ignore[attr-defined]  # every kind has metadata
 
 
 def remove_owner(obj: Message, uid: str) -> bool:

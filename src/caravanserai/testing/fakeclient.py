@@ -315,10 +315,10 @@ class FakeResourceClient(Generic[T]):
         if merged.spec != old.spec:
             merged.metadata.generation = old.metadata.generation + 1
         if merged == old:
-            return old  # type: ignore[no-any-return]
+            return old  # type: ignore[no-any-return]  # the stored object, of the resource's class T
         if merged.metadata.HasField("deletion_timestamp") and not merged.metadata.finalizers:
             self._client.commit(self.resource, "DELETED", merged)
-            return merged  # type: ignore[no-any-return]
+            return merged  # type: ignore[no-any-return]  # a copy of the stored object, of class T
         stored: T = self._client.commit(self.resource, "MODIFIED", merged)
         return stored
 
@@ -330,7 +330,7 @@ class FakeResourceClient(Generic[T]):
         merged = meta.copy(old)
         merged.status.CopyFrom(new.status)
         if merged == old:
-            return old  # type: ignore[no-any-return]
+            return old  # type: ignore[no-any-return]  # the stored object, of the resource's class T
         stored: T = self._client.commit(self.resource, "MODIFIED", merged)
         return stored
 

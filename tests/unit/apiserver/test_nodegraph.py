@@ -73,7 +73,7 @@ def test_over_follows_the_projects_and_repositories_caches() -> None:
     repo = v1.BackupRepository(metadata=v1.ObjectMeta(name="offsite"), spec=v1.BackupRepositorySpec(secret="pw"))
     projects = Cache({"wiki": backed_up("wiki", "n1", "offsite", "missing")})
     repositories = Cache({"offsite": repo})
-    graph = over({"projects": projects, "backuprepositories": repositories})  # type: ignore[dict-item]
+    graph = over({"projects": projects, "backuprepositories": repositories})  # type: ignore[dict-item]  # fakes standing in for the readers
     assert graph.readable("n1", "secrets") == {"pw"}
     changed = v1.BackupRepository()
     changed.CopyFrom(repo)
@@ -81,7 +81,7 @@ def test_over_follows_the_projects_and_repositories_caches() -> None:
     repositories.objects = {"offsite": changed}  # the cache replaces its dict on a relist
     repositories.revision = 2
     assert graph.readable("n1", "secrets") == {"pw2"}
-    without = over({"projects": projects})  # type: ignore[dict-item]
+    without = over({"projects": projects})  # type: ignore[dict-item]  # fakes standing in for the readers
     assert without.readable("n1", "secrets") == set() and without.readable("n1", "backuprepositories") == {
         "missing",
         "offsite",

@@ -22,7 +22,7 @@ def convert(body: str, tmp_path: Path, environ: dict[str, str] | None = None) ->
 
 def service(body: str, tmp_path: Path, environ: dict[str, str] | None = None) -> dict[str, Any]:
     """The first converted service as protobuf JSON."""
-    return to_dict(convert(body, tmp_path, environ).project)["spec"]["services"][0]  # type: ignore[no-any-return]
+    return to_dict(convert(body, tmp_path, environ).project)["spec"]["services"][0]  # type: ignore[no-any-return]  # to_dict is typed Any
 
 
 def notes(body: str, tmp_path: Path) -> list[str]:

@@ -90,7 +90,7 @@ async def test_overlaps_are_sampled_then_taken_from_the_engines_times() -> None:
     async def times(host: str, container_id: str) -> tuple[float, float] | None:
         return engine.get((host, container_id))
 
-    observer = Observer(fleet=None, client=None, prefix="soak-", clock=FakeClock(start=200.0), times=times)  # type: ignore[arg-type]
+    observer = Observer(fleet=None, client=None, prefix="soak-", clock=FakeClock(start=200.0), times=times)  # type: ignore[arg-type]  # no fleet: only the checks run
     a, b = ("w0", _container("soak-1", cid="a")), ("w1", _container("soak-1", cid="b"))
     for at, rows in [(0.0, [a]), (1.0, [a, b]), (2.0, [a, b]), (3.5, [b])]:
         await observer.observe(Snapshot(at, None, rows), [], {})
@@ -119,7 +119,7 @@ def test_a_bad_duration_names_itself() -> None:
 
 
 def test_every_fault_kind_comes_once_per_bag() -> None:
-    injector = FaultInjector(None, SoakConfig(), clock=FakeClock(), rng=random.Random(7))  # type: ignore[arg-type]
+    injector = FaultInjector(None, SoakConfig(), clock=FakeClock(), rng=random.Random(7))  # type: ignore[arg-type]  # no fleet: only the checks run
     drawn = [injector.next_kind() for _ in range(2 * len(KINDS))]
     assert sorted(drawn[: len(KINDS)]) == sorted(KINDS) == sorted(drawn[len(KINDS) :])
 
