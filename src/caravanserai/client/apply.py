@@ -285,24 +285,29 @@ async def modify(
     resources: ResourceClient[Any],
     name: str,
     mutate: Callable[[Any], bool | Awaitable[bool]],
+    *,
+    current: Any = None,
 ) -> tuple[Any, bool]:
     """Read `name`, let `mutate` change a copy of it in place, write it with its version; on Conflict read again.
 
     `mutate` returns False when nothing needs to change (then nothing is written). Returns (object, changed).
-    NotFound when the object does not exist.
+    NotFound when the object does not exist. `current`: a copy already read (a cache's), tried first instead of
+    a read; a Conflict then reads afresh as usual.
     """
-    return await _read_modify_write(resources, name, mutate, resources.update)
+    return await _read_modify_write(resources, name, mutate, resources.update, current)
 
 
 async def modify_status(
     resources: ResourceClient[Any],
     name: str,
     mutate: Callable[[Any], bool | Awaitable[bool]],
+    *,
+    current: Any = None,
 ) -> tuple[Any, bool]:
     """`modify` for the status: the changed copy is written with UpdateStatus (only its status is stored), on
     Conflict read again and `mutate` applied again (at most `CONFLICT_RETRIES` times). Returns (object, changed);
     NotFound when the object does not exist, the server's refusal (FailedPrecondition, Forbidden) as it comes."""
-    return await _read_modify_write(resources, name, mutate, resources.update_status)
+    return await _read_modify_write(resources, name, mutate, resources.update_status, current)
 
 
 async def _read_modify_write(
@@ -310,10 +315,12 @@ async def _read_modify_write(
     name: str,
     mutate: Callable[[Any], bool | Awaitable[bool]],
     write: Callable[[Any], Awaitable[Any]],
+    known: Any = None,
 ) -> tuple[Any, bool]:
     attempt = 1
     while True:
-        current = await resources.get(name)
+        current = known if known is not None else await resources.get(name)
+        known = None  # after a Conflict: read afresh
         wanted = meta.copy(current)
         changed = mutate(wanted)
         if not isinstance(changed, bool):
