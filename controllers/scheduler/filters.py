@@ -293,7 +293,7 @@ def node_rules(project: ProjectInfo) -> Callable[[str, Mapping[str, str]], bool]
 def least_loaded(counts: Mapping[str, int], domains: Collection[str]) -> int:
     """The fewest matching projects in one of `domains` (`counts` holds no zeros; 0 when some domain is empty)."""
     covered = sum(1 for value in counts if value in domains)
-    if covered < len(domains):
+    if not domains or covered < len(domains):
         return 0
     return min(counts[value] for value in domains)
 
