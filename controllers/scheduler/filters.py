@@ -26,7 +26,7 @@ per decision (`Filter.prepare`: the counts they need looked up once, a small che
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from caravanserai.controllers.scheduler.snapshot import (
@@ -36,7 +36,7 @@ from caravanserai.controllers.scheduler.snapshot import (
     ProjectInfo,
     TaintInfo,
 )
-from caravanserai.controllers.scheduler.topology import EMPTY_TOPOLOGY, TopologyView
+from caravanserai.controllers.scheduler.topology import EMPTY_TOPOLOGY, TopologyView, least_loaded, node_rules
 from caravanserai.project import runoptions
 from caravanserai.project.affinity import short_key, topology_value
 
@@ -277,27 +277,6 @@ def prepare_spread(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | Non
     return check
 
 
-def node_rules(project: ProjectInfo) -> Callable[[str, Mapping[str, str]], bool] | None:
-    """Whether a node (name, labels) passes the project's nodeSelector and required node affinity; None when the
-    project has neither (every node does)."""
-    selector, placement = project.node_selector, project.placement
-    if not selector and not placement.node_required:
-        return None
-
-    def passes(name: str, labels: Mapping[str, str]) -> bool:
-        return all(labels.get(k) == v for k, v in selector.items()) and placement.node_matches(labels)
-
-    return passes
-
-
-def least_loaded(counts: Mapping[str, int], domains: Collection[str]) -> int:
-    """The fewest matching projects in one of `domains` (`counts` holds no zeros; 0 when some domain is empty)."""
-    covered = sum(1 for value in counts if value in domains)
-    if not domains or covered < len(domains):
-        return 0
-    return min(counts[value] for value in domains)
-
-
 def _unprepared(prepare: PrepareFunc) -> FilterFunc:
     def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
         prepared = prepare(project, ctx)
@@ -375,9 +354,7 @@ __all__ = [
     "RANK_SPREAD",
     "RANK_TOPOLOGY_LABEL",
     "SPREAD_FILTER",
-    "least_loaded",
     "node_affinity_matches",
-    "node_rules",
     "prepare_affinity",
     "prepare_anti_affinity",
     "prepare_spread",

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from caravanserai.controllers.scheduler.filters import least_loaded, node_rules
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
-from caravanserai.controllers.scheduler.topology import TopologyView
+from caravanserai.controllers.scheduler.topology import TopologyView, least_loaded, node_rules
 from caravanserai.project.affinity import topology_value
 
 MAX_SCORE = 100.0

@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from caravanserai.controllers.scheduler.snapshot import ProjectInfo
 from caravanserai.project.affinity import ProjectSelector, ProjectTerm, topology_value
 
 MAX_SELECTORS = 1024
@@ -252,8 +253,29 @@ def _subtract(counts: Mapping[str, int], gone: list[Placed], key: str, base: Top
     return left
 
 
+def node_rules(project: ProjectInfo) -> Callable[[str, Mapping[str, str]], bool] | None:
+    """Whether a node (name, labels) passes the project's nodeSelector and required node affinity; None when the
+    project has neither (every node does)."""
+    selector, placement = project.node_selector, project.placement
+    if not selector and not placement.node_required:
+        return None
+
+    def passes(name: str, labels: Mapping[str, str]) -> bool:
+        return all(labels.get(k) == v for k, v in selector.items()) and placement.node_matches(labels)
+
+    return passes
+
+
+def least_loaded(counts: Mapping[str, int], domains: Collection[str]) -> int:
+    """The fewest matching projects in one of `domains` (`counts` holds no zeros; 0 when some domain is empty)."""
+    covered = sum(1 for value in counts if value in domains)
+    if not domains or covered < len(domains):
+        return 0
+    return min(counts[value] for value in domains)
+
+
 EMPTY_TOPOLOGY: TopologyView = TopologyIndex()
 """A view with no projects and no nodes (the default of `FilterContext.topology`)."""
 
 
-__all__ = ["EMPTY_TOPOLOGY", "MAX_SELECTORS", "Placed", "TopologyIndex", "TopologyView"]
+__all__ = ["EMPTY_TOPOLOGY", "MAX_SELECTORS", "Placed", "TopologyIndex", "TopologyView", "least_loaded", "node_rules"]

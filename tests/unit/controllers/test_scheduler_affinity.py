@@ -14,7 +14,6 @@ from caravanserai.controllers.scheduler.filters import (
     ANTI_AFFINITY_MISMATCH,
     NODE_AFFINITY_MISMATCH,
     FilterContext,
-    least_loaded,
     node_affinity_matches,
     prepare_affinity,
     prepare_anti_affinity,
@@ -25,7 +24,7 @@ from caravanserai.controllers.scheduler.placementscores import node_affinity, pr
 from caravanserai.controllers.scheduler.placementscores import prepare_spread as prepare_spread_score
 from caravanserai.controllers.scheduler.scores import scorer, total_score
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, project_info
-from caravanserai.controllers.scheduler.topology import Placed, TopologyIndex
+from caravanserai.controllers.scheduler.topology import Placed, TopologyIndex, least_loaded
 from caravanserai.project.affinity import (
     DO_NOT_SCHEDULE,
     HOSTNAME_KEY,
