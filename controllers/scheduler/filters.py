@@ -15,13 +15,11 @@ in the Unschedulable message (readiness first, as operators look for it first).
 Readiness is the age of the node's Lease measured on the injected clock (`now`), never a cached state: a node is
 Ready while `now < renew_time + heartbeat_timeout`.
 
-Placement rules (`caravanserai.project.affinity`): required node affinity and a DoNotSchedule spread constraint's
-topology label missing on the node are infeasible (the node as declared never fits); required project affinity,
-anti-affinity (the project's own and, symmetrically, placed projects' against it) and DoNotSchedule spread
-constraints are unavailable (other projects come and go). The inter-project filters read the placed projects only
-through `FilterContext.topology` (a `topology.TopologyView`): the scheduler passes its live index, preemption may
-pass `index.without(victims)` to ask whether the project would fit once they are gone. They are *prepared* once
-per decision (`Filter.prepare`: the counts they need looked up once, a small check per node left).
+Placement rules (`caravanserai.project.affinity`): unmatched required node affinity and a missing topology label of
+a DoNotSchedule spread constraint are infeasible; required project affinity, anti-affinity (own, and placed
+projects' against it) and DoNotSchedule spread are unavailable (other projects come and go). These read placed
+projects only through `FilterContext.topology`: the live index, or `index.without(victims)` for preemption's
+"would it fit once they are gone?". They are prepared once per decision (`Filter.prepare`).
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from caravanserai.controllers.scheduler.snapshot import (
 )
 from caravanserai.controllers.scheduler.topology import EMPTY_TOPOLOGY, TopologyView, least_loaded, node_rules
 from caravanserai.project import runoptions
-from caravanserai.project.affinity import short_key, topology_value
+from caravanserai.project.affinity import HOSTNAME_KEY, short_key, topology_value
 
 DEFAULT_HEARTBEAT_TIMEOUT = 90.0
 
@@ -199,13 +197,20 @@ def node_affinity_matches(project: ProjectInfo, node: NodeInfo, ctx: FilterConte
     return None if project.placement.node_matches(node.labels) else _NODE_AFFINITY
 
 
-def topology_labels_present(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+def prepare_topology_labels(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
     """The node has the topology label of each DoNotSchedule spread constraint (infeasible when not)."""
-    for constraint in project.placement.spread:
-        if constraint.hard and topology_value(node.name, node.labels, constraint.topology_key) is None:
-            reason = f"node(s) lack topology label {short_key(constraint.topology_key)}"
-            return Rejection(reason, True, RANK_TOPOLOGY_LABEL)
-    return None
+    keys = tuple({c.topology_key for c in project.placement.spread if c.hard and c.topology_key != HOSTNAME_KEY})
+    if not keys:
+        return None
+
+    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+        labels = node.labels
+        for key in keys:
+            if key not in labels:
+                return Rejection(f"node(s) lack topology label {short_key(key)}", True, RANK_TOPOLOGY_LABEL)
+        return None
+
+    return check
 
 
 def prepare_affinity(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
@@ -285,6 +290,7 @@ def _unprepared(prepare: PrepareFunc) -> FilterFunc:
     return check
 
 
+topology_labels_present = _unprepared(prepare_topology_labels)
 AFFINITY_FILTER = Filter(
     "ProjectAffinity", _unprepared(prepare_affinity), lambda p: bool(p.placement.affinity_required), prepare_affinity
 )
@@ -297,7 +303,12 @@ SPREAD_FILTER = Filter(
 FILTERS: tuple[Filter, ...] = (
     Filter("NodeSelector", node_selector_matches, needed=has_node_selector),
     Filter("NodeAffinity", node_affinity_matches, needed=lambda p: bool(p.placement.node_required)),
-    Filter("TopologyLabels", topology_labels_present, needed=lambda p: any(c.hard for c in p.placement.spread)),
+    Filter(
+        "TopologyLabels",
+        topology_labels_present,
+        lambda p: any(c.hard for c in p.placement.spread),
+        prepare_topology_labels,
+    ),
     Filter("HostPaths", host_paths_allowed, needed=has_host_paths),
     Filter("TaintToleration", taints_tolerated),
     Filter("NodeResourcesFit", resources_fit),
@@ -308,8 +319,7 @@ FILTERS: tuple[Filter, ...] = (
     ANTI_AFFINITY_FILTER,
     SPREAD_FILTER,
 )
-"""Every filter, in the order they run: infeasible checks first, cheapest first among equals; the inter-project
-ones last (they depend on other projects, which come and go)."""
+"""Every filter, in the order they run: infeasible checks first, cheapest first among equals, inter-project last."""
 
 
 def checks_for(

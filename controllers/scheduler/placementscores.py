@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 from caravanserai.controllers.scheduler.topology import TopologyView, least_loaded, node_rules
-from caravanserai.project.affinity import topology_value
+from caravanserai.project.affinity import HOSTNAME_KEY, topology_value
 
 MAX_SCORE = 100.0
 NodeScore = Callable[[NodeInfo], float]
@@ -48,8 +48,11 @@ def prepare_project_affinity(project: ProjectInfo, topology: TopologyView) -> No
 
     def score(node: NodeInfo) -> float:
         value = 0.0
+        labels = node.labels
         for share, key, counts, near in looked_up:
-            domain = topology_value(node.name, node.labels, key)
+            domain = labels.get(key)  # `topology_value`, inlined: this runs per node searched
+            if domain is None and key == HOSTNAME_KEY:
+                domain = node.name
             count = 0 if domain is None else counts.get(domain, 0)
             if near:
                 value += share * (count / (count + 1) if domain is not None else 0.0)
