@@ -266,7 +266,11 @@ async def measure_pending(
     await asyncio.sleep(0.5)  # the watch has seen the creates
     started = time.perf_counter()
     scheduler = start_scheduler()
-    await watch.wait_all(names, 300)
+    try:
+        await watch.wait_all(names, 300)
+    except BaseException:
+        stop(scheduler)  # the caller never gets it: stop it here
+        raise
     cpu = process_cpu(scheduler.pid)
     first, last = min(watch.bound_at[n] for n in names), max(watch.bound_at[n] for n in names)
     return scheduler, {
