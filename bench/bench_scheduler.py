@@ -249,15 +249,28 @@ async def scheduled_events(client: Client, expected: int, since: float, timeout:
 
 
 async def measure_pending(
-    client: Client, watch: BindWatch, start_scheduler: Callable[[], subprocess.Popen[bytes]], opts: argparse.Namespace
+    client: Client,
+    watch: BindWatch,
+    start_scheduler: Callable[[], subprocess.Popen[bytes]],
+    opts: argparse.Namespace,
+    *,
+    create: Callable[[list[str]], Awaitable[Any]] | None = None,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
-    """`--projects` Pending projects, then the scheduler started: (its process, the figures)."""
+    """`--projects` Pending projects (made by `create`, default plain ones), then the scheduler started: (its
+    process, the figures)."""
     names = [f"pending-{i:05d}" for i in range(opts.projects)]
-    await create_projects(client, names, random.Random(opts.projects), workers=32, rate=None)
+    if create is None:
+        await create_projects(client, names, random.Random(opts.projects), workers=32, rate=None)
+    else:
+        await create(names)
     await asyncio.sleep(0.5)  # the watch has seen the creates
     started = time.perf_counter()
     scheduler = start_scheduler()
-    await watch.wait_all(names, 300)
+    try:
+        await watch.wait_all(names, 300)
+    except BaseException:
+        stop(scheduler)  # the caller never gets it: stop it here
+        raise
     cpu = process_cpu(scheduler.pid)
     first, last = min(watch.bound_at[n] for n in names), max(watch.bound_at[n] for n in names)
     return scheduler, {

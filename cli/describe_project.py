@@ -17,6 +17,8 @@ from caravanserai.cli.tables import project_reason, services_ready
 from caravanserai.client.agentlogs import node_address
 from caravanserai.clock import rfc3339
 from caravanserai.project import grants
+from caravanserai.project.affinity import placement_of
+from caravanserai.project.decisions import placement_lines, scores_text
 from caravanserai.project.ingresshosts import INTERNAL, ingress_host
 
 SERVICE_STATUS_HEADERS = (
@@ -184,6 +186,7 @@ def _spec(out: Writer, spec: v1.ProjectSpec) -> None:
             ("Tolerations", listing(_toleration(t) for t in spec.tolerations)),
             ("Expire At", rfc3339(spec.expire_at) if spec.HasField("expire_at") else NONE),
             ("Image Pull Secrets", ", ".join(spec.image_pull_secrets) or NONE),
+            *placement_lines(placement_of(spec)),
         ],
         1,
     )
@@ -256,6 +259,8 @@ def describe_project(
     out.heading("Service Status")
     out.table(SERVICE_STATUS_HEADERS, service_status_rows(project.status.services))
     write_volumes(out, project, now)
+    if project.status.HasField("placement_scores"):
+        out.fields([("Scheduling Decision", scores_text(project.status.placement_scores))])
     if project.status.HasField("placement"):
         write_placement(out, project.status.placement)
     if project.spec.ingress:

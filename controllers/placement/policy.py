@@ -16,8 +16,9 @@ In order of precedence:
   `TaintedAt`, transition time = first seen) and the move is due that many seconds later; the stamp is removed
   when the taint goes away.
 * **Scheduled or Running, spec changed since binding** (`metadata.generation != status.scheduledGeneration`)
-  → if the node no longer passes the node selector, its NoSchedule taints, the resources (requests of the
-  project plus the others bound there against allocatable) or its allowed host paths: moved (reason
+  → if the node no longer passes the node selector, the required node affinity, its NoSchedule taints, the
+  resources (requests of the project plus the others bound there against allocatable) or its allowed host paths:
+  moved (reason
   NodeNoLongerEligible; with backed-up volumes after the final backups, else at once); else the binding is
   confirmed for the new generation (`scheduledGeneration` updated).
 * Anything else → nothing.
@@ -34,6 +35,7 @@ from caravanserai.clock import seconds
 from caravanserai.controllers.scheduler.filters import (
     FilterContext,
     host_paths_allowed,
+    node_affinity_matches,
     node_selector_matches,
     resources_fit,
     taints_tolerated,
@@ -112,7 +114,7 @@ def still_eligible(project: v1.Project, node: v1.Node, others_requested: Mapping
         allowed_host_paths=tuple(node.status.allowed_host_paths),
     )
     ctx = FilterContext(now=0.0)
-    for check in (node_selector_matches, taints_tolerated, resources_fit, host_paths_allowed):
+    for check in (node_selector_matches, node_affinity_matches, taints_tolerated, resources_fit, host_paths_allowed):
         rejection = check(info, node_info, ctx)
         if rejection is not None:
             return rejection.reason

@@ -8,8 +8,9 @@ Guarantees (kube-scheduler's `schedule_one`, in Python and over `NodeInfo` recor
   by the caller with `Decision.visited`), so every node gets its turn and a sample never starves the others.
 * **Complete when it fails.** When no node passes, every node was checked, so the `Diagnosis` counts every node
   once, under the first filter that refused it.
-* **Only what can matter.** A filter that passes every node for the project (`Filter.needed`) is left out, and
-  the score's project-only arithmetic is done once (`scores.scorer`, equal to `total_score` for every node).
+* **Only what can matter.** A filter that passes every node for the project (`Filter.needed`) is left out, the
+  inter-project filters and scores look their counts up once (`Filter.prepare`, from `ctx.topology`), and the
+  score's project-only arithmetic is done once (`scores.scorer`, equal to `total_score` for every node).
 * **Deterministic.** The same nodes, start and project give the same node, and the same runner-up: the highest
   score among the other feasible nodes searched (of equal ones, the first met or the one the chosen displaced).
 * **A move goes elsewhere.** A project that a move took off a node (`ProjectInfo.leaving`, from
@@ -112,8 +113,8 @@ def schedule(
     """Choose a node for `project` among `nodes`, searching from index `start` (see the module docstring)."""
     total = len(nodes)
     start = start % total if total else 0
-    score_of = scorer(project, strategy=policy.strategy, weights=policy.weights)
-    search = _Search(project, checks_for(project, policy.filters), score_of)
+    score_of = scorer(project, strategy=policy.strategy, weights=policy.weights, topology=ctx.topology)
+    search = _Search(project, checks_for(project, policy.filters, ctx), score_of)
     rotated = itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start))
     search.run(rotated, ctx, wanted=nodes_to_find(total, policy.percentage_of_nodes_to_score))
     best, second, best_score, second_score = search.best, search.second, search.best_score, search.second_score

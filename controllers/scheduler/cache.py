@@ -19,6 +19,9 @@ Guarantees:
   they change or it goes; its ports are read once per generation.
 * **Node images are indexed once per node change** (`images.py`): each NodeInfo keeps the set of its image
   names, `image_sizes` the size of every name any node holds; a decision only looks its project's images up.
+* **Placed projects are indexed by topology** (`topology.py`): a project counts where it is bound (as the
+  informer shows it) or else where it is assumed, with its labels and required anti-affinity; filed again when its
+  binding, assumption, labels or generation change, taken out when it goes. Node labels are filed with it.
 * **Node order is stable.** `nodes()` is sorted by name and rebuilt only when nodes come or go; `next_start`
   rotates through it so that sampled searches take turns.
 
@@ -42,6 +45,8 @@ from caravanserai.controllers.scheduler.snapshot import (
     node_rates,
     node_spec_fields,
 )
+from caravanserai.controllers.scheduler.topology import Placed, TopologyIndex
+from caravanserai.project.affinity import ProjectTerm, placement_of
 from caravanserai.project.moveneeds import node_images
 
 DEFAULT_ASSUME_TTL = 30.0
@@ -58,6 +63,7 @@ class Assumption:
     resource_version: str  # the project version the decision was made on
     expires_at: float | None = None  # monotonic; set once the bind's outcome is unknown
     ports: HostPorts = ()
+    placed: Placed | None = None  # what the topology index files for it while it is assumed
 
 
 @dataclass(slots=True)
@@ -74,6 +80,8 @@ class _Counted:
     node: str
     requests: Resources
     generation: int
+    labels: dict[str, str]
+    anti_required: tuple[ProjectTerm, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +110,7 @@ class ClusterState:
     # Host ports taken per node name, shared with its NodeInfo (`ports`); kept for names without a Node too.
     _ports: dict[str, PortIndex] = field(default_factory=dict)
     _held: dict[str, _Held] = field(default_factory=dict)  # projects holding host ports, as the informer shows them
+    topology: TopologyIndex = field(default_factory=TopologyIndex)  # placed projects by domain (`topology.py`)
     next_start: int = 0
 
     # ---- nodes ------------------------------------------------------------------------------------------------
@@ -140,6 +149,7 @@ class ClusterState:
                 allocatable,
             )
         info.labels, info.unschedulable, info.taints, info.allocatable = labels, unschedulable, taints, allocatable
+        self.topology.set_node(name, labels)
         allowed = tuple(node.status.allowed_host_paths)
         changed = changed or info.allowed_host_paths != allowed
         info.allowed_host_paths = allowed
@@ -152,6 +162,7 @@ class ClusterState:
         if info is not None:
             self._images.release(info.images)
             self._order = None
+        self.topology.delete_node(name)
 
     @property
     def image_sizes(self) -> Mapping[str, int]:
@@ -186,6 +197,7 @@ class ClusterState:
         if assumption is not None and old is not None and old.metadata.resource_version == assumption.resource_version:
             self._drop(assumption)
             retry = new.status.phase == v1.PENDING
+        self._file(new.metadata.name)
         return ProjectChange(freed=freed, retry=retry)
 
     def forget_project(self, project: v1.Project) -> ProjectChange:
@@ -198,7 +210,16 @@ class ClusterState:
         if assumption is not None:
             self._drop(assumption)
         released = self._release_ports(name)
+        self._file(name)
         return ProjectChange(freed=(counted is not None and bool(counted.requests)) or released)
+
+    def _file(self, name: str) -> None:
+        """File `name` in the topology index where it counts now: bound, else assumed, else nowhere."""
+        counted, assumption = self._counted.get(name), self._assumed.get(name)
+        if counted is not None:
+            self.topology.place(name, Placed(counted.node, counted.labels, counted.anti_required))
+        else:
+            self.topology.place(name, assumption.placed if assumption is not None else None)
 
     def _hold_ports(self, project: v1.Project) -> bool:
         """Make the host ports filed for `project` match its status; True when some were released."""
@@ -232,6 +253,8 @@ class ClusterState:
         counted = self._counted.get(name)
         same_binding = counted is not None and bound and counted.node == status.node_ref
         if same_binding and counted is not None and counted.generation == project.metadata.generation:
+            if counted.labels != dict(project.metadata.labels):
+                counted.labels = dict(project.metadata.labels)
             return False
         freed = False
         if counted is not None:
@@ -241,7 +264,9 @@ class ClusterState:
         if bound:
             requests = project_requests(project)
             add_into(self._requested.setdefault(status.node_ref, {}), requests)
-            self._counted[name] = _Counted(status.node_ref, requests, project.metadata.generation)
+            anti = placement_of(project.spec).anti_required
+            labels = dict(project.metadata.labels)
+            self._counted[name] = _Counted(status.node_ref, requests, project.metadata.generation, labels, anti)
             if counted is not None and counted.node == status.node_ref:
                 freed = any(requests.get(r, 0) < v for r, v in counted.requests.items())
         return freed
@@ -258,12 +283,19 @@ class ClusterState:
         """Count `project` on `node` now, before the bind is written."""
         if project.name in self._assumed:
             raise ValueError(f"project {project.name} is already assumed on {self._assumed[project.name].node}")
+        placed = Placed(node, project.labels, project.placement.anti_required)
         assumption = Assumption(
-            project.name, node, dict(project.requests), project.resource_version, ports=project.host_ports
+            project.name,
+            node,
+            dict(project.requests),
+            project.resource_version,
+            ports=project.host_ports,
+            placed=placed,
         )
         add_into(self._requested.setdefault(node, {}), assumption.requests)
         self._ports.setdefault(node, PortIndex()).add(project.name, assumption.ports, tag=ASSUMED)
         self._assumed[project.name] = assumption
+        self._file(project.name)
         return assumption
 
     def forget(self, assumption: Assumption) -> bool:
@@ -293,6 +325,7 @@ class ClusterState:
         self._expiring.pop(assumption.project, None)
         add_into(self._requested.setdefault(assumption.node, {}), assumption.requests, -1)
         self._ports.setdefault(assumption.node, PortIndex()).remove(assumption.project, assumption.ports, tag=ASSUMED)
+        self._file(assumption.project)
 
     # ---- reading ----------------------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 * `bound`: phase Scheduled, `node_ref`, condition Scheduled=True and the Phase condition, both with reason
   Scheduled and the message "Bound to node X", and `placement` (the estimates for the chosen node and the
-  runner-up, `estimates.py`) in the same write; a bind without estimates clears an earlier binding's.
+  runner-up, `estimates.py`) and `scores` (their scores by plugin, `explain.py`) in the same write; a bind
+  without them clears an earlier binding's.
 * `unschedulable`: phase stays Pending; condition Scheduled=False and the Phase condition, both with reason
   Unschedulable and the diagnosis message. Returns None when both already say exactly that, so an unchanged
   verdict is never written again.
@@ -25,13 +26,25 @@ def bound_message(node: str) -> str:
     return f"Bound to node {node}"
 
 
-def bound(project: v1.Project, node: str, *, now: float, placement: v1.PlacementEstimates | None = None) -> v1.Project:
-    """`project` bound to `node` (a copy, to be written with UpdateStatus): `lifecycle.bind`, with `placement`."""
+def bound(
+    project: v1.Project,
+    node: str,
+    *,
+    now: float,
+    placement: v1.PlacementEstimates | None = None,
+    scores: v1.PlacementScores | None = None,
+) -> v1.Project:
+    """`project` bound to `node` (a copy, to be written with UpdateStatus): `lifecycle.bind`, with `placement`
+    and `scores` (an earlier binding's are cleared when not given)."""
     out = lifecycle.bind(project, node, now=now)
     if placement is None:
         out.status.ClearField("placement")
     else:
         out.status.placement.CopyFrom(placement)
+    if scores is None:
+        out.status.ClearField("placement_scores")
+    else:
+        out.status.placement_scores.CopyFrom(scores)
     return out
 
 

@@ -6,7 +6,8 @@
       3. pop the most urgent waiting project (priority, then age)     (active.pop; _keep_awake)
       4. decide: filter a sample of nodes, score, pick                (_decide)
       5. bind it (assume first, then a compare-and-swap UpdateStatus  (_bind)
-         that also records the estimates for the chosen node and the runner-up, `estimates.py`)
+         that also records the estimates for the chosen node and the runner-up, `estimates.py`,
+         and their scores by plugin, `explain.py`, also told in the Scheduled event)
          or report why nothing fits and retry after a backoff         (_report_unschedulable)
       6. note the binding's Scheduled event, which `boundevents.py` writes off this path
 
@@ -49,7 +50,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock, seconds
 from caravanserai.controller import EventRecorder, Result
-from caravanserai.controllers.scheduler import conditions, estimates
+from caravanserai.controllers.scheduler import conditions, estimates, explain
 from caravanserai.controllers.scheduler.active import (
     DEFAULT_INITIAL_BACKOFF,
     DEFAULT_MAX_BACKOFF,
@@ -63,6 +64,7 @@ from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo, project_info
 from caravanserai.errors import ApiError, Conflict, FailedPrecondition, Invalid, NotFound
 from caravanserai.informer import PHASE_INDEX, CacheReader
+from caravanserai.project.decisions import scores_text
 from caravanserai.workqueue import WorkQueue
 
 log = structlog.get_logger(__name__)
@@ -192,7 +194,9 @@ class SchedulerReconciler:
     def _decide(self, info: ProjectInfo) -> Decision:
         nodes = self.state.nodes()
         start = self.state.next_start % len(nodes) if nodes else 0
-        ctx = FilterContext(now=self._clock.now(), heartbeat_timeout=self.config.heartbeat_timeout)
+        ctx = FilterContext(
+            now=self._clock.now(), heartbeat_timeout=self.config.heartbeat_timeout, topology=self.state.topology
+        )
         decision = schedule(info, nodes, ctx, start=start, policy=self.config.policy)
         if nodes:
             self.state.next_start = (start + decision.visited) % len(nodes)
@@ -203,8 +207,10 @@ class SchedulerReconciler:
         assert decision.node is not None
         name, node = info.name, decision.node
         placement = estimates.placement(info, decision, self.state.node)
-        bound = conditions.bound(project, node, now=self._clock.now(), placement=placement)
-        assumption = self.state.assume(info, node)
+        policy, topology = self.config.policy, self.state.topology
+        scores = explain.placement_scores(info, decision, self.state.node, policy=policy, topology=topology)
+        bound = conditions.bound(project, node, now=self._clock.now(), placement=placement, scores=scores)
+        assumption = self.state.assume(info, node)  # after the explanation: it changes the counts explained
         self.backoff.reset(name)
         try:
             stored = await self._client.projects.update_status(bound)
@@ -223,6 +229,8 @@ class SchedulerReconciler:
         self.bound += 1
         log.info("bound", project=name, node=node, score=round(decision.score, 1), feasible=decision.feasible)
         message = None if placement is None else estimates.bound_message(placement, info.needs.shortest_every)
+        if scores is not None:
+            message = f"{message or scheduled_message(name, node)}. Scores: {scores_text(scores)}"
         if self._bound_events is not None:
             self._bound_events.note(stored, node, message)
         else:

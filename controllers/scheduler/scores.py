@@ -12,6 +12,10 @@
   adds within the shortest `every` (or when that is unknown), else `100 · every / upload time`
   (`movecost.rpo_margin`), never below `MIN_RPO_SCORE`. Never a filter.
 * `prefer_no_schedule`: 100 without untolerated PreferNoSchedule taints, `100 / (1 + n)` with n of them.
+* the project's preferences (`placementscores.py`): preferred node affinity, preferred project affinity and
+  anti-affinity, ScheduleAnyway spread constraints; 0 for a project without them (so they change nothing then).
+
+`score_parts` gives each plugin's weighted part (the explanation of a decision), `total_score` their sum.
 
 `total_score` weighs them (`Weights`); the highest total wins and `tie_break_key` (a stable hash of project and
 node name, then the node name) orders equal totals, so equal nodes share load across projects yet every
@@ -25,9 +29,11 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from caravanserai.controllers.scheduler import placementscores
 from caravanserai.controllers.scheduler.filters import tolerated
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
 from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo
+from caravanserai.controllers.scheduler.topology import EMPTY_TOPOLOGY, TopologyView
 from caravanserai.project.movecost import bare_node_delay, rpo_margin, start_delay_function, start_delay_seconds
 
 MAX_SCORE = 100.0
@@ -105,6 +111,9 @@ class Weights:
     taints: float = 3.0
     pull: float = 1.0
     rpo: float = 1.0
+    node_affinity: float = 2.0
+    project_affinity: float = 2.0
+    spread: float = 2.0
 
 
 def resource_score(strategy: str) -> ScoreFunc:
@@ -116,24 +125,74 @@ def resource_score(strategy: str) -> ScoreFunc:
     raise ValueError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
 
 
-def total_score(project: ProjectInfo, node: NodeInfo, *, strategy: str = SPREAD, weights: Weights = Weights()) -> float:
+RESOURCES, TAINTS, START_DELAY, RPO = "resources", "taints", "start-delay", "rpo"
+NODE_AFFINITY, PROJECT_AFFINITY, TOPOLOGY_SPREAD = "node-affinity", "project-affinity", "spread"
+
+
+def score_parts(
+    project: ProjectInfo,
+    node: NodeInfo,
+    *,
+    strategy: str = SPREAD,
+    weights: Weights = Weights(),
+    topology: TopologyView = EMPTY_TOPOLOGY,
+) -> list[tuple[str, float]]:
+    """Each plugin's weighted part of the score of `project` on `node`, in the order `total_score` adds them; the
+    preference plugins only when the project has such preferences."""
+    parts = [
+        (RESOURCES, weights.resources * resource_score(strategy)(project, node)),
+        (TAINTS, weights.taints * (prefer_no_schedule(project, node) if node.taints else MAX_SCORE)),
+        (START_DELAY, weights.pull * start_delay(project, node)),
+        (RPO, weights.rpo * rpo(project, node)),
+    ]
+    return parts + [(name, weight * score(node)) for name, weight, score in _preferences(project, weights, topology)]
+
+
+def total_score(
+    project: ProjectInfo,
+    node: NodeInfo,
+    *,
+    strategy: str = SPREAD,
+    weights: Weights = Weights(),
+    topology: TopologyView = EMPTY_TOPOLOGY,
+) -> float:
     """The weighted sum of every score for placing `project` on `node`."""
-    score = weights.resources * resource_score(strategy)(project, node)
-    if node.taints:
-        score += weights.taints * prefer_no_schedule(project, node)
-    else:
-        score += weights.taints * MAX_SCORE
-    score += weights.pull * start_delay(project, node)
-    return score + weights.rpo * rpo(project, node)
+    total = 0.0
+    for _, part in score_parts(project, node, strategy=strategy, weights=weights, topology=topology):
+        total += part
+    return total
 
 
-def scorer(project: ProjectInfo, *, strategy: str = SPREAD, weights: Weights = Weights()) -> NodeScore:
+def _preferences(
+    project: ProjectInfo, weights: Weights, topology: TopologyView
+) -> list[tuple[str, float, Callable[[NodeInfo], float]]]:
+    """(plugin, weight, per-node score) of the preference plugins that apply to `project`, for one decision."""
+    out: list[tuple[str, float, Callable[[NodeInfo], float]]] = []
+    if project.placement.node_preferred:
+        out.append((NODE_AFFINITY, weights.node_affinity, lambda node: placementscores.node_affinity(project, node)))
+    affinity = placementscores.prepare_project_affinity(project, topology)
+    if affinity is not None:
+        out.append((PROJECT_AFFINITY, weights.project_affinity, affinity))
+    spread = placementscores.prepare_spread(project, topology)
+    if spread is not None:
+        out.append((TOPOLOGY_SPREAD, weights.spread, spread))
+    return out
+
+
+def scorer(
+    project: ProjectInfo,
+    *,
+    strategy: str = SPREAD,
+    weights: Weights = Weights(),
+    topology: TopologyView = EMPTY_TOPOLOGY,
+) -> NodeScore:
     """`total_score` of `project` as a function of the node alone, for one decision over many nodes: the same
     value for every node (same operations in the same order), with what depends only on the project, the
     strategy and the weights worked out once, `_mean_share_used` unrolled for its two resources, and the taint
     score of a node without taints, the start-delay score of a node without images and measured download rate
     (for a project that restores nothing) and the RPO score of a project with nothing to upload taken as the
-    constants they are. `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
+    constants they are; the preference plugins are prepared once (their counts looked up once) and added last.
+    `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
     resource_score(strategy)  # refuses an unknown strategy
     spread = strategy == SPREAD
     (cpu, cpu_wanted), (memory, memory_wanted) = _scored_requests(project)  # `_mean_share_used`, unrolled below
@@ -168,7 +227,17 @@ def scorer(project: ProjectInfo, *, strategy: str = SPREAD, weights: Weights = W
             total += w_pull * (pull_top / (reference + delay_of(node)))
         return total + (w_rpo * rpo(project, node) if uploads else keeps_up)
 
-    return score
+    preferences = [(weight, function) for _, weight, function in _preferences(project, weights, topology)]
+    if not preferences:
+        return score
+
+    def with_preferences(node: NodeInfo) -> float:
+        total = score(node)
+        for weight, function in preferences:
+            total += weight * function(node)
+        return total
+
+    return with_preferences
 
 
 @functools.lru_cache(maxsize=65536)
@@ -183,6 +252,14 @@ def tie_break_key(project_name: str, node_name: str) -> tuple[int, str]:
 
 
 __all__ = [
+    "NODE_AFFINITY",
+    "PROJECT_AFFINITY",
+    "RESOURCES",
+    "RPO",
+    "START_DELAY",
+    "TAINTS",
+    "TOPOLOGY_SPREAD",
+    "score_parts",
     "BINPACK",
     "MAX_SCORE",
     "MIN_RPO_SCORE",

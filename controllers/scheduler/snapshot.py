@@ -22,6 +22,7 @@ from caravanserai.clock import seconds
 from caravanserai.controllers.scheduler.ports import HostPorts, PortIndex, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 from caravanserai.project import runoptions
+from caravanserai.project.affinity import NO_PLACEMENT, Placement, placement_of
 from caravanserai.project.movecost import NO_NEEDS, MoveNeeds, no_rates
 from caravanserai.project.moveneeds import NO_SIZES, move_needs, parse_rate, restore_rates
 from caravanserai.project.tolerations import matches
@@ -91,7 +92,8 @@ class NodeInfo:
 
 @dataclass(frozen=True, slots=True)
 class ProjectInfo:
-    """What scheduling needs of a project: its summed requests, placement rules, priority and move needs."""
+    """What scheduling needs of a project: its summed requests, labels, placement rules, priority and move
+    needs."""
 
     name: str
     requests: Resources = field(default_factory=dict)
@@ -104,6 +106,8 @@ class ProjectInfo:
     leaving: str = ""  # the node a move took it off: another feasible node wins over it
     host_paths: tuple[str, ...] = ()  # of its HostPath volumes
     host_ports: HostPorts = ()  # the (hostPort, protocol, hostIP) its services publish
+    labels: Mapping[str, str] = field(default_factory=dict)
+    placement: Placement = NO_PLACEMENT  # node affinity, project (anti-)affinity, spread constraints
     ordered_requests: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -147,6 +151,8 @@ def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES)
         leaving=project.status.previous_node_ref,
         host_paths=tuple(runoptions.host_paths(project.spec)),
         host_ports=host_ports(project.spec),
+        labels=dict(project.metadata.labels),
+        placement=placement_of(project.spec),
     )
 
 

@@ -1,17 +1,21 @@
 """The ProjectSet example operator (examples/projectset) as a separate process, with the scheduler, two real
-agents and real Docker: 3 replicas Running, a deleted one replaced, scaled to 1, the set deleted → all gone (its
-projects through their owner references, by the garbage collector)."""
+agents and real Docker: 3 replicas Running, spread over both nodes by the example template's spread constraint, a
+deleted one replaced, scaled to 1, the set deleted → all gone (its projects through their owner references, by the
+garbage collector)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import yaml
 from agent_harness import StartAgent
+from google.protobuf import json_format
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -25,7 +29,18 @@ from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.wait import wait_for
 from support.customkinds import define_projectset, projectset, projectset_messages
 
-OPERATOR = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset"
+OPERATOR = EXAMPLE / "projectset_controller.py"
+
+
+def example_spread(obj: Any) -> Any:
+    """`obj` with the spread constraints of the example's template (examples/projectset/web-set.yaml)."""
+    template = yaml.safe_load((EXAMPLE / "web-set.yaml").read_text())["spec"]["template"]["spec"]
+    for constraint in template["topologySpreadConstraints"]:
+        json_format.ParseDict(constraint, obj.spec.template.spec.topology_spread_constraints.add())
+    obj.spec.template.spec.topology_spread_constraints[0].label_selector.match_labels.clear()
+    obj.spec.template.spec.topology_spread_constraints[0].label_selector.match_labels["set"] = obj.metadata.name
+    return obj
 
 
 @contextlib.asynccontextmanager
@@ -74,6 +89,10 @@ async def _projects(client: Client, name: str) -> dict[str, v1.Project]:
     return {p.metadata.name: p for p in listed.items if _controlled_by(p, name)}
 
 
+def _uid() -> str:
+    return uuid.uuid4().hex[:6]
+
+
 def _controlled_by(project: v1.Project, name: str) -> bool:
     ref = meta.controller_of(project)
     return ref is not None and (ref.kind, ref.name) == ("ProjectSet", name)
@@ -87,7 +106,8 @@ def _ready(obj: Any) -> str:
 async def test_projectset_operator_keeps_scales_and_cleans_up(
     api: RunningApiServer, client: Client, start_agent: StartAgent
 ) -> None:
-    agents = {(await start_agent()).node, (await start_agent()).node}
+    # Each agent its own host name: the spread constraint's topology key is caravanserai.io/hostname.
+    agents = {(await start_agent(node=name, hostname=name)).node for name in (f"ps-a-{_uid()}", f"ps-b-{_uid()}")}
     await define_projectset(client)  # the deployment installs the definition; the operator only registers
     sets = client.resource(projectset_messages().ProjectSet)
     async with scheduler(client), operator(api) as proc:
@@ -101,7 +121,7 @@ async def test_projectset_operator_keeps_scales_and_cleans_up(
             return True
 
         await wait_for(served, timeout=30, message="projectsets served")
-        await sets.create(projectset("web", replicas=3))
+        await sets.create(example_spread(projectset("web", replicas=3)))
 
         async def all_running() -> bool:
             found = await _projects(client, "web")
@@ -111,7 +131,7 @@ async def test_projectset_operator_keeps_scales_and_cleans_up(
 
         await wait_for(all_running, timeout=90, message="3 replicas Running and the set Ready")
         nodes = {p.status.node_ref for p in (await _projects(client, "web")).values()}
-        assert nodes <= agents and nodes, f"the scheduler placed the replicas on the agents' nodes, got {nodes}"
+        assert nodes == agents, f"the spread constraint puts replicas on both agents' nodes, got {nodes}"
 
         old_uid = (await client.projects.get("web-1")).metadata.uid
         await client.projects.delete("web-1")

@@ -166,12 +166,17 @@ def test_first_rejection_order(fields: dict[str, object], reason: str | None) ->
     assert (None if result is None else result.reason) == reason
     assert [f.name for f in FILTERS] == [
         "NodeSelector",
+        "NodeAffinity",
+        "TopologyLabels",
         "HostPaths",
         "TaintToleration",
         "NodeResourcesFit",
         "NodePorts",
         "NodeReady",
         "NodeUnschedulable",
+        "ProjectAffinity",
+        "ProjectAntiAffinity",
+        "TopologySpread",
     ]
 
 
@@ -313,7 +318,11 @@ def test_sampled_decisions_spread_projects_over_all_nodes() -> None:
 
 def test_a_decision_runs_only_the_filters_that_can_refuse_the_project() -> None:
     """Without a nodeSelector the selector filter passes every node, so a decision leaves it out; with one it runs
-    first, as in FILTERS."""
+    first, as in FILTERS. Placement filters run only for projects with such rules; prepared for a decision (with a
+    context), anti-affinity is left out too when no placed project has required anti-affinity."""
     assert node_selector_matches not in checks_for(project())
     with_both = checks_for(project(node_selector={"zone": "a"}, host_paths=("/srv",)))
-    assert with_both == tuple(f.check for f in FILTERS if f.name != "NodePorts")  # no host ports: no NodePorts
+    rules_only = ("NodePorts", "NodeAffinity", "TopologyLabels", "ProjectAffinity", "TopologySpread")
+    assert with_both == tuple(f.check for f in FILTERS if f.name not in rules_only)  # no host ports, no rules
+    prepared = checks_for(project(node_selector={"zone": "a"}, host_paths=("/srv",)), ctx=CTX)
+    assert prepared == tuple(f.check for f in FILTERS if f.name not in (*rules_only, "ProjectAntiAffinity"))

@@ -1913,6 +1913,8 @@ class ProjectSpec(_message.Message):
     PRIORITY_FIELD_NUMBER: _builtins.int
     EXPIRE_AT_FIELD_NUMBER: _builtins.int
     IMAGE_PULL_SECRETS_FIELD_NUMBER: _builtins.int
+    AFFINITY_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_SPREAD_CONSTRAINTS_FIELD_NUMBER: _builtins.int
     priority: _builtins.int
     """Higher values are scheduled first."""
     @_builtins.property
@@ -1945,6 +1947,16 @@ class ProjectSpec(_message.Message):
         registry it names).
         """
 
+    @_builtins.property
+    def affinity(self) -> Global___Affinity:
+        """Where the project may and would rather go: node affinity, and affinity/anti-affinity to other projects
+        (docs/scheduling.md).
+        """
+
+    @_builtins.property
+    def topology_spread_constraints(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologySpreadConstraint]:
+        """How projects matching a selector spread over the values of a node label (docs/scheduling.md)."""
+
     def __init__(
         self,
         *,
@@ -1956,14 +1968,353 @@ class ProjectSpec(_message.Message):
         priority: _builtins.int = ...,
         expire_at: _timestamp_pb2.Timestamp | None = ...,
         image_pull_secrets: _abc.Iterable[_builtins.str] | None = ...,
+        affinity: Global___Affinity | None = ...,
+        topology_spread_constraints: _abc.Iterable[Global___TopologySpreadConstraint] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["expire_at", b"expire_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expire_at", b"expire_at", "image_pull_secrets", b"image_pull_secrets", "ingress", b"ingress", "node_selector", b"node_selector", "priority", b"priority", "services", b"services", "tolerations", b"tolerations", "volumes", b"volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at", "image_pull_secrets", b"image_pull_secrets", "ingress", b"ingress", "node_selector", b"node_selector", "priority", b"priority", "services", b"services", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProjectSpec: _TypeAlias = ProjectSpec  # noqa: Y015
+
+@_typing.final
+class Affinity(_message.Message):
+    """Affinity groups a project's placement preferences and requirements."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_AFFINITY_FIELD_NUMBER: _builtins.int
+    PROJECT_AFFINITY_FIELD_NUMBER: _builtins.int
+    PROJECT_ANTI_AFFINITY_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def node_affinity(self) -> Global___NodeAffinity:
+        """Rules over the labels of the node itself."""
+
+    @_builtins.property
+    def project_affinity(self) -> Global___ProjectAffinity:
+        """Go near projects matching a selector (same value of a topology key)."""
+
+    @_builtins.property
+    def project_anti_affinity(self) -> Global___ProjectAffinity:
+        """Stay away from projects matching a selector (another value of a topology key)."""
+
+    def __init__(
+        self,
+        *,
+        node_affinity: Global___NodeAffinity | None = ...,
+        project_affinity: Global___ProjectAffinity | None = ...,
+        project_anti_affinity: Global___ProjectAffinity | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["node_affinity", b"node_affinity", "project_affinity", b"project_affinity", "project_anti_affinity", b"project_anti_affinity"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node_affinity", b"node_affinity", "project_affinity", b"project_affinity", "project_anti_affinity", b"project_anti_affinity"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Affinity: _TypeAlias = Affinity  # noqa: Y015
+
+@_typing.final
+class NodeSelectorRequirement(_message.Message):
+    """NodeSelectorRequirement is one condition on a node label: key, operator and values."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """The node label's key."""
+    operator: _builtins.str
+    """In, NotIn, Exists, DoesNotExist, Gt or Lt (Kubernetes' operators)."""
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """In/NotIn: one or more values; Exists/DoesNotExist: none; Gt/Lt: exactly one integer."""
+
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeSelectorRequirement: _TypeAlias = NodeSelectorRequirement  # noqa: Y015
+
+@_typing.final
+class NodeSelectorTerm(_message.Message):
+    """NodeSelectorTerm is an AND of requirements."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def match_expressions(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorRequirement]: ...
+    def __init__(
+        self,
+        *,
+        match_expressions: _abc.Iterable[Global___NodeSelectorRequirement] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_expressions", b"match_expressions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeSelectorTerm: _TypeAlias = NodeSelectorTerm  # noqa: Y015
+
+@_typing.final
+class PreferredSchedulingTerm(_message.Message):
+    """PreferredSchedulingTerm adds its weight to the score of every node matching its term."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    PREFERENCE_FIELD_NUMBER: _builtins.int
+    weight: _builtins.int
+    """1-100."""
+    @_builtins.property
+    def preference(self) -> Global___NodeSelectorTerm: ...
+    def __init__(
+        self,
+        *,
+        weight: _builtins.int = ...,
+        preference: Global___NodeSelectorTerm | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["preference", b"preference"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["preference", b"preference", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PreferredSchedulingTerm: _TypeAlias = PreferredSchedulingTerm  # noqa: Y015
+
+@_typing.final
+class NodeAffinity(_message.Message):
+    """NodeAffinity: required terms (the node must match one of them: an OR of ANDs) and preferred ones (scores)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUIRED_FIELD_NUMBER: _builtins.int
+    PREFERRED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def required(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorTerm]: ...
+    @_builtins.property
+    def preferred(self) -> _containers.RepeatedCompositeFieldContainer[Global___PreferredSchedulingTerm]: ...
+    def __init__(
+        self,
+        *,
+        required: _abc.Iterable[Global___NodeSelectorTerm] | None = ...,
+        preferred: _abc.Iterable[Global___PreferredSchedulingTerm] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["preferred", b"preferred", "required", b"required"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeAffinity: _TypeAlias = NodeAffinity  # noqa: Y015
+
+@_typing.final
+class LabelSelectorRequirement(_message.Message):
+    """LabelSelectorRequirement is one condition on a project label."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """The project label's key."""
+    operator: _builtins.str
+    """In, NotIn, Exists or DoesNotExist."""
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """In/NotIn: one or more values; Exists/DoesNotExist: none."""
+
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "operator", b"operator", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LabelSelectorRequirement: _TypeAlias = LabelSelectorRequirement  # noqa: Y015
+
+@_typing.final
+class LabelSelector(_message.Message):
+    """LabelSelector selects projects by label: every matchLabels entry and every matchExpressions requirement must hold
+    (an empty selector selects every project).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class MatchLabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    MATCH_LABELS_FIELD_NUMBER: _builtins.int
+    MATCH_EXPRESSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def match_labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def match_expressions(self) -> _containers.RepeatedCompositeFieldContainer[Global___LabelSelectorRequirement]: ...
+    def __init__(
+        self,
+        *,
+        match_labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        match_expressions: _abc.Iterable[Global___LabelSelectorRequirement] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_expressions", b"match_expressions", "match_labels", b"match_labels"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LabelSelector: _TypeAlias = LabelSelector  # noqa: Y015
+
+@_typing.final
+class ProjectAffinityTerm(_message.Message):
+    """ProjectAffinityTerm: the projects the selector matches, counted per value of the node label topology_key
+    (caravanserai.io/hostname: per node, caravanserai.io/zone: per zone, or any node label).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_KEY_FIELD_NUMBER: _builtins.int
+    topology_key: _builtins.str
+    @_builtins.property
+    def label_selector(self) -> Global___LabelSelector: ...
+    def __init__(
+        self,
+        *,
+        label_selector: Global___LabelSelector | None = ...,
+        topology_key: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["label_selector", b"label_selector"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label_selector", b"label_selector", "topology_key", b"topology_key"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProjectAffinityTerm: _TypeAlias = ProjectAffinityTerm  # noqa: Y015
+
+@_typing.final
+class WeightedProjectAffinityTerm(_message.Message):
+    """WeightedProjectAffinityTerm adds (affinity) or takes (anti-affinity) its weight in the score."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WEIGHT_FIELD_NUMBER: _builtins.int
+    TERM_FIELD_NUMBER: _builtins.int
+    weight: _builtins.int
+    """1-100."""
+    @_builtins.property
+    def term(self) -> Global___ProjectAffinityTerm: ...
+    def __init__(
+        self,
+        *,
+        weight: _builtins.int = ...,
+        term: Global___ProjectAffinityTerm | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["term", b"term"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["term", b"term", "weight", b"weight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WeightedProjectAffinityTerm: _TypeAlias = WeightedProjectAffinityTerm  # noqa: Y015
+
+@_typing.final
+class ProjectAffinity(_message.Message):
+    """ProjectAffinity: required terms (all must hold) and preferred ones (scores)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUIRED_FIELD_NUMBER: _builtins.int
+    PREFERRED_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def required(self) -> _containers.RepeatedCompositeFieldContainer[Global___ProjectAffinityTerm]: ...
+    @_builtins.property
+    def preferred(self) -> _containers.RepeatedCompositeFieldContainer[Global___WeightedProjectAffinityTerm]: ...
+    def __init__(
+        self,
+        *,
+        required: _abc.Iterable[Global___ProjectAffinityTerm] | None = ...,
+        preferred: _abc.Iterable[Global___WeightedProjectAffinityTerm] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["preferred", b"preferred", "required", b"required"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ProjectAffinity: _TypeAlias = ProjectAffinity  # noqa: Y015
+
+@_typing.final
+class TopologySpreadConstraint(_message.Message):
+    """TopologySpreadConstraint: the projects matching label_selector may differ by at most max_skew between the values
+    of topology_key (the most loaded value against the least loaded one).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MAX_SKEW_FIELD_NUMBER: _builtins.int
+    TOPOLOGY_KEY_FIELD_NUMBER: _builtins.int
+    WHEN_UNSATISFIABLE_FIELD_NUMBER: _builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
+    max_skew: _builtins.int
+    """At least 1."""
+    topology_key: _builtins.str
+    """A node label; nodes without it are not candidates under DoNotSchedule."""
+    when_unsatisfiable: _builtins.str
+    """DoNotSchedule (a filter, the default) or ScheduleAnyway (a score)."""
+    @_builtins.property
+    def label_selector(self) -> Global___LabelSelector: ...
+    def __init__(
+        self,
+        *,
+        max_skew: _builtins.int = ...,
+        topology_key: _builtins.str = ...,
+        when_unsatisfiable: _builtins.str = ...,
+        label_selector: Global___LabelSelector | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["label_selector", b"label_selector"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["label_selector", b"label_selector", "max_skew", b"max_skew", "topology_key", b"topology_key", "when_unsatisfiable", b"when_unsatisfiable"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopologySpreadConstraint: _TypeAlias = TopologySpreadConstraint  # noqa: Y015
 
 @_typing.final
 class ServiceStatus(_message.Message):
@@ -2050,6 +2401,7 @@ class ProjectStatus(_message.Message):
     VOLUMES_FIELD_NUMBER: _builtins.int
     MOVE_FIELD_NUMBER: _builtins.int
     PLACEMENT_FIELD_NUMBER: _builtins.int
+    PLACEMENT_SCORES_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
     """Pending, Scheduled, Running, Succeeded, Failed, Terminating or Terminated."""
     node_ref: _builtins.str
@@ -2088,6 +2440,10 @@ class ProjectStatus(_message.Message):
     def placement(self) -> Global___PlacementEstimates:
         """What the scheduler estimated for the node it chose and the runner-up (start delay, RPO feasibility)."""
 
+    @_builtins.property
+    def placement_scores(self) -> Global___PlacementScores:
+        """The scores, by plugin, of the node the scheduler chose and of the runner-up."""
+
     def __init__(
         self,
         *,
@@ -2102,10 +2458,11 @@ class ProjectStatus(_message.Message):
         volumes: _abc.Iterable[Global___VolumeStatus] | None = ...,
         move: Global___ProjectMove | None = ...,
         placement: Global___PlacementEstimates | None = ...,
+        placement_scores: Global___PlacementScores | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["handoff_deadline", b"handoff_deadline", "move", b"move", "placement", b"placement"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["handoff_deadline", b"handoff_deadline", "move", b"move", "placement", b"placement", "placement_scores", b"placement_scores"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "handoff_deadline", b"handoff_deadline", "move", b"move", "node_ref", b"node_ref", "observed_generation", b"observed_generation", "phase", b"phase", "placement", b"placement", "previous_node_ref", b"previous_node_ref", "scheduled_generation", b"scheduled_generation", "services", b"services", "volumes", b"volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "handoff_deadline", b"handoff_deadline", "move", b"move", "node_ref", b"node_ref", "observed_generation", b"observed_generation", "phase", b"phase", "placement", b"placement", "placement_scores", b"placement_scores", "previous_node_ref", b"previous_node_ref", "scheduled_generation", b"scheduled_generation", "services", b"services", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2392,6 +2749,92 @@ class NodeEstimate(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___NodeEstimate: _TypeAlias = NodeEstimate  # noqa: Y015
+
+@_typing.final
+class PluginScore(_message.Message):
+    """PluginScore is one scoring plugin's weighted contribution to a node's total score."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLUGIN_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
+    plugin: _builtins.str
+    """resources, taints, start-delay, rpo, node-affinity, project-affinity or spread."""
+    score: _builtins.float
+    def __init__(
+        self,
+        *,
+        plugin: _builtins.str = ...,
+        score: _builtins.float = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["plugin", b"plugin", "score", b"score"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PluginScore: _TypeAlias = PluginScore  # noqa: Y015
+
+@_typing.final
+class NodeScores(_message.Message):
+    """NodeScores is a node's total score and its parts."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NODE_FIELD_NUMBER: _builtins.int
+    TOTAL_FIELD_NUMBER: _builtins.int
+    PLUGINS_FIELD_NUMBER: _builtins.int
+    node: _builtins.str
+    total: _builtins.float
+    @_builtins.property
+    def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PluginScore]: ...
+    def __init__(
+        self,
+        *,
+        node: _builtins.str = ...,
+        total: _builtins.float = ...,
+        plugins: _abc.Iterable[Global___PluginScore] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "plugins", b"plugins", "total", b"total"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NodeScores: _TypeAlias = NodeScores  # noqa: Y015
+
+@_typing.final
+class PlacementScores(_message.Message):
+    """PlacementScores explains a binding: the chosen node's scores against the runner-up's."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHOSEN_FIELD_NUMBER: _builtins.int
+    RUNNER_UP_FIELD_NUMBER: _builtins.int
+    FEASIBLE_FIELD_NUMBER: _builtins.int
+    SEARCHED_FIELD_NUMBER: _builtins.int
+    feasible: _builtins.int
+    """Feasible nodes found, and nodes searched."""
+    searched: _builtins.int
+    @_builtins.property
+    def chosen(self) -> Global___NodeScores: ...
+    @_builtins.property
+    def runner_up(self) -> Global___NodeScores: ...
+    def __init__(
+        self,
+        *,
+        chosen: Global___NodeScores | None = ...,
+        runner_up: Global___NodeScores | None = ...,
+        feasible: _builtins.int = ...,
+        searched: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["chosen", b"chosen", "runner_up", b"runner_up"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["chosen", b"chosen", "feasible", b"feasible", "runner_up", b"runner_up", "searched", b"searched"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlacementScores: _TypeAlias = PlacementScores  # noqa: Y015
 
 @_typing.final
 class PlacementEstimates(_message.Message):

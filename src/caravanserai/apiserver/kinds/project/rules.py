@@ -4,7 +4,8 @@
   routes unique where they must be; images without whitespace; ports 1-65535 (host ports once per protocol);
   mounts of declared volumes at absolute paths; resource requests not above their limits, memory ones none below
   Docker's minimum (6Mi); ingress routes to a declared service; tolerations well-formed. How services relate
-  (`dependsOn`, `healthcheck`, tolerationSeconds) is in `servicerules`; where a project names Secrets, Configs,
+  (`dependsOn`, `healthcheck`, tolerationSeconds) is in `servicerules`; affinity and spread constraints in
+  `affinityrules`; where a project names Secrets, Configs,
   host paths and extended resources in `datarules`; a volume's backups and restores in `backuprules`; how a
   container runs (user, capabilities, devices, tmpfs, network mode, ulimits, sysctls, logging …) in `runrules`.
 * status: a known phase, well-formed conditions, one entry per service and one per volume (each named).
@@ -16,7 +17,7 @@ import ipaddress
 
 from caravanserai import v1
 from caravanserai.apiserver import validation
-from caravanserai.apiserver.kinds.project import backuprules, datarules, runrules, servicerules
+from caravanserai.apiserver.kinds.project import affinityrules, backuprules, datarules, runrules, servicerules
 from caravanserai.text.selectors import (
     validate_dns_label,
     validate_dns_subdomain,
@@ -57,6 +58,7 @@ def project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
         _ingress(errors, f"spec.ingress[{i}]", ingress, services)
     errors.unique(((f"spec.ingress[{i}].name", g.name) for i, g in enumerate(spec.ingress)), "ingress name")
     validation.labels(errors, "spec.nodeSelector", spec.node_selector)
+    affinityrules.placement_rules(errors, spec)
     for i, toleration in enumerate(spec.tolerations):
         _toleration(errors, f"spec.tolerations[{i}]", toleration)
         servicerules.toleration_seconds(errors, f"spec.tolerations[{i}]", toleration)
