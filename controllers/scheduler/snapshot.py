@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.clock import seconds
+from caravanserai.controllers.scheduler.nominated import NominatedRoom
 from caravanserai.controllers.scheduler.ports import HostPorts, PortIndex, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 from caravanserai.project import runoptions
@@ -68,7 +69,8 @@ class NodeInfo:
     unmeasured), `restore_rates` the download rates its restores observed per BackupRepository, `images` the
     normalised names of the images it holds (`moveneeds.image_key`), `allowed_host_paths` the host paths its agent
     lets HostPath volumes mount (empty: any), `ports` the host ports taken on it (bound, assumed, and hand-offs' old
-    copies; `ports.py`)."""
+    copies; `ports.py`), `nominated` the room kept for projects nominated to it after preempting others there
+    (`nominated.py`)."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -83,6 +85,7 @@ class NodeInfo:
     images: frozenset[str] = frozenset()
     allowed_host_paths: tuple[str, ...] = ()  # the agent's --allowed-host-paths (empty: any path)
     ports: PortIndex = field(default_factory=PortIndex)
+    nominated: NominatedRoom = field(default_factory=NominatedRoom)
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested for `resource` (negative when overcommitted by others)."""
@@ -104,6 +107,8 @@ class ProjectInfo:
     leaving: str = ""  # the node a move took it off: another feasible node wins over it
     host_paths: tuple[str, ...] = ()  # of its HostPath volumes
     host_ports: HostPorts = ()  # the (hostPort, protocol, hostIP) its services publish
+    preemption_policy: str = ""  # PreemptLowerPriority (empty) or Never
+    created: float = 0.0  # creation time, seconds since the epoch
     ordered_requests: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -147,6 +152,8 @@ def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES)
         leaving=project.status.previous_node_ref,
         host_paths=tuple(runoptions.host_paths(project.spec)),
         host_ports=host_ports(project.spec),
+        preemption_policy=project.spec.preemption_policy,
+        created=seconds(project.metadata.creation_timestamp),
     )
 
 
