@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from caractrl_runner import Caractrl, cli  # noqa: F401 (fixtures)
 from cluster_sim import add_node, condition, events_for, running_manager, set_phase
 
 from caravanserai import meta, v1
@@ -81,7 +82,29 @@ async def test_the_fewest_lowest_victims_are_evicted_and_the_preemptor_bound_in_
             assert (await client.projects.get(name)).status.phase == v1.RUNNING
 
 
+async def test_describe_explains_the_nomination_and_the_preemption(cli: Caractrl, client: Client) -> None:
+    await add_node(client, "n1", cpu="2")
+    await running_on(client, backed_up("db", requests={"cpu": "2"}, priority=0), "n1")
+    await client.projects.create(project("urgent", requests={"cpu": "2"}, priority=10))
+    async with scheduler(client):
+        await wait_for(lambda: moving(client, "db"), 10, message="db evicted")
+        await wait_scheduled_message(client, "urgent", "Preempting on node n1")
+    urgent = (await cli("describe", "project", "urgent")).stdout
+    assert "Nominated Node:" in urgent and "n1 (room kept there while its victims leave)" in urgent
+    assert "evicting project db (priority 0). The fewest projects of lower priority (1)" in urgent
+    assert "Preempting" in urgent.split("Events:\n")[1]
+    db = (await cli("describe", "project", "db")).stdout
+    assert "Preempted:" in db and "Preempted by project urgent: to make room for project urgent (priority 10)" in db
+    assert "Preempted" in db.split("Events:\n")[1]
+
+
+async def moving(client: Client, name: str) -> v1.Project | None:
+    p = await client.projects.get(name)
+    return p if p.status.HasField("move") else None
+
+
 async def test_the_preemptor_waits_nominated_until_its_victim_has_left(client: Client) -> None:
+
     await add_node(client, "n1", cpu="2")
     await running_on(client, backed_up("db", requests={"cpu": "2"}, priority=0), "n1")
     await client.projects.create(project("urgent", requests={"cpu": "2"}, priority=10))
