@@ -70,7 +70,6 @@ def _header(project: v1.Project, now: float) -> list[tuple[str, str]]:
     return pairs
 
 
-
 def deletion_outlook(project: v1.Project) -> str:
     """What happens to a project whose deletion was requested ("" when it was not)."""
     if not project.metadata.HasField("deletion_timestamp"):

@@ -55,6 +55,9 @@ VictimKey = tuple[int, int, int, float, tuple[str, ...]]
 def victim_key(victims: Sequence[Candidate]) -> VictimKey:
     """The order of victim sets: fewest, lowest highest priority, lowest priority sum, newest oldest member,
     names."""
+    if len(victims) == 1:  # the common case, without the generic walk
+        (only,) = victims
+        return (1, only.priority, only.priority, -only.created, (only.name,))
     priorities = [victim.priority for victim in victims]
     return (
         len(victims),
@@ -83,6 +86,8 @@ class _Node:
     candidates: list[Candidate]
     lower: int  # no set smaller than this can free enough resources
     shortfall: Resources  # what must be freed, per resource
+    least_top: int  # no set of `lower` victims has a highest priority below this
+    hint: VictimKey | tuple[()] = ()  # with `lower` 1: the least key a single victim here could have
 
 
 def choose(
@@ -96,14 +101,16 @@ def choose(
     counted = resources_fit in checks
     options = sorted(
         (option for node in nodes if (option := _option(project, node, bound, ctx, checks, counted)) is not None),
-        key=lambda option: (option.lower, option.node.name),
+        key=lambda option: (option.lower, option.least_top, option.hint, option.node.name),
     )
     best: tuple[VictimKey, str, tuple[Candidate, ...]] | None = None
     exact = True
     for option in options:
-        if best is not None and option.lower > best[0][0]:
-            break
-        if not passes(project, option.node, option.candidates, ctx, checks):
+        if best is not None and (option.lower, option.least_top) > best[0][:2]:
+            break  # every later node needs more victims, or victims of a higher priority, than the best found
+        if best is not None and option.hint and option.hint >= best[0]:
+            break  # single victims only, sorted by the least key they could have: none of the rest does better
+        if _unresolvable(project, option.node, ctx, checks):
             continue
         found, exhaustive = _smallest(project, option, ctx, checks, None if best is None else best[0])
         exact = exact and exhaustive
@@ -127,15 +134,26 @@ def _option(
     candidates = [c for c in bound.on(node.name) if c.evictable and c.priority < priority]
     if not candidates:
         return None
+    shortfall = _shortfall(project, node) if counted else {}
+    lower = _lower_bound(shortfall, candidates)
+    if lower is None:
+        return None
+    least_top = sorted(c.priority for c in candidates)[lower - 1]
+    option = _Node(node, candidates, lower, shortfall, least_top)
+    if lower == 1:
+        keys = [victim_key((c,)) for c in candidates if _covers((c,), shortfall)]
+        option.hint = min(keys) if keys else ()
+    return option
+
+
+def _unresolvable(project: ProjectInfo, node: NodeInfo, ctx: FilterContext, checks: Sequence[FilterFunc]) -> bool:
+    """Whether the node refuses the project for a reason no eviction changes (looked at only for the nodes a
+    choice gets to)."""
     for check in checks:
         rejection = check(project, node, ctx)
         if rejection is not None:
-            if rejection.infeasible or rejection.reason in UNRESOLVABLE:
-                return None
-            break
-    shortfall = _shortfall(project, node) if counted else {}
-    lower = _lower_bound(shortfall, candidates)
-    return None if lower is None else _Node(node, candidates, lower, shortfall)
+            return rejection.infeasible or rejection.reason in UNRESOLVABLE
+    return False
 
 
 def _shortfall(project: ProjectInfo, node: NodeInfo) -> Resources:
@@ -208,10 +226,13 @@ def _reprieve(
     candidates: Sequence[Candidate],
     ctx: FilterContext,
     checks: Sequence[FilterFunc],
-) -> tuple[Candidate, ...]:
-    """kube-scheduler's reprieve: every candidate evicted, then each kept back (highest priority, oldest first)
-    while the preemptor still passes without evicting it."""
+) -> tuple[Candidate, ...] | None:
+    """kube-scheduler's reprieve: every candidate evicted (None when even that does not let the preemptor pass),
+    then each kept back (highest priority, oldest first) while the preemptor still passes without evicting it."""
+
     victims = list(candidates)
+    if not passes(project, node, victims, ctx, checks):
+        return None
     for spared in sorted(candidates, key=lambda c: (-c.priority, c.created, c.name)):
         trial = [victim for victim in victims if victim is not spared]
         if passes(project, node, trial, ctx, checks):
