@@ -44,7 +44,6 @@ from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.project import lifecycle
 from caravanserai.testing import EtcdServer
-
 from caravanserai.testing.builders import project
 
 CLOCK = SystemClock()
