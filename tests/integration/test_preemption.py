@@ -137,8 +137,10 @@ async def test_never_and_equal_priority_preempt_nothing(client: Client) -> None:
     await client.projects.create(polite)
     async with scheduler(client):
         await wait_scheduled_message(client, "polite", NOT_ALLOWED)
-        await wait_scheduled_message(client, "equal", NO_ROOM)
+        equal = await wait_scheduled_message(client, "equal", "0/1 nodes are available: 1 insufficient cpu.")
+        assert "Preemption" not in condition(equal, v1.CONDITION_SCHEDULED).message  # type: ignore[union-attr]  # found just above
         await asyncio.sleep(0.3)
+
         peer = await client.projects.get("peer")
         assert peer.status.phase == v1.RUNNING and condition(peer, v1.CONDITION_PREEMPTED) is None
 

@@ -115,8 +115,11 @@ class Preemptor:
             log.debug("waiting for victims to leave", project=info.name, node=nominated)
             return Attempt(True)
         choice = choose(info, self._state.nodes(), self._bound, ctx, checks)
-        if choice is None:
+        if choice is None:  # nothing of lower priority could free enough anywhere: the usual message says it all
+            return Attempt(False)
+        if not choice.node:
             return Attempt(False, NO_ROOM)
+
         if not await self._nominate(project, info, diagnosis, choice):
             return Attempt(True)
         await self._evict(info, choice)

@@ -71,8 +71,9 @@ def victim_key(victims: Sequence[Candidate]) -> VictimKey:
 @dataclass(frozen=True, slots=True)
 class Choice:
     """The node to nominate and the victims to evict there; `nodes` is how many nodes had lower-priority projects
-    whose eviction could make room (the ones compared), `exact` False when a node's budget forced the
-    reprieve."""
+    whose eviction could free enough resources (the ones compared), `exact` False when a node's budget forced the
+    reprieve. `node` is "" (and `victims` empty) when some node had such projects but no set lets the preemptor
+    pass every filter there."""
 
     node: str
     victims: tuple[Candidate, ...]
@@ -97,7 +98,9 @@ def choose(
     ctx: FilterContext,
     checks: Sequence[FilterFunc],
 ) -> Choice | None:
-    """The node and the smallest victim set for `project` (see the module docstring); None when none exists."""
+    """The node and the smallest victim set for `project` (see the module docstring); None when no node has
+    lower-priority projects whose eviction could free enough, a `Choice` without node when none lets it pass."""
+
     counted = resources_fit in checks
     options = sorted(
         (option for node in nodes if (option := _option(project, node, bound, ctx, checks, counted)) is not None),
@@ -117,7 +120,7 @@ def choose(
         if found is not None and (best is None or (victim_key(found), option.node.name) < best[:2]):
             best = (victim_key(found), option.node.name, found)
     if best is None:
-        return None
+        return Choice("", (), len(options), exact) if options else None
     return Choice(best[1], best[2], len(options), exact)
 
 
