@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.cli.describe_run import run_option_fields
 from caravanserai.cli.describe_volumes import move_text, write_placement, write_volumes
 from caravanserai.cli.layout import Writer, listing, metadata_fields, quantities, write_conditions, write_events
@@ -64,6 +64,11 @@ def _header(project: v1.Project, now: float) -> list[tuple[str, str]]:
         pairs.append(("Handoff", f"moved off {status.previous_node_ref} (final backups handed over)"))
     if status.HasField("move"):
         pairs.append(("Move", move_text(status.move, now)))
+    if status.nominated_node_name:
+        pairs.append(("Nominated Node", f"{status.nominated_node_name} (room kept there while its victims leave)"))
+    preempted = meta.get_condition(status.conditions, v1.CONDITION_PREEMPTED)
+    if preempted is not None and preempted.status == v1.TRUE:
+        pairs.append(("Preempted", f"{preempted.message} ({rfc3339(preempted.last_transition_time)})"))
     return pairs
 
 
@@ -182,6 +187,7 @@ def _spec(out: Writer, spec: v1.ProjectSpec) -> None:
     out.fields(
         [
             ("Priority", str(spec.priority)),
+            ("Preemption Policy", spec.preemption_policy or v1.PREEMPT_LOWER_PRIORITY),
             ("Node Selector", quantities(spec.node_selector)),
             ("Tolerations", listing(_toleration(t) for t in spec.tolerations)),
             ("Expire At", rfc3339(spec.expire_at) if spec.HasField("expire_at") else NONE),

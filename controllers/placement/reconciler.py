@@ -30,7 +30,7 @@ from caravanserai.controllers.placement.policy import CONDITION_TAINTED_AT, Plac
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.errors import NotFound
 from caravanserai.informer import NODE_REF_INDEX, CacheReader
-from caravanserai.project import backups, lifecycle
+from caravanserai.project import lifecycle
 
 log = structlog.get_logger(__name__)
 
@@ -94,9 +94,15 @@ class PlacementReconciler:
         keeps one with backed-up volumes bound until its node hands over the final snapshots); a finished one, or
         one without backed-up volumes and without a hand-off, goes back to Pending at once."""
         until = now + self.handoff_timeout
-        bound = project.status.phase in (v1.SCHEDULED, v1.RUNNING)
-        if bound and (step.handoff or backups.backed_up(project.spec)):
-            return lifecycle.move(project, reason=step.reason, message=step.message, now=now, handoff_until=until)
+        if project.status.phase in (v1.SCHEDULED, v1.RUNNING):
+            return lifecycle.move(
+                project,
+                reason=step.reason,
+                message=step.message,
+                now=now,
+                handoff_until=until,
+                keep_old_copy=step.handoff,
+            )
         return lifecycle.return_to_pending(
             project, reason=step.reason, message=step.message, now=now, handoff_until=until if step.handoff else None
         )

@@ -1,6 +1,8 @@
 """Wiring of the scheduler into a Manager, shared by `cara-scheduler` and `cara-controller-manager`.
 
-Informers: all projects (indexed by phase: the Pending ones are woken; the bound ones fill the per-node sums),
+Informers: all projects (indexed by phase: the Pending ones are woken; the bound ones fill the per-node sums and
+preemption's index of who runs where, `preemption/index.py`),
+
 all nodes, all leases. The state handlers are registered on the informers before the controller's own handler,
 so the state is current when keys are added. The controller runs `--scheduler-workers` concurrent reconciles: decisions
 are made one at a time (each without awaiting), the binding writes overlap. A second controller,
@@ -22,6 +24,8 @@ from caravanserai.controllers.scheduler.boundevents import EVENT_RECONCILE_WORKE
 from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT
 from caravanserai.controllers.scheduler.handlers import SchedulerHandlers
+from caravanserai.controllers.scheduler.preemption.index import BoundProjects
+from caravanserai.controllers.scheduler.preemption.preemptor import Preemptor
 from caravanserai.controllers.scheduler.reconciler import SchedulerConfig, SchedulerReconciler
 from caravanserai.controllers.scheduler.scores import SPREAD, STRATEGIES
 from caravanserai.informer import PHASE_INDEXERS, EventHandler
@@ -102,6 +106,8 @@ def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOpti
     recorder = EventRecorder(client, component=COMPONENT, host=options.identity, clock=clock)
     event_queue: WorkQueue[str] = WorkQueue(clock=clock)
     bound_events = BoundEvents(recorder, event_queue)
+    bound = BoundProjects()
+    preemptor = Preemptor(client, state, bound, recorder, clock=clock)
     reconciler = SchedulerReconciler(
         client,
         projects.cache,
@@ -112,10 +118,12 @@ def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOpti
         config=options.config,
         bound_events=bound_events,
         leading=lambda: manager.leading,
+        preemptor=preemptor,
     )
     handlers = SchedulerHandlers(reconciler, state, clock=clock)
     nodes.add_event_handler(handlers.nodes())
     leases.add_event_handler(handlers.leases())
+    projects.add_event_handler(bound.handler())
     projects.add_event_handler(handlers.projects())
     controller = Controller(NAME, reconciler, queue, max_concurrent_reconciles=options.reconcile_workers, clock=clock)
     controller.watch(projects, _wake_on_add(reconciler))

@@ -22,6 +22,9 @@ Guarantees:
 * **Placed projects are indexed by topology** (`topology.py`): a project counts where it is bound (as the
   informer shows it) or else where it is assumed, with its labels and required anti-affinity; filed again when its
   binding, assumption, labels or generation change, taken out when it goes. Node labels are filed with it.
+* **Nominations follow the informer** (`nominated.py`): a Pending project with `status.nominatedNodeName` has its
+  requests and host ports kept on that node for it; binding, leaving Pending, losing the field or deletion ends
+  that. The scheduler nominates at once when it decides to preempt (`nominate`), before the write shows.
 * **Node order is stable.** `nodes()` is sorted by name and rebuilt only when nodes come or go; `next_start`
   rotates through it so that sampled searches take turns.
 
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.controllers.scheduler.images import ImageIndex
+from caravanserai.controllers.scheduler.nominated import NominatedRoom, Nominee
 from caravanserai.controllers.scheduler.ports import Hold, HostPorts, PortIndex, holds_of, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.controllers.scheduler.snapshot import (
@@ -111,6 +115,9 @@ class ClusterState:
     _ports: dict[str, PortIndex] = field(default_factory=dict)
     _held: dict[str, _Held] = field(default_factory=dict)  # projects holding host ports, as the informer shows them
     topology: TopologyIndex = field(default_factory=TopologyIndex)  # placed projects by domain (`topology.py`)
+    # Room kept per node name for nominated projects, shared with its NodeInfo (`nominated`), and each nominee's node.
+    _nominated: dict[str, NominatedRoom] = field(default_factory=dict)
+    _nominee_node: dict[str, str] = field(default_factory=dict)
     next_start: int = 0
 
     # ---- nodes ------------------------------------------------------------------------------------------------
@@ -137,6 +144,7 @@ class ClusterState:
                 requested=self._requested.setdefault(name, {}),
                 renew_time=self._renew.get(name),
                 ports=self._ports.setdefault(name, PortIndex()),
+                nominated=self._nominated.setdefault(name, NominatedRoom()),
             )
             self._nodes[name] = info
             self._order = None
@@ -192,6 +200,7 @@ class ClusterState:
         """Apply one informer change of a project (`old` None for an add)."""
         freed = self._count(new)
         freed = self._hold_ports(new) or freed
+        freed = self._follow_nomination(new) or freed
         retry = False
         assumption = self._assumed.get(new.metadata.name)
         if assumption is not None and old is not None and old.metadata.resource_version == assumption.resource_version:
@@ -211,6 +220,7 @@ class ClusterState:
             self._drop(assumption)
         released = self._release_ports(name)
         self._file(name)
+        released = self.unnominate(name) or released
         return ProjectChange(freed=(counted is not None and bool(counted.requests)) or released)
 
     def _file(self, name: str) -> None:
@@ -270,6 +280,36 @@ class ClusterState:
             if counted is not None and counted.node == status.node_ref:
                 freed = any(requests.get(r, 0) < v for r, v in counted.requests.items())
         return freed
+
+    # ---- nominations ------------------------------------------------------------------------------------------
+
+    def nominate(self, nominee: Nominee, node: str) -> None:
+        """Keep room on `node` for `nominee` (replacing any room kept for it elsewhere)."""
+        self.unnominate(nominee.name)
+        self._nominated.setdefault(node, NominatedRoom()).add(nominee)
+        self._nominee_node[nominee.name] = node
+
+    def unnominate(self, name: str) -> bool:
+        """Stop keeping room for project `name`; True when some was kept."""
+        node = self._nominee_node.pop(name, None)
+        if node is None:
+            return False
+        self._nominated.setdefault(node, NominatedRoom()).remove(name)
+        return True
+
+    def nominated_node(self, name: str) -> str:
+        """The node room is kept on for project `name` ("" when none)."""
+        return self._nominee_node.get(name, "")
+
+    def _follow_nomination(self, project: v1.Project) -> bool:
+        """Make the room kept for `project` match its status; True when room was released."""
+        name, node = project.metadata.name, project.status.nominated_node_name
+        if project.status.phase != v1.PENDING or not node:
+            return self.unnominate(name)
+        nominee = Nominee(name, project.spec.priority, project_requests(project), host_ports(project.spec))
+        released = self._nominee_node.get(name) not in (None, node)
+        self.nominate(nominee, node)
+        return released
 
     # ---- assumptions ------------------------------------------------------------------------------------------
 

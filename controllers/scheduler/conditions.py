@@ -3,10 +3,12 @@
 * `bound`: phase Scheduled, `node_ref`, condition Scheduled=True and the Phase condition, both with reason
   Scheduled and the message "Bound to node X", and `placement` (the estimates for the chosen node and the
   runner-up, `estimates.py`) and `scores` (their scores by plugin, `explain.py`) in the same write; a bind
-  without them clears an earlier binding's.
+  without them clears an earlier binding's. A bound project has no nominated node.
 * `unschedulable`: phase stays Pending; condition Scheduled=False and the Phase condition, both with reason
   Unschedulable and the diagnosis message. Returns None when both already say exactly that, so an unchanged
-  verdict is never written again.
+  verdict is never written again. Without preemption under way, an Unschedulable verdict ends any nomination.
+* `nominated`: `unschedulable` with `nominatedNodeName` set: the project preempted others on that node and waits
+  for the room they leave.
 
 Both return a copy: the cached project is never changed.
 """
@@ -37,6 +39,7 @@ def bound(
     """`project` bound to `node` (a copy, to be written with UpdateStatus): `lifecycle.bind`, with `placement`
     and `scores` (an earlier binding's are cleared when not given)."""
     out = lifecycle.bind(project, node, now=now)
+    out.status.nominated_node_name = ""
     if placement is None:
         out.status.ClearField("placement")
     else:
@@ -63,9 +66,18 @@ def says_unschedulable(project: v1.Project, message: str) -> bool:
 def unschedulable(project: v1.Project, message: str, *, now: float) -> v1.Project | None:
     """`project` marked Unschedulable with `message` (a copy, `lifecycle.unschedulable`), or None when it
     already is."""
-    if says_unschedulable(project, message):
+    if says_unschedulable(project, message) and not project.status.nominated_node_name:
         return None
-    return lifecycle.unschedulable(project, message, now=now)
+    out = lifecycle.unschedulable(project, message, now=now)
+    out.status.nominated_node_name = ""
+    return out
+
+
+def nominated(project: v1.Project, node: str, message: str, *, now: float) -> v1.Project:
+    """`project` still Pending (Unschedulable with `message`) and nominated to `node` (a copy)."""
+    out = lifecycle.unschedulable(project, message, now=now)
+    out.status.nominated_node_name = node
+    return out
 
 
 __all__ = [
@@ -75,6 +87,7 @@ __all__ = [
     "REASON_UNSCHEDULABLE",
     "bound",
     "bound_message",
+    "nominated",
     "says_unschedulable",
     "unschedulable",
 ]

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from caravanserai.controllers.scheduler.resources import add_into
 from caravanserai.controllers.scheduler.snapshot import (
     NO_EXECUTE,
     NO_SCHEDULE,
@@ -100,13 +101,17 @@ def node_schedulable(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -
 
 
 def resources_fit(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-    """Allocatable minus the requests already on the node covers every request of the project.
+    """Allocatable minus the requests already on the node (and the room kept there for nominated projects of the
+    same or a higher priority, `nominated.py`) covers every request of the project.
 
     A request larger than the node's whole allocatable is infeasible; one larger than what is free now is
     unavailable. The first infeasible resource is reported, else the first unavailable one (cpu, memory, then
     the others by name).
     """
     allocatable, requested = node.allocatable, node.requested
+    if node.nominated:  # room kept for projects nominated here of the same or a higher priority
+        requested = dict(requested)
+        add_into(requested, node.nominated.reserved(project.name, project.priority))
     short: str | None = None
     for name, want in project.ordered_requests:
         have = allocatable.get(name, 0)
@@ -164,9 +169,13 @@ RANK_PORTS = RANK_HOST_PATHS + 1
 
 def ports_free(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
     """None of the project's host ports (hostPort, protocol, hostIP) is taken on the node by another project:
-    bound or assumed there, or the old copy of a project moved off it whose hand-off still runs (`ports.py`).
+    bound or assumed there, or the old copy of a project moved off it whose hand-off still runs (`ports.py`), nor
+    kept there for a nominated project of the same or a higher priority (`nominated.py`).
     A taken port is unavailable, not infeasible: it frees up when its holder goes."""
-    if node.ports.conflict(project.name, project.host_ports, now=ctx.now) is None:
+    nominated = node.nominated
+    if node.ports.conflict(project.name, project.host_ports, now=ctx.now) is None and not (
+        nominated and nominated.port_conflict(project.name, project.priority, project.host_ports)
+    ):
         return None
     return Rejection(NO_FREE_PORTS, False, RANK_PORTS)
 

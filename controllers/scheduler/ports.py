@@ -96,6 +96,7 @@ class PortIndex:
     scheduler's assumption of one project never remove each other."""
 
     _taken: dict[tuple[str, int], dict[str, dict[tuple[str, str], float | None]]] = field(default_factory=dict)
+    ignoring: frozenset[str] = frozenset()  # holders a what-if view treats as gone (`without`)
 
     def add(self, holder: str, ports: HostPorts, *, until: float | None = None, tag: str = "") -> None:
         for port in ports:
@@ -114,8 +115,14 @@ class PortIndex:
             if not by_ip:
                 del self._taken[(port.protocol, port.port)]
 
+    def without(self, holders: frozenset[str]) -> PortIndex:
+        """A read-only view of this index in which `holders` hold nothing (preemption's what-if); it shares the
+        live entries, so it is valid only until the next change."""
+        return PortIndex(self._taken, self.ignoring | holders)
+
     def conflict(self, project: str, ports: HostPorts, *, now: float) -> HostPort | None:
         """The first of `ports` another project holds here at `now` (None: all free)."""
+        ignoring = self.ignoring
         for port in ports:
             by_ip = self._taken.get((port.protocol, port.port))
             if not by_ip:
@@ -124,7 +131,7 @@ class PortIndex:
                 if not _overlap(ip, port.host_ip):
                     continue
                 for (holder, _), until in holders.items():
-                    if holder != project and (until is None or now < until):
+                    if holder != project and (until is None or now < until) and holder not in ignoring:
                         return port
         return None
 

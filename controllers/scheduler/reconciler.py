@@ -8,6 +8,7 @@
       5. bind it (assume first, then a compare-and-swap UpdateStatus  (_bind)
          that also records the estimates for the chosen node and the runner-up, `estimates.py`,
          and their scores by plugin, `explain.py`, also told in the Scheduled event)
+         or, when nothing fits, preempt lower-priority projects       (preemption/preemptor.py)
          or report why nothing fits and retry after a backoff         (_report_unschedulable)
       6. note the binding's Scheduled event, which `boundevents.py` writes off this path
 
@@ -60,7 +61,8 @@ from caravanserai.controllers.scheduler.active import (
 from caravanserai.controllers.scheduler.algorithm import Decision, Diagnosis, Policy, schedule
 from caravanserai.controllers.scheduler.boundevents import BoundEvents, scheduled_message
 from caravanserai.controllers.scheduler.cache import DEFAULT_ASSUME_TTL, Assumption, ClusterState
-from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext
+from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext, checks_for
+from caravanserai.controllers.scheduler.preemption.preemptor import Preemptor
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo, project_info
 from caravanserai.errors import ApiError, Conflict, FailedPrecondition, Invalid, NotFound
 from caravanserai.informer import PHASE_INDEX, CacheReader
@@ -102,7 +104,9 @@ class SchedulerReconciler:
         config: SchedulerConfig = SchedulerConfig(),
         bound_events: BoundEvents | None = None,
         leading: Callable[[], bool] = lambda: True,
+        preemptor: Preemptor | None = None,
     ) -> None:
+        self._preemptor = preemptor  # None: never preempts
         self._client = client
         self._leading = leading  # whether this replica may still act as leader (Manager.leading)
         self._projects = projects
@@ -163,7 +167,7 @@ class SchedulerReconciler:
             decision = self._decide(info)
             if decision.node is None:
                 assert decision.diagnosis is not None
-                await self._report_unschedulable(project, decision.diagnosis)
+                await self._not_placed(project, info, decision.diagnosis)
             else:
                 await self._bind(project, info, decision)
         except Exception:
@@ -194,10 +198,7 @@ class SchedulerReconciler:
     def _decide(self, info: ProjectInfo) -> Decision:
         nodes = self.state.nodes()
         start = self.state.next_start % len(nodes) if nodes else 0
-        ctx = FilterContext(
-            now=self._clock.now(), heartbeat_timeout=self.config.heartbeat_timeout, topology=self.state.topology
-        )
-        decision = schedule(info, nodes, ctx, start=start, policy=self.config.policy)
+        decision = schedule(info, nodes, self._context(), start=start, policy=self.config.policy)
         if nodes:
             self.state.next_start = (start + decision.visited) % len(nodes)
         return decision
@@ -241,10 +242,29 @@ class SchedulerReconciler:
         self.state.expire_later(assumption, now=self._clock.monotonic(), ttl=ttl)
         self._queue.add_after(assumption.project, ttl)
 
-    async def _report_unschedulable(self, project: v1.Project, diagnosis: Diagnosis) -> None:
+    def _context(self) -> FilterContext:
+        return FilterContext(
+            now=self._clock.now(), heartbeat_timeout=self.config.heartbeat_timeout, topology=self.state.topology
+        )
+
+    async def _not_placed(self, project: v1.Project, info: ProjectInfo, diagnosis: Diagnosis) -> None:
+        """No node fits: preempt (then wait for the room), or report why not and retry later."""
+        note = ""
+        if self._preemptor is not None:
+            # Unprepared checks: each what-if prepares its inter-project checks against its own view.
+            checks = checks_for(info, self.config.policy.filters)
+            attempt = await self._preemptor.attempt(project, info, diagnosis, self._context(), checks)
+            if attempt.handled:
+                self._retry_later(info.name)
+                return
+            note = attempt.note
+        await self._report_unschedulable(project, diagnosis, note)
+
+    async def _report_unschedulable(self, project: v1.Project, diagnosis: Diagnosis, note: str = "") -> None:
         """Write the Unschedulable verdict when it changed (plus one Warning event), then retry later."""
         name = project.metadata.name
-        message = diagnosis.message()
+        message = f"{diagnosis.message()} {note}" if note else diagnosis.message()
+
         self._retry_later(name)
         updated = conditions.unschedulable(project, message, now=self._clock.now())
         if updated is None:

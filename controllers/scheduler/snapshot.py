@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from caravanserai import v1
 from caravanserai.clock import seconds
+from caravanserai.controllers.scheduler.nominated import NominatedRoom
 from caravanserai.controllers.scheduler.ports import HostPorts, PortIndex, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 from caravanserai.project import runoptions
@@ -69,7 +70,8 @@ class NodeInfo:
     unmeasured), `restore_rates` the download rates its restores observed per BackupRepository, `images` the
     normalised names of the images it holds (`moveneeds.image_key`), `allowed_host_paths` the host paths its agent
     lets HostPath volumes mount (empty: any), `ports` the host ports taken on it (bound, assumed, and hand-offs' old
-    copies; `ports.py`)."""
+    copies; `ports.py`), `nominated` the room kept for projects nominated to it after preempting others there
+    (`nominated.py`)."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -84,6 +86,7 @@ class NodeInfo:
     images: frozenset[str] = frozenset()
     allowed_host_paths: tuple[str, ...] = ()  # the agent's --allowed-host-paths (empty: any path)
     ports: PortIndex = field(default_factory=PortIndex)
+    nominated: NominatedRoom = field(default_factory=NominatedRoom)
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested for `resource` (negative when overcommitted by others)."""
@@ -108,6 +111,8 @@ class ProjectInfo:
     host_ports: HostPorts = ()  # the (hostPort, protocol, hostIP) its services publish
     labels: Mapping[str, str] = field(default_factory=dict)
     placement: Placement = NO_PLACEMENT  # node affinity, project (anti-)affinity, spread constraints
+    preemption_policy: str = ""  # PreemptLowerPriority (empty) or Never
+    created: float = 0.0  # creation time, seconds since the epoch
     ordered_requests: tuple[tuple[str, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -153,6 +158,8 @@ def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES)
         host_ports=host_ports(project.spec),
         labels=dict(project.metadata.labels),
         placement=placement_of(project.spec),
+        preemption_policy=project.spec.preemption_policy,
+        created=seconds(project.metadata.creation_timestamp),
     )
 
 

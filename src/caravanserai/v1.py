@@ -141,6 +141,8 @@ CONDITION_DISK_PRESSURE = "DiskPressure"
 CONDITION_BACKUP_OVERDUE = "BackupOverdue"
 CONDITION_RESTORING = "Restoring"
 CONDITION_RESTORE_FAILED = "RestoreFailed"
+# Condition of a project evicted from its node to make room for a higher-priority one (names the preemptor).
+CONDITION_PREEMPTED = "Preempted"
 TRUE = "True"
 FALSE = "False"
 UNKNOWN = "Unknown"
@@ -167,6 +169,11 @@ NETWORK_MODES = (NETWORK_MODE_PROJECT, NETWORK_MODE_HOST)
 RESTORE_LATEST = "Latest"
 RESTORE_NEVER = "Never"
 RESTORE_POLICIES = (RESTORE_LATEST, RESTORE_NEVER)
+
+# ProjectSpec.preemption_policy: may a Pending project that fits nowhere evict lower-priority projects?
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"  # the default (empty)
+PREEMPT_NEVER = "Never"
+PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
 
 # Image pull policies.
 PULL_IF_NOT_PRESENT = "IfNotPresent"
@@ -196,6 +203,7 @@ __all__ = [
     "CONDITION_MEMORY_PRESSURE",
     "CONDITION_NOT_READY_AT",
     "CONDITION_PHASE",
+    "CONDITION_PREEMPTED",
     "CONDITION_READY",
     "CONDITION_RESTORE_FAILED",
     "CONDITION_RESTORING",
@@ -256,6 +264,9 @@ __all__ = [
     "OwnerReference",
     "PENDING",
     "PHASES",
+    "PREEMPTION_POLICIES",
+    "PREEMPT_LOWER_PRIORITY",
+    "PREEMPT_NEVER",
     "PULL_ALWAYS",
     "PULL_IF_NOT_PRESENT",
     "PULL_NEVER",

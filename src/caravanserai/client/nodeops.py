@@ -9,6 +9,8 @@
   volumes returns to Pending at once with a hand-off (the node's agent keeps the old containers until the project
   runs on its new node or `handoff_until` passes); one with backed-up volumes stays bound with `status.move` until
   its node has taken the final backups (or `handoff_until` passes). A move already under way is left as it is.
+* `preempt_project` evicts one the same way, without a hand-off and with a `Preempted` condition naming the
+  higher-priority project the room is for (`lifecycle.preempt`; written by the scheduler).
 * `unprotected_volumes` names, per project, the Persistent volumes without a backup whose data a move leaves
   behind; `left_behind` words them in one line. Drain (caractrl and the dashboard) refuses such moves unless
   forced, before writing anything.
@@ -19,7 +21,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 
 from caravanserai import v1
@@ -110,21 +112,56 @@ async def move_project(
     its node hands the final snapshots over. True when it is moving (a move already under way is not written
     again); False when it is not (any more) a Scheduled or Running project on `node`. Re-read and retried on
     Conflict."""
+
+    def moved(current: v1.Project) -> v1.Project:
+        text = message or drain_message(node)
+        return lifecycle.move(current, reason=reason, message=text, now=now, handoff_until=handoff_until)
+
+    return await _move_off(client, name, node, moved)
+
+
+async def preempt_project(
+    client: Client, name: str, node: str, *, preemptor: str, message: str, now: float, deadline: float
+) -> v1.Project | None:
+    """Evict project `name` from `node` for `preemptor` (`lifecycle.preempt`: the move of a drain, without a
+    hand-off, with a `Preempted` condition naming the preemptor). The project as stored when it was evicted by
+    this call; None when it is not (any more) a Scheduled or Running project on `node`, or already moving.
+    Re-read and retried on Conflict."""
+    evicted: list[v1.Project] = []
+
+    def preempted(current: v1.Project) -> v1.Project:
+        return lifecycle.preempt(current, preemptor=preemptor, message=message, now=now, deadline=deadline)
+
+    moving = await _move_off(client, name, node, preempted, written=evicted.append)
+    return evicted[0] if moving and evicted else None
+
+
+async def _move_off(
+    client: Client,
+    name: str,
+    node: str,
+    build: Callable[[v1.Project], v1.Project],
+    *,
+    written: Callable[[v1.Project], None] | None = None,
+) -> bool:
+    """The one read-check-write of every move off a node: read `name` live; unless it is a Scheduled or Running
+    project on `node`, do nothing (False); a move already under way is left as it is (True); else write
+    `build(current)` by compare-and-swap (True), re-reading on Conflict; `written` receives the stored project."""
     for attempt in range(1, CONFLICT_RETRIES + 1):
         current = await client.projects.get(name)
         if not movable_projects([current], node):
             return False
         if current.status.HasField("move"):
             return True
-        moved = lifecycle.move(
-            current, reason=reason, message=message or drain_message(node), now=now, handoff_until=handoff_until
-        )
         try:
-            await client.projects.update_status(moved)
-            return True
+            stored = await client.projects.update_status(build(current))
         except Conflict:
             if attempt == CONFLICT_RETRIES:
                 raise
+            continue
+        if written is not None:
+            written(stored)
+        return True
     return False
 
 
@@ -169,6 +206,7 @@ __all__ = [
     "left_behind",
     "move_project",
     "movable_projects",
+    "preempt_project",
     "requested",
     "restart_services",
     "set_unschedulable",

@@ -24,6 +24,8 @@ Guarantees:
   containers until the project runs again elsewhere (`run` clears both) or the deadline passes. Its length is
   `DEFAULT_HANDOFF` unless the writer is told otherwise (`caractrl drain --timeout`, the dashboard's drain,
   placement's `--handoff-timeout`).
+* **Preemption** (`preempt`): a `move` without a hand-off, reason Preempted, and a `Preempted` condition naming
+  the higher-priority project the room is made for.
 * **Moves with data** (`move`): a project whose volumes are backed up (`project.backups`) is not returned to
   Pending by the mover. It stays bound with `status.move` set; its node stops the services, takes a final backup
   of each such volume and calls `finish_move`, which returns it to Pending with each snapshot recorded as the
@@ -68,6 +70,7 @@ REASON_NODE_NO_LONGER_ELIGIBLE = "NodeNoLongerEligible"
 REASON_TAINT_EVICTION = "TaintEviction"
 REASON_SPEC_CHANGED = "SpecChanged"
 REASON_RESTARTED = "Restarted"
+REASON_PREEMPTED = "Preempted"
 
 
 def is_allowed(before: str, after: str) -> bool:
@@ -151,13 +154,24 @@ def return_to_pending(
     return out
 
 
-def move(project: v1.Project, *, reason: str, message: str, now: float, handoff_until: float) -> v1.Project:
-    """Move the project off its node (drain, taint, no longer eligible, `restart --move`). With backed-up volumes
-    it stays bound with `status.move` (its node takes the final backups, then calls `finish_move`; after
-    `handoff_until` the move goes on without them); else it returns to Pending at once with a hand-off. A move
-    already asked for is kept as it is."""
+def move(
+    project: v1.Project,
+    *,
+    reason: str,
+    message: str,
+    now: float,
+    handoff_until: float,
+    keep_old_copy: bool = True,
+) -> v1.Project:
+    """Move the project off its node (drain, taint, no longer eligible, preemption, `restart --move`). With
+    backed-up volumes it stays bound with `status.move` (its node stops the services, takes the final backups,
+    then calls `finish_move`; after `handoff_until` the move goes on without them); else it returns to Pending at
+    once, with a hand-off until `handoff_until` when `keep_old_copy` (the node keeps the old containers until the
+    project runs elsewhere), without one otherwise (the node removes them at once: the room is needed, or they are
+    of an old spec). A move already asked for is kept as it is."""
     if not backups.backed_up(project.spec):
-        return return_to_pending(project, reason=reason, message=message, now=now, handoff_until=handoff_until)
+        until = handoff_until if keep_old_copy else None
+        return return_to_pending(project, reason=reason, message=message, now=now, handoff_until=until)
     out = meta.copy(project)
     if out.status.HasField("move"):
         return out
@@ -166,6 +180,23 @@ def move(project: v1.Project, *, reason: str, message: str, now: float, handoff_
     out.status.move.node = project.status.node_ref
     out.status.move.requested_at.CopyFrom(timestamp(now))
     out.status.move.deadline.CopyFrom(timestamp(handoff_until))
+    return out
+
+
+def preempt(project: v1.Project, *, preemptor: str, message: str, now: float, deadline: float) -> v1.Project:
+    """Evict the project from its node to make room for `preemptor` (a higher-priority Pending project): a `move`
+    without a hand-off (its node stops it; with backed-up volumes only after the final backups, at most until
+    `deadline`), with reason Preempted and the condition `Preempted` naming the preemptor. It goes back to Pending
+    and is scheduled again like any project."""
+    out = move(project, reason=REASON_PREEMPTED, message=message, now=now, handoff_until=deadline, keep_old_copy=False)
+    meta.set_condition(
+        out.status.conditions,
+        v1.CONDITION_PREEMPTED,
+        v1.TRUE,
+        reason=REASON_PREEMPTED,
+        message=f"Preempted by project {preemptor}: {message}",
+        now=now,
+    )
     return out
 
 
@@ -286,6 +317,7 @@ __all__ = [
     "REASON_DELETION_REQUESTED",
     "REASON_NODE_DRAINED",
     "REASON_NODE_NO_LONGER_ELIGIBLE",
+    "REASON_PREEMPTED",
     "REASON_RESTARTED",
     "REASON_SCHEDULED",
     "REASON_SPEC_CHANGED",
@@ -302,6 +334,7 @@ __all__ = [
     "is_allowed",
     "mark_terminating",
     "move",
+    "preempt",
     "return_to_pending",
     "run",
     "succeed",

@@ -686,3 +686,22 @@ def test_map_values_are_size_limited_too() -> None:
         validate_object("projects", project)
     assert [v.field for v in info.value.violations] == ['spec.nodeSelector["disk"]'] * 2
     assert info.value.violations[1].description == "value must be at most 65536 bytes (64 KiB), not 65537"
+
+
+@pytest.mark.parametrize("policy", ["", "PreemptLowerPriority", "Never"])
+def test_preemption_policies_pass(policy: str) -> None:
+    project = valid_project()
+    project.spec.preemption_policy = policy
+    validate_object("projects", project)
+
+
+def test_an_unknown_preemption_policy_is_refused_with_its_field_path() -> None:
+    project = valid_project()
+    project.spec.preemption_policy = "Always"
+    _rejects(
+        validate_object,
+        "projects",
+        project,
+        "spec.preemptionPolicy",
+        'must be one of "PreemptLowerPriority", "Never" (or empty for PreemptLowerPriority), not "Always"',
+    )

@@ -1912,11 +1912,16 @@ class ProjectSpec(_message.Message):
     TOLERATIONS_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
     EXPIRE_AT_FIELD_NUMBER: _builtins.int
+    PREEMPTION_POLICY_FIELD_NUMBER: _builtins.int
     IMAGE_PULL_SECRETS_FIELD_NUMBER: _builtins.int
     AFFINITY_FIELD_NUMBER: _builtins.int
     TOPOLOGY_SPREAD_CONSTRAINTS_FIELD_NUMBER: _builtins.int
     priority: _builtins.int
     """Higher values are scheduled first."""
+    preemption_policy: _builtins.str
+    """Whether this project, Pending and fitting nowhere, may evict projects of lower priority to make room:
+    "PreemptLowerPriority" (the default when empty) or "Never".
+    """
     @_builtins.property
     def services(self) -> _containers.RepeatedCompositeFieldContainer[Global___Service]:
         """The containers; at least one."""
@@ -1967,13 +1972,14 @@ class ProjectSpec(_message.Message):
         tolerations: _abc.Iterable[Global___Toleration] | None = ...,
         priority: _builtins.int = ...,
         expire_at: _timestamp_pb2.Timestamp | None = ...,
+        preemption_policy: _builtins.str = ...,
         image_pull_secrets: _abc.Iterable[_builtins.str] | None = ...,
         affinity: Global___Affinity | None = ...,
         topology_spread_constraints: _abc.Iterable[Global___TopologySpreadConstraint] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at", "image_pull_secrets", b"image_pull_secrets", "ingress", b"ingress", "node_selector", b"node_selector", "priority", b"priority", "services", b"services", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "volumes", b"volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at", "image_pull_secrets", b"image_pull_secrets", "ingress", b"ingress", "node_selector", b"node_selector", "preemption_policy", b"preemption_policy", "priority", b"priority", "services", b"services", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2401,6 +2407,7 @@ class ProjectStatus(_message.Message):
     VOLUMES_FIELD_NUMBER: _builtins.int
     MOVE_FIELD_NUMBER: _builtins.int
     PLACEMENT_FIELD_NUMBER: _builtins.int
+    NOMINATED_NODE_NAME_FIELD_NUMBER: _builtins.int
     PLACEMENT_SCORES_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
     """Pending, Scheduled, Running, Succeeded, Failed, Terminating or Terminated."""
@@ -2413,6 +2420,10 @@ class ProjectStatus(_message.Message):
     previous_node_ref: _builtins.str
     """The node a moved project (drained, tainted) left; its agent keeps the old containers running until the project
     runs again elsewhere or handoff_deadline passes.
+    """
+    nominated_node_name: _builtins.str
+    """The node a Pending project preempted lower-priority projects on: the scheduler keeps the room free there
+    for it (from projects of lower or equal priority) until it is bound. Empty otherwise.
     """
     @_builtins.property
     def conditions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Condition]:
@@ -2458,11 +2469,12 @@ class ProjectStatus(_message.Message):
         volumes: _abc.Iterable[Global___VolumeStatus] | None = ...,
         move: Global___ProjectMove | None = ...,
         placement: Global___PlacementEstimates | None = ...,
+        nominated_node_name: _builtins.str = ...,
         placement_scores: Global___PlacementScores | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["handoff_deadline", b"handoff_deadline", "move", b"move", "placement", b"placement", "placement_scores", b"placement_scores"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "handoff_deadline", b"handoff_deadline", "move", b"move", "node_ref", b"node_ref", "observed_generation", b"observed_generation", "phase", b"phase", "placement", b"placement", "placement_scores", b"placement_scores", "previous_node_ref", b"previous_node_ref", "scheduled_generation", b"scheduled_generation", "services", b"services", "volumes", b"volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "handoff_deadline", b"handoff_deadline", "move", b"move", "node_ref", b"node_ref", "nominated_node_name", b"nominated_node_name", "observed_generation", b"observed_generation", "phase", b"phase", "placement", b"placement", "placement_scores", b"placement_scores", "previous_node_ref", b"previous_node_ref", "scheduled_generation", b"scheduled_generation", "services", b"services", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

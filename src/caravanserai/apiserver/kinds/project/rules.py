@@ -64,6 +64,12 @@ def project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
         servicerules.toleration_seconds(errors, f"spec.tolerations[{i}]", toleration)
     servicerules.dependencies(errors, spec)
     datarules.pull_secrets(errors, spec)
+    errors.choice(
+        "spec.preemptionPolicy",
+        spec.preemption_policy,
+        v1.PREEMPTION_POLICIES,
+        empty=f"for {v1.PREEMPT_LOWER_PRIORITY}",
+    )
 
 
 def _service(errors: Violations, path: str, service: v1.Service, volumes: set[str]) -> None:

@@ -1,0 +1,145 @@
+"""The projects bound to each node, as preemption sees them: who could be evicted there, and who is leaving.
+
+Filed from the scheduler's project informer (`observe`, `forget`), so a preemption decision reads one node's
+projects in O(projects on that node) and never walks the cluster's projects.
+
+Guarantees:
+
+* **As the scheduler counts them.** A project is filed on its node exactly while `ClusterState` counts its
+  requests there (phases Scheduled, Running, Terminating with a `nodeRef`), with the same summed requests, so
+  removing a set of filed projects from a node's `requested` is exact.
+* **Evictable** (`Candidate.evictable`): Scheduled or Running, not being deleted, not already moving
+  (`status.move`). The others still take room but are on their way out (`leaving`).
+* **Evictions count at once.** `mark_leaving` files a victim as leaving when its eviction is decided, before the
+  write shows, so no second decision picks it again; the informer's next view of it replaces the mark.
+* Requests and host ports are read once per generation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from caravanserai import v1
+from caravanserai.clock import seconds
+from caravanserai.controllers.scheduler.ports import HostPorts, host_ports
+from caravanserai.controllers.scheduler.resources import Resources, project_requests
+from caravanserai.informer import EventHandler
+
+EVICTABLE_PHASES = (v1.SCHEDULED, v1.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A project bound to a node: its priority, creation time (seconds since the epoch), summed requests, host
+    ports, and whether it may be evicted (False: it is already leaving)."""
+
+    name: str
+    priority: int
+    created: float
+    requests: Resources = field(default_factory=dict)
+    ports: HostPorts = ()
+    evictable: bool = True
+    generation: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.name} (priority {self.priority})"
+
+
+def candidate(project: v1.Project) -> Candidate:
+    """The record of a bound project."""
+    return Candidate(
+        project.metadata.name,
+        project.spec.priority,
+        seconds(project.metadata.creation_timestamp),
+        project_requests(project),
+        host_ports(project.spec),
+        evictable(project),
+        project.metadata.generation,
+    )
+
+
+def evictable(project: v1.Project) -> bool:
+    """Scheduled or Running, not being deleted, not already moving."""
+    status = project.status
+    return (
+        status.phase in EVICTABLE_PHASES
+        and not project.metadata.HasField("deletion_timestamp")
+        and not status.HasField("move")
+    )
+
+
+@dataclass(slots=True)
+class BoundProjects:
+    """Per node name, the projects bound there. See the module docstring."""
+
+    _by_node: dict[str, dict[str, Candidate]] = field(default_factory=dict)
+    _node_of: dict[str, str] = field(default_factory=dict)
+
+    def on(self, node: str) -> list[Candidate]:
+        """The projects bound to `node` (a new list)."""
+        return list(self._by_node.get(node, {}).values())
+
+    def get(self, name: str) -> Candidate | None:
+        node = self._node_of.get(name)
+        return None if node is None else self._by_node[node].get(name)
+
+    def node_of(self, name: str) -> str:
+        return self._node_of.get(name, "")
+
+    def observe(self, project: v1.Project) -> None:
+        """File `project` as its status now says (bound to a node, or not)."""
+        name, status = project.metadata.name, project.status
+        if status.phase not in v1.BOUND_PHASES or not status.node_ref:
+            self.forget(name)
+            return
+        node = status.node_ref
+        old = self.get(name)
+        if old is not None and self._node_of[name] == node and old.generation == project.metadata.generation:
+            fresh = candidate_status(old, project)
+        else:
+            fresh = candidate(project)
+        self.forget(name)
+        self._by_node.setdefault(node, {})[name] = fresh
+        self._node_of[name] = node
+
+    def forget(self, name: str) -> None:
+        node = self._node_of.pop(name, None)
+        if node is not None:
+            on_node = self._by_node[node]
+            on_node.pop(name, None)
+            if not on_node:
+                del self._by_node[node]
+
+    def mark_leaving(self, name: str) -> None:
+        """`name` is being evicted: no longer a candidate (until the informer shows it again)."""
+        node = self._node_of.get(name)
+        if node is not None:
+            self._by_node[node][name] = replace(self._by_node[node][name], evictable=False)
+
+    def unmark(self, record: Candidate) -> None:
+        """Undo `mark_leaving` (the eviction was not written): `record` is filed again if its project still is."""
+        node = self._node_of.get(record.name)
+        if node is not None and self._by_node[node].get(record.name) is not None:
+            self._by_node[node][record.name] = record
+
+    def handler(self) -> EventHandler[v1.Project]:
+        """The informer handler that keeps this index (register it before the scheduler's own)."""
+        return EventHandler(
+            self.observe,
+            lambda old, new: self.observe(new),
+            lambda project: self.forget(project.metadata.name),
+            name="scheduler-preemption-index",
+        )
+
+    def leaving_below(self, node: str, priority: int) -> list[str]:
+        """Projects of priority below `priority` on their way off `node` (evicted, moving, terminating), sorted."""
+        return sorted(c.name for c in self._by_node.get(node, {}).values() if not c.evictable and c.priority < priority)
+
+
+def candidate_status(old: Candidate, project: v1.Project) -> Candidate:
+    """`old` (same node, same generation) with what the new status says about leaving; the spec is not re-read."""
+    now = evictable(project)
+    return old if old.evictable == now else replace(old, evictable=now)
+
+
+__all__ = ["BoundProjects", "Candidate", "EVICTABLE_PHASES", "candidate", "candidate_status", "evictable"]
