@@ -13,11 +13,10 @@ candidate is removed only when it is **safe**:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 
 from caravanserai import v1
-from caravanserai.controllers.autoscaler.simulation import fits, place
+from caravanserai.controllers.autoscaler.simulation import clone, fits, place
 from caravanserai.controllers.scheduler.filters import FilterContext
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
@@ -53,7 +52,7 @@ def fit_elsewhere(
         if target is None:
             return f"project {project.name} fits on no other node"
         if target.name not in copies:
-            target = copies[target.name] = copy.deepcopy(target)
+            target = copies[target.name] = clone(target)
         place(project, target)
     return None
 

@@ -7,7 +7,6 @@ Warning event `NotTriggerScaleUp` naming each group's reason, once per message.
 
 from __future__ import annotations
 
-import copy
 import random
 import secrets
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from caravanserai.controller import EventRecorder
 from caravanserai.controllers.autoscaler import expanders, groupstatus, simulation
 from caravanserai.controllers.autoscaler.providers import ProviderError, Providers
 from caravanserai.controllers.autoscaler.settings import GroupSettings, settings_of, template_node
+from caravanserai.controllers.autoscaler.simulation import clone
 from caravanserai.controllers.autoscaler.snapshot import Cluster, infos
 from caravanserai.controllers.scheduler.filters import FilterContext
 from caravanserai.controllers.scheduler.snapshot import NodeInfo
@@ -55,7 +55,7 @@ def upcoming(
     for name in cluster.group_nodes(group.metadata.name):
         created = seconds(cluster.node_objects[name].metadata.creation_timestamp)
         if now - created < grace:
-            found.append(copy.deepcopy(cluster.nodes[name]))
+            found.append(clone(cluster.nodes[name]))
     return found
 
 

@@ -17,6 +17,8 @@ Host ports count: projects packed on one simulated node never share a host port 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -50,6 +52,11 @@ class _Packing:
 def fits(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> bool:
     """Whether the scheduler's filters accept `node` for `project`."""
     return first_rejection(project, node, ctx) is None
+
+
+def clone(node: NodeInfo) -> NodeInfo:
+    """A copy of `node` whose requests and host ports can be added to without touching the original."""
+    return dataclasses.replace(node, requested=dict(node.requested), ports=copy.deepcopy(node.ports))
 
 
 def place(project: ProjectInfo, node: NodeInfo) -> None:
@@ -164,6 +171,7 @@ __all__ = [
     "GroupOption",
     "OPEN_NODES",
     "absorb",
+    "clone",
     "fits",
     "infeasible",
     "options",
