@@ -1,8 +1,8 @@
 """Which node of a group may be given back, as pure functions.
 
 A node is a candidate when its group may shrink (more registered nodes than `min`, scale-down not disabled, no
-removal already under way) and its **utilisation** — the larger of requested cpu and memory over allocatable
-(all its resources when it declares neither) — stayed under the group's threshold for the idle time. A
+removal already under way) and its **utilisation** — the largest share requested of any resource it offers (cpu, memory, extended
+resources) — stayed under the group's threshold for the idle time. A
 candidate is removed only when it is **safe**:
 
 * Ready and not cordoned by anyone (a cordoned node is an admin's business);
@@ -23,9 +23,9 @@ from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 
 
 def utilization(node: NodeInfo) -> float:
-    """The larger of requested over allocatable for cpu and memory (every resource when it declares neither)."""
-    names = {CPU, MEMORY} & set(node.allocatable) or set(node.allocatable)
-    shares = [node.requested.get(n, 0) / node.allocatable[n] for n in names if node.allocatable[n] > 0]
+    """The largest share requested of any resource the node offers (cpu, memory, extended resources: a node whose
+    gpus are all taken is busy however little cpu its projects ask for)."""
+    shares = [node.requested.get(n, 0) / have for n, have in node.allocatable.items() if have > 0]
     return max(shares, default=0.0)
 
 

@@ -50,12 +50,17 @@ def upcoming(
     group: v1.NodeGroup, settings: GroupSettings, cluster: Cluster, *, grace: float, now: float
 ) -> list[NodeInfo]:
     """Nodes of the group on their way: asked for (empty template nodes), or registered less than `grace` seconds
-    ago (as they are now: the scheduler may not have used them yet)."""
+    ago (with what is bound there now, counted Ready: the scheduler may not have used them yet)."""
     found = [template_node(settings, p.name, now=now) for p in group.status.provisioning if p.name not in cluster.nodes]
     for name in cluster.group_nodes(group.metadata.name):
         created = seconds(cluster.node_objects[name].metadata.creation_timestamp)
         if now - created < grace:
-            found.append(clone(cluster.nodes[name]))
+            young = clone(cluster.nodes[name])
+            young.renew_time = now  # as the template: its first heartbeat may not have arrived yet
+            young.unschedulable = False
+            if not young.allocatable:  # registered, its resources not reported yet: the template's
+                young.allocatable = dict(settings.allocatable)
+            found.append(young)
     return found
 
 

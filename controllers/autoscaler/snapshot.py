@@ -32,11 +32,14 @@ class Cluster:
     node_objects: dict[str, v1.Node] = field(default_factory=dict)
     bound: dict[str, list[v1.Project]] = field(default_factory=dict)
     unschedulable: list[v1.Project] = field(default_factory=list)
+    joined: dict[str, str] = field(default_factory=dict)  # node → group: asked for, registered, being labelled
 
     def group_nodes(self, group: str) -> list[str]:
-        """Names of the registered nodes that carry `group`'s label, sorted."""
+        """Names of the registered nodes of `group` (carrying its label, or joined this pass), sorted."""
         return sorted(
-            n for n, obj in self.node_objects.items() if obj.metadata.labels.get(v1.LABEL_NODE_GROUP) == group
+            n
+            for n, obj in self.node_objects.items()
+            if obj.metadata.labels.get(v1.LABEL_NODE_GROUP, self.joined.get(n)) == group
         )
 
 

@@ -118,7 +118,7 @@ def test_least_waste_prefers_the_template_the_projects_fill() -> None:
 
 def test_utilization_and_fit_elsewhere() -> None:
     node = NodeInfo("n", allocatable={"cpu": 4000, "memory": 8 * GI}, requested={"cpu": 1000, "memory": 6 * GI})
-    assert utilization(node) == 0.75
+    assert utilization(node) == 0.75  # memory, the larger share
     other = NodeInfo("o", allocatable={"cpu": 4000, "memory": 8 * GI}, requested={"cpu": 3500}, renew_time=CTX.now)
     assert fit_elsewhere([proj("p", cpu=500, memory=0)], "n", {"n": node, "o": other}, CTX) is None
     assert (
@@ -146,7 +146,7 @@ def test_safe_to_evict_false_keeps_the_node() -> None:
         (lambda g: setattr(g.spec.scale_down, "utilization_threshold", 1.5), "spec.scaleDown.utilizationThreshold"),
         (lambda g: setattr(g.spec.scale_down, "idle_time", "soon"), "spec.scaleDown.idleTime"),
         (lambda g: setattr(g.spec.provider.exec, "timeout", "-1s"), "spec.provider.exec.timeout"),
-        (lambda g: g.spec.template.allocatable.update({"cpu": "lots"}), "spec.template.allocatable[cpu]"),
+        (lambda g: g.spec.template.allocatable.update({"cpu": "lots"}), 'spec.template.allocatable["cpu"]'),
         (lambda g: g.spec.template.taints.add(key="k", effect="Sometimes"), "spec.template.taints[0].effect"),
         (lambda g: g.spec.template.labels.update({v1.LABEL_NODE_GROUP: "other"}), "spec.template.labels"),
     ],
