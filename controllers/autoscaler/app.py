@@ -30,7 +30,7 @@ _DEFAULTS = AutoscalerConfig()
 
 @dataclass(frozen=True, slots=True)
 class AutoscalerOptions:
-    config: AutoscalerConfig = AutoscalerConfig()  # noqa: RUF009  # frozen, safe to share
+    config: AutoscalerConfig = AutoscalerConfig()
     identity: str = ""
     seed: int | None = None
 

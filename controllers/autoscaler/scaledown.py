@@ -1,9 +1,9 @@
 """Which node of a group may be given back, as pure functions.
 
 A node is a candidate when its group may shrink (more registered nodes than `min`, scale-down not disabled, no
-removal already under way) and its **utilisation** — the largest share requested of any resource it offers (cpu, memory, extended
-resources) — stayed under the group's threshold for the idle time. A
-candidate is removed only when it is **safe**:
+removal already under way) and its **utilisation** — the largest share requested of any resource it offers (cpu,
+memory, extended resources) — stayed under the group's threshold for the idle time. A candidate is removed only
+when it is **safe**:
 
 * Ready and not cordoned by anyone (a cordoned node is an admin's business);
 * no bound project carries `caravanserai.io/safe-to-evict: "false"`, and none is being deleted or moved;
