@@ -49,7 +49,7 @@ class Bookkeeper:
         settings = settings_of(group)
         joined = [p.name for p in group.status.provisioning if p.name in cluster.nodes]
         for name in joined:
-            cluster.joined[name] = group.metadata.name
+            cluster.join(name, group.metadata.name)
             await self._label(cluster.node_objects[name], settings)
         group = await self._act_on_recorded(group, cluster)
         group = await self._time_out(group, cluster, settings, ctx.now)

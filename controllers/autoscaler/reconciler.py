@@ -28,7 +28,7 @@ from caravanserai.controllers.autoscaler.expanders import LEAST_WASTE
 from caravanserai.controllers.autoscaler.providers import Providers
 from caravanserai.controllers.autoscaler.removal import ScaleDown
 from caravanserai.controllers.autoscaler.scaleup import ScaleUp
-from caravanserai.controllers.autoscaler.snapshot import build
+from caravanserai.controllers.autoscaler.snapshot import Requests, build
 from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext
 from caravanserai.informer import CacheReader
 from caravanserai.project.lifecycle import DEFAULT_HANDOFF
@@ -89,6 +89,7 @@ class AutoscalerReconciler:
         )
         self._down = ScaleDown(client, self.providers, recorder, config.handoff_timeout)
         self._on_pass = on_pass
+        self._requests = Requests()
         self.passes = 0
 
     async def reconcile(self, key: str) -> Result:
@@ -96,7 +97,9 @@ class AutoscalerReconciler:
         ctx = FilterContext(now=self._clock.now(), heartbeat_timeout=self._config.heartbeat_timeout)
         caches = self._caches
         groups = sorted(caches.groups.list(), key=lambda g: g.metadata.name)
-        cluster = build(caches.nodes.list(), caches.leases.list(), caches.projects.list())
+        projects = caches.projects.list()
+        cluster = build(caches.nodes.list(), caches.leases.list(), projects, self._requests)
+        self._requests.forget_others({p.metadata.name for p in projects})
         current = [await self._book.run(group, cluster, ctx) for group in groups]
         grown = await self._up.run(current, cluster, ctx)
         for group in current:

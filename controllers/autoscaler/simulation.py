@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from caravanserai.controllers.autoscaler.settings import GroupSettings, template_node
-from caravanserai.controllers.scheduler.filters import FilterContext, first_rejection
+from caravanserai.controllers.scheduler.filters import FilterContext, FilterFunc, checks_for, first_rejection
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY, add_into
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 
-OPEN_NODES = 8
+OPEN_NODES = 4
 """How many of the most recently opened simulated nodes a project is tried on before a new one is opened."""
 
 
@@ -49,9 +49,12 @@ class _Packing:
     placed: list[str] = field(default_factory=list)
 
 
-def fits(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> bool:
-    """Whether the scheduler's filters accept `node` for `project`."""
-    return first_rejection(project, node, ctx) is None
+def fits(
+    project: ProjectInfo, node: NodeInfo, ctx: FilterContext, checks: tuple[FilterFunc, ...] | None = None
+) -> bool:
+    """Whether the scheduler's filters accept `node` for `project`. `checks`: the filters that can refuse some
+    node for it (`filters.checks_for`, the scheduler's own shortcut), when the caller has them already."""
+    return all(check(project, node, ctx) is None for check in (checks or checks_for(project)))
 
 
 def clone(node: NodeInfo) -> NodeInfo:
@@ -70,23 +73,35 @@ def _size(project: ProjectInfo) -> tuple[int, int, str]:
     return (-project.requests.get(CPU, 0), -project.requests.get(MEMORY, 0), project.name)
 
 
+def _constrained_first(project: ProjectInfo) -> tuple[bool, tuple[int, int, str]]:
+    """Projects that only some nodes take (a node selector, tolerations) claim upcoming room before the others."""
+    return (not (project.node_selector or project.tolerations), _size(project))
+
+
 def absorb(projects: Sequence[ProjectInfo], upcoming: Sequence[NodeInfo], ctx: FilterContext) -> set[str]:
-    """The projects that fit on the `upcoming` nodes (filled in place, biggest projects first)."""
+    """The projects that fit on the `upcoming` nodes (filled in place: constrained projects first, then by size, so
+    that a node asked for pinned projects is not taken by projects that fit anywhere)."""
     absorbed: set[str] = set()
     if not upcoming:
         return absorbed
-    for project in sorted(projects, key=_size):
-        node = next((n for n in upcoming if fits(project, n, ctx)), None)
+    smallest = {name: min(p.requests.get(name, 0) for p in projects) for name in (CPU, MEMORY)}
+    room = list(upcoming)  # nodes that may still take a project (a full one is dropped: fewer checks)
+    for project in sorted(projects, key=_constrained_first):
+        checks = checks_for(project)
+        node = next((n for n in room if fits(project, n, ctx, checks)), None)
         if node is not None:
             place(project, node)
             absorbed.add(project.name)
+            if any(name in node.allocatable and node.free(name) < least for name, least in smallest.items()):
+                room.remove(node)
     return absorbed
 
 
 def _pack(projects: Sequence[ProjectInfo], group: GroupSettings, room: int, ctx: FilterContext) -> _Packing:
     packing = _Packing()
     for project in projects:
-        node = next((n for n in packing.nodes[-OPEN_NODES:] if fits(project, n, ctx)), None)
+        checks = checks_for(project)
+        node = next((n for n in packing.nodes[-OPEN_NODES:] if fits(project, n, ctx, checks)), None)
         if node is None:
             if len(packing.nodes) >= room:
                 continue
