@@ -26,7 +26,7 @@ spec:
 """
 
 
-async def test_apply_get_describe_delete(cli: Caractrl, client: Client, tmp_path: Path) -> None:  # noqa: F811
+async def test_apply_get_describe_delete(cli: Caractrl, client: Client, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(MANIFEST.replace("minSize: 0", "minSize: 5"))
     refused = await cli("apply", "-f", str(bad))

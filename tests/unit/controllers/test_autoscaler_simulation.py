@@ -8,13 +8,16 @@ import random
 import pytest
 
 from caravanserai import meta, v1
+from caravanserai.apiserver.auth import Authorizer
+from caravanserai.apiserver.kinds import builtin_kinds
 from caravanserai.apiserver.kinds import nodegroup as rules
 from caravanserai.controllers.autoscaler import expanders, simulation
 from caravanserai.controllers.autoscaler.scaledown import fit_elsewhere, not_evictable, utilization
 from caravanserai.controllers.autoscaler.settings import settings_of, template_node
 from caravanserai.controllers.scheduler.filters import FilterContext
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, TolerationInfo
-from caravanserai.errors import Invalid
+from caravanserai.errors import Forbidden, Invalid
+from caravanserai.process.identity import Identity
 
 CTX = FilterContext(now=1000.0)
 GI = 1024**3
@@ -158,3 +161,26 @@ def test_validation_names_the_field(change, field) -> None:  # type: ignore[no-u
     with pytest.raises(Invalid) as raised:
         rules.STRATEGY.validate(g)
     assert field in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("user", "verb", "allowed"),
+    [
+        ("admin", "create", True),
+        ("controller:autoscaler", "update_status", True),
+        ("controller:autoscaler", "update", False),
+        ("controller:autoscaler", "create", False),
+        ("viewer", "get", True),
+        ("viewer", "update_status", False),
+        ("node:n1", "get", False),
+    ],
+)
+def test_who_may_write_node_groups(user: str, verb: str, allowed: bool) -> None:
+    authz = Authorizer(builtin_kinds())
+    who = Identity(user, frozenset({"admin"}) if user == "admin" else frozenset())
+    try:
+        authz.check(who, verb, "nodegroups", name="g", obj=group("g"))
+    except Forbidden:
+        assert not allowed
+    else:
+        assert allowed
