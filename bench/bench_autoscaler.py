@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import random
 import sys
 import time
@@ -34,6 +33,7 @@ from caravanserai.controllers.autoscaler import app as autoscaler_app
 from caravanserai.controllers.autoscaler.providers import ProviderNode, Providers
 from caravanserai.controllers.autoscaler.reconciler import KEY, AutoscalerReconciler, Caches
 from caravanserai.controllers.scheduler import app as scheduler_app
+from caravanserai.process.logging import configure_logging
 from caravanserai.project.lifecycle import REASON_UNSCHEDULABLE
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.builders import lease, node, node_status, project
@@ -184,7 +184,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    logging.disable(logging.WARNING)
+    configure_logging("error")  # structured logs to stderr: stdout carries the JSON only
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--passes", type=int, default=20)
     parser.add_argument("--samples", type=int, default=5)
