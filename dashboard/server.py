@@ -175,9 +175,10 @@ class Dashboard:
         return self.state.clock.now()
 
     async def cluster(self, _request: web.Request) -> web.Response:
-        now = await self._synced("nodes", "leases", "projects")
+        now = await self._synced("nodes", "leases", "projects", "nodegroups")
         s = self.state
-        return _json(views.cluster_view(s.objects("nodes"), s.objects("leases"), s.objects("projects"), now))
+        objects = s.objects("nodes"), s.objects("leases"), s.objects("projects")
+        return _json(views.cluster_view(*objects, now, groups=s.objects("nodegroups")))
 
     async def projects(self, request: web.Request) -> web.Response:
         now = await self._synced("projects")

@@ -61,10 +61,42 @@ def node_view(node: v1.Node, lease: v1.Lease | None, bound: Sequence[v1.Project]
     }
 
 
+def _decision(decision: v1.ScalingDecision, now: float) -> Json | None:
+    if not decision.HasField("time"):
+        return None
+    return {
+        "from": decision.from_size,
+        "to": decision.to_size,
+        "reason": decision.reason,
+        "age": _age(decision.time, now),
+    }
+
+
+def group_view(group: v1.NodeGroup, now: float) -> Json:
+    """One node group of the cluster page: sizes and the autoscaler's last decisions."""
+    status = group.status
+    return {
+        "name": group.metadata.name,
+        "min": group.spec.min_size,
+        "max": group.spec.max_size,
+        "desired": status.desired,
+        "current": status.current,
+        "provisioning": [p.name for p in status.provisioning],
+        "removing": status.removing.node if status.HasField("removing") else "",
+        "lastScaleUp": _decision(status.last_scale_up, now),
+        "lastScaleDown": _decision(status.last_scale_down, now),
+    }
+
+
 def cluster_view(
-    nodes: Iterable[v1.Node], leases: Iterable[v1.Lease], projects: Iterable[v1.Project], now: float
+    nodes: Iterable[v1.Node],
+    leases: Iterable[v1.Lease],
+    projects: Iterable[v1.Project],
+    now: float,
+    groups: Iterable[v1.NodeGroup] = (),
 ) -> Json:
-    """The cluster page: every node (by name) with what is bound to it, and the phase counts of all projects."""
+    """The cluster page: every node (by name) with what is bound to it, the phase counts of all projects, and the
+    node groups with the autoscaler's decisions."""
     by_node: dict[str, list[v1.Project]] = {}
     phases: dict[str, int] = {}
     for project in projects:
@@ -76,7 +108,8 @@ def cluster_view(
         node_view(node, lease_of.get(node.metadata.name), by_node.get(node.metadata.name, []), now)
         for node in sorted(nodes, key=lambda n: n.metadata.name)
     ]
-    return {"nodes": rows, "phases": phases, "now": now}
+    views = [group_view(g, now) for g in sorted(groups, key=lambda g: g.metadata.name)]
+    return {"nodes": rows, "phases": phases, "groups": views, "now": now}
 
 
 def pending_reason(project: v1.Project) -> Json | None:
@@ -307,6 +340,7 @@ def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
 
 __all__ = [
     "cluster_view",
+    "group_view",
     "event_row",
     "events_view",
     "json_path",

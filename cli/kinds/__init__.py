@@ -23,6 +23,7 @@ from caravanserai.cli.kinds import (
     event,
     lease,
     node,
+    nodegroup,
     project,
     secret,
 )
@@ -42,6 +43,7 @@ VIEWS: dict[str, KindView] = {
         config.VIEW,
         backuprepository.VIEW,
         admissionpolicy.VIEW,
+        nodegroup.VIEW,
     )
 }
 """The built-in kinds' views, by plural."""

@@ -88,7 +88,7 @@ function table(headers, rows, id) {
 // ---- pages ---------------------------------------------------------------------------------------------------
 
 const pages = {
-  cluster: { resources: ["nodes", "leases", "projects"], render: renderCluster },
+  cluster: { resources: ["nodes", "leases", "projects", "nodegroups"], render: renderCluster },
   projects: { resources: ["projects"], render: renderProjects },
   project: { resources: ["projects", "events", "nodes"], render: renderProject },
   events: { resources: ["events"], render: renderEvents },
@@ -131,7 +131,13 @@ async function renderCluster() {
         node.projects.map((p, i) => [i ? ", " : "", el("a", { href: "#/project/" + encodeURIComponent(p), text: p })])),
       buttons);
   });
-  return [el("h1", { text: "Cluster" }), el("div", { class: "summary" }, counts),
+  const decision = (d) => d ? `${d.from} → ${d.to} (${age(d.age)} ago): ${d.reason}` : "—";
+  const groups = data.groups.length ? [el("h2", { text: "Node groups" }), table(
+    ["Group", "Min", "Max", "Desired", "Current", "Last scale-up", "Last scale-down"],
+    data.groups.map((g) => el("tr", { "data-name": g.name },
+      [g.name, g.min, g.max, g.desired, g.current, decision(g.lastScaleUp), decision(g.lastScaleDown)]
+        .map((v) => el("td", { text: String(v) })))), "groups")] : [];
+  return [el("h1", { text: "Cluster" }), el("div", { class: "summary" }, counts), groups,
     data.nodes.length ? el("div", { class: "nodes", id: "nodes" }, nodes) : el("p", { class: "muted", text: "No node has joined yet." })];
 }
 

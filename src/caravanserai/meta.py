@@ -137,6 +137,7 @@ KINDS: dict[str, Kind] = {
             "admission_policy",
             ("admissionpolicy", "ap"),
         ),
+        Kind("NodeGroup", "nodegroups", v1.NodeGroup, "node_group", ("nodegroup", "ng")),
     )
 }
 """The built-in kinds, by plural."""

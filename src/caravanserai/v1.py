@@ -20,6 +20,26 @@ from caravanserai.api.v1.api_pb2 import (
     WatchEvent,
     WatchRequest,
 )
+from caravanserai.api.v1.autoscaling_pb2 import (
+    DeleteNodesRequest,
+    DeleteNodesResponse,
+    ExecProvider,
+    GrpcProvider,
+    IncreaseSizeRequest,
+    IncreaseSizeResponse,
+    ListNodesRequest,
+    ListNodesResponse,
+    NodeGroup,
+    NodeGroupProvider,
+    NodeGroupSpec,
+    NodeGroupStatus,
+    NodeRemoval,
+    NodeTemplate,
+    ProviderNode,
+    ProvisioningNode,
+    ScaleDown,
+    ScalingDecision,
+)
 from caravanserai.api.v1.backups_pb2 import BackupRepository, BackupRepositorySpec, BackupRepositoryStatus
 from caravanserai.api.v1.configdata_pb2 import Config, ConfigSpec, ConfigStatus, Secret, SecretSpec, SecretStatus
 from caravanserai.api.v1.definitions_pb2 import (
@@ -147,6 +167,11 @@ TRUE = "True"
 FALSE = "False"
 UNKNOWN = "Unknown"
 
+# Node groups (cara-autoscaler): the label every node of a group carries (value: the group's name), and the
+# annotation by which a project keeps its node from being removed ("false": never moved by a scale-down).
+LABEL_NODE_GROUP = "caravanserai.io/nodegroup"
+ANNOTATION_SAFE_TO_EVICT = "caravanserai.io/safe-to-evict"
+
 # Secret types.
 SECRET_OPAQUE = "Opaque"
 SECRET_REGISTRY_AUTH = "RegistryAuth"
@@ -189,6 +214,7 @@ BOOKMARK = "BOOKMARK"
 
 __all__ = [
     "ADDED",
+    "ANNOTATION_SAFE_TO_EVICT",
     "API_VERSION",
     "BOOKMARK",
     "BOUND_PHASES",
@@ -244,6 +270,7 @@ __all__ = [
     "Logging",
     "LogsRequest",
     "MODIFIED",
+    "LABEL_NODE_GROUP",
     "NETWORK_MODES",
     "NETWORK_MODE_HOST",
     "NETWORK_MODE_PROJECT",
@@ -293,6 +320,24 @@ __all__ = [
     "AdmissionPolicy",
     "AdmissionPolicySpec",
     "AdmissionPolicyStatus",
+    "DeleteNodesRequest",
+    "DeleteNodesResponse",
+    "ExecProvider",
+    "GrpcProvider",
+    "IncreaseSizeRequest",
+    "IncreaseSizeResponse",
+    "ListNodesRequest",
+    "ListNodesResponse",
+    "NodeGroup",
+    "NodeGroupProvider",
+    "NodeGroupSpec",
+    "NodeGroupStatus",
+    "NodeRemoval",
+    "NodeTemplate",
+    "ProviderNode",
+    "ProvisioningNode",
+    "ScaleDown",
+    "ScalingDecision",
     "ConversionHook",
     "DefinitionVersion",
     "Project",

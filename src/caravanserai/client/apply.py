@@ -47,6 +47,7 @@ APPLICABLE = (
     "admissionpolicies",
     "backuprepositories",
     "configs",
+    "nodegroups",
     "nodes",
     "projects",
     "resourcedefinitions",

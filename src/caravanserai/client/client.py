@@ -126,6 +126,7 @@ class Client:
         self.configs: ResourceClient[v1.Config] = ResourceClient(self, "configs")
         self.backuprepositories: ResourceClient[v1.BackupRepository] = ResourceClient(self, "backuprepositories")
         self.admissionpolicies: ResourceClient[v1.AdmissionPolicy] = ResourceClient(self, "admissionpolicies")
+        self.nodegroups: ResourceClient[v1.NodeGroup] = ResourceClient(self, "nodegroups")
 
     @overload
     def resource(self, kind: str) -> ResourceClient[Any]: ...

@@ -86,6 +86,7 @@ class FakeClient:
         self.admissionpolicies: FakeResourceClient[v1.AdmissionPolicy] = FakeResourceClient(
             self, meta.kind_for("admissionpolicies")
         )
+        self.nodegroups: FakeResourceClient[v1.NodeGroup] = FakeResourceClient(self, meta.kind_for("nodegroups"))
 
     @overload
     def resource(self, kind: str) -> FakeResourceClient[Any]: ...

@@ -170,3 +170,26 @@ def test_page_files_are_package_data() -> None:
     pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())
     assert "static/*" in pyproject["tool"]["setuptools"]["package-data"]["caravanserai.dashboard"]
     assert {p.name for p in STATIC.iterdir()} >= {"index.html", "app.js", "style.css"}
+
+
+def test_cluster_view_shows_node_groups_and_their_decisions() -> None:
+    group = meta.with_type_meta(v1.NodeGroup())
+    group.metadata.name = "gpu"
+    group.spec.max_size = 3
+    group.status.desired, group.status.current = 2, 1
+    group.status.provisioning.add(name="gpu-x1")
+    group.status.last_scale_up.CopyFrom(
+        v1.ScalingDecision(
+            time=timestamp(100.0), from_size=1, to_size=2, reason="1 Pending project(s) fit on 1 new node(s): a"
+        )
+    )
+    view = views.cluster_view([], [], [], 160.0, groups=[group])
+    (shown,) = view["groups"]
+    assert shown["desired"] == 2 and shown["current"] == 1 and shown["provisioning"] == ["gpu-x1"]
+    assert shown["lastScaleUp"] == {
+        "from": 1,
+        "to": 2,
+        "reason": "1 Pending project(s) fit on 1 new node(s): a",
+        "age": 60.0,
+    }
+    assert shown["lastScaleDown"] is None

@@ -14,6 +14,7 @@ import pytest
 
 from caravanserai.agent.__main__ import parser as agent_parser
 from caravanserai.apiserver.__main__ import _parser as apiserver_parser
+from caravanserai.controllers.autoscaler.__main__ import parser as autoscaler_parser
 from caravanserai.controllers.manager import parser as manager_parser
 
 UNITS = Path(__file__).resolve().parents[3] / "deploy" / "systemd"
@@ -21,6 +22,7 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "cara-apiserver": apiserver_parser,
     "cara-controller-manager": manager_parser,
     "cara-agent": agent_parser,
+    "cara-autoscaler": autoscaler_parser,
 }
 
 
