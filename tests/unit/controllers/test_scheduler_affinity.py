@@ -197,11 +197,11 @@ def test_spread_do_not_schedule_keeps_skew_within_max_skew(
     index = indexed(*((f"web-{i}", zone_node[z], {"app": "web"}) for i, z in enumerate(placed_zones)), nodes=NODES)
     ctx = FilterContext(now=NOW, topology=index)
     p = project(labels={"app": "web"}, spread=(SpreadConstraint(max_skew, ZONE_KEY, DO_NOT_SCHEDULE, WEB),))
-    check = prepare_spread(p, ctx)
-    assert check is not None
-    passed = {n.name for n in NODES if check(p, n, ctx) is None}
-    assert passed == allowed
-    refused = [check(p, n, ctx) for n in NODES if n.name not in allowed]
+    check = prepare_spread(p, ctx)  # None when it refuses no domain
+    verdicts = {n.name: None if check is None else check(p, n, ctx) for n in NODES}
+    assert {name for name, verdict in verdicts.items() if verdict is None} == allowed
+    assert (check is None) == (allowed == {n.name for n in NODES})
+    refused = [verdict for name, verdict in verdicts.items() if name not in allowed]
     assert all(r is not None and r.reason == f"node(s) would exceed maxSkew {max_skew} in zone" for r in refused)
     missing = topology_labels_present(p, node("nozone"), ctx)
     assert missing is not None and missing.infeasible
