@@ -294,3 +294,23 @@ def test_the_cluster_state_files_bound_and_assumed_projects() -> None:
     state.forget_project(moved)
     assert state.topology.domain_counts(term) == {} and len(state.topology) == 0
     assert placement_of(bound.spec).anti_required == (term,)
+
+
+def test_domain_filters_run_first_yet_a_failure_is_counted_in_filter_order() -> None:
+    # Zone a is full and over the skew; zone b is over the skew only. The search refuses by domain first, but the
+    # Unschedulable message counts the node of zone a under resources, as the filter order says.
+    index = TopologyIndex()
+    full = NodeInfo("a1", labels={ZONE_KEY: "a"}, allocatable={"cpu": 1000}, requested={"cpu": 1000}, renew_time=NOW)
+    nodes = [full, node("b1", "b"), node("c1", "c")]
+    for n in nodes:
+        index.set_node(n.name, n.labels)
+    for i, on in enumerate(("a1", "a1", "b1", "b1")):
+        index.place(f"web-{i}", Placed(on, {"app": "web"}))
+    p = project(labels={"app": "web"}, spread=(SpreadConstraint(1, ZONE_KEY, DO_NOT_SCHEDULE, WEB),))
+    p = ProjectInfo(p.name, requests={"cpu": 500}, labels=p.labels, placement=p.placement)
+    decision = schedule(p, nodes[:2], FilterContext(now=NOW, topology=index))
+    assert decision.node is None and decision.diagnosis is not None
+    assert decision.diagnosis.message() == (
+        "0/2 nodes are available: 1 insufficient cpu, 1 node(s) would exceed maxSkew 1 in zone."
+    )
+    assert schedule(p, nodes, FilterContext(now=NOW, topology=index)).node == "c1"
