@@ -90,16 +90,18 @@ def prepare_topology_labels(project: ProjectInfo, ctx: FilterContext) -> FilterF
 
 
 def prepare_affinity(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
-    """Required project affinity: every term has a matching placed project in the node's domain. A term no placed
-    project matches, whose selector matches the project itself, accepts any node with the topology label (the
-    first of a group goes anywhere, as in Kubernetes)."""
-    wanted: list[tuple[str, Collection[str] | None]] = []
-    for term in project.placement.affinity_required:
-        counts = ctx.topology.domain_counts(term)
-        first = not counts and term.selector.matches(project.labels)
-        wanted.append((term.topology_key, None if first else counts.keys()))
-    if not wanted:
+    """Required project affinity: every term has a matching placed project in the node's domain, and the node has
+    every term's topology label. The first of a group goes anywhere those labels are (as in Kubernetes): when no
+    placed project matches any of the terms and the project matches every term's selector itself, only the
+    labels are asked for."""
+    terms = project.placement.affinity_required
+    if not terms:
         return None
+    counted = [(term.topology_key, ctx.topology.domain_counts(term)) for term in terms]
+    first = not any(counts for _, counts in counted) and all(t.selector.matches(project.labels) for t in terms)
+    wanted: list[tuple[str, Collection[str] | None]] = [
+        (key, None if first else counts.keys()) for key, counts in counted
+    ]
 
     def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
         labels = node.labels

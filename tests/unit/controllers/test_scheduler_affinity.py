@@ -177,6 +177,14 @@ def test_required_affinity_needs_a_match_in_the_domain_except_for_the_first_of_a
     first_check = prepare_affinity(first, ctx)
     assert first_check is not None and first_check(first, NODES[0], ctx) is None
     assert first_check(first, node("nozone"), ctx) is not None  # still needs the topology label
+    # Kubernetes' rule is for all terms at once: with the cache term matched somewhere, the db term (no db placed
+    # yet) is required as written, so no node qualifies; without the cache term, the first db goes anywhere.
+    both = project(
+        labels={"app": "db"},
+        affinity_required=(ProjectTerm(APP_DB, ZONE_KEY), ProjectTerm(ProjectSelector((("app", "cache"),)), ZONE_KEY)),
+    )
+    both_check = prepare_affinity(both, ctx)
+    assert both_check is not None and all(both_check(both, n, ctx) is not None for n in NODES)
 
 
 @pytest.mark.parametrize(
