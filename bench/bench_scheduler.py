@@ -45,7 +45,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
+from benchlib import free_port, goal, pending_timeout, process_cpu, start_apiserver, stop, wait_serving
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -255,9 +255,10 @@ async def measure_pending(
     opts: argparse.Namespace,
     *,
     create: Callable[[list[str]], Awaitable[Any]] | None = None,
+    timeout: float | None = None,
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     """`--projects` Pending projects (made by `create`, default plain ones), then the scheduler started: (its
-    process, the figures)."""
+    process, the figures). They must all be bound within `timeout` seconds (default `pending_timeout`)."""
     names = [f"pending-{i:05d}" for i in range(opts.projects)]
     if create is None:
         await create_projects(client, names, random.Random(opts.projects), workers=32, rate=None)
@@ -267,7 +268,7 @@ async def measure_pending(
     started = time.perf_counter()
     scheduler = start_scheduler()
     try:
-        await watch.wait_all(names, 300)
+        await watch.wait_all(names, pending_timeout(len(names)) if timeout is None else timeout)
     except BaseException:
         stop(scheduler)  # the caller never gets it: stop it here
         raise

@@ -18,6 +18,13 @@ last); create→bound percentiles of `--paced` projects created at `--rate`/s af
 back from the API (not from the scheduler): nodes overcommitted, required anti-affinity terms violated (two
 projects of one `solo` group on one node) and spread constraints violated (a `tier` group whose most and least
 loaded zones differ by more than 1).
+
+Also measured, in this process and on CPU time (so that a shared, loaded machine blurs it less): decisions per
+second of the scheduler's own code (`ClusterState`, `schedule`, the explanation, `assume`) over the same
+`--nodes`, for `--in-process` projects with these rules and for as many plain ones, and their ratio.
+
+The pending phase must bind everything within `--pending-timeout` seconds (default: 300, or more for more
+projects: at least 25 binds/s is asked of a run before it is called failed rather than slow).
 """
 
 from __future__ import annotations
@@ -48,6 +55,11 @@ from benchlib import free_port, goal, start_apiserver, stop, wait_serving
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.clock import timestamp
+from caravanserai.controllers.scheduler import explain
+from caravanserai.controllers.scheduler.algorithm import Policy, schedule
+from caravanserai.controllers.scheduler.cache import ClusterState
+from caravanserai.controllers.scheduler.filters import FilterContext
+from caravanserai.controllers.scheduler.snapshot import project_info
 from caravanserai.project.affinity import HOSTNAME_KEY, ZONE_KEY
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import lease, node, node_status, project
@@ -112,6 +124,48 @@ async def create_ruled(
     return sent
 
 
+def decisions_per_cpu_second(nodes: int, projects: list[v1.Project]) -> float:
+    """Decisions per CPU second of the scheduler's code placing `projects` one by one on `nodes` fresh zoned
+    nodes (decide, explain, assume: what the reconciler does per binding, without the writes)."""
+    state, now = ClusterState(), time.time()
+    for i in range(nodes):
+        name = f"node-{i:05d}"
+        state.upsert_node(node_status(node(name, labels={ZONE_KEY: f"zone-{i % ZONES}"}), cpu="4", memory="8Gi"))
+        fresh = lease(name)
+        fresh.spec.renew_time.CopyFrom(timestamp(now))
+        state.set_lease(fresh)
+    policy, ctx = Policy(), FilterContext(now=now, topology=state.topology)
+    started = time.process_time()
+    for obj in projects:
+        info = project_info(obj, state.image_sizes)
+        listed = state.nodes()
+        decision = schedule(info, listed, ctx, start=state.next_start, policy=policy)
+        state.next_start = (state.next_start + decision.visited) % len(listed)
+        if decision.node is not None:
+            explain.placement_scores(info, decision, state.node, policy=policy, topology=state.topology)
+            state.assume(info, decision.node)
+    return len(projects) / (time.process_time() - started)
+
+
+def in_process(nodes: int, count: int) -> dict[str, float]:
+    """Decisions per CPU second with the rules and without (plain projects of the same sizes), and the ratio."""
+    rng = random.Random(0)
+    ruled = [ruled_project(f"p-{i:05d}", i, rng) for i in range(count)]
+    rng = random.Random(0)
+    plain = [
+        project(f"p-{i:05d}", requests=dict(zip(("cpu", "memory"), rng.choice(SIZES), strict=True)),
+                labels={"app": f"g{i % 100}"})
+        for i in range(count)
+    ]  # fmt: skip
+    with_rules, without = decisions_per_cpu_second(nodes, ruled), decisions_per_cpu_second(nodes, plain)
+    return {
+        "projects": count,
+        "decisions_per_cpu_s_with_rules": round(with_rules, 1),
+        "decisions_per_cpu_s_plain": round(without, 1),
+        "ratio_with_rules_to_plain": round(with_rules / without, 2),
+    }
+
+
 async def violations(client: Client) -> dict[str, int]:
     """Required terms violated in the final state, read back from the API."""
     zone_of = {n.metadata.name: n.metadata.labels.get(ZONE_KEY, "") for n in (await client.nodes.list()).items}
@@ -156,7 +210,9 @@ async def scenario(endpoint: str, opts: argparse.Namespace) -> dict[str, Any]:
                 async def create_pending(names: list[str]) -> None:
                     await create_ruled(client, names, 0, workers=32, rate=None)
 
-                scheduler, pending = await measure_pending(client, watch, start_scheduler, opts, create=create_pending)
+                scheduler, pending = await measure_pending(
+                    client, watch, start_scheduler, opts, create=create_pending, timeout=opts.pending_timeout
+                )
                 paced = [f"paced-{i:05d}" for i in range(opts.paced)]
                 sent = await create_ruled(client, paced, opts.projects, workers=64, rate=opts.rate)
                 await watch.wait_all(paced, 120)
@@ -210,6 +266,8 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     async with EtcdServer() as etcd:
         run = await scenario(etcd.endpoint, opts)
+    if opts.in_process:
+        run["in_process"] = in_process(opts.nodes, opts.in_process)
     return {
         "benchmark": "scheduler_affinity",
         "cpus": os.cpu_count(),
@@ -225,6 +283,8 @@ if __name__ == "__main__":
     parser.add_argument("--projects", type=int, default=10_000, help="projects pending before the scheduler starts")
     parser.add_argument("--paced", type=int, default=400, help="projects created at --rate")
     parser.add_argument("--rate", type=float, default=50.0, help="creations per second of the paced phase")
+    parser.add_argument("--in-process", type=int, default=2000, help="projects of the in-process comparison (0: none)")
+    parser.add_argument("--pending-timeout", type=float, default=None, help="seconds the pending phase may take")
     parser.add_argument("--renew-cycle", type=float, default=60.0, help="seconds in which every Lease is renewed")
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))

@@ -89,4 +89,23 @@ async def wait_serving(address: str, proc: subprocess.Popen[bytes], *, attempts:
     raise TimeoutError("cara-apiserver did not answer")
 
 
-__all__ = ["free_port", "goal", "percentile", "process_cpu", "start_apiserver", "stop", "wait_serving"]
+MIN_PENDING_RATE = 25.0  # binds/s below which a pending phase is called failed rather than slow
+
+
+def pending_timeout(projects: int) -> float:
+    """Seconds a pending phase of `projects` may take: 300, or more when at least `MIN_PENDING_RATE` binds/s
+    would need it (a loaded machine is slow, not broken)."""
+    return max(300.0, projects / MIN_PENDING_RATE)
+
+
+__all__ = [
+    "MIN_PENDING_RATE",
+    "free_port",
+    "goal",
+    "pending_timeout",
+    "percentile",
+    "process_cpu",
+    "start_apiserver",
+    "stop",
+    "wait_serving",
+]

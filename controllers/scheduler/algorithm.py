@@ -11,6 +11,10 @@ Guarantees (kube-scheduler's `schedule_one`, in Python and over `NodeInfo` recor
 * **Only what can matter.** A filter that passes every node for the project (`Filter.needed`) is left out, the
   inter-project filters and scores look their counts up once (`Filter.prepare`, from `ctx.topology`), and the
   score's project-only arithmetic is done once (`scores.scorer`, equal to `total_score` for every node).
+* **Cheap refusals first.** The filters that decide by topology domain (`Filter.by_domain`) run before the
+  per-node ones (`filters.search_checks`): a node passes all of them in either order, so the chosen node, the
+  runner-up and the counts are the same; only when no node passes is the search run again in the order of
+  `policy.filters`, so that the `Diagnosis` counts each node under the first filter of that order.
 * **Deterministic.** The same nodes, start and project give the same node, and the same runner-up: the highest
   score among the other feasible nodes searched (of equal ones, the first met or the one the chosen displaced).
 * **A move goes elsewhere.** A project that a move took off a node (`ProjectInfo.leaving`, from
@@ -24,7 +28,14 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from caravanserai.controllers.scheduler.filters import FILTERS, Filter, FilterContext, FilterFunc, Rejection, checks_for
+from caravanserai.controllers.scheduler.filters import (
+    FILTERS,
+    Filter,
+    FilterContext,
+    FilterFunc,
+    Rejection,
+    search_checks,
+)
 from caravanserai.controllers.scheduler.scores import SPREAD, NodeScore, Weights, scorer, tie_break_key
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 
@@ -114,11 +125,15 @@ def schedule(
     total = len(nodes)
     start = start % total if total else 0
     score_of = scorer(project, strategy=policy.strategy, weights=policy.weights, topology=ctx.topology)
-    search = _Search(project, checks_for(project, policy.filters, ctx), score_of)
-    rotated = itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start))
-    search.run(rotated, ctx, wanted=nodes_to_find(total, policy.percentage_of_nodes_to_score))
+    in_search_order, canonical = search_checks(project, policy.filters, ctx)
+    wanted = nodes_to_find(total, policy.percentage_of_nodes_to_score)
+    search = _Search(project, in_search_order, score_of)
+    search.run(_rotated(nodes, start), ctx, wanted=wanted)
     best, second, best_score, second_score = search.best, search.second, search.best_score, search.second_score
     if best is None:
+        if in_search_order is not canonical:  # count every node under its first refusal in canonical order
+            search = _Search(project, canonical, score_of)
+            search.run(_rotated(nodes, start), ctx, wanted=wanted)
         return Decision(None, visited=search.visited, diagnosis=Diagnosis(total, search.rejections))
     if second is not None and best.name == project.leaving:  # a moved project goes elsewhere when it can
         best, second, best_score, second_score = second, best, second_score, best_score
@@ -130,6 +145,10 @@ def schedule(
         runner_up=None if second is None else second.name,
         runner_up_score=second_score if second is not None else 0.0,
     )
+
+
+def _rotated(nodes: Sequence[NodeInfo], start: int) -> Iterable[NodeInfo]:
+    return itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start))
 
 
 @dataclass(slots=True)

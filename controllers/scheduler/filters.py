@@ -1,6 +1,9 @@
 """Filters: may this project go on this node? Each is a small pure function with a name.
 
-A filter returns None when the node passes, or a `Rejection` saying why not. Every rejection is either
+The pieces every filter is made of (`Rejection`, `FilterContext`, `Filter`, the `RANK_*` message order) live in
+`filterbase.py`; the placement rules' filters in `placementfilters.py`; this module holds the filters that look
+at one node only, and `FILTERS`, the chain of them all. Every name is importable from here. Every rejection is
+either
 
 * **infeasible**: the node can never take the project as the node is declared (its total allocatable is too
   small, its labels do not match the project's nodeSelector, it has a taint the project does not tolerate, its
@@ -14,19 +17,45 @@ in the Unschedulable message (readiness first, as operators look for it first).
 
 Readiness is the age of the node's Lease measured on the injected clock (`now`), never a cached state: a node is
 Ready while `now < renew_time + heartbeat_timeout`.
-
-Placement rules (`caravanserai.project.affinity`): unmatched required node affinity and a missing topology label of
-a DoNotSchedule spread constraint are infeasible; required project affinity, anti-affinity (own, and placed
-projects' against it) and DoNotSchedule spread are unavailable (other projects come and go). These read placed
-projects only through `FilterContext.topology`: the live index, or `index.without(victims)` for preemption's
-"would it fit once they are gone?". They are prepared once per decision (`Filter.prepare`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-
+from caravanserai.controllers.scheduler.filterbase import (
+    DEFAULT_HEARTBEAT_TIMEOUT,
+    RANK_AFFINITY,
+    RANK_ANTI_AFFINITY,
+    RANK_HOST_PATHS,
+    RANK_NODE_AFFINITY,
+    RANK_PORTS,
+    RANK_READY,
+    RANK_RESOURCES,
+    RANK_SELECTOR,
+    RANK_SPREAD,
+    RANK_TAINT,
+    RANK_TOPOLOGY_LABEL,
+    RANK_UNSCHEDULABLE,
+    Filter,
+    FilterContext,
+    FilterFunc,
+    PrepareFunc,
+    Rejection,
+)
+from caravanserai.controllers.scheduler.placementfilters import (
+    AFFINITY_FILTER,
+    AFFINITY_MISMATCH,
+    ANTI_AFFINITY_FILTER,
+    ANTI_AFFINITY_MISMATCH,
+    NODE_AFFINITY_FILTER,
+    NODE_AFFINITY_MISMATCH,
+    SPREAD_FILTER,
+    TOPOLOGY_LABELS_FILTER,
+    node_affinity_matches,
+    prepare_affinity,
+    prepare_anti_affinity,
+    prepare_spread,
+    topology_labels_present,
+)
 from caravanserai.controllers.scheduler.resources import add_into
 from caravanserai.controllers.scheduler.snapshot import (
     NO_EXECUTE,
@@ -35,57 +64,12 @@ from caravanserai.controllers.scheduler.snapshot import (
     ProjectInfo,
     TaintInfo,
 )
-from caravanserai.controllers.scheduler.topology import EMPTY_TOPOLOGY, TopologyView, least_loaded, node_rules
 from caravanserai.project import runoptions
-from caravanserai.project.affinity import HOSTNAME_KEY, short_key, topology_value
-
-DEFAULT_HEARTBEAT_TIMEOUT = 90.0
 
 NOT_READY = "NotReady"
 UNSCHEDULABLE = "unschedulable"
 SELECTOR_MISMATCH = "node selector mismatch"
 HOST_PATH_NOT_ALLOWED = "node(s) didn't allow host path"
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """Why a node was refused: `reason` is what the message counts ("insufficient memory"), `rank` orders the
-    reasons in it, `infeasible` whether the node could never take the project."""
-
-    reason: str
-    infeasible: bool
-    rank: int
-
-
-@dataclass(frozen=True, slots=True)
-class FilterContext:
-    """What filters need besides the project and the node: the time now, the heartbeat timeout, and the placed
-    projects by topology domain (`topology`: the scheduler's live index, or a what-if view of it)."""
-
-    now: float
-    heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT
-    topology: TopologyView = EMPTY_TOPOLOGY
-
-
-FilterFunc = Callable[[ProjectInfo, NodeInfo, FilterContext], Rejection | None]
-PrepareFunc = Callable[[ProjectInfo, FilterContext], FilterFunc | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Filter:
-    """A named filter. `needed(project)`, when given, may say False only when the filter passes every node for
-    that project (a decision then leaves it out; None: always run it). `prepare(project, ctx)`, when given, works
-    out once per decision what `check` would look up per node and returns the equivalent per-node check (None:
-    it passes every node); `check` stays the unprepared form (it prepares on each call)."""
-
-    name: str
-    check: FilterFunc
-    needed: Callable[[ProjectInfo], bool] | None = None
-    prepare: PrepareFunc | None = None
-
-
-# Message order of the reasons (lower first).
-RANK_READY, RANK_UNSCHEDULABLE, RANK_RESOURCES, RANK_SELECTOR, RANK_TAINT, RANK_HOST_PATHS = range(6)
 
 
 def node_ready(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
@@ -164,7 +148,6 @@ def has_host_paths(project: ProjectInfo) -> bool:
 # ---- host ports ----------------------------------------------------------------------------------------------
 
 NO_FREE_PORTS = "node(s) didn't have free ports"
-RANK_PORTS = RANK_HOST_PATHS + 1
 
 
 def ports_free(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
@@ -188,136 +171,10 @@ def has_host_ports(project: ProjectInfo) -> bool:
 PORTS_FILTER = Filter("NodePorts", ports_free, needed=has_host_ports)
 
 
-# ---- placement rules (caravanserai.project.affinity) ---------------------------------------------------------
-
-NODE_AFFINITY_MISMATCH = "node(s) didn't match node affinity"
-AFFINITY_MISMATCH = "node(s) didn't match project affinity"
-ANTI_AFFINITY_MISMATCH = "node(s) didn't match project anti-affinity"
-RANK_NODE_AFFINITY, RANK_TOPOLOGY_LABEL, RANK_AFFINITY, RANK_ANTI_AFFINITY, RANK_SPREAD = range(
-    RANK_PORTS + 1, RANK_PORTS + 6
-)
-_NODE_AFFINITY = Rejection(NODE_AFFINITY_MISMATCH, True, RANK_NODE_AFFINITY)
-_AFFINITY = Rejection(AFFINITY_MISMATCH, False, RANK_AFFINITY)
-_ANTI_AFFINITY = Rejection(ANTI_AFFINITY_MISMATCH, False, RANK_ANTI_AFFINITY)
-
-
-def node_affinity_matches(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-    """The node matches one of the project's required node affinity terms (infeasible when not)."""
-    return None if project.placement.node_matches(node.labels) else _NODE_AFFINITY
-
-
-def prepare_topology_labels(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
-    """The node has the topology label of each DoNotSchedule spread constraint (infeasible when not)."""
-    keys = tuple({c.topology_key for c in project.placement.spread if c.hard and c.topology_key != HOSTNAME_KEY})
-    if not keys:
-        return None
-
-    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-        labels = node.labels
-        for key in keys:
-            if key not in labels:
-                return Rejection(f"node(s) lack topology label {short_key(key)}", True, RANK_TOPOLOGY_LABEL)
-        return None
-
-    return check
-
-
-def prepare_affinity(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
-    """Required project affinity: every term has a matching placed project in the node's domain. A term no placed
-    project matches, whose selector matches the project itself, accepts any node with the topology label (the
-    first of a group goes anywhere, as in Kubernetes)."""
-    wanted: list[tuple[str, Mapping[str, int] | None]] = []
-    for term in project.placement.affinity_required:
-        counts = ctx.topology.domain_counts(term)
-        first = not counts and term.selector.matches(project.labels)
-        wanted.append((term.topology_key, None if first else counts))
-    if not wanted:
-        return None
-
-    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-        for key, counts in wanted:
-            value = topology_value(node.name, node.labels, key)
-            if value is None or (counts is not None and value not in counts):
-                return _AFFINITY
-        return None
-
-    return check
-
-
-def prepare_anti_affinity(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
-    """Required anti-affinity: no placed project matching one of the project's terms in the node's domain, and no
-    placed project whose own required anti-affinity matches this project there (a node without the topology
-    label has no such domain and passes)."""
-    topology = ctx.topology
-    rules = [(t.topology_key, topology.domain_counts(t)) for t in project.placement.anti_required]
-    rules = [(key, counts) for key, counts in (*rules, *topology.anti_affinity_against(project.labels)) if counts]
-    if not rules:
-        return None
-
-    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-        for key, counts in rules:
-            value = topology_value(node.name, node.labels, key)
-            if value is not None and value in counts:
-                return _ANTI_AFFINITY
-        return None
-
-    return check
-
-
-def prepare_spread(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
-    """DoNotSchedule spread constraints: placing the project in the node's domain leaves it at most `maxSkew`
-    matching projects above the least loaded domain (domains: those of the nodes that pass the project's node
-    selector and required node affinity)."""
-    hard = [c for c in project.placement.spread if c.hard]
-    if not hard:
-        return None
-    topology, eligible = ctx.topology, node_rules(project)
-    rules: list[tuple[str, Mapping[str, int], int, Rejection]] = []
-    for constraint in hard:
-        key = constraint.topology_key
-        counts = topology.domain_counts(constraint.term)
-        least = least_loaded(counts, topology.domains(key, eligible))
-        own = 1 if constraint.selector.matches(project.labels) else 0
-        reason = f"node(s) would exceed maxSkew {constraint.max_skew} in {short_key(key)}"
-        rules.append((key, counts, least + constraint.max_skew - own, Rejection(reason, False, RANK_SPREAD)))
-
-    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-        for key, counts, limit, rejection in rules:
-            value = topology_value(node.name, node.labels, key)
-            if value is not None and counts.get(value, 0) > limit:
-                return rejection
-        return None
-
-    return check
-
-
-def _unprepared(prepare: PrepareFunc) -> FilterFunc:
-    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-        prepared = prepare(project, ctx)
-        return None if prepared is None else prepared(project, node, ctx)
-
-    return check
-
-
-topology_labels_present = _unprepared(prepare_topology_labels)
-AFFINITY_FILTER = Filter(
-    "ProjectAffinity", _unprepared(prepare_affinity), lambda p: bool(p.placement.affinity_required), prepare_affinity
-)
-ANTI_AFFINITY_FILTER = Filter("ProjectAntiAffinity", _unprepared(prepare_anti_affinity), None, prepare_anti_affinity)
-SPREAD_FILTER = Filter(
-    "TopologySpread", _unprepared(prepare_spread), lambda p: any(c.hard for c in p.placement.spread), prepare_spread
-)
-
-
 FILTERS: tuple[Filter, ...] = (
     Filter("NodeSelector", node_selector_matches, needed=has_node_selector),
-    Filter("NodeAffinity", node_affinity_matches, needed=lambda p: bool(p.placement.node_required)),
-    Filter(
-        "TopologyLabels",
-        topology_labels_present,
-        lambda p: any(c.hard for c in p.placement.spread),
-        prepare_topology_labels,
-    ),
+    NODE_AFFINITY_FILTER,
+    TOPOLOGY_LABELS_FILTER,
     Filter("HostPaths", host_paths_allowed, needed=has_host_paths),
     Filter("TaintToleration", taints_tolerated),
     Filter("NodeResourcesFit", resources_fit),
@@ -331,22 +188,43 @@ FILTERS: tuple[Filter, ...] = (
 """Every filter, in the order they run: infeasible checks first, cheapest first among equals, inter-project last."""
 
 
+def _prepared(
+    project: ProjectInfo, filters: tuple[Filter, ...], ctx: FilterContext | None
+) -> list[tuple[Filter, FilterFunc]]:
+    out: list[tuple[Filter, FilterFunc]] = []
+    for item in filters:
+        if item.needed is not None and not item.needed(project):
+            continue
+        if item.prepare is None or ctx is None:
+            out.append((item, item.check))
+            continue
+        prepared = item.prepare(project, ctx)
+        if prepared is not None:
+            out.append((item, prepared))
+    return out
+
+
 def checks_for(
     project: ProjectInfo, filters: tuple[Filter, ...] = FILTERS, ctx: FilterContext | None = None
 ) -> tuple[FilterFunc, ...]:
     """The checks of `filters`, in order, that can refuse some node for `project` (see `Filter.needed`); with
     `ctx`, prepared for one decision (see `Filter.prepare`)."""
-    checks: list[FilterFunc] = []
-    for item in filters:
-        if item.needed is not None and not item.needed(project):
-            continue
-        if item.prepare is None or ctx is None:
-            checks.append(item.check)
-            continue
-        prepared = item.prepare(project, ctx)
-        if prepared is not None:
-            checks.append(prepared)
-    return tuple(checks)
+    return tuple(check for _, check in _prepared(project, filters, ctx))
+
+
+def search_checks(
+    project: ProjectInfo, filters: tuple[Filter, ...], ctx: FilterContext
+) -> tuple[tuple[FilterFunc, ...], tuple[FilterFunc, ...]]:
+    """The prepared checks of one decision twice: in search order (the `by_domain` ones first: they refuse whole
+    domains for the price of a lookup, before the per-node arithmetic), and in the order of `filters` (the
+    canonical order, which decides under which reason a refused node is counted). A node passes all of the first
+    exactly when it passes all of the second; both are the same tuple when nothing moves."""
+    prepared = _prepared(project, filters, ctx)
+    canonical = tuple(check for _, check in prepared)
+    first = [check for item, check in prepared if item.by_domain]
+    if not first or len(first) == len(prepared):
+        return canonical, canonical
+    return (*first, *(check for item, check in prepared if not item.by_domain)), canonical
 
 
 def first_rejection(
@@ -361,6 +239,9 @@ def first_rejection(
 
 
 __all__ = [
+    "NODE_AFFINITY_FILTER",
+    "TOPOLOGY_LABELS_FILTER",
+    "search_checks",
     "AFFINITY_FILTER",
     "AFFINITY_MISMATCH",
     "ANTI_AFFINITY_FILTER",

@@ -9,14 +9,14 @@ Guarantees:
 * **Lower or equal priority keeps off.** A nominated project's requests and host ports count against every other
   project of lower or equal priority deciding on that node (`reserved`, `port_conflict`); a project of higher
   priority does not see them (it may take the room, as in Kubernetes), nor does the nominee itself.
-* **Cheap when empty.** Nodes without nominations (nearly all) cost one truth test; with some, a check walks only
-  that node's nominees.
+* **Cheap when empty.** Nodes without nominations (nearly all) cost one truth test (of a dict: no Python call,
+  it runs for every node searched); with some, a check walks only that node's nominees.
 * One entry per project: nominating it again (elsewhere, or with a new priority) replaces the entry.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from caravanserai.controllers.scheduler.ports import HostPorts, PortIndex
 from caravanserai.controllers.scheduler.resources import Resources, add_into
@@ -32,25 +32,24 @@ class Nominee:
     ports: HostPorts = ()
 
 
-@dataclass(slots=True)
-class NominatedRoom:
-    """The nominees of one node, by project name."""
+class NominatedRoom(dict[str, Nominee]):
+    """The nominees of one node, by project name (a dict: false when empty)."""
 
-    _nominees: dict[str, Nominee] = field(default_factory=dict)
+    __slots__ = ()
 
     def add(self, nominee: Nominee) -> None:
-        self._nominees[nominee.name] = nominee
+        self[nominee.name] = nominee
 
     def remove(self, name: str) -> None:
-        self._nominees.pop(name, None)
+        self.pop(name, None)
 
     def names(self) -> list[str]:
-        return sorted(self._nominees)
+        return sorted(self)
 
     def reserved(self, project: str, priority: int) -> Resources:
         """The requests held here for nominees other than `project` of priority `priority` or higher."""
         total: Resources = {}
-        for nominee in self._nominees.values():
+        for nominee in self.values():
             if nominee.name != project and nominee.priority >= priority:
                 add_into(total, nominee.requests)
         return total
@@ -58,7 +57,7 @@ class NominatedRoom:
     def port_conflict(self, project: str, priority: int, ports: HostPorts) -> bool:
         """Whether one of `ports` is held here for a nominee other than `project` of priority `priority` or higher
         (Docker's conflict rule, as `PortIndex`)."""
-        for nominee in self._nominees.values():
+        for nominee in self.values():
             if nominee.name == project or nominee.priority < priority or not nominee.ports:
                 continue
             index = PortIndex()
@@ -66,9 +65,6 @@ class NominatedRoom:
             if index.conflict(project, ports, now=0.0) is not None:
                 return True
         return False
-
-    def __bool__(self) -> bool:
-        return bool(self._nominees)
 
 
 __all__ = ["NominatedRoom", "Nominee"]

@@ -10,17 +10,18 @@
   without the topology label. The score is 100 · the mean.
 
 Every score reads other projects only through a `TopologyView` (the live index or a what-if view). The
-`prepare_*` functions look the counts up once per decision and return a per-node function (None: the project has
-no such preference, the score is 0 everywhere).
+`prepare_*` functions look the counts up once per decision, sum the terms' parts per domain of each topology key
+once (so a node costs one label and one table lookup per key, whatever the number of terms and placed projects)
+and return a per-node function (None: the project has no such preference, the score is 0 everywhere).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 from caravanserai.controllers.scheduler.topology import TopologyView, least_loaded, node_rules
-from caravanserai.project.affinity import HOSTNAME_KEY, topology_value
+from caravanserai.project.affinity import HOSTNAME_KEY
 
 MAX_SCORE = 100.0
 NodeScore = Callable[[NodeInfo], float]
@@ -36,55 +37,91 @@ def node_affinity(project: ProjectInfo, node: NodeInfo) -> float:
     return MAX_SCORE * matched / sum(weight for weight, _ in preferred)
 
 
+DomainTable = tuple[str, dict[str, float], float, float]
+"""(topology key, domain → score part there, part in a domain absent from the table, part without the label)."""
+
+
+def _per_domain(key: str, parts: list[tuple[Mapping[str, int], Callable[[int], float], float]]) -> DomainTable:
+    """The summed parts of the terms over one topology key, per domain, computed once per decision: each term is
+    (domain → count, part of a count, part without the label); a domain with no count has the parts of 0."""
+    domains: set[str] = set()
+    for counts, _, _ in parts:
+        domains.update(counts)
+    table = {domain: sum(part(counts.get(domain, 0)) for counts, part, _ in parts) for domain in domains}
+    return key, table, sum(part(0) for _, part, _ in parts), sum(absent for _, _, absent in parts)
+
+
+def _domain_score(tables: list[DomainTable]) -> NodeScore:
+    """100 · the sum over `tables` of the node's part (`topology_value`, inlined: this runs per node searched)."""
+
+    def score(node: NodeInfo) -> float:
+        value = 0.0
+        labels = node.labels
+        for key, table, empty, absent in tables:
+            domain = labels.get(key)
+            if domain is None and key == HOSTNAME_KEY:
+                domain = node.name
+            value += absent if domain is None else table.get(domain, empty)
+        return MAX_SCORE * value
+
+    return score
+
+
+def _grouped(
+    terms: list[tuple[str, Mapping[str, int], Callable[[int], float], float]],
+) -> list[DomainTable]:
+    by_key: dict[str, list[tuple[Mapping[str, int], Callable[[int], float], float]]] = {}
+    for key, counts, part, absent in terms:
+        by_key.setdefault(key, []).append((counts, part, absent))
+    return [_per_domain(key, parts) for key, parts in by_key.items()]
+
+
+def _near(share: float) -> Callable[[int], float]:
+    return lambda count: share * (count / (count + 1))
+
+
+def _apart(share: float) -> Callable[[int], float]:
+    return lambda count: share / (count + 1)
+
+
 def prepare_project_affinity(project: ProjectInfo, topology: TopologyView) -> NodeScore | None:
-    """The preferred project affinity and anti-affinity score of one decision (see the module docstring)."""
+    """The preferred project affinity and anti-affinity score of one decision (see the module docstring), from
+    per-domain parts worked out once (one label and one table lookup per node and topology key)."""
     placement = project.placement
     terms = [(weight, term, True) for weight, term in placement.affinity_preferred]
     terms += [(weight, term, False) for weight, term in placement.anti_preferred]
     if not terms:
         return None
     total = float(sum(weight for weight, _, _ in terms))
-    looked_up = [(w / total, term.topology_key, topology.domain_counts(term), near) for w, term, near in terms]
-
-    def score(node: NodeInfo) -> float:
-        value = 0.0
-        labels = node.labels
-        for share, key, counts, near in looked_up:
-            domain = labels.get(key)  # `topology_value`, inlined: this runs per node searched
-            if domain is None and key == HOSTNAME_KEY:
-                domain = node.name
-            count = 0 if domain is None else counts.get(domain, 0)
-            if near:
-                value += share * (count / (count + 1) if domain is not None else 0.0)
-            else:
-                value += share / (count + 1)
-        return MAX_SCORE * value
-
-    return score
+    return _domain_score(
+        _grouped(
+            [
+                (term.topology_key, topology.domain_counts(term), _near(w / total) if near else _apart(w / total),
+                 0.0 if near else w / total)
+                for w, term, near in terms
+            ]
+        )
+    )  # fmt: skip
 
 
 def prepare_spread(project: ProjectInfo, topology: TopologyView) -> NodeScore | None:
-    """The ScheduleAnyway spread score of one decision (see the module docstring)."""
+    """The ScheduleAnyway spread score of one decision (see the module docstring), from per-domain parts worked
+    out once."""
     soft = [c for c in project.placement.spread if not c.hard]
     if not soft:
         return None
     eligible = node_rules(project)
-    looked_up = []
+    share = 1.0 / len(soft)
+    terms: list[tuple[str, Mapping[str, int], Callable[[int], float], float]] = []
     for constraint in soft:
         counts = topology.domain_counts(constraint.term)
         least = least_loaded(counts, topology.domains(constraint.topology_key, eligible))
-        looked_up.append((constraint.topology_key, counts, least))
-    share = 1.0 / len(looked_up)
+        terms.append((constraint.topology_key, counts, _skewed(share, least), 0.0))
+    return _domain_score(_grouped(terms))
 
-    def score(node: NodeInfo) -> float:
-        value = 0.0
-        for key, counts, least in looked_up:
-            domain = topology_value(node.name, node.labels, key)
-            if domain is not None:
-                value += share / (1 + max(0, counts.get(domain, 0) - least))
-        return MAX_SCORE * value
 
-    return score
+def _skewed(share: float, least: int) -> Callable[[int], float]:
+    return lambda count: share / (1 + max(0, count - least))
 
 
 __all__ = ["MAX_SCORE", "node_affinity", "prepare_project_affinity", "prepare_spread"]

@@ -61,8 +61,9 @@ from caravanserai.controllers.scheduler.active import (
 from caravanserai.controllers.scheduler.algorithm import Decision, Diagnosis, Policy, schedule
 from caravanserai.controllers.scheduler.boundevents import BoundEvents, scheduled_message
 from caravanserai.controllers.scheduler.cache import DEFAULT_ASSUME_TTL, Assumption, ClusterState
-from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext, checks_for
+from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext
 from caravanserai.controllers.scheduler.preemption.preemptor import Preemptor
+from caravanserai.controllers.scheduler.preemption.whatif import whatif_checks
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo, project_info
 from caravanserai.errors import ApiError, Conflict, FailedPrecondition, Invalid, NotFound
 from caravanserai.informer import PHASE_INDEX, CacheReader
@@ -251,8 +252,7 @@ class SchedulerReconciler:
         """No node fits: preempt (then wait for the room), or report why not and retry later."""
         note = ""
         if self._preemptor is not None:
-            # Unprepared checks: each what-if prepares its inter-project checks against its own view.
-            checks = checks_for(info, self.config.policy.filters)
+            checks = whatif_checks(info, self.config.policy.filters, self._context())
             attempt = await self._preemptor.attempt(project, info, diagnosis, self._context(), checks)
             if attempt.handled:
                 self._retry_later(info.name)

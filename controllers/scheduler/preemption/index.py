@@ -13,6 +13,9 @@ Guarantees:
 * **Evictions count at once.** `mark_leaving` files a victim as leaving when its eviction is decided, before the
   write shows, so no second decision picks it again; the informer's next view of it replaces the mark.
 * Requests and host ports are read once per generation.
+* **Cheap to scan.** Per node, the evictable projects sorted by priority are kept (`evictable_on`, rebuilt only
+  when that node's projects change), so a preemption decision over thousands of nodes skips a node with nothing
+  below the preemptor's priority in one comparison and never copies or sorts per decision.
 """
 
 from __future__ import annotations
@@ -74,6 +77,16 @@ class BoundProjects:
 
     _by_node: dict[str, dict[str, Candidate]] = field(default_factory=dict)
     _node_of: dict[str, str] = field(default_factory=dict)
+    _evictable: dict[str, tuple[Candidate, ...]] = field(default_factory=dict)  # node → sorted by priority
+
+    def evictable_on(self, node: str) -> tuple[Candidate, ...]:
+        """The evictable projects on `node`, lowest priority first (then oldest, then by name)."""
+        cached = self._evictable.get(node)
+        if cached is None:
+            on_node = self._by_node.get(node, {}).values()
+            cached = tuple(sorted((c for c in on_node if c.evictable), key=lambda c: (c.priority, c.created, c.name)))
+            self._evictable[node] = cached
+        return cached
 
     def on(self, node: str) -> list[Candidate]:
         """The projects bound to `node` (a new list)."""
@@ -101,10 +114,12 @@ class BoundProjects:
         self.forget(name)
         self._by_node.setdefault(node, {})[name] = fresh
         self._node_of[name] = node
+        self._evictable.pop(node, None)
 
     def forget(self, name: str) -> None:
         node = self._node_of.pop(name, None)
         if node is not None:
+            self._evictable.pop(node, None)
             on_node = self._by_node[node]
             on_node.pop(name, None)
             if not on_node:
@@ -115,12 +130,14 @@ class BoundProjects:
         node = self._node_of.get(name)
         if node is not None:
             self._by_node[node][name] = replace(self._by_node[node][name], evictable=False)
+            self._evictable.pop(node, None)
 
     def unmark(self, record: Candidate) -> None:
         """Undo `mark_leaving` (the eviction was not written): `record` is filed again if its project still is."""
         node = self._node_of.get(record.name)
         if node is not None and self._by_node[node].get(record.name) is not None:
             self._by_node[node][record.name] = record
+            self._evictable.pop(node, None)
 
     def handler(self) -> EventHandler[v1.Project]:
         """The informer handler that keeps this index (register it before the scheduler's own)."""

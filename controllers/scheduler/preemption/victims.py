@@ -84,7 +84,7 @@ class Choice:
 @dataclass(slots=True)
 class _Node:
     node: NodeInfo
-    candidates: list[Candidate]
+    candidates: Sequence[Candidate]  # sorted by priority
     lower: int  # no set smaller than this can free enough resources
     shortfall: Resources  # what must be freed, per resource
     least_top: int  # no set of `lower` victims has a highest priority below this
@@ -103,7 +103,7 @@ def choose(
 
     counted = resources_fit in checks
     options = sorted(
-        (option for node in nodes if (option := _option(project, node, bound, ctx, checks, counted)) is not None),
+        (option for node in nodes if (option := _option(project, node, bound, counted)) is not None),
         key=lambda option: (option.lower, option.least_top, option.hint, option.node.name),
     )
     best: tuple[VictimKey, str, tuple[Candidate, ...]] | None = None
@@ -124,29 +124,41 @@ def choose(
     return Choice(best[1], best[2], len(options), exact)
 
 
-def _option(
-    project: ProjectInfo,
-    node: NodeInfo,
-    bound: BoundProjects,
-    ctx: FilterContext,
-    checks: Sequence[FilterFunc],
-    counted: bool,
-) -> _Node | None:
-    """`node` as a place to preempt on, or None when evicting there cannot help."""
+def _option(project: ProjectInfo, node: NodeInfo, bound: BoundProjects, counted: bool) -> _Node | None:
+    """`node` as a place to preempt on, or None when evicting there cannot help. Runs for every node: a node
+    with nothing below the preemptor's priority costs one comparison (`evictable_on` is sorted by priority)."""
     priority = project.priority
-    candidates = [c for c in bound.on(node.name) if c.evictable and c.priority < priority]
-    if not candidates:
+    evictable = bound.evictable_on(node.name)
+    if not evictable or evictable[0].priority >= priority:
         return None
+    candidates = (
+        list(evictable) if evictable[-1].priority < priority else [c for c in evictable if c.priority < priority]
+    )
     shortfall = _shortfall(project, node) if counted else {}
     lower = _lower_bound(shortfall, candidates)
     if lower is None:
         return None
-    least_top = sorted(c.priority for c in candidates)[lower - 1]
-    option = _Node(node, candidates, lower, shortfall, least_top)
+    option = _Node(node, candidates, lower, shortfall, candidates[lower - 1].priority)  # sorted by priority
     if lower == 1:
-        keys = [victim_key((c,)) for c in candidates if _covers((c,), shortfall)]
-        option.hint = min(keys) if keys else ()
+        option.hint = _least_single(candidates, tuple(shortfall.items()))
     return option
+
+
+def _least_single(candidates: Sequence[Candidate], shortfall: tuple[tuple[str, int], ...]) -> VictimKey | tuple[()]:
+    """The least `victim_key` of one candidate (of `candidates`, sorted by priority) that covers `shortfall`."""
+    best: VictimKey | tuple[()] = ()
+    for victim in candidates:
+        if best and victim.priority > best[1]:
+            break  # sorted by priority: no later single can be less
+        requests = victim.requests
+        for name, missing in shortfall:
+            if requests.get(name, 0) < missing:
+                break
+        else:
+            key = victim_key((victim,))
+            if not best or key < best:
+                best = key
+    return best
 
 
 def _unresolvable(project: ProjectInfo, node: NodeInfo, ctx: FilterContext, checks: Sequence[FilterFunc]) -> bool:

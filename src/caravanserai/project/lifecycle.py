@@ -25,7 +25,9 @@ Guarantees:
   `DEFAULT_HANDOFF` unless the writer is told otherwise (`caractrl drain --timeout`, the dashboard's drain,
   placement's `--handoff-timeout`).
 * **Preemption** (`preempt`): a `move` without a hand-off, reason Preempted, and a `Preempted` condition naming
-  the higher-priority project the room is made for.
+  the higher-priority project the room is made for. The condition turns False (reason Rescheduled) when the
+  project is bound again (`bind`): it says whether the project is preempted now, and its last transition time
+  when that ended (unlike Kubernetes' DisruptionTarget, the object outlives the disruption here).
 * **Moves with data** (`move`): a project whose volumes are backed up (`project.backups`) is not returned to
   Pending by the mover. It stays bound with `status.move` set; its node stops the services, takes a final backup
   of each such volume and calls `finish_move`, which returns it to Pending with each snapshot recorded as the
@@ -71,6 +73,7 @@ REASON_TAINT_EVICTION = "TaintEviction"
 REASON_SPEC_CHANGED = "SpecChanged"
 REASON_RESTARTED = "Restarted"
 REASON_PREEMPTED = "Preempted"
+REASON_RESCHEDULED = "Rescheduled"
 
 
 def is_allowed(before: str, after: str) -> bool:
@@ -102,6 +105,16 @@ def bind(project: v1.Project, node: str, *, now: float) -> v1.Project:
     meta.set_condition(
         out.status.conditions, v1.CONDITION_SCHEDULED, v1.TRUE, reason=REASON_SCHEDULED, message=message, now=now
     )
+    preempted = meta.get_condition(out.status.conditions, v1.CONDITION_PREEMPTED)
+    if preempted is not None and preempted.status == v1.TRUE:
+        meta.set_condition(
+            out.status.conditions,
+            v1.CONDITION_PREEMPTED,
+            v1.FALSE,
+            reason=REASON_RESCHEDULED,
+            message=f"Bound again, to node {node}, after: {preempted.message}",
+            now=now,
+        )
     return out
 
 
@@ -318,6 +331,7 @@ __all__ = [
     "REASON_NODE_DRAINED",
     "REASON_NODE_NO_LONGER_ELIGIBLE",
     "REASON_PREEMPTED",
+    "REASON_RESCHEDULED",
     "REASON_RESTARTED",
     "REASON_SCHEDULED",
     "REASON_SPEC_CHANGED",

@@ -11,11 +11,12 @@ import pytest
 from caravanserai import v1
 from caravanserai.clock import timestamp
 from caravanserai.controllers.scheduler.cache import ClusterState
-from caravanserai.controllers.scheduler.filters import FilterContext, checks_for
+from caravanserai.controllers.scheduler.filters import FILTERS, FilterContext, checks_for
 from caravanserai.controllers.scheduler.nominated import Nominee
+from caravanserai.controllers.scheduler.preemption import victims as victims_module
 from caravanserai.controllers.scheduler.preemption.index import BoundProjects
 from caravanserai.controllers.scheduler.preemption.victims import choose, victim_key
-from caravanserai.controllers.scheduler.preemption.whatif import passes
+from caravanserai.controllers.scheduler.preemption.whatif import passes, whatif_checks
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo, project_info
 from caravanserai.testing.builders import lease, node, node_status, project
 
@@ -225,3 +226,45 @@ def test_a_required_anti_affinity_is_resolved_by_evicting_the_project_it_refuses
     assert choice is not None and choice.node
     # The newest of the equal candidates goes: db-b, created last.
     assert (choice.node, [v.name for v in choice.victims]) == ("b", ["db-b"])
+
+
+def test_past_the_budget_a_node_falls_back_to_the_reprieve(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 8 candidates of 250m on a full 2-cpu node, the preemptor needs 1 cpu: at least 4 victims, C(8, 4) = 70 sets.
+    # With a budget of 10 sets the exact search gives up and the reprieve answers: every candidate evicted, then
+    # each kept back (highest priority, oldest first) while the preemptor still fits.
+    monkeypatch.setattr(victims_module, "MAX_SETS_PER_NODE", 10)
+    c = Cluster()
+    c.node("a", cpu="2")
+    for i in range(8):
+        c.run(f"p{i}", "a", cpu="250m", priority=i % 3, created=float(i))
+    choice = choose(preemptor("1"), c.state.nodes(), c.bound, CTX, checks_for(preemptor("1")))
+    assert choice is not None and choice.node == "a" and not choice.exact
+    # Kept back in the order p2, p5 (priority 2), p1, p4 (priority 1, oldest first) while 4 victims still free
+    # 1 cpu; p7 and the priority-0 ones cannot be spared after that.
+    assert sorted(v.name for v in choice.victims) == ["p0", "p3", "p6", "p7"]
+    assert all(v.priority <= 1 for v in choice.victims)
+    # No victim can be spared: without any one of them the preemptor would not fit.
+    for spared in choice.victims:
+        rest = [v for v in choice.victims if v is not spared]
+        assert not passes(preemptor("1"), c.state.node("a"), rest, CTX, checks_for(preemptor("1")))  # type: ignore[arg-type]  # node "a" exists
+
+
+def test_whatif_checks_are_prepared_once_only_when_no_removal_can_change_a_rule() -> None:
+    c = Cluster()
+    c.node("a", cpu="4")
+    db = c.run("db", "a", cpu="1")
+    db.metadata.labels["app"] = "db"
+    db.spec.affinity.project_anti_affinity.required.add(
+        topology_key="caravanserai.io/hostname"
+    ).label_selector.match_labels["app"] = "web"
+    db.metadata.generation = 2  # the spec is read once per generation
+    c.state.observe_project(None, db)
+    c.bound.observe(db)
+    live = FilterContext(now=NOW, topology=c.state.topology)
+    plain = preemptor("1")
+    assert whatif_checks(plain, FILTERS, live) == checks_for(plain, FILTERS, live)
+    web = project("web", requests={"cpu": "1", "memory": "64Mi"}, priority=10, labels={"app": "web"})
+    refused = project_info(web)  # db's anti-affinity matches it: evicting db changes the verdict
+    assert whatif_checks(refused, FILTERS, live) == checks_for(refused, FILTERS)
+    choice = choose(refused, c.state.nodes(), c.bound, live, whatif_checks(refused, FILTERS, live))
+    assert choice is not None and [v.name for v in choice.victims] == ["db"]

@@ -177,6 +177,14 @@ def test_required_affinity_needs_a_match_in_the_domain_except_for_the_first_of_a
     first_check = prepare_affinity(first, ctx)
     assert first_check is not None and first_check(first, NODES[0], ctx) is None
     assert first_check(first, node("nozone"), ctx) is not None  # still needs the topology label
+    # Kubernetes' rule is for all terms at once: with the cache term matched somewhere, the db term (no db placed
+    # yet) is required as written, so no node qualifies; without the cache term, the first db goes anywhere.
+    both = project(
+        labels={"app": "db"},
+        affinity_required=(ProjectTerm(APP_DB, ZONE_KEY), ProjectTerm(ProjectSelector((("app", "cache"),)), ZONE_KEY)),
+    )
+    both_check = prepare_affinity(both, ctx)
+    assert both_check is not None and all(both_check(both, n, ctx) is not None for n in NODES)
 
 
 @pytest.mark.parametrize(
@@ -197,11 +205,11 @@ def test_spread_do_not_schedule_keeps_skew_within_max_skew(
     index = indexed(*((f"web-{i}", zone_node[z], {"app": "web"}) for i, z in enumerate(placed_zones)), nodes=NODES)
     ctx = FilterContext(now=NOW, topology=index)
     p = project(labels={"app": "web"}, spread=(SpreadConstraint(max_skew, ZONE_KEY, DO_NOT_SCHEDULE, WEB),))
-    check = prepare_spread(p, ctx)
-    assert check is not None
-    passed = {n.name for n in NODES if check(p, n, ctx) is None}
-    assert passed == allowed
-    refused = [check(p, n, ctx) for n in NODES if n.name not in allowed]
+    check = prepare_spread(p, ctx)  # None when it refuses no domain
+    verdicts = {n.name: None if check is None else check(p, n, ctx) for n in NODES}
+    assert {name for name, verdict in verdicts.items() if verdict is None} == allowed
+    assert (check is None) == (allowed == {n.name for n in NODES})
+    refused = [verdict for name, verdict in verdicts.items() if name not in allowed]
     assert all(r is not None and r.reason == f"node(s) would exceed maxSkew {max_skew} in zone" for r in refused)
     missing = topology_labels_present(p, node("nozone"), ctx)
     assert missing is not None and missing.infeasible
@@ -294,3 +302,23 @@ def test_the_cluster_state_files_bound_and_assumed_projects() -> None:
     state.forget_project(moved)
     assert state.topology.domain_counts(term) == {} and len(state.topology) == 0
     assert placement_of(bound.spec).anti_required == (term,)
+
+
+def test_domain_filters_run_first_yet_a_failure_is_counted_in_filter_order() -> None:
+    # Zone a is full and over the skew; zone b is over the skew only. The search refuses by domain first, but the
+    # Unschedulable message counts the node of zone a under resources, as the filter order says.
+    index = TopologyIndex()
+    full = NodeInfo("a1", labels={ZONE_KEY: "a"}, allocatable={"cpu": 1000}, requested={"cpu": 1000}, renew_time=NOW)
+    nodes = [full, node("b1", "b"), node("c1", "c")]
+    for n in nodes:
+        index.set_node(n.name, n.labels)
+    for i, on in enumerate(("a1", "a1", "b1", "b1")):
+        index.place(f"web-{i}", Placed(on, {"app": "web"}))
+    p = project(labels={"app": "web"}, spread=(SpreadConstraint(1, ZONE_KEY, DO_NOT_SCHEDULE, WEB),))
+    p = ProjectInfo(p.name, requests={"cpu": 500}, labels=p.labels, placement=p.placement)
+    decision = schedule(p, nodes[:2], FilterContext(now=NOW, topology=index))
+    assert decision.node is None and decision.diagnosis is not None
+    assert decision.diagnosis.message() == (
+        "0/2 nodes are available: 1 insufficient cpu, 1 node(s) would exceed maxSkew 1 in zone."
+    )
+    assert schedule(p, nodes, FilterContext(now=NOW, topology=index)).node == "c1"

@@ -170,3 +170,21 @@ def test_a_return_to_pending_drops_the_estimates_of_the_binding_it_ends() -> Non
     bound.status.placement.runner_up.node = "node-b"
     back = lifecycle.return_to_pending(bound, reason="NodeLost", message="lost", now=20.0)
     assert not back.status.HasField("placement")
+
+
+def test_preempted_turns_false_once_the_victim_is_bound_again() -> None:
+    victim = lifecycle.bind(project("batch"), "n1", now=10.0)
+    victim = lifecycle.run(victim, reason="Started", message="", now=11.0)
+    victim = lifecycle.preempt(victim, preemptor="urgent", message="to make room", now=20.0, deadline=80.0)
+    victim = lifecycle.finish_move(victim, handoff={}, now=21.0)
+    preempted = meta.get_condition(victim.status.conditions, v1.CONDITION_PREEMPTED)
+    assert victim.status.phase == v1.PENDING
+    assert preempted is not None and (preempted.status, preempted.reason) == (v1.TRUE, lifecycle.REASON_PREEMPTED)
+
+    again = lifecycle.bind(victim, "n2", now=30.0)
+    after = meta.get_condition(again.status.conditions, v1.CONDITION_PREEMPTED)
+    assert after is not None and (after.status, after.reason) == (v1.FALSE, lifecycle.REASON_RESCHEDULED)
+    assert "n2" in after.message and "Preempted by project urgent" in after.message
+    assert after.last_transition_time.seconds == 30
+    never = lifecycle.bind(project("fresh"), "n1", now=30.0)  # never preempted: no such condition appears
+    assert meta.get_condition(never.status.conditions, v1.CONDITION_PREEMPTED) is None
