@@ -74,7 +74,7 @@ def config_from(args: argparse.Namespace) -> SoakConfig:
     return SoakConfig(
         duration=duration, seed=args.seed, fault_interval=interval, fault_kinds=kinds,
         max_overlap=args.max_overlap, convergence_bound=args.convergence_bound,
-        leaks=dataclasses.replace(DEFAULTS.leaks, warmup=min(DEFAULTS.leaks.warmup, duration / 5)),
+        leaks=dataclasses.replace(DEFAULTS.leaks, warmup=min(DEFAULTS.leaks.warmup, duration / 2)),
     )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ The database file does not shrink by compaction (freed pages are reused); only d
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -100,10 +101,8 @@ class Compactor:
                 self._on_compacted(compacted)
             return Round(version=kv.version, revision=result.revision, compacted=0)
         if target:
-            try:
+            with contextlib.suppress(Expired):  # compacted past it already (by hand, or etcd's auto-compaction)
                 await self._client.compact(target)
-            except Expired:  # compacted past it already (by hand, or etcd's own auto-compaction)
-                pass
             log.info("compacted etcd", revision=target)
             self._on_compacted(target)
         return Round(version=version + 1, revision=result.revision, compacted=target)
