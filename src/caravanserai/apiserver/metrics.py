@@ -116,19 +116,28 @@ class ApiMetrics:
             finally:
                 histogram.observe(self.clock.monotonic() - start)
             if operation in WRITE_OPERATIONS and isinstance(result, int) and args:
-                self._writes[str(args[0])].append((result, self.clock.monotonic()))
+                resource = str(args[0])
+                self._writes[resource].append((result, self.clock.monotonic()))
+                self._forget_applied(resource)
             return result
 
         return timed
 
-    def cache_lag(self, resource: str) -> float:
-        """Seconds since the oldest write of `resource` that its watch cache has not applied yet (0 when none)."""
+    def _forget_applied(self, resource: str) -> collections.deque[tuple[int, float]] | None:
+        """The writes of `resource` its watch cache has not applied yet, those it has dropped (on every write, so
+        the queue holds only the writes in flight whether or not anyone scrapes)."""
         cache = self._caches.get(resource)
         writes = self._writes.get(resource)
-        if cache is None or not writes:
+        if cache is not None and writes:
+            while writes and writes[0][0] <= cache.revision:
+                writes.popleft()
+        return writes
+
+    def cache_lag(self, resource: str) -> float:
+        """Seconds since the oldest write of `resource` that its watch cache has not applied yet (0 when none)."""
+        if resource not in self._caches:
             return 0.0
-        while writes and writes[0][0] <= cache.revision:
-            writes.popleft()
+        writes = self._forget_applied(resource)
         return self.clock.monotonic() - writes[0][1] if writes else 0.0
 
     def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:
