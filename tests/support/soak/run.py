@@ -100,8 +100,8 @@ async def sample_resources(sampler: ResourceSampler, clock: Clock, interval: flo
 async def sample_databases(
     fleet: Fleet, sampler: ResourceSampler, clock: Clock, interval: float, stop: asyncio.Event
 ) -> None:
-    """Every `interval`: each running etcd member's database file size and size in use (`etcdctl endpoint
-    status`), added to its incarnation. A member that does not answer (stopped, killed) is skipped."""
+    """Every `interval`: each running etcd member's database file size, size in use and raft index (`etcdctl
+    endpoint status`), added to its incarnation. A member that does not answer (stopped, killed) is skipped."""
     while not stop.is_set():
         for member in fleet.etcd.members:
             pid = member.process.pid
@@ -114,9 +114,8 @@ async def sample_databases(
                 status = json.loads(out)[0]["Status"]
             except (RuntimeError, ValueError, LookupError, subprocess.TimeoutExpired):
                 continue
-            sampler.record_db(
-                member.process.name, pid, clock.monotonic(), int(status["dbSize"]), int(status["dbSizeInUse"])
-            )
+            sizes = int(status["dbSize"]), int(status["dbSizeInUse"]), int(status["raftIndex"])
+            sampler.record_db(member.process.name, pid, clock.monotonic(), *sizes)
         try:
             await asyncio.wait_for(stop.wait(), interval)
         except TimeoutError:

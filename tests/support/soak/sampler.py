@@ -21,7 +21,8 @@ end of warm-up and at the end, the early and late slopes, and the RSS once a min
 For an etcd member RSS is not the whole story: its database file is mapped into its memory, so RSS follows the
 file's size, which compaction does not shrink (freed pages are reused; only defragmentation returns them). The
 member's *database in use* (`db_size_in_use`, what compaction bounds) is sampled too and judged by the same rule
-with the RSS limits; the file size is reported beside it.
+with the RSS limits; the file size is reported beside it, and the raft entries per second (the raft log a member
+holds in memory fills to its `--snapshot-count` at that pace).
 
 An incarnation watched for less than `Limits.window` seconds after warm-up (killed soon after it started, or a
 short run) is not judged: its late slopes are reported as null. Processes named with a prefix of
@@ -102,12 +103,12 @@ class Limits:
 @dataclass(slots=True)
 class Incarnation:
     """One run of one process: (monotonic time, RSS MiB, fds) samples, and for an etcd member (monotonic time,
-    database file MiB, database in use MiB) samples."""
+    database file MiB, database in use MiB, raft index) samples."""
 
     name: str
     pid: int
     samples: list[tuple[float, float, int]] = field(default_factory=list)
-    db_samples: list[tuple[float, float, float]] = field(default_factory=list)
+    db_samples: list[tuple[float, float, float, int]] = field(default_factory=list)
 
     def figures(self, limits: Limits) -> dict[str, object]:
         """The figures the incarnation is judged by (see the module docstring) and whether it leaks."""
@@ -141,7 +142,7 @@ class Incarnation:
 
     def _db_figures(self, limits: Limits, start: float, judged: bool) -> dict[str, object]:
         first, last = self.db_samples[0], self.db_samples[-1]
-        in_use = [(t, u) for t, _, u in self.db_samples if t >= start]
+        in_use = [(t, u) for t, _, u, _ in self.db_samples if t >= start]
         watched = len(in_use) >= MIN_SAMPLES and in_use[-1][0] - in_use[0][0] >= limits.window
         return {
             "db_mib_start": round(first[1], 1),
@@ -149,7 +150,8 @@ class Incarnation:
             "db_in_use_mib_start": round(first[2], 1),
             "db_in_use_mib_end": round(last[2], 1),
             **_slopes("db_in_use_mib", in_use, watched),
-            "db_in_use_mib_by_minute": _by_minute([(t, u) for t, _, u in self.db_samples]),
+            "db_in_use_mib_by_minute": _by_minute([(t, u) for t, _, u, _ in self.db_samples]),
+            "raft_entries_per_s": round((last[3] - first[3]) / (last[0] - first[0]), 1) if last[0] > first[0] else None,
             "db_leak": judged and watched and leaking(in_use, limits.rss_slope, limits.rss_floor),
         }
 
@@ -195,10 +197,10 @@ class ResourceSampler:
             run = self.incarnations.setdefault((name, pid), Incarnation(name, pid))
             run.samples.append((now, usage[0], usage[1]))
 
-    def record_db(self, name: str, pid: int, now: float, db_bytes: int, in_use_bytes: int) -> None:
+    def record_db(self, name: str, pid: int, now: float, db_bytes: int, in_use_bytes: int, raft_index: int) -> None:
         run = self.incarnations.get((name, pid))
         if run is not None:
-            run.db_samples.append((now, db_bytes / MIB, in_use_bytes / MIB))
+            run.db_samples.append((now, db_bytes / MIB, in_use_bytes / MIB, raft_index))
 
     def report(self, limits: Limits) -> dict[str, list[dict[str, object]]]:
         """name → the figures of each of its incarnations, in start order."""

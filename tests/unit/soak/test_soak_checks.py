@@ -56,11 +56,12 @@ def test_a_leak_is_growth_that_goes_on_in_the_late_half() -> None:
 def test_an_etcd_member_is_judged_by_its_database_in_use_too() -> None:
     limits = Limits(warmup=60.0, window=120.0)
     member = Incarnation("etcd-m0", 1, [(float(t), 40.0, 20) for t in range(0, 1200, 5)])
-    member.db_samples = [(float(t), 64.0, 2 + t / 30) for t in range(0, 1200, 30)]  # RSS flat, data climbing
+    member.db_samples = [(float(t), 64.0, 2 + t / 30, t) for t in range(0, 1200, 30)]  # RSS flat, data climbing
     figures = member.figures(limits)
     assert (figures["rss_leak"], figures["db_leak"]) == (False, True)
     assert figures["db_in_use_mib_per_hour_late"] == pytest.approx(120.0)
-    member.db_samples = [(float(t), 64.0, 2 + min(t, 300) / 30) for t in range(0, 1200, 30)]  # compacted: flat
+    assert figures["raft_entries_per_s"] == 1.0
+    member.db_samples = [(float(t), 64.0, 2 + min(t, 300) / 30, t) for t in range(0, 1200, 30)]  # compacted: flat
     assert member.figures(limits)["db_leak"] is False
 
 
