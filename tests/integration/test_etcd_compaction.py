@@ -43,7 +43,14 @@ async def test_a_round_compacts_to_the_revision_seen_one_round_earlier(etcd_clie
     prefix = _prefix()
     store = Store(etcd_client, prefix=prefix)
     learned: list[int] = []
-    compactor = Compactor(etcd_client, prefix=prefix, interval=300, clock=SystemClock(), on_compacted=learned.append)
+    compactor = Compactor(
+        etcd_client,
+        compact=store.compact,
+        prefix=prefix,
+        interval=300,
+        clock=SystemClock(),
+        on_compacted=learned.append,
+    )
     before = await _write(etcd_client, prefix, 3)
     first = await compactor.tick(0, 0)
     assert first.compacted == 0 and first.revision > before  # the first round only records where etcd is
@@ -60,8 +67,16 @@ async def test_a_round_compacts_to_the_revision_seen_one_round_earlier(etcd_clie
 async def test_two_apiservers_do_not_both_compact_in_one_round(etcd_client: EtcdClient) -> None:
     prefix = _prefix()
     learned: dict[str, list[int]] = {"a": [], "b": []}
+    store = Store(etcd_client, prefix=prefix)
     a, b = (
-        Compactor(etcd_client, prefix=prefix, interval=300, clock=SystemClock(), on_compacted=learned[name].append)
+        Compactor(
+            etcd_client,
+            compact=store.compact,
+            prefix=prefix,
+            interval=300,
+            clock=SystemClock(),
+            on_compacted=learned[name].append,
+        )
         for name in ("a", "b")
     )
     last_a, last_b = Round(0, 0, 0), Round(0, 0, 0)
@@ -93,7 +108,11 @@ async def test_running_compactors_compact_once_per_interval(etcd_client: EtcdCli
 
     etcd_client.compact = counting  # type: ignore[method-assign]  # count the compactions both compactors make
     interval = 0.3
-    compactors = [Compactor(etcd_client, prefix=prefix, interval=interval, clock=SystemClock()) for _ in range(2)]
+    store = Store(etcd_client, prefix=prefix)
+    compactors = [
+        Compactor(etcd_client, compact=store.compact, prefix=prefix, interval=interval, clock=SystemClock())
+        for _ in range(2)
+    ]
     loop = asyncio.get_running_loop()
     started = loop.time()
     tasks = [asyncio.create_task(c.run()) for c in compactors]

@@ -135,6 +135,7 @@ class ApiServer:
                 if cfg.compaction_interval > 0:
                     compactor = Compactor(
                         etcd,
+                        compact=store.compact,
                         prefix=cfg.etcd_prefix,
                         interval=cfg.compaction_interval,
                         clock=self.clock,

@@ -23,14 +23,13 @@ The database file does not shrink by compaction (freed pages are reused); only d
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
 
 from caravanserai.clock import Clock
-from caravanserai.errors import ApiError, Expired
+from caravanserai.errors import ApiError
 from caravanserai.storage.etcd import EtcdClient
 from caravanserai.storage.etcd_types import Compare, PutOp, RangeOp, RangeResult
 
@@ -54,12 +53,14 @@ class Round:
 
 
 class Compactor:
-    """Compacts etcd every `interval` seconds (see the module docstring)."""
+    """Compacts etcd every `interval` seconds (see the module docstring): `client` runs the rounds' transactions,
+    `compact(revision)` the compaction itself (`Store.compact`: already compacted past it is not an error)."""
 
     def __init__(
         self,
         client: EtcdClient,
         *,
+        compact: Callable[[int], Awaitable[None]],
         prefix: str,
         interval: float,
         clock: Clock,
@@ -68,6 +69,7 @@ class Compactor:
         if interval <= 0:
             raise ValueError(f"compaction interval must be positive, got {interval}")
         self._client = client
+        self._compact = compact  # `Store.compact` (idempotent; timed by the apiserver's metrics)
         self._key = compaction_key(prefix)
         self._interval = interval
         self._clock = clock
@@ -101,8 +103,7 @@ class Compactor:
                 self._on_compacted(compacted)
             return Round(version=kv.version, revision=result.revision, compacted=0)
         if target:
-            with contextlib.suppress(Expired):  # compacted past it already (by hand, or etcd's auto-compaction)
-                await self._client.compact(target)
+            await self._compact(target)
             log.info("compacted etcd", revision=target)
             self._on_compacted(target)
         return Round(version=version + 1, revision=result.revision, compacted=target)
