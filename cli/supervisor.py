@@ -29,6 +29,7 @@ from pathlib import Path
 
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock
+from caravanserai.process.etcdmember import ETCD_MEMBER_FLAGS
 from caravanserai.process.shell import keep_restarting, until_signalled
 from caravanserai.process.subprocesses import stop_process
 from caravanserai.process.tls import TLSFiles
@@ -156,6 +157,7 @@ class ClusterSpec:
                 peer_url,
                 "--initial-cluster",
                 f"cara={peer_url}",
+                *ETCD_MEMBER_FLAGS,
                 *self._etcd_tls(),
             ],
         )

@@ -42,7 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", default="127.0.0.1:7420", help="address to serve gRPC on (host:port)")
     p.add_argument("--bookmark-interval", type=parse_duration, default=10.0, help="watch bookmark interval")
     p.add_argument(
-        "--compaction-interval", type=parse_duration, default=300.0, help="etcd compaction interval; 0 disables"
+        "--compaction-interval",
+        type=parse_duration,
+        default=300.0,
+        help="how often etcd is compacted (by one apiserver per interval; one interval of history kept); 0 disables",
     )
     p.add_argument("--shutdown-grace", type=parse_duration, default=5.0, help="time in-flight calls get on SIGTERM")
     _add_tls_arguments(p)

@@ -44,6 +44,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 # Store operations timed as etcd requests; each is one etcd round trip.
 STORE_OPERATIONS = ("get", "list", "create", "update", "delete", "current_revision", "compact", "grant_lease")
 WRITE_OPERATIONS = ("create", "update", "delete")
+UNKNOWN_RESOURCE = "unknown"  # the resource label of requests for a resource that is not served
 MAX_WRITES_REMEMBERED = 10_000  # per resource, for the lag gauge
 
 
@@ -116,19 +117,28 @@ class ApiMetrics:
             finally:
                 histogram.observe(self.clock.monotonic() - start)
             if operation in WRITE_OPERATIONS and isinstance(result, int) and args:
-                self._writes[str(args[0])].append((result, self.clock.monotonic()))
+                resource = str(args[0])
+                self._writes[resource].append((result, self.clock.monotonic()))
+                self._forget_applied(resource)
             return result
 
         return timed
 
-    def cache_lag(self, resource: str) -> float:
-        """Seconds since the oldest write of `resource` that its watch cache has not applied yet (0 when none)."""
+    def _forget_applied(self, resource: str) -> collections.deque[tuple[int, float]] | None:
+        """The writes of `resource` its watch cache has not applied yet, those it has dropped (on every write, so
+        the queue holds only the writes in flight whether or not anyone scrapes)."""
         cache = self._caches.get(resource)
         writes = self._writes.get(resource)
-        if cache is None or not writes:
+        if cache is not None and writes:
+            while writes and writes[0][0] <= cache.revision:
+                writes.popleft()
+        return writes
+
+    def cache_lag(self, resource: str) -> float:
+        """Seconds since the oldest write of `resource` that its watch cache has not applied yet (0 when none)."""
+        if resource not in self._caches:
             return 0.0
-        while writes and writes[0][0] <= cache.revision:
-            writes.popleft()
+        writes = self._forget_applied(resource)
         return self.clock.monotonic() - writes[0][1] if writes else 0.0
 
     def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:
@@ -196,7 +206,10 @@ class _Handlers:
         return handler
 
     def observe(self, verb: str, resource: str, code: str, seconds: float | None) -> None:
-        """Count one answered request (and time it, unless `seconds` is None)."""
+        """Count one answered request (and time it, unless `seconds` is None). A resource the apiserver does not
+        serve is labelled `unknown`: a client naming made-up resources must not grow the label set (and memory)."""
+        if resource not in self._metrics._caches:  # noqa: SLF001 - the served kinds, the one place they are kept
+            resource = UNKNOWN_RESOURCE
         key = (verb, resource, code)
         children = self._children.get(key)
         if children is None:
@@ -233,7 +246,7 @@ class _Handlers:
 
 
 def _resource(request: Any) -> str:
-    return str(getattr(request, "resource", "") or "unknown")
+    return str(getattr(request, "resource", "") or UNKNOWN_RESOURCE)
 
 
 def _code(context: grpc.aio.ServicerContext[Any, Any]) -> str:

@@ -30,6 +30,7 @@ from caravanserai.errors import ApiError
 from caravanserai.process.introspection import serve_introspection, set_serving
 from caravanserai.process.tls import TLSFiles
 from caravanserai.storage import EtcdClient, Store
+from caravanserai.storage.compaction import Compactor
 from caravanserai.storage.encryption import Encryption, load_key_file
 from caravanserai.storage.etcd_errors import NO_SPACE_MESSAGE, no_space_alarm
 from caravanserai.text.addresses import is_loopback
@@ -48,7 +49,7 @@ class ApiServerConfig:
     etcd_prefix: str = "/caravanserai"
     listen: str = "127.0.0.1:7420"
     bookmark_interval: float = 10.0
-    compaction_interval: float = 300.0  # 0 disables compaction
+    compaction_interval: float = 300.0  # 0 disables compaction (storage/compaction.py: coordinated, 1 interval kept)
     history_revisions: int = 10_000
     history_kind_bytes: int = 256 * 1024 * 1024  # estimated bytes of one kind's watch history (oldest dropped)
     history_bytes: int = 1024 * 1024 * 1024  # the same, of every kind's history together
@@ -132,7 +133,15 @@ class ApiServer:
                 background = [group.create_task(c.run(), name=f"watchcache-{c.resource}") for c in caches.values()]
                 background.append(group.create_task(definitions.run(), name="definitions"))
                 if cfg.compaction_interval > 0:
-                    background.append(group.create_task(self._compact_forever(store), name="compaction"))
+                    compactor = Compactor(
+                        etcd,
+                        compact=store.compact,
+                        prefix=cfg.etcd_prefix,
+                        interval=cfg.compaction_interval,
+                        clock=self.clock,
+                        on_compacted=budget.forget_before,
+                    )
+                    background.append(group.create_task(compactor.run(), name="compaction"))
                 try:
                     await self._serve(server, caches, definitions.synced)
                 finally:
@@ -245,20 +254,6 @@ class ApiServer:
             log.debug("etcd status for /readyz failed", error=str(exc))
             return ""
         return NO_SPACE_MESSAGE if no_space_alarm(status.errors) else ""
-
-    async def _compact_forever(self, store: Store) -> None:
-        """Every interval, compact etcd to the revision seen one interval earlier (history stays ≥ 1 interval)."""
-        previous = 0
-        while True:
-            await self.clock.sleep(self.config.compaction_interval)
-            current = await store.current_revision()
-            if previous:
-                try:
-                    await store.compact(previous)
-                    log.info("compacted etcd", revision=previous)
-                except Exception as exc:  # noqa: BLE001 - compaction is best effort; the next tick retries
-                    log.warning("compaction failed", error=str(exc))
-            previous = current
 
 
 __all__ = ["ApiServer", "ApiServerConfig"]

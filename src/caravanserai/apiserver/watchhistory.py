@@ -9,6 +9,10 @@
   the oldest end; `oldest` is the lowest version a watch can resume from, and it only moves forward (dropping an
   event, or a relist that may leave a hole). A watcher that asks for a dropped version gets `Expired` and
   relists, exactly as after an etcd compaction.
+* **No older than etcd's history.** When etcd is compacted to revision R (`storage.compaction`: about every
+  5 minutes, one interval of history kept), every window drops its events older than R: the window then holds
+  about one to two compaction intervals of changes, whatever the caps, so its memory follows the write rate
+  instead of growing to the caps; and every apiserver serves resumption from the same point etcd does.
 * **Replay reads from the newest end.** `after(revision)` stops at the first event it has already seen, so a
   thousand watchers resuming from recent versions do not each scan the whole window.
 """
@@ -59,6 +63,11 @@ class HistoryBudget:
     def unregister(self, history: History) -> None:
         self._histories.discard(history)
 
+    def forget_before(self, revision: int) -> None:
+        """etcd was compacted to `revision`: every window drops its events older than that."""
+        for history in list(self._histories):
+            history.forget_before(revision)
+
     def trim(self) -> None:
         """Drop the oldest events of the largest windows until all of them fit in `max_bytes`."""
         used = self.used
@@ -106,6 +115,11 @@ class History:
         self.oldest = max(self.oldest, change.revision)
         self.bytes -= size
         return size
+
+    def forget_before(self, revision: int) -> None:
+        """Drop the events older than `revision` (etcd compacted its history to it)."""
+        while self._events and self._events[0][0].revision < revision:
+            self.drop_oldest()
 
     def close(self) -> None:
         """Stop counting against the shared budget (the kind is no longer served)."""

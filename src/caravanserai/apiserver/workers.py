@@ -9,8 +9,9 @@ Guarantees:
   are etcd revisions and every worker keeps the same window of history, so a watch resumed on another worker from
   a version goes on exactly after it; reads and writes go to etcd. A kind defined through one worker is served by
   the others on their first request for it (`DefinitionServer.find_kind`).
-* **Duties of the whole cluster run once.** Only worker 0 compacts etcd (the others get `--compaction-interval
-  0`). Event leases are per worker (each grants one a minute).
+* **Duties of the whole cluster run once.** Every worker runs the compactor, and one of them compacts etcd per
+  interval, as between apiservers (`storage.compaction`): each learns every compaction and trims its watch
+  histories to it. Event leases are per worker (each grants one a minute).
 * **One HTTP endpoint.** The supervisor serves `--metrics-listen` (`workerendpoint.py`): `/metrics` is every
   worker's exposition with a `worker` label on each sample, plus restarts per worker; `/healthz` and `/readyz` are
   200 only when every worker's own are. Workers serve theirs on Unix sockets in a private directory.
@@ -73,10 +74,8 @@ class Worker:
 
 def worker_argv(argv: Sequence[str], *, index: int, socket: str) -> list[str]:
     """The command line of worker `index`: the supervisor's own flags, then the worker's (argparse keeps the last
-    of a repeated flag): one worker, its index, its Unix-socket endpoint and, beyond worker 0, no compaction."""
+    of a repeated flag): one worker, its index and its Unix-socket endpoint."""
     own = ["--workers", "1", "--worker-index", str(index), "--metrics-listen", f"unix:{socket}"]
-    if index:
-        own += ["--compaction-interval", "0"]
     return [sys.executable, "-m", "caravanserai.apiserver", *argv, *own]
 
 

@@ -20,6 +20,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from caravanserai.process.etcdmember import ETCD_MEMBER_FLAGS
 from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.etcd import endpoint_healthy
 from support.fleet.netns import Host
@@ -85,6 +86,7 @@ class EtcdCluster:
             "--heartbeat-interval=100",
             "--election-timeout=1000",
             "--experimental-watch-progress-notify-interval=1s",
+            *ETCD_MEMBER_FLAGS,
             "--logger=zap",
             "--log-level=warn",
             f"--cert-file={tls.cert}",

@@ -19,6 +19,15 @@ from support.soak.sampler import ResourceSampler
 from support.soak.workload import Workload
 
 EXAMPLES = 10
+LEAKS = {"rss_leak": "rss_mib", "fd_leak": "fds", "db_leak": "db_in_use_mib"}
+"""The leak verdicts of an incarnation (`sampler.Incarnation.figures`) and the figures they were judged by."""
+
+
+def _leak(verdict: str, run: dict[str, Any]) -> str:
+    """`rss_leak (rss_mib 81→112, late +64/h)`: the verdict with what it was judged by."""
+    figure = LEAKS[verdict]
+    start = run.get(f"{figure}_start", run.get(f"{figure}_after_warmup"))
+    return f"{verdict} ({figure} {start}→{run.get(f'{figure}_end')}, late {run.get(f'{figure}_per_hour_late')}/h)"
 
 
 def line(name: str, figure: object, target: str, held: bool, detail: str = "") -> dict[str, object]:
@@ -48,12 +57,21 @@ def _faults(injector: FaultInjector, observer: Observer, origin: float) -> dict[
 def _resources(sampler: ResourceSampler, config: SoakConfig) -> tuple[dict[str, Any], list[str]]:
     figures = sampler.report(config.leaks)
     leaks = [
-        f"{name} pid {run['pid']}: " + ", ".join(k for k in ("rss_leak", "fd_leak") if run[k])
+        f"{name} pid {run['pid']}: " + ", ".join(_leak(k, run) for k in LEAKS if run.get(k))
         for name, runs in figures.items()
         for run in runs
-        if run["rss_leak"] or run["fd_leak"]
+        if any(run.get(k) for k in LEAKS)
     ]
     return figures, leaks
+
+
+def _leak_rule(judged: int, config: SoakConfig) -> str:
+    limits = config.leaks
+    return (
+        f"{judged} process runs judged: after {limits.warmup:g}s of warm-up, none grew in the late half of its run "
+        f"faster than {limits.rss_slope:g} MiB/h (or {limits.fd_slope:g} fds/h) by more than {limits.rss_floor:g} MiB "
+        f"({limits.fd_floor:g} fds); etcd members also by database in use"
+    )
 
 
 def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +152,7 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
              report["convergence"]["after_last_fault_s"], f"<= {config.convergence_bound:g}s",
              converged_s is not None, "; ".join(f"{k}: {v}" for k, v in list(unconverged.items())[:3])),
         line("no process leaks memory or file descriptors", len(leaks), "= 0", not leaks,
-             "; ".join(leaks[:5]) or f"{judged} process runs judged (watched {config.leaks.window:g}s+ after warm-up)"),
+             "; ".join(leaks[:5]) or _leak_rule(judged, config)),
         line("faults undone and the test subnet contained", len(faults["undo_errors"]) + len(escaped), "= 0",
              not faults["undo_errors"] and not escaped, "; ".join(faults["undo_errors"][:3])),
         line("nothing left behind after teardown", left_count, "= 0", left_count == 0,

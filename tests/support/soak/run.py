@@ -12,7 +12,9 @@ anything left behind. The report holds the figures and one verdict line per inva
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,6 +31,7 @@ from support.soak.sampler import ResourceSampler
 from support.soak.workload import Workload
 
 SPOT_READ_INTERVAL = 5.0
+DB_INTERVAL = 30.0
 
 
 def fleet_processes(fleet: Fleet) -> Iterator[tuple[str, int | None]]:
@@ -88,6 +91,31 @@ async def spot_reads(client: Client, log: WriteLog, rng: random.Random, clock: C
 async def sample_resources(sampler: ResourceSampler, clock: Clock, interval: float, stop: asyncio.Event) -> None:
     while not stop.is_set():
         sampler.sample(clock.monotonic())
+        try:
+            await asyncio.wait_for(stop.wait(), interval)
+        except TimeoutError:
+            continue
+
+
+async def sample_databases(
+    fleet: Fleet, sampler: ResourceSampler, clock: Clock, interval: float, stop: asyncio.Event
+) -> None:
+    """Every `interval`: each running etcd member's database file size, size in use and raft index (`etcdctl
+    endpoint status`), added to its incarnation. A member that does not answer (stopped, killed) is skipped."""
+    while not stop.is_set():
+        for member in fleet.etcd.members:
+            pid = member.process.pid
+            if pid is None:
+                continue
+            try:
+                out = await asyncio.to_thread(
+                    fleet.etcd.etcdctl, "endpoint", "status", "-w", "json", endpoints=[member.endpoint]
+                )
+                status = json.loads(out)[0]["Status"]
+            except (RuntimeError, ValueError, LookupError, subprocess.TimeoutExpired):
+                continue
+            sizes = int(status["dbSize"]), int(status["dbSizeInUse"]), int(status["raftIndex"])
+            sampler.record_db(member.process.name, pid, clock.monotonic(), *sizes)
         try:
             await asyncio.wait_for(stop.wait(), interval)
         except TimeoutError:
@@ -170,6 +198,7 @@ async def _soak(
     watchers = [
         asyncio.create_task(observer.run(stop, workload.deleted, workload.touched)),
         asyncio.create_task(sample_resources(sampler, clock, config.resource_interval, stop)),
+        asyncio.create_task(sample_databases(fleet, sampler, clock, DB_INTERVAL, stop)),
     ]
     spot = asyncio.create_task(spot_reads(client, log, rng, clock, stop))
     try:
@@ -199,4 +228,4 @@ async def _soak(
         )
 
 
-__all__ = ["converge", "fleet_processes", "read_back", "run_soak", "spot_reads"]
+__all__ = ["converge", "fleet_processes", "read_back", "run_soak", "sample_databases", "spot_reads"]

@@ -73,3 +73,18 @@ def test_a_watcher_from_an_evicted_revision_is_told_to_relist() -> None:
         cache.watch(lambda _obj: True, resource_version="2")
     watcher = cache.watch(lambda _obj: True, resource_version=str(oldest))
     assert watcher.pending == 101 - oldest
+
+
+def test_every_window_drops_what_etcd_compacted_and_serves_from_there() -> None:
+    budget = HistoryBudget(TOTAL_CAP)
+    caches = [_cache(history_budget=budget), _cache(history_budget=budget)]
+    for revision in range(2, 42):
+        caches[revision % 2]._record(_event(revision, None, f"n{revision}"))
+    budget.forget_before(30)  # etcd compacted to revision 30
+    for cache in caches:
+        assert all(event.revision >= 30 for event in cache.history.after(0))
+        assert len(cache.history) == 6 and cache.history.oldest in (28, 29)
+        with pytest.raises(Expired):
+            cache.watch(lambda _obj: True, resource_version="20")
+    assert caches[0].watch(lambda _obj: True, resource_version="29").pending == 6  # 30, 32, … 40
+    assert budget.used == sum(c.history.bytes for c in caches) == 12 * event_bytes(_event(30, None, "n30"))

@@ -57,7 +57,8 @@ def test_worker_command_lines_override_the_supervisors_flags() -> None:
     assert first[:3] == [sys.executable, "-m", "caravanserai.apiserver"]
     assert first[3:] == [*argv, "--workers", "1", "--worker-index", "0", "--metrics-listen", "unix:/run/w0.sock"]
     second = worker_argv(argv, index=1, socket="/run/w1.sock")
-    assert second[-2:] == ["--compaction-interval", "0"], "only worker 0 compacts"
+    assert second[3:] == [*argv, "--workers", "1", "--worker-index", "1", "--metrics-listen", "unix:/run/w1.sock"]
+    assert "--compaction-interval" not in second  # every worker takes its turn (and trims its histories)
 
 
 async def test_metrics_are_every_workers_with_a_worker_label() -> None:

@@ -44,12 +44,25 @@ def test_an_ambiguous_write_may_or_may_not_have_been_applied() -> None:
     assert log.check(record, Observed(21, 5)) is None
 
 
-def test_a_leak_grows_past_the_floor_steeply_and_keeps_climbing() -> None:
+def test_a_leak_is_growth_that_goes_on_in_the_late_half() -> None:
     minutes = [float(60 * i) for i in range(31)]
-    assert leaking([(t, 100 + t / 30) for t in minutes], 60.0, 16.0)  # 2 MiB a minute for half an hour
-    assert not leaking([(t, 100 + t / 600) for t in minutes], 60.0, 16.0)  # below the slope limit
-    assert not leaking([(t, 100 + min(t, 300) / 10) for t in minutes], 60.0, 16.0)  # a step that levels off
-    assert not leaking([(t, 100 + t / 30) for t in minutes[:6]], 60.0, 16.0)  # steep, but 10 MiB: under the floor
+    assert leaking([(t, 100 + t / 30) for t in minutes], 30.0, 8.0)  # 2 MiB a minute for half an hour
+    assert not leaking([(t, 100 + t / 600) for t in minutes], 30.0, 8.0)  # 6 MiB/h: below the slope limit
+    assert not leaking([(t, 100 + min(t, 840) / 20) for t in minutes], 30.0, 8.0)  # fills, then levels off
+    assert leaking([(t, 100 + max(0, t - 900) / 30) for t in minutes], 30.0, 8.0)  # flat, then climbs
+    assert not leaking([(t, 100 + t / 30) for t in minutes[:6]], 30.0, 8.0)  # steep, but 5 MiB late: the floor
+
+
+def test_an_etcd_member_is_judged_by_its_database_in_use_too() -> None:
+    limits = Limits(warmup=60.0, window=120.0)
+    member = Incarnation("etcd-m0", 1, [(float(t), 40.0, 20) for t in range(0, 1200, 5)])
+    member.db_samples = [(float(t), 64.0, 2 + t / 30, t) for t in range(0, 1200, 30)]  # RSS flat, data climbing
+    figures = member.figures(limits)
+    assert (figures["rss_leak"], figures["db_leak"]) == (False, True)
+    assert figures["db_in_use_mib_per_hour_late"] == pytest.approx(120.0)
+    assert figures["raft_entries_per_s"] == 1.0
+    member.db_samples = [(float(t), 64.0, 2 + min(t, 300) / 30, t) for t in range(0, 1200, 30)]  # compacted: flat
+    assert member.figures(limits)["db_leak"] is False
 
 
 def _container(
@@ -127,6 +140,8 @@ def test_every_fault_kind_comes_once_per_bag() -> None:
 def test_the_engines_are_reported_but_not_judged() -> None:
     samples = [(float(t), 100.0 + t / 10, 20 + t // 5) for t in range(0, 400, 5)]  # fds: 12 an minute
     engine, apiserver = Incarnation("dockerd-w0", 1, list(samples)), Incarnation("apiserver-cp0", 2, list(samples))
-    assert (engine.figures(Limits())["judged"], engine.figures(Limits())["fd_leak"]) == (False, False)
-    assert engine.figures(Limits())["fds_per_hour"] == apiserver.figures(Limits())["fds_per_hour"]
-    assert (apiserver.figures(Limits())["judged"], apiserver.figures(Limits())["fd_leak"]) == (True, True)
+    limits = Limits(warmup=60.0, window=120.0)
+    assert (engine.figures(limits)["judged"], engine.figures(limits)["fd_leak"]) == (False, False)
+    assert engine.figures(limits)["fds_per_hour_late"] == apiserver.figures(limits)["fds_per_hour_late"]
+    assert (apiserver.figures(limits)["judged"], apiserver.figures(limits)["fd_leak"]) == (True, True)
+    assert apiserver.figures(Limits())["judged"] is False  # 400 s: not watched past the default warm-up
