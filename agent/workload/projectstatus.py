@@ -261,7 +261,8 @@ _PHASE_CHANGES = {v1.FAILED: lifecycle.fail, v1.SUCCEEDED: lifecycle.succeed}  #
 
 def apply(project: v1.Project, assessment: Assessment, *, generation: int | None, now: float) -> v1.Project:
     """`project` (not changed) with the assessment written into a copy: the phase change through its lifecycle
-    constructor (a hand-off ends once the project is Running with every service ready), the service statuses, the Ready and Degraded conditions, and observed_generation when given."""
+    constructor (a hand-off ends once the project is Running with every service ready), the service statuses,
+    the Ready and Degraded conditions, and observed_generation when given."""
     change = _PHASE_CHANGES.get(assessment.phase or "")
     if assessment.phase == v1.RUNNING and project.status.phase != v1.RUNNING:
         out = lifecycle.run(
