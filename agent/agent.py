@@ -203,6 +203,8 @@ class Agent:
             stop_timeout=config.stop_timeout,
             networks=networks,
             allowed_host_paths=config.allowed_host_paths,
+            clock=clock,
+            on_switch=ingress.switched,
         )
         sweep = functools.partial(self._sweep, informer, queue, projects)
         fence = self._make_fence(client, projects, on_unfenced=sweep)

@@ -27,7 +27,8 @@ Guarantees:
   decide again (at most `STALE_ATTEMPTS` times, then the key is retried with backoff).
 * **Phase changes only through `caravanserai.project.lifecycle`** (run, succeed, fail, terminate).
 * **Hand-off**: a project moved away from this node (`status.previousNodeRef`, drained or tainted) keeps its
-  containers here until it runs on its new node or `status.handoffDeadline` passes; it is looked at every
+  containers here, served by the ingress, until it runs on its new node with every service ready (the hand-off
+  is then cleared) or `status.handoffDeadline` passes; it is looked at every
   `HANDOFF_POLL` seconds meanwhile. A project with backed-up volumes moves through `status.move` instead: its
   services are stopped, final backups taken and the snapshots handed over (`volumeflow`).
 * **Data before services**: with volumes (`volumeflow`), no service of a project starts before every backed-up
@@ -192,7 +193,7 @@ class ProjectReconciler:
             project = await self._fetch(name)
         if project is not None and project.status.previous_node_ref == self._node:
             left = seconds(project.status.handoff_deadline) - self._clock.now()
-            if left > 0 and project.status.phase not in (v1.RUNNING, v1.TERMINATING, v1.TERMINATED):
+            if left > 0 and project.status.phase not in (v1.TERMINATING, v1.TERMINATED):  # ends when ready there
                 return min(left, HANDOFF_POLL)
         self._ledger.forget(name)
         self._setup_retries.pop(name, None)

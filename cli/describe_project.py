@@ -188,6 +188,7 @@ def _spec(out: Writer, spec: v1.ProjectSpec) -> None:
         [
             ("Priority", str(spec.priority)),
             ("Preemption Policy", spec.preemption_policy or v1.PREEMPT_LOWER_PRIORITY),
+            ("Update Order", spec.update.order or v1.UPDATE_STOP_FIRST),
             ("Node Selector", quantities(spec.node_selector)),
             ("Tolerations", listing(_toleration(t) for t in spec.tolerations)),
             ("Expire At", rfc3339(spec.expire_at) if spec.HasField("expire_at") else NONE),

@@ -259,6 +259,11 @@ class DockerRuntime:
         async with docker_call(f"start container {container_id[:12]}"):
             await self.api.containers.container(container_id).start()
 
+    async def rename_container(self, container_id: str, name: str) -> None:
+        """Give a container another name (running or not; its network addresses and aliases stay)."""
+        async with docker_call(f"rename container {container_id[:12]} to {name}"):
+            await self.api.containers.container(container_id).rename(name)
+
     async def stop_container(self, container_id: str, *, timeout: int) -> None:
         """Stop a container: SIGTERM (or its StopSignal), SIGKILL after `timeout` seconds. Absent is fine."""
         async with docker_call(f"stop container {container_id[:12]}"):

@@ -63,6 +63,19 @@ def container_name(project: str, service: str, node: str) -> str:
     return SEPARATOR.join((PREFIX, *parts))
 
 
+NEXT = "next"
+OLD = "old"
+
+
+def replacement_name(project: str, service: str, node: str, role: str) -> str:
+    """`cara_<project>_<service>.<role>_<node>`: the new (`NEXT`) or the outgoing (`OLD`) container of a service
+    while a start-first update runs both. A `.` cannot occur in a service name, so it is never a service's own
+    name (`ProjectRuntime.remove_stale` removes what an interrupted update left)."""
+    if role not in (NEXT, OLD):
+        raise ValueError(f"invalid replacement role {role!r}")
+    return container_name(project, f"{_check_part('service', service)}.{role}", node)
+
+
 def network_name(project: str, node: str) -> str:
     """`cara_<project>_<node>`: the project's bridge network, on which each service is reachable by its name."""
     return SEPARATOR.join((PREFIX, _check_part("project", project), _check_part("node", node)))
@@ -149,6 +162,8 @@ __all__ = [
     "LABEL_VOLUME",
     "LABEL_VOLUME_TYPE",
     "MANAGED",
+    "NEXT",
+    "OLD",
     "POOL_PART",
     "PREFIX",
     "SEPARATOR",
@@ -161,6 +176,7 @@ __all__ = [
     "parse_container_name",
     "pool_labels",
     "pool_network_name",
+    "replacement_name",
     "stop_timeout",
     "volume_name",
 ]

@@ -8,7 +8,8 @@ One home for the question that port-forward, exec and the ingress all ask:
   which only this node can reach; `NoEndpoint` when it has none.
 * `ContainerBackends` serves the ingress proxy's `Backends` seam from these, remembering each route's address
   for as long as the route's container (by id, from the project status) stays the same: a request costs no
-  Docker call once its container's address is known.
+  Docker call once its container's address is known, until the agent says the container was replaced
+  (`forget_service`, a start-first update) or it refuses a connection.
 """
 
 from __future__ import annotations
@@ -72,7 +73,11 @@ class ContainerBackends:
         return address, route.port
 
     def forget(self, route: Route) -> None:
-        self._known.pop((route.project, route.service), None)
+        self.forget_service(route.project, route.service)
+
+    def forget_service(self, project: str, service: str) -> None:
+        """Find the service's container afresh at the next request (it was replaced, or refused a connection)."""
+        self._known.pop((project, service), None)
 
 
 __all__ = ["ContainerBackends", "NoEndpoint", "ServiceEndpoints"]

@@ -9,16 +9,22 @@ Guarantees for a request with `Host: H`:
 * H unknown → **404** naming H. H's route is `Internal` and the client is not inside → **403**. Inside means: on
   loopback or on this node's own address (a process of this machine), or a hop another node's agent signed with
   its node certificate (`ingress.hop`), never an address a node reported. Without node certificates (`hops`
-  None: nothing in the cluster is authenticated) any node's reported address counts, as before. H's project is
-  not Running → **503** naming the project and its phase.
-* The project runs on this node → the request goes to the target service's container on the project network
+  None: nothing in the cluster is authenticated) any node's reported address counts, as before. No copy of H's
+  project runs → **503** naming the project and its phase.
+* H is served by the copies `balance.serving` names: every ready replica of a replicated project (projects of one
+  owner declaring H), on any node; the old copy of a project being handed over until its new copy is ready. The
+  balancer (`balance.Balancer`: least connections, then round robin) picks one; a copy that did not get the request
+  (or, for an idempotent method, broke the connection before answering) is followed by another copy, before any
+  byte of the response went to the client (`balance.may_retry_*`).
+* The copy runs on this node → the request goes to the target service's container on the project network
   (`backends` says where); a refused or unresolvable backend → **502**/**503**; a container that does not accept
   the connection within `local_connect_timeout` (0.5 s: on the node's own bridge, silence means it is stopped or
   restarting) → **503** at once, naming the service, instead of a request hanging; no headers from it in time →
-  **504**.
-* The project runs on another node → the request is forwarded once, to that node's ingress over its published
+  **504**. A container that refused a connection but has another address now (replaced by a start-first update)
+  is tried once more at its new address.
+* The copy runs on another node → the request is forwarded once, to that node's ingress over its published
   address, marked with `X-Caravanserai-Forwarded-By`. A marked request is never forwarded again (**502** when
-  its project does not run here either): loops are impossible. The mark counts as a hop from another node only
+  no copy runs here): loops are impossible. The mark counts as a hop from another node only
   with a valid hop signature (`_from_node`; without node certificates, from a node's address); from anyone else
   it is dropped with the client's `X-Forwarded-*` and `Forwarded` (kept from `trusted_proxies`), and this node
   sets its own as the first hop.
@@ -38,6 +44,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
@@ -46,9 +53,19 @@ from aiohttp import hdrs, web
 from multidict import CIMultiDict
 from yarl import URL
 
+from caravanserai.agent.ingress.balance import (
+    MAX_ATTEMPTS,
+    Backend,
+    Balancer,
+    may_retry_failure,
+    may_retry_page,
+    never_sent,
+    serving,
+)
 from caravanserai.agent.ingress.guard import ConnectionGuard, RateLimitedLog, RepeatFilter
 from caravanserai.agent.ingress.hop import HOP_HEADERS, HopAuth
 from caravanserai.agent.ingress.httpdetails import (
+    ERROR_HEADER,
     FORWARDED_BY,
     WEBSOCKET_HANDSHAKE,
     IngressLimits,
@@ -58,6 +75,7 @@ from caravanserai.agent.ingress.httpdetails import (
     is_websocket,
     upstream_headers,
 )
+from caravanserai.agent.ingress.relaying import BodyTooLarge, BodyTooSlow, RequestBody, pump_websockets
 from caravanserai.agent.ingress.routes import Route, RouteTable
 from caravanserai.clock import Clock, SystemClock
 
@@ -67,7 +85,6 @@ BACKLOG = 1024
 LINGERING = 2.0  # seconds to read and drop an unread request body after answering early (aiohttp's default: 10)
 QUIETED_LOGGERS = ("asyncio", "aiohttp.server", "aiohttp.web")  # their repeated lines are rate-limited (`guard`)
 
-CHUNK = 64 * 1024
 SMALL_BODY = 64 * 1024  # responses up to this size (with a Content-Length) are relayed in one piece
 _HOP_VERDICT = web.RequestKey("caravanserai.hop_verified", bool)  # a request's hop verdict (`_signed_hop`)
 
@@ -86,43 +103,6 @@ class Backends(Protocol):
     def forget(self, route: Route) -> None:
         """The address given for `route` refused a connection: look it up afresh next time."""
         ...
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-class _BodyTooSlow(Exception):
-    pass
-
-
-class _RequestBody:
-    """The request body as it comes, for the upstream request. `failure` says why it stopped early: over `limit`
-    bytes (_BodyTooLarge) or no byte for `timeout` seconds (_BodyTooSlow); aiohttp wraps what the body raises in
-    its own errors, so the proxy reads the reason here."""
-
-    def __init__(self, content: aiohttp.StreamReader, limit: int, timeout: float) -> None:
-        self._content = content
-        self._limit = limit
-        self._timeout = timeout
-        self.failure: Exception | None = None
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        seen = 0
-        while True:
-            try:
-                async with asyncio.timeout(self._timeout):
-                    chunk = await self._content.read(CHUNK)
-            except TimeoutError:
-                self.failure = _BodyTooSlow()
-                raise self.failure from None
-            if not chunk:
-                return
-            seen += len(chunk)
-            if self._limit and seen > self._limit:
-                self.failure = _BodyTooLarge()
-                raise self.failure
-            yield chunk
 
 
 def _family(host: str) -> socket.AddressFamily:
@@ -161,6 +141,7 @@ class IngressProxy:
         self.clock: Clock = clock or SystemClock()
         self.hops = hops  # signs and verifies forwarding hops (None: no node certificates)
         self.backends = backends
+        self.balancer = Balancer()  # which copy of a replicated (or handed-over) project answers
         self.node = node
         self.limits = limits or IngressLimits()
         self.port = 0  # once serving
@@ -234,42 +215,120 @@ class IngressProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         host = request.headers.get(hdrs.HOST, "")
-        route = self.table.lookup(host)
-        if route is None:
+        routes = self.table.replicas(host)
+        if not routes:
             return self._page(404, "unknown-host", f'No project serves host "{host}".')
+        route = routes[0]
         if not route.public and not self._internal_client(request):
             return self._page(403, "internal-only", f'Host "{route.host}" is Internal: served only inside the cluster.')
-        if not route.running:
+        backends = self._backends(request, routes)
+        if isinstance(backends, web.Response):
+            return backends
+        if is_websocket(request):
+            return await self._websocket(request, backends)
+        return await self._balanced(request, backends)
+
+    def _backends(self, request: web.Request, routes: Sequence[Route]) -> list[Backend] | web.Response:
+        """The copies that may answer (`balance.serving`; only this node's for a request another node forwarded:
+        the loop guard reads the mark whoever sent it), or the page saying why none may."""
+        route = routes[0]
+        backends = serving(routes, now=self.clock.now())
+        if not backends:
             phase = route.phase or "Pending"
             return self._page(503, "not-running", f'Project "{route.project}" is {phase}, not Running.')
-        try:
-            target, first_hop = await self._target(request, route)
-        except BackendUnavailable as exc:
-            return self._page(503, "no-backend", f'Project "{route.project}": {exc}')
-        except _Refused as exc:
-            return self._page(502, exc.error, str(exc))
-        if is_websocket(request):
-            return await self._websocket(request, route, target, first_hop=first_hop)
-        return await self._http(request, route, target, first_hop=first_hop)
-
-    async def _target(self, request: web.Request, route: Route) -> tuple[URL, bool]:
-        """(where to send, whether this node is the first ingress) for a Running route. The loop guard reads the
-        mark whoever sent it (a client that sends it is not forwarded); the first-hop decision trusts nodes only."""
         forwarded_by = request.headers.get(FORWARDED_BY, "")
-        if route.node == self.node:
-            host, port = await self.backends.address(route)
+        if not forwarded_by:
+            return backends
+        here = [b for b in backends if b.node == self.node]
+        if here:
+            return here
+        return self._page(
+            502,
+            "misrouted",
+            f'Project "{route.project}" runs on node {backends[0].node}, not here; '
+            f"node {forwarded_by} forwarded the request (not forwarded again).",
+        )
+
+    async def _balanced(self, request: web.Request, backends: Sequence[Backend]) -> web.StreamResponse:
+        """Send the request to one copy after another (`balance`) until one answers or no retry is allowed."""
+        limits = self.limits
+        if limits.max_request_body and (request.content_length or 0) > limits.max_request_body:
+            return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
+        body = RequestBody(request.content, limits.max_request_body, limits.body_timeout)
+        tried: set[tuple[str, str]] = set()
+        readdressed: set[tuple[str, str]] = set()  # copies tried once more at their new address
+        backend = self.balancer.choose(backends, tried=tried)
+        answer: web.StreamResponse | None = None
+        for _ in range(MAX_ATTEMPTS):
+            if backend is None:
+                break
+            with self.balancer.using(backend):
+                outcome = await self._attempt(request, backend, body)
+            if not isinstance(outcome, _Retry):
+                return outcome
+            answer = outcome.page
+            if outcome.again and backend.key not in readdressed:
+                readdressed.add(backend.key)
+                continue
+            tried.add(backend.key)
+            backend = self.balancer.choose(backends, tried=tried)
+        assert answer is not None  # `backends` is never empty: one copy at least was tried
+        return answer
+
+    async def _attempt(self, request: web.Request, backend: Backend, body: RequestBody) -> web.StreamResponse | _Retry:
+        """One try of `backend`: what goes to the client, or (`_Retry`) the page of a failure after which another
+        copy may be tried (`balance.may_retry_*`: nothing of the request body was sent)."""
+        try:
+            target, first_hop = await self._target(request, backend)
+        except _Refused as exc:
+            return _Retry(self._page(exc.status, exc.error, str(exc)))
+        local = backend.node == self.node
+        try:
+            upstream = await self._send(request, backend, target, body, first_hop=first_hop)
+        except (BodyTooLarge, BodyTooSlow, aiohttp.ClientError, TimeoutError) as exc:
+            page = self._failed(request, backend, exc, body.failure)
+            if body.started or not may_retry_failure(exc, method=request.method):
+                return page
+            return _Retry(page, again=never_sent(exc) and await self._readdressed(backend, target))
+        async with upstream:
+            error = upstream.headers.get(ERROR_HEADER, "")
+            if (
+                not local
+                and error
+                and not body.started
+                and may_retry_page(upstream.status, error, method=request.method)
+            ):
+                headers = end_to_end(upstream.headers, drop=(hdrs.CONTENT_LENGTH,))
+                return _Retry(web.Response(status=upstream.status, headers=headers, body=await upstream.read()))
+            return await self._relay(request, upstream, local=local)
+
+    async def _readdressed(self, backend: Backend, tried: URL) -> bool:
+        """Whether a copy of this node that refused a connection has another address now: its container was just
+        replaced (a start-first update switched to the new one), so the same copy may be tried once more."""
+        if backend.node != self.node:
+            return False
+        try:
+            host, port = await self.backends.address(backend.route)
+        except BackendUnavailable:
+            return False
+        return (host, port) != (tried.host, tried.port)
+
+    async def _target(self, request: web.Request, backend: Backend) -> tuple[URL, bool]:
+        """(where to send, whether this node is the first ingress) for a copy: its container's address when it runs
+        here, else its node's ingress. The first-hop decision trusts nodes only."""
+        route = backend.route
+        if backend.node == self.node:
+            try:
+                host, port = await self.backends.address(route)
+            except BackendUnavailable as exc:
+                raise _Refused(503, "no-backend", f'Project "{route.project}": {exc}') from exc
             return URL.build(scheme="http", host=host, port=port), not self._from_node(request)
-        if forwarded_by:
-            raise _Refused(
-                "misrouted",
-                f'Project "{route.project}" runs on node {route.node}, not here; '
-                f"node {forwarded_by} forwarded the request (not forwarded again).",
-            )
-        endpoint = self.table.node(route.node)
+        endpoint = self.table.node(backend.node)
         if endpoint is None or not endpoint.address or not endpoint.ingress_port:
             raise _Refused(
+                502,
                 "node-unreachable",
-                f'Project "{route.project}" runs on node {route.node}, which publishes no ingress address.',
+                f'Project "{route.project}" runs on node {backend.node}, which publishes no ingress address.',
             )
         return URL.build(scheme="http", host=endpoint.address, port=endpoint.ingress_port), True
 
@@ -318,9 +377,9 @@ class IngressProxy:
         return error_page(status, error, text, node=self.node)
 
     def _outgoing(
-        self, request: web.Request, route: Route, target: URL, *, first_hop: bool
+        self, request: web.Request, backend: Backend, target: URL, *, first_hop: bool
     ) -> tuple[URL, CIMultiDict[str]]:
-        local = route.node == self.node
+        local = backend.node == self.node
         dropped = (*HOP_HEADERS, FORWARDED_BY) if local else HOP_HEADERS
         headers = upstream_headers(request, first_hop=first_hop, trusted=self._trusted(request), drop=dropped)
         url = target.with_path(request.rel_url.raw_path, encoded=True).with_query(request.rel_url.query)
@@ -328,45 +387,39 @@ class IngressProxy:
             headers[FORWARDED_BY] = self.node
             if self.hops is not None:  # signs the path and query exactly as sent
                 host = request.headers.get(hdrs.HOST, "")
-                headers.update(self.hops.sign(to=route.node, method=request.method, host=host, path=url.raw_path_qs))
+                headers.update(self.hops.sign(to=backend.node, method=request.method, host=host, path=url.raw_path_qs))
         return url, headers
 
-    async def _http(self, request: web.Request, route: Route, target: URL, *, first_hop: bool) -> web.StreamResponse:
+    async def _send(
+        self, request: web.Request, backend: Backend, target: URL, body: RequestBody, *, first_hop: bool
+    ) -> aiohttp.ClientResponse:
+        """The upstream response to `request` sent to `target` (the headers in; the body still to be read)."""
         assert self._session is not None
-        limits = self.limits
-        if limits.max_request_body and (request.content_length or 0) > limits.max_request_body:
-            return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
-        url, headers = self._outgoing(request, route, target, first_hop=first_hop)
-        body = _RequestBody(request.content, limits.max_request_body, limits.body_timeout)
-        timeout = self._local_timeout if route.node == self.node else self._remote_timeout
-        try:
-            async with asyncio.timeout(limits.response_timeout):
-                upstream = await self._session.request(
-                    request.method,
-                    url,
-                    headers=headers,
-                    data=body.chunks() if request.body_exists else None,
-                    allow_redirects=False,
-                    compress=None,
-                    timeout=timeout,
-                )
-        except (_BodyTooLarge, _BodyTooSlow, aiohttp.ClientError, TimeoutError) as exc:
-            return self._failed(request, route, exc, body.failure)
-        async with upstream:
-            return await self._relay(request, upstream)
+        url, headers = self._outgoing(request, backend, target, first_hop=first_hop)
+        timeout = self._local_timeout if backend.node == self.node else self._remote_timeout
+        async with asyncio.timeout(self.limits.response_timeout):
+            return await self._session.request(
+                request.method,
+                url,
+                headers=headers,
+                data=body.chunks() if request.body_exists else None,
+                allow_redirects=False,
+                compress=None,
+                timeout=timeout,
+            )
 
-    def _failed(self, request: web.Request, route: Route, exc: Exception, body: Exception | None) -> web.Response:
+    def _failed(self, request: web.Request, backend: Backend, exc: Exception, body: Exception | None) -> web.Response:
         """The page for an upstream request that failed with `exc`; the body's own failure (`body`) comes first,
         as aiohttp wraps it in its errors."""
-        limits, local = self.limits, route.node == self.node
-        if isinstance(body, _BodyTooSlow):
+        route, limits, local = backend.route, self.limits, backend.node == self.node
+        if isinstance(body, BodyTooSlow):
             return self._slow_body(request)
-        if isinstance(body, _BodyTooLarge):
+        if isinstance(body, BodyTooLarge):
             return self._page(413, "request-too-large", f"The request body is over {limits.max_request_body} bytes.")
         if isinstance(exc, aiohttp.ConnectionTimeoutError):  # before TimeoutError, which it also is
             self.backends.forget(route)
             waited = limits.local_connect_timeout if local else limits.connect_timeout
-            where = f"{route.service}:{route.port}" if local else f"the ingress of node {route.node}"
+            where = f"{route.service}:{route.port}" if local else f"the ingress of node {backend.node}"
             return self._page(
                 503 if local else 502,
                 "backend-unreachable",
@@ -395,9 +448,13 @@ class IngressProxy:
         response.force_close()
         return response
 
-    async def _relay(self, request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-        """Copy the backend's response to the client as it arrives (a small one of known length in one piece)."""
-        headers = end_to_end(upstream.headers, drop=(hdrs.CONTENT_LENGTH,))
+    async def _relay(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, *, local: bool
+    ) -> web.StreamResponse:
+        """Copy the backend's response to the client as it arrives (a small one of known length in one piece). A
+        container's own `X-Caravanserai-Error` is dropped: only an ingress says why it reached no container."""
+        dropped = (hdrs.CONTENT_LENGTH, ERROR_HEADER) if local else (hdrs.CONTENT_LENGTH,)
+        headers = end_to_end(upstream.headers, drop=dropped)
         length = upstream.content_length if hdrs.CONTENT_LENGTH in upstream.headers else None
         limit = self.limits.max_response_body
         bodiless = request.method == "HEAD" or upstream.status in (204, 304) or upstream.status < 200
@@ -433,70 +490,56 @@ class IngressProxy:
         await response.write_eof()
         return response
 
-    async def _websocket(
-        self, request: web.Request, route: Route, target: URL, *, first_hop: bool
-    ) -> web.StreamResponse:
+    async def _websocket(self, request: web.Request, backends: Sequence[Backend]) -> web.StreamResponse:
+        """Proxy a WebSocket to one copy (chosen like any request; not retried once chosen), message by message."""
         assert self._session is not None
-        url, headers = self._outgoing(request, route, target, first_hop=first_hop)
+        backend = self.balancer.choose(backends, tried=set())
+        assert backend is not None  # `backends` is never empty
+        route = backend.route
+        try:
+            target, first_hop = await self._target(request, backend)
+        except _Refused as exc:
+            return self._page(exc.status, exc.error, str(exc))
+        url, headers = self._outgoing(request, backend, target, first_hop=first_hop)
         for name in list(headers):
             if name.lower() in WEBSOCKET_HANDSHAKE:
                 del headers[name]
         protocols = [p.strip() for p in request.headers.get(hdrs.SEC_WEBSOCKET_PROTOCOL, "").split(",") if p.strip()]
-        try:
-            upstream = await self._session.ws_connect(
-                url.with_scheme("ws"),
-                headers=headers,
-                protocols=protocols,
-                autoping=False,
-                max_msg_size=self.limits.max_websocket_message,
-                timeout=aiohttp.ClientWSTimeout(ws_receive=None),
-            )
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return self._page(502, "backend-refused", f'Project "{route.project}" refused the WebSocket: {exc}')
-        async with upstream:
-            client = web.WebSocketResponse(
-                protocols=(upstream.protocol,) if upstream.protocol else (),
-                autoping=False,
-                max_msg_size=self.limits.max_websocket_message,
-            )
-            await client.prepare(request)
-            await _pump_websockets(client, upstream)
-            return client
+        with self.balancer.using(backend):
+            try:
+                upstream = await self._session.ws_connect(
+                    url.with_scheme("ws"),
+                    headers=headers,
+                    protocols=protocols,
+                    autoping=False,
+                    max_msg_size=self.limits.max_websocket_message,
+                    timeout=aiohttp.ClientWSTimeout(ws_receive=None),
+                )
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                return self._page(502, "backend-refused", f'Project "{route.project}" refused the WebSocket: {exc}')
+            async with upstream:
+                client = web.WebSocketResponse(
+                    protocols=(upstream.protocol,) if upstream.protocol else (),
+                    autoping=False,
+                    max_msg_size=self.limits.max_websocket_message,
+                )
+                await client.prepare(request)
+                await pump_websockets(client, upstream)
+                return client
 
 
-async def _copy(
-    source: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
-    sink: web.WebSocketResponse | aiohttp.ClientWebSocketResponse,
-) -> None:
-    """Copy messages from `source` to `sink` until `source` closes; then close `sink` with the same code."""
-    async for message in source:
-        if message.type == aiohttp.WSMsgType.TEXT:
-            await sink.send_str(message.data)
-        elif message.type == aiohttp.WSMsgType.BINARY:
-            await sink.send_bytes(message.data)
-        elif message.type == aiohttp.WSMsgType.PING:
-            await sink.ping(message.data)
-        elif message.type == aiohttp.WSMsgType.PONG:
-            await sink.pong(message.data)
-    await sink.close(code=source.close_code or aiohttp.WSCloseCode.OK)
+@dataclass(frozen=True, slots=True)
+class _Retry:
+    """A failed try after which the request may go to another copy (`again`: to the same one, readdressed)."""
 
-
-async def _pump_websockets(client: web.WebSocketResponse, upstream: aiohttp.ClientWebSocketResponse) -> None:
-    """Both directions at once; when either side closes, the other is closed too."""
-    tasks = [asyncio.create_task(_copy(client, upstream)), asyncio.create_task(_copy(upstream, client))]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await client.close()
-        await upstream.close()
+    page: web.Response
+    again: bool = False
 
 
 class _Refused(Exception):
-    def __init__(self, error: str, message: str) -> None:
+    def __init__(self, status: int, error: str, message: str) -> None:
         super().__init__(message)
+        self.status = status
         self.error = error
 
 

@@ -8,8 +8,12 @@ Guarantees:
   ignore case, a trailing dot and a `:port`.
 * **Every declared route is known**, whatever the project's phase, so that the proxy can tell an unknown host
   (404) from a known host whose project is not Running (503). A project leaves the table when it is deleted.
-* **Conflicts are stable**: when two projects declare the same host, the older project (creation time, then
-  name) keeps it; the other's route is reported by `conflicts()`.
+* **Replicas share a host**: projects with the same managing controller (the `controller` owner reference's uid:
+  replicas of one set) that declare the same host form one group, and the host is served by every member of the
+  group (`replicas`; which member answers a request is the proxy's balancer's choice).
+* **Conflicts are stable**: when unrelated projects (different controllers, or none) declare the same host, the
+  group of the older project (creation time, then name) keeps it; the others' routes are reported by
+  `conflicts()`. A project alone is a group of one, so two single projects behave as they always did.
 * **Nodes**: the table also knows each node's ingress endpoint (its preferred address and `ingress_port`) and the
   set of every node address, which `Internal` routes are served to.
 * Changes apply at once (the informer's handler calls them); lookups never wait.
@@ -20,9 +24,11 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass
 
-from caravanserai import v1
+from caravanserai import meta, v1
+from caravanserai.clock import seconds
 from caravanserai.informer import Informer
 from caravanserai.project.ingresshosts import INTERNAL, PUBLIC, normalize_host, route_host
+from caravanserai.project.readiness import counts_as_ready
 
 ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")
 
@@ -30,7 +36,11 @@ ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")
 @dataclass(frozen=True, slots=True)
 class Route:
     """One ingress of one project. `node` is "" while the project is on no node; `container_id` is the target
-    service's container as the project's status reports it (a new container means a new backend address)."""
+    service's container as the project's status reports it (a new container means a new backend address);
+    `ready` whether that service counts as ready (`project.readiness`). `owner` is the uid of the project's
+    managing controller ("" without one): routes of one owner share their host. While the project is handed over
+    (`status.previousNodeRef` with a `handoffDeadline`), `previous_node` still runs the old copy until
+    `handoff_until` (unix seconds; 0: no hand-off)."""
 
     host: str
     project: str
@@ -42,6 +52,15 @@ class Route:
     node: str
     container_id: str
     created: float
+    ready: bool = False
+    owner: str = ""
+    previous_node: str = ""
+    handoff_until: float = 0.0
+
+    @property
+    def group(self) -> tuple[str, str]:
+        """Routes of one group share their host: ("owner", uid) for replicas, ("project", name) for the others."""
+        return ("owner", self.owner) if self.owner else ("project", self.project)
 
     @property
     def public(self) -> bool:
@@ -64,21 +83,27 @@ class NodeEndpoint:
 
 def project_routes(project: v1.Project) -> list[Route]:
     """The routes `project` declares, in spec order."""
-    meta, status = project.metadata, project.status
-    containers = {s.name: s.container_id for s in status.services}
-    created = meta.creation_timestamp.seconds + meta.creation_timestamp.nanos / 1e9
+    metadata, status = project.metadata, project.status
+    services = {s.name: s for s in status.services}
+    created = metadata.creation_timestamp.seconds + metadata.creation_timestamp.nanos / 1e9
+    controller = meta.controller_of(project)
+    handoff = status.HasField("handoff_deadline") and bool(status.previous_node_ref)
     return [
         Route(
-            host=route_host(i.host, project=meta.name, name=i.name),
-            project=meta.name,
+            host=route_host(i.host, project=metadata.name, name=i.name),
+            project=metadata.name,
             ingress=i.name,
             service=i.target.service,
             port=i.target.port,
             scope=i.access.scope or INTERNAL,
             phase=status.phase,
             node=status.node_ref,
-            container_id=containers.get(i.target.service, ""),
+            container_id=services[i.target.service].container_id if i.target.service in services else "",
             created=created,
+            ready=i.target.service in services and counts_as_ready(services[i.target.service]),
+            owner=controller.uid if controller is not None else "",
+            previous_node=status.previous_node_ref if handoff else "",
+            handoff_until=seconds(status.handoff_deadline) if handoff else 0.0,
         )
         for i in project.spec.ingress
     ]
@@ -103,13 +128,19 @@ class RouteTable:
 
     def __init__(self) -> None:
         self._by_project: dict[str, list[Route]] = {}
-        self._by_host: dict[str, Route] = {}
+        self._by_host: dict[str, tuple[Route, ...]] = {}  # host → the group serving it, oldest first
         self._nodes: dict[str, NodeEndpoint] = {}
         self._node_addresses: frozenset[str] = frozenset()
 
     def lookup(self, host_header: str) -> Route | None:
-        """The route for a Host header, or None when no project declares the host."""
-        return self._by_host.get(normalize_host(host_header))
+        """The route for a Host header (the oldest of its group), or None when no project declares the host."""
+        group = self._by_host.get(normalize_host(host_header))
+        return group[0] if group else None
+
+    def replicas(self, host_header: str) -> tuple[Route, ...]:
+        """Every route serving a Host header, oldest first: one for a single project, one per replica for
+        projects of one owner; () when no project declares the host."""
+        return self._by_host.get(normalize_host(host_header), ())
 
     def node(self, name: str) -> NodeEndpoint | None:
         return self._nodes.get(name)
@@ -119,12 +150,12 @@ class RouteTable:
         return address in self._node_addresses
 
     def routes(self) -> builtins.list[Route]:
-        """The served route of every host, sorted by host."""
-        return [self._by_host[h] for h in sorted(self._by_host)]
+        """The served routes of every host (every replica), sorted by host, oldest first."""
+        return [r for h in sorted(self._by_host) for r in self._by_host[h]]
 
     def conflicts(self) -> builtins.list[Route]:
-        """Routes that lost their host to an older project."""
-        return [r for rs in self._by_project.values() for r in rs if self._by_host.get(r.host) != r]
+        """Routes that lost their host to an older, unrelated project."""
+        return [r for rs in self._by_project.values() for r in rs if r not in self._by_host.get(r.host, ())]
 
     def set_project(self, project: v1.Project) -> None:
         name = project.metadata.name
@@ -166,7 +197,8 @@ class RouteTable:
         for host in hosts:
             claims = [r for rs in self._by_project.values() for r in rs if r.host == host]
             if claims:
-                self._by_host[host] = min(claims, key=_rank)
+                winner = min(claims, key=_rank).group
+                self._by_host[host] = tuple(sorted((r for r in claims if r.group == winner), key=_rank))
             else:
                 self._by_host.pop(host, None)
 

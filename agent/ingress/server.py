@@ -209,8 +209,8 @@ class Ingress:
     ) -> None:
         self.address = parse_listen(listen)
         self.table = RouteTable()
-        backends = ContainerBackends(ServiceEndpoints(runtime, node=node))
-        self.proxy = IngressProxy(self.table, backends, node=node, limits=limits, hops=hops)
+        self.backends = ContainerBackends(ServiceEndpoints(runtime, node=node))
+        self.proxy = IngressProxy(self.table, self.backends, node=node, limits=limits, hops=hops)
 
     @property
     def port(self) -> int:
@@ -224,6 +224,10 @@ class Ingress:
             return
         async with self.proxy.serving(*self.address):
             yield self
+
+    def switched(self, project: str, service: str) -> None:
+        """A service's container on this node was replaced (a start-first update): requests go to the new one."""
+        self.backends.forget_service(project, service)
 
     def follow(self, informers: SharedInformerFactory) -> None:
         """Route from the shared informers of every project and every node."""

@@ -6,7 +6,8 @@ Guarantees:
   repeated, interrupted and resumed, by this agent or by a restarted one.
 * **Adoption**: a container whose labels show this node, this project uid and the service's current spec hash
   is kept as it is (started again if it should run); any other container under the service's name is replaced.
-  A spec change therefore recreates exactly the services whose spec changed.
+  A spec change therefore recreates exactly the services whose spec changed: the old container stops first, or,
+  with `spec.update.order: start-first`, only once its replacement is healthy (`startfirst`).
 * **Images follow `imagePullPolicy`** (`imagepull.prepare_image`), pulled before the old container of a changed
   service is removed; a pull that cannot succeed is a `ServiceFailure` with reason ImagePullFailed (or
   ErrImageNeverPull) and Docker's message; a create or start Docker refuses as invalid (4xx) is a `ServiceFailure`
@@ -40,7 +41,7 @@ from caravanserai import v1
 from caravanserai.agent.docker import containers, naming
 from caravanserai.agent.docker.engine import DockerRefused, DockerRuntime
 from caravanserai.agent.docker.records import ContainerSummary, Labelled, Observed
-from caravanserai.agent.workload import ordering, projectstatus
+from caravanserai.agent.workload import ordering, projectstatus, startfirst
 from caravanserai.agent.workload.failures import (
     CONTAINER,
     NETWORK,
@@ -54,6 +55,7 @@ from caravanserai.agent.workload.failures import (
 )
 from caravanserai.agent.workload.imagepull import UNREPORTED, PullReporter, prepare_image
 from caravanserai.agent.workload.netpool import NetworkPool, attached_networks
+from caravanserai.clock import Clock, SystemClock
 from caravanserai.project import runoptions
 
 log = structlog.get_logger(__name__)
@@ -114,8 +116,12 @@ class ProjectRuntime:
         stop_timeout: int,
         networks: NetworkPool | None = None,
         allowed_host_paths: tuple[str, ...] = (),
+        clock: Clock | None = None,
+        on_switch: startfirst.Switched | None = None,
     ) -> None:
         self.docker = runtime
+        # `spec.update.order: start-first`; `on_switch` tells this node's ingress that a service's container changed
+        self.start_first = startfirst.StartFirst(runtime, node=node, clock=clock or SystemClock(), on_switch=on_switch)
         self.node = node
         self.stop_timeout = stop_timeout
         self.allowed_host_paths = allowed_host_paths  # --allowed-host-paths: empty allows any
@@ -270,6 +276,14 @@ class ProjectRuntime:
             return await self._observe(found.container_id)
         replacing = found is not None and found.status == projectstatus.RUNNING
         await prepare_image(self.docker, service, inputs, pulls, replacing=replacing)
+        if found is not None and startfirst.applies(project, found):
+            return await self.start_first.replace(
+                project,
+                service,
+                found,
+                create=lambda next_name: self._create(project, service, next_name, inputs, network),
+                grace=self._grace(found.stop_timeout),
+            )
         if found is not None:
             log.info("replacing container", container=name, reason="spec or owner changed")
             await self.docker.remove_container(found.container_id, timeout=self._grace(found.stop_timeout))

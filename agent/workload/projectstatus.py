@@ -256,15 +256,22 @@ def failure(spec: v1.ProjectSpec, observed: Mapping[str, Observed], *, reason: s
     return Assessment(v1.FAILED, reason, message, statuses, False, tuple(s.name for s in statuses if not s.ready))
 
 
-_PHASE_CHANGES = {v1.RUNNING: lifecycle.run, v1.FAILED: lifecycle.fail, v1.SUCCEEDED: lifecycle.succeed}
+_PHASE_CHANGES = {v1.FAILED: lifecycle.fail, v1.SUCCEEDED: lifecycle.succeed}  # Running: `lifecycle.run` with ready
 
 
 def apply(project: v1.Project, assessment: Assessment, *, generation: int | None, now: float) -> v1.Project:
     """`project` (not changed) with the assessment written into a copy: the phase change through its lifecycle
-    constructor, the service statuses, the Ready and Degraded conditions, and observed_generation when given."""
+    constructor (a hand-off ends once the project is Running with every service ready), the service statuses,
+    the Ready and Degraded conditions, and observed_generation when given."""
     change = _PHASE_CHANGES.get(assessment.phase or "")
-    if change is not None and assessment.phase != project.status.phase:
+    if assessment.phase == v1.RUNNING and project.status.phase != v1.RUNNING:
+        out = lifecycle.run(
+            project, reason=assessment.reason, message=assessment.message, now=now, ready=assessment.ready
+        )
+    elif change is not None and assessment.phase != project.status.phase:
         out = change(project, reason=assessment.reason, message=assessment.message, now=now)
+    elif project.status.phase == v1.RUNNING and assessment.ready and project.status.previous_node_ref:
+        out = lifecycle.handed_over(project)  # the new copy became ready: the old one may go
     else:
         out = meta.copy(project)
     status = out.status

@@ -121,6 +121,7 @@ from caravanserai.api.v1.resources_pb2 import (
     Toleration,
     TopologySpreadConstraint,
     Ulimit,
+    UpdateConfig,
     Volume,
     VolumeBackup,
     VolumeMount,
@@ -199,6 +200,11 @@ RESTORE_POLICIES = (RESTORE_LATEST, RESTORE_NEVER)
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"  # the default (empty)
 PREEMPT_NEVER = "Never"
 PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
+
+# UpdateConfig.order: how a changed service is replaced on its node.
+UPDATE_STOP_FIRST = "stop-first"  # the default (empty)
+UPDATE_START_FIRST = "start-first"
+UPDATE_ORDERS = (UPDATE_STOP_FIRST, UPDATE_START_FIRST)
 
 # Image pull policies.
 PULL_IF_NOT_PRESENT = "IfNotPresent"
@@ -312,6 +318,10 @@ __all__ = [
     "ProjectAffinity",
     "ProjectAffinityTerm",
     "TopologySpreadConstraint",
+    "UPDATE_ORDERS",
+    "UPDATE_START_FIRST",
+    "UPDATE_STOP_FIRST",
+    "UpdateConfig",
     "WeightedProjectAffinityTerm",
     "PrinterColumn",
     "FieldRule",

@@ -201,9 +201,33 @@ def _project(data: dict[str, Any], name: str, ctx: Context) -> v1.Project:
             _service(compose_name, service, ctx, vols, rename, name, project.spec.node_selector)
         )
     project.spec.volumes.extend(vols.volumes.values())
+    project.spec.update.order = _update_order(services, project.spec, ctx)
     _networks_notes(data, ctx)
     _secrets_notes(data, name, ctx)
     return project
+
+
+def _update_order(services: dict[str, Any], spec: v1.ProjectSpec, ctx: Context) -> str:
+    """`spec.update.order` from the services' `deploy.update_config.order` (Compose sets it per service; a project
+    has one order): start-first when a service asks for it and none binds a host port, else stop-first (said)."""
+    asked = {
+        compose_name: ((service.get("deploy") or {}).get("update_config") or {}).get("order", "")
+        for compose_name, service in services.items()
+    }
+    starting = [n for n, order in asked.items() if order == v1.UPDATE_START_FIRST]
+    if not starting:
+        return ""
+    where = join(join("services", starting[0]), "deploy.update_config.order")
+    bound = [
+        s.name for s in spec.services if s.network_mode == v1.NETWORK_MODE_HOST or any(p.host_port for p in s.ports)
+    ]
+    if bound:
+        ctx.note(where, f"start-first is not possible with host ports (service {bound[0]}): stop-first is used")
+        return ""
+    stopping = [n for n, order in asked.items() if order == v1.UPDATE_STOP_FIRST]
+    if stopping:
+        ctx.note(where, f"one order per project: start-first for every service, {stopping[0]} too")
+    return v1.UPDATE_START_FIRST
 
 
 def _service_names(services: dict[str, Any], ctx: Context) -> dict[str, str]:
@@ -311,9 +335,11 @@ def _service_notes(service: dict[str, Any], ctx: Context, path: str, node_select
 
 
 def _deploy_notes(deploy: dict[str, Any], ctx: Context, path: str, node_selector: MutableMapping[str, str]) -> None:
-    for key in ("mode", "endpoint_mode", "labels", "update_config", "rollback_config"):
+    for key in ("mode", "endpoint_mode", "labels", "rollback_config"):
         if key in deploy and not (key == "mode" and deploy[key] == "replicated"):
             ctx.note(join(path, key), "is a Swarm setting without an equivalent in a one-node project: left out")
+    for key in (k for k in deploy.get("update_config") or {} if k != "order"):  # order: spec.update.order
+        ctx.note(join(path, f"update_config.{key}"), "has no equivalent for a single project: left out")
     restart_policy = deploy.get("restart_policy") or {}
     for key in ("delay", "max_attempts", "window"):
         if key in restart_policy:

@@ -21,7 +21,8 @@ Guarantees:
   containers before it is Terminated; `force` removes at once whatever the phase.
 * **Hand-off.** `return_to_pending(..., handoff_until=t)` records the node the project leaves in
   `status.previousNodeRef` and the deadline in `status.handoffDeadline`: that node's agent keeps the old
-  containers until the project runs again elsewhere (`run` clears both) or the deadline passes. Its length is
+  containers, and the ingress routes to them, until the project runs again elsewhere with every service ready
+  (`run` with `ready`, else `handed_over` once it is ready, clears both) or the deadline passes. Its length is
   `DEFAULT_HANDOFF` unless the writer is told otherwise (`caractrl drain --timeout`, the dashboard's drain,
   placement's `--handoff-timeout`).
 * **Preemption** (`preempt`): a `move` without a hand-off, reason Preempted, and a `Preempted` condition naming
@@ -127,9 +128,17 @@ def unschedulable(project: v1.Project, message: str, *, now: float) -> v1.Projec
     return out
 
 
-def run(project: v1.Project, *, reason: str, message: str, now: float) -> v1.Project:
-    """→ Running (the agent: every long-running service runs). Ends a hand-off: the previous node may clean up."""
+def run(project: v1.Project, *, reason: str, message: str, now: float, ready: bool = True) -> v1.Project:
+    """→ Running (the agent: every long-running service runs). Ends a hand-off when every service is `ready` (the
+    previous node may clean up); until then the old copy keeps serving (`handed_over` ends it later)."""
     out = _phase(project, v1.RUNNING, reason=reason, message=message, now=now)
+    return handed_over(out) if ready else out
+
+
+def handed_over(project: v1.Project) -> v1.Project:
+    """A copy of `project` with its hand-off ended (no `previousNodeRef`, no `handoffDeadline`): its new copy is
+    ready, and the node it left removes the old containers."""
+    out = meta.copy(project)
     out.status.previous_node_ref = ""
     out.status.ClearField("handoff_deadline")
     return out
@@ -345,6 +354,7 @@ __all__ = [
     "delete_plan",
     "fail",
     "finish_move",
+    "handed_over",
     "is_allowed",
     "mark_terminating",
     "move",

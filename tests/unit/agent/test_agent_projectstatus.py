@@ -142,6 +142,21 @@ def test_apply_records_phase_ready_and_generation() -> None:
     assert project == before  # the same verdict again changes nothing, not even timestamps
 
 
+def test_a_hand_off_ends_when_the_new_copy_is_ready() -> None:
+    moved = v1.Project()
+    moved.status.phase, moved.status.node_ref, moved.status.previous_node_ref = v1.SCHEDULED, "n2", "n1"
+    moved.status.handoff_deadline.seconds = 500
+    checked = spec(("a", ""))
+    checked.services[0].healthcheck.tcp.port = 80
+    starting = projectstatus.assess(checked, {"a": seen("a", "running", health="starting")})
+    running = projectstatus.apply(moved, starting, generation=None, now=1.0)
+    assert (running.status.phase, running.status.previous_node_ref) == (v1.RUNNING, "n1")  # the old copy serves on
+    healthy = projectstatus.assess(checked, {"a": seen("a", "running", health="healthy")})
+    ready = projectstatus.apply(running, healthy, generation=None, now=2.0)
+    assert (ready.status.phase, ready.status.previous_node_ref) == (v1.RUNNING, "")
+    assert not ready.status.HasField("handoff_deadline")
+
+
 def test_apply_keeps_phase_when_verdict_has_none() -> None:
     project = v1.Project()
     project.status.phase = v1.RUNNING

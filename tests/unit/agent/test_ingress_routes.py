@@ -87,3 +87,62 @@ def test_nodes_and_their_addresses() -> None:
     assert table.is_node_address("10.0.0.1") and not table.is_node_address("10.0.0.2")
     table.remove_node("n1")
     assert table.node("n1") is None and not table.is_node_address("10.0.0.1")
+
+
+def replica(name: str, *, owner: str = "set-1", created: int = 0, **extra: object) -> v1.Project:
+    p = shop(name, host="app.example.com", created=created, **extra)  # type: ignore[arg-type]  # shop's keywords
+    p.metadata.owner_references.add(kind="ProjectSet", name="app", uid=owner, controller=True)
+    p.status.services[0].ready = True
+    return p
+
+
+def test_replicas_of_one_owner_share_their_host() -> None:
+    table = RouteTable()
+    for i, name in enumerate(("app-a", "app-b", "app-c")):
+        table.set_project(replica(name, created=10 + i, node=f"n{i}"))
+    routes = table.replicas("APP.example.com:80")
+    assert [(r.project, r.node, r.owner, r.ready) for r in routes] == [
+        ("app-a", "n0", "set-1", True),
+        ("app-b", "n1", "set-1", True),
+        ("app-c", "n2", "set-1", True),
+    ]
+    assert table.lookup("app.example.com") == routes[0] and table.conflicts() == []
+    assert [r.project for r in table.routes()] == ["app-a", "app-b", "app-c"]
+    table.remove_project("app-a")  # a rolling update deletes the oldest: the host stays with the others
+    assert [r.project for r in table.replicas("app.example.com")] == ["app-b", "app-c"]
+
+
+def test_unrelated_projects_keep_first_wins_with_replicas() -> None:
+    table = RouteTable()
+    table.set_project(replica("other", owner="set-2", created=5))  # another set, older: it keeps the host
+    table.set_project(replica("app-a", created=10))
+    table.set_project(replica("app-b", created=11))
+    table.set_project(shop("single", host="app.example.com", created=20))  # no owner at all
+    assert [r.project for r in table.replicas("app.example.com")] == ["other"]
+    assert sorted(r.project for r in table.conflicts()) == ["app-a", "app-b", "single"]
+    table.remove_project("other")
+    assert [r.project for r in table.replicas("app.example.com")] == ["app-a", "app-b"]
+    assert [r.project for r in table.conflicts()] == ["single"]
+
+
+def test_owner_references_that_are_not_controllers_do_not_group() -> None:
+    table = RouteTable()
+    for name, created in (("one", 1), ("two", 2)):
+        p = shop(name, host="app.example.com", created=created)
+        p.metadata.owner_references.add(kind="Team", name="t", uid="team-uid", controller=False)
+        table.set_project(p)
+    assert [r.project for r in table.replicas("app.example.com")] == ["one"]
+
+
+def test_a_route_knows_its_hand_off() -> None:
+    table = RouteTable()
+    moved = shop("moving", phase=v1.PENDING, node="")
+    moved.status.previous_node_ref = "n1"
+    moved.status.handoff_deadline.seconds = 1234
+    table.set_project(moved)
+    route = table.lookup("web.moving.local")
+    assert route is not None and (route.previous_node, route.handoff_until, route.ready) == ("n1", 1234.0, False)
+    moved.status.ClearField("handoff_deadline")  # finish_move: a previous node without a deadline runs nothing
+    table.set_project(moved)
+    route = table.lookup("web.moving.local")
+    assert route is not None and (route.previous_node, route.handoff_until) == ("", 0.0)

@@ -98,6 +98,11 @@ def test_constructors_make_the_change_their_name_says_and_leave_the_input_alone(
     assert (moved_away.status.node_ref, moved_away.status.previous_node_ref) == ("", "n2")
     assert moved_away.status.handoff_deadline.seconds == 66
     rebound = lifecycle.bind(moved_away, "n3", now=7.0)
+    starting = lifecycle.run(rebound, reason="ContainersRunning", message="1 running", now=8.0, ready=False)
+    lifecycle.check(rebound, starting, now=8.0)
+    assert (starting.status.phase, starting.status.previous_node_ref) == (v1.RUNNING, "n2")  # the old copy serves
+    ready = lifecycle.handed_over(starting)
+    assert ready.status.previous_node_ref == "" and not ready.status.HasField("handoff_deadline")
     running = lifecycle.run(rebound, reason="ContainersRunning", message="1 running", now=8.0)
     assert running.status.previous_node_ref == "" and not running.status.HasField("handoff_deadline")
 

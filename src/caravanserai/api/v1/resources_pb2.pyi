@@ -1916,6 +1916,7 @@ class ProjectSpec(_message.Message):
     IMAGE_PULL_SECRETS_FIELD_NUMBER: _builtins.int
     AFFINITY_FIELD_NUMBER: _builtins.int
     TOPOLOGY_SPREAD_CONSTRAINTS_FIELD_NUMBER: _builtins.int
+    UPDATE_FIELD_NUMBER: _builtins.int
     priority: _builtins.int
     """Higher values are scheduled first."""
     preemption_policy: _builtins.str
@@ -1962,6 +1963,10 @@ class ProjectSpec(_message.Message):
     def topology_spread_constraints(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologySpreadConstraint]:
         """How projects matching a selector spread over the values of a node label (docs/scheduling.md)."""
 
+    @_builtins.property
+    def update(self) -> Global___UpdateConfig:
+        """How the agent replaces a service whose spec changed (docs/replicas.md)."""
+
     def __init__(
         self,
         *,
@@ -1976,14 +1981,41 @@ class ProjectSpec(_message.Message):
         image_pull_secrets: _abc.Iterable[_builtins.str] | None = ...,
         affinity: Global___Affinity | None = ...,
         topology_spread_constraints: _abc.Iterable[Global___TopologySpreadConstraint] | None = ...,
+        update: Global___UpdateConfig | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at", "update", b"update"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at", "image_pull_secrets", b"image_pull_secrets", "ingress", b"ingress", "node_selector", b"node_selector", "preemption_policy", b"preemption_policy", "priority", b"priority", "services", b"services", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "volumes", b"volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["affinity", b"affinity", "expire_at", b"expire_at", "image_pull_secrets", b"image_pull_secrets", "ingress", b"ingress", "node_selector", b"node_selector", "preemption_policy", b"preemption_policy", "priority", b"priority", "services", b"services", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "update", b"update", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ProjectSpec: _TypeAlias = ProjectSpec  # noqa: Y015
+
+@_typing.final
+class UpdateConfig(_message.Message):
+    """UpdateConfig says how a changed service of a project is replaced on its node."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ORDER_FIELD_NUMBER: _builtins.int
+    order: _builtins.str
+    """"stop-first" (the default when empty): the old container stops, then the new one starts. "start-first": the
+    new container starts next to the old one, the ingress switches to it once it is healthy (running, without a
+    health check), then the old one stops; refused for a service that publishes a host port or uses the host's
+    network (two containers cannot bind the same port).
+    """
+    def __init__(
+        self,
+        *,
+        order: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["order", b"order"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UpdateConfig: _TypeAlias = UpdateConfig  # noqa: Y015
 
 @_typing.final
 class Affinity(_message.Message):

@@ -7,7 +7,8 @@
   (`dependsOn`, `healthcheck`, tolerationSeconds) is in `servicerules`; affinity and spread constraints in
   `affinityrules`; where a project names Secrets, Configs,
   host paths and extended resources in `datarules`; a volume's backups and restores in `backuprules`; how a
-  container runs (user, capabilities, devices, tmpfs, network mode, ulimits, sysctls, logging …) in `runrules`.
+  container runs (user, capabilities, devices, tmpfs, network mode, ulimits, sysctls, logging …) in `runrules`;
+  `update.order` a known order, start-first only without host ports or the host's network.
 * status: a known phase, well-formed conditions, one entry per service and one per volume (each named).
 """
 
@@ -70,6 +71,30 @@ def project_spec(errors: Violations, spec: v1.ProjectSpec) -> None:
         v1.PREEMPTION_POLICIES,
         empty=f"for {v1.PREEMPT_LOWER_PRIORITY}",
     )
+    _update(errors, spec)
+
+
+def _update(errors: Violations, spec: v1.ProjectSpec) -> None:
+    """`spec.update.order`: a known order; start-first only when no service binds a port of the host (the new and
+    the old container run side by side)."""
+    order = spec.update.order
+    errors.choice("spec.update.order", order, v1.UPDATE_ORDERS, empty=f"for {v1.UPDATE_STOP_FIRST}")
+    if order != v1.UPDATE_START_FIRST:
+        return
+    for i, service in enumerate(spec.services):
+        for j, port in enumerate(service.ports):
+            if port.host_port:
+                errors.add(
+                    f"spec.services[{i}].ports[{j}].hostPort",
+                    f"service {quote(service.name)} publishes host port {port.host_port}: spec.update.order "
+                    "start-first runs two containers at once, which cannot bind the same port; use stop-first",
+                )
+        if service.network_mode == v1.NETWORK_MODE_HOST:
+            errors.add(
+                f"spec.services[{i}].networkMode",
+                f"service {quote(service.name)} uses the host's network: spec.update.order start-first runs two "
+                "containers at once, which cannot bind the same ports; use stop-first",
+            )
 
 
 def _service(errors: Violations, path: str, service: v1.Service, volumes: set[str]) -> None:

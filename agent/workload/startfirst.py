@@ -1,0 +1,128 @@
+"""Start-first replacement of a changed service (`spec.update.order: start-first`), the Swarm way.
+
+    observed = await StartFirst(docker, node="n1", clock=clock, on_switch=ingress.switched).replace(
+        project, service, old, create=make_container)
+
+Guarantees:
+
+1. **Both run for a while.** The new container is created under the service's *next* name
+   (`naming.replacement_name`) and started next to the old one, with the same network alias: the service's name
+   answers from either meanwhile.
+2. **Healthy before it serves.** The new container must become healthy within its check's start period plus
+   `retries + 1` intervals: Docker's status for an `exec` check; one passing probe of the agent's own
+   (`health.probe_once`, every interval but at least every `PROBE_EVERY`) for an `http` or `tcp` check; running,
+   without a check (within `NO_CHECK_WAIT`).
+3. **The switch, then the stop.** The old container takes the *old* name, the new one the service's name, and
+   `on_switch(project, service)` tells this node's ingress to find the service's address afresh: new requests go
+   to the new container. Only then is the old one stopped (its grace period lets requests in flight finish) and
+   removed.
+4. **A replacement that does not become healthy changes nothing.** The new container is removed, the old one
+   keeps running and serving, and `replace` returns the old one (the next reconcile tries again).
+5. **Interruptions leave nothing behind.** An agent stopped half-way leaves a next or old container, which is not
+   under its service's name: `ProjectRuntime.remove_stale` removes it at the next reconcile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from caravanserai import v1
+from caravanserai.agent.docker import naming
+from caravanserai.agent.docker.engine import DockerRuntime
+from caravanserai.agent.docker.records import Observed
+from caravanserai.agent.workload import health, projectstatus
+from caravanserai.clock import Clock
+from caravanserai.project.servicegraph import HealthSettings
+
+log = structlog.get_logger(__name__)
+
+NO_CHECK_WAIT = 10.0  # seconds a new container without a health check has to be running
+POLL = 0.25  # seconds between looks at a new container with an exec check or none
+PROBE_EVERY = 1.0  # seconds between the agent's probes of a new container at most (its check's interval if shorter)
+
+Switched = Callable[[str, str], None]
+"""`on_switch(project, service)`: the service's container changed; find its address afresh."""
+
+
+def applies(project: v1.Project, old: Observed | None) -> bool:
+    """Whether a changed service of `project` whose container is `old` is replaced start-first: asked by the
+    spec, and the old container runs (a stopped one has nothing to keep serving)."""
+    return (
+        project.spec.update.order == v1.UPDATE_START_FIRST and old is not None and old.status == projectstatus.RUNNING
+    )
+
+
+class StartFirst:
+    """Replaces running containers start-first on the node `node` (see the module docstring)."""
+
+    def __init__(self, docker: DockerRuntime, *, node: str, clock: Clock, on_switch: Switched | None = None) -> None:
+        self.docker = docker
+        self.node = node
+        self.clock = clock
+        self.on_switch = on_switch
+
+    async def replace(
+        self,
+        project: v1.Project,
+        service: v1.Service,
+        old: Observed,
+        *,
+        create: Callable[[str], Awaitable[str]],
+        grace: int,
+    ) -> Observed:
+        """Start the new container (`create(name)` makes it, returns its id), wait until it is healthy, switch,
+        then stop and remove `old` within `grace` seconds; the service's container afterwards (`old` when the new
+        one did not become healthy)."""
+        name = project.metadata.name
+        next_name = naming.replacement_name(name, service.name, self.node, naming.NEXT)
+        leftover = await self.docker.inspect_container(next_name)
+        if leftover is not None:
+            await self.docker.remove_container(leftover.container_id, timeout=0)
+        new_id = await create(next_name)
+        await self.docker.start_container(new_id)
+        ready = await self._healthy(service, new_id)
+        if ready is None:
+            log.warning(
+                "new container did not become healthy; the old one keeps serving", project=name, service=service.name
+            )
+            await self.docker.remove_container(new_id, timeout=0)
+            return old
+        await self.docker.rename_container(
+            old.container_id, naming.replacement_name(name, service.name, self.node, naming.OLD)
+        )
+        await self.docker.rename_container(new_id, naming.container_name(name, service.name, self.node))
+        if self.on_switch is not None:
+            self.on_switch(name, service.name)
+        log.info("switched to the new container", project=name, service=service.name, container=new_id[:12])
+        await self.docker.remove_container(old.container_id, timeout=grace)
+        found = await self.docker.inspect_container(new_id)
+        return found or ready
+
+    async def _healthy(self, service: v1.Service, container_id: str) -> Observed | None:
+        """The new container once healthy (running, without a check); None when it stopped or time ran out."""
+        check = service.healthcheck if service.HasField("healthcheck") else None
+        settings = HealthSettings.of(check) if check is not None else None
+        probed = check is not None and (check.HasField("http") or check.HasField("tcp"))
+        wait = NO_CHECK_WAIT if settings is None else settings.start_period + settings.interval * (settings.retries + 1)
+        deadline = self.clock.monotonic() + wait
+        while True:
+            found = await self.docker.inspect_container(container_id)
+            if found is None or found.status != projectstatus.RUNNING:
+                return None
+            if check is None or (not probed and found.health == health.HEALTHY):
+                return found
+            if (
+                probed
+                and found.ip
+                and settings is not None
+                and await health.probe_once(check, found.ip, settings.timeout)
+            ):
+                return found
+            if self.clock.monotonic() >= deadline:
+                return None
+            await self.clock.sleep(min(settings.interval, PROBE_EVERY) if probed and settings is not None else POLL)
+
+
+__all__ = ["NO_CHECK_WAIT", "POLL", "PROBE_EVERY", "StartFirst", "Switched", "applies"]
