@@ -39,7 +39,7 @@ from benchlib import free_port, goal
 
 from caravanserai import meta, v1
 from caravanserai.agent.config import DEFAULT_RECONCILE_WORKERS
-from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
+from caravanserai.agent.workload.netpool import default_pool_size
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
 from caravanserai.testing.builders import project
@@ -273,7 +273,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
 
                 await wait_until(node_ready, "agent registration")
                 agent = await agent_run(client, image, opts.count, bind_here=not use_scheduler)
-                pool = DEFAULT_POOL_SIZE if opts.network_pool is None else opts.network_pool
+                pool = default_pool_size(os.cpu_count() or 1) if opts.network_pool is None else opts.network_pool
                 await wait_until(lambda: pool_settled(pool), "the agent's network pool to settle", timeout=120)
                 settled = await agent_run(client, image, opts.count, bind_here=not use_scheduler, prefix="again")
                 single = await agent_serial(client, image, opts.single, bind_here=not use_scheduler)
