@@ -33,7 +33,10 @@ Guarantees:
   waits for a network being made for it (a project's own creation goes first in dockerd's queue) and, for at most
   `MAX_DEFER` seconds, while no project is being brought up or removed (`busy()`): during a burst of arrivals the
   pool's own work would compete in dockerd with the containers being started. Networks given back by removed
-  projects are spare again; spares beyond `size` are removed in the background (with `size` 0: every one). A
+  projects are spare again; spares beyond `size` are removed in the background (with `size` 0: every one), once
+  no project has taken or given back a network for `TRIM_AFTER` seconds: a node whose projects come and go keeps
+  the networks they give back for the next ones instead of removing one and making another (both slow in dockerd,
+  and in its way while containers start). A
   background failure (Docker down, its address pools exhausted) is logged and retried with backoff; no project
   ever waits for the pool's own work.
 * **A clean stop leaves no spare behind** (`release_spares`, called by the agent after its reconciles drained):
@@ -70,6 +73,7 @@ MIN_POOL_SIZE = 4
 MAX_POOL_SIZE = 64
 REMOVE_AT_ONCE = 4  # networks removed at once on a clean stop (dockerd does some of the work of each in parallel)
 MAX_DEFER = 10.0  # seconds the pool's upkeep waits at most for busy projects
+TRIM_AFTER = 10.0  # seconds without a network taken or given back before spares beyond the size are removed
 FIRST_DERIVE_AFTER = 5.0  # seconds after start when the pool reads Docker a second time, then every DERIVE_EVERY
 DERIVE_EVERY = 60.0
 RETRY = Backoff(initial=1.0, cap=30.0)
@@ -109,6 +113,7 @@ class NetworkPool:
         self._making = 0  # networks being made right now for projects that found no spare one
         self._busy = 0  # projects being brought up or removed right now (`busy()`)
         self._deferred_since: float | None = None  # when upkeep was first put off for busy projects
+        self._last_use: float | None = None  # when a project last took or gave back a network (`clock.monotonic()`)
         self._transit: set[str] = set()  # networks being made, checked or removed by this process right now
         self._next_derive = 0.0  # when `_derive` is due again (`clock.monotonic()`)
         self._loaded = False
@@ -172,6 +177,7 @@ class NetworkPool:
         for network in {*networks, *([held] if held else [])}:
             if naming.is_pool_network(network, self.node):
                 self._add_spare(network)
+        self._last_use = self._clock.monotonic()
         self._wake.set()
 
     def _hold(self, project: str, network: str) -> None:
@@ -179,6 +185,7 @@ class NetworkPool:
         self._claims[project] = network
         if network in self._spare:
             self._spare.remove(network)
+            self._last_use = self._clock.monotonic()
         if previous is not None and previous != network and naming.is_pool_network(previous, self.node):
             self._add_spare(previous)  # checked again before it is handed out
         self._wake.set()
@@ -199,9 +206,10 @@ class NetworkPool:
             network = self._spare.pop(0)
             self._transit.add(network)
             try:
-                if await self.docker.network_present(network) and not await self.docker.list_containers(
-                    [], network=network
-                ):
+                present, users = await asyncio.gather(  # one round trip's wait for both
+                    self.docker.network_present(network), self.docker.list_containers([], network=network)
+                )
+                if present and not users:
                     return network
             finally:
                 self._transit.discard(network)
@@ -300,6 +308,8 @@ class NetworkPool:
         due = self._next_derive
         if self._deferred_since is not None and not self._making:  # a finished making sets `_wake`
             due = min(due, self._deferred_since + MAX_DEFER)
+        if len(self._spare) > self.size and self._last_use is not None:
+            due = min(due, self._last_use + TRIM_AFTER)
         with contextlib.suppress(TimeoutError):
             await run_within(self._clock, self._wake.wait(), max(due - self._clock.monotonic(), 0.0))
 
@@ -315,6 +325,10 @@ class NetworkPool:
             self._deferred_since = self._clock.monotonic()
         return self._clock.monotonic() - self._deferred_since < MAX_DEFER
 
+    def _trim_due(self) -> bool:
+        """Whether spares beyond the size may go: no project took or gave back a network for `TRIM_AFTER` s."""
+        return self._last_use is None or self._clock.monotonic() - self._last_use >= TRIM_AFTER
+
     async def warmed(self) -> None:
         """Returns once the pool has held `size` spare networks, or as soon as its upkeep failed (a pool that
         cannot fill never holds anyone up)."""
@@ -326,6 +340,8 @@ class NetworkPool:
             self._warm.set()
         if len(self._spare) == self.size:
             self._deferred_since = None
+            return False
+        if len(self._spare) > self.size and not self._trim_due():
             return False
         if self._deferred():
             return False
@@ -376,12 +392,5 @@ def attached_networks(listed: Iterable[ContainerSummary]) -> list[str]:
     return sorted({n for c in listed for n in c.networks})
 
 
-__all__ = [
-    "MAX_POOL_SIZE",
-    "MIN_POOL_SIZE",
-    "POOL_PER_CORE",
-    "NetworkPool",
-    "attached_networks",
-    "default_pool_size",
-    "remove_unused_networks",
-]
+__all__ = ["MAX_POOL_SIZE", "MIN_POOL_SIZE", "POOL_PER_CORE", "TRIM_AFTER", "NetworkPool", "attached_networks"]
+__all__ += ["default_pool_size", "remove_unused_networks"]
