@@ -1,9 +1,12 @@
 """N one-container projects applied at once until all are Running, next to the same N containers started with
 plain concurrent `docker run -d`, and next to the same Docker work done directly (a network per project, then its
 container, with the docker CLI), in the same run, on the same Docker engine. Then one project at a time (image
-present), next to one `docker run -d` at a time. Prints JSON.
+present), next to one `docker run -d` at a time, each cut into its hops (`agenthops`). Then the curve: `--curve`
+projects at once (by default 1 and 100; 20 is the first burst), each next to as many concurrent `docker run -d`.
+For every burst the control plane's CPU per project lifecycle (create → Running → delete; apiserver, agent and
+scheduler processes, dockerd excluded). Prints JSON.
 
-    .venv/bin/python bench/bench_agent.py [--count 20] [--workers 16] [--network-pool N] [--bind-here]
+    .venv/bin/python bench/bench_agent.py [--count 20] [--curve 1,100] [--workers 16] [--network-pool N] [--bind-here]
 
 The apiserver (`cara-apiserver`) and the agent (`cara-agent`) run as their own processes over a fresh etcd, as in
 production, and so does `cara-scheduler`, which binds each project (with `--bind-here` the benchmark does it
@@ -36,7 +39,7 @@ from typing import Any
 
 import agenthops
 import structlog
-from benchlib import free_port, goal
+from benchlib import cpu_per_item, free_port, goal, percentile, process_cpu, spawn, wait_until
 
 from caravanserai import meta, v1
 from caravanserai.agent.config import DEFAULT_RECONCILE_WORKERS
@@ -48,20 +51,14 @@ from caravanserai.testing.builders import project
 NODE = "bench-agent"
 BASELINE_LABEL = "caravanserai.bench=baseline"
 COMMAND = ["sleep", "3600"]
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100) by nearest rank."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return round(ordered[rank - 1], 3)
+CONTROL_PLANE = ["apiserver", "agent", "scheduler"]  # the processes spawned, in order (dockerd is not ours)
 
 
 def summary(latencies: list[float], total: float) -> dict[str, float]:
     return {
         "total_s": round(total, 3),
-        "p50_s": percentile(latencies, 50),
-        "p99_s": percentile(latencies, 99),
+        "p50_s": round(percentile(latencies, 50), 3),
+        "p99_s": round(percentile(latencies, 99), 3),
         "per_container_ms": round(total / len(latencies) * 1000, 1),
     }
 
@@ -122,24 +119,6 @@ async def docker_run_baseline(
     total = time.perf_counter() - started
     remove_labelled(BASELINE_LABEL)
     return summary(latencies, total)
-
-
-def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
-    exe = os.path.join(os.path.dirname(sys.executable), args[0])
-    with open(log_path, "ab") as log_file:
-        return subprocess.Popen([exe, *args[1:]], stdout=subprocess.DEVNULL, stderr=log_file)
-
-
-async def wait_until(check: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if await check():
-                return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"{what} did not happen within {timeout:g}s")
 
 
 async def bind(client: Client, name: str) -> None:
@@ -229,6 +208,9 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
     async with agenthops.DockerEvents(BASELINE_LABEL) as events:
         raw_single = await docker_run_baseline(image, opts.single, serial=True)
     raw_single["create_to_start_p50_ms"] = events.create_to_start_p50_ms()
+    curve: dict[int, dict[str, Any]] = {
+        count: {"docker_run": await docker_run_baseline(image, count)} for count in opts.curve
+    }
     logs = tempfile.mkdtemp(prefix="bench-agent-")
     procs: list[subprocess.Popen[bytes]] = []
     use_scheduler = not opts.bind_here and shutil.which("cara-scheduler", path=os.path.dirname(sys.executable))
@@ -284,11 +266,21 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                     return (await client.nodes.get(NODE)).status.state == v1.NODE_READY
 
                 await wait_until(node_ready, "agent registration")
+                cpu_before = [process_cpu(p.pid) for p in procs]
                 agent = await agent_run(client, image, opts.count, bind_here=not use_scheduler)
+                lifecycle = cpu_per_item(CONTROL_PLANE, procs, cpu_before, opts.count)
                 pool = default_pool_size(os.cpu_count() or 1) if opts.network_pool is None else opts.network_pool
                 await wait_until(lambda: pool_settled(pool), "the agent's network pool to settle", timeout=120)
                 settled = await agent_run(client, image, opts.count, bind_here=not use_scheduler, prefix="again")
                 single = await agent_serial(client, image, opts.single, bind_here=not use_scheduler)
+                for count in opts.curve:  # the curve's other points (the first burst is its point at --count)
+                    await wait_until(lambda: pool_settled(pool), "the agent's network pool to settle", timeout=120)
+                    cpu_before = [process_cpu(p.pid) for p in procs]
+                    run = await agent_run(client, image, count, bind_here=not use_scheduler, prefix=f"curve{count}")
+                    curve[count] |= {
+                        "agent": run,
+                        "lifecycle_cpu_ms": cpu_per_item(CONTROL_PLANE, procs, cpu_before, count),
+                    }
     finally:
         for proc in procs:
             proc.terminate()
@@ -299,8 +291,13 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 proc.kill()
         remove_labelled(f"caravanserai.io/node={NODE}")
         shutil.rmtree(logs, ignore_errors=True)
+    curve[opts.count] = {"docker_run": baseline, "agent": agent, "lifecycle_cpu_ms": lifecycle}
+    for point in curve.values():
+        point["ratio_agent_to_docker_run"] = round(point["agent"]["total_s"] / point["docker_run"]["total_s"], 3)
     return {
         "benchmark": "agent_apply_to_running_vs_docker_run",
+        "curve_projects_at_once": dict(sorted(curve.items())),
+        "control_plane_cpu_ms_per_project_lifecycle": lifecycle,
         "count": opts.count,
         "agent_workers": opts.workers,
         "agent_network_pool": "cara-agent's default" if opts.network_pool is None else opts.network_pool,
@@ -333,6 +330,22 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 1.05,
                 at_most=True,
             ),
+            *(
+                goal(
+                    f"end to end: {n} projects at once apply -> Running / {n} concurrent docker run",
+                    c["ratio_agent_to_docker_run"],
+                    1.2,
+                    at_most=True,
+                )
+                for n, c in sorted(curve.items())
+                if n != opts.count
+            ),
+            goal(
+                f"control plane CPU per project lifecycle, create -> Running -> delete, {opts.count} at once (ms)",
+                lifecycle["total"],
+                60,
+                at_most=True,
+            ),
             goal(
                 "end to end: one project apply -> Running, p50 above docker run (ms)",
                 round((single["p50_s"] - raw_single["p50_s"]) * 1000),
@@ -346,6 +359,12 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20)
+    parser.add_argument(
+        "--curve",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        default=[1, 100],
+        help="further numbers of projects applied at once, each next to as many concurrent docker run",
+    )
     parser.add_argument(
         "--workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="cara-agent's --workers (default: its default)"
     )
