@@ -4,10 +4,11 @@ projects. Prints JSON.
     .venv/bin/python bench/bench_apiserver_cache.py [--counts 10000,100000] [--lists 5]
 
 The projects are written straight to etcd (one transaction per `BATCH` of them, values as the apiserver itself
-encodes them), before a fresh `cara-apiserver` process starts over them; it serves once its watch caches are
-filled, and its resident memory (VmRSS) is read then. The same apiserver over an empty prefix gives the memory
-without projects; the figure per 10,000 is the difference, scaled. The lists are whole (no limit) `List` calls of
-every project, serialized in advance and sent with a bare grpc.aio stub, one after another: p50 and p99.
+encodes them), before a fresh `cara-apiserver` process starts over them; it is ready once its watch caches are
+filled (its /readyz answers: it answers Lists from etcd before that), and its resident memory (VmRSS) is read
+`SETTLE` seconds later. The same apiserver over an empty prefix gives the memory without projects; the figure per
+10,000 is the difference, scaled. The lists are whole (no limit) `List` calls of every project, serialized in
+advance and sent with a bare grpc.aio stub, one after another: p50 and p99.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import time
 import uuid
 from typing import Any
 
+import aiohttp
 import grpc
 import structlog
-from benchlib import free_port, goal, percentile, start_apiserver, stop, wait_serving
+from benchlib import free_port, goal, percentile, start_apiserver, stop, wait_serving, wait_until
 
 from caravanserai import v1
 from caravanserai.apiserver import codec
@@ -33,6 +35,7 @@ from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
 
 BATCH = 100  # projects per etcd transaction while filling
+SETTLE = 5.0  # seconds after it serves before an apiserver's memory is read (its watch is open, its history replayed)
 
 
 def rss_mib(pid: int) -> float:
@@ -71,12 +74,21 @@ async def fill(endpoint: str, prefix: str, first: int, last: int) -> None:
 
 
 async def serving_rss(endpoint: str, prefix: str) -> tuple[float, float, Any]:
-    """A fresh apiserver over `prefix`: (seconds until it served, its RSS in MiB once serving, the process)."""
-    address = f"127.0.0.1:{free_port()}"
+    """A fresh apiserver over `prefix`: (seconds until ready, its RSS in MiB `SETTLE` s later, (process, address))."""
+    address, metrics = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     started = time.perf_counter()
-    proc = start_apiserver(endpoint, address, prefix)
+    proc = start_apiserver(endpoint, address, prefix, "--metrics-listen", metrics)
     await wait_serving(address, proc, attempts=6000)
-    return time.perf_counter() - started, rss_mib(proc.pid), (proc, address)
+    await wait_until(lambda: ready(metrics), "the apiserver's watch caches filled", timeout=600)
+    serving = time.perf_counter() - started
+    await asyncio.sleep(SETTLE)
+    return serving, rss_mib(proc.pid), (proc, address)
+
+
+async def ready(metrics: str) -> bool:
+    """Whether the apiserver's /readyz answers 200 (its watch caches are filled; it answers Lists before that)."""
+    async with aiohttp.ClientSession() as session, session.get(f"http://{metrics}/readyz") as response:
+        return response.status == 200
 
 
 async def list_latencies(address: str, lists: int) -> list[float]:
