@@ -264,7 +264,7 @@ async def measure_pending(
     await asyncio.sleep(0.5)  # the watch has seen the creates
     started = time.perf_counter()
     scheduler = start_scheduler()
-    await watch.wait_all(names, 300)
+    await watch.wait_all(names, bind_timeout(len(names)))
     cpu = process_cpu(scheduler.pid)
     first, last = min(watch.bound_at[n] for n in names), max(watch.bound_at[n] for n in names)
     return scheduler, {
@@ -286,7 +286,7 @@ async def measure(
     burst = [f"burst-{i:05d}" for i in range(projects_for(opts, nodes))]
     sent = await create_projects(client, burst, rng, workers=32, rate=None)
     created = time.perf_counter()
-    await watch.wait_all(burst, 300)
+    await watch.wait_all(burst, bind_timeout(len(burst)))
     first, last = min(sent.values()), max(watch.bound_at[n] for n in burst)
     burst_cpu = (process_cpu(scheduler_pid) - cpu_before, process_cpu(apiserver_pid) - api_cpu_before)
     paced = [f"paced-{i:05d}" for i in range(opts.paced)]
@@ -363,6 +363,20 @@ async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[
                 stop(proc)
 
 
+def bind_timeout(projects: int) -> float:
+    """Seconds `projects` may take to be bound before the run is given up: 300, or 20 per second if longer."""
+    return max(300.0, projects / 20)
+
+
+async def measured(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[str, Any]:
+    """`scenario` for `nodes`; when its projects are not bound in time, the error in place of its figures (the
+    other node counts are still measured)."""
+    try:
+        return await scenario(endpoint, nodes, opts)
+    except TimeoutError as exc:
+        return {"nodes": nodes, "error": str(exc)}
+
+
 def projects_for(opts: argparse.Namespace, nodes: int) -> int:
     """Projects pending (and in the burst) with `nodes` nodes: `--projects`, or by default twice the nodes."""
     return int(opts.projects) if opts.projects else 2 * nodes
@@ -372,20 +386,22 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     async with EtcdServer() as etcd:
         baseline = await etcd_cas_baseline(etcd.endpoint, opts.baseline_count)
-        runs = [await scenario(etcd.endpoint, n, opts) for n in opts.nodes]
+        runs = [await measured(etcd.endpoint, n, opts) for n in opts.nodes]
     return {
         "benchmark": "scheduler",
         "cpus": os.cpu_count(),
         "load_average_1m": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
         "etcd_cas_baseline": baseline,
         "runs": runs,
-        "zero_overcommit": all(run["overcommitted_nodes"] == 0 for run in runs),
+        "zero_overcommit": all(run.get("overcommitted_nodes") == 0 for run in runs),
         "goals": [line for run in runs for line in goals_of(run)],
     }
 
 
 def goals_of(run: dict[str, Any]) -> list[dict[str, Any]]:
     """The issue's scheduler goals for one node count (the p99 is the paced phase's: the burst's is backlog)."""
+    if "error" in run:
+        return [goal(f"scheduler: binds/s ({run['nodes']} nodes)", None, 300, at_most=False) | {"error": run["error"]}]
     at = f"{run['nodes']} nodes, {run['pending']['projects']} pending"
     return [
         goal(f"scheduler: binds/s ({at})", run["pending"]["bound_per_s"], 300, at_most=False),
