@@ -1,7 +1,7 @@
 """The apiserver's memory with 10,000 and 100,000 projects in its watch cache, and the latency of listing 100,000
 projects. Prints JSON.
 
-    .venv/bin/python bench/bench_apiserver_cache.py [--counts 10000,100000] [--lists 5]
+    .venv/bin/python bench/bench_apiserver_cache.py [--counts 10000,100000] [--lists 3]
 
 The projects are written straight to etcd (one transaction per `BATCH` of them, values as the apiserver itself
 encodes them), before a fresh `cara-apiserver` process starts over them; it is ready once its watch caches are
@@ -149,7 +149,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--counts", type=lambda s: [int(x) for x in s.split(",")], default=[10_000, 100_000])
-    parser.add_argument("--lists", type=int, default=5, help="whole Lists timed at the largest count")
+    parser.add_argument("--lists", type=int, default=3, help="whole Lists timed at the largest count")
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))
