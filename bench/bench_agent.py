@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from ipaddress import IPv4Network
 from typing import Any
 
 import agenthops
@@ -44,6 +45,7 @@ from benchlib import cpu_per_item, free_port, goal, percentile, process_cpu, spa
 from caravanserai import meta, v1
 from caravanserai.agent.config import DEFAULT_RECONCILE_WORKERS
 from caravanserai.agent.workload.netpool import default_pool_size
+from caravanserai.agent.workload.subnets import first_free, host_routes
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
 from caravanserai.testing.builders import project
@@ -51,6 +53,7 @@ from caravanserai.testing.builders import project
 NODE = "bench-agent"
 BASELINE_LABEL = "caravanserai.bench=baseline"
 COMMAND = ["sleep", "3600"]
+BASELINE_RANGE = IPv4Network("10.187.0.0/16")  # the baseline's own networks, beside the agent's range
 CONTROL_PLANE = ["apiserver", "agent", "scheduler"]  # the processes spawned, in order (dockerd is not ours)
 
 
@@ -88,6 +91,21 @@ async def docker(*args: str) -> None:
         raise RuntimeError(f"docker {args[0]} failed: {err.decode().strip()}")
 
 
+def free_subnets(count: int) -> list[str]:
+    """`count` /28 subnets of `BASELINE_RANGE` free of host routes and Docker networks: the baseline's networks
+    get them as the agent's do (`subnets.py`), not one of Docker's scarce default ranges each."""
+    ids = docker_cli("network", "ls", "-q").split()
+    listed = docker_cli("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *ids).split()
+    taken = [*host_routes(), *(IPv4Network(t) for t in listed if ":" not in t)]
+    chosen: list[IPv4Network] = []
+    for _ in range(count):
+        found = first_free(BASELINE_RANGE, 28, [*taken, *chosen])
+        if found is None:
+            raise RuntimeError(f"no free /28 left in {BASELINE_RANGE} for the baseline's networks")
+        chosen.append(found)
+    return [str(c) for c in chosen]
+
+
 async def docker_run_baseline(
     image: str, count: int, *, network: bool = False, serial: bool = False, ready_networks: bool = False
 ) -> dict[str, float]:
@@ -99,7 +117,7 @@ async def docker_run_baseline(
         started = time.perf_counter()
         where: list[str] = []
         if network:
-            await docker("network", "create", "--label", BASELINE_LABEL, f"bench_baseline_{i}")
+            await docker("network", "create", "--label", BASELINE_LABEL, "--subnet", subnets[i], f"bench_baseline_{i}")
         if network:
             where = ["--network", f"bench_baseline_{i}"]
         if ready_networks:  # as the agent runs a service: on the project's network, with its name as DNS alias
@@ -108,9 +126,10 @@ async def docker_run_baseline(
         return time.perf_counter() - started
 
     remove_labelled(BASELINE_LABEL)
+    subnets = free_subnets(count) if network or ready_networks else []
     if ready_networks:
         for i in range(count):
-            await docker("network", "create", "--label", BASELINE_LABEL, f"bench_baseline_{i}")
+            await docker("network", "create", "--label", BASELINE_LABEL, "--subnet", subnets[i], f"bench_baseline_{i}")
     started = time.perf_counter()
     if serial:
         latencies = [await one(i) for i in range(count)]
