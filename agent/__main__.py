@@ -32,7 +32,8 @@ from caravanserai.agent.config import (
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.host.extended import NODE_LABEL_PREFIX, admin_label, parse_resource
 from caravanserai.agent.ingress.server import add_ingress_arguments, limits_from_args
-from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE, remove_unused_networks
+from caravanserai.agent.workload.netpool import MAX_POOL_SIZE, MIN_POOL_SIZE, POOL_PER_CORE, remove_unused_networks
+from caravanserai.agent.workload.subnets import DEFAULT_PREFIX, DEFAULT_RANGE, AddressSpace, capacity
 from caravanserai.client import add_client_arguments, server_address
 from caravanserai.errors import CaravanseraiError
 from caravanserai.process.helpformat import DefaultsHelpFormatter, flag_type
@@ -175,11 +176,26 @@ def _add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--network-pool",
         type=int,
-        default=DEFAULT_POOL_SIZE,
+        default=None,
         metavar="N",
         help="spare project networks kept ready, so that a project arriving need not wait for Docker to "
         "make one (made and removed in the background; 0: none, each project's network is made "
-        "when it arrives)",
+        f"when it arrives; default: {POOL_PER_CORE} per core, {MIN_POOL_SIZE} to {MAX_POOL_SIZE})",
+    )
+    p.add_argument(
+        "--network-range",
+        default=DEFAULT_RANGE,
+        metavar="CIDR",
+        help="the IPv4 range project networks take their subnets from, never one the host routes or Docker uses "
+        'already ("": Docker\'s default address pools, about 30 networks per engine)',
+    )
+    p.add_argument(
+        "--network-prefix",
+        type=int,
+        default=DEFAULT_PREFIX,
+        metavar="BITS",
+        help=f"the size of each project network's subnet within --network-range (/{DEFAULT_PREFIX}: "
+        f"{capacity(DEFAULT_PREFIX)} containers; a bigger project gets a bigger one)",
     )
     p.add_argument(
         "--cleanup",
@@ -231,8 +247,13 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         raise ValueError(f"invalid --node-name {args.node_name!r}: {problem}")
     if args.workers < 1:
         raise ValueError("--workers must be at least 1")
-    if args.network_pool < 0:
+    if args.network_pool is not None and args.network_pool < 0:
         raise ValueError("--network-pool must be 0 or more")
+    if args.network_range:
+        try:
+            AddressSpace.parse(args.network_range, args.network_prefix)
+        except ValueError as exc:
+            raise ValueError(f"--network-range/--network-prefix: {exc}") from None
     tls = TLSFiles(cert=args.tls_cert, key=args.tls_key, ca=args.tls_ca)
     return AgentConfig(
         server=server_address(args.server),
@@ -252,6 +273,8 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         reserved_memory=args.reserved_memory,
         reconcile_workers=args.workers,
         network_pool=args.network_pool,
+        network_range=args.network_range,
+        network_prefix=args.network_prefix,
         metrics_port=args.metrics_port,
         health_listen=args.health_listen,
         stop_timeout=args.stop_timeout,

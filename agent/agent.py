@@ -59,7 +59,7 @@ from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.events import DockerEventWatcher
 from caravanserai.agent.docker.records import ContainerEvent
-from caravanserai.agent.host import inventory
+from caravanserai.agent.host import inventory, machine
 from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.agent.ingress.endpoints import ServiceEndpoints
 from caravanserai.agent.ingress.hop import HopAuth
@@ -73,9 +73,10 @@ from caravanserai.agent.volumes.restic import ResticSettings
 from caravanserai.agent.volumes.shared import RestoreRates
 from caravanserai.agent.workload.datafiles import DataFiles, default_root
 from caravanserai.agent.workload.health import HealthProber
-from caravanserai.agent.workload.netpool import NetworkPool
+from caravanserai.agent.workload.netpool import NetworkPool, default_pool_size
 from caravanserai.agent.workload.project import ProjectRuntime
 from caravanserai.agent.workload.servicedata import ServiceData
+from caravanserai.agent.workload.subnets import allocator
 from caravanserai.api.v1 import api_pb2_grpc
 from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock, run_within
@@ -196,7 +197,10 @@ class Agent:
         )
         metrics = ControllerMetrics(COMPONENT)
         queue: WorkQueue[str] = WorkQueue(clock=clock, metrics=metrics.queue)
-        networks = NetworkPool(docker, node=config.node_name, size=config.network_pool, clock=clock)
+        subnets = allocator(docker, config.network_range, config.network_prefix, node=config.node_name)
+        networks = NetworkPool(
+            docker, node=config.node_name, size=await self._pool_size(docker), clock=clock, subnets=subnets
+        )
         projects = ProjectRuntime(
             docker,
             node=config.node_name,
@@ -234,6 +238,13 @@ class Agent:
             },
         )
         await self._release_spares(networks)
+
+    async def _pool_size(self, docker: DockerRuntime) -> int:
+        """`network_pool`, or when None the default for this machine's cores (`netpool.default_pool_size`)."""
+        if self.config.network_pool is not None:
+            return self.config.network_pool
+        cores = machine.machine_capacity(await docker.info()).cpu_millis // 1000
+        return default_pool_size(cores)
 
     async def _release_spares(self, networks: NetworkPool) -> None:
         """After a clean stop (the manager returned, every part cancelled): remove the spare networks."""

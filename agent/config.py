@@ -6,6 +6,7 @@ import socket
 from dataclasses import dataclass, field
 
 from caravanserai.agent.ingress.httpdetails import IngressLimits
+from caravanserai.agent.workload.subnets import DEFAULT_PREFIX, DEFAULT_RANGE
 from caravanserai.process.tls import TLSFiles
 from caravanserai.text.addresses import DEFAULT_DOCKER_HOST
 
@@ -47,9 +48,13 @@ class AgentConfig:
     reserved_memory: str = "512Mi"
     reconcile_workers: int = DEFAULT_RECONCILE_WORKERS
     # spare project networks kept ready (`netpool`); 0: none, each project gets `cara_<project>_<node>` made when it
-    # arrives. cara-agent's flag defaults to `netpool.DEFAULT_POOL_SIZE`; an AgentConfig made in code keeps none, so
-    # that the many agents of a test run do not hold Docker's (by default about 30) network address ranges.
-    network_pool: int = 0
+    # arrives; None: as many as the node's capacity suggests (`netpool.default_pool_size`, cara-agent's default).
+    # An AgentConfig made in code keeps none, so that the many agents of a test run keep Docker's work small.
+    network_pool: int | None = 0
+    # where project networks take their subnets from (`subnets.py`): this IPv4 range, cut into /network_prefix
+    # subnets; "": Docker chooses each from its default address pools, as before the agent had its own.
+    network_range: str = DEFAULT_RANGE
+    network_prefix: int = DEFAULT_PREFIX
     metrics_port: int | None = None  # serve /metrics, /healthz, /readyz on every interface at this port
     health_listen: str = "127.0.0.1:0"  # otherwise here (host:port); they are always served
     stop_timeout: int = 10

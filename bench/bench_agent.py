@@ -1,13 +1,16 @@
 """N one-container projects applied at once until all are Running, next to the same N containers started with
 plain concurrent `docker run -d`, and next to the same Docker work done directly (a network per project, then its
 container, with the docker CLI), in the same run, on the same Docker engine. Then one project at a time (image
-present), next to one `docker run -d` at a time. Prints JSON.
+present), next to one `docker run -d` at a time, each cut into its hops (`agenthops`). Then the curve: `--curve`
+projects at once (by default 1 and 100; 20 is the first burst), each next to as many concurrent `docker run -d`.
+For every burst the control plane's CPU per project lifecycle (create → Running → delete; apiserver, agent and
+scheduler processes, dockerd excluded). Prints JSON.
 
-    .venv/bin/python bench/bench_agent.py [--count 20] [--workers 16] [--network-pool N] [--scheduler]
+    .venv/bin/python bench/bench_agent.py [--count 20] [--curve 1,100] [--workers 16] [--network-pool N] [--bind-here]
 
 The apiserver (`cara-apiserver`) and the agent (`cara-agent`) run as their own processes over a fresh etcd, as in
-production. Each project is created and then bound to the agent's node by the benchmark (UpdateStatus to
-Scheduled, as the scheduler would), or with `--scheduler` by a `cara-scheduler` process. "apply → Running" is
+production, and so does `cara-scheduler`, which binds each project (with `--bind-here` the benchmark does it
+itself: UpdateStatus to Scheduled, as the scheduler would). "apply → Running" is
 measured per project from just before its Create to the watch event that shows it Running. The baseline starts
 the same image and command with `docker run -d` CLI processes, all at once, and measures each from launch to
 exit (the container is started when `docker run -d` returns). The agent does more per project than the
@@ -32,14 +35,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from ipaddress import IPv4Network
 from typing import Any
 
+import agenthops
 import structlog
-from benchlib import free_port, goal
+from benchlib import cpu_per_item, free_port, goal, percentile, process_cpu, spawn, wait_until
 
 from caravanserai import meta, v1
 from caravanserai.agent.config import DEFAULT_RECONCILE_WORKERS
-from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
+from caravanserai.agent.workload.netpool import default_pool_size
+from caravanserai.agent.workload.subnets import first_free, host_routes
 from caravanserai.client import Client
 from caravanserai.testing import EtcdServer, ensure_test_image
 from caravanserai.testing.builders import project
@@ -47,20 +53,15 @@ from caravanserai.testing.builders import project
 NODE = "bench-agent"
 BASELINE_LABEL = "caravanserai.bench=baseline"
 COMMAND = ["sleep", "3600"]
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100) by nearest rank."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return round(ordered[rank - 1], 3)
+BASELINE_RANGE = IPv4Network("10.187.0.0/16")  # the baseline's own networks, beside the agent's range
+CONTROL_PLANE = ["apiserver", "agent", "scheduler"]  # the processes spawned, in order (dockerd is not ours)
 
 
 def summary(latencies: list[float], total: float) -> dict[str, float]:
     return {
         "total_s": round(total, 3),
-        "p50_s": percentile(latencies, 50),
-        "p99_s": percentile(latencies, 99),
+        "p50_s": round(percentile(latencies, 50), 3),
+        "p99_s": round(percentile(latencies, 99), 3),
         "per_container_ms": round(total / len(latencies) * 1000, 1),
     }
 
@@ -90,6 +91,21 @@ async def docker(*args: str) -> None:
         raise RuntimeError(f"docker {args[0]} failed: {err.decode().strip()}")
 
 
+def free_subnets(count: int) -> list[str]:
+    """`count` /28 subnets of `BASELINE_RANGE` free of host routes and Docker networks: the baseline's networks
+    get them as the agent's do (`subnets.py`), not one of Docker's scarce default ranges each."""
+    ids = docker_cli("network", "ls", "-q").split()
+    listed = docker_cli("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *ids).split()
+    taken = [*host_routes(), *(IPv4Network(t) for t in listed if ":" not in t)]
+    chosen: list[IPv4Network] = []
+    for _ in range(count):
+        found = first_free(BASELINE_RANGE, 28, [*taken, *chosen])
+        if found is None:
+            raise RuntimeError(f"no free /28 left in {BASELINE_RANGE} for the baseline's networks")
+        chosen.append(found)
+    return [str(c) for c in chosen]
+
+
 async def docker_run_baseline(
     image: str, count: int, *, network: bool = False, serial: bool = False, ready_networks: bool = False
 ) -> dict[str, float]:
@@ -101,7 +117,7 @@ async def docker_run_baseline(
         started = time.perf_counter()
         where: list[str] = []
         if network:
-            await docker("network", "create", "--label", BASELINE_LABEL, f"bench_baseline_{i}")
+            await docker("network", "create", "--label", BASELINE_LABEL, "--subnet", subnets[i], f"bench_baseline_{i}")
         if network:
             where = ["--network", f"bench_baseline_{i}"]
         if ready_networks:  # as the agent runs a service: on the project's network, with its name as DNS alias
@@ -110,9 +126,10 @@ async def docker_run_baseline(
         return time.perf_counter() - started
 
     remove_labelled(BASELINE_LABEL)
+    subnets = free_subnets(count) if network or ready_networks else []
     if ready_networks:
         for i in range(count):
-            await docker("network", "create", "--label", BASELINE_LABEL, f"bench_baseline_{i}")
+            await docker("network", "create", "--label", BASELINE_LABEL, "--subnet", subnets[i], f"bench_baseline_{i}")
     started = time.perf_counter()
     if serial:
         latencies = [await one(i) for i in range(count)]
@@ -123,25 +140,8 @@ async def docker_run_baseline(
     return summary(latencies, total)
 
 
-def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
-    exe = os.path.join(os.path.dirname(sys.executable), args[0])
-    with open(log_path, "ab") as log_file:
-        return subprocess.Popen([exe, *args[1:]], stdout=subprocess.DEVNULL, stderr=log_file)
-
-
-async def wait_until(check: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if await check():
-                return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"{what} did not happen within {timeout:g}s")
-
-
 async def bind(client: Client, name: str) -> None:
+    """Bind project `name` to the agent's node as a scheduler would (UpdateStatus to Scheduled)."""
     current = meta.copy(await client.projects.get(name))
     current.status.node_ref = NODE
     message = f"bound to {NODE} by the benchmark"
@@ -203,12 +203,20 @@ async def pool_settled(size: int) -> bool:
 
 
 async def agent_serial(client: Client, image: str, count: int, *, bind_here: bool) -> dict[str, Any]:
-    """`count` projects applied one after another, each once the previous one is Running: apply → Running."""
-    latencies = []
-    for i in range(count):
-        one = await agent_run(client, image, 1, bind_here=bind_here, prefix=f"single{i}")
-        latencies.append(one["p50_s"])
-    return summary(latencies, sum(latencies))
+    """`count` projects applied one after another, each once the previous one is Running and gone: apply →
+    Running and its hops (`agenthops`)."""
+
+    async def gone(name: str) -> None:
+        async def terminated() -> bool:
+            return (await client.projects.get(name)).status.phase == v1.TERMINATED
+
+        await wait_until(terminated, f"{name} terminated", timeout=120)
+
+    measured = await agenthops.one_by_one(
+        client, image, count, node=NODE, command=COMMAND, bind=bind if bind_here else None, until_gone=gone
+    )
+    latencies = measured.pop("apply_to_running_s")
+    return {**summary(latencies, sum(latencies)), **measured}
 
 
 async def main(opts: argparse.Namespace) -> dict[str, Any]:
@@ -216,10 +224,15 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
     baseline = await docker_run_baseline(image, opts.count)
     direct = await docker_run_baseline(image, opts.count, network=True)
     ready = await docker_run_baseline(image, opts.count, ready_networks=True)
-    raw_single = await docker_run_baseline(image, opts.single, serial=True)
+    async with agenthops.DockerEvents(BASELINE_LABEL) as events:
+        raw_single = await docker_run_baseline(image, opts.single, serial=True)
+    raw_single["create_to_start_p50_ms"] = events.create_to_start_p50_ms()
+    curve: dict[int, dict[str, Any]] = {
+        count: {"docker_run": await docker_run_baseline(image, count)} for count in opts.curve
+    }
     logs = tempfile.mkdtemp(prefix="bench-agent-")
     procs: list[subprocess.Popen[bytes]] = []
-    use_scheduler = opts.scheduler and shutil.which("cara-scheduler", path=os.path.dirname(sys.executable))
+    use_scheduler = not opts.bind_here and shutil.which("cara-scheduler", path=os.path.dirname(sys.executable))
     try:
         async with EtcdServer() as etcd:
             address = f"127.0.0.1:{free_port()}"
@@ -272,11 +285,21 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                     return (await client.nodes.get(NODE)).status.state == v1.NODE_READY
 
                 await wait_until(node_ready, "agent registration")
+                cpu_before = [process_cpu(p.pid) for p in procs]
                 agent = await agent_run(client, image, opts.count, bind_here=not use_scheduler)
-                pool = DEFAULT_POOL_SIZE if opts.network_pool is None else opts.network_pool
+                lifecycle = cpu_per_item(CONTROL_PLANE, procs, cpu_before, opts.count)
+                pool = default_pool_size(os.cpu_count() or 1) if opts.network_pool is None else opts.network_pool
                 await wait_until(lambda: pool_settled(pool), "the agent's network pool to settle", timeout=120)
                 settled = await agent_run(client, image, opts.count, bind_here=not use_scheduler, prefix="again")
                 single = await agent_serial(client, image, opts.single, bind_here=not use_scheduler)
+                for count in opts.curve:  # the curve's other points (the first burst is its point at --count)
+                    await wait_until(lambda: pool_settled(pool), "the agent's network pool to settle", timeout=120)
+                    cpu_before = [process_cpu(p.pid) for p in procs]
+                    run = await agent_run(client, image, count, bind_here=not use_scheduler, prefix=f"curve{count}")
+                    curve[count] |= {
+                        "agent": run,
+                        "lifecycle_cpu_ms": cpu_per_item(CONTROL_PLANE, procs, cpu_before, count),
+                    }
     finally:
         for proc in procs:
             proc.terminate()
@@ -287,8 +310,13 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 proc.kill()
         remove_labelled(f"caravanserai.io/node={NODE}")
         shutil.rmtree(logs, ignore_errors=True)
+    curve[opts.count] = {"docker_run": baseline, "agent": agent, "lifecycle_cpu_ms": lifecycle}
+    for point in curve.values():
+        point["ratio_agent_to_docker_run"] = round(point["agent"]["total_s"] / point["docker_run"]["total_s"], 3)
     return {
         "benchmark": "agent_apply_to_running_vs_docker_run",
+        "curve_projects_at_once": dict(sorted(curve.items())),
+        "control_plane_cpu_ms_per_project_lifecycle": lifecycle,
         "count": opts.count,
         "agent_workers": opts.workers,
         "agent_network_pool": "cara-agent's default" if opts.network_pool is None else opts.network_pool,
@@ -321,10 +349,26 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 1.05,
                 at_most=True,
             ),
+            *(
+                goal(
+                    f"end to end: {n} projects at once apply -> Running / {n} concurrent docker run",
+                    c["ratio_agent_to_docker_run"],
+                    1.2,
+                    at_most=True,
+                )
+                for n, c in sorted(curve.items())
+                if n != opts.count
+            ),
+            goal(
+                f"control plane CPU per project lifecycle, create -> Running -> delete, {opts.count} at once (ms)",
+                lifecycle["total"],
+                60,
+                at_most=True,
+            ),
             goal(
                 "end to end: one project apply -> Running, p50 above docker run (ms)",
                 round((single["p50_s"] - raw_single["p50_s"]) * 1000),
-                300,
+                50,
                 at_most=True,
             ),
         ],
@@ -335,6 +379,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument(
+        "--curve",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        default=[1, 100],
+        help="further numbers of projects applied at once, each next to as many concurrent docker run",
+    )
+    parser.add_argument(
         "--workers", type=int, default=DEFAULT_RECONCILE_WORKERS, help="cara-agent's --workers (default: its default)"
     )
     parser.add_argument("--single", type=int, default=5, help="projects applied one at a time")
@@ -344,7 +394,11 @@ if __name__ == "__main__":
         default=None,
         help="cara-agent's --network-pool (default: not given, the agent's default)",
     )
-    parser.add_argument("--scheduler", action="store_true", help="bind with a cara-scheduler process when installed")
+    parser.add_argument(
+        "--bind-here",
+        action="store_true",
+        help="the benchmark binds each project (UpdateStatus Scheduled) instead of a cara-scheduler process",
+    )
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))

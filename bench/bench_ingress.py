@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 import structlog
-from benchlib import free_port, goal
+from benchlib import free_port, goal, wait_until
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -47,18 +47,6 @@ BIN = os.path.dirname(sys.executable)
 def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
     with open(log_path, "ab") as log_file:
         return subprocess.Popen([os.path.join(BIN, args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=log_file)
-
-
-async def wait_until(check: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            if await check():
-                return
-        except Exception:  # noqa: BLE001 - not up yet
-            pass
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"{what} did not happen within {timeout:g}s")
 
 
 def web_project(image: str, host_port: int, blob_mib: int) -> v1.Project:

@@ -12,6 +12,8 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from caravanserai.client import Client
@@ -29,6 +31,17 @@ def process_cpu(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_item(
+    names: list[str], procs: list[subprocess.Popen[bytes]], before: list[float], count: int
+) -> dict[str, float]:
+    """CPU milliseconds per item (of `count`) of each process of `procs` (named by `names`) since `before` (their
+    `process_cpu` then), and the total."""
+    spent = {
+        n: round((process_cpu(p.pid) - b) * 1000 / count, 1) for n, p, b in zip(names, procs, before, strict=False)
+    }
+    return {**spent, "total": round(sum(spent.values()), 1)}
 
 
 def start_apiserver(etcd_endpoint: str, address: str, prefix: str, *extra: str) -> subprocess.Popen[bytes]:
@@ -50,6 +63,27 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def spawn(args: list[str], log_path: str) -> subprocess.Popen[bytes]:
+    """One of this environment's commands (`args[0]`, e.g. `cara-agent`) as its own process, its stderr appended
+    to `log_path`."""
+    exe = os.path.join(os.path.dirname(sys.executable), args[0])
+    with open(log_path, "ab") as log_file:
+        return subprocess.Popen([exe, *args[1:]], stdout=subprocess.DEVNULL, stderr=log_file)
+
+
+async def wait_until(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0) -> None:
+    """Return once `check()` answers True (an exception counts as not yet); TimeoutError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if await check():
+                return
+        except Exception:  # noqa: BLE001 - not up yet
+            pass
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"{what} did not happen within {timeout:g}s")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -89,7 +123,7 @@ async def wait_serving(address: str, proc: subprocess.Popen[bytes], *, attempts:
     raise TimeoutError("cara-apiserver did not answer")
 
 
-MIN_PENDING_RATE = 25.0  # binds/s below which a pending phase is called failed rather than slow
+MIN_PENDING_RATE = 20.0  # binds/s below which a pending phase is called failed rather than slow
 
 
 def pending_timeout(projects: int) -> float:
@@ -100,9 +134,12 @@ def pending_timeout(projects: int) -> float:
 
 __all__ = [
     "MIN_PENDING_RATE",
-    "free_port",
-    "goal",
     "pending_timeout",
+    "cpu_per_item",
+    "free_port",
+    "spawn",
+    "wait_until",
+    "goal",
     "percentile",
     "process_cpu",
     "start_apiserver",

@@ -153,6 +153,8 @@ AGENT_SETTINGS: dict[str, Setting] = {
     "reserved-memory": Setting("--reserved-memory", _quantity, "quantity"),
     "workers": Setting("--workers", _count, "count"),
     "network-pool": Setting("--network-pool", _count, "count"),
+    "network-range": Setting("--network-range", _text, "IPv4 range (CIDR)"),
+    "network-prefix": Setting("--network-prefix", _count, "count (prefix bits)"),
     "stop-timeout": Setting("--stop-timeout", _whole_seconds, "duration"),
     "pull-timeout": Setting("--pull-timeout", _positive_seconds, "duration"),
     "data-dir": Setting("--data-dir", _text, "path"),

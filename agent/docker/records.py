@@ -66,6 +66,7 @@ class NetworkSummary(Labelled):
 
     id: str = ""
     name: str = ""
+    subnets: tuple[str, ...] = ()  # its IPAM subnets (`10.188.0.16/28`), as Docker lists them
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,9 @@ def listed_container(item: Indexable) -> ContainerSummary:
 
 def network_summary(item: Mapping[str, Any]) -> NetworkSummary:
     labels = _labels(item.get("Labels"))
-    return NetworkSummary(id=str(item.get("Id", "")), name=str(item.get("Name", "")), labels=labels)
+    ipam = item.get("IPAM") or {}
+    subnets = tuple(str(c["Subnet"]) for c in ipam.get("Config") or () if isinstance(c, Mapping) and c.get("Subnet"))
+    return NetworkSummary(id=str(item.get("Id", "")), name=str(item.get("Name", "")), labels=labels, subnets=subnets)
 
 
 def volume_summary(item: Mapping[str, Any]) -> VolumeSummary:

@@ -15,6 +15,10 @@ How a project's network is found (`network_for`), in this order:
    configured on it; when none is spare, a new pool network is made for the project at once;
 4. without a pool (`size` 0): `cara_<project>_<node>`, made when missing, exactly as before the pool existed.
 
+Given an address space (`subnets`, see `subnets.py`), every network the pool makes (spare, made for a project,
+`cara_<project>_<node>`) gets a subnet of it, not one of Docker's scarce default address ranges; a project with
+more services than a spare network's subnet holds gets a network of its own with a bigger subnet.
+
 Guarantees:
 
 * **Ownership is derived from Docker, never stored.** A pool network belongs to the project whose containers are
@@ -29,7 +33,10 @@ Guarantees:
   waits for a network being made for it (a project's own creation goes first in dockerd's queue) and, for at most
   `MAX_DEFER` seconds, while no project is being brought up or removed (`busy()`): during a burst of arrivals the
   pool's own work would compete in dockerd with the containers being started. Networks given back by removed
-  projects are spare again; spares beyond `size` are removed in the background (with `size` 0: every one). A
+  projects are spare again; spares beyond `size` are removed in the background (with `size` 0: every one), once
+  no project has taken or given back a network for `TRIM_AFTER` seconds: a node whose projects come and go keeps
+  the networks they give back for the next ones instead of removing one and making another (both slow in dockerd,
+  and in its way while containers start). A
   background failure (Docker down, its address pools exhausted) is logged and retried with backoff; no project
   ever waits for the pool's own work.
 * **A clean stop leaves no spare behind** (`release_spares`, called by the agent after its reconciles drained):
@@ -55,35 +62,58 @@ from caravanserai import v1
 from caravanserai.agent.docker import containers, naming
 from caravanserai.agent.docker.engine import DockerError, DockerRuntime
 from caravanserai.agent.docker.records import ContainerSummary
+from caravanserai.agent.workload.subnets import SubnetAllocator
 from caravanserai.backoff import Backoff
 from caravanserai.clock import Clock, SystemClock, run_within
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_POOL_SIZE = 4
+POOL_PER_CORE = 10  # cara-agent's default pool: spare networks per core of the node (see `default_pool_size`)
+MIN_POOL_SIZE = 4
+MAX_POOL_SIZE = 64
+REMOVE_AT_ONCE = 4  # networks removed at once on a clean stop (dockerd does some of the work of each in parallel)
 MAX_DEFER = 10.0  # seconds the pool's upkeep waits at most for busy projects
+TRIM_AFTER = 10.0  # seconds without a network taken or given back before spares beyond the size are removed
 FIRST_DERIVE_AFTER = 5.0  # seconds after start when the pool reads Docker a second time, then every DERIVE_EVERY
 DERIVE_EVERY = 60.0
 RETRY = Backoff(initial=1.0, cap=30.0)
 TOKEN_BYTES = 6
 
 
+def default_pool_size(cores: int) -> int:
+    """cara-agent's default `--network-pool` for a node of `cores` cores: `POOL_PER_CORE` per core, between
+    `MIN_POOL_SIZE` and `MAX_POOL_SIZE`. A burst of arrivals on a node is limited by its cores (each container start
+    costs dockerd and the kernel CPU), so a bigger node takes a bigger burst; with the agent's own address space a
+    spare network costs a /28 of it, not one of Docker's default ranges."""
+    return max(MIN_POOL_SIZE, min(MAX_POOL_SIZE, POOL_PER_CORE * cores))
+
+
 class NetworkPool:
     """The networks of the projects of `node` and the node's `size` spare pool networks. `run()` keeps the pool
     filled; `network_for` and `give_back` are called by `ProjectRuntime`, one call per project at a time."""
 
-    def __init__(self, docker: DockerRuntime, *, node: str, size: int = 0, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        docker: DockerRuntime,
+        *,
+        node: str,
+        size: int = 0,
+        clock: Clock | None = None,
+        subnets: SubnetAllocator | None = None,
+    ) -> None:
         if size < 0:
             raise ValueError(f"network pool size must be 0 or more, not {size}")
         self.docker = docker
         self.node = node
         self.size = size
+        self.subnets = subnets  # None: Docker chooses each network's subnet from its default address pools
         self._clock: Clock = clock or SystemClock()
         self._claims: dict[str, str] = {}  # project → network handed to it by this process
         self._spare: list[str] = []  # pool networks with no container configured on them, held by no project
         self._making = 0  # networks being made right now for projects that found no spare one
         self._busy = 0  # projects being brought up or removed right now (`busy()`)
         self._deferred_since: float | None = None  # when upkeep was first put off for busy projects
+        self._last_use: float | None = None  # when a project last took or gave back a network (`clock.monotonic()`)
         self._transit: set[str] = set()  # networks being made, checked or removed by this process right now
         self._next_derive = 0.0  # when `_derive` is due again (`clock.monotonic()`)
         self._loaded = False
@@ -118,13 +148,27 @@ class NetworkPool:
         network = mine[0] if mine else self._claims.get(name)
         if network is None and self.size == 0:
             network = legacy
+        needed = len(project.spec.services)  # containers on the network
         if network is not None:
             self._hold(name, network)
-            await self.docker.ensure_network(self._config(project, network))
+            await self._ensure(self._config(project, network), needed)
             return network
-        network = await self._take_spare() or await self._make_for(name)
+        spare = await self._take_spare() if self._fits_spare(needed) else None
+        network = spare or await self._make_for(name, needed)
         self._hold(name, network)
         return network
+
+    def _fits_spare(self, needed: int) -> bool:
+        """Whether a spare network's subnet holds `needed` containers (always, when Docker chooses subnets)."""
+        return self.subnets is None or needed <= self.subnets.space.containers_per_subnet
+
+    async def _ensure(self, config: dict[str, object], needed: int = 0) -> None:
+        """Make the network `config` describes unless it exists: on a subnet of the address space when there is
+        one, else on one Docker chooses."""
+        if self.subnets is None:
+            await self.docker.ensure_network(config)
+        else:
+            await self.subnets.ensure(config, containers=needed)
 
     def give_back(self, project: str, networks: Iterable[str] = ()) -> None:
         """The project's containers are gone: the pool networks it held (and `networks`, those its containers were
@@ -133,6 +177,7 @@ class NetworkPool:
         for network in {*networks, *([held] if held else [])}:
             if naming.is_pool_network(network, self.node):
                 self._add_spare(network)
+        self._last_use = self._clock.monotonic()
         self._wake.set()
 
     def _hold(self, project: str, network: str) -> None:
@@ -140,6 +185,7 @@ class NetworkPool:
         self._claims[project] = network
         if network in self._spare:
             self._spare.remove(network)
+            self._last_use = self._clock.monotonic()
         if previous is not None and previous != network and naming.is_pool_network(previous, self.node):
             self._add_spare(previous)  # checked again before it is handed out
         self._wake.set()
@@ -160,33 +206,34 @@ class NetworkPool:
             network = self._spare.pop(0)
             self._transit.add(network)
             try:
-                if await self.docker.network_present(network) and not await self.docker.list_containers(
-                    [], network=network
-                ):
+                present, users = await asyncio.gather(  # one round trip's wait for both
+                    self.docker.network_present(network), self.docker.list_containers([], network=network)
+                )
+                if present and not users:
                     return network
             finally:
                 self._transit.discard(network)
         return None
 
-    async def _make_for(self, project: str) -> str:
+    async def _make_for(self, project: str, needed: int) -> str:
         self._making += 1
         network = self._new_name()
         self._transit.add(network)
         try:
             log.debug("no spare network; making one", project=project, network=network)
-            await self._create(network)
+            await self._create(network, needed)
             return network
         finally:
             self._transit.discard(network)
             self._making -= 1
             self._wake.set()
 
-    async def _create(self, network: str) -> None:
-        """Make a pool network. Cancelled meanwhile (the agent stops), it still waits for Docker's answer before it
-        gives up, so that a stopped agent leaves no network behind that it did not know of (a killed one cannot:
-        `_derive` finds those)."""
+    async def _create(self, network: str, size: int = 0) -> None:
+        """Make a pool network for `size` containers. Cancelled meanwhile (the agent stops), it still waits for
+        Docker's answer before it gives up, so that a stopped agent leaves no network behind that it did not know
+        of (a killed one cannot: `_derive` finds those)."""
         config = containers.pool_network_config(network, node=self.node)
-        creation = asyncio.ensure_future(self.docker.ensure_network(config))
+        creation = asyncio.ensure_future(self._ensure(config, size))
         try:
             await asyncio.shield(creation)
         except asyncio.CancelledError:
@@ -261,6 +308,8 @@ class NetworkPool:
         due = self._next_derive
         if self._deferred_since is not None and not self._making:  # a finished making sets `_wake`
             due = min(due, self._deferred_since + MAX_DEFER)
+        if len(self._spare) > self.size and self._last_use is not None:
+            due = min(due, self._last_use + TRIM_AFTER)
         with contextlib.suppress(TimeoutError):
             await run_within(self._clock, self._wake.wait(), max(due - self._clock.monotonic(), 0.0))
 
@@ -276,6 +325,10 @@ class NetworkPool:
             self._deferred_since = self._clock.monotonic()
         return self._clock.monotonic() - self._deferred_since < MAX_DEFER
 
+    def _trim_due(self) -> bool:
+        """Whether spares beyond the size may go: no project took or gave back a network for `TRIM_AFTER` s."""
+        return self._last_use is None or self._clock.monotonic() - self._last_use >= TRIM_AFTER
+
     async def warmed(self) -> None:
         """Returns once the pool has held `size` spare networks, or as soon as its upkeep failed (a pool that
         cannot fill never holds anyone up)."""
@@ -287,6 +340,8 @@ class NetworkPool:
             self._warm.set()
         if len(self._spare) == self.size:
             self._deferred_since = None
+            return False
+        if len(self._spare) > self.size and not self._trim_due():
             return False
         if self._deferred():
             return False
@@ -313,18 +368,23 @@ async def remove_unused_networks(docker: DockerRuntime, node: str) -> list[str]:
 
 
 async def _remove_unused(docker: DockerRuntime, networks: Iterable[str]) -> list[str]:
-    """Remove each of `networks` on which no container is configured (one at a time); the names removed."""
-    removed = []
-    for network in sorted(networks):
-        try:
-            if await docker.list_containers([], network=network):
-                continue  # still some project's
-            await docker.remove_network(network)
-        except DockerError as exc:
-            log.warning("could not remove a network", network=network, error=str(exc))
-            continue
-        removed.append(network)
-    return removed
+    """Remove each of `networks` on which no container is configured (`REMOVE_AT_ONCE` at a time: a pool sized to
+    a burst is removed within a clean stop's time); the names removed, sorted."""
+    gate = asyncio.Semaphore(REMOVE_AT_ONCE)
+
+    async def remove(network: str) -> str | None:
+        async with gate:
+            try:
+                if await docker.list_containers([], network=network):
+                    return None  # still some project's
+                await docker.remove_network(network)
+            except DockerError as exc:
+                log.warning("could not remove a network", network=network, error=str(exc))
+                return None
+            return network
+
+    done = await asyncio.gather(*(remove(n) for n in sorted(networks)))
+    return [n for n in done if n is not None]
 
 
 def attached_networks(listed: Iterable[ContainerSummary]) -> list[str]:
@@ -332,4 +392,5 @@ def attached_networks(listed: Iterable[ContainerSummary]) -> list[str]:
     return sorted({n for c in listed for n in c.networks})
 
 
-__all__ = ["DEFAULT_POOL_SIZE", "NetworkPool", "attached_networks", "remove_unused_networks"]
+__all__ = ["MAX_POOL_SIZE", "MIN_POOL_SIZE", "POOL_PER_CORE", "TRIM_AFTER", "NetworkPool", "attached_networks"]
+__all__ += ["default_pool_size", "remove_unused_networks"]

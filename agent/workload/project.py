@@ -176,7 +176,13 @@ class ProjectRuntime:
                 break
             results = await gather_all(
                 self.ensure_service(
-                    project, service, inputs.of(service), known=observed.get(service.name), pulls=pulls, network=network
+                    project,
+                    service,
+                    inputs.of(service),
+                    known=observed.get(service.name),
+                    listed=True,
+                    pulls=pulls,
+                    network=network,
                 )
                 for service in wave
             )
@@ -253,13 +259,17 @@ class ProjectRuntime:
         inputs: containers.ServiceInputs | None = None,
         *,
         known: Observed | None = None,
+        listed: bool = False,
         pulls: PullReporter = UNREPORTED,
         network: str = "",
     ) -> Observed:
         """Adopt, start or (re)create the service's container with its `inputs` (from Secrets and Configs; none:
         its literal environment) on the project's `network` (see `NetworkPool.network_for`; "": the project's
         own `cara_<project>_<node>`); returns its observed state. `known` is the container as just inspected: an
-        adoptable one that needs nothing is returned without asking Docker again."""
+        adoptable one that needs nothing is returned without asking Docker again. `listed`: the project's containers
+        were just listed and `known` is what they hold for the service, so with none the container is created at
+        once (a foreign container under its name makes the create fail with Conflict; the next attempt replaces
+        it)."""
         inputs = inputs or containers.ServiceInputs.literal(service)
         if (
             known is not None
@@ -268,7 +278,7 @@ class ProjectRuntime:
         ):
             return known
         name = naming.container_name(project.metadata.name, service.name, self.node)
-        found = await self.docker.inspect_container(name)
+        found = known if listed else await self.docker.inspect_container(name)
         if found is not None and self._adoptable(project, service, found, inputs):
             if not projectstatus.needs_start(service, found):
                 return found
@@ -323,18 +333,17 @@ class ProjectRuntime:
         configured on: the project keeps using its network."""
         name, uid = project.metadata.name, project.metadata.uid
         expected = {s.name: f"/{naming.container_name(name, s.name, self.node)}" for s in project.spec.services}
-        listed = await self.docker.list_containers(self._filter(name))
+        listed, volumes = await asyncio.gather(  # one round trip's wait for both lists
+            self.docker.list_containers(self._filter(name)),
+            self.docker.list_volumes(self._filter(name, volume_type=containers.VOLUME_EPHEMERAL)),
+        )
         stale = {
             c.id: c
             for c in listed
             if c.label(naming.LABEL_PROJECT_UID) != uid or expected.get(c.label(naming.LABEL_SERVICE)) not in c.names
         }
         await gather_and_raise(self.docker.remove_container(c.id, timeout=self.grace(c)) for c in stale.values())
-        old_volumes = [
-            v.name
-            for v in await self.docker.list_volumes(self._filter(name, volume_type=containers.VOLUME_EPHEMERAL))
-            if v.label(naming.LABEL_PROJECT_UID) != uid
-        ]
+        old_volumes = [v.name for v in volumes if v.label(naming.LABEL_PROJECT_UID) != uid]
         await gather_and_raise(self.docker.remove_volume(v) for v in old_volumes)
         return [c for c in listed if c.id not in stale], attached_networks(listed)
 

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import StringIO
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,6 +40,7 @@ import pytest
 from agent_harness import docker, remove_node_objects
 from ruamel.yaml import YAML
 
+from caravanserai.agent.workload.subnets import DEFAULT_RANGE
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.process.tls import TLSFiles
 from caravanserai.storage.etcd import EtcdClient
@@ -505,6 +507,8 @@ def test_down_leaves_no_network_of_the_cluster(cluster: Cluster, docker_engine: 
     ok(cluster.cara("up", "--no-dashboard"))
     spares = eventually(networks, 30, "the agent's spare networks")  # the pool is filled in the background
     assert all(name.startswith("cara_pool.") for name in spares)
+    subnets = docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", *spares).split()
+    assert all(IPv4Network(s).subnet_of(IPv4Network(DEFAULT_RANGE)) for s in subnets)  # the agent's own range
 
     ok(cluster.cara("down"))
     cluster.assert_no_process_left()

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections import Counter
@@ -35,7 +36,7 @@ from fault_processes import (
 
 from caravanserai import meta, v1
 from caravanserai.agent.docker.naming import LABEL_NETWORK_POOL
-from caravanserai.agent.workload.netpool import DEFAULT_POOL_SIZE
+from caravanserai.agent.workload.netpool import default_pool_size
 from caravanserai.client import Client
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import free_port
@@ -147,7 +148,7 @@ async def test_agent_killed_mid_reconcile_and_restarted_adopts_without_duplicate
     for name in settled + starting:
         statuses = {s.name: s.container_id for s in (await client.projects.get(name)).status.services}
         assert statuses == {c.service: c.id for c in after if c.project == name}
-    await assert_pool_settled(node, after, spare=DEFAULT_POOL_SIZE)
+    await assert_pool_settled(node, after, spare=default_pool_size(os.cpu_count() or 1))
 
 
 async def assert_pool_settled(node: str, found: list[Container], *, spare: int) -> None:
