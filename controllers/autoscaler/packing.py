@@ -150,10 +150,12 @@ def pack(
     shapes: Sequence[Shape], nodes: Sequence[NodeInfo], ctx: FilterContext, opener: Opener | None = None
 ) -> Packing:
     """Place `shapes` (in the order given) on `nodes` (filled in place, except runs of identical nodes, which are
-    judged on copies) and on fresh nodes of `opener`, as the module docstring says. Identical nodes are packed as one `Bin`: a fresh node that a shape fills is repeated
-    for as many of its projects as need the same (the filters judge identical nodes alike), and a bin of several
-    nodes that a shape enters is split into the nodes it fills and the others. A node too full for the smallest
-    cpu or memory request of any shape leaves the scan (the resource filter would refuse it anyway)."""
+    judged on copies) and on fresh nodes of `opener`, as the module docstring says.
+
+    Identical nodes are packed as one `Bin`: a fresh node that a shape fills is repeated for as many of its
+    projects as need the same (the filters judge identical nodes alike), and a bin of several nodes that a shape
+    enters is split into the nodes it fills and the others. A node too full for the smallest cpu or memory
+    request of any shape leaves the scan (the resource filter would refuse it anyway)."""
     result = Packing()
     least = {name: min(s.example.requests.get(name, 0) for s in shapes) for name in (CPU, MEMORY)} if shapes else {}
     live = _bins([n for n in nodes if not _full(n, least)])
