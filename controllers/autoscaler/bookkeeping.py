@@ -1,7 +1,8 @@
 """The first step of each pass, per group: bring its status up to date with the cluster and the provider.
 
-* A node asked for that has **registered** leaves `provisioning`; it gets the group's label, the template's labels
-  and taints if its agent did not set them.
+* A node asked for that has **registered** leaves `provisioning`; it gets the group's label, and the template's
+  labels and taints that its agent did not set (a label the agent set is kept as it is: the apiserver lets the
+  autoscaler add labels, never change them, `kinds.node.autoscaler_allows`).
 * A node **recorded but not yet asked for** (the autoscaler stopped between the two) is asked for now, under the
   recorded name.
 * A node that has **not registered within `registerTimeout`** is deleted through the provider, leaves
@@ -65,7 +66,7 @@ class Bookkeeper:
         """Give a joined node its group's labels and taints (what its agent did not set)."""
 
         def mutate(obj: v1.Node) -> bool:
-            missing = {k: v for k, v in settings.labels.items() if obj.metadata.labels.get(k) != v}
+            missing = {k: v for k, v in settings.labels.items() if k not in obj.metadata.labels}
             obj.metadata.labels.update(missing)
             have = {(t.key, t.value, t.effect) for t in obj.spec.taints}
             new = [t for t in settings.taints if (t.key, t.value, t.effect) not in have]

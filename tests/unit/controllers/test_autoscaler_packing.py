@@ -1,19 +1,25 @@
 """The scale-up packing: first-fit decreasing over every node opened in a pass, judged by the scheduler's filters
-(host ports and host paths included), and the cluster view kept from informer events."""
+(host ports and host paths included); the cluster view kept from informer events; and the authorizer's narrow
+exception for the autoscaler's Node writes."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
 from caravanserai import meta, v1
+from caravanserai.apiserver.auth import Authorizer
+from caravanserai.apiserver.kinds import builtin_kinds
 from caravanserai.controllers.autoscaler import simulation
 from caravanserai.controllers.autoscaler.settings import settings_of, template_node
 from caravanserai.controllers.autoscaler.view import ClusterView
 from caravanserai.controllers.scheduler.filters import FilterContext
 from caravanserai.controllers.scheduler.ports import HostPort
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo
+from caravanserai.errors import Forbidden
+from caravanserai.process.identity import Identity
 from caravanserai.project.lifecycle import REASON_UNSCHEDULABLE
 from caravanserai.testing.builders import lease, node, node_status, project
 
@@ -138,3 +144,77 @@ def test_the_view_follows_events_without_rebuilding() -> None:
     assert view.snapshot().nodes["n1"].requested == {}
     view.node_deleted(relabelled)
     assert view.snapshot().group_nodes("g") == []
+
+
+# ---- the autoscaler's exception in the authorizer (kinds.node.autoscaler_allows) ---------------------------------
+
+AUTOSCALER = Identity("controller:autoscaler")
+
+
+def _stored(name: str, labels: dict[str, str] | None = None) -> v1.Node:
+    n = node(name, labels=labels or {})
+    n.metadata.resource_version, n.metadata.generation = "5", 1
+    return n
+
+
+def _update(who: Identity, old: v1.Node, change: Callable[[v1.Node], None]) -> bool:
+    new = meta.copy(old)
+    change(new)
+    merged = builtin_kinds().get("nodes").prepare_update(old, new)  # type: ignore[union-attr]  # a builtin kind
+    try:
+        Authorizer(builtin_kinds()).check(who, "update", "nodes", name=old.metadata.name, obj=merged, old=old)
+    except Forbidden:
+        return False
+    return True
+
+
+def _join(n: v1.Node) -> None:
+    n.metadata.labels.update({v1.LABEL_NODE_GROUP: "gpu", "example.com/accelerator": "a100"})
+    n.spec.taints.add(key="dedicated", value="gpu", effect="NoSchedule")
+
+
+def _cordon(n: v1.Node) -> None:
+    n.spec.unschedulable = True
+
+
+@pytest.mark.parametrize(
+    ("labels", "change", "allowed"),
+    [
+        ({}, _join, True),  # registration into a group: group label, template labels and taints
+        ({"zone": "a"}, lambda n: n.metadata.labels.update({"zone": "b", v1.LABEL_NODE_GROUP: "gpu"}), False),
+        ({}, lambda n: n.metadata.labels.update({"x": "y"}), False),  # labels without joining a group
+        ({}, _cordon, False),  # not a group's node
+        ({v1.LABEL_NODE_GROUP: "gpu"}, _cordon, True),
+        ({v1.LABEL_NODE_GROUP: "gpu"}, lambda n: n.metadata.labels.update({v1.LABEL_NODE_GROUP: "cpu"}), False),
+        ({v1.LABEL_NODE_GROUP: "gpu"}, lambda n: n.metadata.labels.pop(v1.LABEL_NODE_GROUP), False),
+        ({v1.LABEL_NODE_GROUP: "gpu"}, lambda n: n.spec.taints.add(key="k", effect="NoSchedule"), False),
+        ({v1.LABEL_NODE_GROUP: "gpu"}, lambda n: n.metadata.labels.update({"x": "y"}), False),
+    ],
+)
+def test_the_autoscaler_may_join_and_cordon_group_nodes_only(
+    labels: dict[str, str], change: Callable[[v1.Node], None], allowed: bool
+) -> None:
+    assert _update(AUTOSCALER, _stored("n", labels), change) is allowed
+    assert _update(Identity("controller:scheduler"), _stored("n", labels), change) is False
+
+
+@pytest.mark.parametrize(
+    ("who", "labels", "force", "allowed"),
+    [
+        ("controller:autoscaler", {v1.LABEL_NODE_GROUP: "gpu"}, False, True),
+        ("controller:autoscaler", {v1.LABEL_NODE_GROUP: "gpu"}, True, False),  # never forced
+        ("controller:autoscaler", {}, False, False),  # not a group's node
+        ("controller:gc", {v1.LABEL_NODE_GROUP: "gpu"}, False, False),
+    ],
+)
+def test_the_autoscaler_deletes_group_nodes_unforced(
+    who: str, labels: dict[str, str], force: bool, allowed: bool
+) -> None:
+    try:
+        Authorizer(builtin_kinds()).check(
+            Identity(who), "delete", "nodes", name="n", obj=_stored("n", labels), force=force
+        )
+    except Forbidden:
+        assert not allowed
+    else:
+        assert allowed
