@@ -85,17 +85,21 @@ class AutoscalerReconciler:
         )
         self._down = ScaleDown(client, self.providers, recorder, config.handoff_timeout)
         self._on_pass = on_pass
+        self._written: dict[str, v1.NodeGroup] = {}  # group → the newest version this reconciler stored
         self.passes = 0
 
     async def reconcile(self, key: str) -> Result:
         await self.view.wait_synced()
         started = self._clock.monotonic()
         ctx = FilterContext(now=self._clock.now(), heartbeat_timeout=self._config.heartbeat_timeout)
-        groups = sorted(self._groups.list(), key=lambda g: g.metadata.name)
+        groups = self._fresh_groups()
         cluster = self.view.snapshot()
         self._book.forget({g.metadata.name for g in groups})
         current = [await self._book.run(group, cluster, ctx) for group in groups]
+        self._remember(current)
         grown = await self._up.run(current, cluster, ctx)
+        if grown is not None:
+            self._remember([grown])
         for group in current:
             if grown is not None and grown.metadata.name == group.metadata.name:
                 group = grown
@@ -104,6 +108,32 @@ class AutoscalerReconciler:
         if self._on_pass is not None:
             self._on_pass(self._clock.monotonic() - started)
         return Result(requeue_after=self._config.scan_interval)
+
+    def _fresh_groups(self) -> list[v1.NodeGroup]:
+        """The groups from their cache, each replaced by the version this reconciler last stored when the cache has
+        not caught up with it yet: a pass must see the scale-up the pass before recorded, or it asks again."""
+        cached = {g.metadata.name: g for g in self._groups.list()}
+        for name in [n for n in self._written if n not in cached]:
+            del self._written[name]
+        fresh = []
+        for name in sorted(cached):
+            group, written = cached[name], self._written.get(name)
+            if written is not None and written.metadata.uid == group.metadata.uid and _newer(written, group):
+                group = written
+            fresh.append(group)
+        return fresh
+
+    def _remember(self, groups: list[v1.NodeGroup]) -> None:
+        for group in groups:
+            self._written[group.metadata.name] = group
+
+
+def _newer(a: v1.NodeGroup, b: v1.NodeGroup) -> bool:
+    """Whether `a` is a later version of the group than `b` (resource versions are etcd revisions)."""
+    try:
+        return int(a.metadata.resource_version or 0) > int(b.metadata.resource_version or 0)
+    except ValueError:
+        return False
 
 
 __all__ = ["AutoscalerConfig", "AutoscalerReconciler", "KEY"]
