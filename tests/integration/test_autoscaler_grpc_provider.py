@@ -8,6 +8,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import grpc
+import pytest
 from cluster_sim import add_node, running_manager
 
 from caravanserai import meta, v1
@@ -116,16 +117,16 @@ async def test_scale_up_and_down_through_a_real_grpc_provider(client: Client) ->
             for name in ("a", "b"):
                 await client.projects.delete(name, force=True)
 
-            async def removed() -> bool:
-                try:
-                    await client.nodes.get(node)
-                except NotFound:
-                    return ("DeleteNodes", [node], "cloud") in pool.asked
-                return False
+            async def scaled_down() -> bool:
+                return list((await client.nodegroups.get("cloud")).status.last_scale_down.nodes) == [node]
 
-            await wait_for(removed, timeout=30)
+            await wait_for(scaled_down, timeout=30)
+            with pytest.raises(NotFound):
+                await client.nodes.get(node)
+            assert ("DeleteNodes", [node], "cloud") in pool.asked
             assert node not in pool.machines and "stranger" in pool.machines  # never deleted: not ours
+            assert [c for c, _, _ in pool.asked].count("IncreaseSize") == 1
             status = (await client.nodegroups.get("cloud")).status
-            assert (status.desired, status.current, list(status.last_scale_down.nodes)) == (0, 0, [node])
+            assert (status.desired, status.current) == (0, 0)
         finally:
             await parts.reconciler.providers.grpc.close()
