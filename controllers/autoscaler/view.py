@@ -7,19 +7,20 @@ never rebuilt from the caches: a pass over 5,000 nodes and 10,000 projects reads
 cordon, its Lease's renewal, the summed requests and host ports of the projects bound to it: phases Scheduled,
 Running, Terminating), the projects bound to each, and the Pending projects the scheduler found unschedulable.
 
-A snapshot's dictionaries of nodes are its own; the `NodeInfo` records and the projects bound to each node
-(`Cluster.bound_to` copies them out) are shared with the view and change in place as later events arrive (their
-requests, ports and renewal), which a pass reads as the latest news. Nothing in a pass
-writes to them: what the simulation places goes on copies (`packing.clone`).
+A snapshot is consistent and stays as it was handed out: the view never changes a `NodeInfo` record or a node's
+bound projects in place, it replaces them (copy on write), so events that arrive while a pass awaits its writes
+change the next snapshot, never the one in use (a project must not count both as Pending and as bound).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from caravanserai import v1
+from caravanserai.controllers.autoscaler.packing import clone
 from caravanserai.controllers.autoscaler.snapshot import Cluster, is_unschedulable, node_info
 from caravanserai.controllers.scheduler.ports import HostPorts, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
@@ -86,14 +87,14 @@ class ClusterView:
         self._renewals[name] = renewal
         info = self._nodes.get(name)
         if info is not None:
-            info.renew_time = renewal
+            self._nodes[name] = dataclasses.replace(info, renew_time=renewal)
 
     def lease_deleted(self, lease: v1.Lease) -> None:
         name = lease.metadata.name
         self._renewals.pop(name, None)
         info = self._nodes.get(name)
         if info is not None:
-            info.renew_time = None
+            self._nodes[name] = dataclasses.replace(info, renew_time=None)
 
     def project_changed(self, project: v1.Project) -> None:
         name = project.metadata.name
@@ -103,9 +104,9 @@ class ClusterView:
         where = project.status.node_ref
         if project.status.phase in v1.BOUND_PHASES and where:
             held = self._held[name] = _Held(where, project_requests(project), host_ports(project.spec))
-            self._bound.setdefault(where, {})[name] = project
-            info = self._nodes.get(where)
-            if info is not None:
+            self._bound[where] = {**self._bound.get(where, {}), name: project}
+            if where in self._nodes:
+                self._nodes[where] = info = clone(self._nodes[where])
                 self._add(info, held, name)
         elif is_unschedulable(project):
             self._unschedulable[name] = (project, project_info(project))
@@ -123,7 +124,7 @@ class ClusterView:
         return Cluster(
             nodes=dict(self._nodes),
             node_objects=dict(self._node_objects),
-            bound=self._bound,
+            bound=dict(self._bound),
             unschedulable=[project for project, _ in waiting],
             pending=[info for _, info in waiting],
             labelled=dict(self._labelled),
@@ -174,13 +175,13 @@ class ClusterView:
         held = self._held.pop(name, None)
         if held is None:
             return
-        on_node = self._bound.get(held.node)
-        if on_node is not None:
-            on_node.pop(name, None)
-            if not on_node:
-                del self._bound[held.node]
-        info = self._nodes.get(held.node)
-        if info is not None:
+        on_node = {k: v for k, v in self._bound.get(held.node, {}).items() if k != name}
+        if on_node:
+            self._bound[held.node] = on_node
+        else:
+            self._bound.pop(held.node, None)
+        if held.node in self._nodes:
+            self._nodes[held.node] = info = clone(self._nodes[held.node])
             add_into(info.requested, held.requests, -1)
             if held.ports:
                 info.ports.remove(name, held.ports)

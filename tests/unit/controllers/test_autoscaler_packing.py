@@ -132,7 +132,9 @@ def test_the_view_follows_events_without_rebuilding() -> None:
     assert [p.name for p in cluster.pending] == ["p"] and cluster.group_nodes("g") == ["n1"]
     bound = meta.copy(waiting)
     bound.status.phase, bound.status.node_ref, bound.metadata.resource_version = v1.RUNNING, "n1", "2"
-    view.project_changed(bound)
+    view.project_changed(bound)  # while a pass holds `cluster`: its snapshot stays as it was
+    assert [p.name for p in cluster.pending] == ["p"] and cluster.nodes["n1"].requested == {}
+    assert cluster.bound_to("n1") == []
     cluster = view.snapshot()
     assert cluster.pending == [] and cluster.nodes["n1"].requested == {"cpu": 2000}
     assert [p.metadata.name for p in cluster.bound_to("n1")] == ["p"]
