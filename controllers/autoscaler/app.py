@@ -1,6 +1,7 @@
 """Wiring of the autoscaler into a Manager (`cara-autoscaler`).
 
-Informers: node groups, nodes, leases, projects. One controller, `autoscaler`, with one key (`reconciler.KEY`):
+Informers: node groups, nodes, leases, projects; the last three keep the autoscaler's `ClusterView` up to date
+by their events. One controller, `autoscaler`, with one key (`reconciler.KEY`):
 queued by every change of a group or a node, by a project that becomes unschedulable or leaves a node, and
 `--scan-interval` after each pass.
 """
@@ -16,8 +17,9 @@ from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager, enqueue_mapped
 from caravanserai.controllers.autoscaler.expanders import EXPANDERS, LEAST_WASTE
-from caravanserai.controllers.autoscaler.reconciler import KEY, AutoscalerConfig, AutoscalerReconciler, Caches
+from caravanserai.controllers.autoscaler.reconciler import KEY, AutoscalerConfig, AutoscalerReconciler
 from caravanserai.controllers.autoscaler.snapshot import is_unschedulable
+from caravanserai.controllers.autoscaler.view import ClusterView
 from caravanserai.controllers.process import duration, identity
 from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT
 from caravanserai.project.lifecycle import DEFAULT_HANDOFF
@@ -81,6 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="a node is Ready while its Lease was renewed this recently (as the scheduler's flag)",
     )
+    group.add_argument(
+        "--provider-list-interval",
+        type=duration(0.1),
+        default=_DEFAULTS.provider_list_interval,
+        metavar="DURATION",
+        help="how often each group's provider is asked which machines it has, to report those the cluster does "
+        f"not know (default {format_duration(_DEFAULTS.provider_list_interval)})",
+    )
     group.add_argument("--seed", type=int, default=None, help="seed of the random expander (default: random)")
 
 
@@ -92,6 +102,7 @@ def options_from_args(opts: argparse.Namespace) -> AutoscalerOptions:
         new_node_grace=opts.new_node_grace,
         handoff_timeout=opts.handoff_timeout,
         heartbeat_timeout=opts.heartbeat_timeout,
+        provider_list_interval=opts.provider_list_interval,
     )
     return AutoscalerOptions(config, identity=identity(opts), seed=opts.seed)
 
@@ -116,9 +127,10 @@ def setup(
     leases = manager.informers.informer(v1.Lease)
     projects = manager.informers.informer(v1.Project)
     recorder = EventRecorder(client, component=COMPONENT, host=options.identity, clock=clock)
-    caches = Caches(groups.cache, nodes.cache, leases.cache, projects.cache)
+    view = ClusterView()
+    view.follow(nodes, leases, projects)  # before the controller's handlers: a woken pass finds the change
     rng = random.Random(options.seed)
-    reconciler = AutoscalerReconciler(client, caches, recorder, clock=clock, config=options.config, rng=rng)
+    reconciler = AutoscalerReconciler(client, groups.cache, view, recorder, clock=clock, config=options.config, rng=rng)
     controller = Controller(NAME, reconciler, clock=clock)
     wake: HandlerFactory = enqueue_mapped(_always)
     controller.watch(groups, wake)

@@ -1,7 +1,8 @@
 """The first step of each pass, per group: bring its status up to date with the cluster and the provider.
 
-* A node asked for that has **registered** leaves `provisioning`; it gets the group's label, the template's labels
-  and taints if its agent did not set them.
+* A node asked for that has **registered** leaves `provisioning`; it gets the group's label, and the template's
+  labels and taints that its agent did not set (a label the agent set is kept as it is: the apiserver lets the
+  autoscaler add labels, never change them, `kinds.node.autoscaler_allows`).
 * A node **recorded but not yet asked for** (the autoscaler stopped between the two) is asked for now, under the
   recorded name.
 * A node that has **not registered within `registerTimeout`** is deleted through the provider, leaves
@@ -9,12 +10,15 @@
 * `idle_since` follows which nodes are Ready, uncordoned and under the utilisation threshold; `current` counts the
   registered nodes; `desired` is current plus provisioning minus a removal under way.
 * Machines the provider lists that are neither nodes nor being provisioned are reported (`UnknownNodes`
-  condition, a Warning event); they are never counted nor deleted, since the autoscaler did not make them.
+  condition, a Warning event when listed); they are never counted nor deleted, since the autoscaler did not make
+  them. The provider is asked for its list every `list_interval` seconds (`--provider-list-interval`), not every
+  pass: a cloud's list call is slow and rate-limited, and what it answers is judged again each pass against the
+  nodes the cluster knows by then.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -24,7 +28,7 @@ from caravanserai.client.apply import modify
 from caravanserai.clock import seconds, timestamp
 from caravanserai.controller import EventRecorder
 from caravanserai.controllers.autoscaler import groupstatus
-from caravanserai.controllers.autoscaler.providers import ProviderError, Providers
+from caravanserai.controllers.autoscaler.providers import ProviderError, ProviderNode, Providers
 from caravanserai.controllers.autoscaler.scaledown import utilization
 from caravanserai.controllers.autoscaler.settings import GroupSettings, settings_of
 from caravanserai.controllers.autoscaler.snapshot import Cluster
@@ -43,6 +47,8 @@ class Bookkeeper:
     providers: Providers
     recorder: EventRecorder
     backoff: float
+    list_interval: float = 60.0
+    _listed: dict[str, tuple[float, list[ProviderNode] | None]] = field(default_factory=dict)  # group → (when, list)
 
     async def run(self, group: v1.NodeGroup, cluster: Cluster, ctx: FilterContext) -> v1.NodeGroup:
         """Bring `group`'s status up to date (module docstring); the stored group."""
@@ -53,14 +59,14 @@ class Bookkeeper:
             await self._label(cluster.node_objects[name], settings)
         group = await self._act_on_recorded(group, cluster)
         group = await self._time_out(group, cluster, settings, ctx.now)
-        unknown = await self._unknown(group, cluster)
+        unknown = await self._unknown(group, cluster, ctx.now)
         return await groupstatus.write(self.client, group, self._sizes(settings, cluster, ctx, joined, unknown))
 
     async def _label(self, node: v1.Node, settings: GroupSettings) -> None:
         """Give a joined node its group's labels and taints (what its agent did not set)."""
 
         def mutate(obj: v1.Node) -> bool:
-            missing = {k: v for k, v in settings.labels.items() if obj.metadata.labels.get(k) != v}
+            missing = {k: v for k, v in settings.labels.items() if k not in obj.metadata.labels}
             obj.metadata.labels.update(missing)
             have = {(t.key, t.value, t.effect) for t in obj.spec.taints}
             new = [t for t in settings.taints if (t.key, t.value, t.effect) not in have]
@@ -105,23 +111,33 @@ class Bookkeeper:
         mutate = groupstatus.forget_provisioning(late, backoff_until=now + self.backoff, now=now, why=why)
         return await groupstatus.write(self.client, group, mutate)
 
-    async def _unknown(self, group: v1.NodeGroup, cluster: Cluster) -> list[str]:
-        try:
-            listed = await self.providers.of(group).list(group)
-        except ProviderError as exc:
-            log.warning("provider list failed", group=group.metadata.name, error=str(exc))
-            return []
+    async def _unknown(self, group: v1.NodeGroup, cluster: Cluster, now: float) -> list[str]:
+        name = group.metadata.name
+        when, listed = self._listed.get(name, (None, None))
+        fresh = when is None or now - when >= self.list_interval or now < when
+        if fresh:
+            try:
+                listed = await self.providers.of(group).list(group)
+            except ProviderError as exc:
+                log.warning("provider list failed", group=name, error=str(exc))
+                listed = None
+            self._listed[name] = (now, listed)
         if listed is None:
             return []
         asked = {p.name for p in group.status.provisioning}
         if group.status.HasField("removing"):
             asked.add(group.status.removing.node)
         unknown = sorted(n.name for n in listed if n.name not in cluster.nodes and n.name not in asked)
-        if unknown:
+        if unknown and fresh:
             await self.recorder.warning(
                 group, "UnknownNodes", f"the provider reports machines the cluster does not know: {', '.join(unknown)}"
             )
         return unknown
+
+    def forget(self, names: set[str]) -> None:
+        """Drop the listings of groups not in `names` (deleted)."""
+        for name in [n for n in self._listed if n not in names]:
+            del self._listed[name]
 
     @staticmethod
     def _sizes(

@@ -48,7 +48,7 @@ class ScaleDown:
             if candidate is None:
                 return
             node, reason = candidate
-            projects = sorted(p.metadata.name for p in cluster.bound.get(node, []))
+            projects = sorted(p.metadata.name for p in cluster.bound_to(node))
             group = await groupstatus.write(self.client, group, groupstatus.record_removal(node, projects, now=ctx.now))
             await self.recorder.normal(group, "ScaleDown", f"removing node {node}: {reason}")
         await self._continue(group, ctx.now)
@@ -67,7 +67,7 @@ class ScaleDown:
             node = cluster.nodes[name]
             if node.unschedulable or node_ready(_NOBODY, node, ctx) is not None:
                 continue
-            bound = cluster.bound.get(name, [])
+            bound = cluster.bound_to(name)
             blocked = not_evictable(bound) or fit_elsewhere(infos(bound), name, cluster.nodes, ctx)
             if blocked is not None:
                 log.info("idle node kept", node=name, reason=blocked)

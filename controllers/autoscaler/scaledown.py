@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from caravanserai import v1
-from caravanserai.controllers.autoscaler.simulation import clone, fits, place
-from caravanserai.controllers.scheduler.filters import FilterContext
+from caravanserai.controllers.autoscaler.packing import clone, fits, place
+from caravanserai.controllers.scheduler.filters import FilterContext, checks_for
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 
@@ -43,12 +43,19 @@ def not_evictable(projects: Sequence[v1.Project]) -> str | None:
 def fit_elsewhere(
     projects: Sequence[ProjectInfo], node: str, nodes: Mapping[str, NodeInfo], ctx: FilterContext
 ) -> str | None:
-    """None when every project of `projects` (bound to `node`) fits on another node, placed one after the other;
-    else which one does not."""
-    others = [n for name, n in sorted(nodes.items()) if name != node and not n.unschedulable]
+    """None when every project of `projects` (bound to `node`) fits on another node, placed one after the other
+    (largest first); else which one does not. Like the scheduler's search, each project's search stops at the
+    first node the filters accept, so a busy cluster is not walked node by node for every project; the nodes of
+    `nodes` are never changed (a node given a project here is a copy)."""
     copies: dict[str, NodeInfo] = {}
     for project in sorted(projects, key=lambda p: (-p.requests.get(CPU, 0), -p.requests.get(MEMORY, 0), p.name)):
-        target = next((copies.get(o.name, o) for o in others if fits(project, copies.get(o.name, o), ctx)), None)
+        checks = checks_for(project, ctx=ctx)
+        target = None
+        for name, original in nodes.items():
+            candidate = copies.get(name, original)
+            if name != node and not candidate.unschedulable and fits(project, candidate, ctx, checks):
+                target = candidate
+                break
         if target is None:
             return f"project {project.name} fits on no other node"
         if target.name not in copies:

@@ -19,10 +19,10 @@ from caravanserai.client import Client
 from caravanserai.clock import seconds
 from caravanserai.controller import EventRecorder
 from caravanserai.controllers.autoscaler import expanders, groupstatus, simulation
+from caravanserai.controllers.autoscaler.packing import clone
 from caravanserai.controllers.autoscaler.providers import ProviderError, Providers
 from caravanserai.controllers.autoscaler.settings import GroupSettings, settings_of, template_node
-from caravanserai.controllers.autoscaler.simulation import clone
-from caravanserai.controllers.autoscaler.snapshot import Cluster, infos
+from caravanserai.controllers.autoscaler.snapshot import Cluster
 from caravanserai.controllers.scheduler.filters import FilterContext
 from caravanserai.controllers.scheduler.snapshot import NodeInfo
 
@@ -80,7 +80,7 @@ class ScaleUp:
         if not cluster.unschedulable or not groups:
             return None
         settings = [settings_of(g) for g in groups]
-        pending = infos(cluster.unschedulable)
+        pending = cluster.pending
         on_the_way = [
             n
             for g, s in zip(groups, settings, strict=True)

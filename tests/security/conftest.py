@@ -13,7 +13,7 @@ from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.etcd import EtcdServer
 
 ROOT = Path(__file__).resolve().parents[2]
-IDENTITIES = ["apiserver", "admin", "controller:manager", "node:n1", "node:n2", "viewer"]
+IDENTITIES = ["apiserver", "admin", "controller:manager", "controller:autoscaler", "node:n1", "node:n2", "viewer"]
 TOKENS = "admin-token,admin-by-token,admin\nview-token,alice\n"
 
 

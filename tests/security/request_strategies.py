@@ -199,6 +199,14 @@ def fill(draw: Draw, message: Message, depth: int = 0) -> None:
         target: Any = getattr(message, fd.name)
         if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
             value_field = fd.message_type.fields_by_name["value"]
+            if value_field.message_type is not None:  # e.g. a node group's idle times: entries are messages
+                for _ in range(draw(st.integers(0, 3))):
+                    entry = target[draw(_MAP_KEYS)]
+                    if value_field.message_type.full_name == "google.protobuf.Timestamp":
+                        entry.seconds, entry.nanos = draw(_SECONDS), draw(_NANOS)
+                    else:
+                        fill(draw, entry, depth + 1)
+                continue
             values: st.SearchStrategy[Any] = (
                 st.binary(max_size=64)
                 if value_field.type == FieldDescriptor.TYPE_BYTES  # e.g. a secret's data

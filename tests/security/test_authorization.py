@@ -23,6 +23,9 @@ async def _setup(admin: Client) -> None:
     for name in ("n1", "n2"):
         await admin.nodes.create(node(name))
         await admin.leases.create(lease(name))
+    await admin.nodes.create(node("joining"))  # registered, not in a node group yet
+    for name in ("g1", "g2"):
+        await admin.nodes.create(node(name, labels={v1.LABEL_NODE_GROUP: "gpu"}))
     for host in ("n1", "n2"):
         ev = v1.Event()
         ev.metadata.name = f"from-{host}"
@@ -74,6 +77,12 @@ def _ops(admin: Client) -> dict[str, Op]:
         ev.spec.count += 1
         await c.events.update(ev)
 
+    async def relabel(c: Client, name: str, labels: dict[str, str], unschedulable: bool = False) -> None:
+        n = await admin.nodes.get(name)
+        n.metadata.labels.update(labels)
+        n.spec.unschedulable = unschedulable
+        await c.nodes.update(n)
+
     return {
         "update own event": lambda c: count_event(c, "from-n1"),
         "update other event": lambda c: count_event(c, "from-n2"),
@@ -92,6 +101,12 @@ def _ops(admin: Client) -> dict[str, Op]:
         "update node status": node_status,
         "renew lease": renew,
         "create event": event,
+        "join node to group": lambda c: relabel(c, "joining", {v1.LABEL_NODE_GROUP: "gpu", "pool": "a100"}),
+        "cordon group node": lambda c: relabel(c, "g1", {}, unschedulable=True),
+        "cordon other node": lambda c: relabel(c, "n2", {}, unschedulable=True),
+        "move node to other group": lambda c: relabel(c, "g2", {v1.LABEL_NODE_GROUP: "cpu"}),
+        "force delete group node": lambda c: c.nodes.delete("g2", force=True),
+        "delete group node": lambda c: c.nodes.delete("g1"),
         "delete node": lambda c: c.nodes.delete("n2", force=True),
     }
 
@@ -105,19 +120,22 @@ READS = {
     "get own node",
     "get other node",
 }
+CONTROLLER = READS | {
+    "update own project status",
+    "update other project status",
+    "delete project",
+    "update node status",
+    "renew lease",
+    "create event",
+    "update own event",
+    "update other event",
+}
 ALLOWED: dict[str, set[str] | None] = {
     "admin": None,  # everything
-    "controller:manager": READS
-    | {
-        "update own project status",
-        "update other project status",
-        "delete project",
-        "update node status",
-        "renew lease",
-        "create event",
-        "update own event",
-        "update other event",
-    },
+    "controller:manager": CONTROLLER,
+    # The autoscaler's exception (kinds.node.autoscaler_allows): join a node to a group, cordon and delete (never
+    # forced) the nodes of groups; nothing else of Nodes.
+    "controller:autoscaler": CONTROLLER | {"join node to group", "cordon group node", "delete group node"},
     # A node reads every project and node: its ingress forwards any host to the node that runs the project.
     "node:n1": READS
     | {"update own project status", "update node status", "renew lease", "create event", "update own event"},

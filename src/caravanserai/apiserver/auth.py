@@ -9,7 +9,9 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 | `controller:<name>` | read everything; write project status, node status, leases, events; delete projects; |
 |                     | garbage collection on every kind (`collects`): delete an object with owner           |
 |                     | references, update one only to drop owner references or the `foregroundDeletion` /   |
-|                     | `orphan` finalizer                                                                   |
+|                     | `orphan` finalizer; per-controller exceptions of a kind (`controller_allows`):       |
+|                     | `controller:autoscaler` labels a Node into a node group, cordons and deletes (never  |
+|                     | forced) the Nodes of groups (`kinds.node.autoscaler_allows`)                         |
 | `node:<name>`       | read every project and node (its ingress routes any host to the node that runs it);   |
 |                     | write its own Node and Lease and the status of projects bound to it (also the write  |
 |                     | that unbinds one after a move asked of it: `finish_move`); create events, update its  |
@@ -70,9 +72,16 @@ class Authorizer:
         obj: Any = None,
         old: Any = None,
         field_selector: str = "",
+        force: bool = False,
     ) -> None:
         target = f"{resource}/{name}" if name else resource
-        if not self._allowed(who, verb, resource, name=name, obj=obj, old=old, field_selector=field_selector):
+        allowed = self._allowed(who, verb, resource, name=name, obj=obj, old=old, field_selector=field_selector)
+        if not allowed and who.controller is not None and not who.is_admin:
+            strategy = self._kinds.get(resource)
+            allowed = strategy is not None and strategy.controller_allows(
+                who.controller, verb, obj=obj, old=old, force=force
+            )
+        if not allowed:
             log.warning("permission denied", user=who.user, verb=verb, target=target)
             raise Forbidden(f"{who.user} may not {verb} {target}")
         strategy = self._kinds.get(resource)

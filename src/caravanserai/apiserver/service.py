@@ -296,7 +296,7 @@ class ResourceService:
                 ]
             )
         current = await self._current(strategy, name, request.resource_version)
-        self._authz.check(who, "delete", resource, name=name, obj=current)
+        self._authz.check(who, "delete", resource, name=name, obj=current, force=request.force)
         await strategy.before_delete(self._ctx, current, force=request.force)
         if finalizer and not current.metadata.HasField("deletion_timestamp"):
             current = _with_finalizer(current, finalizer)

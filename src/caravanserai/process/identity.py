@@ -41,6 +41,11 @@ class Identity:
         return self.user == "admin" or "admin" in self.groups
 
     @property
+    def controller(self) -> str | None:
+        """`<name>` of a `controller:<name>` user, else None."""
+        return self.user.removeprefix("controller:") if self.user.startswith("controller:") else None
+
+    @property
     def is_controller(self) -> bool:
         return self.user.startswith("controller:") or "controllers" in self.groups
 

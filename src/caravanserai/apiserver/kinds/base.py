@@ -262,6 +262,11 @@ class KindStrategy(abc.ABC, Generic[T]):
         """May identity `node:<node>` do `verb`? Nodes have no access unless a kind says so."""
         return False
 
+    def controller_allows(self, controller: str, verb: str, *, obj: T | None, old: T | None, force: bool) -> bool:
+        """May identity `controller:<controller>` do `verb` (a write beyond `controller_writes`) on `obj` (`old`:
+        the stored object; `force`: a forced delete)? A narrow, per-controller exception; none by default."""
+        return False
+
     def admin_only(self, obj: T) -> list[FieldViolation]:
         """The fields of `obj` (to be created or to replace the stored one) that only an admin may set, each with
         what it would allow; the authorizer refuses every other writer when any is found. None by default."""

@@ -15,6 +15,19 @@ Node may never change what an admin decides about it, so a node cannot undo its 
   nodes by a label no node can give itself.
 * **Addresses**: at most one of each type, InternalIP and ExternalIP an IP address. No ingress trusts an address
   a node reports: internal traffic is proven by the forwarding node's identity (`agent/ingress/hop.py`).
+
+The autoscaler's exception (`autoscaler_allows`, for identity `controller:autoscaler`; every other controller
+writes only a Node's status): it may
+
+* **join** a Node to a node group: an update that sets the `caravanserai.io/nodegroup` label on a Node without
+  one, and may add other labels and taints at the same time (the template's, which its agent could not set:
+  NodeRestriction), but changes or removes nothing already there;
+* **cordon or uncordon** a Node of a group: an update of a Node carrying the group label that changes only
+  `spec.unschedulable` (so it never moves a node to another group, nor strips the label);
+* **delete** a Node of a group, never forced (the apiserver then refuses while projects are bound there).
+
+A node cannot give itself the group label (NodeRestriction keeps the `caravanserai.io` namespace for admins), so
+a node cannot make itself a Node the autoscaler may cordon or delete.
 """
 
 from __future__ import annotations
@@ -138,6 +151,40 @@ def node_status(errors: Violations, status: v1.NodeStatus) -> None:
         errors.non_negative(f"status.images[{i}].sizeBytes", image.size_bytes)
 
 
+AUTOSCALER = "autoscaler"
+"""The controller name (`controller:autoscaler`) given the exception above."""
+
+
+def autoscaler_allows(verb: str, obj: v1.Node | None, old: v1.Node | None, *, force: bool) -> bool:
+    """The autoscaler's exception (module docstring): join, cordon or uncordon, unforced delete."""
+    if verb == "delete":
+        return obj is not None and not force and bool(obj.metadata.labels.get(v1.LABEL_NODE_GROUP))
+    if verb != "update" or obj is None or old is None:
+        return False
+    group, before = obj.metadata.labels.get(v1.LABEL_NODE_GROUP), old.metadata.labels.get(v1.LABEL_NODE_GROUP)
+    if not group or (before is not None and before != group):
+        return False
+    new_labels, old_labels = dict(obj.metadata.labels), dict(old.metadata.labels)
+    if any(new_labels.get(key) != value for key, value in old_labels.items()):
+        return False  # a label changed or removed
+    taints, old_taints = list(obj.spec.taints), list(old.spec.taints)
+    if before is None:  # joining: labels and taints may be added
+        others_same = taints[: len(old_taints)] == old_taints and obj.spec.unschedulable == old.spec.unschedulable
+    else:  # a member: only the cordon may change
+        others_same = new_labels == old_labels and taints == old_taints
+    return others_same and _same_but_labels_taints_cordon(obj, old)
+
+
+def _same_but_labels_taints_cordon(obj: v1.Node, old: v1.Node) -> bool:
+    a, b = meta.copy(obj), meta.copy(old)
+    for node in (a, b):  # the generation follows the spec: it moves with a taint or the cordon
+        node.metadata.ClearField("generation")
+        node.metadata.ClearField("labels")
+        node.spec.ClearField("taints")
+        node.spec.unschedulable = False
+    return bool(a == b)
+
+
 def own_object_allowed(node: str, verb: str, *, name: str, field_selector: str) -> bool:
     """The rule for objects named after the node (its Node and its heartbeat Lease): list/watch only with
     `metadata.name=<itself>`, get/create/update/update_status only of the one named after it."""
@@ -181,6 +228,11 @@ class NodeStrategy(KindStrategy[v1.Node]):
     def node_restricted(self, node: str, verb: str, obj: v1.Node, old: v1.Node | None) -> list[FieldViolation]:
         return node_restricted(verb, obj, old)
 
+    def controller_allows(
+        self, controller: str, verb: str, *, obj: v1.Node | None, old: v1.Node | None, force: bool
+    ) -> bool:
+        return controller == AUTOSCALER and autoscaler_allows(verb, obj, old, force=force)
+
     def node_allows(
         self, node: str, verb: str, *, name: str, obj: v1.Node | None, old: v1.Node | None, field_selector: str
     ) -> bool:
@@ -194,12 +246,14 @@ class NodeStrategy(KindStrategy[v1.Node]):
 STRATEGY = NodeStrategy(KIND)
 
 __all__ = [
+    "AUTOSCALER",
     "AUTOMATIC_LABELS",
     "KIND",
     "NODE_LABEL_PREFIX",
     "STRATEGY",
     "NodeStrategy",
     "admin_label",
+    "autoscaler_allows",
     "node_owned_label",
     "node_restricted",
     "node_spec",
