@@ -24,6 +24,7 @@ from caravanserai.cli.kinds import (
     lease,
     node,
     project,
+    projectset,
     secret,
 )
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
@@ -42,6 +43,7 @@ VIEWS: dict[str, KindView] = {
         config.VIEW,
         backuprepository.VIEW,
         admissionpolicy.VIEW,
+        projectset.VIEW,
     )
 }
 """The built-in kinds' views, by plural."""

@@ -49,6 +49,7 @@ APPLICABLE = (
     "configs",
     "nodes",
     "projects",
+    "projectsets",
     "resourcedefinitions",
     "secrets",
 )

@@ -126,6 +126,7 @@ class Client:
         self.configs: ResourceClient[v1.Config] = ResourceClient(self, "configs")
         self.backuprepositories: ResourceClient[v1.BackupRepository] = ResourceClient(self, "backuprepositories")
         self.admissionpolicies: ResourceClient[v1.AdmissionPolicy] = ResourceClient(self, "admissionpolicies")
+        self.projectsets: ResourceClient[v1.ProjectSet] = ResourceClient(self, "projectsets")
 
     @overload
     def resource(self, kind: str) -> ResourceClient[Any]: ...
@@ -210,7 +211,7 @@ class Client:
 
     async def discover(self) -> list[meta.Kind]:
         """Register every custom kind the server serves (classes built from the definitions' schemas, unless a
-        class of that kind is already registered) so that names like "projectsets" work; the kinds found."""
+        class of that kind is already registered) so that names like "webfarms" work; the kinds found."""
         return await definitions.discover(self.resourcedefinitions)
 
     async def __aenter__(self) -> Client:

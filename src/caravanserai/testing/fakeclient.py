@@ -86,6 +86,7 @@ class FakeClient:
         self.admissionpolicies: FakeResourceClient[v1.AdmissionPolicy] = FakeResourceClient(
             self, meta.kind_for("admissionpolicies")
         )
+        self.projectsets: FakeResourceClient[v1.ProjectSet] = FakeResourceClient(self, meta.kind_for("projectsets"))
 
     @overload
     def resource(self, kind: str) -> FakeResourceClient[Any]: ...

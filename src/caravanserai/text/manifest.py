@@ -49,7 +49,15 @@ from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.text.protojson import describe, from_data, to_data
 
 Resource: TypeAlias = (
-    v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config | v1.BackupRepository | v1.AdmissionPolicy
+    v1.Project
+    | v1.Node
+    | v1.Lease
+    | v1.Event
+    | v1.Secret
+    | v1.Config
+    | v1.BackupRepository
+    | v1.AdmissionPolicy
+    | v1.ProjectSet
 )
 
 MAX_DEPTH = 64

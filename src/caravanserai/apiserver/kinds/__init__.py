@@ -2,7 +2,7 @@
 
 Each built-in kind lives in this package with its rules beside its strategy: a module for a small kind
 (`node`, `lease`, `event`, `secret`, `config`, `definition`, `backuprepository`,
-`admissionpolicy`), a package for the Project
+`admissionpolicy`, `projectset`), a package for the Project
 (`project/`: strategy, rules, service rules, data rules, backup rules). `apiserver.validation` is the generic
 rule library they all call. `builtin_kinds()` is a fresh table of the built-in kinds. Custom kinds
 (`custom.CustomKindStrategy`, one per ResourceDefinition) are added to a server's table at run time by
@@ -27,6 +27,7 @@ from caravanserai.apiserver.kinds import (
     lease,
     node,
     project,
+    projectset,
     secret,
 )
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
@@ -43,6 +44,7 @@ BUILTIN: tuple[KindStrategy[Any], ...] = (
     config.STRATEGY,
     backuprepository.STRATEGY,
     admissionpolicy.STRATEGY,
+    projectset.STRATEGY,
 )
 
 
