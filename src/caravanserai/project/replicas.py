@@ -12,7 +12,8 @@ budget check (`project.disruption`), so that "available" and "2 or 25%" mean the
   the protobuf runtime that keep the wire format. Replicas carry it in the `caravanserai.io/template-hash` label.
 * **Replicas** (`owning_set`): a project belongs to the set named by its controller owner reference of kind
   ProjectSet.
-* **Ready and available** (`is_ready`, `availability`): ready is Running, not being deleted, every declared
+* **Ready and available** (`is_ready`, `availability`): ready is Running, not being deleted nor moved off its
+  node (`status.move`), every declared
   service counting as ready (`readiness`), and the Ready condition True; available is ready for
   `minReadySeconds`, measured from the Ready condition's transition time on the clock the caller passes in.
 """
@@ -93,8 +94,10 @@ def owning_set(project: v1.Project) -> str | None:
 
 
 def is_ready(project: v1.Project) -> bool:
-    """Running, not being deleted, every service ready and the Ready condition True."""
+    """Running, not being deleted nor moved, every service ready and the Ready condition True."""
     if project.status.phase != v1.RUNNING or project.metadata.HasField("deletion_timestamp"):
+        return False
+    if project.status.HasField("move"):  # its node is stopping it for a move
         return False
     ready, declared = ready_services(project)
     condition = meta.get_condition(project.status.conditions, v1.CONDITION_READY)
