@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from caravanserai.controllers.scheduler.filters import (
     NOT_READY,
@@ -41,7 +42,7 @@ from caravanserai.controllers.scheduler.filters import (
     FilterFunc,
     resources_fit,
 )
-from caravanserai.controllers.scheduler.preemption.index import BoundProjects, Candidate
+from caravanserai.controllers.scheduler.preemption.index import Candidate
 from caravanserai.controllers.scheduler.preemption.whatif import passes
 from caravanserai.controllers.scheduler.resources import Resources
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
@@ -66,6 +67,12 @@ def victim_key(victims: Sequence[Candidate]) -> VictimKey:
         -min((victim.created for victim in victims), default=0.0),
         tuple(sorted(victim.name for victim in victims)),
     )
+
+
+class BoundView(Protocol):
+    """Who is bound where, as `choose` reads it (`index.BoundProjects`, or `budgets.GuardedBound`)."""
+
+    def on(self, node: str) -> list[Candidate]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +101,7 @@ class _Node:
 def choose(
     project: ProjectInfo,
     nodes: Iterable[NodeInfo],
-    bound: BoundProjects,
+    bound: BoundView,
     ctx: FilterContext,
     checks: Sequence[FilterFunc],
 ) -> Choice | None:
@@ -127,7 +134,7 @@ def choose(
 def _option(
     project: ProjectInfo,
     node: NodeInfo,
-    bound: BoundProjects,
+    bound: BoundView,
     ctx: FilterContext,
     checks: Sequence[FilterFunc],
     counted: bool,
