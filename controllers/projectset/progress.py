@@ -1,7 +1,8 @@
 """A ProjectSet's status from a snapshot of its replicas: counts, revisions, and the Progressing and Available
 conditions (as a Deployment's). Pure functions; the clock is the caller's `now`.
 
-* **Counts**: `replicas` are the replicas not being deleted; `updatedReplicas` those of the update revision;
+* **Counts**: `replicas` are the replicas not being deleted; `updatedReplicas` those of the update revision
+  (replicas being deleted count nowhere, as pods terminating count nowhere in a Deployment's status);
   `readyReplicas` and `availableReplicas` as `caravanserai.project.replicas` defines them.
 * **Progress** (condition Progressing): True with reason NewRevisionAvailable once the rollout is complete
   (spec.replicas replicas, all of the update revision, all available); True with reason ReplicasUpdating while it
@@ -52,7 +53,7 @@ def count(replicas: Sequence[Replica], revision: str) -> Counts:
         ready=sum(r.ready for r in active),
         updated=sum(r.revision == revision for r in active),
         available=sum(r.available for r in active),
-        old=sum(r.revision != revision for r in replicas),
+        old=sum(r.revision != revision for r in active),
     )
 
 

@@ -2,7 +2,8 @@
 
     reconcile(set)
       1. the set from the cache; gone or being deleted → nothing (the garbage collector removes its replicas)
-      2. its replicas (projects it controls, by owner uid) as `plan.Replica`s on the injected clock
+      2. its replicas (projects it controls, by owner uid; Terminated ones are gone already) as `plan.Replica`s on
+         the injected clock
       3. a step pending from the last reconcile (`expectations`) → come back shortly
       4. plan (`plan.plan`) and act: create replicas (`templates.new_replica`), delete replicas
       5. the status for this snapshot (`progress.next_status`), written when it changed
@@ -109,7 +110,7 @@ class ProjectSetReconciler:
         now = self._clock.now()
         if self.expectations.pending(key, self._active, now=now):
             return Result(requeue_after=PENDING_RECHECK)
-        owned = self.owned(projectset)
+        owned = [p for p in self.owned(projectset) if p.status.phase != v1.TERMINATED]
         seen = [replica_of(p, min_ready_seconds=projectset.spec.min_ready_seconds, now=now) for p in owned]
         snapshot = [replica for replica, _ in seen]
         revision = replicas.template_hash(projectset.spec.template)

@@ -151,7 +151,8 @@ async def test_recreate_removes_every_old_replica_before_the_first_new_one(clien
 
         async def done() -> bool:
             nonlocal mixed
-            revisions = {p.metadata.labels[v1.TEMPLATE_HASH_LABEL] for p in await replicas_of(client)}
+            alive = [p for p in await replicas_of(client) if p.status.phase != v1.TERMINATED]  # containers gone
+            revisions = {p.metadata.labels[v1.TEMPLATE_HASH_LABEL] for p in alive}
             mixed = mixed or revisions == {old, revision}
             return await status_is(client, settled(3, revision))
 
