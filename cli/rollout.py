@@ -31,13 +31,13 @@ from caravanserai.project.replicas import replicas_of, template_hash
 from caravanserai.text.durations import parse_duration
 from caravanserai.text.manifest import dump_yaml
 
-SCALABLE = ("projectsets",)
+SETS = meta.KINDS["projectsets"]
 POLL = 0.5
 
 
 def _target(resource: str, names: tuple[str, ...]) -> str:
     """The set's name from `projectset/NAME` or `projectset NAME`; a usage error otherwise."""
-    _, found = parse_target(resource, names, allowed=SCALABLE)
+    _, found = parse_target(resource, names, allowed=(SETS.plural,))
     if len(found) != 1:
         raise click.UsageError("name exactly one projectset")
     return found[0]

@@ -109,6 +109,7 @@ ALLOWED: dict[str, set[str] | None] = {
     "admin": None,  # everything
     "controller:manager": READS
     | {
+        "create project",  # the ProjectSet controller creates a set's replicas
         "update own project status",
         "update other project status",
         "delete project",
