@@ -1,10 +1,10 @@
-"""Create/update/get of a custom kind (ProjectSet, defined at run time) next to the built-in Project, in the same
+"""Create/update/get of a custom kind (WebFarm, defined at run time) next to the built-in Project, in the same
 run, through the same apiserver process. Prints JSON; the ratio custom ÷ Project per operation is what we track
 (the goal is ≥ 0.9: a custom kind costs about what a built-in one does).
 
     .venv/bin/python bench/bench_customkinds.py [--count 2000] [--clients 64] [--rounds 3]
 
-Each round measures Project then ProjectSet (each with fresh names); the best round of each counts, so a burst of
+Each round measures Project then WebFarm (each with fresh names); the best round of each counts, so a burst of
 load on a shared machine does not decide the ratio. Needs grpcio-tools (the `proto` extra) for the example's
 .proto.
 """
@@ -28,7 +28,7 @@ from benchlib import free_port, goal, wait_serving
 from caravanserai.client import Client, ResourceClient
 from caravanserai.testing import EtcdServer
 from caravanserai.testing.builders import project
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 OPS = ("create_per_s", "update_per_s", "get_per_s")
 
@@ -74,18 +74,18 @@ def best(rounds: list[dict[str, float]]) -> dict[str, float]:
 
 async def run(address: str, opts: argparse.Namespace) -> dict[str, Any]:
     async with Client(address) as client:
-        await define_projectset(client)
-        sets = client.resource(projectset_messages().ProjectSet)
+        await define_webfarm(client)
+        sets = client.resource(webfarm_messages().WebFarm)
         builtin, custom = [], []
         for n in range(opts.rounds):
             builtin.append(
                 await measure(client.projects, lambda name: project(name), f"p{n}", opts.count, opts.clients)
             )
             custom.append(
-                await measure(sets, lambda name: projectset(name, replicas=2), f"s{n}", opts.count, opts.clients)
+                await measure(sets, lambda name: webfarm(name, replicas=2), f"s{n}", opts.count, opts.clients)
             )
-    projects, projectsets = best(builtin), best(custom)
-    ratio = {op: round(projectsets[op] / projects[op], 3) for op in OPS}
+    projects, webfarms = best(builtin), best(custom)
+    ratio = {op: round(webfarms[op] / projects[op], 3) for op in OPS}
     return {
         "benchmark": "custom_kind_vs_project",
         "count": opts.count,
@@ -93,7 +93,7 @@ async def run(address: str, opts: argparse.Namespace) -> dict[str, Any]:
         "rounds": opts.rounds,
         "cpus": os.cpu_count(),
         "project": projects,
-        "projectset": projectsets,
+        "webfarm": webfarms,
         "ratio_custom_to_project": ratio,
         "goals": [
             goal(f"custom kind: {op.removesuffix('_per_s')}/s / Project", ratio[op], 0.9, at_most=False) for op in OPS

@@ -37,6 +37,7 @@ from caravanserai.cli.nodes import cordon, drain, uncordon
 from caravanserai.cli.patch import patch
 from caravanserai.cli.portforward import port_forward
 from caravanserai.cli.restart import restart
+from caravanserai.cli.rollout import rollout, scale
 from caravanserai.cli.schema import schema
 from caravanserai.cli.version import VERSION, version
 from caravanserai.cli.wait import wait
@@ -139,6 +140,8 @@ for command in (
     port_forward,
     restart,
     restore,
+    rollout,
+    scale,
     schema,
     uncordon,
     version,

@@ -3,7 +3,7 @@ and agent, passed through to `cara-controller-manager` and `cara-agent` as their
 
 The file (YAML or JSON) has two sections, each a mapping of the processes' flag names without `--`:
 
-    controllers:              # cara-controller-manager (scheduler, node health, gc, placement)
+    controllers:              # cara-controller-manager (scheduler, node health, gc, placement, projectset)
       heartbeat-timeout: 20s  # NotReady after this long without a Lease renewal
       grace-period: 30s       # Running projects leave a NotReady node after this
       succeeded-ttl: 1h
@@ -124,7 +124,7 @@ class Setting:
 
 
 CONTROLLER_SETTINGS: dict[str, Setting] = {
-    "controllers": Setting("--controllers", _text, "list (scheduler,node-health,gc,placement)"),
+    "controllers": Setting("--controllers", _text, "list (scheduler,node-health,gc,placement,projectset)"),
     "strategy": Setting("--strategy", _choice("spread", "binpack"), "spread | binpack"),
     "percentage-of-nodes-to-score": Setting("--percentage-of-nodes-to-score", _count, "percent"),
     "scheduler-workers": Setting("--scheduler-workers", _count, "count"),
@@ -139,6 +139,7 @@ CONTROLLER_SETTINGS: dict[str, Setting] = {
     "gc-workers": Setting("--gc-workers", _count, "count"),
     "handoff-timeout": Setting("--handoff-timeout", _duration, "duration"),
     "placement-workers": Setting("--placement-workers", _count, "count"),
+    "projectset-workers": Setting("--projectset-workers", _count, "count"),
     "log-level": Setting("--log-level", _choice("debug", "info", "warning", "error"), "debug | info | warning | error"),
 }
 """The keys of `controllers:`, flags of `cara-controller-manager`."""

@@ -1,9 +1,9 @@
 """`caractrl define --proto FILE --kind K --group G`: a ResourceDefinition from a .proto file.
 
-    caractrl define --proto projectset.proto --kind ProjectSet --group example.com --short-name ps \\
+    caractrl define --proto webfarm.proto --kind WebFarm --group example.com --short-name wf \\
         --column READY=.status.readyReplicas
-    caractrl define --proto projectset.proto --kind ProjectSet --group example.com -o yaml > definition.yaml
-    caractrl define --proto projectset.proto --kind ProjectSet --group example.com --rules rules.yaml
+    caractrl define --proto webfarm.proto --kind WebFarm --group example.com -o yaml > definition.yaml
+    caractrl define --proto webfarm.proto --kind WebFarm --group example.com --rules rules.yaml
 
 `--rules FILE` reads a YAML or JSON file with the definition's `fieldRules`, `validations` (CEL),
 `admissionHooks`, `versions` and `conversion`, written as in the definition manifest (docs/custom-kinds.md).
@@ -68,7 +68,7 @@ def _rules(path: str) -> v1.ResourceDefinitionSpec:
 
 @click.command("define")
 @click.option("--proto", "proto", required=True, metavar="FILE", help="The .proto file with the kind's messages.")
-@click.option("--kind", required=True, help="The object message (and kind name), e.g. ProjectSet.")
+@click.option("--kind", required=True, help="The object message (and kind name), e.g. WebFarm.")
 @click.option("--group", required=True, help="API group, e.g. example.com (apiVersion becomes <group>/v1).")
 @click.option("--plural", default="", help="Plural resource name (default: lowercase kind + s).")
 @click.option(

@@ -80,7 +80,7 @@ def metadata_fields(obj: Any, now: float) -> list[tuple[str, str]]:
 
 
 def owner_text(ref: v1.OwnerReference) -> str:
-    """`ProjectSet/web (example.com/v1, uid …, controller, blockOwnerDeletion)`: one owner reference."""
+    """`WebFarm/web (example.com/v1, uid …, controller, blockOwnerDeletion)`: one owner reference."""
     details = [ref.api_version or NONE, f"uid {ref.uid or NONE}"]
     details += [
         flag for flag, on in (("controller", ref.controller), ("blockOwnerDeletion", ref.block_owner_deletion)) if on

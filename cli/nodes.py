@@ -9,7 +9,10 @@
   (default 5m) passes; a project with backed-up volumes stays bound until its node has stopped it and taken a
   final backup (at most `--timeout`), then moves with those snapshots. It waits (unless `--no-wait`, at most
   `--timeout`) until each moved project is Running (or Succeeded) on another node: a project that goes Failed is
-  reported by name with its message, and so is one not there in time; either way drain exits 1.
+  reported by name with its message, and so is one not there in time; either way drain exits 1. Replicas of a
+  ProjectSet with a disruption budget move one budget at a time (`client.budgets`): one whose move would leave
+  its set below the budget waits until the replicas moved before it are available elsewhere; one still held
+  after `--timeout` is reported and not moved (exit 1).
 * A project with a Persistent volume without a backup would leave that data behind: drain refuses, before
   writing anything (not even the cordon), naming every such project and volume in one line, unless `--force`
   (then it moves them and says that the data stays behind).
@@ -30,6 +33,7 @@ from caravanserai.cli.delete import DeleteOptions, Target, delete_targets
 from caravanserai.cli.errors import PartialFailure, not_found
 from caravanserai.cli.moves import PLACED, moving_line, refuse_unprotected, wait_moved
 from caravanserai.client import nodeops
+from caravanserai.client.budgets import BudgetedMoves, move_within_budgets
 from caravanserai.client.nodeops import LEAVING
 from caravanserai.clock import SystemClock
 from caravanserai.errors import NotFound
@@ -82,17 +86,20 @@ async def _movable(settings: Settings, node: str) -> list[v1.Project]:
     return sorted((p for p in bound if p.metadata.name in names), key=lambda p: p.metadata.name)
 
 
-async def _move(settings: Settings, node: str, projects: Sequence[v1.Project], timeout: float) -> list[str]:
-    """Move `projects` off `node` with a hand-off of `timeout`; the names moved."""
-    clock = SystemClock()
-    moved = []
+async def _move(settings: Settings, node: str, projects: Sequence[v1.Project], timeout: float) -> BudgetedMoves:
+    """Move `projects` off `node` with a hand-off of `timeout`, the replicas of a ProjectSet one disruption budget
+    at a time (`client.budgets`): what was moved and what its budget kept."""
     async with settings.client() as client:
-        for project in projects:
-            name, now = project.metadata.name, clock.now()
-            if await nodeops.move_project(client, name, node, now=now, handoff_until=now + timeout):
-                moved.append(name)
-                click.echo(moving_line(project, node))
-    return moved
+        return await move_within_budgets(
+            client,
+            node,
+            projects,
+            clock=SystemClock(),
+            handoff=timeout,
+            timeout=timeout,
+            moved=lambda project: click.echo(moving_line(project, node)),
+            waiting=lambda reason: click.echo(f"waiting for a disruption budget: {reason}"),
+        )
 
 
 @click.command("drain")
@@ -125,6 +132,9 @@ def drain(
 ) -> None:
     """Cordon NODE and move its projects to other nodes (reason NodeDrained).
 
+    Replicas of a ProjectSet with a disruption budget move one budget at a time: the next waits until the moved
+    ones are available again elsewhere (at most --timeout; those still held are reported and drain exits 1).
+
     The old containers keep running until a project runs on its new node, or until --timeout passes. A project
     with backed-up volumes is stopped and backed up one last time first, and its new node restores exactly that
     backup. A project with a Persistent volume without backup is refused (nothing is written) unless --force:
@@ -145,9 +155,12 @@ def drain(
     else:
         projects = run(_movable(settings, node))  # again: one may have been bound before the cordon took effect
         refuse_unprotected(projects, node, force=force)
-        moved = run(_move(settings, node, projects, seconds))
+        moves = run(_move(settings, node, projects, seconds))
+        for name, reason in sorted(moves.refused.items()):
+            click.echo(f"error: project/{name} not moved within --timeout: {reason}", err=True)
+        moved = moves.moved
         waited = run(wait_moved(settings, moved, node, seconds)) if moved and wait is not False else None
-        if waited is not None and waited.report(timeout):
+        if (waited is not None and waited.report(timeout)) or moves.refused:
             raise PartialFailure()
     click.echo(f"node/{node} drained")
 

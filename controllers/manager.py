@@ -1,6 +1,8 @@
-"""cara-controller-manager: the scheduler, node health, the garbage collector and placement upkeep in one process.
+"""cara-controller-manager: the scheduler, node health, the garbage collector, placement upkeep and ProjectSets in
+one process.
 
-    cara-controller-manager [--controllers scheduler,node-health,gc,placement] [--server HOST:PORT] [--no-leader-elect]
+    cara-controller-manager [--controllers scheduler,node-health,gc,placement,projectset] [--server HOST:PORT]
+                            [--no-leader-elect]
 
 A convenience for small clusters (`cara up` runs it): one process, one Manager, one set of shared informers and
 one leader election (Lease `cara-controller-manager`), so the replicas of the combined process take turns as a
@@ -22,6 +24,7 @@ from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.nodehealth import app as nodehealth_app
 from caravanserai.controllers.placement import app as placement_app
 from caravanserai.controllers.process import process_parser, run_process
+from caravanserai.controllers.projectset import app as projectset_app
 from caravanserai.controllers.scheduler import app as scheduler_app
 
 LEASE = "cara-controller-manager"
@@ -32,6 +35,7 @@ SETUPS: dict[str, Callable[[Manager, Client, Clock, argparse.Namespace], Any]] =
     nodehealth_app.NAME: nodehealth_app.setup_from_args,
     gc_app.NAME: gc_app.setup_from_args,
     placement_app.NAME: placement_app.setup_from_args,
+    projectset_app.NAME: projectset_app.setup_from_args,
 }
 """Every controller this process can run, by the name `--controllers` uses."""
 
@@ -59,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
         default=list(SETUPS),
         help=f"comma-separated controllers to run (default: {','.join(SETUPS)})",
     )
-    for app in (scheduler_app, nodehealth_app, gc_app, placement_app):
+    for app in (scheduler_app, nodehealth_app, gc_app, placement_app, projectset_app):
         app.add_arguments(p)
     return p
 

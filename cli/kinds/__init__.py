@@ -25,6 +25,7 @@ from caravanserai.cli.kinds import (
     node,
     nodegroup,
     project,
+    projectset,
     secret,
 )
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
@@ -44,6 +45,7 @@ VIEWS: dict[str, KindView] = {
         backuprepository.VIEW,
         admissionpolicy.VIEW,
         nodegroup.VIEW,
+        projectset.VIEW,
     )
 }
 """The built-in kinds' views, by plural."""

@@ -24,6 +24,7 @@ from caravanserai.controllers.scheduler.boundevents import EVENT_RECONCILE_WORKE
 from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT
 from caravanserai.controllers.scheduler.handlers import SchedulerHandlers
+from caravanserai.controllers.scheduler.preemption.budgets import Budgets
 from caravanserai.controllers.scheduler.preemption.index import BoundProjects
 from caravanserai.controllers.scheduler.preemption.preemptor import Preemptor
 from caravanserai.controllers.scheduler.reconciler import SchedulerConfig, SchedulerReconciler
@@ -107,7 +108,9 @@ def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOpti
     event_queue: WorkQueue[str] = WorkQueue(clock=clock)
     bound_events = BoundEvents(recorder, event_queue)
     bound = BoundProjects()
-    preemptor = Preemptor(client, state, bound, recorder, clock=clock)
+    sets = manager.informers.informer(v1.ProjectSet)
+    budgets = Budgets(sets.cache, projects.cache, clock=clock)
+    preemptor = Preemptor(client, state, bound, recorder, clock=clock, budgets=budgets)
     reconciler = SchedulerReconciler(
         client,
         projects.cache,

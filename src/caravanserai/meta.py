@@ -39,7 +39,15 @@ from caravanserai import v1
 from caravanserai.clock import timestamp
 
 Resource: TypeAlias = (
-    v1.Project | v1.Node | v1.Lease | v1.Event | v1.Secret | v1.Config | v1.BackupRepository | v1.AdmissionPolicy
+    v1.Project
+    | v1.Node
+    | v1.Lease
+    | v1.Event
+    | v1.Secret
+    | v1.Config
+    | v1.BackupRepository
+    | v1.AdmissionPolicy
+    | v1.ProjectSet
 )
 
 
@@ -138,6 +146,7 @@ KINDS: dict[str, Kind] = {
             ("admissionpolicy", "ap"),
         ),
         Kind("NodeGroup", "nodegroups", v1.NodeGroup, "node_group", ("nodegroup", "ng")),
+        Kind("ProjectSet", "projectsets", v1.ProjectSet, "project_set", ("projectset", "pset", "ps")),
     )
 }
 """The built-in kinds, by plural."""

@@ -57,6 +57,16 @@ from caravanserai.api.v1.definitions_pb2 import (
     ResourceDefinitionStatus,
     ValidationRule,
 )
+from caravanserai.api.v1.replicas_pb2 import (
+    DisruptionBudget,
+    ProjectSet,
+    ProjectSetRevision,
+    ProjectSetSpec,
+    ProjectSetStatus,
+    ProjectSetStrategy,
+    ProjectTemplate,
+    RollingUpdateStrategy,
+)
 from caravanserai.api.v1.resources_pb2 import (
     Affinity,
     BackupHook,
@@ -164,6 +174,10 @@ CONDITION_RESTORING = "Restoring"
 CONDITION_RESTORE_FAILED = "RestoreFailed"
 # Condition of a project evicted from its node to make room for a higher-priority one (names the preemptor).
 CONDITION_PREEMPTED = "Preempted"
+# Conditions of a ProjectSet (as a Deployment's) and the reason of a failed rollout.
+CONDITION_PROGRESSING = "Progressing"
+CONDITION_AVAILABLE = "Available"
+REASON_PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 TRUE = "True"
 FALSE = "False"
 UNKNOWN = "Unknown"
@@ -172,6 +186,11 @@ UNKNOWN = "Unknown"
 # annotation by which a project keeps its node from being removed ("false": never moved by a scale-down).
 LABEL_NODE_GROUP = "caravanserai.io/nodegroup"
 ANNOTATION_SAFE_TO_EVICT = "caravanserai.io/safe-to-evict"
+# ProjectSet strategies, and the label naming the template revision a replica was made from (pod-template-hash).
+ROLLING_UPDATE = "RollingUpdate"
+RECREATE = "Recreate"
+SET_STRATEGIES = (ROLLING_UPDATE, RECREATE)
+TEMPLATE_HASH_LABEL = "caravanserai.io/template-hash"
 
 # Secret types.
 SECRET_OPAQUE = "Opaque"
@@ -328,6 +347,21 @@ __all__ = [
     "ValidationRule",
     "AdmissionHook",
     "AdmissionPolicy",
+    "ProjectSet",
+    "ProjectSetSpec",
+    "ProjectSetStatus",
+    "ProjectSetStrategy",
+    "ProjectSetRevision",
+    "ProjectTemplate",
+    "RollingUpdateStrategy",
+    "DisruptionBudget",
+    "CONDITION_PROGRESSING",
+    "CONDITION_AVAILABLE",
+    "REASON_PROGRESS_DEADLINE_EXCEEDED",
+    "ROLLING_UPDATE",
+    "RECREATE",
+    "SET_STRATEGIES",
+    "TEMPLATE_HASH_LABEL",
     "AdmissionPolicySpec",
     "AdmissionPolicyStatus",
     "DeleteNodesRequest",

@@ -24,7 +24,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import InternalError, Invalid, NotFound
 from caravanserai.testing.ports import free_port
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 
 @dataclass
@@ -100,7 +100,7 @@ async def hooks() -> AsyncIterator[HookServer]:
 
 
 async def _define(client: Client, hooks: Sequence[v1.AdmissionHook]) -> None:
-    definition = await define_projectset(client)
+    definition = await define_webfarm(client)
     definition.spec.admission_hooks.extend(hooks)
     await client.resourcedefinitions.update(definition)
 
@@ -113,13 +113,13 @@ async def test_mutating_hooks_change_the_object_before_validation(client: Client
             v1.AdmissionHook(name="whole", type="Mutating", url=hooks.url("/whole"), operations=["CREATE"]),
         ],
     )
-    sets = client.resource(projectset_messages().ProjectSet)
-    created = await sets.create(projectset("web", replicas=0))
+    sets = client.resource(webfarm_messages().WebFarm)
+    created = await sets.create(webfarm("web", replicas=0))
     assert created.metadata.labels["admitted"] == "create" and created.spec.replicas == 4
     assert created.spec.selector["by"] == "hook"
     assert created.metadata.uid != "00000000-0000-0000-0000-000000000000"
     assert [r["request"]["operation"] for r in hooks.reviews] == ["CREATE", "CREATE"]
-    assert hooks.reviews[0]["request"]["kind"] == "ProjectSet" and hooks.reviews[0]["request"]["oldObject"] is None
+    assert hooks.reviews[0]["request"]["kind"] == "WebFarm" and hooks.reviews[0]["request"]["oldObject"] is None
     created.spec.replicas = 2
     updated = await sets.update(created)
     assert updated.metadata.labels["admitted"] == "update" and updated.metadata.generation == 2
@@ -129,14 +129,14 @@ async def test_mutating_hooks_change_the_object_before_validation(client: Client
 
 async def test_validating_hooks_refuse_with_the_field_path(client: Client, hooks: HookServer) -> None:
     await _define(client, [v1.AdmissionHook(name="deny", type="Validating", url=hooks.url("/deny"))])
-    sets = client.resource(projectset_messages().ProjectSet)
+    sets = client.resource(webfarm_messages().WebFarm)
     with pytest.raises(Invalid) as info:
-        await sets.create(projectset("forbidden-one"))
+        await sets.create(webfarm("forbidden-one"))
     assert [v.field for v in info.value.violations] == ["metadata.name"]
     assert "denied by admission hook deny: names starting with forbidden are" in str(info.value)
     with pytest.raises(NotFound):
         await sets.get("forbidden-one")
-    created = await sets.create(projectset("web", replicas=2))
+    created = await sets.create(webfarm("web", replicas=2))
     created.spec.replicas = 6
     with pytest.raises(Invalid) as info:
         await sets.update(created)
@@ -153,21 +153,21 @@ async def test_failure_policies(client: Client, hooks: HookServer) -> None:
             v1.AdmissionHook(name="slow", type="Validating", url=hooks.url("/slow"), timeout_seconds=0.3),
         ],
     )
-    sets = client.resource(projectset_messages().ProjectSet)
+    sets = client.resource(webfarm_messages().WebFarm)
     with pytest.raises(InternalError) as info:
-        await sets.create(projectset("web"))
+        await sets.create(webfarm("web"))
     assert "admission hook 'slow' failed: no answer within 0.3 s" in str(info.value).replace('"', "'")
-    definition = await client.resourcedefinitions.get("projectsets.example.com")
+    definition = await client.resourcedefinitions.get("webfarms.example.com")
     del definition.spec.admission_hooks[1:]
     definition.spec.admission_hooks.add(name="broken", type="Mutating", url=hooks.url("/broken"))
     await client.resourcedefinitions.update(definition)
     with pytest.raises(InternalError) as info:
-        await sets.create(projectset("web"))
+        await sets.create(webfarm("web"))
     assert "admission hook 'broken' failed: answered HTTP 500" in str(info.value).replace('"', "'")
-    definition = await client.resourcedefinitions.get("projectsets.example.com")
+    definition = await client.resourcedefinitions.get("webfarms.example.com")
     definition.spec.admission_hooks[1].failure_policy = "Ignore"
     await client.resourcedefinitions.update(definition)
-    assert (await sets.create(projectset("web"))).metadata.name == "web"  # both failing hooks ignored
+    assert (await sets.create(webfarm("web"))).metadata.name == "web"  # both failing hooks ignored
 
 
 def _self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, str]:
@@ -212,15 +212,15 @@ async def test_https_hooks_are_trusted_through_their_ca_bundle(client: Client, t
         await site.start()
         url = f"https://127.0.0.1:{runner.addresses[0][1]}/deny"
         await _define(client, [v1.AdmissionHook(name="tls", type="Validating", url=url)])
-        sets = client.resource(projectset_messages().ProjectSet)
+        sets = client.resource(webfarm_messages().WebFarm)
         with pytest.raises(InternalError) as failed:  # the system trust store does not know the certificate
-            await sets.create(projectset("web"))
+            await sets.create(webfarm("web"))
         assert "admission hook 'tls' failed" in str(failed.value).replace('"', "'")
-        definition = await client.resourcedefinitions.get("projectsets.example.com")
+        definition = await client.resourcedefinitions.get("webfarms.example.com")
         definition.spec.admission_hooks[0].ca_bundle = pem
         await client.resourcedefinitions.update(definition)
         with pytest.raises(Invalid) as refused:
-            await sets.create(projectset("web"))
+            await sets.create(webfarm("web"))
         assert [v.field for v in refused.value.violations] == ["spec.replicas"] and "over TLS" in str(refused.value)
     finally:
         await runner.cleanup()

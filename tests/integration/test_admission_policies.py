@@ -22,7 +22,7 @@ from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.ports import free_port
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 WITHIN = 1.0  # every apiserver follows a policy's write within a second
 
@@ -258,17 +258,17 @@ async def test_caractrl_applies_gets_and_describes_policies(cli: Caractrl, tmp_p
 
 
 async def test_the_kinds_own_hooks_run_first_then_policies_by_name(client: Client, hooks: HookServer) -> None:
-    definition = await define_projectset(client)
+    definition = await define_webfarm(client)
     definition.spec.admission_hooks.add(name="own", type="Mutating", url=hooks.url("/mark/own"))
     await client.resourcedefinitions.update(definition)
     for name in ("b-second", "a-first"):
         hook = v1.AdmissionHook(name=name, type="Mutating", url=hooks.url(f"/mark/{name}"))
-        await client.admissionpolicies.create(policy(name, [hook], resources=["projectsets"]))
-    sets = client.resource(projectset_messages().ProjectSet)
+        await client.admissionpolicies.create(policy(name, [hook], resources=["webfarms"]))
+    sets = client.resource(webfarm_messages().WebFarm)
     names = Names("ordered")
 
     async def ordered() -> None:
-        created = await sets.create(projectset(names()))
+        created = await sets.create(webfarm(names()))
         assert created.metadata.annotations["order"] == "own,a-first,b-second"
 
     await eventually(ordered)

@@ -29,7 +29,7 @@ from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 CONNECTIONS = 16  # clients with connections of their own opened until both workers hold one (fails: 2^-15)
 
@@ -139,8 +139,8 @@ async def test_two_workers_agree_through_etcd(workers: tuple[asyncio.subprocess.
             call.cancel()
 
         # A kind defined through worker 0 is served by worker 1 at once.
-        await define_projectset(first)
-        created = await second.resource(projectset_messages().ProjectSet).create(projectset("at-once", replicas=2))
+        await define_webfarm(first)
+        created = await second.resource(webfarm_messages().WebFarm).create(webfarm("at-once", replicas=2))
         assert created.spec.replicas == 2
 
 
@@ -212,16 +212,16 @@ async def test_an_apiserver_that_has_not_followed_a_definition_waits_for_it(
     """In process: the kind is taken out of the table as if this apiserver (or worker) had not followed its stored
     definition yet; a create waits until it is served again instead of calling the resource unknown, and a
     resource without any stored definition is refused at once."""
-    await define_projectset(client)
-    sets = client.resource(projectset_messages().ProjectSet)
+    await define_webfarm(client)
+    sets = client.resource(webfarm_messages().WebFarm)
     service = api.server.service
     assert service is not None
-    strategy, cache = service.kinds.get("projectsets"), service.cache("projectsets")
-    service.unserve("projectsets")
+    strategy, cache = service.kinds.get("webfarms"), service.cache("webfarms")
+    service.unserve("webfarms")
     loop = asyncio.get_running_loop()
     loop.call_later(0.3, service.serve, strategy, cache)
     started = loop.time()
-    created = await sets.create(projectset("waited", replicas=1))
+    created = await sets.create(webfarm("waited", replicas=1))
     assert created.metadata.name == "waited" and loop.time() - started >= 0.25
     started = loop.time()
     with pytest.raises(grpc.aio.AioRpcError) as refused:

@@ -23,7 +23,7 @@ validations:
 
 SET = """\
 apiVersion: example.com/v1
-kind: ProjectSet
+kind: WebFarm
 metadata:
   name: web
 spec:
@@ -31,7 +31,7 @@ spec:
   selector: {set: web}
 """
 
-DEFINE = ("define", "--proto", str(example_proto()), "--kind", "ProjectSet", "--group", "example.com")
+DEFINE = ("define", "--proto", str(example_proto()), "--kind", "WebFarm", "--group", "example.com")
 
 
 async def test_define_with_a_rules_file_then_apply_refuses_with_the_field_path(
@@ -44,7 +44,7 @@ async def test_define_with_a_rules_file_then_apply_refuses_with_the_field_path(
     assert "fieldRules:" in manifest.stdout and "validations:" in manifest.stdout
     applied = await cli("apply", "-f", "-", input=manifest.stdout)  # the rules travel in the manifest
     assert applied.exit_code == 0, applied.stderr
-    stored = await client.resourcedefinitions.get("projectsets.example.com")
+    stored = await client.resourcedefinitions.get("webfarms.example.com")
     assert [r.path for r in stored.spec.field_rules] == ["spec.replicas"] and len(stored.spec.validations) == 1
     refused = await cli("apply", "-f", "-", input=SET)
     assert refused.exit_code == 1
@@ -52,7 +52,7 @@ async def test_define_with_a_rules_file_then_apply_refuses_with_the_field_path(
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
     created = await cli("apply", "-f", "-", input=SET.replace("replicas: 4", "replicas: 0"))
     assert created.exit_code == 0, created.stderr
-    assert (await client.resource("projectsets").get("web")).spec.replicas == 1  # the default
+    assert (await client.resource("webfarms").get("web")).spec.replicas == 1  # the default
 
 
 async def test_define_names_a_bad_rules_file_in_one_line(cli: Caractrl, tmp_path: Path) -> None:
@@ -75,11 +75,11 @@ async def test_redefining_without_rules_keeps_the_stored_rules_and_says_what_cha
     assert first.exit_code == 0, first.stderr
     again = await cli(*DEFINE)  # a schema-only re-define, as an operator's deployment does on upgrade
     assert again.exit_code == 0, again.stderr
-    stored = await client.resourcedefinitions.get("projectsets.example.com")
+    stored = await client.resourcedefinitions.get("webfarms.example.com")
     assert [r.path for r in stored.spec.field_rules] == ["spec.replicas"] and len(stored.spec.validations) == 1
     rules.write_text("fieldRules:\n- path: spec.replicas\n  maximum: 9\n")
     changed = await cli(*DEFINE, "--rules", str(rules))
     assert changed.exit_code == 0, changed.stderr
     assert "fieldRules" in changed.stdout and "validations" in changed.stdout, changed.stdout
-    stored = await client.resourcedefinitions.get("projectsets.example.com")
+    stored = await client.resourcedefinitions.get("webfarms.example.com")
     assert [r.maximum for r in stored.spec.field_rules] == [9] and not stored.spec.validations

@@ -15,21 +15,21 @@ from caravanserai.controller import Manager
 from caravanserai.errors import FailedPrecondition, Invalid, NotFound
 from caravanserai.testing.manager import running
 from caravanserai.testing.wait import wait_for
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 FINALIZER = "example.com/cleanup"
-DEFINITION = "projectsets.example.com"
+DEFINITION = "webfarms.example.com"
 
 
 async def _create(client: Client, name: str, *, finalizer: bool) -> None:
-    obj = projectset(name)
+    obj = webfarm(name)
     if finalizer:
         obj.metadata.finalizers.append(FINALIZER)
-    await client.resource(projectset_messages().ProjectSet).create(obj)
+    await client.resource(webfarm_messages().WebFarm).create(obj)
 
 
 async def _release(client: Client, name: str) -> None:
-    sets = client.resource(projectset_messages().ProjectSet)
+    sets = client.resource(webfarm_messages().WebFarm)
     obj = await sets.get(name)
     obj.metadata.finalizers.remove(FINALIZER)
     await sets.update(obj)
@@ -44,11 +44,11 @@ async def _gone(client: Client) -> bool:
 
 
 async def test_deleting_a_definition_lets_finalizers_run_and_goes_with_the_last_object(client: Client) -> None:
-    await define_projectset(client)
+    await define_webfarm(client)
     await _create(client, "a", finalizer=True)
     await _create(client, "b", finalizer=True)
     await _create(client, "c", finalizer=False)
-    sets = client.resource(projectset_messages().ProjectSet)
+    sets = client.resource(webfarm_messages().WebFarm)
 
     response = await client.resourcedefinitions.delete(DEFINITION)
     assert not response.deleted
@@ -75,7 +75,7 @@ async def test_deleting_a_definition_lets_finalizers_run_and_goes_with_the_last_
 
 
 async def test_delete_rd_says_how_many_objects_wait_on_finalizers(cli: Caractrl, client: Client) -> None:
-    await define_projectset(client)
+    await define_webfarm(client)
     for name in ("a", "b", "c"):
         await _create(client, name, finalizer=True)
     result = await cli("delete", "rd", DEFINITION)
@@ -87,14 +87,14 @@ async def test_delete_rd_says_how_many_objects_wait_on_finalizers(cli: Caractrl,
 
 
 async def test_readyz_is_false_while_the_watches_of_a_kind_fail(client: Client) -> None:
-    await define_projectset(client)
+    await define_webfarm(client)
     manager = Manager(client)
-    manager.informers.informer(projectset_messages().ProjectSet)
+    manager.informers.informer(webfarm_messages().WebFarm)
     async with running(manager):
         await wait_for(lambda: manager.readyz()[0] == 200, timeout=10, message="ready once synced")
         await client.resourcedefinitions.delete(DEFINITION, force=True)
         await wait_for(lambda: manager.readyz()[0] == 503, timeout=10, message="not ready while the watch fails")
         _, _, body = manager.readyz()
-        assert "watches failing: projectsets" in body, body
-        await define_projectset(client)
+        assert "watches failing: webfarms" in body, body
+        await define_webfarm(client)
         await wait_for(lambda: manager.readyz()[0] == 200, timeout=30, message="ready again once the kind is back")

@@ -10,7 +10,7 @@ import pytest
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.errors import Invalid
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 ON_DELETE = 1  # UpdatePolicy.ON_DELETE of the example
 
@@ -20,8 +20,8 @@ async def _with_rules(
     rules: Sequence[v1.FieldRule] = (),
     validations: Sequence[v1.ValidationRule] = (),
 ) -> v1.ResourceDefinition:
-    """Define projectsets with `rules` and `validations`."""
-    definition = await define_projectset(client)
+    """Define webfarms with `rules` and `validations`."""
+    definition = await define_webfarm(client)
     definition.spec.field_rules.extend(rules)
     definition.spec.validations.extend(validations)
     return await client.resourcedefinitions.update(definition)  # replies once this apiserver serves it so
@@ -39,11 +39,11 @@ async def test_defaults_are_applied_on_create_and_update(client: Client) -> None
             v1.FieldRule(path="spec.selector", default='{"tier": "web"}'),
         ],
     )
-    sets = client.resource(projectset_messages().ProjectSet)
-    created = await sets.create(projectset("web", replicas=0))
+    sets = client.resource(webfarm_messages().WebFarm)
+    created = await sets.create(webfarm("web", replicas=0))
     assert created.spec.replicas == 2
     assert dict(created.spec.selector) == {"set": "web"}  # set fields keep their value
-    bare = projectset("bare", replicas=0)
+    bare = webfarm("bare", replicas=0)
     bare.spec.selector.clear()
     created = await sets.create(bare)
     assert dict(created.spec.selector) == {"tier": "web"}
@@ -63,10 +63,10 @@ async def test_field_rules_refuse_with_the_field_path(client: Client) -> None:
             v1.FieldRule(path="spec.template.spec.services[].name", required=True),
         ],
     )
-    m = projectset_messages()
-    sets = client.resource(m.ProjectSet)
-    good = await sets.create(projectset("good", replicas=3))
-    bad = projectset("bad", replicas=11, image="Not An Image")
+    m = webfarm_messages()
+    sets = client.resource(m.WebFarm)
+    good = await sets.create(webfarm("good", replicas=3))
+    bad = webfarm("bad", replicas=11, image="Not An Image")
     bad.spec.update_policy = ON_DELETE
     bad.spec.selector.clear()
     bad.spec.template.spec.services.add().image = "busybox"
@@ -104,9 +104,9 @@ async def test_cel_rules_refuse_with_their_message_and_path(client: Client) -> N
             v1.ValidationRule(path="status", rule="self.readyReplicas <= self.replicas", message="ready > replicas"),
         ],
     )
-    m = projectset_messages()
-    sets = client.resource(m.ProjectSet)
-    bad = projectset("bad", replicas=6, labels={})
+    m = webfarm_messages()
+    sets = client.resource(m.WebFarm)
+    bad = webfarm("bad", replicas=6, labels={})
     bad.spec.selector["tier"] = "x"
     del bad.spec.template.spec.services[0].command[:]
     with pytest.raises(Invalid) as info:
@@ -157,7 +157,7 @@ async def test_cel_rules_refuse_with_their_message_and_path(client: Client) -> N
     ],
 )
 async def test_definitions_with_unusable_rules_are_refused(client: Client, rule: Any, field: str, words: str) -> None:
-    definition = await define_projectset(client)
+    definition = await define_webfarm(client)
     target = {
         v1.FieldRule: definition.spec.field_rules,
         v1.ValidationRule: definition.spec.validations,

@@ -15,18 +15,18 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.customkinds.schemas import Schema
 from caravanserai.errors import InternalError, Invalid, NotFound
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
-ALPHA = "projectsets.v1alpha1.example.com"
-BETA = "projectsets.v1beta1.example.com"
-ALPHA_SPEC = "example.projectset.v1alpha1.ProjectSetSpec"
+ALPHA = "webfarms.v1alpha1.example.com"
+BETA = "webfarms.v1beta1.example.com"
+ALPHA_SPEC = "example.webfarm.v1alpha1.WebFarmSpec"
 
 
 def _with_alpha_schema(definition: v1.ResourceDefinition) -> None:
     """Add v1alpha1's spec message to the schema: `size = 1` where v1 has `replicas = 1`, and the selector."""
     files = descriptor_pb2.FileDescriptorSet.FromString(definition.spec.schema)
-    alpha = files.file.add(name="projectset_v1alpha1.proto", package="example.projectset.v1alpha1", syntax="proto3")
-    spec = alpha.message_type.add(name="ProjectSetSpec")
+    alpha = files.file.add(name="webfarm_v1alpha1.proto", package="example.webfarm.v1alpha1", syntax="proto3")
+    spec = alpha.message_type.add(name="WebFarmSpec")
     spec.field.add(name="size", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT32, json_name="size")
     entry = spec.nested_type.add(name="SelectorEntry")
     entry.options.map_entry = True
@@ -37,7 +37,7 @@ def _with_alpha_schema(definition: v1.ResourceDefinition) -> None:
         number=2,
         type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
         label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
-        type_name=".example.projectset.v1alpha1.ProjectSetSpec.SelectorEntry",
+        type_name=".example.webfarm.v1alpha1.WebFarmSpec.SelectorEntry",
         json_name="selector",
     )
     definition.spec.schema = files.SerializeToString()
@@ -52,7 +52,7 @@ def _alpha_class(definition: v1.ResourceDefinition) -> Any:
 
 def _envelope(obj: Any, api_version: str) -> v1.Object:
     envelope = v1.Object()
-    envelope.custom.api_version, envelope.custom.kind = api_version, "ProjectSet"
+    envelope.custom.api_version, envelope.custom.kind = api_version, "WebFarm"
     envelope.custom.object = obj.SerializeToString()
     return envelope
 
@@ -69,20 +69,20 @@ async def _get(client: Client, resource: str, name: str) -> v1.Object:
 
 
 async def test_a_same_shape_version_reads_and_writes_the_same_objects(client: Client) -> None:
-    definition = await define_projectset(client)
+    definition = await define_webfarm(client)
     definition.spec.versions.add(name="v1beta1")
     await client.resourcedefinitions.update(definition)
-    m = projectset_messages()
-    beta = projectset("web", replicas=3)
+    m = webfarm_messages()
+    beta = webfarm("web", replicas=3)
     beta.api_version = "example.com/v1beta1"
     created = await _create(client, BETA, _envelope(beta, "example.com/v1beta1"))
     assert created.custom.api_version == "example.com/v1beta1"
-    assert m.ProjectSet.FromString(created.custom.object).api_version == "example.com/v1beta1"
-    stored = await client.resource(m.ProjectSet).get("web")  # v1 clients see the same object
+    assert m.WebFarm.FromString(created.custom.object).api_version == "example.com/v1beta1"
+    stored = await client.resource(m.WebFarm).get("web")  # v1 clients see the same object
     assert stored.api_version == "example.com/v1" and stored.spec.replicas == 3
     stored.spec.replicas = 4
-    await client.resource(m.ProjectSet).update(stored)
-    read = m.ProjectSet.FromString((await _get(client, BETA, "web")).custom.object)
+    await client.resource(m.WebFarm).update(stored)
+    read = m.WebFarm.FromString((await _get(client, BETA, "web")).custom.object)
     assert (read.api_version, read.spec.replicas) == ("example.com/v1beta1", 4)
     listed = await client.call(client.stub.List, v1.ListRequest(resource=BETA), retry=False)
     assert [item.custom.api_version for item in listed.items] == ["example.com/v1beta1"]
@@ -92,11 +92,11 @@ async def test_a_same_shape_version_reads_and_writes_the_same_objects(client: Cl
         break
     assert events == [(v1.ADDED, "example.com/v1beta1")]
     with pytest.raises(Invalid) as info:
-        await _get(client, "projectsets.v2.example.com", "web")
+        await _get(client, "webfarms.v2.example.com", "web")
     assert [v.field for v in info.value.violations] == ["resource"] and "served as v1, v1beta1" in str(info.value)
     await client.call(client.stub.Delete, v1.DeleteRequest(resource=BETA, name="web"), retry=False)
     with pytest.raises(NotFound):
-        await client.resource(m.ProjectSet).get("web")
+        await client.resource(m.WebFarm).get("web")
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ async def converter() -> AsyncIterator[str]:
 
 
 async def test_a_version_of_another_shape_is_converted_by_the_hook(client: Client, converter: str) -> None:
-    definition = await define_projectset(client)
+    definition = await define_webfarm(client)
     _with_alpha_schema(definition)
     definition.spec.versions.add(name="v1alpha1", spec_message=ALPHA_SPEC)
     definition.spec.conversion.url = converter
@@ -141,7 +141,7 @@ async def test_a_version_of_another_shape_is_converted_by_the_hook(client: Clien
     alpha.spec.selector["set"] = "web"
     created = alpha_cls.FromString((await _create(client, ALPHA, _envelope(alpha, alpha.api_version))).custom.object)
     assert (created.api_version, created.spec.size, created.metadata.generation) == ("example.com/v1alpha1", 3, 1)
-    sets = client.resource(projectset_messages().ProjectSet)
+    sets = client.resource(webfarm_messages().WebFarm)
     stored = await sets.get("web")
     assert stored.spec.replicas == 3 and dict(stored.spec.selector) == {"set": "web"}
     created.spec.size = 5
@@ -154,12 +154,12 @@ async def test_a_version_of_another_shape_is_converted_by_the_hook(client: Clien
     await client.resourcedefinitions.update(definition)
     with pytest.raises(InternalError) as info:
         await _get(client, ALPHA, "web")
-    assert "conversion hook of ProjectSet to example.com/v1alpha1 failed: answered HTTP 404" in str(info.value)
+    assert "conversion hook of WebFarm to example.com/v1alpha1 failed: answered HTTP 404" in str(info.value)
     assert (await sets.get("web")).spec.replicas == 5  # v1 needs no conversion
 
 
 async def test_unusable_versions_are_refused_with_their_field(client: Client) -> None:
-    definition = await define_projectset(client)
+    definition = await define_webfarm(client)
     cases = [
         (v1.DefinitionVersion(name="v1"), "spec.versions[0].name", "not v1"),
         (v1.DefinitionVersion(name="beta"), "spec.versions[0].name", "must look like v1alpha1"),

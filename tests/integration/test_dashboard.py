@@ -20,7 +20,7 @@ from caravanserai.testing import free_port
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import node, node_status, project
 from caravanserai.testing.wait import wait_for
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 from support.dashboard import RunningDashboard, dashboard
 
 NODE = "dash-node"
@@ -267,20 +267,20 @@ async def test_the_process_lists_a_custom_kind_defined_later_with_its_printer_co
     try:
         url = f"http://127.0.0.1:{port}/"
         token = await wait_for(lambda: _token_in(tmp_path / "token"), 10, message="the token file")
-        await define_projectset(cluster)
-        await cluster.resource(projectset_messages().ProjectSet).create(projectset("blue", replicas=3))
+        await define_webfarm(cluster)
+        await cluster.resource(webfarm_messages().WebFarm).create(webfarm("blue", replicas=3))
         kinds = await eventually(
             url,
             f"/api/v1/kinds?token={token}",
-            lambda b: any(k["plural"] == "projectsets" for k in b["kinds"]),
+            lambda b: any(k["plural"] == "webfarms" for k in b["kinds"]),
             timeout=20,
         )
-        (listed,) = [k for k in kinds["kinds"] if k["plural"] == "projectsets"]
-        assert listed["kind"] == "ProjectSet" and listed["columns"] == ["REPLICAS", "READY"]
-        table = await eventually(url, f"/api/v1/kinds/projectsets?token={token}", lambda b: b["rows"])
+        (listed,) = [k for k in kinds["kinds"] if k["plural"] == "webfarms"]
+        assert listed["kind"] == "WebFarm" and listed["columns"] == ["REPLICAS", "READY"]
+        table = await eventually(url, f"/api/v1/kinds/webfarms?token={token}", lambda b: b["rows"])
         assert table["columns"] == ["REPLICAS", "READY"]
         assert [(r["name"], r["cells"]) for r in table["rows"]] == [("blue", [3, None])]
-        _, obj = await get(url, f"/api/v1/kinds/projectsets/blue?token={token}")
+        _, obj = await get(url, f"/api/v1/kinds/webfarms/blue?token={token}")
         assert obj["spec"]["replicas"] == 3
     finally:
         proc.terminate()

@@ -1,4 +1,4 @@
-"""The generic API guarantees, run over a built-in kind (projects) and a custom kind (projectsets.example.com):
+"""The generic API guarantees, run over a built-in kind (projects) and a custom kind (webfarms.example.com):
 CRUD and conflicts, the status split and generation, selectors, watch order, resume and bookmarks, and refusals
 naming the field."""
 
@@ -15,7 +15,7 @@ from caravanserai import v1
 from caravanserai.client import Client, ResourceClient
 from caravanserai.errors import Conflict, Invalid, NotFound
 from caravanserai.testing.builders import project
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,10 @@ CASES = {
         break_spec=_bad_port,
         broken_path="spec.services[0].ports[0].containerPort",
     ),
-    "projectsets": KindCase(
-        setup=define_projectset,
-        resources=lambda c: c.resource(projectset_messages().ProjectSet),
-        make=lambda name: projectset(name),
+    "webfarms": KindCase(
+        setup=define_webfarm,
+        resources=lambda c: c.resource(webfarm_messages().WebFarm),
+        make=lambda name: webfarm(name),
         change_spec=lambda s: setattr(s.spec, "replicas", s.spec.replicas + 1),
         change_status=lambda s: setattr(s.status, "ready_replicas", 7),
         status_of=lambda s: s.status.ready_replicas,

@@ -18,7 +18,7 @@ from caravanserai.controllers.gc import app
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 CLOCK = SystemClock()
 HOLD = "example.com/hold"
@@ -40,8 +40,8 @@ async def gone(client: Client, plural: str, name: str) -> bool:
 
 
 async def owner_set(client: Client, name: str = "web") -> Any:
-    await define_projectset(client)
-    return await client.resource(projectset_messages().ProjectSet).create(projectset(name, replicas=2))
+    await define_webfarm(client)
+    return await client.resource(webfarm_messages().WebFarm).create(webfarm(name, replicas=2))
 
 
 async def dependent(client: Client, name: str, owner: Any, *, finalizers: tuple[str, ...] = ()) -> v1.Project:
@@ -60,7 +60,7 @@ async def test_background_deletes_the_owner_at_once_and_its_dependents_after(cli
     meta.set_owner(config, owner)
     await client.configs.create(config)
     async with collector(client):
-        response = await client.resource("projectsets").delete("web")
+        response = await client.resource("webfarms").delete("web")
         assert response.deleted  # Background: the owner goes at once
         for plural, name in (("projects", "web-0"), ("projects", "web-1"), ("configs", "web-settings")):
             await wait_for(lambda p=plural, n=name: gone(client, p, n), 10)
@@ -70,9 +70,9 @@ async def test_foreground_keeps_the_owner_until_blocking_dependents_are_gone(cli
     owner = await owner_set(client)
     await dependent(client, "web-0", owner, finalizers=(HOLD,))
     async with collector(client):
-        response = await client.resource("projectsets").delete("web", propagation_policy=meta.PROPAGATION_FOREGROUND)
+        response = await client.resource("webfarms").delete("web", propagation_policy=meta.PROPAGATION_FOREGROUND)
         assert not response.deleted
-        marked = await client.resource("projectsets").get("web")
+        marked = await client.resource("webfarms").get("web")
         assert marked.metadata.HasField("deletion_timestamp")
         assert list(marked.metadata.finalizers) == [meta.FINALIZER_FOREGROUND]
 
@@ -82,12 +82,12 @@ async def test_foreground_keeps_the_owner_until_blocking_dependents_are_gone(cli
 
         await wait_for(dependent_marked, 10)
         await asyncio.sleep(0.6)  # several sweeps: the blocking dependent still holds the owner
-        assert await stored(client, "projectsets", "web") is not None
+        assert await stored(client, "webfarms", "web") is not None
         held = await client.projects.get("web-0")
         held.metadata.finalizers.remove(HOLD)
         await client.projects.update(held)  # the dependent's own finalizer is done: it goes, then its owner
         await wait_for(lambda: gone(client, "projects", "web-0"), 10)
-        await wait_for(lambda: gone(client, "projectsets", "web"), 10)
+        await wait_for(lambda: gone(client, "webfarms", "web"), 10)
 
 
 async def test_orphan_leaves_the_dependents_without_the_reference(client: Client) -> None:
@@ -99,8 +99,8 @@ async def test_orphan_leaves_the_dependents_without_the_reference(client: Client
     meta.set_owner(second, other)
     await client.projects.create(second)
     async with collector(client):
-        await client.resource("projectsets").delete("web", propagation_policy=meta.PROPAGATION_ORPHAN)
-        await wait_for(lambda: gone(client, "projectsets", "web"), 10)
+        await client.resource("webfarms").delete("web", propagation_policy=meta.PROPAGATION_ORPHAN)
+        await wait_for(lambda: gone(client, "webfarms", "web"), 10)
         await asyncio.sleep(0.5)  # sweeps after the owner went: nothing is collected
         kept = await client.projects.get("web-0")
         assert list(kept.metadata.owner_references) == []
@@ -131,27 +131,27 @@ async def test_a_dependent_of_an_owner_recreated_under_the_same_name_is_collecte
 async def test_a_custom_object_owned_by_a_project_is_collected(client: Client) -> None:
     owner = await client.projects.create(project("base"))
     async with collector(client):  # the kind is defined while the collector runs: it follows it from then on
-        await define_projectset(client)
-        owned = projectset("owned", replicas=1)
+        await define_webfarm(client)
+        owned = webfarm("owned", replicas=1)
         meta.set_owner(owned, owner, controller=True)
-        sets = client.resource(projectset_messages().ProjectSet)
+        sets = client.resource(webfarm_messages().WebFarm)
         await sets.create(owned)
         await asyncio.sleep(0.4)
-        assert await stored(client, "projectsets", "owned") is not None  # the owner exists
+        assert await stored(client, "webfarms", "owned") is not None  # the owner exists
         await client.projects.delete("base")
-        await wait_for(lambda: gone(client, "projectsets", "owned"), 10)
+        await wait_for(lambda: gone(client, "webfarms", "owned"), 10)
 
 
 @pytest.mark.parametrize("custom", [False, True], ids=["project", "custom"])
 async def test_owner_references_are_validated_on_every_kind(client: Client, custom: bool) -> None:
     if custom:
-        await define_projectset(client)
-        obj: Any = projectset("bad", replicas=1)
-        resource = client.resource(projectset_messages().ProjectSet)
+        await define_webfarm(client)
+        obj: Any = webfarm("bad", replicas=1)
+        resource = client.resource(webfarm_messages().WebFarm)
     else:
         obj = project("bad")
         resource = client.projects
-    obj.metadata.owner_references.add(kind="ProjectSet", name="a", uid="u-1", controller=True)
+    obj.metadata.owner_references.add(kind="WebFarm", name="a", uid="u-1", controller=True)
     obj.metadata.owner_references.add(kind="", name="b", uid="", controller=True)
     with pytest.raises(Invalid) as refused:
         await resource.create(obj)
@@ -181,22 +181,22 @@ async def test_an_unknown_propagation_policy_and_orphan_with_force_are_refused(c
 async def test_caractrl_delete_cascade_sends_the_policy(cli: Caractrl, client: Client) -> None:
     owner = await owner_set(client)
     await dependent(client, "web-0", owner)
-    other = await client.resource("projectsets").create(projectset("api", replicas=1))
+    other = await client.resource("webfarms").create(webfarm("api", replicas=1))
     await dependent(client, "api-0", other)
-    result = await cli("delete", "ps", "web", "--cascade=foreground")
+    result = await cli("delete", "wf", "web", "--cascade=foreground")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == (
-        "projectset/web marked for deletion (stays until its finalizers are removed: foregroundDeletion)"
+        "webfarm/web marked for deletion (stays until its finalizers are removed: foregroundDeletion)"
     )
-    result = await cli("delete", "ps", "api", "--cascade", "orphan")
+    result = await cli("delete", "wf", "api", "--cascade", "orphan")
     assert result.exit_code == 0, result.stderr
-    assert list((await client.resource("projectsets").get("api")).metadata.finalizers) == [meta.FINALIZER_ORPHAN]
+    assert list((await client.resource("webfarms").get("api")).metadata.finalizers) == [meta.FINALIZER_ORPHAN]
     async with collector(client):
-        await wait_for(lambda: gone(client, "projectsets", "web"), 10)
-        await wait_for(lambda: gone(client, "projectsets", "api"), 10)
+        await wait_for(lambda: gone(client, "webfarms", "web"), 10)
+        await wait_for(lambda: gone(client, "webfarms", "api"), 10)
         assert await gone(client, "projects", "web-0")
         assert list((await client.projects.get("api-0")).metadata.owner_references) == []
-    result = await cli("delete", "ps", "x", "--cascade=sometimes")
+    result = await cli("delete", "wf", "x", "--cascade=sometimes")
     assert result.exit_code == 2 and "--cascade" in result.stderr
 
 
@@ -209,7 +209,7 @@ async def test_foreground_deletes_the_whole_tree_below_the_owner_first(client: C
     meta.set_owner(grandchild, child)
     await client.configs.create(grandchild)
     async with collector(client):
-        await client.resource("projectsets").delete("web", propagation_policy=meta.PROPAGATION_FOREGROUND)
+        await client.resource("webfarms").delete("web", propagation_policy=meta.PROPAGATION_FOREGROUND)
 
         async def grandchild_marked() -> bool:
             found = await stored(client, "configs", "web-0-settings")
@@ -219,11 +219,11 @@ async def test_foreground_deletes_the_whole_tree_below_the_owner_first(client: C
         await asyncio.sleep(0.5)
         middle = await client.projects.get("web-0")  # held by its own blocking dependent
         assert list(middle.metadata.finalizers) == [meta.FINALIZER_FOREGROUND]
-        assert await stored(client, "projectsets", "web") is not None
+        assert await stored(client, "webfarms", "web") is not None
         held = await client.configs.get("web-0-settings")
         held.metadata.finalizers.remove(HOLD)
         await client.configs.update(held)
-        await wait_for(lambda: gone(client, "projectsets", "web"), 10)
+        await wait_for(lambda: gone(client, "webfarms", "web"), 10)
         assert await gone(client, "projects", "web-0") and await gone(client, "configs", "web-0-settings")
 
 
@@ -233,5 +233,5 @@ async def test_dependents_of_objects_of_a_deleted_definition_are_collected(clien
     async with collector(client):
         await asyncio.sleep(0.4)
         assert await stored(client, "projects", "web-0") is not None
-        await client.resourcedefinitions.delete("projectsets.example.com")
+        await client.resourcedefinitions.delete("webfarms.example.com")
         await wait_for(lambda: gone(client, "projects", "web-0"), 10)

@@ -121,6 +121,7 @@ READS = {
     "get other node",
 }
 CONTROLLER = READS | {
+    "create project",  # the ProjectSet controller creates a set's replicas
     "update own project status",
     "update other project status",
     "delete project",
@@ -219,9 +220,9 @@ async def start_plain(endpoint: str) -> None:
 
 
 def _custom_ops(admin: Client) -> dict[str, Op]:
-    from support.customkinds import define_projectset, projectset, projectset_messages
+    from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
-    sets = lambda c: c.resource(projectset_messages().ProjectSet)  # noqa: E731
+    sets = lambda c: c.resource(webfarm_messages().WebFarm)  # noqa: E731
 
     async def update_spec(c: Client) -> None:
         obj = await sets(admin).get("s1")
@@ -234,7 +235,7 @@ def _custom_ops(admin: Client) -> dict[str, Op]:
         await sets(c).update_status(obj)
 
     async def redefine(c: Client) -> None:
-        await define_projectset(c, short_names=("ps", "pset"))
+        await define_webfarm(c, short_names=("wf", "wfarm"))
 
     async def watch(c: Client) -> None:
         async for _ in sets(c).watch(resource_version="0"):
@@ -244,13 +245,13 @@ def _custom_ops(admin: Client) -> dict[str, Op]:
         "get set": lambda c: sets(c).get("s1"),
         "list sets": lambda c: sets(c).list(),
         "watch sets": watch,
-        "create set": lambda c: sets(c).create(projectset("s9")),
+        "create set": lambda c: sets(c).create(webfarm("s9")),
         "update set": update_spec,
         "update set status": update_status,
         "delete set": lambda c: sets(c).delete("s2"),
         "list definitions": lambda c: c.resourcedefinitions.list(),
         "update definition": redefine,
-        "delete definition": lambda c: c.resourcedefinitions.delete("projectsets.example.com"),
+        "delete definition": lambda c: c.resourcedefinitions.delete("webfarms.example.com"),
     }
 
 
@@ -267,12 +268,12 @@ CUSTOM_ALLOWED: dict[str, set[str] | None] = {
 async def test_authorization_matrix_of_custom_kinds(
     secure_api: RunningApiServer, tls_of: Callable[[str], TLSFiles], identity: str
 ) -> None:
-    from support.customkinds import define_projectset, projectset, projectset_messages
+    from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
     async with Client(secure_api.address, tls=tls_of("admin")) as admin:
-        await define_projectset(admin, node_verbs=("get",))
+        await define_webfarm(admin, node_verbs=("get",))
         for name in ("s1", "s2"):
-            await admin.resource(projectset_messages().ProjectSet).create(projectset(name))
+            await admin.resource(webfarm_messages().WebFarm).create(webfarm(name))
         allowed = CUSTOM_ALLOWED[identity]
         async with Client(secure_api.address, tls=tls_of(identity), retry_timeout=1) as c:
             for label, op in _custom_ops(admin).items():

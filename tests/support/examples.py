@@ -27,9 +27,9 @@ def backup_operator() -> types.ModuleType:
 
 
 @functools.cache
-def projectset_operator() -> types.ModuleType:
-    """examples/projectset/projectset_controller.py as the module `projectset_controller`."""
-    return _load("projectset_controller", ROOT / "examples" / "projectset" / "projectset_controller.py")
+def webfarm_operator() -> types.ModuleType:
+    """examples/webfarm/webfarm_controller.py as the module `webfarm_controller`."""
+    return _load("webfarm_controller", ROOT / "examples" / "webfarm" / "webfarm_controller.py")
 
 
-__all__ = ["ROOT", "backup_operator", "projectset_operator"]
+__all__ = ["ROOT", "backup_operator", "webfarm_operator"]

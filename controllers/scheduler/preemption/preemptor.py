@@ -3,7 +3,8 @@
     attempt(project)
       1. never for `preemptionPolicy: Never`, nor for a project no node can ever take (infeasible)
       2. already nominated and its victims still leaving that node → wait (nothing written)
-      3. choose the node and the smallest victim set (`victims.choose`); none → not handled (Unschedulable)
+      3. choose the node and the smallest victim set (`victims.choose`) among projects whose eviction keeps their
+         ProjectSet's disruption budget (`budgets`); none → not handled (Unschedulable)
       4. nominate: keep the room on that node for it now (`ClusterState.nominate`), then write the project
          Pending with `nominatedNodeName` and the explanation (victims and why them), plus a `Preempting` event
       5. evict each victim with the move every mover uses (`nodeops.preempt_project` → `lifecycle.preempt`: no
@@ -38,6 +39,7 @@ from caravanserai.controllers.scheduler.algorithm import Diagnosis
 from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.filters import FilterContext, FilterFunc
 from caravanserai.controllers.scheduler.nominated import Nominee
+from caravanserai.controllers.scheduler.preemption.budgets import Budgets
 from caravanserai.controllers.scheduler.preemption.index import BoundProjects, Candidate
 from caravanserai.controllers.scheduler.preemption.victims import Choice, choose
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo
@@ -89,6 +91,7 @@ class Preemptor:
         *,
         clock: Clock,
         grace: float = DEFAULT_PREEMPTION_GRACE,
+        budgets: Budgets | None = None,
     ) -> None:
         self._client = client
         self._state = state
@@ -96,6 +99,7 @@ class Preemptor:
         self._recorder = recorder
         self._clock = clock
         self.grace = grace
+        self._budgets = budgets
         self.preempted = 0
 
     async def attempt(
@@ -114,7 +118,8 @@ class Preemptor:
         if nominated and self._bound.leaving_below(nominated, info.priority):
             log.debug("waiting for victims to leave", project=info.name, node=nominated)
             return Attempt(True)
-        choice = choose(info, self._state.nodes(), self._bound, ctx, checks)
+        view = self._bound if self._budgets is None else self._budgets.guard(self._bound)
+        choice = choose(info, self._state.nodes(), view, ctx, checks)
         if choice is None:  # nothing of lower priority could free enough anywhere: the usual message says it all
             return Attempt(False)
         if not choice.node:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from caravanserai.controllers.scheduler.filters import (
     NOT_READY,
@@ -41,7 +42,7 @@ from caravanserai.controllers.scheduler.filters import (
     FilterFunc,
     resources_fit,
 )
-from caravanserai.controllers.scheduler.preemption.index import BoundProjects, Candidate
+from caravanserai.controllers.scheduler.preemption.index import Candidate
 from caravanserai.controllers.scheduler.preemption.whatif import passes
 from caravanserai.controllers.scheduler.resources import Resources
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
@@ -66,6 +67,14 @@ def victim_key(victims: Sequence[Candidate]) -> VictimKey:
         -min((victim.created for victim in victims), default=0.0),
         tuple(sorted(victim.name for victim in victims)),
     )
+
+
+class BoundView(Protocol):
+    """Who is bound where, as `choose` reads it (`index.BoundProjects`, or `budgets.GuardedBound`)."""
+
+    def evictable_on(self, node: str) -> Sequence[Candidate]:
+        """The evictable projects bound to `node`, lowest priority first."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +103,7 @@ class _Node:
 def choose(
     project: ProjectInfo,
     nodes: Iterable[NodeInfo],
-    bound: BoundProjects,
+    bound: BoundView,
     ctx: FilterContext,
     checks: Sequence[FilterFunc],
 ) -> Choice | None:
@@ -124,7 +133,7 @@ def choose(
     return Choice(best[1], best[2], len(options), exact)
 
 
-def _option(project: ProjectInfo, node: NodeInfo, bound: BoundProjects, counted: bool) -> _Node | None:
+def _option(project: ProjectInfo, node: NodeInfo, bound: BoundView, counted: bool) -> _Node | None:
     """`node` as a place to preempt on, or None when evicting there cannot help. Runs for every node: a node
     with nothing below the preemptor's priority costs one comparison (`evictable_on` is sorted by priority)."""
     priority = project.priority

@@ -50,6 +50,7 @@ APPLICABLE = (
     "nodegroups",
     "nodes",
     "projects",
+    "projectsets",
     "resourcedefinitions",
     "secrets",
 )

@@ -127,6 +127,7 @@ class Client:
         self.backuprepositories: ResourceClient[v1.BackupRepository] = ResourceClient(self, "backuprepositories")
         self.admissionpolicies: ResourceClient[v1.AdmissionPolicy] = ResourceClient(self, "admissionpolicies")
         self.nodegroups: ResourceClient[v1.NodeGroup] = ResourceClient(self, "nodegroups")
+        self.projectsets: ResourceClient[v1.ProjectSet] = ResourceClient(self, "projectsets")
 
     @overload
     def resource(self, kind: str) -> ResourceClient[Any]: ...
@@ -211,7 +212,7 @@ class Client:
 
     async def discover(self) -> list[meta.Kind]:
         """Register every custom kind the server serves (classes built from the definitions' schemas, unless a
-        class of that kind is already registered) so that names like "projectsets" work; the kinds found."""
+        class of that kind is already registered) so that names like "webfarms" work; the kinds found."""
         return await definitions.discover(self.resourcedefinitions)
 
     async def __aenter__(self) -> Client:

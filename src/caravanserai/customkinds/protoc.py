@@ -1,8 +1,8 @@
 """Compile the .proto of a custom kind with grpcio-tools (install the `proto` extra: `pip install caravanserai[proto]`).
 
-    python -m caravanserai.protoc --python_out=. projectset.proto     # projectset_pb2.py and projectset_pb2.pyi
-    messages = load_proto("projectset.proto")                          # or build the classes at run time
-    ProjectSet = messages.ProjectSet
+    python -m caravanserai.protoc --python_out=. webfarm.proto     # webfarm_pb2.py and webfarm_pb2.pyi
+    messages = load_proto("webfarm.proto")                          # or build the classes at run time
+    WebFarm = messages.WebFarm
 
 A custom kind's file imports `caravanserai/api/v1/resources.proto` (for `caravanserai.v1.ObjectMeta`, `Condition`,
 `ProjectSpec` …); it is supplied from the installed package, so no copy of it is needed on the include path.

@@ -1,6 +1,6 @@
 """Custom kinds: from protobuf messages to a ResourceDefinition, and from a ResourceDefinition back to classes.
 
-    definition = definition_for(ProjectSet, spec=ProjectSetSpec, status=ProjectSetStatus, group="example.com")
+    definition = definition_for(WebFarm, spec=WebFarmSpec, status=WebFarmStatus, group="example.com")
     schema = Schema.compile(definition.spec)     # message classes built from the definition's descriptors
     kind = kind_for_definition(definition)        # a meta.Kind (dynamic class) for generic code such as the CLI
 
@@ -49,7 +49,7 @@ class SchemaError(ValueError):
 
 
 def default_plural(kind: str) -> str:
-    """The plural a kind gets unless told otherwise: lowercase kind + "s" ("ProjectSet" → "projectsets")."""
+    """The plural a kind gets unless told otherwise: lowercase kind + "s" ("WebFarm" → "webfarms")."""
     return kind.lower() + "s"
 
 
@@ -63,10 +63,10 @@ class KindNames:
     """The names of a custom kind: what a ResourceDefinition's spec carries besides its schema, and what a custom
     `meta.Kind` holds besides its class. Built once (`of` from keyword arguments, `of_spec` from a definition)."""
 
-    kind: str  # "ProjectSet": the object message's name
+    kind: str  # "WebFarm": the object message's name
     group: str  # "example.com": apiVersion is <group>/v1
-    plural: str  # "projectsets": the resource name in requests and etcd keys
-    short_names: tuple[str, ...] = ()  # further names `caractrl` accepts, e.g. ("ps",)
+    plural: str  # "webfarms": the resource name in requests and etcd keys
+    short_names: tuple[str, ...] = ()  # further names `caractrl` accepts, e.g. ("wf",)
     printer_columns: tuple[tuple[str, str], ...] = ()  # (header, JSON path) extra columns of `caractrl get`
     node_verbs: tuple[str, ...] = ()  # the verbs node identities may use on the kind's objects
 

@@ -14,11 +14,11 @@ controller library's `Reconciler`, `Controller` and `Manager` (kopf's ergonomics
 A kind that keeps dependents in line converges at every reconcile instead (a level handler), and `owns` the
 dependents' kind so that a change of one reconciles its owner (its controller ownerReference):
 
-    sets = Operator("projectset", ProjectSet, client)
+    sets = Operator("webfarm", WebFarm, client)
     sets.owns(v1.Project)
 
     @sets.on_reconcile()
-    async def converge(ctx: Context[ProjectSet]) -> Requeue | None:
+    async def converge(ctx: Context[WebFarm]) -> Requeue | None:
         ...
 
 Modules: `operator` (the Operator and its reconcile), `context` (what a handler gets; `own`), `filters`,

@@ -87,6 +87,7 @@ class FakeClient:
             self, meta.kind_for("admissionpolicies")
         )
         self.nodegroups: FakeResourceClient[v1.NodeGroup] = FakeResourceClient(self, meta.kind_for("nodegroups"))
+        self.projectsets: FakeResourceClient[v1.ProjectSet] = FakeResourceClient(self, meta.kind_for("projectsets"))
 
     @overload
     def resource(self, kind: str) -> FakeResourceClient[Any]: ...

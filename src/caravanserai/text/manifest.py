@@ -58,6 +58,7 @@ Resource: TypeAlias = (
     | v1.BackupRepository
     | v1.AdmissionPolicy
     | v1.NodeGroup
+    | v1.ProjectSet
 )
 
 MAX_DEPTH = 64

@@ -205,6 +205,8 @@ def _single(decoder: _Decoder, value: object, field: FieldDescriptor, path: str)
         return str(value) if _unicode(decoder, value, path) else None
     if kind == FieldDescriptor.TYPE_BOOL and isinstance(value, bool):
         return value
+    if field.full_name in INT_OR_STRING_FIELDS and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     if kind in _RANGES:
         return _integer(decoder, value, kind, path, octal=field.full_name in FILE_MODE_FIELDS)
     floating = kind in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
@@ -235,6 +237,18 @@ _OCTAL_PREFIXED = re.compile(r"0o[0-7]+")
 FILE_MODE_FIELDS = frozenset({"caravanserai.v1.Volume.mode", "caravanserai.v1.TmpfsMount.mode"})
 """Fields holding a file mode: there a number written with a leading zero (`0400`) is octal, as chmod, Kubernetes'
 `defaultMode` and Compose read it."""
+
+
+INT_OR_STRING_FIELDS = frozenset(
+    {
+        "caravanserai.v1.RollingUpdateStrategy.max_surge",
+        "caravanserai.v1.RollingUpdateStrategy.max_unavailable",
+        "caravanserai.v1.DisruptionBudget.min_available",
+        "caravanserai.v1.DisruptionBudget.max_unavailable",
+    }
+)
+"""String fields holding a count or a percentage (Kubernetes' IntOrString: `maxSurge: 2` or `maxSurge: 25%`): an
+integer written there is taken as its decimal text."""
 
 
 def _integer(decoder: _Decoder, value: object, kind: int, path: str, *, octal: bool = False) -> int | None:
@@ -363,4 +377,4 @@ def from_data(data: object, cls: type[M], *, max_values: int = MAX_VALUES) -> M:
     raise decoder.error(what=cls.DESCRIPTOR.name)
 
 
-__all__ = ["FILE_MODE_FIELDS", "MAX_VALUES", "describe", "from_data", "to_data"]
+__all__ = ["FILE_MODE_FIELDS", "INT_OR_STRING_FIELDS", "MAX_VALUES", "describe", "from_data", "to_data"]

@@ -13,20 +13,20 @@ from caravanserai.apiserver.schemaevolution import breaking_changes, holds_field
 from caravanserai.customkinds import schemas
 from caravanserai.customkinds.evolution import incompatibilities
 from caravanserai.customkinds.schemas import Schema, SchemaError
-from support.customkinds import projectset_messages
+from support.customkinds import webfarm_messages
 
 Field = descriptor_pb2.FieldDescriptorProto
 
 
 def _definition() -> v1.ResourceDefinition:
-    m = projectset_messages()
-    return schemas.definition_for(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group="example.com")
+    m = webfarm_messages()
+    return schemas.definition_for(m.WebFarm, spec=m.WebFarmSpec, status=m.WebFarmStatus, group="example.com")
 
 
 def _edited(edit: Callable[[descriptor_pb2.FileDescriptorProto], None]) -> Schema:
     definition = _definition()
     files = descriptor_pb2.FileDescriptorSet.FromString(definition.spec.schema)
-    edit(next(f for f in files.file if f.name == "projectset.proto"))
+    edit(next(f for f in files.file if f.name == "webfarm.proto"))
     definition.spec.schema = files.SerializeToString()
     return Schema.compile(definition.spec)
 
@@ -36,7 +36,7 @@ def _message(file: descriptor_pb2.FileDescriptorProto, name: str) -> Any:
 
 
 def _add_field(file: descriptor_pb2.FileDescriptorProto) -> None:
-    _message(file, "ProjectSetSpec").field.add(name="paused", number=9, type=Field.TYPE_BOOL, json_name="paused")
+    _message(file, "WebFarmSpec").field.add(name="paused", number=9, type=Field.TYPE_BOOL, json_name="paused")
 
 
 def _add_enum_value(file: descriptor_pb2.FileDescriptorProto) -> None:
@@ -48,12 +48,12 @@ def _drop_enum_value(file: descriptor_pb2.FileDescriptorProto) -> None:
 
 
 def _retype_nested(file: descriptor_pb2.FileDescriptorProto) -> None:
-    status = _message(file, "ProjectSetStatus")
+    status = _message(file, "WebFarmStatus")
     status.field[1].type = Field.TYPE_INT64  # ready_replicas int32 → int64
 
 
 def _repeat(file: descriptor_pb2.FileDescriptorProto) -> None:
-    _message(file, "ProjectSetSpec").field[0].label = Field.LABEL_REPEATED
+    _message(file, "WebFarmSpec").field[0].label = Field.LABEL_REPEATED
 
 
 def _rename(file: descriptor_pb2.FileDescriptorProto, old: str, new: str) -> None:
@@ -61,7 +61,7 @@ def _rename(file: descriptor_pb2.FileDescriptorProto, old: str, new: str) -> Non
     _message(file, old).name = new
     for message in file.message_type:
         for field in (f for f in message.field if f.type_name):
-            field.type_name = field.type_name.replace(f".example.projectset.{old}", f".example.projectset.{new}")
+            field.type_name = field.type_name.replace(f".example.webfarm.{old}", f".example.webfarm.{new}")
 
 
 def _rename_template(file: descriptor_pb2.FileDescriptorProto) -> None:
@@ -81,8 +81,7 @@ def _rename_template(file: descriptor_pb2.FileDescriptorProto) -> None:
             [
                 (
                     "spec.template",
-                    "field number 3 changes type from example.projectset.ProjectTemplate to "
-                    "example.projectset.Template",
+                    "field number 3 changes type from example.webfarm.ProjectTemplate to example.webfarm.Template",
                 )
             ],
         ),
@@ -100,24 +99,24 @@ def test_a_removed_spec_message_is_named() -> None:
     old = Schema.compile(_definition().spec)
     definition = _definition()
     files = descriptor_pb2.FileDescriptorSet.FromString(definition.spec.schema)
-    file = next(f for f in files.file if f.name == "projectset.proto")
-    _rename(file, "ProjectSetSpec", "SetSpec")
+    file = next(f for f in files.file if f.name == "webfarm.proto")
+    _rename(file, "WebFarmSpec", "SetSpec")
     definition.spec.schema = files.SerializeToString()
-    definition.spec.spec_message = "example.projectset.SetSpec"
+    definition.spec.spec_message = "example.webfarm.SetSpec"
     found = breaking_changes(old, Schema.compile(definition.spec))
     assert [(v.field, v.description) for v in found] == [
-        ("spec.schema", "message example.projectset.ProjectSetSpec (used by spec) was removed")
+        ("spec.schema", "message example.webfarm.WebFarmSpec (used by spec) was removed")
     ]
 
 
 def test_schemas_that_do_not_build_name_the_field() -> None:
     definition = _definition()
-    definition.spec.spec_message = "example.projectset.Nope"
+    definition.spec.spec_message = "example.webfarm.Nope"
     with pytest.raises(SchemaError) as info:
         Schema.compile(definition.spec)
     assert (info.value.field, info.value.message) == (
         "spec.specMessage",
-        "message example.projectset.Nope is not in spec.schema",
+        "message example.webfarm.Nope is not in spec.schema",
     )
     definition = _definition()
     files = descriptor_pb2.FileDescriptorSet.FromString(definition.spec.schema)
@@ -129,7 +128,7 @@ def test_schemas_that_do_not_build_name_the_field() -> None:
 
 
 def _retire_replicas(file: descriptor_pb2.FileDescriptorProto) -> None:
-    spec = _message(file, "ProjectSetSpec")
+    spec = _message(file, "WebFarmSpec")
     del spec.field[0]  # replicas = 1
     spec.reserved_range.add(start=1, end=2)
     spec.reserved_name.append("replicas")
@@ -141,7 +140,7 @@ def test_a_field_removed_with_its_number_and_name_reserved_is_retired_not_broken
     assert breaking_changes(old, new) == []
     retired = retired_fields(old, new)
     assert [(r.path, r.message, r.number, r.name) for r in retired] == [
-        ("spec.replicas", "example.projectset.ProjectSetSpec", 1, "replicas")
+        ("spec.replicas", "example.webfarm.WebFarmSpec", 1, "replicas")
     ]
     holding = old.object_cls()
     holding.spec.replicas = 3
@@ -151,7 +150,7 @@ def test_a_field_removed_with_its_number_and_name_reserved_is_retired_not_broken
 def test_reserving_only_the_number_is_still_a_removal() -> None:
     def number_only(file: descriptor_pb2.FileDescriptorProto) -> None:
         _retire_replicas(file)
-        del _message(file, "ProjectSetSpec").reserved_name[:]
+        del _message(file, "WebFarmSpec").reserved_name[:]
 
     found = breaking_changes(Schema.compile(_definition().spec), _edited(number_only))
     assert [v.field for v in found] == ["spec.replicas"]

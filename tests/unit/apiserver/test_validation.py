@@ -661,7 +661,7 @@ def test_unknown_resource_and_wrong_class() -> None:
     with pytest.raises(
         Invalid,
         match='unknown resource "pods"; known: admissionpolicies, backuprepositories, configs, events, leases, '
-        "nodegroups, nodes, projects, resourcedefinitions, secrets",
+        "nodegroups, nodes, projects, projectsets, resourcedefinitions, secrets",
     ):
         validate_object("pods", v1.Project())
     with pytest.raises(TypeError, match="projects holds Project objects, not Node"):

@@ -24,15 +24,15 @@ from caravanserai.operator import (
     when,
 )
 from caravanserai.testing import FakeClient, FakeClock
-from support.customkinds import GROUP, projectset, projectset_messages
+from support.customkinds import GROUP, webfarm, webfarm_messages
 
-ProjectSet = projectset_messages().ProjectSet
-register(ProjectSet, group=GROUP)
+WebFarm = webfarm_messages().WebFarm
+register(WebFarm, group=GROUP)
 
 
 @pytest.fixture
 def op(fake_client: FakeClient, fake_clock: FakeClock) -> Operator[Any]:
-    return Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    return Operator("sets", WebFarm, fake_client, clock=fake_clock)
 
 
 async def noop(ctx: Context[Any]) -> None:
@@ -40,7 +40,7 @@ async def noop(ctx: Context[Any]) -> None:
 
 
 async def create(client: FakeClient, name: str = "web", **kwargs: Any) -> Any:
-    return await client.resource(ProjectSet).create(projectset(name, **kwargs))
+    return await client.resource(WebFarm).create(webfarm(name, **kwargs))
 
 
 async def test_create_runs_once_and_update_runs_on_a_change(op: Operator[Any], fake_client: FakeClient) -> None:
@@ -57,9 +57,9 @@ async def test_create_runs_once_and_update_runs_on_a_change(op: Operator[Any], f
     await create(fake_client)
     assert await op.reconcile("web") == Result()
     assert await op.reconcile("web") == Result()  # the handled state is recorded: nothing again
-    stored = await fake_client.resource(ProjectSet).get("web")
+    stored = await fake_client.resource(WebFarm).get("web")
     stored.spec.replicas = 3
-    await fake_client.resource(ProjectSet).update(stored)
+    await fake_client.resource(WebFarm).update(stored)
     await op.reconcile("web")
     await op.reconcile("web")
     assert calls == ["create 1", "update ('spec.replicas',)"]
@@ -78,7 +78,7 @@ async def test_filters_choose_the_update_handlers(op: Operator[Any], fake_client
 
     await create(fake_client)
     await op.reconcile("web")
-    sets = fake_client.resource(ProjectSet)
+    sets = fake_client.resource(WebFarm)
     obj = await sets.get("web")
     obj.metadata.labels["team"] = "a"
     await sets.update(obj)
@@ -91,11 +91,11 @@ async def test_filters_choose_the_update_handlers(op: Operator[Any], fake_client
 
 
 async def test_resume_runs_once_per_process_for_handled_objects(fake_client: FakeClient, fake_clock: FakeClock) -> None:
-    first: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    first: Operator[Any] = Operator("sets", WebFarm, fake_client, clock=fake_clock)
     first.on_create()(noop)  # an operator without change handlers records no handled state
     await create(fake_client)
     await first.reconcile("web")  # handled by an earlier process
-    again: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    again: Operator[Any] = Operator("sets", WebFarm, fake_client, clock=fake_clock)
     resumed: list[str] = []
 
     @again.on_resume()
@@ -121,7 +121,7 @@ async def test_delete_handlers_get_a_finalizer_removed_after_they_succeed(
 
     await create(fake_client)
     await op.reconcile("web")
-    sets = fake_client.resource(ProjectSet)
+    sets = fake_client.resource(WebFarm)
     assert (await sets.get("web")).metadata.finalizers == [op.finalizer]
     await sets.delete("web")
     assert await op.reconcile("web") == Result(requeue_after=7)
@@ -193,8 +193,8 @@ async def test_timer_runs_every_interval_of_the_object(
     fake_clock.advance(18.0)
     await op.reconcile("web")
     assert ticks == [1.0, 31.0]
-    assert (await fake_client.resource(ProjectSet).get("web")).status.replicas == 2
-    await fake_client.resource(ProjectSet).delete("web")
+    assert (await fake_client.resource(WebFarm).get("web")).status.replicas == 2
+    await fake_client.resource(WebFarm).delete("web")
     assert await op.reconcile("web") == Result()  # gone: the timer stops
     fake_clock.advance(100.0)
     assert await op.reconcile("web") == Result()
@@ -202,7 +202,7 @@ async def test_timer_runs_every_interval_of_the_object(
 
 
 async def test_status_write_retries_a_conflict(op: Operator[Any], fake_client: FakeClient) -> None:
-    sets = fake_client.resource(ProjectSet)
+    sets = fake_client.resource(WebFarm)
 
     @op.on_create()
     async def count(ctx: Context[Any]) -> None:
@@ -232,7 +232,7 @@ async def test_daemon_runs_while_the_object_exists(op: Operator[Any], fake_clien
     await op.reconcile("web")
     await asyncio.wait_for(started.wait(), 5)
     assert op.daemons.running("web") == ["watch_it"]
-    await fake_client.resource(ProjectSet).delete("web")
+    await fake_client.resource(WebFarm).delete("web")
     await op.reconcile("web")
     assert stopped.is_set() and op.daemons.running("web") == []
     await op.close()
@@ -241,24 +241,24 @@ async def test_daemon_runs_while_the_object_exists(op: Operator[Any], fake_clien
 async def test_own_names_the_handled_object(op: Operator[Any], fake_client: FakeClient) -> None:
     @op.on_create()
     async def make_child(ctx: Context[Any]) -> None:
-        child = projectset(f"{ctx.name}-child")
-        await ctx.client.resource(ProjectSet).create(ctx.own(child))
+        child = webfarm(f"{ctx.name}-child")
+        await ctx.client.resource(WebFarm).create(ctx.own(child))
 
     owner = await create(fake_client)
     await op.reconcile("web")
-    child = await fake_client.resource(ProjectSet).get("web-child")
+    child = await fake_client.resource(WebFarm).get("web-child")
     assert meta.controller_of(child).uid == owner.metadata.uid
-    await fake_client.resource(ProjectSet).delete("web")
+    await fake_client.resource(WebFarm).delete("web")
     await op.reconcile("web")
-    assert [s.metadata.name for s in await fake_client.resource(ProjectSet).list()] == []
+    assert [s.metadata.name for s in await fake_client.resource(WebFarm).list()] == []
 
 
 async def test_a_resume_handler_that_failed_is_called_again(fake_client: FakeClient, fake_clock: FakeClock) -> None:
     await create(fake_client)
-    earlier: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    earlier: Operator[Any] = Operator("sets", WebFarm, fake_client, clock=fake_clock)
     earlier.on_create()(noop)
     await earlier.reconcile("web")
-    op: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    op: Operator[Any] = Operator("sets", WebFarm, fake_client, clock=fake_clock)
     calls: list[str] = []
 
     @op.on_resume()
@@ -276,9 +276,9 @@ async def test_a_resume_handler_that_failed_is_called_again(fake_client: FakeCli
 
 def test_operator_names_must_fit_a_finalizer(fake_client: FakeClient) -> None:
     with pytest.raises(ValueError, match="operator name 'Bad Name'"):
-        Operator("Bad Name", ProjectSet, fake_client)
+        Operator("Bad Name", WebFarm, fake_client)
     with pytest.raises(ValueError, match="already has a handler 'twice'"):
-        op: Operator[Any] = Operator("ok", ProjectSet, fake_client)
+        op: Operator[Any] = Operator("ok", WebFarm, fake_client)
 
         async def twice(ctx: Context[Any]) -> None: ...
 

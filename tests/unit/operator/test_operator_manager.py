@@ -11,17 +11,17 @@ from caravanserai.controller import Manager
 from caravanserai.customkinds.schemas import register
 from caravanserai.operator import Context, Operator
 from caravanserai.testing import FakeClient, running, wait_for
-from support.customkinds import GROUP, projectset, projectset_messages
+from support.customkinds import GROUP, webfarm, webfarm_messages
 
-ProjectSet = projectset_messages().ProjectSet
-register(ProjectSet, group=GROUP)
+WebFarm = webfarm_messages().WebFarm
+register(WebFarm, group=GROUP)
 
 
 async def test_manager_runs_an_operator_over_the_fake_client() -> None:
     client = FakeClient()
     manager = Manager(client)
     handled = Counter("sets_handled", "Sets the operator handled.", registry=manager.registry)
-    op: Operator[Any] = Operator("sets", ProjectSet, client)
+    op: Operator[Any] = Operator("sets", WebFarm, client)
 
     @op.on_create()
     async def created(ctx: Context[Any]) -> None:
@@ -30,10 +30,10 @@ async def test_manager_runs_an_operator_over_the_fake_client() -> None:
 
     op.setup(manager)
     async with running(manager):
-        await client.resource(ProjectSet).create(projectset("web", replicas=2))
+        await client.resource(WebFarm).create(webfarm("web", replicas=2))
 
         async def written() -> bool:
-            return (await client.resource(ProjectSet).get("web")).status.replicas == 2
+            return (await client.resource(WebFarm).get("web")).status.replicas == 2
 
         await wait_for(written, 10)
     text = manager.metrics_text()

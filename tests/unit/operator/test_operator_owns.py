@@ -11,10 +11,10 @@ from caravanserai.customkinds.schemas import register
 from caravanserai.errors import NotFound
 from caravanserai.operator import Context, Operator, Requeue, TemporaryError, when
 from caravanserai.testing import FakeClient, FakeClock, running, wait_for
-from support.customkinds import GROUP, projectset, projectset_messages
+from support.customkinds import GROUP, webfarm, webfarm_messages
 
-ProjectSet = projectset_messages().ProjectSet
-register(ProjectSet, group=GROUP)
+WebFarm = webfarm_messages().WebFarm
+register(WebFarm, group=GROUP)
 OTHER = "example.com/retired"
 
 
@@ -29,7 +29,7 @@ def project(name: str, owner: Any | None = None, *, controller: bool = True) -> 
 
 
 async def test_a_level_handler_runs_at_every_reconcile(fake_client: FakeClient, fake_clock: FakeClock) -> None:
-    op: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    op: Operator[Any] = Operator("sets", WebFarm, fake_client, clock=fake_clock)
     calls: list[str] = []
 
     @op.on_create()
@@ -46,42 +46,42 @@ async def test_a_level_handler_runs_at_every_reconcile(fake_client: FakeClient, 
     async def never(ctx: Context[Any]) -> None:
         calls.append("never")
 
-    await fake_client.resource(ProjectSet).create(projectset("web", replicas=2))
+    await fake_client.resource(WebFarm).create(webfarm("web", replicas=2))
     assert await op.reconcile("web") == Result()
     assert await op.reconcile("web") == Result()  # nothing changed: only the level handler
     assert await op.reconcile("web") == Result(requeue_after=5.0)
     assert calls == ["create", "reconcile", "reconcile", "reconcile"]
-    assert (await fake_client.resource(ProjectSet).get("web")).status.replicas == 2
+    assert (await fake_client.resource(WebFarm).get("web")).status.replicas == 2
 
 
 async def test_a_level_handler_error_asks_a_reconcile_after_its_delay(
     fake_client: FakeClient, fake_clock: FakeClock
 ) -> None:
-    op: Operator[Any] = Operator("sets", ProjectSet, fake_client, clock=fake_clock)
+    op: Operator[Any] = Operator("sets", WebFarm, fake_client, clock=fake_clock)
 
     @op.on_reconcile()
     async def converge(ctx: Context[Any]) -> None:
         raise TemporaryError("not yet", delay=7.0)
 
-    await fake_client.resource(ProjectSet).create(projectset("web"))
+    await fake_client.resource(WebFarm).create(webfarm("web"))
     assert await op.reconcile("web") == Result(requeue_after=7.0)
-    assert not (await fake_client.resource(ProjectSet).get("web")).metadata.annotations  # no change handlers
+    assert not (await fake_client.resource(WebFarm).get("web")).metadata.annotations  # no change handlers
 
 
 async def test_owner_keys_follow_the_controller_reference_of_this_kind(fake_client: FakeClient) -> None:
-    op: Operator[Any] = Operator("sets", ProjectSet, fake_client)
-    web = await fake_client.resource(ProjectSet).create(projectset("web"))
+    op: Operator[Any] = Operator("sets", WebFarm, fake_client)
+    web = await fake_client.resource(WebFarm).create(webfarm("web"))
     assert op.owner_keys(project("web-0", web)) == ["web"]
     assert op.owner_keys(project("loose")) == []
     assert op.owner_keys(project("shared", web, controller=False)) == []  # owned, not controlled
     other = await fake_client.projects.create(project("parent"))
-    assert op.owner_keys(project("child", other)) == []  # controlled by a Project, not a ProjectSet
+    assert op.owner_keys(project("child", other)) == []  # controlled by a Project, not a WebFarm
 
 
 async def test_a_change_of_an_owned_dependent_reconciles_its_owner() -> None:
     client = FakeClient()
     manager = Manager(client)
-    op: Operator[Any] = Operator("sets", ProjectSet, client)
+    op: Operator[Any] = Operator("sets", WebFarm, client)
     op.owns(v1.Project)
     op.owns(v1.Project)  # once is enough
     seen: list[int] = []
@@ -94,7 +94,7 @@ async def test_a_change_of_an_owned_dependent_reconciles_its_owner() -> None:
     op.setup(manager)
     assert op.owned == [v1.Project]
     async with running(manager):
-        web = await client.resource(ProjectSet).create(projectset("web"))
+        web = await client.resource(WebFarm).create(webfarm("web"))
         await wait_for(lambda: seen[-1:] == [0], 10)
         await client.projects.create(project("web-0", web))  # the set itself does not change
         await wait_for(lambda: seen[-1:] == [1], 10, message="the owner reconciled after its project appeared")
@@ -103,9 +103,9 @@ async def test_a_change_of_an_owned_dependent_reconciles_its_owner() -> None:
 
 
 async def test_retired_finalizers_are_removed_also_while_deleting(fake_client: FakeClient) -> None:
-    op: Operator[Any] = Operator("sets", ProjectSet, fake_client, retired_finalizers=[OTHER])
-    sets = fake_client.resource(ProjectSet)
-    live, doomed = projectset("live"), projectset("doomed")
+    op: Operator[Any] = Operator("sets", WebFarm, fake_client, retired_finalizers=[OTHER])
+    sets = fake_client.resource(WebFarm)
+    live, doomed = webfarm("live"), webfarm("doomed")
     for obj in (live, doomed):
         obj.metadata.finalizers.extend([OTHER, "keep.example.com/mine"])
         await sets.create(obj)
@@ -114,7 +114,7 @@ async def test_retired_finalizers_are_removed_also_while_deleting(fake_client: F
     assert list((await sets.get("live")).metadata.finalizers) == ["keep.example.com/mine"]
     await op.reconcile("doomed")
     assert list((await sets.get("doomed")).metadata.finalizers) == ["keep.example.com/mine"]
-    gone = projectset("gone")
+    gone = webfarm("gone")
     gone.metadata.finalizers.append(OTHER)
     await sets.create(gone)
     await sets.delete("gone")

@@ -7,6 +7,7 @@ from caravanserai.api.v1 import autoscaling_pb2 as _autoscaling_pb2
 from caravanserai.api.v1 import backups_pb2 as _backups_pb2
 from caravanserai.api.v1 import configdata_pb2 as _configdata_pb2
 from caravanserai.api.v1 import definitions_pb2 as _definitions_pb2
+from caravanserai.api.v1 import replicas_pb2 as _replicas_pb2
 from caravanserai.api.v1 import resources_pb2 as _resources_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
@@ -42,6 +43,7 @@ class Object(_message.Message):
     BACKUP_REPOSITORY_FIELD_NUMBER: _builtins.int
     ADMISSION_POLICY_FIELD_NUMBER: _builtins.int
     NODE_GROUP_FIELD_NUMBER: _builtins.int
+    PROJECT_SET_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -86,6 +88,10 @@ class Object(_message.Message):
     def node_group(self) -> _autoscaling_pb2.NodeGroup:
         """A node group (resource "nodegroups")."""
 
+    @_builtins.property
+    def project_set(self) -> _replicas_pb2.ProjectSet:
+        """A set of replicated projects (resource "projectsets")."""
+
     def __init__(
         self,
         *,
@@ -100,12 +106,13 @@ class Object(_message.Message):
         backup_repository: _backups_pb2.BackupRepository | None = ...,
         admission_policy: _definitions_pb2.AdmissionPolicy | None = ...,
         node_group: _autoscaling_pb2.NodeGroup | None = ...,
+        project_set: _replicas_pb2.ProjectSet | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 

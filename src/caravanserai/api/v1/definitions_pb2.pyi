@@ -68,21 +68,21 @@ class ResourceDefinitionSpec(_message.Message):
     group: _builtins.str
     """API group, a DNS subdomain with at least one dot, e.g. "example.com". Objects carry apiVersion "<group>/v1"."""
     kind: _builtins.str
-    """Kind name, CamelCase, e.g. "ProjectSet"."""
+    """Kind name, CamelCase, e.g. "WebFarm"."""
     plural: _builtins.str
-    """Plural resource name (DNS label, lowercase), e.g. "projectsets"; the definition is named "<plural>.<group>"."""
+    """Plural resource name (DNS label, lowercase), e.g. "webfarms"; the definition is named "<plural>.<group>"."""
     schema: _builtins.bytes
     """The schema: a serialized google.protobuf.FileDescriptorSet holding the spec and status messages and every
     file they depend on (files the server already knows, such as caravanserai/api/v1/resources.proto, may be
     left out).
     """
     spec_message: _builtins.str
-    """Full name of the spec message, e.g. "example.ProjectSetSpec"."""
+    """Full name of the spec message, e.g. "example.WebFarmSpec"."""
     status_message: _builtins.str
-    """Full name of the status message, e.g. "example.ProjectSetStatus"."""
+    """Full name of the status message, e.g. "example.WebFarmStatus"."""
     @_builtins.property
     def short_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Further names `caractrl` accepts, e.g. "ps"."""
+        """Further names `caractrl` accepts, e.g. "wf"."""
 
     @_builtins.property
     def printer_columns(self) -> _containers.RepeatedCompositeFieldContainer[Global___PrinterColumn]:
@@ -222,7 +222,7 @@ class CustomObject(_message.Message):
     api_version: _builtins.str
     """"<group>/v1"."""
     kind: _builtins.str
-    """The kind name, e.g. "ProjectSet"."""
+    """The kind name, e.g. "WebFarm"."""
     object: _builtins.bytes
     """The object serialized as its own message, whose fields are api_version = 1, kind = 2,
     metadata = 3 (caravanserai.v1.ObjectMeta), spec = 4 and status = 5 (the definition's messages).
@@ -423,7 +423,7 @@ Global___AdmissionHook: _TypeAlias = AdmissionHook  # noqa: Y015
 @_typing.final
 class DefinitionVersion(_message.Message):
     """DefinitionVersion is a further version of a custom kind. Objects are stored as v1 (apiVersion "<group>/v1");
-    clients of this version address the resource as "<plural>.<name>.<group>" (e.g. "projectsets.v1alpha1.example.com")
+    clients of this version address the resource as "<plural>.<name>.<group>" (e.g. "webfarms.v1alpha1.example.com")
     and read and write the same objects, converted on the way in and out.
     """
 

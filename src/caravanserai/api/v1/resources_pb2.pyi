@@ -158,7 +158,7 @@ class OwnerReference(_message.Message):
     api_version: _builtins.str
     """apiVersion of the owner: "caravanserai/v1" for built-in kinds, "<group>/v1" for custom kinds."""
     kind: _builtins.str
-    """Kind of the owner, e.g. "Project" or a custom kind's name ("ProjectSet"). Required."""
+    """Kind of the owner, e.g. "Project" or a custom kind's name ("WebFarm"). Required."""
     name: _builtins.str
     """Name of the owner. Required."""
     uid: _builtins.str

@@ -2,7 +2,7 @@
 
 A definition lists its further versions in `spec.versions` (e.g. `v1alpha1`). Objects are always stored as v1
 (apiVersion `<group>/v1`, resource `<plural>`); a client of another version addresses the resource as
-`<plural>.<version>.<group>` (kubectl's fully qualified form, e.g. `projectsets.v1alpha1.example.com`) on every
+`<plural>.<version>.<group>` (kubectl's fully qualified form, e.g. `webfarms.v1alpha1.example.com`) on every
 verb (Create, Get, List, Update, UpdateStatus, Delete, Watch) and reads and writes the same objects:
 
 * what it sends is converted to v1 before the apiserver defaults, checks and stores it (the v1 rules, hooks,

@@ -2,7 +2,7 @@
 
 Each built-in kind lives in this package with its rules beside its strategy: a module for a small kind
 (`node`, `lease`, `event`, `secret`, `config`, `definition`, `backuprepository`,
-`admissionpolicy`, `nodegroup`), a package for the Project
+`admissionpolicy`, `nodegroup`, `projectset`), a package for the Project
 (`project/`: strategy, rules, service rules, data rules, backup rules). `apiserver.validation` is the generic
 rule library they all call. `builtin_kinds()` is a fresh table of the built-in kinds. Custom kinds
 (`custom.CustomKindStrategy`, one per ResourceDefinition) are added to a server's table at run time by
@@ -28,6 +28,7 @@ from caravanserai.apiserver.kinds import (
     node,
     nodegroup,
     project,
+    projectset,
     secret,
 )
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
@@ -45,6 +46,7 @@ BUILTIN: tuple[KindStrategy[Any], ...] = (
     backuprepository.STRATEGY,
     admissionpolicy.STRATEGY,
     nodegroup.STRATEGY,
+    projectset.STRATEGY,
 )
 
 

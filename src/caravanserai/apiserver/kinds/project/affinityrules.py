@@ -93,7 +93,7 @@ def _project_affinity(errors: Violations, path: str, rules: v1.ProjectAffinity) 
 
 
 def _project_term(errors: Violations, path: str, term: v1.ProjectAffinityTerm) -> None:
-    _label_selector(errors, f"{path}.labelSelector", term.label_selector)
+    label_selector(errors, f"{path}.labelSelector", term.label_selector)
     _topology_key(errors, f"{path}.topologyKey", term.topology_key)
 
 
@@ -102,7 +102,7 @@ def _topology_key(errors: Violations, path: str, key: str) -> None:
         errors.check(path, validate_label_key(key))
 
 
-def _label_selector(errors: Violations, path: str, selector: v1.LabelSelector) -> None:
+def label_selector(errors: Violations, path: str, selector: v1.LabelSelector) -> None:
     validation.labels(errors, f"{path}.matchLabels", selector.match_labels)
     for i, requirement in enumerate(selector.match_expressions):
         _requirement(errors, f"{path}.matchExpressions[{i}]", requirement, LABEL_OPERATORS)
@@ -115,7 +115,7 @@ def _spread(errors: Violations, path: str, constraint: v1.TopologySpreadConstrai
     errors.choice(
         f"{path}.whenUnsatisfiable", constraint.when_unsatisfiable, WHEN_UNSATISFIABLE, empty="for DoNotSchedule"
     )
-    _label_selector(errors, f"{path}.labelSelector", constraint.label_selector)
+    label_selector(errors, f"{path}.labelSelector", constraint.label_selector)
 
 
-__all__ = ["placement_rules"]
+__all__ = ["label_selector", "placement_rules"]

@@ -19,7 +19,7 @@ KIND = meta.KINDS["projects"]
 
 class ProjectStrategy(KindStrategy[v1.Project]):
     status_on_create = False
-    controller_writes = frozenset({"update_status", "delete"})
+    controller_writes = frozenset({"create", "update_status", "delete"})
 
     def default_new(self, obj: v1.Project, *, now: float) -> None:
         lifecycle.created(obj, now=now)

@@ -1,4 +1,4 @@
-"""The ProjectSet example controller in process (informers, work queue, Controller, Manager, EventRecorder on a
+"""The WebFarm example controller in process (informers, work queue, Controller, Manager, EventRecorder on a
 custom kind) against a real apiserver, without agents: projects are created from the template, scaled, updated
 in place, and removed with the set by the garbage collector through their owner references."""
 
@@ -21,14 +21,14 @@ from caravanserai.controller import Manager
 from caravanserai.controllers.gc import app as gc_app
 from caravanserai.errors import NotFound
 from caravanserai.testing.wait import wait_for
-from support.customkinds import define_projectset, projectset
+from support.customkinds import define_webfarm, webfarm
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset" / "projectset_controller.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "webfarm" / "webfarm_controller.py"
 
 
 @pytest.fixture(scope="module")
 def operator_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("projectset_controller", EXAMPLE)
+    spec = importlib.util.spec_from_file_location("webfarm_controller", EXAMPLE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -38,7 +38,7 @@ def operator_module() -> ModuleType:
 
 @contextlib.asynccontextmanager
 async def running(module: ModuleType, client: Client) -> AsyncIterator[None]:
-    await define_projectset(client)  # the deployment installs the definition; the operator only registers
+    await define_webfarm(client)  # the deployment installs the definition; the operator only registers
     await module.register_kind(client)
     manager = module.build(client)
     gc = Manager(client, clock=SystemClock(), shutdown_timeout=5.0)  # the cluster's garbage collector
@@ -56,7 +56,7 @@ async def running(module: ModuleType, client: Client) -> AsyncIterator[None]:
 
 async def _names(client: Client) -> list[str]:
     listed = await client.projects.list()
-    return sorted(p.metadata.name for p in listed.items if _controller(p) == ("ProjectSet", "web"))
+    return sorted(p.metadata.name for p in listed.items if _controller(p) == ("WebFarm", "web"))
 
 
 def _controller(project: v1.Project) -> tuple[str, str] | None:
@@ -66,8 +66,8 @@ def _controller(project: v1.Project) -> tuple[str, str] | None:
 
 async def test_controller_creates_scales_updates_and_cleans_up(operator_module: ModuleType, client: Client) -> None:
     async with running(operator_module, client):
-        sets = client.resource(operator_module.ProjectSet)
-        web = projectset("web", replicas=3)
+        sets = client.resource(operator_module.WebFarm)
+        web = webfarm("web", replicas=3)
         web.spec.template.labels["tier"] = "front"
         await sets.create(web)
 
@@ -85,7 +85,7 @@ async def test_controller_creates_scales_updates_and_cleans_up(operator_module: 
         await wait_for(three, timeout=20, message="three projects and a status")
         p = await client.projects.get("web-1")
         assert p.metadata.labels["tier"] == "front" and p.metadata.labels["set"] == "web"
-        events = await client.events.list(field_selector="involvedObject.kind=ProjectSet,involvedObject.name=web")
+        events = await client.events.list(field_selector="involvedObject.kind=WebFarm,involvedObject.name=web")
         assert sorted(e.spec.message for e in events.items) == [f"created project web-{i}" for i in range(3)]
 
         obj = await sets.get("web")
@@ -118,9 +118,9 @@ async def test_controller_creates_scales_updates_and_cleans_up(operator_module: 
 
 
 async def test_a_set_marked_by_an_earlier_version_is_released(operator_module: ModuleType, client: Client) -> None:
-    await define_projectset(client)
-    sets = client.resource(operator_module.ProjectSet)
-    old = projectset("old", replicas=0)
+    await define_webfarm(client)
+    sets = client.resource(operator_module.WebFarm)
+    old = webfarm("old", replicas=0)
     old.metadata.finalizers.append(operator_module.LEGACY_FINALIZER)  # the label-plus-finalizer era
     await sets.create(old)
     await sets.delete("old")  # marked, waiting for the finalizer

@@ -1,7 +1,7 @@
-"""The ProjectSet operator: keep `spec.replicas` projects made from a template, built on the handler layer
+"""The WebFarm operator: keep `spec.replicas` projects made from a template, built on the handler layer
 (`caravanserai.operator`) of the public library.
 
-A ProjectSet (kind defined from projectset.proto, group example.com) named `web` with `replicas: 3` owns the
+A WebFarm (kind defined from webfarm.proto, group example.com) named `web` with `replicas: 3` owns the
 projects `web-0`, `web-1`, `web-2`:
 
 * a missing project is created from `spec.template` (labels: the template's and the set's selector; an owner
@@ -13,17 +13,17 @@ projects `web-0`, `web-1`, `web-2`:
 * `status.replicas`, `status.readyReplicas` (projects Running), `status.observedGeneration` and a `Ready`
   condition (True when every wanted project is Running) are kept up to date;
 * ownership is by reference (`metadata.ownerReferences`, `meta.set_owner`): the garbage collector (`cara-gc`)
-  deletes the projects of a deleted set, as the Delete's propagation policy says (`caractrl delete ps web
+  deletes the projects of a deleted set, as the Delete's propagation policy says (`caractrl delete wf web
   --cascade=foreground` keeps the set until its projects are gone; `--cascade=orphan` keeps the projects). The
   controller only manages projects whose controller reference carries the set's uid: those of an earlier set of
   the same name are left to the collector.
 * the operator `owns` its projects: a change of one (deleted, Terminated, Running) reconciles its set, and the
   level handler `converge` (run at every reconcile of a live set) brings the projects and the status in line.
 
-    python examples/projectset/projectset_controller.py --server 127.0.0.1:7420 --leader-elect
+    python examples/webfarm/webfarm_controller.py --server 127.0.0.1:7420 --leader-elect
 
-The deployment installs the kind's definition first (`caractrl define --proto examples/projectset/projectset.proto
---kind ProjectSet --group example.com --short-name ps --column DESIRED=.spec.replicas --column
+The deployment installs the kind's definition first (`caractrl define --proto examples/webfarm/webfarm.proto
+--kind WebFarm --group example.com --short-name wf --column DESIRED=.spec.replicas --column
 READY=.status.readyReplicas`, or `caractrl apply -f` of its manifest); at start the operator only registers its
 classes and checks that the served definition is compatible with them (`Client.register`), so an older build of
 it runs against a newer definition (a rollback). docs/custom-kinds.md walks through this file.
@@ -48,19 +48,19 @@ from caravanserai.operator import Context, Operator, Requeue
 from caravanserai.process.logging import configure_logging
 
 GROUP = "example.com"
-COMPONENT = "projectset-controller"
-LEGACY_FINALIZER = "example.com/projectset-cleanup"  # put on sets by earlier versions; removed on sight
-PROTO = pathlib.Path(__file__).with_name("projectset.proto")
-messages = load_proto(str(PROTO))  # ProjectSet, ProjectSetSpec, ProjectSetStatus, ProjectTemplate
-ProjectSet = messages.ProjectSet
+COMPONENT = "webfarm-controller"
+LEGACY_FINALIZER = "example.com/webfarm-cleanup"  # put on sets by earlier versions; removed on sight
+PROTO = pathlib.Path(__file__).with_name("webfarm.proto")
+messages = load_proto(str(PROTO))  # WebFarm, WebFarmSpec, WebFarmStatus, ProjectTemplate
+WebFarm = messages.WebFarm
 IN_PLACE = 0  # UpdatePolicy.IN_PLACE
 REPLACEMENT_POLL = 1.0  # seconds between looks while a replaced project's record is still there
 
 
 async def register_kind(client: Client) -> None:
-    """Register ProjectSet with the definition the deployment installed: DefinitionMissing when none is served,
+    """Register WebFarm with the definition the deployment installed: DefinitionMissing when none is served,
     IncompatibleDefinition (naming the fields) when it does not fit this build's classes."""
-    await client.register(ProjectSet, spec=messages.ProjectSetSpec, status=messages.ProjectSetStatus, group=GROUP)
+    await client.register(WebFarm, spec=messages.WebFarmSpec, status=messages.WebFarmStatus, group=GROUP)
 
 
 def replica_names(obj: Any) -> list[str]:
@@ -79,9 +79,9 @@ def desired_project(obj: Any, name: str) -> v1.Project:
 
 
 def operator(client: Any, *, clock: Clock | None = None) -> Operator[Any]:
-    """The ProjectSet operator: one level handler converging each live set (a Client, or a FakeClient in tests)."""
+    """The WebFarm operator: one level handler converging each live set (a Client, or a FakeClient in tests)."""
     clock = clock or SystemClock()
-    sets: Operator[Any] = Operator("projectset", ProjectSet, client, clock=clock, retired_finalizers=[LEGACY_FINALIZER])
+    sets: Operator[Any] = Operator("webfarm", WebFarm, client, clock=clock, retired_finalizers=[LEGACY_FINALIZER])
     sets.owns(v1.Project)  # a project of a set changed → reconcile its set
     projects = client.projects
     recorder = EventRecorder(client, component=COMPONENT, clock=clock)
@@ -162,7 +162,7 @@ def build(
     leader_election: LeaderElectionConfig | None = None,
     workers: int = 2,
 ) -> Manager:
-    """The manager running the ProjectSet operator (informers on sets and on projects, through `setup`)."""
+    """The manager running the WebFarm operator (informers on sets and on projects, through `setup`)."""
     clock = clock or SystemClock()
     manager = Manager(client, clock=clock, metrics_port=metrics_port, leader_election=leader_election)
     operator(client, clock=clock).setup(manager, max_concurrent_reconciles=workers)
@@ -170,7 +170,7 @@ def build(
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description="Keep the projects of every ProjectSet in existence.")
+    p = argparse.ArgumentParser(description="Keep the projects of every WebFarm in existence.")
     p.add_argument("--server", default=None, help="API address (default $CARA_SERVER or 127.0.0.1:7420)")
     p.add_argument("--metrics-port", type=int, default=0, help="port of /metrics, /healthz, /readyz (0: any)")
     p.add_argument("--leader-elect", action="store_true", help="run only while holding the lease")

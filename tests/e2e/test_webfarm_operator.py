@@ -1,4 +1,4 @@
-"""The ProjectSet example operator (examples/projectset) as a separate process, with the scheduler, two real
+"""The WebFarm example operator (examples/webfarm) as a separate process, with the scheduler, two real
 agents and real Docker: 3 replicas Running, spread over both nodes by the example template's spread constraint, a
 deleted one replaced, scaled to 1, the set deleted → all gone (its projects through their owner references, by the
 garbage collector)."""
@@ -27,15 +27,15 @@ from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.errors import Invalid, NotFound
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.wait import wait_for
-from support.customkinds import define_projectset, projectset, projectset_messages
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "projectset"
-OPERATOR = EXAMPLE / "projectset_controller.py"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "webfarm"
+OPERATOR = EXAMPLE / "webfarm_controller.py"
 
 
 def example_spread(obj: Any) -> Any:
-    """`obj` with the spread constraints of the example's template (examples/projectset/web-set.yaml)."""
-    template = yaml.safe_load((EXAMPLE / "web-set.yaml").read_text())["spec"]["template"]["spec"]
+    """`obj` with the spread constraints of the example's template (examples/webfarm/web-farm.yaml)."""
+    template = yaml.safe_load((EXAMPLE / "web-farm.yaml").read_text())["spec"]["template"]["spec"]
     for constraint in template["topologySpreadConstraints"]:
         json_format.ParseDict(constraint, obj.spec.template.spec.topology_spread_constraints.add())
     obj.spec.template.spec.topology_spread_constraints[0].label_selector.match_labels.clear()
@@ -95,7 +95,7 @@ def _uid() -> str:
 
 def _controlled_by(project: v1.Project, name: str) -> bool:
     ref = meta.controller_of(project)
-    return ref is not None and (ref.kind, ref.name) == ("ProjectSet", name)
+    return ref is not None and (ref.kind, ref.name) == ("WebFarm", name)
 
 
 def _ready(obj: Any) -> str:
@@ -103,13 +103,13 @@ def _ready(obj: Any) -> str:
     return cond.status if cond is not None else ""
 
 
-async def test_projectset_operator_keeps_scales_and_cleans_up(
+async def test_webfarm_operator_keeps_scales_and_cleans_up(
     api: RunningApiServer, client: Client, start_agent: StartAgent
 ) -> None:
     # Each agent its own host name: the spread constraint's topology key is caravanserai.io/hostname.
     agents = {(await start_agent(node=name, hostname=name)).node for name in (f"ps-a-{_uid()}", f"ps-b-{_uid()}")}
-    await define_projectset(client)  # the deployment installs the definition; the operator only registers
-    sets = client.resource(projectset_messages().ProjectSet)
+    await define_webfarm(client)  # the deployment installs the definition; the operator only registers
+    sets = client.resource(webfarm_messages().WebFarm)
     async with scheduler(client), operator(api) as proc:
 
         async def served() -> bool:
@@ -120,8 +120,8 @@ async def test_projectset_operator_keeps_scales_and_cleans_up(
                 return False
             return True
 
-        await wait_for(served, timeout=30, message="projectsets served")
-        await sets.create(example_spread(projectset("web", replicas=3)))
+        await wait_for(served, timeout=30, message="webfarms served")
+        await sets.create(example_spread(webfarm("web", replicas=3)))
 
         async def all_running() -> bool:
             found = await _projects(client, "web")

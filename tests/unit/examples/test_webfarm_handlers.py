@@ -1,4 +1,4 @@
-"""The ProjectSet operator (examples/projectset) on the FakeClient: no server and no hand-written fake. The level
+"""The WebFarm operator (examples/webfarm) on the FakeClient: no server and no hand-written fake. The level
 handler creates, replaces, updates and scales the set's projects, owned by reference, and counts them into the
 status; the fake's garbage collector deletes them with the set."""
 
@@ -13,17 +13,17 @@ from caravanserai.controller import Result
 from caravanserai.errors import NotFound
 from caravanserai.operator import Operator
 from caravanserai.testing import FakeClient, FakeClock
-from support.customkinds import GROUP, projectset, projectset_messages
-from support.examples import projectset_operator
+from support.customkinds import GROUP, webfarm, webfarm_messages
+from support.examples import webfarm_operator
 
-ps = projectset_operator()
-m = projectset_messages()
+ps = webfarm_operator()
+m = webfarm_messages()
 ON_DELETE = 1  # UpdatePolicy.ON_DELETE
 
 
 @pytest.fixture
 async def op(fake_client: FakeClient, fake_clock: FakeClock) -> Operator[Any]:
-    await fake_client.define(m.ProjectSet, spec=m.ProjectSetSpec, status=m.ProjectSetStatus, group=GROUP)
+    await fake_client.define(m.WebFarm, spec=m.WebFarmSpec, status=m.WebFarmStatus, group=GROUP)
     operator: Operator[Any] = ps.operator(fake_client, clock=fake_clock)
     return operator
 
@@ -50,8 +50,8 @@ def ready(obj: Any) -> tuple[str, str]:
 
 
 async def test_replicas_are_created_owned_and_counted(op: Operator[Any], fake_client: FakeClient) -> None:
-    sets = fake_client.resource(m.ProjectSet)
-    web = projectset("web", replicas=3)
+    sets = fake_client.resource(m.WebFarm)
+    web = webfarm("web", replicas=3)
     web.spec.template.labels["tier"] = "front"
     created = await sets.create(web)
     assert await op.reconcile("web") == Result()
@@ -76,7 +76,7 @@ async def test_replicas_are_created_owned_and_counted(op: Operator[Any], fake_cl
 
 
 async def test_a_terminated_replica_is_replaced(op: Operator[Any], fake_client: FakeClient) -> None:
-    await fake_client.resource(m.ProjectSet).create(projectset("web", replicas=2))
+    await fake_client.resource(m.WebFarm).create(webfarm("web", replicas=2))
     await op.reconcile("web")
     old_uid = (await fake_client.projects.get("web-1")).metadata.uid
     await set_phase(fake_client, "web-1", v1.TERMINATED)
@@ -88,8 +88,8 @@ async def test_a_terminated_replica_is_replaced(op: Operator[Any], fake_client: 
 
 
 async def test_scale_down_and_an_in_place_template_change(op: Operator[Any], fake_client: FakeClient) -> None:
-    sets = fake_client.resource(m.ProjectSet)
-    await sets.create(projectset("web", replicas=3))
+    sets = fake_client.resource(m.WebFarm)
+    await sets.create(webfarm("web", replicas=3))
     await op.reconcile("web")
     obj = await sets.get("web")
     obj.spec.replicas = 1
@@ -105,8 +105,8 @@ async def test_scale_down_and_an_in_place_template_change(op: Operator[Any], fak
 
 
 async def test_on_delete_policy_leaves_existing_projects_alone(op: Operator[Any], fake_client: FakeClient) -> None:
-    sets = fake_client.resource(m.ProjectSet)
-    web = projectset("web", replicas=1)
+    sets = fake_client.resource(m.WebFarm)
+    web = webfarm("web", replicas=1)
     web.spec.update_policy = ON_DELETE
     await sets.create(web)
     await op.reconcile("web")
@@ -122,8 +122,8 @@ async def test_on_delete_policy_leaves_existing_projects_alone(op: Operator[Any]
 async def test_projects_of_an_earlier_set_of_that_name_are_not_adopted(
     op: Operator[Any], fake_client: FakeClient
 ) -> None:
-    sets = fake_client.resource(m.ProjectSet)
-    earlier = await sets.create(projectset("web", replicas=1))
+    sets = fake_client.resource(m.WebFarm)
+    earlier = await sets.create(webfarm("web", replicas=1))
     stray = ps.desired_project(earlier, "web-0")
     stray.metadata.owner_references[0].uid = "uid-of-an-earlier-set"
     await fake_client.projects.create(stray)
@@ -134,8 +134,8 @@ async def test_projects_of_an_earlier_set_of_that_name_are_not_adopted(
 
 
 async def test_deleting_the_set_collects_its_projects(op: Operator[Any], fake_client: FakeClient) -> None:
-    sets = fake_client.resource(m.ProjectSet)
-    await sets.create(projectset("web", replicas=2))
+    sets = fake_client.resource(m.WebFarm)
+    await sets.create(webfarm("web", replicas=2))
     await op.reconcile("web")
     response = await sets.delete("web")
     assert response.deleted  # no finalizer of the operator holds it
@@ -144,8 +144,8 @@ async def test_deleting_the_set_collects_its_projects(op: Operator[Any], fake_cl
 
 
 async def test_the_finalizer_of_earlier_versions_is_removed(op: Operator[Any], fake_client: FakeClient) -> None:
-    sets = fake_client.resource(m.ProjectSet)
-    old = projectset("old", replicas=0)
+    sets = fake_client.resource(m.WebFarm)
+    old = webfarm("old", replicas=0)
     old.metadata.finalizers.append(ps.LEGACY_FINALIZER)
     await sets.create(old)
     await sets.delete("old")  # marked, waiting for the finalizer
