@@ -258,9 +258,10 @@ def field_line(node: object, path: str, first_line: int = 0) -> str:
             line, node = lc.item(int(index))[0], node[int(index)]
         elif isinstance(node, Mapping) and lc is not None:
             key = _key_in(node, json.loads(quoted) if quoted else name)
-            if key is None:
+            position = None if key is None else lc.key(key)
+            if position is None:  # not there, or there only through a `<<:` merge key (no line of its own)
                 break
-            line, node = lc.key(key)[0], node[key]
+            line, node = position[0], node[key]
         else:
             break
         found = f", line {first_line + line + 1}"

@@ -469,3 +469,10 @@ def test_a_file_mode_with_a_leading_zero_needs_octal_digits() -> None:
     )
     with pytest.raises(Invalid, match=r"spec.volumes\[0\].mode: 0800 is not an octal file mode"):
         load_manifests(text, source="x.yaml")
+
+
+def test_a_bad_field_that_came_through_a_merge_key_is_refused_with_its_path() -> None:
+    # A key brought in by `<<:` has no line of its own: the refusal names the field at the nearest line found.
+    text = "apiVersion: caravanserai/v1\nkind: Project\nmetadata:\n  <<: {name: [1]}\n"
+    with pytest.raises(Invalid, match=r"x\.yaml, document 1, line 3: metadata\.name"):
+        load_manifests(text, source="x.yaml")
