@@ -1,6 +1,7 @@
 """The scale-down step of a pass, per group: pick an idle node that is safe to remove (`scaledown`), record the
 removal, cordon it, move its projects with the drain's hand-off (`client.nodeops.move_project`, the same call as
-`caractrl drain`), and once they run elsewhere delete the Node and ask the provider to delete the machine.
+`caractrl drain`; a ProjectSet's replicas one disruption budget at a time, as a drain moves them), and once they
+run elsewhere delete the Node and ask the provider to delete the machine.
 
 A project bound to the node after the removal was decided wins the race: the removal is cancelled and the node
 uncordoned. The apiserver enforces the last moment of that race too: the Node is deleted without force, which it
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from caravanserai import v1
-from caravanserai.client import Client, nodeops
+from caravanserai.client import Client, budgets, nodeops
 from caravanserai.clock import seconds
 from caravanserai.controller import EventRecorder
 from caravanserai.controllers.autoscaler import groupstatus
@@ -76,6 +77,16 @@ class ScaleDown:
             return name, f"under {share} utilisation for {settings.idle_time:g}s and its projects fit elsewhere"
         return None
 
+    async def _held_by_budget(self, name: str, now: float) -> str:
+        """Why moving `name` now would break its ProjectSet's disruption budget ("" when it may move), read live
+        through `client.budgets` (the rule `caractrl drain` follows): replicas leave one budget at a time."""
+        try:
+            current = await self.client.projects.get(name)
+        except NotFound:
+            return ""
+        answer = await budgets.verdict(self.client, current, now=now)
+        return "" if answer.allowed else answer.reason
+
     async def _continue(self, group: v1.NodeGroup, now: float) -> None:
         removal = group.status.removing
         node = removal.node
@@ -95,6 +106,10 @@ class ScaleDown:
             f"Node {node} is removed by the autoscaler (group {group.metadata.name}); placing the project elsewhere"
         )
         for name in nodeops.movable_projects(bound, node):
+            held = await self._held_by_budget(name, now)
+            if held:  # its set's disruption budget allows no disruption now: a later pass moves it
+                log.info("scale-down move waits for a disruption budget", project=name, node=node, reason=held)
+                continue
             await nodeops.move_project(
                 self.client, name, node, now=now, handoff_until=handoff_until, reason=REASON_SCALE_DOWN, message=message
             )

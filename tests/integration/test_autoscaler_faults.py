@@ -5,6 +5,7 @@ scale-down safety."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 
@@ -19,6 +20,7 @@ from caravanserai.controllers.autoscaler.providers import ProviderNode, Provider
 from caravanserai.controllers.autoscaler.reconciler import AutoscalerConfig
 from caravanserai.controllers.autoscaler.snapshot import is_unschedulable
 from caravanserai.controllers.scheduler import app as scheduler_app
+from caravanserai.project import lifecycle
 from caravanserai.testing.builders import project
 from caravanserai.testing.manager import running
 from caravanserai.testing.wait import wait_for
@@ -269,3 +271,44 @@ async def test_safe_to_evict_false_keeps_an_idle_node_and_a_plain_one_is_removed
         status = await group_status(client, "g")
         assert status.last_scale_down.nodes == ["g-gone"] and not status.HasField("removing")
         assert (await client.nodes.get("g-kept")).metadata.name == "g-kept"
+
+
+async def test_a_scale_down_moves_a_replica_only_within_its_sets_disruption_budget(client: Client) -> None:
+    # The idle group node runs one replica of a set whose budget wants both replicas available: the scale-down
+    # cordons the node but leaves the replica where it is (no move, no deletion) until the budget allows.
+    await add_node(client, "spare", cpu="8")
+    await add_node(client, "g-idle", cpu="4", labels={v1.LABEL_NODE_GROUP: "g"})
+    web = meta.with_type_meta(v1.ProjectSet())
+    web.metadata.name = "web"
+    web.spec.replicas = 2
+    web.spec.selector.match_labels["app"] = "web"
+    web.spec.template.labels["app"] = "web"
+    web.spec.template.spec.services.add(name="svc0", image="busybox:test", command=["sleep", "3600"])
+    web.spec.disruption_budget.min_available = "2"
+    web = await client.projectsets.create(web)
+    now = SystemClock().now()
+    for name, node in (("web-a", "spare"), ("web-b", "g-idle")):
+        replica = project(name, labels={"app": "web"}, requests={"cpu": "100m"})
+        meta.set_owner(replica, web, controller=True)
+        created = await client.projects.create(replica)
+        bound = await client.projects.update_status(lifecycle.bind(created, node, now=now))
+        running = lifecycle.run(bound, reason="ContainersRunning", message="up", now=now)
+        running.status.services.add(name="svc0", state="running", ready=True, image="busybox:test")
+        running.status.observed_generation = bound.metadata.generation
+        meta.set_condition(running.status.conditions, v1.CONDITION_READY, v1.TRUE, reason="Ready", message="", now=now)
+        await client.projects.update_status(running)
+    provider = SimulatedProvider(client)
+    await client.nodegroups.create(node_group("g"))
+    async with cluster(client, provider, scheduler=False):
+
+        async def removing() -> bool:
+            return (await group_status(client, "g")).HasField("removing")
+
+        await wait_for(removing, timeout=30)
+        await asyncio.sleep(3)  # several passes of the removal
+        held = await client.projects.get("web-b")
+        assert (
+            held.status.node_ref == "g-idle" and not held.status.HasField("move") and not held.status.previous_node_ref
+        )
+        assert provider.deleted == []
+        assert (await client.nodes.get("g-idle")).spec.unschedulable
