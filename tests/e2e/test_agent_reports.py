@@ -82,10 +82,11 @@ async def test_a_network_docker_refuses_is_reported_at_once_and_retried(
         assert time.monotonic() - bound_at < 5  # at once, not after retries
         assert stuck.status.phase == v1.SCHEDULED
         message = phase_condition(stuck)[1]
-        assert message.startswith(f"waiting for network: create network {network}: ")
+        # The agent looks the network up before it makes one: Docker refuses at the lookup.
+        assert message.startswith(f"waiting for network: inspect network {network}: ")
         assert "ambiguous" in message and message.endswith("(services db, web)")  # Docker's own words
         for status in stuck.status.services:
-            assert status.state == "waiting" and status.message.startswith("waiting for network: create network")
+            assert status.state == "waiting" and status.message.startswith("waiting for network: inspect network")
         warnings = await wait_for(lambda: events(client, name, "NetworkFailed"), timeout=10)
         assert warnings[0].spec.type == "Warning" and "ambiguous" in warnings[0].spec.message
         # What caractrl shows: the reason in `get -o wide` and at the top of `describe`.
