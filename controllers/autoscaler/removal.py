@@ -77,16 +77,6 @@ class ScaleDown:
             return name, f"under {share} utilisation for {settings.idle_time:g}s and its projects fit elsewhere"
         return None
 
-    async def _held_by_budget(self, name: str, now: float) -> str:
-        """Why moving `name` now would break its ProjectSet's disruption budget ("" when it may move), read live
-        through `client.budgets` (the rule `caractrl drain` follows): replicas leave one budget at a time."""
-        try:
-            current = await self.client.projects.get(name)
-        except NotFound:
-            return ""
-        answer = await budgets.verdict(self.client, current, now=now)
-        return "" if answer.allowed else answer.reason
-
     async def _continue(self, group: v1.NodeGroup, now: float) -> None:
         removal = group.status.removing
         node = removal.node
@@ -106,7 +96,7 @@ class ScaleDown:
             f"Node {node} is removed by the autoscaler (group {group.metadata.name}); placing the project elsewhere"
         )
         for name in nodeops.movable_projects(bound, node):
-            held = await self._held_by_budget(name, now)
+            held = await budgets.held(self.client, name, now=now)
             if held:  # its set's disruption budget allows no disruption now: a later pass moves it
                 log.info("scale-down move waits for a disruption budget", project=name, node=node, reason=held)
                 continue

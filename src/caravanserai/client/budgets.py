@@ -48,6 +48,17 @@ class BudgetedMoves:
     refused: dict[str, str] = field(default_factory=dict)
 
 
+async def held(client: Client, name: str, *, now: float) -> str:
+    """Why disrupting the project `name` now would break its set's budget, read live ("" when it may be disrupted,
+    or when it is gone)."""
+    try:
+        current = await client.projects.get(name)
+    except NotFound:
+        return ""
+    answer = await verdict(client, current, now=now)
+    return "" if answer.allowed else answer.reason
+
+
 async def move_within_budgets(
     client: Client,
     node: str,
@@ -69,10 +80,9 @@ async def move_within_budgets(
     while left:
         for project in list(left):
             now = clock.now()
-            current = await client.projects.get(project.metadata.name)
-            answer = await verdict(client, current, now=now)
-            if not answer.allowed:
-                outcome.refused[project.metadata.name] = answer.reason
+            reason = await held(client, project.metadata.name, now=now)
+            if reason:
+                outcome.refused[project.metadata.name] = reason
                 continue
             left.remove(project)
             outcome.refused.pop(project.metadata.name, None)
@@ -89,4 +99,4 @@ async def move_within_budgets(
     return outcome
 
 
-__all__ = ["DEFAULT_POLL", "BudgetedMoves", "move_within_budgets", "verdict"]
+__all__ = ["DEFAULT_POLL", "BudgetedMoves", "held", "move_within_budgets", "verdict"]
