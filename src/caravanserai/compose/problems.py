@@ -6,12 +6,14 @@
 Guarantees:
 
 * **Every problem names its path** in the Compose file's own keys, dotted, with list indexes in brackets
-  (`services.web.ports[1]`); a problem of the whole file has the path "".
+  (`services.web.ports[1]`); a key with a space or a control character is quoted with escapes; a problem of the
+  whole file has the path "".
 * **One line.** The message never holds a line break (a caller prints it as it is).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 
@@ -23,7 +25,16 @@ def join(path: str, key: object) -> str:
     """`path` extended by a mapping key (`a.b`) or a list index (`a[2]`)."""
     if isinstance(key, int):
         return f"{path}[{key}]"
-    return f"{path}.{key}" if path else str(key)
+    name = _key(str(key))
+    return f"{path}.{name}" if path else name
+
+
+def _key(key: str) -> str:
+    """A key as written, or quoted with escapes (`"a\\nb"`) when it is empty or holds a space or a control
+    character, so the path stays one readable line."""
+    if key and key.isprintable() and not any(c.isspace() for c in key):
+        return key
+    return json.dumps(key)
 
 
 class ComposeError(ValueError):
