@@ -15,6 +15,7 @@ from caravanserai.errors import NotFound, Unavailable
 from caravanserai.testing.apiserver import RunningApiServer, start_apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
+from caravanserai.testing.wait import wait_for
 
 
 async def test_create_and_delete_wait_out_a_restart(api: RunningApiServer, etcd: EtcdServer) -> None:
@@ -22,6 +23,9 @@ async def test_create_and_delete_wait_out_a_restart(api: RunningApiServer, etcd:
         await client.projects.create(project("doomed"))
         kept = await client.projects.create(project("kept"))
         await api.stop()
+        # the calls below are made while the server is down: once the channel has seen the connection go (a call
+        # racing the server's close is ambiguous, which the tests below cover)
+        await wait_for(lambda: not client.connected(), 10, message="the channel sees the server gone")
         create = asyncio.create_task(client.projects.create(project("fresh")))
         delete = asyncio.create_task(client.projects.delete("doomed"))
         kept.metadata.labels["seen"] = "yes"
