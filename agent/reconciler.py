@@ -40,12 +40,13 @@ Guarantees:
 * **Self-fenced, hands off**: while the agent is fenced (`selffence`), reconcile does nothing; every project is
   queued again when the fence is lifted.
 * **What Docker could not make is said at once**: a network, volume or container Docker refused to make (a
-  `SetupFailure`: its address pools exhausted, a name taken, a daemon-side error) and data a service waits for
+  `SetupFailure`: its address pools exhausted, a name taken, a daemon-side error), a start-first replacement that
+  did not become healthy (a `SetupFailure` too: the old container keeps serving) and data a service waits for
   (a Secret or Config missing) are written into the project's status before anything is retried: each waiting
-  service's message, and while the project is Scheduled its `Phase` condition (`waiting for network: <Docker's
-  message> (services web, db)`); a `SetupFailure` is also a Warning Event (NetworkFailed, VolumeFailed,
-  CreateFailed) and is tried again after `SETUP_RETRY` (1 s doubling up to 30 s); the first attempt that gets
-  past it clears the message.
+  service's message and `waitingFor`, and while the project is Scheduled its `Phase` condition (`waiting for
+  network: <Docker's message> (services web, db)`); a `SetupFailure` is also a Warning Event (NetworkFailed,
+  VolumeFailed, CreateFailed, StartFirstFailed) and is tried again after `SETUP_RETRY` (1 s doubling up to 30 s);
+  the first attempt that gets past it clears the message.
 * **Exit codes survive Docker's restarts**: Docker's `die` events (`saw_exit`) record a container's exit code,
   which its inspect no longer shows once Docker has restarted it; the service's `lastExitCode` reports it.
 * **Retries**: Docker unreachable or an API error raises, so the controller retries with backoff; a project that
@@ -269,13 +270,14 @@ class ProjectReconciler:
         return await self._retry_setup(project, outcome) or self._next_look(verdict)
 
     async def _retry_setup(self, project: v1.Project, outcome: Outcome) -> float | None:
-        """After Docker refused to make something the project needs: a Warning Event saying what, and the delay
-        before the next attempt (SETUP_RETRY); None (and the retries forgotten) when nothing was refused."""
+        """After a setup step failed (Docker refused to make something the project needs, a start-first replacement
+        did not become healthy): a Warning Event saying what, and the delay before the next attempt (SETUP_RETRY);
+        None (and the retries forgotten) when nothing failed."""
         name, blocked = project.metadata.name, outcome.blocked
         if blocked is None:
             self._setup_retries.pop(name, None)
             return None
-        log.warning("docker refused a setup step; retrying", project=name, reason=blocked.reason, error=str(blocked))
+        log.warning("a setup step failed; retrying", project=name, reason=blocked.reason, error=str(blocked))
         if self._recorder is not None:
             await self._recorder.event(project, WARNING, blocked.reason, str(blocked))
         retries = self._setup_retries.setdefault(name, SETUP_RETRY.start(self._clock))

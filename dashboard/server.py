@@ -32,7 +32,7 @@ import structlog
 from aiohttp import web
 
 from caravanserai import v1
-from caravanserai.dashboard import views
+from caravanserai.dashboard import setviews, views
 from caravanserai.dashboard.access import Access
 from caravanserai.dashboard.actions import ActionError, Actions
 from caravanserai.dashboard.logstream import LogSource
@@ -113,6 +113,8 @@ class Dashboard:
             ("/api/v1/projects", r.projects),
             ("/api/v1/projects/{name}", r.project),
             ("/api/v1/projects/{name}/logs", r.project_logs),
+            ("/api/v1/projectsets", r.projectsets),
+            ("/api/v1/projectsets/{name}", r.projectset),
             ("/api/v1/events", r.events),
             ("/api/v1/kinds", r.kinds),
             ("/api/v1/kinds/{plural}", r.kind),
@@ -199,6 +201,19 @@ class Dashboard:
         if project is None:
             raise ActionError(404, f'projects "{name}" not found')
         return project
+
+    async def projectsets(self, _request: web.Request) -> web.Response:
+        now = await self._synced("projectsets")
+        return _json(setviews.projectsets_view(self.state.objects("projectsets"), now))
+
+    async def projectset(self, request: web.Request) -> web.Response:
+        now = await self._synced("projectsets", "projects", "events")
+        name = request.match_info["name"]
+        projectset: v1.ProjectSet | None = self.state.get("projectsets", name)  # the kind holds v1.ProjectSet
+        if projectset is None:
+            raise ActionError(404, f'projectsets "{name}" not found')
+        s = self.state
+        return _json(setviews.projectset_view(projectset, s.objects("projects"), s.objects("events"), now))
 
     async def events(self, request: web.Request) -> web.Response:
         now = await self._synced("events")

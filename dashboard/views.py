@@ -17,6 +17,7 @@ from caravanserai.client.volumestatus import VolumeReading, freshness, restoring
 from caravanserai.clock import seconds
 from caravanserai.project import readiness
 from caravanserai.project.ingresshosts import ingress_host
+from caravanserai.project.replicas import owning_set
 from caravanserai.text import manifest
 from caravanserai.text.quantity import parse_quantity
 from caravanserai.text.selectors import LabelSelector
@@ -24,7 +25,8 @@ from caravanserai.text.selectors import LabelSelector
 Json = dict[str, Any]
 
 
-def _age(ts: Any, now: float) -> float | None:
+def age(ts: Any, now: float) -> float | None:
+    """Seconds from the time `ts` to `now` (None when `ts` is not set)."""
     when = seconds(ts)
     return max(0.0, now - when) if when else None
 
@@ -53,7 +55,7 @@ def node_view(node: v1.Node, lease: v1.Lease | None, bound: Sequence[v1.Project]
         "name": node.metadata.name,
         "state": node.status.state or "Unknown",
         "schedulable": not node.spec.unschedulable,
-        "leaseAge": _age(renew, now) if renew is not None else None,
+        "leaseAge": age(renew, now) if renew is not None else None,
         "address": node_address(node),
         "resources": _resources(node, bound),
         "projects": sorted(p.metadata.name for p in bound),
@@ -68,7 +70,7 @@ def _decision(decision: v1.ScalingDecision, now: float) -> Json | None:
         "from": decision.from_size,
         "to": decision.to_size,
         "reason": decision.reason,
-        "age": _age(decision.time, now),
+        "age": age(decision.time, now),
     }
 
 
@@ -136,9 +138,10 @@ def project_row(project: v1.Project, now: float) -> Json:
         "node": project.status.node_ref,
         "ready": f"{ready}/{total}",
         "restarts": sum(s.restart_count for s in project.status.services),
-        "age": _age(project.metadata.creation_timestamp, now),
+        "age": age(project.metadata.creation_timestamp, now),
         "labels": dict(project.metadata.labels),
         "reason": pending_reason(project),
+        "projectset": owning_set(project) or "",
     }
 
 
@@ -224,6 +227,20 @@ def volume_view(reading: VolumeReading) -> Json:
     }
 
 
+def conditions_view(conditions: Iterable[v1.Condition], now: float) -> list[Json]:
+    """An object's conditions: type, status, reason, message and the age of the last transition."""
+    return [
+        {
+            "type": c.type,
+            "status": c.status,
+            "reason": c.reason,
+            "message": c.message,
+            "age": age(c.last_transition_time, now),
+        }
+        for c in conditions
+    ]
+
+
 def project_view(project: v1.Project, node: v1.Node | None, events: Iterable[v1.Event], now: float) -> Json:
     """The project page: its row, conditions, per-service status, volume data, URLs and the events about it."""
     statuses = {s.name: s for s in project.status.services}
@@ -245,16 +262,7 @@ def project_view(project: v1.Project, node: v1.Node | None, events: Iterable[v1.
     about = [e for e in events if e.spec.involved_object.kind == "Project" and e.spec.involved_object.name == name]
     return {
         **project_row(project, now),
-        "conditions": [
-            {
-                "type": c.type,
-                "status": c.status,
-                "reason": c.reason,
-                "message": c.message,
-                "age": _age(c.last_transition_time, now),
-            }
-            for c in project.status.conditions
-        ],
+        "conditions": conditions_view(project.status.conditions, now),
         "services": services,
         "volumes": [volume_view(r) for r in volume_readings(project, now)],
         "urls": _urls(project, node),
@@ -325,7 +333,7 @@ def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
             {
                 "name": obj.metadata.name,
                 "cells": cells,
-                "age": _age(obj.metadata.creation_timestamp, now),
+                "age": age(obj.metadata.creation_timestamp, now),
                 "object": data,
             }
         )
@@ -339,7 +347,10 @@ def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
 
 
 __all__ = [
+    "Json",
+    "age",
     "cluster_view",
+    "conditions_view",
     "group_view",
     "event_row",
     "events_view",

@@ -393,6 +393,7 @@ class ProjectRuntime:
             return await self._remove(project, persistent=persistent)
 
     async def _remove(self, project: str, *, persistent: bool = False) -> int:
+        self.start_first.forget(project)
         found = await self.docker.list_containers(self._filter(project))
         await gather_and_raise(self.docker.remove_container(c.id, timeout=self.grace(c)) for c in found)
         self.networks.give_back(project, attached_networks(found))

@@ -22,6 +22,10 @@ The rules (an active project is one in phase Scheduled or Running):
   Waiting) or what Docker could not make (`waiting for network: <Docker's message> (services web, db)`, reason
   NetworkFailed, VolumeFailed or CreateFailed); once nothing does, it says again what the `Scheduled` condition
   says (`Bound to node n1`).
+* A service whose container runs while what should replace it waits (a changed spec held by missing data or
+  dependencies, a start-first replacement that did not become healthy) says what it waits for in its status
+  (`waitingFor`, and its message: `waiting for a healthy replacement: service web: …`); the old container's
+  state and readiness are reported as they are.
 * A container that exited but should run (policy Always, or OnFailure after a failure; e.g. stopped by hand) or
   was created and never started **needs a start**: the agent starts it, as Docker's own policy would.
 """
@@ -34,7 +38,12 @@ from dataclasses import dataclass, field
 from caravanserai import meta, v1
 from caravanserai.agent.docker.containers import RESTART_NEVER, RESTART_ON_FAILURE, restart_policy
 from caravanserai.agent.docker.records import Observed
-from caravanserai.agent.workload.failures import REASON_CREATE_FAILED, REASON_NETWORK_FAILED, REASON_VOLUME_FAILED
+from caravanserai.agent.workload.failures import (
+    REASON_CREATE_FAILED,
+    REASON_NETWORK_FAILED,
+    REASON_START_FIRST_FAILED,
+    REASON_VOLUME_FAILED,
+)
 from caravanserai.project import lifecycle, readiness
 
 # Docker's State.Status values.
@@ -67,7 +76,9 @@ REASON_CRASHLOOP = "CrashLoop"
 REASON_UNHEALTHY = "Unhealthy"
 REASON_HEALTHY = "ServicesHealthy"
 REASON_WAITING = "Waiting"
-HOLDUP_REASONS = frozenset({REASON_WAITING, REASON_NETWORK_FAILED, REASON_VOLUME_FAILED, REASON_CREATE_FAILED})
+HOLDUP_REASONS = frozenset(
+    {REASON_WAITING, REASON_NETWORK_FAILED, REASON_VOLUME_FAILED, REASON_CREATE_FAILED, REASON_START_FIRST_FAILED}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +208,9 @@ def service_status(service: v1.Service, observed: Observed | None, context: Cont
         message = f"restarted {restarts} times; last exit code {last_exit}"
     if observed.error:
         message = f"{message}: {observed.error}" if message else observed.error
+    waits = context.waiting.get(name, "")
+    if waits:
+        message = f"{message}; waiting for {waits}" if message else f"waiting for {waits}"
     has_check = service.HasField("healthcheck")
     running = observed.status == RUNNING and state != CRASHLOOP
     return v1.ServiceStatus(
@@ -211,6 +225,7 @@ def service_status(service: v1.Service, observed: Observed | None, context: Cont
         generation=observed.generation,
         health=(observed.health or "starting") if has_check and observed.status == RUNNING else "",
         last_exit_code=last_exit,
+        waiting_for=waits,
     )
 
 

@@ -16,15 +16,24 @@ Guarantees:
    `on_switch(project, service)` tells this node's ingress to find the service's address afresh: new requests go
    to the new container. Only then is the old one stopped (its grace period lets requests in flight finish) and
    removed.
-4. **A replacement that does not become healthy changes nothing.** The new container is removed, the old one
-   keeps running and serving, and `replace` returns the old one (the next reconcile tries again).
-5. **Interruptions leave nothing behind.** An agent stopped half-way leaves a next or old container, which is not
+4. **A replacement that does not become healthy changes nothing but is said.** The new container is removed, the
+   old one keeps running and serving, and `replace` raises a `SetupFailure` (REPLACEMENT, reason
+   StartFirstFailed) naming the service and why (it stopped, or did not pass its health check in time): the
+   reconciler reports it as every setup failure (the service's message, a Warning Event) and looks again with
+   backoff.
+5. **A failed replacement is not retried at every look.** The same replacement (the project's uid and generation)
+   is tried again only after `RETRY` (10 s doubling up to 5 minutes, as Kubernetes' crash-loop backoff): a look
+   before that — a Docker event, the reconciler's own retry — raises the last failure again without making a
+   container. A new spec (a fix, a restart) is tried at once; success or the project's removal (`forget`) ends
+   the backoff.
+6. **Interruptions leave nothing behind.** An agent stopped half-way leaves a next or old container, which is not
    under its service's name: `ProjectRuntime.remove_stale` removes it at the next reconcile.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -33,6 +42,8 @@ from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.records import Observed
 from caravanserai.agent.workload import health, projectstatus
+from caravanserai.agent.workload.failures import REPLACEMENT, SetupFailure
+from caravanserai.backoff import Backoff, BackoffState
 from caravanserai.clock import Clock
 from caravanserai.project.servicegraph import HealthSettings
 
@@ -41,6 +52,7 @@ log = structlog.get_logger(__name__)
 NO_CHECK_WAIT = 10.0  # seconds a new container without a health check has to be running
 POLL = 0.25  # seconds between looks at a new container with an exec check or none
 PROBE_EVERY = 1.0  # seconds between the agent's probes of a new container at most (its check's interval if shorter)
+RETRY = Backoff(initial=10.0, cap=300.0, jitter=0.1, reset_after=None)  # after a replacement that did not serve
 
 Switched = Callable[[str, str], None]
 """`on_switch(project, service)`: the service's container changed; find its address afresh."""
@@ -54,6 +66,18 @@ def applies(project: v1.Project, old: Observed | None) -> bool:
     )
 
 
+@dataclass(slots=True)
+class _Failed:
+    """The last failed replacement of one service: of which project incarnation and spec, why, and when the next
+    try may be made (monotonic)."""
+
+    uid: str
+    generation: int
+    message: str
+    retries: BackoffState
+    not_before: float
+
+
 class StartFirst:
     """Replaces running containers start-first on the node `node` (see the module docstring)."""
 
@@ -62,6 +86,31 @@ class StartFirst:
         self.node = node
         self.clock = clock
         self.on_switch = on_switch
+        self._failed: dict[tuple[str, str], _Failed] = {}  # (project, service) → its last failed replacement
+
+    def forget(self, project: str) -> None:
+        """Drop what is remembered of the project's failed replacements (it is gone from this node)."""
+        for key in [k for k in self._failed if k[0] == project]:
+            del self._failed[key]
+
+    def _held(self, project: v1.Project, service: str) -> _Failed | None:
+        """The last failure of this same replacement (same uid and generation), None when there is none."""
+        last = self._failed.get((project.metadata.name, service))
+        same = last is not None and (last.uid, last.generation) == (project.metadata.uid, project.metadata.generation)
+        return last if same else None
+
+    def _fail(self, project: v1.Project, service: str, message: str) -> SetupFailure:
+        """Remember a failed replacement (backing off from the last failure of the same one); the failure."""
+        last = self._held(project, service)
+        retries = last.retries if last is not None else RETRY.start(self.clock)
+        self._failed[(project.metadata.name, service)] = _Failed(
+            project.metadata.uid,
+            project.metadata.generation,
+            message,
+            retries,
+            self.clock.monotonic() + retries.next_delay(),
+        )
+        return SetupFailure(REPLACEMENT, message)
 
     async def replace(
         self,
@@ -73,9 +122,12 @@ class StartFirst:
         grace: int,
     ) -> Observed:
         """Start the new container (`create(name)` makes it, returns its id), wait until it is healthy, switch,
-        then stop and remove `old` within `grace` seconds; the service's container afterwards (`old` when the new
-        one did not become healthy)."""
+        then stop and remove `old` within `grace` seconds; the service's container afterwards. SetupFailure
+        (REPLACEMENT) when the new one did not become healthy: it is removed, `old` runs on."""
         name = project.metadata.name
+        last = self._held(project, service.name)
+        if last is not None and self.clock.monotonic() < last.not_before:
+            raise SetupFailure(REPLACEMENT, last.message)  # not yet: the old container serves on
         next_name = naming.replacement_name(name, service.name, self.node, naming.NEXT)
         leftover = await self.docker.inspect_container(next_name)
         if leftover is not None:
@@ -83,12 +135,11 @@ class StartFirst:
         new_id = await create(next_name)
         await self.docker.start_container(new_id)
         ready = await self._healthy(service, new_id)
-        if ready is None:
-            log.warning(
-                "new container did not become healthy; the old one keeps serving", project=name, service=service.name
-            )
+        if isinstance(ready, str):
             await self.docker.remove_container(new_id, timeout=0)
-            return old
+            why = f"service {service.name}: {ready} (start-first); the old container keeps serving"
+            raise self._fail(project, service.name, why)
+        self._failed.pop((name, service.name), None)
         await self.docker.rename_container(
             old.container_id, naming.replacement_name(name, service.name, self.node, naming.OLD)
         )
@@ -100,8 +151,8 @@ class StartFirst:
         found = await self.docker.inspect_container(new_id)
         return found or ready
 
-    async def _healthy(self, service: v1.Service, container_id: str) -> Observed | None:
-        """The new container once healthy (running, without a check); None when it stopped or time ran out."""
+    async def _healthy(self, service: v1.Service, container_id: str) -> Observed | str:
+        """The new container once healthy (running, without a check); why not when it stopped or time ran out."""
         check = service.healthcheck if service.HasField("healthcheck") else None
         settings = HealthSettings.of(check) if check is not None else None
         probed = check is not None and (check.HasField("http") or check.HasField("tcp"))
@@ -109,8 +160,10 @@ class StartFirst:
         deadline = self.clock.monotonic() + wait
         while True:
             found = await self.docker.inspect_container(container_id)
-            if found is None or found.status != projectstatus.RUNNING:
-                return None
+            if found is None:
+                return "its new container vanished"
+            if found.status != projectstatus.RUNNING:
+                return f"its new container stopped ({found.status}, exit code {found.exit_code})"
             if check is None or (not probed and found.health == health.HEALTHY):
                 return found
             if (
@@ -121,8 +174,8 @@ class StartFirst:
             ):
                 return found
             if self.clock.monotonic() >= deadline:
-                return None
+                return f"its new container did not pass its health check within {wait:g}s"
             await self.clock.sleep(min(settings.interval, PROBE_EVERY) if probed and settings is not None else POLL)
 
 
-__all__ = ["NO_CHECK_WAIT", "POLL", "PROBE_EVERY", "StartFirst", "Switched", "applies"]
+__all__ = ["NO_CHECK_WAIT", "POLL", "PROBE_EVERY", "RETRY", "StartFirst", "Switched", "applies"]

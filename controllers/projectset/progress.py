@@ -9,7 +9,10 @@ conditions (as a Deployment's). Pure functions; the clock is the caller's `now`.
   goes on, its message the rollout's counts, so that the condition's `lastHeartbeatTime` is the last time the
   rollout made progress (a count changed); False with reason ProgressDeadlineExceeded when that time is more than
   spec.progressDeadlineSeconds ago. A failed rollout stays failed until the template changes (`failed`: the
-  controller then stops replacing replicas). Paused: Unknown with reason ProjectSetPaused (no deadline).
+  controller then stops replacing replicas). Paused: Unknown with reason ProjectSetPaused (no deadline). Once a
+  revision is complete its rollout is over (`rolled_out`): replicas that become unavailable later (a drain, a node
+  lost, a scale-up waiting for room) leave the condition as it is and run no deadline, as a Deployment's
+  NewReplicaSetAvailable does; the Available condition says how many serve.
 * **Available**: True when at least spec.replicas − maxUnavailable replicas are available (RollingUpdate), or all
   of them (Recreate).
 * **Revisions** (`history`): the update revision is recorded with the next number (an undo to an older template
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from caravanserai import meta, v1
 from caravanserai.clock import seconds, timestamp
 from caravanserai.controllers.projectset.plan import Replica
-from caravanserai.project.replicas import replicas_of, rolling_bounds
+from caravanserai.project.replicas import replicas_of, revision_number, rolling_bounds
 
 REASON_UPDATING = "ReplicasUpdating"
 REASON_AVAILABLE = "NewRevisionAvailable"
@@ -67,6 +70,13 @@ def failed(status: v1.ProjectSetStatus, revision: str) -> bool:
     )
 
 
+def rolled_out(status: v1.ProjectSetStatus, revision: str) -> bool:
+    """Whether the rollout to `revision` completed (condition Progressing with reason NewRevisionAvailable, for
+    this revision): what happens to its replicas afterwards is no rollout."""
+    condition = meta.get_condition(status.conditions, v1.CONDITION_PROGRESSING)
+    return condition is not None and condition.reason == REASON_AVAILABLE and status.update_revision == revision
+
+
 def history(
     status: v1.ProjectSetStatus,
     template: v1.ProjectTemplate,
@@ -93,10 +103,6 @@ def history(
     return [r for r in kept if r.hash not in dropped]
 
 
-def revision_number(revisions: Sequence[v1.ProjectSetRevision], revision: str) -> int:
-    return next((r.revision for r in revisions if r.hash == revision), 0)
-
-
 def _progress(
     projectset: v1.ProjectSet, status: v1.ProjectSetStatus, counts: Counts, *, number: int, now: float
 ) -> float | None:
@@ -121,6 +127,8 @@ def _progress(
             conditions, v1.CONDITION_PROGRESSING, v1.TRUE, reason=REASON_AVAILABLE, message=message, now=now
         )
         return None
+    if rolled_out(projectset.status, status.update_revision):
+        return None  # a shortfall after the rollout (a drain, a lost node, a scale-up) is no rollout: no deadline
     message = (
         f"revision {number}: {counts.updated} of {desired} updated, {counts.available} available, "
         f"{counts.old} of older revisions"
@@ -195,4 +203,4 @@ def next_status(
     return status, due
 
 
-__all__ = ["Counts", "count", "failed", "history", "next_status", "revision_number"]
+__all__ = ["Counts", "count", "failed", "history", "next_status", "rolled_out"]

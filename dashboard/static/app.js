@@ -91,6 +91,8 @@ const pages = {
   cluster: { resources: ["nodes", "leases", "projects", "nodegroups"], render: renderCluster },
   projects: { resources: ["projects"], render: renderProjects },
   project: { resources: ["projects", "events", "nodes"], render: renderProject },
+  projectsets: { resources: ["projectsets"], render: renderProjectSets },
+  projectset: { resources: ["projectsets", "projects", "events"], render: renderProjectSet },
   events: { resources: ["events"], render: renderEvents },
   kinds: { resources: ["*"], render: renderKinds },
 };
@@ -214,6 +216,7 @@ async function renderProject(name) {
   return [
     el("h1", {}, "Project ", name, " ", badge(p.phase)),
     el("p", { class: "muted" }, `node ${p.node || "—"} · ready ${p.ready} · restarts ${p.restarts} · age ${age(p.age)}`,
+      p.projectset ? [" · replica of ", el("a", { href: "#/projectset/" + encodeURIComponent(p.projectset), text: "projectset/" + p.projectset })] : null,
       p.reason ? el("div", { class: p.phase === "Pending" ? "reason" : "muted", id: "project-reason",
         text: `${p.reason.reason}: ${p.reason.message}` }) : null),
     p.urls.length ? el("p", {}, "Reach it at ", p.urls.map((u, i) => [i ? ", " : "", el("a", { href: u, text: u, target: "_blank", rel: "noopener" })])) : null,
@@ -223,6 +226,57 @@ async function renderProject(name) {
       table(["Volume", "Type", "Repository", "Last backup", "Data"], volumeRows(p.volumes), "volumes-table")] : []),
     el("h2", { text: "Logs" }), logPanel(name, p),
     el("h2", { text: "Events" }), table(["Age", "Type", "Reason", "Object", "Message"], events),
+  ];
+}
+
+// ---- ProjectSets: replicas, rollouts and their Progressing condition (docs/replicas.md) ---------------------------
+
+function conditionCell(c) {
+  if (!c) return el("td", { text: "—" });
+  return el("td", { class: "condition", title: c.message }, el("span", { class: "badge " + c.status, text: c.status }), " " + c.reason,
+    c.status === "False" ? el("div", { class: "reason", text: c.message }) : null);
+}
+
+async function renderProjectSets() {
+  const data = await api("/api/v1/projectsets");
+  const rows = data.projectsets.map((s) => el("tr", { "data-name": s.name },
+    el("td", {}, el("a", { href: "#/projectset/" + encodeURIComponent(s.name), text: s.name }), s.paused ? [" ", badge("paused")] : null),
+    el("td", { class: "desired", text: String(s.desired) }),
+    el("td", { class: "ready", text: `${s.ready}/${s.desired}` }),
+    el("td", { class: "updated", text: String(s.updated) }),
+    el("td", { class: "available", text: String(s.available) }),
+    el("td", { class: "revision" }, s.revision ? `${s.revision} ` : "—", s.updateRevision ? el("code", { text: s.updateRevision }) : null),
+    conditionCell(s.condition),
+    el("td", { text: age(s.age) })));
+  return [el("h1", { text: "ProjectSets" }),
+    data.projectsets.length ? table(["Name", "Desired", "Ready", "Up-to-date", "Available", "Revision", "Progressing", "Age"], rows, "projectsets-table")
+      : el("p", { class: "muted", text: "No ProjectSet yet: apply one on the Projects page (docs/replicas.md)." })];
+}
+
+async function renderProjectSet(name) {
+  const s = await api("/api/v1/projectsets/" + encodeURIComponent(name));
+  const st = s.strategy;
+  const strategy = st.type === "Recreate" ? "Recreate"
+    : `RollingUpdate (maxSurge ${st.maxSurge} = ${st.surge}, maxUnavailable ${st.maxUnavailable} = ${st.unavailable})`;
+  const b = s.disruptionBudget;
+  const budget = b ? `${b.minAvailable ? "minAvailable " + b.minAvailable : "maxUnavailable " + b.maxUnavailable} (${b.disruptionsAllowed} disruptions allowed)` : "none";
+  const conditions = s.conditions.map((c) => el("tr", { "data-type": c.type },
+    el("td", { text: c.type }), el("td", {}, badge(c.status)), el("td", { text: c.reason }), el("td", { text: c.message }), el("td", { text: age(c.age) })));
+  const revisions = s.revisions.map((r) => el("tr", { "data-revision": String(r.revision) },
+    el("td", { text: String(r.revision) }), el("td", {}, el("code", { text: r.hash })), el("td", { text: r.roles.join(", ") || "—" }), el("td", { text: age(r.age) })));
+  const replicas = s.projects.map((p) => el("tr", { "data-name": p.name },
+    el("td", {}, el("a", { href: "#/project/" + encodeURIComponent(p.name), text: p.name })),
+    el("td", {}, el("code", { text: p.revision || "—" })), el("td", { class: "phase" }, badge(p.phase)),
+    el("td", { text: p.node || "—" }), el("td", { text: p.ready }), el("td", { text: age(p.age) })));
+  return [
+    el("h1", {}, "ProjectSet ", name, s.paused ? [" ", badge("paused")] : null),
+    el("p", { class: "muted", id: "projectset-summary" },
+      `${s.desired} desired · ${s.ready} ready · ${s.updated} up-to-date · ${s.available} available · revision ${s.revision || "—"}`),
+    el("p", { class: "muted" }, `strategy ${strategy} · minReadySeconds ${s.minReadySeconds} · progress deadline ${s.progressDeadlineSeconds}s · disruption budget ${budget}`),
+    el("h2", { text: "Conditions" }), table(["Type", "Status", "Reason", "Message", "Age"], conditions, "projectset-conditions"),
+    el("h2", { text: "Replicas" }), table(["Project", "Revision", "Phase", "Node", "Ready", "Age"], replicas, "replicas-table"),
+    el("h2", { text: "Revisions" }), table(["Revision", "Hash", "Role", "Age"], revisions, "revisions-table"),
+    el("h2", { text: "Events" }), table(["Age", "Type", "Reason", "Object", "Message"], s.events.map(eventRow)),
   ];
 }
 
@@ -311,7 +365,8 @@ async function draw() {
   state.pending = true;
   const { name, args } = route();
   if (name !== "project") closeLogs();
-  document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === name || (name === "project" && a.dataset.page === "projects")));
+  const section = { project: "projects", projectset: "projectsets" }[name] || name;
+  document.querySelectorAll("nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === section));
   try {
     const content = await pages[name].render(...args);
     document.getElementById("main").replaceChildren(...[content].flat().filter(Boolean));

@@ -1,6 +1,6 @@
 """The dashboard in a real browser: Debian's headless Chromium driven by Selenium (its own chromedriver, passed
-explicitly, so Selenium Manager never downloads anything), over a real apiserver, scheduler, gc and an agent
-running projects on Docker.
+explicitly, so Selenium Manager never downloads anything), over a real apiserver, scheduler, ProjectSet
+controller, gc and an agent running projects on Docker.
 
 Selenium is synchronous: every browser call runs in a worker thread so that the in-process servers on this event
 loop keep answering. Screenshots go to $CARA_TEST_ARTIFACTS (default: test-artifacts/ in the repository).
@@ -26,6 +26,7 @@ from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
 from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.gc.policy import GCConfig
+from caravanserai.controllers.projectset import app as projectset_app
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import project
@@ -75,11 +76,12 @@ def browser() -> Iterator[Driver]:
 
 @pytest.fixture
 async def controllers(api: RunningApiServer) -> AsyncIterator[None]:
-    """The real scheduler and gc (removes Terminated projects after 0.5 s), in-process."""
+    """The real scheduler, ProjectSet controller and gc (removes Terminated projects after 0.5 s), in-process."""
     clock = SystemClock()
     async with Client(api.address) as client:
         manager = Manager(client, clock=clock, shutdown_timeout=5.0)
         scheduler_app.setup(manager, client, clock)
+        projectset_app.setup(manager, client, clock)
         gc_app.setup(manager, client, clock, gc_app.GCOptions(config=GCConfig(terminated_delay=0.5)))
         task = asyncio.create_task(manager.run(), name="dashboard-test-controllers")
         try:
@@ -133,6 +135,16 @@ def manifest(name: str, image: str, *, selector: str = "") -> str:
     )
 
 
+def set_manifest(name: str, image: str) -> str:
+    """A ProjectSet of one replica that sleeps."""
+    return (
+        f"apiVersion: caravanserai/v1\nkind: ProjectSet\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n"
+        f"  selector:\n    matchLabels:\n      app: {name}\n  template:\n    labels:\n      app: {name}\n"
+        f"    spec:\n      services:\n      - name: main\n        image: {image}\n        command: [sleep, '3600']\n"
+        f"        resources:\n          requests:\n            cpu: 100m\n            memory: 32Mi\n"
+    )
+
+
 async def apply_through_page(driver: Driver, text: str) -> str:
     area = await call(driver.find_element, By.ID, "apply-text")
     await call(area.clear)
@@ -159,7 +171,7 @@ WATCH_PHASE = """
 async def test_dashboard_live_in_a_browser(
     browser: Driver, api: RunningApiServer, client: Client, node: RunningAgent, image: str
 ) -> None:
-    web, waiting = f"web-{uuid.uuid4().hex[:6]}", f"queued-{uuid.uuid4().hex[:6]}"
+    web, waiting, shop = f"web-{uuid.uuid4().hex[:6]}", f"queued-{uuid.uuid4().hex[:6]}", f"shop-{uuid.uuid4().hex[:6]}"
     async with dashboard(api.address) as d:
         await call(browser.get, d.login_url + "#/cluster")  # the first visit: its cookie lets the later ones in
         # The cluster page shows the agent's node, Ready, with its resource bars.
@@ -172,6 +184,7 @@ async def test_dashboard_live_in_a_browser(
         await call(browser.execute_script, "window.__notReloaded = true;")
         # Applied through the page, the project appears and turns Running without a reload.
         assert await apply_through_page(browser, manifest(web, image)) == f"project/{web} created"
+        assert await apply_through_page(browser, set_manifest(shop, image)) == f"projectset/{shop} created"
         phase = f'tr[data-name="{web}"] .phase'
         await until(browser, f"{web} Running", lambda b: text_of(b, phase) == "Running", timeout=60)
         # A project no node can take stays Pending and says why, inline.
@@ -205,6 +218,23 @@ async def test_dashboard_live_in_a_browser(
         await call(browser.get, d.url + "#/cluster")
         await until(browser, f"{web} on the node card", lambda b: web in text_of(b, card))
         await screenshot(browser, "cluster")
+
+        # The ProjectSet applied above: listed with its counts, revision and Progressing condition; its page lists
+        # the replica the controller made and the scheduler placed.
+        await call(browser.get, d.url + "#/projectsets")
+        row = f'#projectsets-table tr[data-name="{shop}"]'
+        await until(browser, f"{shop} ready", lambda b: text_of(b, f"{row} .ready") == "1/1", timeout=30)
+        assert "NewRevisionAvailable" in text_of(browser, f"{row} .condition")
+        assert text_of(browser, f"{row} .revision").startswith("1 ")
+        await screenshot(browser, "projectsets")
+        await call((await call(browser.find_element, By.CSS_SELECTOR, f"{row} a")).click)
+        await until(browser, "the set's page", lambda b: f"ProjectSet {shop}" in text_of(b, "h1"))
+        replica = "#replicas-table tbody tr"
+        await until(browser, "its replica Running", lambda b: text_of(b, f"{replica} .phase") == "Running")
+        assert text_of(browser, replica).startswith(f"{shop}-") and node.node in text_of(browser, replica)
+        summary = text_of(browser, "#projectset-summary")
+        assert "1 desired · 1 ready · 1 up-to-date · 1 available · revision 1" in summary
+        await screenshot(browser, "projectset")
 
         # Events (filtered by object) and the generic table of any kind.
         await call(browser.get, d.url + f"#/events?object=project%2F{web}")

@@ -110,6 +110,37 @@ async def test_projects_filters_and_pending_reason(dash: RunningDashboard) -> No
     assert [c["type"] for c in detail["conditions"]] == ["Phase", "Scheduled"]
 
 
+async def test_projectsets_list_and_page_with_their_replicas(dash: RunningDashboard, cluster: Client) -> None:
+    s = v1.ProjectSet()
+    s.metadata.name = "shop"
+    s.spec.replicas = 2
+    s.spec.selector.match_labels["app"] = "shop"
+    s.spec.template.labels["app"] = "shop"
+    s.spec.template.spec.services.add(name="main", image="busybox:test")
+    stored = await cluster.projectsets.create(s)
+    stored.status.replicas, stored.status.ready_replicas, stored.status.available_replicas = 2, 1, 1
+    stored.status.updated_replicas, stored.status.update_revision = 2, "5c1f0a9e3b"
+    stored.status.revisions.add(revision=1, hash="5c1f0a9e3b")
+    meta.set_condition(stored.status.conditions, v1.CONDITION_PROGRESSING, v1.TRUE, reason="ReplicasUpdating",
+                       message="revision 1: 2 of 2 updated, 1 available", now=SystemClock().now())  # fmt: skip
+    stored = await cluster.projectsets.update_status(stored)
+    replica = project("shop-5c1f0a9e3b-bcdfg", labels={"app": "shop", v1.TEMPLATE_HASH_LABEL: "5c1f0a9e3b"})
+    meta.set_owner(replica, stored, controller=True)
+    await cluster.projects.create(replica)
+
+    body = await eventually(dash, "/api/v1/projectsets", lambda b: b["projectsets"] and b["projectsets"][0]["ready"])
+    (row,) = body["projectsets"]
+    assert (row["name"], row["desired"], row["ready"], row["updated"], row["available"]) == ("shop", 2, 1, 2, 1)
+    assert row["revision"] == 1 and row["condition"]["reason"] == "ReplicasUpdating"
+    page = await eventually(dash, "/api/v1/projectsets/shop", lambda b: b["projects"])
+    assert [(p["name"], p["revision"]) for p in page["projects"]] == [("shop-5c1f0a9e3b-bcdfg", "5c1f0a9e3b")]
+    assert page["strategy"]["type"] == "RollingUpdate" and page["disruptionBudget"] is None
+    _, replica_page = await get(dash, "/api/v1/projects/shop-5c1f0a9e3b-bcdfg")
+    assert replica_page["projectset"] == "shop"
+    status, missing = await get(dash, "/api/v1/projectsets/nope")
+    assert status == 404 and missing["error"] == 'projectsets "nope" not found'
+
+
 async def test_generic_kind_table_and_object(dash: RunningDashboard) -> None:
     _, kinds = await get(dash, "/api/v1/kinds")
     plurals = {k["plural"] for k in kinds["kinds"]}
@@ -337,7 +368,7 @@ async def test_allowed_hosts_admit_a_tunnel_name(api: RunningApiServer, cluster:
 
 
 async def test_no_token_no_entry_and_the_page_says_how_to_get_in(dash: RunningDashboard) -> None:
-    for path in ("/", "/api/v1/cluster", "/api/v1/stream", "/static/app.js", "/healthz"):
+    for path in ("/", "/api/v1/cluster", "/api/v1/projectsets", "/api/v1/stream", "/static/app.js", "/healthz"):
         r = await raw(dash, "GET", path)
         assert r.status == 401, path
     page = await raw(dash, "GET", "/", headers={"Accept": "text/html,application/xhtml+xml"})

@@ -10,6 +10,7 @@ budget check (`project.disruption`), so that "available" and "2 or 25%" mean the
 * **Revisions** (`template_hash`): a template's hash is a function of its serialized bytes (deterministic
   serialization: map order does not count), ten lowercase hex digits, stable across processes and releases of
   the protobuf runtime that keep the wire format. Replicas carry it in the `caravanserai.io/template-hash` label.
+  The set's status numbers the revisions it recorded (`revision_number`).
 * **Replicas** (`owning_set`): a project belongs to the set named by its controller owner reference of kind
   ProjectSet.
 * **Ready and available** (`is_ready`, `availability`): ready is Running, not being deleted nor moved off its
@@ -23,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from caravanserai import meta, v1
@@ -87,6 +89,11 @@ def template_hash(template: v1.ProjectTemplate) -> str:
     return hashlib.sha256(template.SerializeToString(deterministic=True)).hexdigest()[:10]
 
 
+def revision_number(revisions: Sequence[v1.ProjectSetRevision], revision: str) -> int:
+    """The number a set's status gives the revision hashed `revision` (0: not recorded)."""
+    return next((r.revision for r in revisions if r.hash == revision), 0)
+
+
 def owning_set(project: v1.Project) -> str | None:
     """The name of the ProjectSet that controls `project`, or None."""
     owner = meta.controller_of(project)
@@ -138,6 +145,7 @@ __all__ = [
     "is_ready",
     "owning_set",
     "replicas_of",
+    "revision_number",
     "rolling_bounds",
     "scaled",
     "template_hash",

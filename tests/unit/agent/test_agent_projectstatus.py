@@ -266,6 +266,13 @@ def test_last_exit_code_is_kept_across_restarts_and_waiting_services_say_why() -
         "db to be healthy",
         "waiting for db to be healthy",
     )
+    # The old container still runs while its replacement waits (a start-first one that did not become healthy).
+    why = "a healthy replacement: service web: its new container did not pass its health check within 4s"
+    held = projectstatus.service_status(
+        web, seen("web", "running", 0, health="healthy"), projectstatus.Context(waiting={"web": why})
+    )
+    assert (held.state, held.ready, held.container_id) == ("running", True, "id-web")
+    assert (held.waiting_for, held.message) == (why, f"waiting for {why}")
 
 
 @pytest.mark.parametrize(

@@ -112,3 +112,26 @@ def test_progress_deadline_marks_the_rollout_failed_on_the_injected_clock() -> N
     assert found is not None and found.status == v1.FALSE and "no progress for 60s" in found.message
     assert not progress.failed(status, "another")  # a new template starts a new rollout
     assert [r.revision for r in status.revisions] == [1] and status.disruptions_allowed == -1
+
+
+def test_a_shortfall_after_the_rollout_runs_no_deadline_but_a_new_revision_does() -> None:
+    s = v1.ProjectSet()
+    s.metadata.name, s.metadata.generation = "web", 1
+    s.spec.replicas, s.spec.progress_deadline_seconds = 2, 60
+    s.spec.template.spec.services.add(name="main", image="x")
+    status, due = progress.next_status(s, fleet(NEW, 2), revision=NEW, disruptions_allowed=None, now=1000.0)
+    assert due is None and progress.rolled_out(status, NEW)
+    s.status.CopyFrom(status)
+    drained = fleet(NEW, 1) + fleet(NEW, 1, available=False, start=1)  # one replica moved by a drain, not ready yet
+    for now in (1001.0, 2000.0):  # long past the deadline
+        status, due = progress.next_status(s, drained, revision=NEW, disruptions_allowed=None, now=now)
+        s.status.CopyFrom(status)
+        found = meta.get_condition(status.conditions, v1.CONDITION_PROGRESSING)
+        assert due is None and not progress.failed(status, NEW) and found is not None
+        assert (found.status, found.reason) == (v1.TRUE, progress.REASON_AVAILABLE)
+    available = meta.get_condition(status.conditions, v1.CONDITION_AVAILABLE)
+    assert available is not None and "1 of 2 replicas available" in available.message
+    # A new template is a rollout again: its deadline runs.
+    status, due = progress.next_status(s, drained, revision="newer", disruptions_allowed=None, now=2001.0)
+    found = meta.get_condition(status.conditions, v1.CONDITION_PROGRESSING)
+    assert due == 60.0 and found is not None and found.reason == progress.REASON_UPDATING

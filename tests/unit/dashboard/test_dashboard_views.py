@@ -10,7 +10,7 @@ import pytest
 
 from caravanserai import meta, v1
 from caravanserai.clock import timestamp
-from caravanserai.dashboard import views
+from caravanserai.dashboard import setviews, views
 from caravanserai.dashboard.server import STATIC
 from caravanserai.errors import Invalid
 from caravanserai.testing.builders import lease, node, node_status, project
@@ -193,3 +193,61 @@ def test_cluster_view_shows_node_groups_and_their_decisions() -> None:
         "age": 60.0,
     }
     assert shown["lastScaleDown"] is None
+
+
+def test_projectsets_list_their_counts_revision_and_a_failed_rollout() -> None:
+    s = meta.with_type_meta(v1.ProjectSet())
+    s.metadata.name, s.metadata.uid = "web", "uid-web"
+    s.metadata.creation_timestamp.CopyFrom(timestamp(NOW - 60))
+    s.spec.replicas = 4
+    s.spec.strategy.rolling_update.max_surge, s.spec.strategy.rolling_update.max_unavailable = "2", "0"
+    s.spec.disruption_budget.max_unavailable = "1"
+    status = s.status
+    status.replicas, status.ready_replicas, status.updated_replicas, status.available_replicas = 6, 4, 2, 4
+    status.current_revision, status.update_revision, status.disruptions_allowed = "aaaa", "bbbb", 0
+    status.revisions.add(revision=1, hash="aaaa", created=timestamp(NOW - 60))
+    status.revisions.add(revision=2, hash="bbbb", created=timestamp(NOW - 10))
+    why = "revision 2 made no progress for 3s"
+    meta.set_condition(status.conditions, v1.CONDITION_PROGRESSING, v1.FALSE, reason="ProgressDeadlineExceeded",
+                       message=why, now=NOW)  # fmt: skip
+    (row,) = setviews.projectsets_view([s], NOW)["projectsets"]
+    assert {k: row[k] for k in ("name", "desired", "ready", "updated", "available", "revision", "updateRevision")} == {
+        "name": "web",
+        "desired": 4,
+        "ready": 4,
+        "updated": 2,
+        "available": 4,
+        "revision": 2,
+        "updateRevision": "bbbb",
+    }
+    assert row["condition"] == {
+        "type": "Progressing",
+        "status": "False",
+        "reason": "ProgressDeadlineExceeded",
+        "message": why,
+    }
+    assert row["age"] == pytest.approx(60)
+
+    def replica(name: str, revision: str, uid: str = "uid-web") -> v1.Project:
+        p = bound(name, "n1", labels={v1.TEMPLATE_HASH_LABEL: revision})
+        p.metadata.owner_references.add(api_version=v1.API_VERSION, kind="ProjectSet", name="web", uid=uid,
+                                        controller=True)  # fmt: skip
+        return p
+
+    projects = [replica("web-bbbb-x", "bbbb"), replica("web-aaaa-y", "aaaa"), replica("stale", "aaaa", uid="gone")]
+    projects.append(bound("alone", "n1"))
+    event = v1.Event()
+    event.spec.type, event.spec.reason, event.spec.message = "Warning", "ProgressDeadlineExceeded", why
+    event.spec.involved_object.kind, event.spec.involved_object.name = "ProjectSet", "web"
+    page = setviews.projectset_view(s, projects, [event], NOW)
+    assert [(p["name"], p["revision"], p["projectset"]) for p in page["projects"]] == [
+        ("web-aaaa-y", "aaaa", "web"),
+        ("web-bbbb-x", "bbbb", "web"),
+    ]  # by owner uid: a replica of an older set of the same name is not one of them
+    assert page["strategy"] == {"type": "RollingUpdate", "maxSurge": "2", "maxUnavailable": "0", "surge": 2,
+                                "unavailable": 0}  # fmt: skip
+    assert page["disruptionBudget"] == {"minAvailable": "", "maxUnavailable": "1", "disruptionsAllowed": 0}
+    assert [(r["revision"], r["roles"]) for r in page["revisions"]] == [(1, ["current"]), (2, ["update"])]
+    assert [c["reason"] for c in page["conditions"]] == ["ProgressDeadlineExceeded"]
+    assert [e["object"] for e in page["events"]] == ["projectset/web"]
+    assert views.project_view(projects[-1], None, [], NOW)["projectset"] == ""
