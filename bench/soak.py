@@ -51,7 +51,19 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--max-overlap",
         type=float,
         default=DEFAULTS.max_overlap,
-        help="the fence bound: longest overlap of two copies of a service, seconds",
+        help="the fence bound: longest overlap of two copies of a service moved without a hand-off, seconds",
+    )
+    parser.add_argument(
+        "--fence-slack",
+        type=float,
+        default=DEFAULTS.fence_slack,
+        help="seconds a container may be seen running past its node's fence deadline (renew time + --fence-after)",
+    )
+    parser.add_argument(
+        "--handoff-bound",
+        type=float,
+        default=DEFAULTS.handoff_bound,
+        help="seconds a hand-off's old copy may run after the new one is ready, while its agent runs",
     )
     parser.add_argument(
         "--convergence-bound",
@@ -80,7 +92,8 @@ def config_from(args: argparse.Namespace) -> SoakConfig:
         raise ValueError(f"--duration: {exc}") from None
     return SoakConfig(
         duration=duration, seed=args.seed, fault_interval=interval, fault_kinds=kinds,
-        max_overlap=args.max_overlap, convergence_bound=args.convergence_bound,
+        max_overlap=args.max_overlap, fence_slack=args.fence_slack, handoff_bound=args.handoff_bound,
+        convergence_bound=args.convergence_bound,
         leaks=dataclasses.replace(DEFAULTS.leaks, warmup=min(DEFAULTS.leaks.warmup, duration / 2)),
     )  # fmt: skip
 
