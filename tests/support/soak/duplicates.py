@@ -88,7 +88,7 @@ def duplicates_section(
                      "unmeasured": len(handoffs) - len(measured),
                      "after_handoff_max_s": round(worst_handoff, 1), "bound_s": config.handoff_bound},
         "fence": {"late_max_s": round(worst_late, 1), "containers_late": len(late), "slack_s": config.fence_slack,
-                  "checked_snapshots": fence.checked,
+                  "checked_snapshots": fence.checked, "silences_seen": len(fence.silences),
                   "worst": [{"host": x.host, "project": x.project, "late_s": round(x.late, 1)}
                             for x in late[:EXAMPLES]]},
         "worst": [_episode(o, origin) for o in ranked[:EXAMPLES]],
@@ -103,7 +103,8 @@ def duplicates_section(
              or f"{len(unplanned)} unplanned episodes (moves without a hand-off)"),
         line("no container runs past its node's fence deadline", round(worst_late, 1), f"<= {config.fence_slack:g}s",
              not past, "; ".join(f"{x.project} on {x.host} {x.late:.1f}s late" for x in past[:3])
-             or f"{fence.checked} snapshots checked against every node's Lease"),
+             or f"{fence.checked} snapshots checked against every node's Lease, {len(fence.silences)} deadlines "
+             "seen passing"),
         line("a hand-off's old copy goes once the new one is ready", round(worst_handoff, 1),
              f"<= {config.handoff_bound:g}s", not slow,
              "; ".join(f"{o.project} on {o.old_host} {o.handoff_late:.1f}s after its hand-off" for o in slow[:3])

@@ -7,7 +7,8 @@ Lease's last renew time plus the agents' `--fence-after` (the moment node health
   `Snapshot.wall` (just before the engines were listed) later than its node's deadline is *late* by that much. A
   container's lateness is the greatest seen; it is a lower bound, short of the truth by at most one sampling
   interval (the container may have stopped any time before the next look).
-* Nodes whose Lease was never seen are not judged.
+* Nodes whose Lease was never seen are not judged. `silences` counts the deadlines seen passing (node, deadline):
+  the occasions the check had something to catch.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class FenceCheck:
     renewed: dict[str, float] = field(default_factory=dict)  # node → latest renew time seen (wall clock)
     late: dict[tuple[str, str], Late] = field(default_factory=dict)  # (host, container id) → its worst lateness
     checked: int = 0  # snapshots that could be checked (the API answered with the Leases)
+    silences: set[tuple[str, float]] = field(default_factory=set)  # (node, deadline) seen passed
 
     def observe(self, snapshot: Snapshot) -> None:
         if snapshot.leases is None:
@@ -44,6 +46,9 @@ class FenceCheck:
         self.checked += 1
         for node, renewed in snapshot.leases.items():
             self.renewed[node] = max(self.renewed.get(node, 0.0), renewed)
+        for node, renewed in self.renewed.items():
+            if snapshot.wall > renewed + self.fence_after:
+                self.silences.add((node, renewed + self.fence_after))
         for host, container in snapshot.containers:
             project = container.labels.get(PROJECT, "")
             if not container.running or not project.startswith(self.prefix) or host not in self.renewed:

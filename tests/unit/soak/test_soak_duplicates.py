@@ -72,7 +72,7 @@ def test_a_container_past_its_nodes_deadline_is_late() -> None:
     check.observe(Snapshot(2.0, None, rows, None, 112.5))  # no Leases: not judged
     check.observe(Snapshot(3.0, None, rows, {}, 112.5))
     assert [(x.host, x.container, x.late) for x in check.worst] == [("w0", "a", 2.5)]  # w1 renewed, w2 unknown
-    assert check.checked == 3
+    assert check.checked == 3 and check.silences == {("w0", 110.0)}
 
 
 def _handoff(late: float) -> Overlap:
