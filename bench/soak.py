@@ -1,9 +1,10 @@
-"""The soak test: the fleet harness (three etcd members, two apiservers, two controller managers, four agents, each
-host a network namespace with its own Docker Engine) under a mixed workload (project creates, updates, deletes,
-Secret changes, node drains) with a fault injected at random every 20–60 s (SIGKILL of an etcd member, an
-apiserver, a controller manager or an agent; a worker's link cut for longer than the heartbeat timeout; a SIGSTOP
-of a process for 10 s), and its invariants checked while it runs and at the end. Needs root. Prints a JSON report
-(figures and one verdict line per invariant) and exits 1 when an invariant is violated, 2 when it cannot run.
+"""The soak test: the fleet harness (three etcd members, two apiservers, two controller managers, four agents with
+their fence watchdogs, each host a network namespace with its own Docker Engine) under a mixed workload (project
+creates, updates, deletes, Secret changes, node drains) with a fault injected at random every 20–60 s (SIGKILL of
+an etcd member, an apiserver, a controller manager or an agent; a worker's link cut for longer than the heartbeat
+timeout; a SIGSTOP of a process for 10 s), and its invariants checked while it runs and at the end. Needs root.
+Prints a JSON report (figures and one verdict line per invariant) and exits 1 when an invariant is violated, 2 when
+it cannot run.
 
     sudo .venv/bin/python bench/soak.py [--duration 30m] [--seed N] [--output soak.json]
     make soak                      # 30 minutes; SOAK_DURATION=5m make soak for a shorter run

@@ -306,7 +306,7 @@ class Fleet:
 
     async def restore(self) -> None:
         """Undo faults: heal every link, resume paused processes, start every stopped one (etcd members, engines,
-        apiservers, controllers, agents), and wait until the apiservers serve and every node is Ready."""
+        apiservers, controllers, watchdogs, agents), and wait until the apiservers serve and every node is Ready."""
         for host in self.network.hosts.values():
             self.network.heal(host)
         processes = [*self.apiservers, *self.controllers, *self.watchdogs.values(), *self.agents.values()]

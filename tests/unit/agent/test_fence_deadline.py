@@ -10,10 +10,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from caravanserai import v1
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.records import ContainerSummary
+from caravanserai.agent.fencing.__main__ import main as watchdog_main
 from caravanserai.agent.fencing.record import Deadline, FenceFiles
 from caravanserai.agent.fencing.stops import KILL_SLACK
 from caravanserai.agent.fencing.watchdog import FenceWatchdog
@@ -277,3 +280,11 @@ async def test_a_heartbeat_reports_when_its_renewal_was_stamped() -> None:
     first = clock.monotonic()
     await beat.beat()  # renews it, slowly
     assert stamps == [0.0, first] and clock.monotonic() == first + 3.0
+
+
+def test_the_watchdog_refuses_a_bad_node_name_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        watchdog_main(["--fence-dir", "/nonexistent", "--node-name", "not_a_node"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cara-fence-watchdog: invalid --node-name 'not_a_node'") and err.count("\n") == 1
