@@ -60,6 +60,8 @@ def _episode(o: Overlap, origin: float) -> dict[str, Any]:
     }  # fmt: skip
     if o.handoff_late is not None:
         entry["after_handoff_s"] = round(o.handoff_late, 1)
+    entry["ran_before_on"] = sorted(o.before)  # how the episode was classified: the hosts before it began,
+    entry["handoff_from_seen"] = sorted(o.handoff_hosts)  # and the previousNodeRef values seen around it
     return entry
 
 

@@ -117,7 +117,9 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
             "stale_read_examples": stale[:EXAMPLES],
         },
         workload={"operations": dict(workload.ops), "projects_created": workload._next,
-                  "projects_deleted": len(workload.deleted), "drain_failures": workload.drain_failures[:EXAMPLES]},
+                  "projects_deleted": len(workload.deleted), "drain_failures": workload.drain_failures[:EXAMPLES],
+                  "drains": [[node, round(start - origin, 1), round(end - origin, 1) if end != float("inf") else None]
+                             for node, start, end in workload.drains]},
         faults=faults,
         convergence={
             "after_last_fault_s": None if converged_s is None else round(converged_s, 1),
