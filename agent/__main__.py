@@ -120,6 +120,14 @@ def _add_node_arguments(p: argparse.ArgumentParser) -> None:
         "start early enough to end by then, SIGKILL included); started again if still bound here on reconnect "
         "(default 270s: node health's heartbeat timeout + grace period; 0: never)",
     )
+    p.add_argument(
+        "--fence-dir",
+        default="",
+        metavar="DIR",
+        help="record the fence deadline in DIR (<node>.deadline.json), for cara-fence-watchdog, which meets it "
+        "when the agent cannot, and for the agent's next run, which takes it over instead of counting again "
+        '(deploy/systemd: /var/lib/caravanserai/fence; "": kept in the process only)',
+    )
 
 
 def _add_service_arguments(p: argparse.ArgumentParser) -> None:
@@ -281,6 +289,7 @@ def config_from_args(args: argparse.Namespace) -> AgentConfig:
         allowed_host_paths=args.allowed_host_paths,
         pull_timeout=args.pull_timeout,
         fence_after=args.fence_after,
+        fence_dir=args.fence_dir,
         resources=dict(args.resource),
         data_dir=args.data_dir,
         restic=args.restic,

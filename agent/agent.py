@@ -32,7 +32,8 @@ then the reconciler and its controller, then the node's heartbeat:
 
 * **Self-fencing** (`selffence`): with no answered heartbeat for `fence_after` seconds the agent stops its
   containers (keeping them) and leaves everything alone until the API answers again; then the projects still bound
-  here start again and every project is queued.
+  here start again and every project is queued. The deadline is recorded in `fence_dir` for the node's watchdog
+  and the next run; before any part starts, a recorded deadline that has passed is met (`SelfFence.resume`).
 
 Guarantees: the agent never stops or removes a container merely because it stops or loses Docker, and loses the API
 server for less than `fence_after`; `stop()` drains the queue (for at most `shutdown_grace`), and cancelling `run()`
@@ -45,6 +46,7 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -59,6 +61,7 @@ from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.events import DockerEventWatcher
 from caravanserai.agent.docker.records import ContainerEvent
+from caravanserai.agent.fencing.record import FenceFiles
 from caravanserai.agent.host import inventory, machine
 from caravanserai.agent.host.throughput import ThroughputMeter, measure_forever
 from caravanserai.agent.ingress.endpoints import ServiceEndpoints
@@ -212,6 +215,7 @@ class Agent:
         )
         sweep = functools.partial(self._sweep, informer, queue, projects)
         fence = self._make_fence(client, projects, on_unfenced=sweep)
+        await fence.resume()  # a deadline that passed while the agent was down is met before anything else runs
         prober = HealthProber(clock=clock, on_change=queue.add)
         reconciler, volumes = self._make_reconciler(client, informer, projects, fence=fence, prober=prober)
         workers = config.reconcile_workers
@@ -264,6 +268,7 @@ class Agent:
             client=client,
             node=config.node_name,
             on_unfenced=on_unfenced,
+            files=FenceFiles(Path(config.fence_dir), config.node_name) if config.fence_dir else None,
         )
 
     def _make_manager(self, client: Client) -> Manager:

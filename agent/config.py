@@ -63,6 +63,9 @@ class AgentConfig:
     throughput_bytes: int = 8 * 1024 * 1024
     resync_interval: float = 300.0
     fence_after: float = DEFAULT_FENCE_AFTER  # stop this node's containers after this long without the API; 0: never
+    # where the fence deadline is recorded for the node's watchdog and the agent's next run (`fencing.record`);
+    # "": nowhere (the deadline lives in this process only; a restart starts the count again)
+    fence_dir: str = ""
     resources: dict[str, int] = field(default_factory=dict)  # extended resources (--resource NAME=COUNT)
     data_dir: str = ""  # files of Secret and Config volumes; "" = datafiles.default_root(node_name), on tmpfs
     restic: str = "restic"  # the restic binary that backs up and restores Persistent volumes

@@ -13,7 +13,9 @@ Guarantees:
 * **Every write is compare-and-swap**: on Conflict the object is read again and the change applied again.
 * **The heartbeat is independent**: `Heartbeat.run` is its own task; nothing the reconcilers do can delay it.
   Each beat renews the Lease named after the node (holder = node name, `lease_duration` seconds, renew time
-  from the clock) and checks that the Node still exists; a deleted Node is registered again.
+  from the clock) and checks that the Node still exists; a deleted Node is registered again. A beat the API
+  answered is reported (`on_contact`) with the monotonic moment its renew time was stamped, before the first call
+  went out: node health counts from that stamp, so the self-fence must too (never from the later answer).
 * **Failures never stop it**: an unreachable API is logged and retried at the next beat; registration retries
   with backoff (1 s doubling to 30 s). Containers are not touched either way.
 """
@@ -223,15 +225,17 @@ class Heartbeat:
         config: AgentConfig,
         *,
         clock: Clock,
-        on_contact: Callable[[], Awaitable[None]] | None = None,
+        on_contact: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
-        self._on_contact = on_contact  # called after every beat the API answered (self-fencing)
+        # called after every beat the API answered, with the monotonic time its renewal was stamped (self-fencing)
+        self._on_contact = on_contact
         self._client = client
         self._registrar = registrar
         self._config = config
         self._clock = clock
         self.beats = 0  # successful renewals, for tests and metrics
         self.failures = 0
+        self._stamped = clock.monotonic()  # when the last renewal tried was stamped (its renewTime), monotonic
 
     async def run(self) -> None:
         """Register (retrying), then beat forever; returns only when cancelled."""
@@ -244,10 +248,11 @@ class Heartbeat:
         """One heartbeat: renew the Lease, re-register a deleted Node. Errors are logged, never raised."""
         try:
             await retry_conflicts(self.renew_lease)
+            stamped = self._stamped
             await self._client.nodes.get(self._config.node_name)
             self.beats += 1
             if self._on_contact is not None:
-                await self._on_contact()
+                await self._on_contact(stamped)
         except NotFound:
             log.warning("node object is gone; registering again", node=self._config.node_name)
             await self._registrar.register_until_done()
@@ -256,9 +261,11 @@ class Heartbeat:
             log.warning("heartbeat failed", node=self._config.node_name, error=str(exc))
 
     async def renew_lease(self) -> v1.Lease:
-        """Create or renew the node's Lease (CAS); a lease held by someone else is taken over."""
+        """Create or renew the node's Lease (CAS); a lease held by someone else is taken over. The renewal is stamped
+        (`renewTime`) before anything is sent, and that moment is what node health counts from."""
         name = self._config.node_name
         now = timestamp(self._clock.now())
+        self._stamped = self._clock.monotonic()
         try:
             current = await self._client.leases.get(name)
         except NotFound:

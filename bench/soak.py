@@ -1,9 +1,10 @@
-"""The soak test: the fleet harness (three etcd members, two apiservers, two controller managers, four agents, each
-host a network namespace with its own Docker Engine) under a mixed workload (project creates, updates, deletes,
-Secret changes, node drains) with a fault injected at random every 20–60 s (SIGKILL of an etcd member, an
-apiserver, a controller manager or an agent; a worker's link cut for longer than the heartbeat timeout; a SIGSTOP
-of a process for 10 s), and its invariants checked while it runs and at the end. Needs root. Prints a JSON report
-(figures and one verdict line per invariant) and exits 1 when an invariant is violated, 2 when it cannot run.
+"""The soak test: the fleet harness (three etcd members, two apiservers, two controller managers, four agents with
+their fence watchdogs, each host a network namespace with its own Docker Engine) under a mixed workload (project
+creates, updates, deletes, Secret changes, node drains) with a fault injected at random every 20–60 s (SIGKILL of
+an etcd member, an apiserver, a controller manager or an agent; a worker's link cut for longer than the heartbeat
+timeout; a SIGSTOP of a process for 10 s), and its invariants checked while it runs and at the end. Needs root.
+Prints a JSON report (figures and one verdict line per invariant) and exits 1 when an invariant is violated, 2 when
+it cannot run.
 
     sudo .venv/bin/python bench/soak.py [--duration 30m] [--seed N] [--output soak.json]
     make soak                      # 30 minutes; SOAK_DURATION=5m make soak for a shorter run
@@ -51,7 +52,19 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--max-overlap",
         type=float,
         default=DEFAULTS.max_overlap,
-        help="the fence bound: longest overlap of two copies of a service, seconds",
+        help="the fence bound: longest overlap of two copies of a service moved without a hand-off, seconds",
+    )
+    parser.add_argument(
+        "--fence-slack",
+        type=float,
+        default=DEFAULTS.fence_slack,
+        help="seconds a container may be seen running past its node's fence deadline (renew time + --fence-after)",
+    )
+    parser.add_argument(
+        "--handoff-bound",
+        type=float,
+        default=DEFAULTS.handoff_bound,
+        help="seconds a hand-off's old copy may run after the new one is ready, while its agent runs",
     )
     parser.add_argument(
         "--convergence-bound",
@@ -80,7 +93,8 @@ def config_from(args: argparse.Namespace) -> SoakConfig:
         raise ValueError(f"--duration: {exc}") from None
     return SoakConfig(
         duration=duration, seed=args.seed, fault_interval=interval, fault_kinds=kinds,
-        max_overlap=args.max_overlap, convergence_bound=args.convergence_bound,
+        max_overlap=args.max_overlap, fence_slack=args.fence_slack, handoff_bound=args.handoff_bound,
+        convergence_bound=args.convergence_bound,
         leaks=dataclasses.replace(DEFAULTS.leaks, warmup=min(DEFAULTS.leaks.warmup, duration / 2)),
     )  # fmt: skip
 

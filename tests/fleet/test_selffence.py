@@ -10,7 +10,7 @@ import time
 from fleet_helpers import GRACE_PERIOD, HEARTBEAT_TIMEOUT, QUICK_STOP, container_times, copies, wait_running
 
 from caravanserai import v1
-from caravanserai.agent.selffence import LEAD_MARGIN
+from caravanserai.agent.fencing.stops import LEAD_MARGIN
 from caravanserai.clock import seconds
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for

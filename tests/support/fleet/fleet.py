@@ -6,16 +6,19 @@ Layout (defaults; `FleetConfig` changes the counts and timings):
     cp0 10.213.N.10   etcd m0, cara-apiserver
     cp1 10.213.N.11   etcd m1, cara-apiserver, cara-controller-manager (replica a)
     cp2 10.213.N.12   etcd m2,                 cara-controller-manager (replica b)
-    w0… 10.213.N.13…  dockerd, cara-agent (node w0, …)
+    w0… 10.213.N.13…  dockerd, cara-agent (node w0, …), cara-fence-watchdog
 
 Every connection uses mutual TLS with certificates made by `deploy/certs.sh` (identities `apiserver`, `admin`,
 `controller:manager`, `node:<host>` from the fleet CA; `etcd` and `apiserver-etcd-client` from the etcd CA, so only
 the apiservers reach etcd). Clients (the agents, the controllers, `client()`, `caractrl()`) are
 given both apiservers (`--server a:7420,b:7420`). The controller managers elect a leader on short timings, the
-node-health timings are `FleetConfig.heartbeat_timeout`/`grace_period`.
+node-health timings are `FleetConfig.heartbeat_timeout`/`grace_period`. Each agent records its fence deadline in
+`<workdir>/<host>/fence` (`--fence-dir`), where the host's `cara-fence-watchdog` (`fleet.watchdogs`, unless
+`FleetConfig.watchdog` is off) meets it when the agent cannot, as deploy/systemd has it.
 
 Faults: `cut(host)`/`heal(host)` (a real partition, see `netns`), `kill`/`stop`/`start` of any `HostProcess`
-(`fleet.apiservers`, `fleet.controllers`, `fleet.agents`, `fleet.etcd.members[i].process`, `fleet.dockers`).
+(`fleet.apiservers`, `fleet.controllers`, `fleet.agents`, `fleet.watchdogs`, `fleet.etcd.members[i].process`,
+`fleet.dockers`).
 
 `stop()` (also on errors in `start()`) removes every process, container, mount, namespace, link, rule and route
 of the run (`cleanup.remove_run`); runs left by a killed test process are removed when the next one starts.
@@ -64,6 +67,7 @@ class FleetConfig:
     heartbeat_timeout: float = 5.0
     grace_period: float = 5.0
     fence_after: float | None = None  # the agents' --fence-after; None: heartbeat_timeout + grace_period
+    watchdog: bool = True  # run cara-fence-watchdog beside each agent
     image: str = DEFAULT_IMAGE
     agent_args: tuple[str, ...] = ()
     controller_args: tuple[str, ...] = ()
@@ -90,6 +94,7 @@ class Fleet:
     apiservers: list[HostProcess] = field(default_factory=list)
     controllers: list[HostProcess] = field(default_factory=list)
     agents: dict[str, HostProcess] = field(default_factory=dict)
+    watchdogs: dict[str, HostProcess] = field(default_factory=dict)
 
     # ---- addresses and identities ----------------------------------------------------------------------------
 
@@ -164,6 +169,7 @@ class Fleet:
             image = await asyncio.to_thread(ensure_test_image, self.config.image)
             await asyncio.gather(self.etcd.start(), self._start_engines(image))
             await self._start_control_plane()
+            await self._start_watchdogs()
             await self._start_agents()
             await self.wait_nodes_ready()
         except BaseException:
@@ -232,9 +238,25 @@ class Fleet:
             "caravanserai.agent", "--server", self.server, *self._tls_args(f"node:{host.name}"),
             "--node-name", host.name, "--docker-host", self.dockers[host.name].url,
             "--heartbeat-interval", str(cfg.heartbeat_interval), "--listen", f"{host.address}:{AGENT_PORT}",
-            "--stop-timeout", "1", "--fence-after", _seconds(fence_after), "--log-level", "info", *cfg.agent_args,
-            *extra,
+            "--stop-timeout", "1", "--fence-after", _seconds(fence_after), "--fence-dir", str(self.fence_dir(host)),
+            "--log-level", "info", *cfg.agent_args, *extra,
         )  # fmt: skip
+
+    def fence_dir(self, host: Host | str) -> Path:
+        """Where the agent of `host` records its fence deadline for the host's watchdog."""
+        return self.workdir / self._host(host).name / "fence"
+
+    async def _start_watchdogs(self) -> None:
+        if not self.config.watchdog:
+            return
+        for host in self.workers:
+            name = f"watchdog-{host.name}"
+            argv = _python(
+                "caravanserai.agent.fencing", "--node-name", host.name, "--fence-dir", str(self.fence_dir(host)),
+                "--docker-host", self.dockers[host.name].url,
+            )  # fmt: skip
+            self.watchdogs[host.name] = HostProcess(name, argv, log_path=self._log(name), netns=host.netns)
+        await asyncio.gather(*(p.start() for p in self.watchdogs.values()))
 
     async def restart_agent(self, host: Host | str, *extra: str) -> None:
         """Stop the agent of `host` and start it again with `extra` flags (none: as configured)."""
@@ -284,10 +306,10 @@ class Fleet:
 
     async def restore(self) -> None:
         """Undo faults: heal every link, resume paused processes, start every stopped one (etcd members, engines,
-        apiservers, controllers, agents), and wait until the apiservers serve and every node is Ready."""
+        apiservers, controllers, watchdogs, agents), and wait until the apiservers serve and every node is Ready."""
         for host in self.network.hosts.values():
             self.network.heal(host)
-        processes = [*self.apiservers, *self.controllers, *self.agents.values()]
+        processes = [*self.apiservers, *self.controllers, *self.watchdogs.values(), *self.agents.values()]
         for process in processes:
             process.resume()
         for member in self.etcd.members:
@@ -308,7 +330,7 @@ class Fleet:
 
     def logs(self) -> str:
         """The tails of every process's log (for a failing test's report)."""
-        processes = [*self.apiservers, *self.controllers, *self.agents.values()]
+        processes = [*self.apiservers, *self.controllers, *self.watchdogs.values(), *self.agents.values()]
         if hasattr(self, "etcd"):
             processes += [m.process for m in self.etcd.members]
         return "\n".join(f"==== {p.name} ====\n{p.log_tail()}" for p in processes)
@@ -316,6 +338,7 @@ class Fleet:
     async def stop(self) -> None:
         """Stop everything in dependency order, then remove all that the run made (even when stopping failed)."""
         try:
+            await asyncio.gather(*(p.stop() for p in self.watchdogs.values()), return_exceptions=True)
             await asyncio.gather(*(p.stop() for p in self.agents.values()), return_exceptions=True)
             await asyncio.gather(*(p.stop() for p in self.controllers), return_exceptions=True)
             await asyncio.gather(*(p.stop() for p in self.apiservers), return_exceptions=True)

@@ -28,7 +28,12 @@ class SoakConfig:
       for convergence).
     * `fault_interval`: a fault starts every uniform(min, max) seconds; `fault_kinds` limits the kinds (empty: all).
     * `max_faults`: stop injecting after this many (0: no limit; the smoke test uses 2 or 3).
-    * `max_overlap`: the fence bound: the longest time two running copies of one service may overlap.
+    * `max_overlap`: the fence bound: the longest time two running copies of one service may overlap when the
+      project moved without a hand-off (node health moved it off a node it no longer heard from).
+    * `fence_slack`: how long past its node's fence deadline (Lease renew time + `--fence-after`) a container may
+      be seen running (the engines' kill and the sampling's own latency).
+    * `handoff_bound`: how long a hand-off's old copy may run after its new copy is ready, while the old node's
+      agent runs.
     * `convergence_bound`: every project matches its spec within this long after the last fault ends.
     * `leaks`: what counts as a memory or file-descriptor leak (`sampler.Limits`: warm-up, the window a process
       must be watched for to be judged, slope limits and growth floors).
@@ -46,6 +51,8 @@ class SoakConfig:
     op_interval: tuple[float, float] = (1.0, 3.0)
     max_projects: int = 10
     max_overlap: float = 5.0
+    fence_slack: float = 2.0
+    handoff_bound: float = 5.0
     convergence_bound: float = 120.0
     sample_interval: float = 1.0
     resource_interval: float = 5.0

@@ -12,10 +12,12 @@ from collections import Counter
 from typing import Any
 
 from support.soak.config import SoakConfig
+from support.soak.duplicates import duplicates_section
 from support.soak.faults import FaultInjector
 from support.soak.history import WriteLog
 from support.soak.observe import Observer
 from support.soak.sampler import ResourceSampler
+from support.soak.verdict import line
 from support.soak.workload import Workload
 
 EXAMPLES = 10
@@ -28,12 +30,6 @@ def _leak(verdict: str, run: dict[str, Any]) -> str:
     figure = LEAKS[verdict]
     start = run.get(f"{figure}_start", run.get(f"{figure}_after_warmup"))
     return f"{verdict} ({figure} {start}→{run.get(f'{figure}_end')}, late {run.get(f'{figure}_per_hour_late')}/h)"
-
-
-def line(name: str, figure: object, target: str, held: bool, detail: str = "") -> dict[str, object]:
-    """One invariant's verdict line."""
-    return {"invariant": name, "figure": figure, "target": target, "verdict": "held" if held else "violated",
-            "detail": detail}  # fmt: skip
 
 
 def _faults(injector: FaultInjector, observer: Observer, origin: float) -> dict[str, Any]:
@@ -99,13 +95,14 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
     lost: list[str] = results.get("lost", ["the read-back did not run"])
     stale: list[str] = results.get("stale_reads", [])
     converged_s, unconverged = results.get("convergence", (None, {"*": "not measured"}))
-    overlaps = sorted(observer.overlaps, key=lambda o: -o.seconds)
-    worst = overlaps[0] if overlaps else None
     resources, leaks = _resources(sampler, config)
     judged = sum(1 for runs in resources.values() for run in runs if run["judged"])
     origin = results["origin"]
     faults = _faults(injector, observer, origin)
     escaped = [e for e in injector.events if e.escaped_routes]
+    duplicates, duplicate_lines = duplicates_section(
+        observer.overlaps, observer.fence, injector.events, config, origin, results.get("wall_offset", 0.0)
+    )
     if "error" in results:
         report["error"] = results["error"]
     report.update(
@@ -120,7 +117,9 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
             "stale_read_examples": stale[:EXAMPLES],
         },
         workload={"operations": dict(workload.ops), "projects_created": workload._next,
-                  "projects_deleted": len(workload.deleted), "drain_failures": workload.drain_failures[:EXAMPLES]},
+                  "projects_deleted": len(workload.deleted), "drain_failures": workload.drain_failures[:EXAMPLES],
+                  "drains": [[node, round(start - origin, 1), round(end - origin, 1) if end != float("inf") else None]
+                             for node, start, end in workload.drains]},
         faults=faults,
         convergence={
             "after_last_fault_s": None if converged_s is None else round(converged_s, 1),
@@ -128,26 +127,14 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
             "per_fault_recovery_s": [e["recovered_s"] for e in faults["events"]],
             "unconverged": dict(list(unconverged.items())[:EXAMPLES]),
         },
-        duplicates={
-            "overlap_max_s": round(worst.seconds, 1) if worst else 0.0,
-            "bound_s": config.max_overlap,
-            "episodes": len(overlaps),
-            "worst": [{"project": o.project, "service": o.service, "hosts": o.hosts, "at_s": round(o.start - origin, 1),
-                       "seconds": round(o.seconds, 1), "sampled_s": round(o.sampled, 1),
-                       "from": "sampled" if o.measured is None else "engine times"} for o in overlaps[:5]],
-            "snapshots": observer.snapshots,
-            "snapshots_without_api": observer.failed_snapshots,
-        },
+        duplicates={**duplicates, "snapshots": observer.snapshots, "snapshots_without_api": observer.failed_snapshots},
         resources={"limits": dataclasses.asdict(config.leaks), "judged": judged, "processes": resources},
         leftovers=left,
     )  # fmt: skip
-    over = [o for o in overlaps if o.seconds > config.max_overlap]
     report["invariants"] = [
         line("no acknowledged write lost", len(lost), "= 0", not lost and not stale,
              "; ".join((lost + stale)[:3]) or f"{log.acknowledged} acknowledged writes read back"),
-        line("no duplicate container beyond the fence bound", report["duplicates"]["overlap_max_s"],
-             f"<= {config.max_overlap:g}s", not over,
-             "; ".join(f"{o.project}/{o.service} on {o.hosts} for {o.seconds:.1f}s" for o in over[:3])),
+        *duplicate_lines,
         line("every project converges within the bound after the last fault",
              report["convergence"]["after_last_fault_s"], f"<= {config.convergence_bound:g}s",
              converged_s is not None, "; ".join(f"{k}: {v}" for k, v in list(unconverged.items())[:3])),
@@ -164,4 +151,4 @@ def build_report(config: SoakConfig, results: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-__all__ = ["build_report", "line"]
+__all__ = ["build_report"]

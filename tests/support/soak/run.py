@@ -35,11 +35,12 @@ DB_INTERVAL = 30.0
 
 
 def fleet_processes(fleet: Fleet) -> Iterator[tuple[str, int | None]]:
-    """(name, pid) of every process of the fleet: etcd members, apiservers, controllers, agents, engines."""
+    """(name, pid) of every process of the fleet: etcd members, apiservers, controllers, agents, watchdogs,
+    engines."""
     if hasattr(fleet, "etcd"):
         for member in fleet.etcd.members:
             yield member.process.name, member.process.pid
-    for process in [*fleet.apiservers, *fleet.controllers, *fleet.agents.values()]:
+    for process in [*fleet.apiservers, *fleet.controllers, *fleet.agents.values(), *fleet.watchdogs.values()]:
         yield process.name, process.pid
     for docker in fleet.dockers.values():
         yield docker.process.name, docker.process.pid
@@ -184,7 +185,16 @@ async def _soak(
     workload = Workload(fleet, client, log, config, clock=clock, rng=rng)
     await workload.setup()
     sampler = ResourceSampler(lambda: fleet_processes(fleet))
-    observer = Observer(fleet, client, workload.prefix, clock, config.sample_interval)
+    fence_after = config.heartbeat_timeout + config.grace_period  # the fleet's agents' --fence-after
+    observer = Observer(
+        fleet,
+        client,
+        workload.prefix,
+        clock,
+        config.sample_interval,
+        fence_after=fence_after,
+        draining=workload.draining,
+    )
 
     def ended(event: FaultEvent) -> None:
         observer.fault_ended(event)
@@ -218,6 +228,7 @@ async def _soak(
         sampler.sample(clock.monotonic())
         results.update(
             origin=origin,
+            wall_offset=clock.now() - clock.monotonic(),
             elapsed=clock.monotonic() - origin,
             log=log,
             workload=workload,

@@ -7,7 +7,8 @@ time every uniform(`op_interval`) seconds, against every apiserver of the fleet.
 * Every write carries the next seq in `history.SEQ_ANNOTATION` and goes into the `WriteLog`: acknowledged when
   the apiserver answered, ambiguous when the call failed in a way that does not tell (`AMBIGUOUS`). A refusal
   (NotFound, Conflict after the retries, Invalid…) was certainly not applied and is only counted.
-* A drain runs `caractrl drain NODE` as an operator would (in the background, one at a time), then uncordons.
+* A drain runs `caractrl drain NODE` as an operator would (in the background, one at a time), then uncordons;
+  `drains` keeps each one's node and time (`draining(node, at)`: was it being drained then).
 * `touched[name]` is the last time a write was aimed at a project (directly or through its Secret), for the
   convergence measure, which leaves projects alone while a change of theirs is still rolling out.
 """
@@ -60,6 +61,7 @@ class Workload:
         self.drain_failures: list[str] = []
         self._next = 0
         self._draining: asyncio.Task[None] | None = None
+        self.drains: list[tuple[str, float, float]] = []  # (node, start, end) on the monotonic clock; end inf: on
 
     def secret_name(self, index: int) -> str:
         return f"{self.prefix}-secret-{index}"
@@ -167,7 +169,19 @@ class Workload:
             self.touched[name] = now
         self._draining = asyncio.create_task(self._drain_and_uncordon(host))
 
+    def draining(self, node: str, at: float) -> bool:
+        """Whether `node` was being drained (from `caractrl drain` to its uncordon) at `at` (monotonic)."""
+        return any(name == node and start <= at <= end for name, start, end in self.drains)
+
     async def _drain_and_uncordon(self, node: str) -> None:
+        index = len(self.drains)
+        self.drains.append((node, self.clock.monotonic(), float("inf")))
+        try:
+            await self._drain_then_uncordon(node)
+        finally:
+            self.drains[index] = (node, self.drains[index][1], self.clock.monotonic())
+
+    async def _drain_then_uncordon(self, node: str) -> None:
         result = await asyncio.to_thread(self.fleet.caractrl, "drain", node, "--timeout", DRAIN_TIMEOUT, timeout=120)
         if result.returncode != 0:
             self.drain_failures.append(f"{node}: {(result.stderr or result.stdout).strip()[-300:]}")

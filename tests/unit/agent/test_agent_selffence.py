@@ -12,7 +12,8 @@ from caravanserai.agent.__main__ import config_from_args, parser
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER
 from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.records import ContainerSummary
-from caravanserai.agent.selffence import KILL_SLACK, LEAD_MARGIN, SelfFence
+from caravanserai.agent.fencing.stops import KILL_SLACK, LEAD_MARGIN
+from caravanserai.agent.selffence import SelfFence
 from caravanserai.controllers.nodehealth.policy import HealthConfig
 from caravanserai.testing.clock import FakeClock
 
@@ -78,7 +79,7 @@ async def test_fences_only_after_the_silence_and_stops_every_running_container()
     task = asyncio.create_task(fence.run())
     try:
         await _advance(clock, 5.0)
-        await fence.contact()  # an answered heartbeat restarts the count
+        await fence.contact(clock.monotonic())  # an answered heartbeat restarts the count
         await _advance(clock, 7.0)  # the 1 s stops plus the margin start at 10 - 2.5 = 7.5 s
         assert not fence.fenced and docker.stopped == []
         await _advance(clock, 1.0)
@@ -182,7 +183,7 @@ async def test_on_reconnect_only_projects_still_bound_here_start_again() -> None
         await _advance(clock, 0.0)  # the loop starts sleeping
         await _advance(clock, 11.0)
         assert fence.fenced and sorted(docker.stopped) == ["a", "b"]
-        await fence.contact()
+        await fence.contact(clock.monotonic())
         assert not fence.fenced and unfenced == [True]
         assert docker.started == ["a"]  # web is still bound here; db's copy is left to the reconciler to remove
     finally:

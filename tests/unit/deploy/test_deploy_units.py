@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from caravanserai.agent.__main__ import parser as agent_parser
+from caravanserai.agent.fencing.__main__ import parser as watchdog_parser
 from caravanserai.apiserver.__main__ import _parser as apiserver_parser
 from caravanserai.controllers.autoscaler.__main__ import parser as autoscaler_parser
 from caravanserai.controllers.manager import parser as manager_parser
@@ -23,6 +24,7 @@ PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "cara-controller-manager": manager_parser,
     "cara-agent": agent_parser,
     "cara-autoscaler": autoscaler_parser,
+    "cara-fence-watchdog": watchdog_parser,
 }
 
 
@@ -59,10 +61,20 @@ def test_etcd_unit_names_every_member_and_mutual_tls() -> None:
     assert cluster.count("https://") == 3
 
 
-def test_the_agent_unit_restarts_it_at_once_and_never_gives_up() -> None:
-    """The node's ingress is served by the agent: a crashed agent is restarted within a second, however often."""
+@pytest.mark.parametrize("unit", ["cara-agent", "cara-fence-watchdog"])
+def test_the_agent_and_its_watchdog_restart_at_once_and_never_give_up(unit: str) -> None:
+    """The node's ingress is served by the agent, and the fence deadline holds while the agent or its watchdog
+    runs: either, crashed, is restarted within a second, however often."""
     config = configparser.ConfigParser(interpolation=None, strict=False)
-    config.read_string((UNITS / "cara-agent.service").read_text().replace("\\\n", " "))
+    config.read_string((UNITS / f"{unit}.service").read_text().replace("\\\n", " "))
     assert config["Service"]["Restart"] == "always"
     assert config["Service"]["RestartSec"] in ("1s", "1", "500ms")
     assert config["Unit"]["StartLimitIntervalSec"] == "0"  # systemd's default gives up after 5 starts in 10 s
+
+
+def test_the_watchdog_reads_where_the_agent_records_its_deadline() -> None:
+    agent, watchdog = _exec_start("cara-agent.service"), _exec_start("cara-fence-watchdog.service")
+    agent_args = agent_parser().parse_args(agent[1:])
+    watchdog_args = watchdog_parser().parse_args(watchdog[1:])
+    assert agent_args.fence_dir and agent_args.fence_dir == watchdog_args.fence_dir
+    assert agent_args.node_name == watchdog_args.node_name

@@ -12,8 +12,10 @@ from support.fleet import EngineContainer
 from support.soak.config import SoakConfig, parse_duration
 from support.soak.faults import KINDS, FaultInjector
 from support.soak.history import CREATE, DELETE, UPDATE, Observed, WriteLog
-from support.soak.observe import Observer, Snapshot, longest_overlap, project_problem, unconverged
+from support.soak.observe import Observer, project_problem, unconverged
+from support.soak.overlaps import longest_overlap
 from support.soak.sampler import Incarnation, Limits, leaking
+from support.soak.snapshot import Snapshot
 
 
 def test_an_acknowledged_write_read_back_older_is_lost() -> None:
