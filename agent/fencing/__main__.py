@@ -53,10 +53,10 @@ async def run(node: str, fence_dir: Path, docker_host: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    configure_logging(args.log_level)
     problem = validate_dns_subdomain(args.node_name)
     if problem:
         fatal(PROG, f"invalid --node-name {args.node_name!r}: {problem}", code=2)
+    configure_logging(args.log_level)
     run_main(PROG, lambda: run(args.node_name, Path(args.fence_dir), args.docker_host), errors=(CaravanseraiError,))
     return 0
 

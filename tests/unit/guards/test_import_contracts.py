@@ -77,13 +77,13 @@ def broken_contracts(output: str) -> list[str]:
         pytest.param(
             "agent/docker/naming.py",
             "import caravanserai.agent.workload.ordering",
-            "agent rooms: wiring, access, ingress | host | workload | volumes, docker",
+            "agent rooms: wiring, access | fencing, ingress | host | workload | volumes, docker",
             id="docker-room-imports-a-room-above",
         ),
         pytest.param(
             "agent/volumes/epochs.py",
             "import caravanserai.agent.workload.ordering",
-            "agent rooms: wiring, access, ingress | host | workload | volumes, docker",
+            "agent rooms: wiring, access | fencing, ingress | host | workload | volumes, docker",
             id="volumes-room-imports-a-sibling-room",
         ),
     ],
