@@ -36,7 +36,8 @@ from caravanserai.controllers.scheduler.filters import (
     Rejection,
     search_checks,
 )
-from caravanserai.controllers.scheduler.scores import SPREAD, NodeScore, Weights, scorer, tie_break_key
+from caravanserai.controllers.scheduler.nodegate import fuse
+from caravanserai.controllers.scheduler.scores import SPREAD, NodeScore, Weights, scorer, tie_breaker
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -126,13 +127,15 @@ def schedule(
     start = start % total if total else 0
     score_of = scorer(project, strategy=policy.strategy, weights=policy.weights, topology=ctx.topology)
     in_search_order, canonical = search_checks(project, policy.filters, ctx)
+    reordered = in_search_order is not canonical
+    in_search_order = fuse(project, in_search_order, ctx)
     wanted = nodes_to_find(total, policy.percentage_of_nodes_to_score)
     search = _Search(project, in_search_order, score_of)
     search.run(_rotated(nodes, start), ctx, wanted=wanted)
     best, second, best_score, second_score = search.best, search.second, search.best_score, search.second_score
     if best is None:
-        if in_search_order is not canonical:  # count every node under its first refusal in canonical order
-            search = _Search(project, canonical, score_of)
+        if reordered:  # count every node under its first refusal in canonical order
+            search = _Search(project, fuse(project, canonical, ctx), score_of)
             search.run(_rotated(nodes, start), ctx, wanted=wanted)
         return Decision(None, visited=search.visited, diagnosis=Diagnosis(total, search.rejections))
     if second is not None and best.name == project.leaving:  # a moved project goes elsewhere when it can
@@ -170,41 +173,65 @@ class _Search:
     second_score: float = -1.0
 
     def run(self, nodes: Iterable[NodeInfo], ctx: FilterContext, *, wanted: int) -> None:
-        project, checks, score_of, rejections = self.project, self.checks, self.score_of, self.rejections
-        name = project.name
+        project, check, score_of, rejections = self.project, first_of(self.checks), self.score_of, self.rejections
+        keyed = tie_breaker(project.name)
         best: NodeInfo | None = None
         second: NodeInfo | None = None
         best_key: tuple[int, str] | None = None  # the tie-break key of `best`, computed on the first tie
         best_score = second_score = -1.0
         feasible = visited = 0
+        # Rejections are counted in runs of the same (interned) one, which neighbouring nodes mostly share.
+        last: Rejection | None = None
+        run = 0
         for node in nodes:
             visited += 1
-            for check in checks:
-                rejection = check(project, node, ctx)
-                if rejection is not None:
-                    rejections[rejection] = rejections.get(rejection, 0) + 1
-                    break
-            else:
-                feasible += 1
-                score = score_of(node)
-                if best is None or score > best_score:
+            rejection = check(project, node, ctx)
+            if rejection is not None:
+                if rejection is last:
+                    run += 1
+                else:
+                    if last is not None:
+                        rejections[last] = rejections.get(last, 0) + run
+                    last, run = rejection, 1
+                continue
+            feasible += 1
+            score = score_of(node)
+            if best is None or score > best_score:
+                second, second_score = best, best_score
+                best, best_score, best_key = node, score, None
+            elif score == best_score:
+                if best_key is None:
+                    best_key = keyed(best.name)
+                key = keyed(node.name)
+                if key < best_key:
                     second, second_score = best, best_score
-                    best, best_score, best_key = node, score, None
-                elif score == best_score:
-                    if best_key is None:
-                        best_key = tie_break_key(name, best.name)
-                    key = tie_break_key(name, node.name)
-                    if key < best_key:
-                        second, second_score = best, best_score
-                        best, best_key = node, key
-                    elif second_score < score:
-                        second, second_score = node, score
-                elif score > second_score:
+                    best, best_key = node, key
+                elif second_score < score:
                     second, second_score = node, score
-                if feasible >= wanted:
-                    break
+            elif score > second_score:
+                second, second_score = node, score
+            if feasible >= wanted:
+                break
+        if last is not None:
+            rejections[last] = rejections.get(last, 0) + run
         self.feasible, self.visited = feasible, visited
         self.best, self.best_score, self.second, self.second_score = best, best_score, second, second_score
+
+
+def first_of(checks: tuple[FilterFunc, ...]) -> FilterFunc:
+    """One check that returns the first rejection of `checks` in order (None when the node passes them all): the
+    only check itself when there is one, so that a search calls one function per node."""
+    if len(checks) == 1:
+        return checks[0]
+
+    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+        for each in checks:
+            rejection = each(project, node, ctx)
+            if rejection is not None:
+                return rejection
+        return None
+
+    return check
 
 
 __all__ = [

@@ -251,6 +251,16 @@ def tie_break_key(project_name: str, node_name: str) -> tuple[int, str]:
     return _name_hash(node_name) ^ _name_hash(project_name), node_name
 
 
+def tie_breaker(project_name: str) -> Callable[[str], tuple[int, str]]:
+    """`tie_break_key` with the project fixed (its hash computed once): the same key for every node name."""
+    project_hash, name_hash = _name_hash(project_name), _name_hash
+
+    def key(node_name: str) -> tuple[int, str]:
+        return name_hash(node_name) ^ project_hash, node_name
+
+    return key
+
+
 __all__ = [
     "NODE_AFFINITY",
     "PROJECT_AFFINITY",
@@ -278,5 +288,6 @@ __all__ = [
     "scorer",
     "start_delay",
     "tie_break_key",
+    "tie_breaker",
     "total_score",
 ]
