@@ -90,11 +90,19 @@ class _Counted:
 
 @dataclass(frozen=True, slots=True)
 class ProjectChange:
-    """What an observed project change means for scheduling: resources were released on some node (other
-    Pending projects may fit now), and/or an assumption ended with the project still Pending (retry it)."""
+    """What an observed project change means for scheduling: resources, host ports or nominated room were released
+    on the nodes `freed_on` (other Pending projects may fit there now), a placed project's required anti-affinity
+    stopped counting or moved (`anti_moved`: projects it kept off a domain may fit anywhere there now), and/or an
+    assumption ended with the project still Pending (retry it)."""
 
-    freed: bool = False
+    freed_on: frozenset[str] = frozenset()
+    anti_moved: bool = False
     retry: bool = False
+
+    @property
+    def freed(self) -> bool:
+        """Whether room was released on some node."""
+        return bool(self.freed_on)
 
 
 @dataclass(slots=True)
@@ -198,48 +206,52 @@ class ClusterState:
 
     def observe_project(self, old: v1.Project | None, new: v1.Project) -> ProjectChange:
         """Apply one informer change of a project (`old` None for an add)."""
-        freed = self._count(new)
-        freed = self._hold_ports(new) or freed
-        freed = self._follow_nomination(new) or freed
+        freed = [*self._count(new), *self._hold_ports(new), *self._follow_nomination(new)]
         retry = False
         assumption = self._assumed.get(new.metadata.name)
         if assumption is not None and old is not None and old.metadata.resource_version == assumption.resource_version:
             self._drop(assumption)
             retry = new.status.phase == v1.PENDING
-        self._file(new.metadata.name)
-        return ProjectChange(freed=freed, retry=retry)
+        anti_moved = self._file(new.metadata.name)
+        return ProjectChange(frozenset(freed), anti_moved, retry)
 
     def forget_project(self, project: v1.Project) -> ProjectChange:
         """Apply an informer deletion: its requests are released and any assumption ends."""
         name = project.metadata.name
         counted = self._counted.pop(name, None)
+        freed = [] if counted is None or not counted.requests else [counted.node]
         if counted is not None:
             add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)
         assumption = self._assumed.get(name)
         if assumption is not None:
             self._drop(assumption)
-        released = self._release_ports(name)
-        self._file(name)
-        released = self.unnominate(name) or released
-        return ProjectChange(freed=(counted is not None and bool(counted.requests)) or released)
+        freed += self._release_ports(name)
+        anti_moved = self._file(name)
+        nominated = self._nominee_node.get(name)
+        if self.unnominate(name) and nominated is not None:
+            freed.append(nominated)
+        return ProjectChange(frozenset(freed), anti_moved)
 
-    def _file(self, name: str) -> None:
-        """File `name` in the topology index where it counts now: bound, else assumed, else nowhere."""
-        counted, assumption = self._counted.get(name), self._assumed.get(name)
+    def _file(self, name: str) -> bool:
+        """File `name` in the topology index where it counts now: bound, else assumed, else nowhere; True when a
+        filing with required anti-affinity terms was taken out or moved."""
+        counted, assumption, old = self._counted.get(name), self._assumed.get(name), self.topology.placed(name)
         if counted is not None:
-            self.topology.place(name, Placed(counted.node, counted.labels, counted.anti_required))
+            placed: Placed | None = Placed(counted.node, counted.labels, counted.anti_required)
         else:
-            self.topology.place(name, assumption.placed if assumption is not None else None)
+            placed = assumption.placed if assumption is not None else None
+        self.topology.place(name, placed)
+        return old is not None and bool(old.anti_required) and (placed is None or placed.node != old.node)
 
-    def _hold_ports(self, project: v1.Project) -> bool:
-        """Make the host ports filed for `project` match its status; True when some were released."""
+    def _hold_ports(self, project: v1.Project) -> tuple[str, ...]:
+        """Make the host ports filed for `project` match its status; returns the nodes where some were released."""
         name, generation = project.metadata.name, project.metadata.generation
         held = self._held.get(name)
         ports = held.ports if held is not None and held.generation == generation else host_ports(project.spec)
         holds = holds_of(project, ports)
         if held is not None and held.holds == holds:
             held.generation = generation
-            return False
+            return ()
         released = self._release_ports(name)
         for hold in holds:
             self._ports.setdefault(hold.node, PortIndex()).add(name, hold.ports, until=hold.until)
@@ -247,16 +259,16 @@ class ClusterState:
             self._held[name] = _Held(generation, ports, holds)
         return released
 
-    def _release_ports(self, name: str) -> bool:
+    def _release_ports(self, name: str) -> tuple[str, ...]:
         held = self._held.pop(name, None)
         if held is None:
-            return False
+            return ()
         for hold in held.holds:
             self._ports.setdefault(hold.node, PortIndex()).remove(name, hold.ports)
-        return True
+        return tuple(hold.node for hold in held.holds)
 
-    def _count(self, project: v1.Project) -> bool:
-        """Make the counted binding of `project` match it; True when requests were released from a node."""
+    def _count(self, project: v1.Project) -> tuple[str, ...]:
+        """Make the counted binding of `project` match it; returns the node requests were released from."""
         name = project.metadata.name
         status = project.status
         bound = status.phase in v1.BOUND_PHASES and bool(status.node_ref)
@@ -265,7 +277,7 @@ class ClusterState:
         if same_binding and counted is not None and counted.generation == project.metadata.generation:
             if counted.labels != dict(project.metadata.labels):
                 counted.labels = dict(project.metadata.labels)
-            return False
+            return ()
         freed = False
         if counted is not None:
             add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)
@@ -279,7 +291,7 @@ class ClusterState:
             self._counted[name] = _Counted(status.node_ref, requests, project.metadata.generation, labels, anti)
             if counted is not None and counted.node == status.node_ref:
                 freed = any(requests.get(r, 0) < v for r, v in counted.requests.items())
-        return freed
+        return (counted.node,) if freed and counted is not None else ()
 
     # ---- nominations ------------------------------------------------------------------------------------------
 
@@ -301,15 +313,15 @@ class ClusterState:
         """The node room is kept on for project `name` ("" when none)."""
         return self._nominee_node.get(name, "")
 
-    def _follow_nomination(self, project: v1.Project) -> bool:
-        """Make the room kept for `project` match its status; True when room was released."""
+    def _follow_nomination(self, project: v1.Project) -> tuple[str, ...]:
+        """Make the room kept for `project` match its status; returns the node where room was released."""
         name, node = project.metadata.name, project.status.nominated_node_name
+        before = self._nominee_node.get(name)
         if project.status.phase != v1.PENDING or not node:
-            return self.unnominate(name)
+            return (before,) if self.unnominate(name) and before is not None else ()
         nominee = Nominee(name, project.spec.priority, project_requests(project), host_ports(project.spec))
-        released = self._nominee_node.get(name) not in (None, node)
         self.nominate(nominee, node)
-        return released
+        return (before,) if before is not None and before != node else ()
 
     # ---- assumptions ------------------------------------------------------------------------------------------
 
