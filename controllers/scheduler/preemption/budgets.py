@@ -11,6 +11,7 @@ victims and, when only protected ones would make room, preempts nothing there.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from caravanserai import v1
@@ -34,6 +35,13 @@ class GuardedBound:
         if not self.protected:
             return evictable
         return tuple(c for c in evictable if c.name not in self.protected)
+
+    def node_of(self, name: str) -> str:
+        return self.bound.node_of(name)
+
+    def lowest(self, priority: int) -> Iterator[Candidate]:
+        """`BoundProjects.lowest` without the protected replicas."""
+        return (c for c in self.bound.lowest(priority) if c.name not in self.protected)
 
 
 class Budgets:
