@@ -37,8 +37,8 @@ from caravanserai.controllers.scheduler.filters import (
     search_checks,
 )
 from caravanserai.controllers.scheduler.nodegate import fuse
-from caravanserai.controllers.scheduler.scores import SPREAD, NodeScore, Weights, scorer, tie_breaker
-from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
+from caravanserai.controllers.scheduler.scores import SPREAD, NodeScore, Weights, scorer
+from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, name_hash
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
@@ -174,10 +174,10 @@ class _Search:
 
     def run(self, nodes: Iterable[NodeInfo], ctx: FilterContext, *, wanted: int) -> None:
         project, check, score_of, rejections = self.project, first_of(self.checks), self.score_of, self.rejections
-        keyed = tie_breaker(project.name)
+        project_hash = name_hash(project.name)
         best: NodeInfo | None = None
         second: NodeInfo | None = None
-        best_key: tuple[int, str] | None = None  # the tie-break key of `best`, computed on the first tie
+        best_hash = -1  # the first part of `best`'s tie-break key (computed on the first tie; keys are >= 0)
         best_score = second_score = -1.0
         feasible = visited = 0
         # Rejections are counted in runs of the same (interned) one, which neighbouring nodes mostly share.
@@ -198,14 +198,14 @@ class _Search:
             score = score_of(node)
             if best is None or score > best_score:
                 second, second_score = best, best_score
-                best, best_score, best_key = node, score, None
-            elif score == best_score:
-                if best_key is None:
-                    best_key = keyed(best.name)
-                key = keyed(node.name)
-                if key < best_key:
+                best, best_score, best_hash = node, score, -1
+            elif score == best_score:  # the lower `tie_break_key` (hash, then name) wins
+                if best_hash < 0:
+                    best_hash = best.name_hash ^ project_hash
+                tie_hash = node.name_hash ^ project_hash
+                if tie_hash < best_hash or (tie_hash == best_hash and node.name < best.name):
                     second, second_score = best, best_score
-                    best, best_key = node, key
+                    best, best_hash = node, tie_hash
                 elif second_score < score:
                     second, second_score = node, score
             elif score > second_score:

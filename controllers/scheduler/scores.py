@@ -24,15 +24,13 @@ decision is reproducible.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from caravanserai.controllers.scheduler import placementscores
 from caravanserai.controllers.scheduler.filters import tolerated
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
-from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo
+from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo, name_hash
 from caravanserai.controllers.scheduler.topology import EMPTY_TOPOLOGY, TopologyView
 from caravanserai.project.movecost import bare_node_delay, rpo_margin, start_delay_function, start_delay_seconds
 
@@ -240,25 +238,11 @@ def scorer(
     return with_preferences
 
 
-@functools.lru_cache(maxsize=65536)
-def _name_hash(name: str) -> int:
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big")
-
-
 def tie_break_key(project_name: str, node_name: str) -> tuple[int, str]:
     """Orders nodes of equal score: a stable hash of the node name mixed with one of the project name (lower
-    first: each project sees the nodes in its own fixed order), then the node name."""
-    return _name_hash(node_name) ^ _name_hash(project_name), node_name
-
-
-def tie_breaker(project_name: str) -> Callable[[str], tuple[int, str]]:
-    """`tie_break_key` with the project fixed (its hash computed once): the same key for every node name."""
-    project_hash, name_hash = _name_hash(project_name), _name_hash
-
-    def key(node_name: str) -> tuple[int, str]:
-        return name_hash(node_name) ^ project_hash, node_name
-
-    return key
+    first: each project sees the nodes in its own fixed order), then the node name. (A search reads the node's
+    hash from `NodeInfo.name_hash`, the same `name_hash`.)"""
+    return name_hash(node_name) ^ name_hash(project_name), node_name
 
 
 __all__ = [
@@ -288,6 +272,5 @@ __all__ = [
     "scorer",
     "start_delay",
     "tie_break_key",
-    "tie_breaker",
     "total_score",
 ]

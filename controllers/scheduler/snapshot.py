@@ -14,6 +14,8 @@ tables and never parse a quantity or walk a protobuf message while deciding.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -71,7 +73,7 @@ class NodeInfo:
     normalised names of the images it holds (`moveneeds.image_key`), `allowed_host_paths` the host paths its agent
     lets HostPath volumes mount (empty: any), `ports` the host ports taken on it (bound, assumed, and hand-offs' old
     copies; `ports.py`), `nominated` the room kept for projects nominated to it after preempting others there
-    (`nominated.py`)."""
+    (`nominated.py`); `name_hash` is `name_hash(name)`, worked out once (it orders nodes of equal score)."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -87,6 +89,10 @@ class NodeInfo:
     allowed_host_paths: tuple[str, ...] = ()  # the agent's --allowed-host-paths (empty: any path)
     ports: PortIndex = field(default_factory=PortIndex)
     nominated: NominatedRoom = field(default_factory=NominatedRoom)
+    name_hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.name_hash = name_hash(self.name)
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested for `resource` (negative when overcommitted by others)."""
@@ -119,6 +125,12 @@ class ProjectInfo:
         # The requests in reporting order (cpu, memory, the others by name), computed once per decision.
         ordered_items = tuple((name, self.requests[name]) for name in ordered(self.requests))
         object.__setattr__(self, "ordered_requests", ordered_items)
+
+
+@functools.lru_cache(maxsize=65536)
+def name_hash(name: str) -> int:
+    """A stable 64-bit hash of a name (the same in every process and run, unlike `hash`)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big")
 
 
 def node_spec_fields(node: v1.Node) -> tuple[dict[str, str], bool, tuple[TaintInfo, ...], Resources]:
@@ -174,6 +186,7 @@ __all__ = [
     "TaintInfo",
     "TolerationInfo",
     "lease_renew_time",
+    "name_hash",
     "node_rates",
     "node_spec_fields",
     "project_info",
