@@ -14,8 +14,9 @@ Projects (sizes as in bench_scheduler.py) belong to `app=g<i % 100>`; of them
   carries (no two of one such group on a node).
 
 Measured: binds/s of `--projects` projects pending when the scheduler starts (from its first binding to its
-last); create→bound percentiles of `--paced` projects created at `--rate`/s afterwards; from the final state read
-back from the API (not from the scheduler): nodes overcommitted, required anti-affinity terms violated (two
+last; with the scheduler's CPU time over the same span and how busy the machine was, as in bench_scheduler.py);
+create→bound percentiles of `--paced` projects created at `--rate`/s afterwards; from the final state read back
+from the API (not from the scheduler): nodes overcommitted, required anti-affinity terms violated (two
 projects of one `solo` group on one node) and spread constraints violated (a `tier` group whose most and least
 loaded zones differ by more than 1).
 
