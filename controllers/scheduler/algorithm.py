@@ -220,9 +220,28 @@ class _Search:
 
 def first_of(checks: tuple[FilterFunc, ...]) -> FilterFunc:
     """One check that returns the first rejection of `checks` in order (None when the node passes them all): the
-    only check itself when there is one, so that a search calls one function per node."""
+    only check itself when there is one, so that a search calls one function per node (two or three written out,
+    without a loop)."""
     if len(checks) == 1:
         return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+
+        def both(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+            rejection = first(project, node, ctx)
+            return rejection if rejection is not None else second(project, node, ctx)
+
+        return both
+    if len(checks) == 3:
+        first, second, third = checks
+
+        def three(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+            rejection = first(project, node, ctx)
+            if rejection is None:
+                rejection = second(project, node, ctx)
+            return rejection if rejection is not None else third(project, node, ctx)
+
+        return three
 
     def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
         for each in checks:

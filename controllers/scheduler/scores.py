@@ -137,13 +137,30 @@ def score_parts(
 ) -> list[tuple[str, float]]:
     """Each plugin's weighted part of the score of `project` on `node`, in the order `total_score` adds them; the
     preference plugins only when the project has such preferences."""
-    parts = [
-        (RESOURCES, weights.resources * resource_score(strategy)(project, node)),
-        (TAINTS, weights.taints * (prefer_no_schedule(project, node) if node.taints else MAX_SCORE)),
-        (START_DELAY, weights.pull * start_delay(project, node)),
-        (RPO, weights.rpo * rpo(project, node)),
-    ]
-    return parts + [(name, weight * score(node)) for name, weight, score in _preferences(project, weights, topology)]
+    return parts_scorer(project, strategy=strategy, weights=weights, topology=topology)(node)
+
+
+def parts_scorer(
+    project: ProjectInfo,
+    *,
+    strategy: str = SPREAD,
+    weights: Weights = Weights(),
+    topology: TopologyView = EMPTY_TOPOLOGY,
+) -> Callable[[NodeInfo], list[tuple[str, float]]]:
+    """`score_parts` of `project` as a function of the node alone, the preference plugins prepared once (for
+    explaining a decision on a few nodes)."""
+    resources, preferences = resource_score(strategy), _preferences(project, weights, topology)
+
+    def parts(node: NodeInfo) -> list[tuple[str, float]]:
+        return [
+            (RESOURCES, weights.resources * resources(project, node)),
+            (TAINTS, weights.taints * (prefer_no_schedule(project, node) if node.taints else MAX_SCORE)),
+            (START_DELAY, weights.pull * start_delay(project, node)),
+            (RPO, weights.rpo * rpo(project, node)),
+            *((name, weight * score(node)) for name, weight, score in preferences),
+        ]
+
+    return parts
 
 
 def total_score(
@@ -228,6 +245,13 @@ def scorer(
     preferences = [(weight, function) for _, weight, function in _preferences(project, weights, topology)]
     if not preferences:
         return score
+    if len(preferences) == 1:  # the usual case, without the loop (the same sum)
+        ((weight, function),) = preferences
+
+        def with_one(node: NodeInfo) -> float:
+            return score(node) + weight * function(node)
+
+        return with_one
 
     def with_preferences(node: NodeInfo) -> float:
         total = score(node)
@@ -253,6 +277,7 @@ __all__ = [
     "START_DELAY",
     "TAINTS",
     "TOPOLOGY_SPREAD",
+    "parts_scorer",
     "score_parts",
     "BINPACK",
     "MAX_SCORE",
