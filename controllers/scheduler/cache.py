@@ -25,6 +25,10 @@ Guarantees:
 * **Nominations follow the informer** (`nominated.py`): a Pending project with `status.nominatedNodeName` has its
   requests and host ports kept on that node for it; binding, leaving Pending, losing the field or deletion ends
   that. The scheduler nominates at once when it decides to preempt (`nominate`), before the write shows.
+* **Every change of a node's record counts** (`NodeInfo.version`): an upsert, and every change of what is counted
+  on it (bound, assumed, unbound: `_add_requested`, the one place `requested` changes), so that what a search
+  remembered about the node at a version (`nodegate.py`) is never read after the node changed. (Its Lease renewal,
+  nominations and host ports do not count: a search reads those live.)
 * **Node order is stable.** `nodes()` is sorted by name and rebuilt only when nodes come or go; `next_start`
   rotates through it so that sampled searches take turns.
 
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 from caravanserai import v1
 from caravanserai.controllers.scheduler.images import ImageIndex
 from caravanserai.controllers.scheduler.nominated import NominatedRoom, Nominee
-from caravanserai.controllers.scheduler.ports import Hold, HostPorts, PortIndex, holds_of, host_ports
+from caravanserai.controllers.scheduler.ports import PortIndex, holds_of, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.controllers.scheduler.snapshot import (
     NodeInfo,
@@ -49,60 +53,13 @@ from caravanserai.controllers.scheduler.snapshot import (
     node_rates,
     node_spec_fields,
 )
+from caravanserai.controllers.scheduler.staterecords import Assumption, Counted, Held, ProjectChange
 from caravanserai.controllers.scheduler.topology import Placed, TopologyIndex
-from caravanserai.project.affinity import ProjectTerm, placement_of
+from caravanserai.project.affinity import placement_of
 from caravanserai.project.moveneeds import node_images
 
 DEFAULT_ASSUME_TTL = 30.0
 ASSUMED = "assumed"  # the tag of an assumption's holds in a node's PortIndex
-
-
-@dataclass(slots=True)
-class Assumption:
-    """A binding decided and (being) written, not yet shown by the informer."""
-
-    project: str
-    node: str
-    requests: Resources
-    resource_version: str  # the project version the decision was made on
-    expires_at: float | None = None  # monotonic; set once the bind's outcome is unknown
-    ports: HostPorts = ()
-    placed: Placed | None = None  # what the topology index files for it while it is assumed
-
-
-@dataclass(slots=True)
-class _Held:
-    """The host ports a project holds (as the informer shows it), read once per generation."""
-
-    generation: int
-    ports: HostPorts
-    holds: tuple[Hold, ...]
-
-
-@dataclass(slots=True)
-class _Counted:
-    node: str
-    requests: Resources
-    generation: int
-    labels: dict[str, str]
-    anti_required: tuple[ProjectTerm, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ProjectChange:
-    """What an observed project change means for scheduling: resources, host ports or nominated room were released
-    on the nodes `freed_on` (other Pending projects may fit there now), a placed project's required anti-affinity
-    stopped counting or moved (`anti_moved`: projects it kept off a domain may fit anywhere there now), and/or an
-    assumption ended with the project still Pending (retry it)."""
-
-    freed_on: frozenset[str] = frozenset()
-    anti_moved: bool = False
-    retry: bool = False
-
-    @property
-    def freed(self) -> bool:
-        """Whether room was released on some node."""
-        return bool(self.freed_on)
 
 
 @dataclass(slots=True)
@@ -115,13 +72,13 @@ class ClusterState:
     # without a Node too: a project may be bound to a node the informer has not shown yet.
     _requested: dict[str, Resources] = field(default_factory=dict)
     _renew: dict[str, float | None] = field(default_factory=dict)  # Lease renew time by node name
-    _counted: dict[str, _Counted] = field(default_factory=dict)  # bound projects as the informer shows them
+    _counted: dict[str, Counted] = field(default_factory=dict)  # bound projects as the informer shows them
     _assumed: dict[str, Assumption] = field(default_factory=dict)
     _expiring: dict[str, Assumption] = field(default_factory=dict)  # assumptions with `expires_at` set
     _images: ImageIndex = field(default_factory=ImageIndex)
     # Host ports taken per node name, shared with its NodeInfo (`ports`); kept for names without a Node too.
     _ports: dict[str, PortIndex] = field(default_factory=dict)
-    _held: dict[str, _Held] = field(default_factory=dict)  # projects holding host ports, as the informer shows them
+    _held: dict[str, Held] = field(default_factory=dict)  # projects holding host ports, as the informer shows them
     topology: TopologyIndex = field(default_factory=TopologyIndex)  # placed projects by domain (`topology.py`)
     # Room kept per node name for nominated projects, shared with its NodeInfo (`nominated`), and each nominee's node.
     _nominated: dict[str, NominatedRoom] = field(default_factory=dict)
@@ -165,6 +122,7 @@ class ClusterState:
                 allocatable,
             )
         info.labels, info.unschedulable, info.taints, info.allocatable = labels, unschedulable, taints, allocatable
+        info.version += 1  # -1 (new) to 0: kept here from now on
         self.topology.set_node(name, labels)
         allowed = tuple(node.status.allowed_host_paths)
         changed = changed or info.allowed_host_paths != allowed
@@ -221,7 +179,7 @@ class ClusterState:
         counted = self._counted.pop(name, None)
         freed = [] if counted is None or not counted.requests else [counted.node]
         if counted is not None:
-            add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)
+            self._add_requested(counted.node, counted.requests, -1)
         assumption = self._assumed.get(name)
         if assumption is not None:
             self._drop(assumption)
@@ -256,7 +214,7 @@ class ClusterState:
         for hold in holds:
             self._ports.setdefault(hold.node, PortIndex()).add(name, hold.ports, until=hold.until)
         if holds:
-            self._held[name] = _Held(generation, ports, holds)
+            self._held[name] = Held(generation, ports, holds)
         return released
 
     def _release_ports(self, name: str) -> tuple[str, ...]:
@@ -280,15 +238,15 @@ class ClusterState:
             return ()
         freed = False
         if counted is not None:
-            add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)
+            self._add_requested(counted.node, counted.requests, -1)
             del self._counted[name]
             freed = bool(counted.requests)
         if bound:
             requests = project_requests(project)
-            add_into(self._requested.setdefault(status.node_ref, {}), requests)
+            self._add_requested(status.node_ref, requests)
             anti = placement_of(project.spec).anti_required
             labels = dict(project.metadata.labels)
-            self._counted[name] = _Counted(status.node_ref, requests, project.metadata.generation, labels, anti)
+            self._counted[name] = Counted(status.node_ref, requests, project.metadata.generation, labels, anti)
             if counted is not None and counted.node == status.node_ref:
                 freed = any(requests.get(r, 0) < v for r, v in counted.requests.items())
         return (counted.node,) if freed and counted is not None else ()
@@ -344,7 +302,7 @@ class ClusterState:
             ports=project.host_ports,
             placed=placed,
         )
-        add_into(self._requested.setdefault(node, {}), assumption.requests)
+        self._add_requested(node, assumption.requests)
         self._ports.setdefault(node, PortIndex()).add(project.name, assumption.ports, tag=ASSUMED)
         self._assumed[project.name] = assumption
         self._file(project.name)
@@ -375,11 +333,18 @@ class ClusterState:
     def _drop(self, assumption: Assumption) -> None:
         del self._assumed[assumption.project]
         self._expiring.pop(assumption.project, None)
-        add_into(self._requested.setdefault(assumption.node, {}), assumption.requests, -1)
+        self._add_requested(assumption.node, assumption.requests, -1)
         self._ports.setdefault(assumption.node, PortIndex()).remove(assumption.project, assumption.ports, tag=ASSUMED)
         self._file(assumption.project)
 
     # ---- reading ----------------------------------------------------------------------------------------------
+
+    def _add_requested(self, node: str, amounts: Mapping[str, int], sign: int = 1) -> None:
+        """Count `amounts` on `node` (`sign` -1: no longer); its record, if any, changed (`NodeInfo.version`)."""
+        add_into(self._requested.setdefault(node, {}), amounts, sign)
+        info = self._nodes.get(node)
+        if info is not None:
+            info.version += 1
 
     def requested(self, node: str) -> Resources:
         """What is counted on `node` now (bound and assumed), as a copy."""

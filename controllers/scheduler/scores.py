@@ -194,20 +194,21 @@ def _preferences(
     return out
 
 
-def scorer(
+def scorer_parts(
     project: ProjectInfo,
     *,
     strategy: str = SPREAD,
     weights: Weights = Weights(),
     topology: TopologyView = EMPTY_TOPOLOGY,
-) -> NodeScore:
+) -> tuple[NodeScore, list[tuple[float, NodeScore]]]:
     """`total_score` of `project` as a function of the node alone, for one decision over many nodes: the same
     value for every node (same operations in the same order), with what depends only on the project, the
     strategy and the weights worked out once, `_mean_share_used` unrolled for its two resources, and the taint
     score of a node without taints, the start-delay score of a node without images and measured download rate
     (for a project that restores nothing) and the RPO score of a project with nothing to upload taken as the
-    constants they are; the preference plugins are prepared once (their counts looked up once) and added last.
-    `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
+    constants they are; the preference plugins are prepared once (their counts looked up once) and added last:
+    (the base score, [(weight, preference score)]), `total_score` being the base plus each weighted preference in
+    turn. `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
     resource_score(strategy)  # refuses an unknown strategy
     spread = strategy == SPREAD
     (cpu, cpu_wanted), (memory, memory_wanted) = _scored_requests(project)  # `_mean_share_used`, unrolled below
@@ -242,7 +243,23 @@ def scorer(
             total += w_pull * (pull_top / (reference + delay_of(node)))
         return total + (w_rpo * rpo(project, node) if uploads else keeps_up)
 
-    preferences = [(weight, function) for _, weight, function in _preferences(project, weights, topology)]
+    return score, [(weight, function) for _, weight, function in _preferences(project, weights, topology)]
+
+
+def scorer(
+    project: ProjectInfo,
+    *,
+    strategy: str = SPREAD,
+    weights: Weights = Weights(),
+    topology: TopologyView = EMPTY_TOPOLOGY,
+) -> NodeScore:
+    """`total_score` of `project` as a function of the node alone, for one decision over many nodes (see
+    `scorer_parts`): the base score, then each preference plugin's weighted part added in turn."""
+    return with_preferences(*scorer_parts(project, strategy=strategy, weights=weights, topology=topology))
+
+
+def with_preferences(score: NodeScore, preferences: list[tuple[float, NodeScore]]) -> NodeScore:
+    """`score` plus each weighted preference in turn (`scorer` from `scorer_parts`)."""
     if not preferences:
         return score
     if len(preferences) == 1:  # the usual case, without the loop (the same sum)
@@ -253,13 +270,13 @@ def scorer(
 
         return with_one
 
-    def with_preferences(node: NodeInfo) -> float:
+    def with_all(node: NodeInfo) -> float:
         total = score(node)
         for weight, function in preferences:
             total += weight * function(node)
         return total
 
-    return with_preferences
+    return with_all
 
 
 def tie_break_key(project_name: str, node_name: str) -> tuple[int, str]:
@@ -295,6 +312,8 @@ __all__ = [
     "resource_score",
     "rpo",
     "scorer",
+    "scorer_parts",
+    "with_preferences",
     "start_delay",
     "tie_break_key",
     "total_score",

@@ -3,9 +3,13 @@ by one, and decisions equal to a plain search that runs the unprepared filter ch
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
+from caravanserai import v1
+from caravanserai.clock import timestamp
 from caravanserai.controllers.scheduler.algorithm import Decision, Policy, nodes_to_find, schedule
+from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.filters import (
     FILTERS,
     FilterContext,
@@ -21,7 +25,7 @@ from caravanserai.controllers.scheduler.nodegate import BASICS, BASICS_WITH_PORT
 from caravanserai.controllers.scheduler.nominated import NominatedRoom, Nominee
 from caravanserai.controllers.scheduler.ports import HostPort, PortIndex
 from caravanserai.controllers.scheduler.scores import BINPACK, SPREAD, tie_break_key, total_score
-from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, TaintInfo, TolerationInfo
+from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, TaintInfo, TolerationInfo, project_info
 from caravanserai.controllers.scheduler.topology import Placed, TopologyIndex
 from caravanserai.project.affinity import (
     HOSTNAME_KEY,
@@ -32,6 +36,7 @@ from caravanserai.project.affinity import (
     ProjectTerm,
     SpreadConstraint,
 )
+from caravanserai.testing import builders
 
 NOW = 1_000_000.0
 GI = 1024**3
@@ -184,3 +189,68 @@ def test_decisions_equal_a_plain_search_of_the_unprepared_filters() -> None:
                 assert got.runner_up not in (None, got.node)
                 assert want.runner_up in ("", got.runner_up)
     assert min(outcomes.values()) > 50, outcomes  # every kind of outcome is exercised
+
+
+def test_remembered_verdicts_follow_every_change_of_the_cluster_state() -> None:
+    """Decisions on a `ClusterState`'s records (remembered between decisions, `nodememo.py`) equal the plain search
+    while the state changes at random in between: bindings counted, assumed, forgotten and unbound, nodes resized,
+    tainted, cordoned and relabelled, Leases lapsing, room kept for nominees."""
+    rng = random.Random(21)
+    state = ClusterState()
+    names = [f"n{i:02d}" for i in range(30)]
+
+    def upsert(name: str) -> None:
+        spec = builders.node(name, labels={ZONE_KEY: rng.choice(ZONES)}, unschedulable=rng.random() < 0.1)
+        if rng.random() < 0.15:
+            spec.spec.taints.add(key="gpu", effect=rng.choice(("NoSchedule", "PreferNoSchedule")))
+        state.upsert_node(builders.node_status(spec, cpu=rng.choice(("2", "4")), memory=rng.choice(("4Gi", "8Gi"))))
+
+    def renew(name: str, age: float) -> None:
+        renewed = builders.lease(name)
+        renewed.spec.renew_time.CopyFrom(timestamp(NOW - age))
+        state.set_lease(renewed)
+
+    for name in names:
+        upsert(name)
+        renew(name, 5)
+    bound: dict[str, v1.Project] = {}
+    assumed = []
+    kinds = [({"cpu": "500m", "memory": "1Gi"}, ""), ({"cpu": "1"}, ""), ({"cpu": "250m"}, "gpu")]
+    policy = Policy(percentage_of_nodes_to_score=30)
+    decisions = 0
+    for step in range(600):
+        action = rng.random()
+        if action < 0.3:
+            p = builders.project(f"b{step}", requests=rng.choice(kinds)[0])
+            p.metadata.resource_version, p.metadata.generation = "1", 1
+            p.status.phase, p.status.node_ref = v1.RUNNING, rng.choice(names)
+            state.observe_project(None, p)
+            bound[p.metadata.name] = p
+        elif action < 0.4 and bound:
+            state.forget_project(bound.pop(rng.choice(sorted(bound))))
+        elif action < 0.45 and assumed:
+            state.forget(assumed.pop(rng.randrange(len(assumed))))
+        elif action < 0.5:
+            upsert(rng.choice(names))
+        elif action < 0.55:
+            renew(rng.choice(names), rng.choice((5, 5, 500)))
+        elif action < 0.6:
+            state.nominate(Nominee(f"vip{step}", rng.choice((0, 10)), {"cpu": 1000}), rng.choice(names))
+        elif action < 0.65:
+            state.unnominate(f"vip{rng.randrange(step + 1)}")
+        requests, toleration = rng.choice(kinds)
+        info = project_info(builders.project(f"p{step}", requests=requests))
+        if toleration:
+            info = dataclasses.replace(info, tolerations=(TolerationInfo(toleration, operator="Exists"),))
+        ctx = FilterContext(now=NOW, topology=state.topology)
+        start = rng.randrange(len(names))
+        got, want = (
+            schedule(info, state.nodes(), ctx, start=start, policy=policy),
+            plain_search(info, state.nodes(), ctx, start, policy),
+        )
+        assert (got.node, got.visited, got.feasible, got.score) == (want.node, want.visited, want.feasible, want.score)
+        decisions += 1
+        if got.node is not None and rng.random() < 0.7:
+            assumed.append(state.assume(info, got.node))
+    remembered = sum(len(n.memo) for n in state.nodes())
+    assert decisions == 600 and remembered > 0  # the memo was in use
