@@ -42,6 +42,7 @@ from caravanserai.controllers.scheduler.filters import (
 )
 from caravanserai.controllers.scheduler.nodegate import fuse
 from caravanserai.controllers.scheduler.nodememo import Evaluate, check_then_score, kind_of, memo_evaluate, split_basics
+from caravanserai.controllers.scheduler.placementfilters import merged
 from caravanserai.controllers.scheduler.scores import SPREAD, Weights, scorer_parts, with_preferences
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, name_hash
 
@@ -132,6 +133,8 @@ def schedule(
     start = start % total if total else 0
     score, preferences = scorer_parts(project, strategy=policy.strategy, weights=policy.weights, topology=ctx.topology)
     in_search_order, canonical = search_checks(project, policy.filters, ctx)
+    reordered = in_search_order is not canonical
+    in_search_order = merged(in_search_order)  # domain checks in a row: one call per node
     before = split_basics(in_search_order)
     if before is not None:  # what the filters and score work out per node is remembered between decisions
         kind = kind_of(project, policy.strategy, policy.weights)
@@ -145,8 +148,8 @@ def schedule(
     search.run(_rotated(nodes, start), wanted=wanted)
     best, second, best_score, second_score = search.best, search.second, search.best_score, search.second_score
     if best is None:
-        if in_search_order is not canonical:  # count every node under its first refusal in canonical order
-            check = first_of(fuse(project, canonical, ctx))
+        if reordered:  # count every node under its first refusal in canonical order
+            check = first_of(fuse(project, merged(canonical), ctx))
             search = _Search(project, check_then_score(project, ctx, check, with_preferences(score, preferences)))
             search.run(_rotated(nodes, start), wanted=wanted)
         return Decision(None, visited=search.visited, diagnosis=Diagnosis(total, search.rejections))
@@ -196,15 +199,16 @@ class _Search:
         run = 0
         for node in nodes:
             visited += 1
-            score = evaluate(node)
-            if isinstance(score, Rejection):
-                if score is last:
+            result = evaluate(node)
+            if result.__class__ is Rejection:  # (not `isinstance`: a call per node; Rejection has no subclasses)
+                if result is last:
                     run += 1
                 else:
                     if last is not None:
                         rejections[last] = rejections.get(last, 0) + run
-                    last, run = score, 1
+                    last, run = result, 1
                 continue
+            score: float = result  # type: ignore[assignment]  # not a Rejection: a score
             feasible += 1
             if best is None or score > best_score:
                 second, second_score = best, best_score
