@@ -28,16 +28,9 @@ import time
 from typing import Any
 
 import structlog
-from bench_scheduler import (
-    SimulatedNodes,
-    ms,
-    overcommitted_nodes,
-    peak_rss_mib,
-    run_concurrently,
-    spawn,
-    wait_http_ok,
-)
+from bench_scheduler import ms, overcommitted_nodes, peak_rss_mib, spawn, wait_http_ok
 from benchlib import free_port, goal, machine_busy_cpu, process_cpu, start_apiserver, stop, wait_serving
+from simcluster import SimulatedNodes, run_concurrently
 
 from caravanserai import meta, v1
 from caravanserai.client import Client

@@ -41,17 +41,9 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import structlog
-from bench_scheduler import (
-    SIZES,
-    BindWatch,
-    SimulatedNodes,
-    measure_pending,
-    ms,
-    overcommitted_nodes,
-    run_concurrently,
-    spawn,
-)
+from bench_scheduler import SIZES, measure_pending, ms, overcommitted_nodes, spawn
 from benchlib import free_port, goal, start_apiserver, stop, wait_serving
+from simcluster import BindWatch, SimulatedNodes, run_concurrently
 
 from caravanserai import v1
 from caravanserai.client import Client
