@@ -127,6 +127,8 @@ def choose(
     """The node and the smallest victim set for `project` (see the module docstring); None when no node has
     lower-priority projects whose eviction could free enough, a `Choice` without node when none lets it pass."""
     counted, priority, evictable_on = resources_fit in checks, project.priority, bound.evictable_on
+    if next(bound.lowest(priority), None) is None:
+        return None  # nothing below its priority anywhere (the lowest priority's own projects: at once)
     room: dict[str, tuple[NodeInfo, Sequence[Candidate], Resources]] = {}
     for node in nodes:
         evictable = evictable_on(node.name)
