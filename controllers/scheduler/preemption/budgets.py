@@ -19,7 +19,7 @@ from caravanserai.clock import Clock
 from caravanserai.controllers.scheduler.preemption.index import BoundProjects, Candidate
 from caravanserai.informer import CacheReader
 from caravanserai.project.disruption import available_replicas, disruptions_allowed
-from caravanserai.project.replicas import owning_set
+from caravanserai.project.replicas import SET_INDEX, owning_set
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +57,8 @@ class Budgets:
         budgeted = [s for s in self._sets.list() if s.spec.HasField("disruption_budget")]
         if not budgeted:
             return frozenset()
-        projects = self._projects.list()
+        # Only the budgeted sets' replicas (the rule reads nothing else), from the cache's index of replicas by set
+        projects = [p for s in budgeted for p in self._projects.by_index(SET_INDEX, s.metadata.name)]
         now = self._clock.now()
         allowed = {s.metadata.name: disruptions_allowed(s, projects, now=now) for s in budgeted}
         available = {name for s in budgeted for name in available_replicas(s, projects, now=now)}
