@@ -28,16 +28,9 @@ import time
 from typing import Any
 
 import structlog
-from bench_scheduler import (
-    SimulatedNodes,
-    ms,
-    overcommitted_nodes,
-    peak_rss_mib,
-    run_concurrently,
-    spawn,
-    wait_http_ok,
-)
-from benchlib import free_port, goal, process_cpu, start_apiserver, stop, wait_serving
+from bench_scheduler import ms, overcommitted_nodes, peak_rss_mib, spawn, wait_http_ok
+from benchlib import free_port, goal, machine_busy_cpu, process_cpu, start_apiserver, stop, wait_serving
+from simcluster import SimulatedNodes, run_concurrently
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
@@ -90,7 +83,7 @@ async def measure(client: Client, scheduler_pid: int, opts: argparse.Namespace) 
     names = [f"urgent-{i:04d}" for i in range(opts.preemptors)]
     watch = NominationWatch(set(names))
     watching = asyncio.create_task(watch.run(client))
-    cpu_before = process_cpu(scheduler_pid)
+    cpu_before, machine_before, wall_before = process_cpu(scheduler_pid), machine_busy_cpu(), time.perf_counter()
     try:
         await asyncio.sleep(0.5)
         sent: dict[str, float] = {}
@@ -124,6 +117,10 @@ async def measure(client: Client, scheduler_pid: int, opts: argparse.Namespace) 
         "victims": len(victims),
         "victim_priorities": sorted({p.spec.priority for p in victims}),
         "scheduler_cpu_ms_per_preemptor": round((process_cpu(scheduler_pid) - cpu_before) * 1000 / len(names), 1),
+        # how busy the whole machine was meanwhile (every process, other work on a shared machine included)
+        "machine_cpu_busy_share": round(
+            (machine_busy_cpu() - machine_before) / (time.perf_counter() - wall_before) / (os.cpu_count() or 1), 2
+        ),
         "scheduler_peak_rss_mib": peak_rss_mib(scheduler_pid),
         "projects_bound": bound,
         "overcommitted_nodes": over,

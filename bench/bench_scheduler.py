@@ -15,7 +15,9 @@ Measured per node count:
 * **pending**: `--projects` projects created before the scheduler process starts (all Pending, as after an outage
   or a big apply), then the scheduler started: binds/s from its first binding to its last (the goal figure), the
   time from its start to its first binding (listing and syncing its caches), and its CPU milliseconds per binding
-  (start-up included);
+  (start-up included); and from its first binding to its last (`while_binding`, sampled every 0.2 s): its CPU
+  milliseconds per binding, bindings per CPU second of it, the share of one core it used, and how busy the whole
+  machine was (every process, other work on a shared machine included);
 * **burst**: `--projects` projects created as fast as 32 concurrent clients can; bound/s from the first create to
   the last binding seen on a watch, and create→bound latency percentiles (queueing included: the burst is far
   faster than any scheduler, so the p99 is the backlog);
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -48,16 +49,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from benchlib import free_port, goal, pending_timeout, process_cpu, start_apiserver, stop, wait_serving
+from benchlib import CpuSampler, free_port, goal, pending_timeout, process_cpu, start_apiserver, stop, wait_serving
+from simcluster import BindWatch, SimulatedNodes, run_concurrently
 
-from caravanserai import meta, v1
+from caravanserai import v1
 from caravanserai.client import Client
-from caravanserai.clock import timestamp
 from caravanserai.controllers.scheduler.resources import parse_resources, project_requests
-from caravanserai.errors import Conflict
 from caravanserai.storage import EtcdClient, Store
 from caravanserai.testing import EtcdServer
-from caravanserai.testing.builders import lease, node, node_status, project
+from caravanserai.testing.builders import project
 
 SIZES = [("100m", "128Mi"), ("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi")]
 
@@ -71,14 +71,6 @@ def ms(values: list[float]) -> dict[str, float]:
     return {f"p{q}_ms": round(percentile(values, q) * 1000, 1) for q in (50, 90, 99)} | {
         "max_ms": round(max(values, default=0.0) * 1000, 1)
     }
-
-
-async def run_concurrently(count: int, workers: int, op: Callable[[int], Awaitable[Any]]) -> None:
-    async def worker(first: int) -> None:
-        for i in range(first, count, workers):
-            await op(i)
-
-    await asyncio.gather(*(worker(w) for w in range(workers)))
 
 
 # ---- baseline --------------------------------------------------------------------------------------------------
@@ -131,76 +123,7 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-# ---- simulated nodes -------------------------------------------------------------------------------------------
-
-
-class SimulatedNodes:
-    """Nodes and their Leases; `renew_forever` renews every Lease once per cycle from one task."""
-
-    def __init__(self, client: Client, count: int) -> None:
-        self.client = client
-        self.names = [f"node-{i:05d}" for i in range(count)]
-        self.leases: dict[str, v1.Lease] = {}
-        self.renewals = 0
-
-    async def create(self) -> None:
-        async def one(i: int) -> None:
-            name = self.names[i]
-            created = await self.client.nodes.create(node(name))
-            await self.client.nodes.update_status(node_status(created, cpu="4", memory="8Gi"))
-            fresh = lease(name)
-            fresh.spec.renew_time.CopyFrom(timestamp(time.time()))
-            self.leases[name] = await self.client.leases.create(fresh)
-
-        await run_concurrently(len(self.names), 64, one)
-
-    async def renew(self, name: str) -> None:
-        current = meta.copy(self.leases[name])
-        current.spec.renew_time.CopyFrom(timestamp(time.time()))
-        try:
-            self.leases[name] = await self.client.leases.update(current)
-        except Conflict:
-            self.leases[name] = await self.client.leases.get(name)
-        self.renewals += 1
-
-    async def renew_forever(self, cycle: float) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            started = loop.time()
-            for index in range(0, len(self.names), 16):
-                await asyncio.gather(*(self.renew(n) for n in self.names[index : index + 16]))
-                target = started + cycle * (index + 16) / len(self.names)
-                await asyncio.sleep(max(0.0, target - loop.time()))
-
-
 # ---- measurement -----------------------------------------------------------------------------------------------
-
-
-class BindWatch:
-    """Records when each project is first seen Scheduled on a watch."""
-
-    def __init__(self) -> None:
-        self.bound_at: dict[str, float] = {}
-        self.changed = asyncio.Event()
-
-    async def run(self, client: Client) -> None:
-        start = (await client.projects.list(limit=1)).resource_version
-        async for event in client.projects.watch(resource_version=start):
-            p = event.object
-            if event.type != v1.BOOKMARK and p.status.phase == v1.SCHEDULED:
-                self.bound_at.setdefault(p.metadata.name, time.perf_counter())
-                self.changed.set()
-
-    async def wait_all(self, names: list[str], timeout: float) -> None:
-        deadline = time.perf_counter() + timeout
-        while not all(n in self.bound_at for n in names):
-            self.changed.clear()
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                missing = sum(n not in self.bound_at for n in names)
-                raise TimeoutError(f"{missing} projects not bound within {timeout:g}s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), remaining)
 
 
 async def create_projects(
@@ -271,19 +194,32 @@ async def measure_pending(
     await asyncio.sleep(0.5)  # the watch has seen the creates
     started = time.perf_counter()
     scheduler = start_scheduler()
+    sampler = CpuSampler(scheduler.pid)
+    sampling = asyncio.create_task(sampler.run())
     try:
         await watch.wait_all(names, pending_timeout(len(names)) if timeout is None else timeout)
     except BaseException:
         stop(scheduler)  # the caller never gets it: stop it here
         raise
+    finally:
+        sampling.cancel()
+        await asyncio.gather(sampling, return_exceptions=True)
     cpu = process_cpu(scheduler.pid)
     first, last = min(watch.bound_at[n] for n in names), max(watch.bound_at[n] for n in names)
+    binding_cpu, machine_cpu, wall = sampler.between(first, last)
     return scheduler, {
         "projects": len(names),
         "bound_per_s": round(len(names) / (last - first), 1),
         "start_to_first_bind_s": round(first - started, 2),
         "start_to_last_bind_s": round(last - started, 2),
         "scheduler_cpu_ms_per_bind": round(cpu * 1000 / len(names), 2),
+        # CPU time from the first binding to the last (start-up excluded), and how busy the whole machine was then
+        "while_binding": {
+            "scheduler_cpu_ms_per_bind": round(binding_cpu * 1000 / len(names), 3),
+            "binds_per_scheduler_cpu_s": round(len(names) / binding_cpu, 1) if binding_cpu else None,
+            "scheduler_cpu_share_of_one_core": round(binding_cpu / wall, 2) if wall else None,
+            "machine_cpu_busy_share": round(machine_cpu / wall / (os.cpu_count() or 1), 2) if wall else None,
+        },
     }
 
 

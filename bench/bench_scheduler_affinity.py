@@ -14,8 +14,9 @@ Projects (sizes as in bench_scheduler.py) belong to `app=g<i % 100>`; of them
   carries (no two of one such group on a node).
 
 Measured: binds/s of `--projects` projects pending when the scheduler starts (from its first binding to its
-last); create→bound percentiles of `--paced` projects created at `--rate`/s afterwards; from the final state read
-back from the API (not from the scheduler): nodes overcommitted, required anti-affinity terms violated (two
+last; with the scheduler's CPU time over the same span and how busy the machine was, as in bench_scheduler.py);
+create→bound percentiles of `--paced` projects created at `--rate`/s afterwards; from the final state read back
+from the API (not from the scheduler): nodes overcommitted, required anti-affinity terms violated (two
 projects of one `solo` group on one node) and spread constraints violated (a `tier` group whose most and least
 loaded zones differ by more than 1).
 
@@ -40,17 +41,9 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import structlog
-from bench_scheduler import (
-    SIZES,
-    BindWatch,
-    SimulatedNodes,
-    measure_pending,
-    ms,
-    overcommitted_nodes,
-    run_concurrently,
-    spawn,
-)
+from bench_scheduler import SIZES, measure_pending, ms, overcommitted_nodes, spawn
 from benchlib import free_port, goal, start_apiserver, stop, wait_serving
+from simcluster import BindWatch, SimulatedNodes, run_concurrently
 
 from caravanserai import v1
 from caravanserai.client import Client

@@ -33,6 +33,34 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy_cpu() -> float:
+    """CPU seconds every process of the machine has used so far, over all cores (Linux /proc/stat: all but idle
+    and iowait)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSampler:
+    """A process's CPU seconds and the machine's busy CPU seconds, sampled every `period` seconds (from `run`), so
+    that a phase can be measured in CPU time between two instants of `time.perf_counter` (`between`)."""
+
+    def __init__(self, pid: int, period: float = 0.2) -> None:
+        self.pid, self.period = pid, period
+        self.samples: list[tuple[float, float, float]] = []  # (perf_counter, process cpu, machine busy cpu)
+
+    async def run(self) -> None:
+        while True:
+            self.samples.append((time.perf_counter(), process_cpu(self.pid), machine_busy_cpu()))
+            await asyncio.sleep(self.period)
+
+    def between(self, start: float, end: float) -> tuple[float, float, float]:
+        """(process CPU s, machine busy CPU s, wall s) between the samples nearest `start` and `end`."""
+        first = min(self.samples, key=lambda sample: abs(sample[0] - start))
+        last = min(self.samples, key=lambda sample: abs(sample[0] - end))
+        return last[1] - first[1], last[2] - first[2], last[0] - first[0]
+
+
 def cpu_per_item(
     names: list[str], procs: list[subprocess.Popen[bytes]], before: list[float], count: int
 ) -> dict[str, float]:
@@ -133,7 +161,9 @@ def pending_timeout(projects: int) -> float:
 
 
 __all__ = [
+    "CpuSampler",
     "MIN_PENDING_RATE",
+    "machine_busy_cpu",
     "pending_timeout",
     "cpu_per_item",
     "free_port",

@@ -40,15 +40,8 @@ from caravanserai.project import disruption, replicas
 
 log = structlog.get_logger(__name__)
 
-SET_INDEX = "projectset"
-"""The projects cache's index of replicas by the name of the set that controls them."""
+SET_INDEX, set_index = replicas.SET_INDEX, replicas.set_index  # the index of replicas by set (one home: replicas)
 PENDING_RECHECK = 1.0
-
-
-def set_index(project: v1.Project) -> list[str]:
-    """The index function of `SET_INDEX`."""
-    name = replicas.owning_set(project)
-    return [name] if name is not None else []
 
 
 def replica_of(project: v1.Project, *, min_ready_seconds: int, now: float) -> tuple[Replica, float | None]:

@@ -10,7 +10,10 @@ Guarantees (kube-scheduler's `schedule_one`, in Python and over `NodeInfo` recor
   once, under the first filter that refused it.
 * **Only what can matter.** A filter that passes every node for the project (`Filter.needed`) is left out, the
   inter-project filters and scores look their counts up once (`Filter.prepare`, from `ctx.topology`), and the
-  score's project-only arithmetic is done once (`scores.scorer`, equal to `total_score` for every node).
+  score's project-only arithmetic is done once (`scores.scorer`, equal to `total_score` for every node). The
+  node-local filters are one call per node (`nodegate.fuse`), and what they and the base score work out about a
+  node the cluster state keeps is remembered per kind of project until the node changes (`nodememo.py`): the
+  same verdicts and scores, without working them out again for the nodes no binding touched since.
 * **Cheap refusals first.** The filters that decide by topology domain (`Filter.by_domain`) run before the
   per-node ones (`filters.search_checks`): a node passes all of them in either order, so the chosen node, the
   runner-up and the counts are the same; only when no node passes is the search run again in the order of
@@ -19,7 +22,8 @@ Guarantees (kube-scheduler's `schedule_one`, in Python and over `NodeInfo` recor
   score among the other feasible nodes searched (of equal ones, the first met or the one the chosen displaced).
 * **A move goes elsewhere.** A project that a move took off a node (`ProjectInfo.leaving`, from
   `status.previousNodeRef`) is placed on the best other feasible node; on that node again only when no other fits.
-* **Pure.** Nothing here awaits or changes its inputs.
+* **Pure.** Nothing here awaits or changes its inputs, except the nodes' memo (`NodeInfo.memo`), which changes no
+  outcome.
 """
 
 from __future__ import annotations
@@ -36,8 +40,11 @@ from caravanserai.controllers.scheduler.filters import (
     Rejection,
     search_checks,
 )
-from caravanserai.controllers.scheduler.scores import SPREAD, NodeScore, Weights, scorer, tie_break_key
-from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
+from caravanserai.controllers.scheduler.nodegate import fuse
+from caravanserai.controllers.scheduler.nodememo import Evaluate, check_then_score, kind_of, memo_evaluate, split_basics
+from caravanserai.controllers.scheduler.placementfilters import merged
+from caravanserai.controllers.scheduler.scores import SPREAD, Weights, scorer_parts, with_preferences
+from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, name_hash
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
@@ -124,16 +131,27 @@ def schedule(
     """Choose a node for `project` among `nodes`, searching from index `start` (see the module docstring)."""
     total = len(nodes)
     start = start % total if total else 0
-    score_of = scorer(project, strategy=policy.strategy, weights=policy.weights, topology=ctx.topology)
+    score, preferences = scorer_parts(project, strategy=policy.strategy, weights=policy.weights, topology=ctx.topology)
     in_search_order, canonical = search_checks(project, policy.filters, ctx)
+    reordered = in_search_order is not canonical
+    in_search_order = merged(in_search_order)  # domain checks in a row: one call per node
+    before = split_basics(in_search_order)
+    if before is not None:  # what the filters and score work out per node is remembered between decisions
+        kind = kind_of(project, policy.strategy, policy.weights)
+        evaluate = memo_evaluate(project, ctx, first_of(before) if before else None, score, preferences, kind)
+    else:
+        evaluate = check_then_score(
+            project, ctx, first_of(fuse(project, in_search_order, ctx)), with_preferences(score, preferences)
+        )
     wanted = nodes_to_find(total, policy.percentage_of_nodes_to_score)
-    search = _Search(project, in_search_order, score_of)
-    search.run(_rotated(nodes, start), ctx, wanted=wanted)
+    search = _Search(project, evaluate)
+    search.run(_rotated(nodes, start), wanted=wanted)
     best, second, best_score, second_score = search.best, search.second, search.best_score, search.second_score
     if best is None:
-        if in_search_order is not canonical:  # count every node under its first refusal in canonical order
-            search = _Search(project, canonical, score_of)
-            search.run(_rotated(nodes, start), ctx, wanted=wanted)
+        if reordered:  # count every node under its first refusal in canonical order
+            check = first_of(fuse(project, merged(canonical), ctx))
+            search = _Search(project, check_then_score(project, ctx, check, with_preferences(score, preferences)))
+            search.run(_rotated(nodes, start), wanted=wanted)
         return Decision(None, visited=search.visited, diagnosis=Diagnosis(total, search.rejections))
     if second is not None and best.name == project.leaving:  # a moved project goes elsewhere when it can
         best, second, best_score, second_score = second, best, second_score, best_score
@@ -159,8 +177,7 @@ class _Search:
     scores the one met first, or the one the best displaced)."""
 
     project: ProjectInfo
-    checks: tuple[FilterFunc, ...]
-    score_of: NodeScore
+    evaluate: Evaluate  # a node's first rejection, or its score
     rejections: dict[Rejection, int] = field(default_factory=dict)
     feasible: int = 0
     visited: int = 0
@@ -169,42 +186,85 @@ class _Search:
     second: NodeInfo | None = None
     second_score: float = -1.0
 
-    def run(self, nodes: Iterable[NodeInfo], ctx: FilterContext, *, wanted: int) -> None:
-        project, checks, score_of, rejections = self.project, self.checks, self.score_of, self.rejections
-        name = project.name
+    def run(self, nodes: Iterable[NodeInfo], *, wanted: int) -> None:
+        project, evaluate, rejections = self.project, self.evaluate, self.rejections
+        project_hash = name_hash(project.name)
         best: NodeInfo | None = None
         second: NodeInfo | None = None
-        best_key: tuple[int, str] | None = None  # the tie-break key of `best`, computed on the first tie
+        best_hash = -1  # the first part of `best`'s tie-break key (computed on the first tie; keys are >= 0)
         best_score = second_score = -1.0
         feasible = visited = 0
+        # Rejections are counted in runs of the same (interned) one, which neighbouring nodes mostly share.
+        last: Rejection | None = None
+        run = 0
         for node in nodes:
             visited += 1
-            for check in checks:
-                rejection = check(project, node, ctx)
-                if rejection is not None:
-                    rejections[rejection] = rejections.get(rejection, 0) + 1
-                    break
-            else:
-                feasible += 1
-                score = score_of(node)
-                if best is None or score > best_score:
+            result = evaluate(node)
+            if result.__class__ is Rejection:  # (not `isinstance`: a call per node; Rejection has no subclasses)
+                if result is last:
+                    run += 1
+                else:
+                    if last is not None:
+                        rejections[last] = rejections.get(last, 0) + run
+                    last, run = result, 1
+                continue
+            score: float = result  # type: ignore[assignment]  # not a Rejection: a score
+            feasible += 1
+            if best is None or score > best_score:
+                second, second_score = best, best_score
+                best, best_score, best_hash = node, score, -1
+            elif score == best_score:  # the lower `tie_break_key` (hash, then name) wins
+                if best_hash < 0:
+                    best_hash = best.name_hash ^ project_hash
+                tie_hash = node.name_hash ^ project_hash
+                if tie_hash < best_hash or (tie_hash == best_hash and node.name < best.name):
                     second, second_score = best, best_score
-                    best, best_score, best_key = node, score, None
-                elif score == best_score:
-                    if best_key is None:
-                        best_key = tie_break_key(name, best.name)
-                    key = tie_break_key(name, node.name)
-                    if key < best_key:
-                        second, second_score = best, best_score
-                        best, best_key = node, key
-                    elif second_score < score:
-                        second, second_score = node, score
-                elif score > second_score:
+                    best, best_hash = node, tie_hash
+                elif second_score < score:
                     second, second_score = node, score
-                if feasible >= wanted:
-                    break
+            elif score > second_score:
+                second, second_score = node, score
+            if feasible >= wanted:
+                break
+        if last is not None:
+            rejections[last] = rejections.get(last, 0) + run
         self.feasible, self.visited = feasible, visited
         self.best, self.best_score, self.second, self.second_score = best, best_score, second, second_score
+
+
+def first_of(checks: tuple[FilterFunc, ...]) -> FilterFunc:
+    """One check that returns the first rejection of `checks` in order (None when the node passes them all): the
+    only check itself when there is one, so that a search calls one function per node (two or three written out,
+    without a loop)."""
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+
+        def both(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+            rejection = first(project, node, ctx)
+            return rejection if rejection is not None else second(project, node, ctx)
+
+        return both
+    if len(checks) == 3:
+        first, second, third = checks
+
+        def three(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+            rejection = first(project, node, ctx)
+            if rejection is None:
+                rejection = second(project, node, ctx)
+            return rejection if rejection is not None else third(project, node, ctx)
+
+        return three
+
+    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+        for each in checks:
+            rejection = each(project, node, ctx)
+            if rejection is not None:
+                return rejection
+        return None
+
+    return check
 
 
 __all__ = [

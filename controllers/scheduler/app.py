@@ -30,6 +30,7 @@ from caravanserai.controllers.scheduler.preemption.preemptor import Preemptor
 from caravanserai.controllers.scheduler.reconciler import SchedulerConfig, SchedulerReconciler
 from caravanserai.controllers.scheduler.scores import SPREAD, STRATEGIES
 from caravanserai.informer import PHASE_INDEXERS, EventHandler
+from caravanserai.project.replicas import SET_INDEX, set_index
 from caravanserai.workqueue import WorkQueue
 
 NAME = "scheduler"
@@ -99,7 +100,7 @@ def _wake_on_add(reconciler: SchedulerReconciler) -> HandlerFactory:
 
 def setup(manager: Manager, client: Client, clock: Clock, options: SchedulerOptions = SchedulerOptions()) -> Scheduler:
     """Add the scheduler to `manager`; returns its parts."""
-    projects = manager.informers.informer(v1.Project, indexers=PHASE_INDEXERS)
+    projects = manager.informers.informer(v1.Project, indexers={**PHASE_INDEXERS, SET_INDEX: set_index})
     nodes = manager.informers.informer(v1.Node)
     leases = manager.informers.informer(v1.Lease)
     state = ClusterState()

@@ -25,6 +25,10 @@ Guarantees:
 * **Nominations follow the informer** (`nominated.py`): a Pending project with `status.nominatedNodeName` has its
   requests and host ports kept on that node for it; binding, leaving Pending, losing the field or deletion ends
   that. The scheduler nominates at once when it decides to preempt (`nominate`), before the write shows.
+* **Every change of a node's record counts** (`NodeInfo.version`): an upsert, and every change of what is counted
+  on it (bound, assumed, unbound: `_add_requested`, the one place `requested` changes), so that what a search
+  remembered about the node at a version (`nodegate.py`) is never read after the node changed. (Its Lease renewal,
+  nominations and host ports do not count: a search reads those live.)
 * **Node order is stable.** `nodes()` is sorted by name and rebuilt only when nodes come or go; `next_start`
   rotates through it so that sampled searches take turns.
 
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 from caravanserai import v1
 from caravanserai.controllers.scheduler.images import ImageIndex
 from caravanserai.controllers.scheduler.nominated import NominatedRoom, Nominee
-from caravanserai.controllers.scheduler.ports import Hold, HostPorts, PortIndex, holds_of, host_ports
+from caravanserai.controllers.scheduler.ports import PortIndex, holds_of, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, add_into, project_requests
 from caravanserai.controllers.scheduler.snapshot import (
     NodeInfo,
@@ -49,52 +53,13 @@ from caravanserai.controllers.scheduler.snapshot import (
     node_rates,
     node_spec_fields,
 )
+from caravanserai.controllers.scheduler.staterecords import Assumption, Counted, Held, ProjectChange
 from caravanserai.controllers.scheduler.topology import Placed, TopologyIndex
-from caravanserai.project.affinity import ProjectTerm, placement_of
+from caravanserai.project.affinity import placement_of
 from caravanserai.project.moveneeds import node_images
 
 DEFAULT_ASSUME_TTL = 30.0
 ASSUMED = "assumed"  # the tag of an assumption's holds in a node's PortIndex
-
-
-@dataclass(slots=True)
-class Assumption:
-    """A binding decided and (being) written, not yet shown by the informer."""
-
-    project: str
-    node: str
-    requests: Resources
-    resource_version: str  # the project version the decision was made on
-    expires_at: float | None = None  # monotonic; set once the bind's outcome is unknown
-    ports: HostPorts = ()
-    placed: Placed | None = None  # what the topology index files for it while it is assumed
-
-
-@dataclass(slots=True)
-class _Held:
-    """The host ports a project holds (as the informer shows it), read once per generation."""
-
-    generation: int
-    ports: HostPorts
-    holds: tuple[Hold, ...]
-
-
-@dataclass(slots=True)
-class _Counted:
-    node: str
-    requests: Resources
-    generation: int
-    labels: dict[str, str]
-    anti_required: tuple[ProjectTerm, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ProjectChange:
-    """What an observed project change means for scheduling: resources were released on some node (other
-    Pending projects may fit now), and/or an assumption ended with the project still Pending (retry it)."""
-
-    freed: bool = False
-    retry: bool = False
 
 
 @dataclass(slots=True)
@@ -107,13 +72,13 @@ class ClusterState:
     # without a Node too: a project may be bound to a node the informer has not shown yet.
     _requested: dict[str, Resources] = field(default_factory=dict)
     _renew: dict[str, float | None] = field(default_factory=dict)  # Lease renew time by node name
-    _counted: dict[str, _Counted] = field(default_factory=dict)  # bound projects as the informer shows them
+    _counted: dict[str, Counted] = field(default_factory=dict)  # bound projects as the informer shows them
     _assumed: dict[str, Assumption] = field(default_factory=dict)
     _expiring: dict[str, Assumption] = field(default_factory=dict)  # assumptions with `expires_at` set
     _images: ImageIndex = field(default_factory=ImageIndex)
     # Host ports taken per node name, shared with its NodeInfo (`ports`); kept for names without a Node too.
     _ports: dict[str, PortIndex] = field(default_factory=dict)
-    _held: dict[str, _Held] = field(default_factory=dict)  # projects holding host ports, as the informer shows them
+    _held: dict[str, Held] = field(default_factory=dict)  # projects holding host ports, as the informer shows them
     topology: TopologyIndex = field(default_factory=TopologyIndex)  # placed projects by domain (`topology.py`)
     # Room kept per node name for nominated projects, shared with its NodeInfo (`nominated`), and each nominee's node.
     _nominated: dict[str, NominatedRoom] = field(default_factory=dict)
@@ -157,6 +122,7 @@ class ClusterState:
                 allocatable,
             )
         info.labels, info.unschedulable, info.taints, info.allocatable = labels, unschedulable, taints, allocatable
+        info.version += 1  # -1 (new) to 0: kept here from now on
         self.topology.set_node(name, labels)
         allowed = tuple(node.status.allowed_host_paths)
         changed = changed or info.allowed_host_paths != allowed
@@ -198,65 +164,69 @@ class ClusterState:
 
     def observe_project(self, old: v1.Project | None, new: v1.Project) -> ProjectChange:
         """Apply one informer change of a project (`old` None for an add)."""
-        freed = self._count(new)
-        freed = self._hold_ports(new) or freed
-        freed = self._follow_nomination(new) or freed
+        freed = [*self._count(new), *self._hold_ports(new), *self._follow_nomination(new)]
         retry = False
         assumption = self._assumed.get(new.metadata.name)
         if assumption is not None and old is not None and old.metadata.resource_version == assumption.resource_version:
             self._drop(assumption)
             retry = new.status.phase == v1.PENDING
-        self._file(new.metadata.name)
-        return ProjectChange(freed=freed, retry=retry)
+        anti_moved = self._file(new.metadata.name)
+        return ProjectChange(frozenset(freed), anti_moved, retry)
 
     def forget_project(self, project: v1.Project) -> ProjectChange:
         """Apply an informer deletion: its requests are released and any assumption ends."""
         name = project.metadata.name
         counted = self._counted.pop(name, None)
+        freed = [] if counted is None or not counted.requests else [counted.node]
         if counted is not None:
-            add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)
+            self._add_requested(counted.node, counted.requests, -1)
         assumption = self._assumed.get(name)
         if assumption is not None:
             self._drop(assumption)
-        released = self._release_ports(name)
-        self._file(name)
-        released = self.unnominate(name) or released
-        return ProjectChange(freed=(counted is not None and bool(counted.requests)) or released)
+        freed += self._release_ports(name)
+        anti_moved = self._file(name)
+        nominated = self._nominee_node.get(name)
+        if self.unnominate(name) and nominated is not None:
+            freed.append(nominated)
+        return ProjectChange(frozenset(freed), anti_moved)
 
-    def _file(self, name: str) -> None:
-        """File `name` in the topology index where it counts now: bound, else assumed, else nowhere."""
-        counted, assumption = self._counted.get(name), self._assumed.get(name)
+    def _file(self, name: str) -> bool:
+        """File `name` in the topology index where it counts now: bound, else assumed, else nowhere; True when a
+        filing with required anti-affinity terms was taken out or moved."""
+        counted, assumption, old = self._counted.get(name), self._assumed.get(name), self.topology.placed(name)
         if counted is not None:
-            self.topology.place(name, Placed(counted.node, counted.labels, counted.anti_required))
+            placed: Placed | None = Placed(counted.node, counted.labels, counted.anti_required)
         else:
-            self.topology.place(name, assumption.placed if assumption is not None else None)
+            placed = assumption.placed if assumption is not None else None
+        self.topology.place(name, placed)
+        return old is not None and bool(old.anti_required) and (placed is None or placed.node != old.node)
 
-    def _hold_ports(self, project: v1.Project) -> bool:
-        """Make the host ports filed for `project` match its status; True when some were released."""
+    def _hold_ports(self, project: v1.Project) -> tuple[str, ...]:
+        """Make the host ports filed for `project` match its status; returns the nodes where some were released."""
         name, generation = project.metadata.name, project.metadata.generation
         held = self._held.get(name)
         ports = held.ports if held is not None and held.generation == generation else host_ports(project.spec)
         holds = holds_of(project, ports)
         if held is not None and held.holds == holds:
             held.generation = generation
-            return False
+            return ()
         released = self._release_ports(name)
         for hold in holds:
             self._ports.setdefault(hold.node, PortIndex()).add(name, hold.ports, until=hold.until)
         if holds:
-            self._held[name] = _Held(generation, ports, holds)
+            self._held[name] = Held(generation, ports, holds)
         return released
 
-    def _release_ports(self, name: str) -> bool:
+    def _release_ports(self, name: str) -> tuple[str, ...]:
         held = self._held.pop(name, None)
         if held is None:
-            return False
+            return ()
         for hold in held.holds:
             self._ports.setdefault(hold.node, PortIndex()).remove(name, hold.ports)
-        return True
+        return tuple(hold.node for hold in held.holds)
 
-    def _count(self, project: v1.Project) -> bool:
-        """Make the counted binding of `project` match it; True when requests were released from a node."""
+    def _count(self, project: v1.Project) -> tuple[str, ...]:
+        """Make the counted binding of `project` match it; returns the node requests were released from."""
         name = project.metadata.name
         status = project.status
         bound = status.phase in v1.BOUND_PHASES and bool(status.node_ref)
@@ -265,21 +235,21 @@ class ClusterState:
         if same_binding and counted is not None and counted.generation == project.metadata.generation:
             if counted.labels != dict(project.metadata.labels):
                 counted.labels = dict(project.metadata.labels)
-            return False
+            return ()
         freed = False
         if counted is not None:
-            add_into(self._requested.setdefault(counted.node, {}), counted.requests, -1)
+            self._add_requested(counted.node, counted.requests, -1)
             del self._counted[name]
             freed = bool(counted.requests)
         if bound:
             requests = project_requests(project)
-            add_into(self._requested.setdefault(status.node_ref, {}), requests)
+            self._add_requested(status.node_ref, requests)
             anti = placement_of(project.spec).anti_required
             labels = dict(project.metadata.labels)
-            self._counted[name] = _Counted(status.node_ref, requests, project.metadata.generation, labels, anti)
+            self._counted[name] = Counted(status.node_ref, requests, project.metadata.generation, labels, anti)
             if counted is not None and counted.node == status.node_ref:
                 freed = any(requests.get(r, 0) < v for r, v in counted.requests.items())
-        return freed
+        return (counted.node,) if freed and counted is not None else ()
 
     # ---- nominations ------------------------------------------------------------------------------------------
 
@@ -301,15 +271,15 @@ class ClusterState:
         """The node room is kept on for project `name` ("" when none)."""
         return self._nominee_node.get(name, "")
 
-    def _follow_nomination(self, project: v1.Project) -> bool:
-        """Make the room kept for `project` match its status; True when room was released."""
+    def _follow_nomination(self, project: v1.Project) -> tuple[str, ...]:
+        """Make the room kept for `project` match its status; returns the node where room was released."""
         name, node = project.metadata.name, project.status.nominated_node_name
+        before = self._nominee_node.get(name)
         if project.status.phase != v1.PENDING or not node:
-            return self.unnominate(name)
+            return (before,) if self.unnominate(name) and before is not None else ()
         nominee = Nominee(name, project.spec.priority, project_requests(project), host_ports(project.spec))
-        released = self._nominee_node.get(name) not in (None, node)
         self.nominate(nominee, node)
-        return released
+        return (before,) if before is not None and before != node else ()
 
     # ---- assumptions ------------------------------------------------------------------------------------------
 
@@ -332,7 +302,7 @@ class ClusterState:
             ports=project.host_ports,
             placed=placed,
         )
-        add_into(self._requested.setdefault(node, {}), assumption.requests)
+        self._add_requested(node, assumption.requests)
         self._ports.setdefault(node, PortIndex()).add(project.name, assumption.ports, tag=ASSUMED)
         self._assumed[project.name] = assumption
         self._file(project.name)
@@ -363,11 +333,18 @@ class ClusterState:
     def _drop(self, assumption: Assumption) -> None:
         del self._assumed[assumption.project]
         self._expiring.pop(assumption.project, None)
-        add_into(self._requested.setdefault(assumption.node, {}), assumption.requests, -1)
+        self._add_requested(assumption.node, assumption.requests, -1)
         self._ports.setdefault(assumption.node, PortIndex()).remove(assumption.project, assumption.ports, tag=ASSUMED)
         self._file(assumption.project)
 
     # ---- reading ----------------------------------------------------------------------------------------------
+
+    def _add_requested(self, node: str, amounts: Mapping[str, int], sign: int = 1) -> None:
+        """Count `amounts` on `node` (`sign` -1: no longer); its record, if any, changed (`NodeInfo.version`)."""
+        add_into(self._requested.setdefault(node, {}), amounts, sign)
+        info = self._nodes.get(node)
+        if info is not None:
+            info.version += 1
 
     def requested(self, node: str) -> Resources:
         """What is counted on `node` now (bound and assumed), as a copy."""

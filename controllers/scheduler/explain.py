@@ -12,18 +12,22 @@ from collections.abc import Callable
 
 from caravanserai import v1
 from caravanserai.controllers.scheduler.algorithm import Decision, Policy
-from caravanserai.controllers.scheduler.scores import score_parts
+from caravanserai.controllers.scheduler.scores import parts_scorer
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 from caravanserai.controllers.scheduler.topology import TopologyView
 
 
 def node_scores(project: ProjectInfo, node: NodeInfo, policy: Policy, topology: TopologyView) -> v1.NodeScores:
     """`node`'s total score for `project` and its parts by plugin."""
+    return _node_scores(
+        node, parts_scorer(project, strategy=policy.strategy, weights=policy.weights, topology=topology)
+    )
+
+
+def _node_scores(node: NodeInfo, parts: Callable[[NodeInfo], list[tuple[str, float]]]) -> v1.NodeScores:
     out = v1.NodeScores(node=node.name)
     total = 0.0
-    for plugin, score in score_parts(
-        project, node, strategy=policy.strategy, weights=policy.weights, topology=topology
-    ):
+    for plugin, score in parts(node):
         out.plugins.add(plugin=plugin, score=score)
         total += score
     out.total = total
@@ -43,11 +47,12 @@ def placement_scores(
     chosen = node(decision.node) if decision.node is not None else None
     if chosen is None:
         return None
+    parts = parts_scorer(project, strategy=policy.strategy, weights=policy.weights, topology=topology)
     out = v1.PlacementScores(feasible=decision.feasible, searched=decision.visited)
-    out.chosen.CopyFrom(node_scores(project, chosen, policy, topology))
+    out.chosen.CopyFrom(_node_scores(chosen, parts))
     runner_up = node(decision.runner_up) if decision.runner_up is not None else None
     if runner_up is not None:
-        out.runner_up.CopyFrom(node_scores(project, runner_up, policy, topology))
+        out.runner_up.CopyFrom(_node_scores(runner_up, parts))
     return out
 
 

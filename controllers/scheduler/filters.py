@@ -70,18 +70,35 @@ NOT_READY = "NotReady"
 UNSCHEDULABLE = "unschedulable"
 SELECTOR_MISMATCH = "node selector mismatch"
 HOST_PATH_NOT_ALLOWED = "node(s) didn't allow host path"
+NOT_READY_REJECTION = Rejection(NOT_READY, False, RANK_READY)
+UNSCHEDULABLE_REJECTION = Rejection(UNSCHEDULABLE, False, RANK_UNSCHEDULABLE)
+_SELECTOR_REJECTION = Rejection(SELECTOR_MISMATCH, True, RANK_SELECTOR)
+_INTERNED = 1024  # at most this many rejections of a kind are kept for reuse
+_INSUFFICIENT: dict[tuple[str, bool], Rejection] = {}
+_UNTOLERATED: dict[str, Rejection] = {}
+
+
+def insufficient(resource: str, infeasible: bool) -> Rejection:
+    """The rejection "insufficient <resource>" (one object per resource and kind: a failed search, which counts
+    a rejection per node, neither builds nor compares new ones)."""
+    rejection = _INSUFFICIENT.get((resource, infeasible))
+    if rejection is None:
+        rejection = Rejection(f"insufficient {resource}", infeasible, RANK_RESOURCES)
+        if len(_INSUFFICIENT) < _INTERNED:  # resource names are few; never grow without bound
+            _INSUFFICIENT[(resource, infeasible)] = rejection
+    return rejection
 
 
 def node_ready(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
     """The node's Lease was renewed within the heartbeat timeout (a node without a Lease is not Ready)."""
     if node.renew_time is not None and ctx.now < node.renew_time + ctx.heartbeat_timeout:
         return None
-    return Rejection(NOT_READY, False, RANK_READY)
+    return NOT_READY_REJECTION
 
 
 def node_schedulable(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
     """The node is not cordoned (`spec.unschedulable`)."""
-    return Rejection(UNSCHEDULABLE, False, RANK_UNSCHEDULABLE) if node.unschedulable else None
+    return UNSCHEDULABLE_REJECTION if node.unschedulable else None
 
 
 def resources_fit(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
@@ -100,10 +117,10 @@ def resources_fit(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> R
     for name, want in project.ordered_requests:
         have = allocatable.get(name, 0)
         if want > have:
-            return Rejection(f"insufficient {name}", True, RANK_RESOURCES)
+            return insufficient(name, True)
         if short is None and want > have - requested.get(name, 0):
             short = name
-    return None if short is None else Rejection(f"insufficient {short}", False, RANK_RESOURCES)
+    return None if short is None else insufficient(short, False)
 
 
 def node_selector_matches(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
@@ -111,7 +128,7 @@ def node_selector_matches(project: ProjectInfo, node: NodeInfo, ctx: FilterConte
     labels = node.labels
     for key, value in project.node_selector.items():
         if labels.get(key) != value:
-            return Rejection(SELECTOR_MISMATCH, True, RANK_SELECTOR)
+            return _SELECTOR_REJECTION
     return None
 
 
@@ -124,8 +141,17 @@ def taints_tolerated(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -
     """Every NoSchedule and NoExecute taint of the node is tolerated (PreferNoSchedule only lowers the score)."""
     for taint in node.taints:
         if taint.effect in (NO_SCHEDULE, NO_EXECUTE) and not tolerated(project, taint):
-            return Rejection(f"untolerated taint {taint.key}", True, RANK_TAINT)
+            return _untolerated(taint.key)
     return None
+
+
+def _untolerated(key: str) -> Rejection:
+    rejection = _UNTOLERATED.get(key)
+    if rejection is None:
+        rejection = Rejection(f"untolerated taint {key}", True, RANK_TAINT)
+        if len(_UNTOLERATED) < _INTERNED:  # taint keys are few; never grow without bound
+            _UNTOLERATED[key] = rejection
+    return rejection
 
 
 def tolerated(project: ProjectInfo, taint: TaintInfo) -> bool:
@@ -148,6 +174,7 @@ def has_host_paths(project: ProjectInfo) -> bool:
 # ---- host ports ----------------------------------------------------------------------------------------------
 
 NO_FREE_PORTS = "node(s) didn't have free ports"
+_PORTS_REJECTION = Rejection(NO_FREE_PORTS, False, RANK_PORTS)
 
 
 def ports_free(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
@@ -160,7 +187,7 @@ def ports_free(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Reje
         nominated and nominated.port_conflict(project.name, project.priority, project.host_ports)
     ):
         return None
-    return Rejection(NO_FREE_PORTS, False, RANK_PORTS)
+    return _PORTS_REJECTION
 
 
 def has_host_ports(project: ProjectInfo) -> bool:

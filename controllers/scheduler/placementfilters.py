@@ -10,7 +10,9 @@ are gone?".
 **Decided by domain.** Every filter here but node affinity is prepared once per decision (`Filter.prepare`) into
 domain-level facts — per rule, the set of refused (or, for affinity, accepted) values of its topology key — so
 the per-node check is one label lookup and one set lookup per rule, whatever the number of placed projects, and
-a search may run these checks first (`Filter.by_domain`).
+a search may run these checks first (`Filter.by_domain`). Prepared, they are `DomainCheck`s, whose rules are data:
+several in a row are merged into one check of all their rules in order (`merged`: the same first rejection on
+every node, one call per node).
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ _NODE_AFFINITY = Rejection(NODE_AFFINITY_MISMATCH, True, RANK_NODE_AFFINITY)
 _AFFINITY = Rejection(AFFINITY_MISMATCH, False, RANK_AFFINITY)
 _ANTI_AFFINITY = Rejection(ANTI_AFFINITY_MISMATCH, False, RANK_ANTI_AFFINITY)
 
-DomainRule = tuple[str, Collection[str], Rejection]
-"""(topology key, refused domains, rejection): a node whose domain of the key is refused gets the rejection."""
+DomainRule = tuple[str, "Rejection | None", "Collection[str] | None", "Collection[str] | None", Rejection]
+"""(topology key, the rejection of a node without the key (None: it passes), refused domains (None: none), accepted
+domains (None: any), the rejection of a refused or not accepted domain). A node's domain of `caravanserai.io/hostname`
+is its name when it lacks the label."""
 
 
 def node_affinity_matches(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
@@ -49,44 +53,73 @@ def node_affinity_matches(project: ProjectInfo, node: NodeInfo, ctx: FilterConte
     return None if project.placement.node_matches(node.labels) else _NODE_AFFINITY
 
 
-def refusing(rules: list[DomainRule]) -> FilterFunc | None:
-    """The per-node check of `rules` (None when there are none): the first rule whose refused domains hold the
-    node's domain (`topology_value`, inlined: this runs per node searched); a node without the key passes it."""
-    if not rules:
-        return None
+class DomainCheck:
+    """A check prepared by domain: its `rules` (checked in order, the first that refuses answers) and the per-node
+    check they make. Checks decided by domain that run one after the other are merged into one (`merged`), so that a
+    search calls one function per node for all of them."""
+
+    __slots__ = ("_check", "rules")
+
+    def __init__(self, rules: tuple[DomainRule, ...]) -> None:
+        self.rules = rules
+        self._check = domain_check(rules)
+
+    def __call__(self, project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
+        return self._check(project, node, ctx)
+
+
+def domain_check(rules: tuple[DomainRule, ...]) -> FilterFunc:
+    """The per-node check of `rules` (`topology_value`, inlined: this runs per node searched)."""
 
     def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
         labels = node.labels
-        for key, refused, rejection in rules:
+        for key, missing, refused, accepted, rejection in rules:
             value = labels.get(key)
             if value is None:
                 if key != HOSTNAME_KEY:
+                    if missing is not None:
+                        return missing
                     continue
                 value = node.name
-            if value in refused:
+            if refused is not None and value in refused:
+                return rejection
+            if accepted is not None and value not in accepted:
                 return rejection
         return None
 
     return check
 
 
+def merged(checks: tuple[FilterFunc, ...]) -> tuple[FilterFunc, ...]:
+    """`checks` with each run of two or more `DomainCheck`s in a row replaced by one check of all their rules, in
+    order (the same first rejection on every node)."""
+    out: list[FilterFunc] = []
+    run: list[DomainCheck] = []
+    for check in (*checks, None):
+        if isinstance(check, DomainCheck):
+            run.append(check)
+            continue
+        if len(run) > 1:
+            out.append(domain_check(tuple(rule for each in run for rule in each.rules)))
+        else:
+            out.extend(run)
+        run = []
+        if check is not None:
+            out.append(check)
+    return tuple(out)
+
+
+def _domain_check(rules: list[DomainRule]) -> DomainCheck | None:
+    return DomainCheck(tuple(rules)) if rules else None
+
+
 def prepare_topology_labels(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
     """The node has the topology label of each DoNotSchedule spread constraint (infeasible when not)."""
-    keys = tuple({c.topology_key for c in project.placement.spread if c.hard and c.topology_key != HOSTNAME_KEY})
-    if not keys:
-        return None
-    rejections = {
-        key: Rejection(f"node(s) lack topology label {short_key(key)}", True, RANK_TOPOLOGY_LABEL) for key in keys
-    }
-
-    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-        labels = node.labels
-        for key in keys:
-            if key not in labels:
-                return rejections[key]
-        return None
-
-    return check
+    keys = sorted({c.topology_key for c in project.placement.spread if c.hard and c.topology_key != HOSTNAME_KEY})
+    lacking = [
+        (key, Rejection(f"node(s) lack topology label {short_key(key)}", True, RANK_TOPOLOGY_LABEL)) for key in keys
+    ]
+    return _domain_check([(key, rejection, None, None, rejection) for key, rejection in lacking])
 
 
 def prepare_affinity(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
@@ -99,21 +132,9 @@ def prepare_affinity(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | N
         return None
     counted = [(term.topology_key, ctx.topology.domain_counts(term)) for term in terms]
     first = not any(counts for _, counts in counted) and all(t.selector.matches(project.labels) for t in terms)
-    wanted: list[tuple[str, Collection[str] | None]] = [
-        (key, None if first else counts.keys()) for key, counts in counted
-    ]
-
-    def check(project: ProjectInfo, node: NodeInfo, ctx: FilterContext) -> Rejection | None:
-        labels = node.labels
-        for key, accepted in wanted:
-            value = labels.get(key)
-            if value is None and key == HOSTNAME_KEY:
-                value = node.name
-            if value is None or (accepted is not None and value not in accepted):
-                return _AFFINITY
-        return None
-
-    return check
+    return _domain_check(
+        [(key, _AFFINITY, None, None if first else counts.keys(), _AFFINITY) for key, counts in counted]
+    )
 
 
 def prepare_anti_affinity(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
@@ -123,7 +144,9 @@ def prepare_anti_affinity(project: ProjectInfo, ctx: FilterContext) -> FilterFun
     topology = ctx.topology
     own = [(t.topology_key, topology.domain_counts(t)) for t in project.placement.anti_required]
     theirs = topology.anti_affinity_against(project.labels)
-    return refusing([(key, counts.keys(), _ANTI_AFFINITY) for key, counts in (*own, *theirs) if counts])
+    return _domain_check(
+        [(key, None, counts.keys(), None, _ANTI_AFFINITY) for key, counts in (*own, *theirs) if counts]
+    )
 
 
 def prepare_spread(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | None:
@@ -144,8 +167,8 @@ def prepare_spread(project: ProjectInfo, ctx: FilterContext) -> FilterFunc | Non
         refused = {value for value, count in counts.items() if count > limit}
         if refused:
             reason = f"node(s) would exceed maxSkew {constraint.max_skew} in {short_key(key)}"
-            rules.append((key, refused, Rejection(reason, False, RANK_SPREAD)))
-    return refusing(rules)
+            rules.append((key, None, refused, None, Rejection(reason, False, RANK_SPREAD)))
+    return _domain_check(rules)
 
 
 def _has_hard_spread(project: ProjectInfo) -> bool:
@@ -185,6 +208,8 @@ __all__ = [
     "prepare_anti_affinity",
     "prepare_spread",
     "prepare_topology_labels",
-    "refusing",
+    "DomainCheck",
+    "domain_check",
+    "merged",
     "topology_labels_present",
 ]

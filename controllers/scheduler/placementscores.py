@@ -52,7 +52,19 @@ def _per_domain(key: str, parts: list[tuple[Mapping[str, int], Callable[[int], f
 
 
 def _domain_score(tables: list[DomainTable]) -> NodeScore:
-    """100 · the sum over `tables` of the node's part (`topology_value`, inlined: this runs per node searched)."""
+    """100 · the sum over `tables` of the node's part (`topology_value`, inlined: this runs per node searched; one
+    table, the usual case, without the loop: 0.0 plus a part is that part)."""
+    if len(tables) == 1:
+        ((key, table, empty, absent),) = tables
+        hostname = key == HOSTNAME_KEY
+
+        def one(node: NodeInfo) -> float:
+            domain = node.labels.get(key)
+            if domain is None and hostname:
+                domain = node.name
+            return MAX_SCORE * (absent if domain is None else table.get(domain, empty))
+
+        return one
 
     def score(node: NodeInfo) -> float:
         value = 0.0

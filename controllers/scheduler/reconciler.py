@@ -31,7 +31,8 @@ Guarantees:
   settles it first, the project retried after its backoff.
 * An Unschedulable verdict is written only when its message changed (with one aggregated FailedScheduling
   Warning event); the project is retried after 1 s, 2 s … at most 30 s, and at once when the cluster changes in
-  a way that may let it fit (handlers call `wake_all_pending`).
+  a way that may let it fit (handlers call `wake_all_pending`, or `wake_fitting` when room was only freed on some
+  nodes: then a project that fits on none of them, and whose rules read no other project, waits for its retry).
 * **Decisions only while leading.** Capacity is read from the cache, not from the objects a bind writes, so the
   project's compare-and-swap alone does not stop a replica that was paused past its lease from filling a node
   the new leader has filled meanwhile: each decision first asks `leading()` (the lease renewed within its
@@ -42,7 +43,7 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import structlog
@@ -61,7 +62,7 @@ from caravanserai.controllers.scheduler.active import (
 from caravanserai.controllers.scheduler.algorithm import Decision, Diagnosis, Policy, schedule
 from caravanserai.controllers.scheduler.boundevents import BoundEvents, scheduled_message
 from caravanserai.controllers.scheduler.cache import DEFAULT_ASSUME_TTL, Assumption, ClusterState
-from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext
+from caravanserai.controllers.scheduler.filters import DEFAULT_HEARTBEAT_TIMEOUT, FilterContext, first_rejection
 from caravanserai.controllers.scheduler.preemption.preemptor import Preemptor
 from caravanserai.controllers.scheduler.preemption.whatif import whatif_checks
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo, project_info
@@ -71,6 +72,9 @@ from caravanserai.project.decisions import scores_text
 from caravanserai.workqueue import WorkQueue
 
 log = structlog.get_logger(__name__)
+
+WAKE_CHECK_NODES = 64
+"""Past this many freed nodes at once, `wake_fitting` wakes every Pending project instead of checking them."""
 
 
 def waits_for_node(project: v1.Project) -> bool:
@@ -141,6 +145,24 @@ class SchedulerReconciler:
         """The cluster changed in a way that may let waiting projects fit: try every Pending project again."""
         for project in self._projects.by_index(PHASE_INDEX, v1.PENDING):
             self.wake(project)
+
+    def wake_fitting(self, nodes: Collection[str]) -> None:
+        """Room was released on `nodes`, and nothing else changed: wake the Pending projects that pass every filter
+        on one of them now, and those whose placement rules read other projects (they may fit elsewhere too). The
+        others could not fit anywhere new; they are tried again when their retry delay runs out. More than
+        `WAKE_CHECK_NODES` nodes at once (a relist): every Pending project."""
+        if len(nodes) > WAKE_CHECK_NODES:
+            self.wake_all_pending()
+            return
+        infos = [info for info in map(self.state.node, sorted(nodes)) if info is not None]
+        ctx, filters = self._context(), self.config.policy.filters
+        for project in self._projects.by_index(PHASE_INDEX, v1.PENDING):
+            name = project.metadata.name
+            if name in self.active or not waits_for_node(project) or self.state.is_assumed(name):
+                continue  # decided soon anyway, or waits for nothing
+            info = project_info(project)  # filters only: no image sizes needed
+            if info.placement.inter_project or any(first_rejection(info, n, ctx, filters) is None for n in infos):
+                self.wake(project)
 
     def settle(self, project: v1.Project) -> None:
         """`project` left Pending or was deleted: it waits for nothing any more."""

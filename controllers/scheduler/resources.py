@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from caravanserai import v1
@@ -24,8 +25,10 @@ UNPARSABLE = 2**63
 """The amount an invalid quantity stands for: more than any node has."""
 
 
+@functools.lru_cache(maxsize=4096)
 def amount(resource: str, quantity: str) -> int:
-    """The integer amount of `quantity` for `resource` (millicores for cpu)."""
+    """The integer amount of `quantity` for `resource` (millicores for cpu); the few distinct quantities a
+    cluster's projects use are parsed once."""
     try:
         return cpu_millis(quantity) if resource == CPU else to_int(quantity)
     except ValueError:

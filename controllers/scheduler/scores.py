@@ -24,15 +24,13 @@ decision is reproducible.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from caravanserai.controllers.scheduler import placementscores
 from caravanserai.controllers.scheduler.filters import tolerated
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
-from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo
+from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo, name_hash
 from caravanserai.controllers.scheduler.topology import EMPTY_TOPOLOGY, TopologyView
 from caravanserai.project.movecost import bare_node_delay, rpo_margin, start_delay_function, start_delay_seconds
 
@@ -139,13 +137,30 @@ def score_parts(
 ) -> list[tuple[str, float]]:
     """Each plugin's weighted part of the score of `project` on `node`, in the order `total_score` adds them; the
     preference plugins only when the project has such preferences."""
-    parts = [
-        (RESOURCES, weights.resources * resource_score(strategy)(project, node)),
-        (TAINTS, weights.taints * (prefer_no_schedule(project, node) if node.taints else MAX_SCORE)),
-        (START_DELAY, weights.pull * start_delay(project, node)),
-        (RPO, weights.rpo * rpo(project, node)),
-    ]
-    return parts + [(name, weight * score(node)) for name, weight, score in _preferences(project, weights, topology)]
+    return parts_scorer(project, strategy=strategy, weights=weights, topology=topology)(node)
+
+
+def parts_scorer(
+    project: ProjectInfo,
+    *,
+    strategy: str = SPREAD,
+    weights: Weights = Weights(),
+    topology: TopologyView = EMPTY_TOPOLOGY,
+) -> Callable[[NodeInfo], list[tuple[str, float]]]:
+    """`score_parts` of `project` as a function of the node alone, the preference plugins prepared once (for
+    explaining a decision on a few nodes)."""
+    resources, preferences = resource_score(strategy), _preferences(project, weights, topology)
+
+    def parts(node: NodeInfo) -> list[tuple[str, float]]:
+        return [
+            (RESOURCES, weights.resources * resources(project, node)),
+            (TAINTS, weights.taints * (prefer_no_schedule(project, node) if node.taints else MAX_SCORE)),
+            (START_DELAY, weights.pull * start_delay(project, node)),
+            (RPO, weights.rpo * rpo(project, node)),
+            *((name, weight * score(node)) for name, weight, score in preferences),
+        ]
+
+    return parts
 
 
 def total_score(
@@ -179,20 +194,21 @@ def _preferences(
     return out
 
 
-def scorer(
+def scorer_parts(
     project: ProjectInfo,
     *,
     strategy: str = SPREAD,
     weights: Weights = Weights(),
     topology: TopologyView = EMPTY_TOPOLOGY,
-) -> NodeScore:
+) -> tuple[NodeScore, list[tuple[float, NodeScore]]]:
     """`total_score` of `project` as a function of the node alone, for one decision over many nodes: the same
     value for every node (same operations in the same order), with what depends only on the project, the
     strategy and the weights worked out once, `_mean_share_used` unrolled for its two resources, and the taint
     score of a node without taints, the start-delay score of a node without images and measured download rate
     (for a project that restores nothing) and the RPO score of a project with nothing to upload taken as the
-    constants they are; the preference plugins are prepared once (their counts looked up once) and added last.
-    `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
+    constants they are; the preference plugins are prepared once (their counts looked up once) and added last:
+    (the base score, [(weight, preference score)]), `total_score` being the base plus each weighted preference in
+    turn. `tests/unit/controllers/test_scheduler_scores.py` checks the equality on every kind of node."""
     resource_score(strategy)  # refuses an unknown strategy
     spread = strategy == SPREAD
     (cpu, cpu_wanted), (memory, memory_wanted) = _scored_requests(project)  # `_mean_share_used`, unrolled below
@@ -227,28 +243,47 @@ def scorer(
             total += w_pull * (pull_top / (reference + delay_of(node)))
         return total + (w_rpo * rpo(project, node) if uploads else keeps_up)
 
-    preferences = [(weight, function) for _, weight, function in _preferences(project, weights, topology)]
+    return score, [(weight, function) for _, weight, function in _preferences(project, weights, topology)]
+
+
+def scorer(
+    project: ProjectInfo,
+    *,
+    strategy: str = SPREAD,
+    weights: Weights = Weights(),
+    topology: TopologyView = EMPTY_TOPOLOGY,
+) -> NodeScore:
+    """`total_score` of `project` as a function of the node alone, for one decision over many nodes (see
+    `scorer_parts`): the base score, then each preference plugin's weighted part added in turn."""
+    return with_preferences(*scorer_parts(project, strategy=strategy, weights=weights, topology=topology))
+
+
+def with_preferences(score: NodeScore, preferences: list[tuple[float, NodeScore]]) -> NodeScore:
+    """`score` plus each weighted preference in turn (`scorer` from `scorer_parts`)."""
     if not preferences:
         return score
+    if len(preferences) == 1:  # the usual case, without the loop (the same sum)
+        ((weight, function),) = preferences
 
-    def with_preferences(node: NodeInfo) -> float:
+        def with_one(node: NodeInfo) -> float:
+            return score(node) + weight * function(node)
+
+        return with_one
+
+    def with_all(node: NodeInfo) -> float:
         total = score(node)
         for weight, function in preferences:
             total += weight * function(node)
         return total
 
-    return with_preferences
-
-
-@functools.lru_cache(maxsize=65536)
-def _name_hash(name: str) -> int:
-    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big")
+    return with_all
 
 
 def tie_break_key(project_name: str, node_name: str) -> tuple[int, str]:
     """Orders nodes of equal score: a stable hash of the node name mixed with one of the project name (lower
-    first: each project sees the nodes in its own fixed order), then the node name."""
-    return _name_hash(node_name) ^ _name_hash(project_name), node_name
+    first: each project sees the nodes in its own fixed order), then the node name. (A search reads the node's
+    hash from `NodeInfo.name_hash`, the same `name_hash`.)"""
+    return name_hash(node_name) ^ name_hash(project_name), node_name
 
 
 __all__ = [
@@ -259,6 +294,7 @@ __all__ = [
     "START_DELAY",
     "TAINTS",
     "TOPOLOGY_SPREAD",
+    "parts_scorer",
     "score_parts",
     "BINPACK",
     "MAX_SCORE",
@@ -276,6 +312,8 @@ __all__ = [
     "resource_score",
     "rpo",
     "scorer",
+    "scorer_parts",
+    "with_preferences",
     "start_delay",
     "tie_break_key",
     "total_score",

@@ -14,8 +14,11 @@ tables and never parse a quantity or walk a protobuf message while deciding.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from caravanserai import v1
 from caravanserai.clock import seconds
@@ -27,6 +30,13 @@ from caravanserai.project.affinity import NO_PLACEMENT, Placement, placement_of
 from caravanserai.project.movecost import NO_NEEDS, MoveNeeds, no_rates
 from caravanserai.project.moveneeds import NO_SIZES, move_needs, parse_rate, restore_rates
 from caravanserai.project.tolerations import matches
+
+if TYPE_CHECKING:  # filterbase imports this module; the memo only names its type
+    from caravanserai.controllers.scheduler.filterbase import Rejection
+
+Memo = tuple[int, "Rejection | None", "Rejection | float"]
+"""What a search remembers of a node for one kind of project: (`NodeInfo.version` then, the rejection of the
+node's static checks or None, then the node's unschedulable rejection or its base score; `nodegate.py`)."""
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
@@ -71,7 +81,11 @@ class NodeInfo:
     normalised names of the images it holds (`moveneeds.image_key`), `allowed_host_paths` the host paths its agent
     lets HostPath volumes mount (empty: any), `ports` the host ports taken on it (bound, assumed, and hand-offs' old
     copies; `ports.py`), `nominated` the room kept for projects nominated to it after preempting others there
-    (`nominated.py`)."""
+    (`nominated.py`); `name_hash` is `name_hash(name)`, worked out once (it orders nodes of equal score).
+
+    `version` counts the changes `ClusterState` made to the record (-1: a record it does not keep, such as a what-if
+    view or a test's); `memo` holds, per kind of project, what a search worked out about the node at a version
+    (`nodegate.py`): valid only while `version` is unchanged, and never kept for a record of version -1."""
 
     name: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -87,6 +101,12 @@ class NodeInfo:
     allowed_host_paths: tuple[str, ...] = ()  # the agent's --allowed-host-paths (empty: any path)
     ports: PortIndex = field(default_factory=PortIndex)
     nominated: NominatedRoom = field(default_factory=NominatedRoom)
+    name_hash: int = field(init=False, repr=False, compare=False)
+    version: int = field(default=-1, init=False, repr=False, compare=False)
+    memo: dict[int, Memo] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.name_hash = name_hash(self.name)
 
     def free(self, resource: str) -> int:
         """Allocatable minus requested for `resource` (negative when overcommitted by others)."""
@@ -119,6 +139,12 @@ class ProjectInfo:
         # The requests in reporting order (cpu, memory, the others by name), computed once per decision.
         ordered_items = tuple((name, self.requests[name]) for name in ordered(self.requests))
         object.__setattr__(self, "ordered_requests", ordered_items)
+
+
+@functools.lru_cache(maxsize=65536)
+def name_hash(name: str) -> int:
+    """A stable 64-bit hash of a name (the same in every process and run, unlike `hash`)."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big")
 
 
 def node_spec_fields(node: v1.Node) -> tuple[dict[str, str], bool, tuple[TaintInfo, ...], Resources]:
@@ -173,7 +199,9 @@ __all__ = [
     "ProjectInfo",
     "TaintInfo",
     "TolerationInfo",
+    "Memo",
     "lease_renew_time",
+    "name_hash",
     "node_rates",
     "node_spec_fields",
     "project_info",

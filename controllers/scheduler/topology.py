@@ -15,6 +15,9 @@ decision; `TopologyIndex` answers from counts kept up to date as projects are pl
   this index only files what it is told). A node's label change moves its counts to its new domains.
 * **Bounded.** At most `MAX_SELECTORS` selectors stay registered; the least recently used are dropped (and
   registered again, by one scan, if asked again).
+* **Filed by label.** Registered selectors and placed required anti-affinity terms are filed under one label pair
+  their selector requires (`LabelFiling`), so placing a project, or asking which placed terms refuse a project,
+  looks only at the selectors that ask for one of its labels (plus those that ask for none), not at all of them.
 
 **The what-if seam (for preemption).** Filters and scores read the index only through `TopologyView`
 (`FilterContext.topology`). `TopologyIndex.without(names)` returns a view of the same counts with the projects
@@ -25,14 +28,15 @@ index next changes (a decision never awaits, so within one decision they always 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from caravanserai.controllers.scheduler.snapshot import ProjectInfo
 from caravanserai.project.affinity import ProjectSelector, ProjectTerm, topology_value
 
 MAX_SELECTORS = 1024
+K = TypeVar("K", bound=Hashable)
 NO_LABELS: Mapping[str, str] = {}
 
 
@@ -89,6 +93,43 @@ def _bump(counts: dict[str, int], key: str, sign: int) -> None:
         counts.pop(key, None)
 
 
+class LabelFiling(Generic[K]):
+    """Keys (selectors, or terms) filed with their selector under the first label pair it requires (`matchLabels`),
+    or apart when it requires none: `matching(labels)` walks only the keys whose selector may match `labels`."""
+
+    def __init__(self) -> None:
+        self._by_pair: dict[tuple[str, str], dict[K, ProjectSelector]] = {}
+        self._any: dict[K, ProjectSelector] = {}  # selectors without matchLabels (expressions only, or empty)
+
+    def add(self, key: K, selector: ProjectSelector) -> None:
+        bucket = self._by_pair.setdefault(selector.match_labels[0], {}) if selector.match_labels else self._any
+        bucket[key] = selector
+
+    def remove(self, key: K, selector: ProjectSelector) -> None:
+        if not selector.match_labels:
+            self._any.pop(key, None)
+            return
+        bucket = self._by_pair.get(selector.match_labels[0])
+        if bucket is not None:
+            bucket.pop(key, None)
+            if not bucket:
+                del self._by_pair[selector.match_labels[0]]
+
+    def matching(self, labels: Mapping[str, str]) -> Iterator[K]:
+        """The filed keys whose selector matches `labels`."""
+        for key, selector in self._any.items():
+            if selector.matches(labels):
+                yield key
+        by_pair = self._by_pair
+        if by_pair:
+            for pair in labels.items():
+                bucket = by_pair.get(pair)
+                if bucket is not None:
+                    for key, selector in bucket.items():
+                        if selector.matches(labels):
+                            yield key
+
+
 class TopologyIndex:
     """The live index (see the module docstring). Changed only by `ClusterState`, between decisions."""
 
@@ -99,6 +140,8 @@ class TopologyIndex:
         self._selectors: dict[ProjectSelector, _SelectorCounts] = {}  # in order of last use
         self._domains: dict[str, dict[str, int]] = {}  # topology key → domain → nodes
         self._anti: dict[ProjectTerm, dict[str, int]] = {}  # placed required anti terms → domain → count
+        self._selectors_filed: LabelFiling[ProjectSelector] = LabelFiling()  # `_selectors`, by label
+        self._anti_filed: LabelFiling[ProjectTerm] = LabelFiling()  # `_anti`, by label
 
     # ---- changes ------------------------------------------------------------------------------------------------
 
@@ -119,13 +162,17 @@ class TopologyIndex:
     def _apply(self, placed: Placed, sign: int) -> None:
         node, labels = placed.node, placed.labels
         node_labels = self._node_labels.get(node, NO_LABELS)
-        for counts in self._selectors.values():
-            if counts.selector.matches(labels):
-                counts.add(node, node_labels, sign)
+        selectors = self._selectors
+        for selector in self._selectors_filed.matching(labels):
+            selectors[selector].add(node, node_labels, sign)
         for term in placed.anti_required:
             value = topology_value(node, node_labels, term.topology_key)
             if value is not None:
-                _bump(self._anti.setdefault(term, {}), value, sign)
+                counts = self._anti.get(term)
+                if counts is None:
+                    counts = self._anti[term] = {}
+                    self._anti_filed.add(term, term.selector)
+                _bump(counts, value, sign)
 
     def set_node(self, name: str, labels: Mapping[str, str]) -> None:
         """Record a node's labels (a change moves its projects' counts to its new domains)."""
@@ -171,8 +218,8 @@ class TopologyIndex:
         return sum(self._selector(selector).per_node.values())
 
     def anti_affinity_against(self, labels: Mapping[str, str]) -> list[tuple[str, Mapping[str, int]]]:
-        anti = self._anti.items()
-        return [(term.topology_key, counts) for term, counts in anti if counts and term.selector.matches(labels)]
+        anti = self._anti
+        return [(term.topology_key, anti[term]) for term in self._anti_filed.matching(labels) if anti[term]]
 
     def domains(self, key: str, node_filter: Callable[[str, Mapping[str, str]], bool] | None = None) -> Collection[str]:
         if node_filter is not None:
@@ -198,6 +245,8 @@ class TopologyIndex:
             if len(self._selectors) >= MAX_SELECTORS:
                 for stale in list(self._selectors)[: MAX_SELECTORS // 2]:
                     del self._selectors[stale]
+                    self._selectors_filed.remove(stale, stale)
+            self._selectors_filed.add(selector, selector)
         self._selectors[selector] = counts  # most recently used last
         return counts
 
@@ -278,4 +327,13 @@ EMPTY_TOPOLOGY: TopologyView = TopologyIndex()
 """A view with no projects and no nodes (the default of `FilterContext.topology`)."""
 
 
-__all__ = ["EMPTY_TOPOLOGY", "MAX_SELECTORS", "Placed", "TopologyIndex", "TopologyView", "least_loaded", "node_rules"]
+__all__ = [
+    "EMPTY_TOPOLOGY",
+    "LabelFiling",
+    "MAX_SELECTORS",
+    "Placed",
+    "TopologyIndex",
+    "TopologyView",
+    "least_loaded",
+    "node_rules",
+]

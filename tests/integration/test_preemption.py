@@ -115,8 +115,13 @@ async def test_the_preemptor_waits_nominated_until_its_victim_has_left(client: C
             return p if p.status.nominated_node_name == "n1" else None
 
         await wait_for(nominated, 10, message="urgent nominated to n1")
-        db = await client.projects.get("db")
-        assert db.status.phase == v1.RUNNING and db.status.move.reason == "Preempted"  # final backups first
+
+        async def moving() -> v1.Project | None:  # the eviction is written just after the nomination
+            p = await client.projects.get("db")
+            return p if p.status.move.reason == "Preempted" else None
+
+        db = await wait_for(moving, 10, message="db preempted")
+        assert db.status.phase == v1.RUNNING  # still running: final backups first
         await client.projects.create(project("sneaky", requests={"cpu": "1"}, priority=5))
         await asyncio.sleep(0.5)
         assert (await client.projects.get("urgent")).status.phase == v1.PENDING  # not bound before the room is free

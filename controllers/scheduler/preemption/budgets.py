@@ -11,6 +11,7 @@ victims and, when only protected ones would make room, preempts nothing there.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from caravanserai import v1
@@ -18,7 +19,7 @@ from caravanserai.clock import Clock
 from caravanserai.controllers.scheduler.preemption.index import BoundProjects, Candidate
 from caravanserai.informer import CacheReader
 from caravanserai.project.disruption import available_replicas, disruptions_allowed
-from caravanserai.project.replicas import owning_set
+from caravanserai.project.replicas import SET_INDEX, owning_set
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,13 @@ class GuardedBound:
             return evictable
         return tuple(c for c in evictable if c.name not in self.protected)
 
+    def node_of(self, name: str) -> str:
+        return self.bound.node_of(name)
+
+    def lowest(self, priority: int) -> Iterator[Candidate]:
+        """`BoundProjects.lowest` without the protected replicas."""
+        return (c for c in self.bound.lowest(priority) if c.name not in self.protected)
+
 
 class Budgets:
     """Reads the sets and projects from the scheduler's informers; `guard` is called once per attempt."""
@@ -49,7 +57,8 @@ class Budgets:
         budgeted = [s for s in self._sets.list() if s.spec.HasField("disruption_budget")]
         if not budgeted:
             return frozenset()
-        projects = self._projects.list()
+        # Only the budgeted sets' replicas (the rule reads nothing else), from the cache's index of replicas by set
+        projects = [p for s in budgeted for p in self._projects.by_index(SET_INDEX, s.metadata.name)]
         now = self._clock.now()
         allowed = {s.metadata.name: disruptions_allowed(s, projects, now=now) for s in budgeted}
         available = {name for s in budgeted for name in available_replicas(s, projects, now=now)}

@@ -16,10 +16,17 @@ Guarantees:
 * **Cheap to scan.** Per node, the evictable projects sorted by priority are kept (`evictable_on`, rebuilt only
   when that node's projects change), so a preemption decision over thousands of nodes skips a node with nothing
   below the preemptor's priority in one comparison and never copies or sorts per decision.
+* **Cheapest victims first.** Over every node, the evictable projects are kept in the order a single victim is
+  chosen in (lowest priority, then newest, then name: `lowest`), updated as they are filed, so the best single
+  victim of the cluster is found by walking from the front instead of by looking at every node.
+* A status change that leaves a project's record as it was (same node, generation, and evictability) changes
+  nothing here.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from caravanserai import v1
@@ -78,6 +85,7 @@ class BoundProjects:
     _by_node: dict[str, dict[str, Candidate]] = field(default_factory=dict)
     _node_of: dict[str, str] = field(default_factory=dict)
     _evictable: dict[str, tuple[Candidate, ...]] = field(default_factory=dict)  # node → sorted by priority
+    _order: list[tuple[int, float, str]] = field(default_factory=list)  # `_order_key` of every evictable one, sorted
 
     def evictable_on(self, node: str) -> tuple[Candidate, ...]:
         """The evictable projects on `node`, lowest priority first (then oldest, then by name)."""
@@ -99,6 +107,16 @@ class BoundProjects:
     def node_of(self, name: str) -> str:
         return self._node_of.get(name, "")
 
+    def lowest(self, priority: int) -> Iterator[Candidate]:
+        """The evictable projects of priority below `priority` over every node, in the order single victims are
+        preferred: lowest priority, then newest, then by name. Read it without filing anything meanwhile."""
+        for key in self._order:
+            if key[0] >= priority:
+                return
+            record = self.get(key[2])
+            if record is not None:
+                yield record
+
     def observe(self, project: v1.Project) -> None:
         """File `project` as its status now says (bound to a node, or not)."""
         name, status = project.metadata.name, project.status
@@ -109,35 +127,54 @@ class BoundProjects:
         old = self.get(name)
         if old is not None and self._node_of[name] == node and old.generation == project.metadata.generation:
             fresh = candidate_status(old, project)
+            if fresh is old:
+                return  # filed as it is
         else:
             fresh = candidate(project)
         self.forget(name)
-        self._by_node.setdefault(node, {})[name] = fresh
-        self._node_of[name] = node
-        self._evictable.pop(node, None)
+        self._file(node, fresh)
 
     def forget(self, name: str) -> None:
         node = self._node_of.pop(name, None)
         if node is not None:
             self._evictable.pop(node, None)
             on_node = self._by_node[node]
-            on_node.pop(name, None)
+            record = on_node.pop(name, None)
             if not on_node:
                 del self._by_node[node]
+            if record is not None and record.evictable:
+                self._unorder(record)
 
     def mark_leaving(self, name: str) -> None:
         """`name` is being evicted: no longer a candidate (until the informer shows it again)."""
         node = self._node_of.get(name)
         if node is not None:
-            self._by_node[node][name] = replace(self._by_node[node][name], evictable=False)
-            self._evictable.pop(node, None)
+            self._replace(node, replace(self._by_node[node][name], evictable=False))
 
     def unmark(self, record: Candidate) -> None:
         """Undo `mark_leaving` (the eviction was not written): `record` is filed again if its project still is."""
         node = self._node_of.get(record.name)
         if node is not None and self._by_node[node].get(record.name) is not None:
-            self._by_node[node][record.name] = record
-            self._evictable.pop(node, None)
+            self._replace(node, record)
+
+    def _file(self, node: str, record: Candidate) -> None:
+        self._by_node.setdefault(node, {})[record.name] = record
+        self._node_of[record.name] = node
+        self._evictable.pop(node, None)
+        if record.evictable:
+            insort(self._order, _order_key(record))
+
+    def _replace(self, node: str, record: Candidate) -> None:
+        old = self._by_node[node][record.name]
+        if old.evictable:
+            self._unorder(old)
+        self._file(node, record)
+
+    def _unorder(self, record: Candidate) -> None:
+        key = _order_key(record)
+        at = bisect_left(self._order, key)
+        if at < len(self._order) and self._order[at] == key:
+            del self._order[at]
 
     def handler(self) -> EventHandler[v1.Project]:
         """The informer handler that keeps this index (register it before the scheduler's own)."""
@@ -151,6 +188,10 @@ class BoundProjects:
     def leaving_below(self, node: str, priority: int) -> list[str]:
         """Projects of priority below `priority` on their way off `node` (evicted, moving, terminating), sorted."""
         return sorted(c.name for c in self._by_node.get(node, {}).values() if not c.evictable and c.priority < priority)
+
+
+def _order_key(record: Candidate) -> tuple[int, float, str]:
+    return record.priority, -record.created, record.name
 
 
 def candidate_status(old: Candidate, project: v1.Project) -> Candidate:

@@ -118,7 +118,8 @@ class Preemptor:
         if nominated and self._bound.leaving_below(nominated, info.priority):
             log.debug("waiting for victims to leave", project=info.name, node=nominated)
             return Attempt(True)
-        view = self._bound if self._budgets is None else self._budgets.guard(self._bound)
+        guarded = None if self._budgets is None else self._budgets.guard(self._bound)
+        view = self._bound if guarded is None or not guarded.protected else guarded  # no wrapper when none is
         choice = choose(info, self._state.nodes(), view, ctx, checks)
         if choice is None:  # nothing of lower priority could free enough anywhere: the usual message says it all
             return Attempt(False)

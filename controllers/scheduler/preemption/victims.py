@@ -26,14 +26,20 @@ Guarantees:
   `MAX_SETS_PER_NODE`. Past that budget (a node running very many small lower-priority projects) that node falls
   back to kube-scheduler's reprieve: evict every candidate, then keep back each one, most valuable first,
   whenever the preemptor still fits without evicting it (a set no member of which can be spared).
+* **Single victims first, from an index.** Any one victim beats any two, and single victims compare by priority,
+  then newest, then name: the order `BoundView.lowest` keeps over the whole cluster. So the cheapest single
+  victims are tried first, each on its own node; the first that lets the preemptor pass is the answer. Only when
+  none of the first `SINGLE_WALK` does are the nodes searched one by one as above. Either way every node is
+  looked at once, for the count of nodes where eviction could make room (`Choice.nodes`).
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from caravanserai.controllers.scheduler.filters import (
     NOT_READY,
@@ -48,6 +54,7 @@ from caravanserai.controllers.scheduler.resources import Resources
 from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
 
 MAX_SETS_PER_NODE = 4096
+SINGLE_WALK = 256  # single victims tried cluster-wide, cheapest first, before the nodes are searched one by one
 UNRESOLVABLE = frozenset({NOT_READY, UNSCHEDULABLE})  # unavailable reasons no eviction changes
 
 VictimKey = tuple[int, int, int, float, tuple[str, ...]]
@@ -76,6 +83,14 @@ class BoundView(Protocol):
         """The evictable projects bound to `node`, lowest priority first."""
         ...
 
+    def lowest(self, priority: int) -> Iterator[Candidate]:
+        """The evictable projects of priority below `priority` on every node: lowest priority, newest, by name."""
+        ...
+
+    def node_of(self, name: str) -> str:
+        """The node project `name` is bound to ("" when none)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Choice:
@@ -90,14 +105,16 @@ class Choice:
     exact: bool = True
 
 
-@dataclass(slots=True)
-class _Node:
+class _Node(NamedTuple):
+    """A node where evicting could make room, ordered (as a tuple) by how good its best set could be at most."""
+
+    lower: int  # no set smaller than this can free enough resources
+    least_top: int  # no set of `lower` victims has a highest priority below this
+    hint: VictimKey | tuple[()]  # with `lower` 1: the least key a single victim here could have (() when none)
+    name: str  # the node's name (unique: the order never looks further)
     node: NodeInfo
     candidates: Sequence[Candidate]  # sorted by priority
-    lower: int  # no set smaller than this can free enough resources
     shortfall: Resources  # what must be freed, per resource
-    least_top: int  # no set of `lower` victims has a highest priority below this
-    hint: VictimKey | tuple[()] = ()  # with `lower` 1: the least key a single victim here could have
 
 
 def choose(
@@ -109,15 +126,83 @@ def choose(
 ) -> Choice | None:
     """The node and the smallest victim set for `project` (see the module docstring); None when no node has
     lower-priority projects whose eviction could free enough, a `Choice` without node when none lets it pass."""
+    counted, priority, evictable_on = resources_fit in checks, project.priority, bound.evictable_on
+    if next(bound.lowest(priority), None) is None:
+        return None  # nothing below its priority anywhere (the lowest priority's own projects: at once)
+    room: dict[str, tuple[NodeInfo, Sequence[Candidate], Resources]] = {}
+    for node in nodes:
+        evictable = evictable_on(node.name)
+        if evictable and evictable[0].priority < priority:  # else nothing here is below the preemptor's priority
+            found = _room(project, node, evictable, counted)
+            if found is not None:
+                room[node.name] = (node, *found)
+    if not room:
+        return None
+    single = _best_single(project, room, bound, ctx, checks)
+    if single is not None:
+        return Choice(single[0], (single[1],), len(room), True)
+    return _search_nodes(project, room, ctx, checks)
 
-    counted = resources_fit in checks
-    options = sorted(
-        (option for node in nodes if (option := _option(project, node, bound, counted)) is not None),
-        key=lambda option: (option.lower, option.least_top, option.hint, option.node.name),
-    )
+
+def _room(
+    project: ProjectInfo, node: NodeInfo, evictable: Sequence[Candidate], counted: bool
+) -> tuple[Sequence[Candidate], Resources] | None:
+    """(the candidates on `node`, what they must free there) when evicting all of them frees enough, else None.
+    `evictable` starts below the preemptor's priority."""
+    priority = project.priority
+    candidates = evictable if evictable[-1].priority < priority else [c for c in evictable if c.priority < priority]
+    shortfall = _shortfall(project, node) if counted else {}
+    for name, missing in shortfall.items():
+        freed = 0
+        for victim in candidates:
+            freed += victim.requests.get(name, 0)
+            if freed >= missing:
+                break
+        else:
+            return None
+    return candidates, shortfall
+
+
+def _best_single(
+    project: ProjectInfo,
+    room: dict[str, tuple[NodeInfo, Sequence[Candidate], Resources]],
+    bound: BoundView,
+    ctx: FilterContext,
+    checks: Sequence[FilterFunc],
+) -> tuple[str, Candidate] | None:
+    """(node, victim): the least single victim of the cluster that lets the preemptor pass (see the module
+    docstring), or None when none of the first `SINGLE_WALK` does."""
+    unresolvable: set[str] = set()
+    for walked, victim in enumerate(bound.lowest(project.priority)):
+        if walked >= SINGLE_WALK:
+            return None
+        entry = room.get(bound.node_of(victim.name))
+        if entry is None or not _covers((victim,), entry[2]):
+            continue
+        node = entry[0]
+        if node.name in unresolvable:
+            continue
+        if _unresolvable(project, node, ctx, checks):
+            unresolvable.add(node.name)
+        elif passes(project, node, (victim,), ctx, checks):
+            return node.name, victim
+    return None
+
+
+def _search_nodes(
+    project: ProjectInfo,
+    room: dict[str, tuple[NodeInfo, Sequence[Candidate], Resources]],
+    ctx: FilterContext,
+    checks: Sequence[FilterFunc],
+) -> Choice:
+    """The smallest set over the nodes of `room`, taken best-first from a heap that stops as soon as no remaining
+    node can do better than the best set found."""
+    options = [_option(node, candidates, shortfall) for node, candidates, shortfall in room.values()]
+    heapq.heapify(options)
     best: tuple[VictimKey, str, tuple[Candidate, ...]] | None = None
     exact = True
-    for option in options:
+    while options:
+        option = heapq.heappop(options)
         if best is not None and (option.lower, option.least_top) > best[0][:2]:
             break  # every later node needs more victims, or victims of a higher priority, than the best found
         if best is not None and option.hint and option.hint >= best[0]:
@@ -126,48 +211,37 @@ def choose(
             continue
         found, exhaustive = _smallest(project, option, ctx, checks, None if best is None else best[0])
         exact = exact and exhaustive
-        if found is not None and (best is None or (victim_key(found), option.node.name) < best[:2]):
-            best = (victim_key(found), option.node.name, found)
+        if found is not None and (best is None or (victim_key(found), option.name) < best[:2]):
+            best = (victim_key(found), option.name, found)
     if best is None:
-        return Choice("", (), len(options), exact) if options else None
-    return Choice(best[1], best[2], len(options), exact)
+        return Choice("", (), len(room), exact)
+    return Choice(best[1], best[2], len(room), exact)
 
 
-def _option(project: ProjectInfo, node: NodeInfo, bound: BoundView, counted: bool) -> _Node | None:
-    """`node` as a place to preempt on, or None when evicting there cannot help. Runs for every node: a node
-    with nothing below the preemptor's priority costs one comparison (`evictable_on` is sorted by priority)."""
-    priority = project.priority
-    evictable = bound.evictable_on(node.name)
-    if not evictable or evictable[0].priority >= priority:
-        return None
-    candidates = (
-        list(evictable) if evictable[-1].priority < priority else [c for c in evictable if c.priority < priority]
-    )
-    shortfall = _shortfall(project, node) if counted else {}
-    lower = _lower_bound(shortfall, candidates)
-    if lower is None:
-        return None
-    option = _Node(node, candidates, lower, shortfall, candidates[lower - 1].priority)  # sorted by priority
-    if lower == 1:
-        option.hint = _least_single(candidates, tuple(shortfall.items()))
-    return option
+def _option(node: NodeInfo, candidates: Sequence[Candidate], shortfall: Resources) -> _Node:
+    """`node` as a place to preempt on (evicting all `candidates` frees `shortfall`)."""
+    hint = _least_single(candidates, shortfall)
+    lower = 1 if hint else _lower_bound(shortfall, candidates)  # a single covering victim: the bound is 1
+    assert lower is not None  # every candidate together covers the shortfall (`_room`)
+    return _Node(lower, candidates[lower - 1].priority, hint, node.name, node, candidates, shortfall)
 
 
-def _least_single(candidates: Sequence[Candidate], shortfall: tuple[tuple[str, int], ...]) -> VictimKey | tuple[()]:
-    """The least `victim_key` of one candidate (of `candidates`, sorted by priority) that covers `shortfall`."""
-    best: VictimKey | tuple[()] = ()
+def _least_single(candidates: Sequence[Candidate], shortfall: Resources) -> VictimKey | tuple[()]:
+    """The least `victim_key` of one candidate (of `candidates`, sorted by priority) that covers `shortfall`
+    (() when none does). Of single victims, the key orders by priority, then newest, then name."""
+    best: Candidate | None = None
+    missing_items = shortfall.items()
     for victim in candidates:
-        if best and victim.priority > best[1]:
+        if best is not None and victim.priority > best.priority:
             break  # sorted by priority: no later single can be less
         requests = victim.requests
-        for name, missing in shortfall:
+        for name, missing in missing_items:
             if requests.get(name, 0) < missing:
                 break
         else:
-            key = victim_key((victim,))
-            if not best or key < best:
-                best = key
-    return best
+            if best is None or (-victim.created, victim.name) < (-best.created, best.name):
+                best = victim
+    return () if best is None else victim_key((best,))
 
 
 def _unresolvable(project: ProjectInfo, node: NodeInfo, ctx: FilterContext, checks: Sequence[FilterFunc]) -> bool:
@@ -182,10 +256,16 @@ def _unresolvable(project: ProjectInfo, node: NodeInfo, ctx: FilterContext, chec
 
 def _shortfall(project: ProjectInfo, node: NodeInfo) -> Resources:
     """Per resource, how much more than is free now (room kept for others' nominations included) it needs."""
-    reserved = node.nominated.reserved(project.name, project.priority) if node.nominated else {}
-    short: Resources = {}
-    for name, want in project.ordered_requests:
-        missing = want - (node.allocatable.get(name, 0) - node.requested.get(name, 0) - reserved.get(name, 0))
+    allocatable, requested, short = node.allocatable, node.requested, {}
+    if node.nominated:
+        reserved = node.nominated.reserved(project.name, project.priority)
+        for name, want in project.ordered_requests:
+            missing = want - (allocatable.get(name, 0) - requested.get(name, 0) - reserved.get(name, 0))
+            if missing > 0:
+                short[name] = missing
+        return short
+    for name, want in project.ordered_requests:  # the same without nominations (nearly every node)
+        missing = want - (allocatable.get(name, 0) - requested.get(name, 0))
         if missing > 0:
             short[name] = missing
     return short

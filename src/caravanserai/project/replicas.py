@@ -100,6 +100,16 @@ def owning_set(project: v1.Project) -> str | None:
     return owner.name if owner is not None and (owner.kind, owner.api_version) == (SET_KIND, v1.API_VERSION) else None
 
 
+SET_INDEX = "projectset"
+"""A projects cache's index of replicas by the name of the set that controls them (`set_index`)."""
+
+
+def set_index(project: v1.Project) -> list[str]:
+    """The index function of `SET_INDEX`: the owning set's name (none for a project no set controls)."""
+    name = owning_set(project)
+    return [name] if name is not None else []
+
+
 def is_ready(project: v1.Project) -> bool:
     """Running, not being deleted nor moved, every service ready and the Ready condition True."""
     if project.status.phase != v1.RUNNING or project.metadata.HasField("deletion_timestamp"):
@@ -137,6 +147,7 @@ __all__ = [
     "DEFAULT_REPLICAS",
     "DEFAULT_SURGE",
     "DEFAULT_UNAVAILABLE",
+    "SET_INDEX",
     "SET_KIND",
     "Availability",
     "RollingBounds",
@@ -148,5 +159,6 @@ __all__ = [
     "revision_number",
     "rolling_bounds",
     "scaled",
+    "set_index",
     "template_hash",
 ]

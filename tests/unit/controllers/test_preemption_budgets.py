@@ -8,6 +8,7 @@ from caravanserai.clock import timestamp
 from caravanserai.controllers.scheduler.preemption.budgets import Budgets
 from caravanserai.controllers.scheduler.preemption.index import BoundProjects
 from caravanserai.informer.indexer import Indexer
+from caravanserai.project.replicas import SET_INDEX, set_index
 from caravanserai.testing.clock import FakeClock
 
 NOW = 1000.0
@@ -34,7 +35,7 @@ def budgeted(name: str, replicas: int, max_unavailable: str) -> v1.ProjectSet:
 
 
 def guard(projects: list[v1.Project], sets: list[v1.ProjectSet]) -> frozenset[str]:
-    project_cache: Indexer[v1.Project] = Indexer()
+    project_cache: Indexer[v1.Project] = Indexer({SET_INDEX: set_index})
     set_cache: Indexer[v1.ProjectSet] = Indexer()
     bound = BoundProjects()
     for p in projects:

@@ -164,8 +164,11 @@ def brute_force(c: Cluster, info: ProjectInfo) -> tuple[tuple[object, ...], str]
     return best
 
 
+@pytest.mark.parametrize("walk", [0, 2, victims_module.SINGLE_WALK])
 @pytest.mark.parametrize("seed", range(40))
-def test_victims_are_minimal_against_a_brute_force(seed: int) -> None:
+def test_victims_are_minimal_against_a_brute_force(seed: int, walk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the cluster-wide walk over single victims cut short (0, 2) or not, the choice is the brute force's."""
+    monkeypatch.setattr(victims_module, "SINGLE_WALK", walk)
     rng = random.Random(seed)
     c = Cluster()
     for n in range(rng.randint(2, 5)):
@@ -201,6 +204,37 @@ def test_victims_are_minimal_against_a_brute_force(seed: int) -> None:
 
     assert choice is not None and choice.exact
     assert (victim_key(choice.victims), choice.node) == expected
+
+
+def test_the_cluster_wide_order_of_single_victims_follows_every_change() -> None:
+    c = Cluster()
+    for n in ("a", "b"):
+        c.node(n, cpu="8")
+    rng = random.Random(3)
+    projects = [
+        c.run(f"p{i}", rng.choice(("a", "b")), cpu="100m", priority=rng.randint(0, 3), created=rng.uniform(0, 9))
+        for i in range(12)
+    ]
+
+    def expected(below: int) -> list[str]:
+        records = [r for n in ("a", "b") for r in c.bound.evictable_on(n) if r.priority < below]
+        return [r.name for r in sorted(records, key=lambda r: (r.priority, -r.created, r.name))]
+
+    assert [r.name for r in c.bound.lowest(99)] == expected(99)
+    c.bound.mark_leaving("p3")
+    record = c.bound.get("p5")
+    assert record is not None
+    c.bound.mark_leaving("p5")
+    c.bound.unmark(record)
+    c.bound.forget("p7")
+    moved = projects[8]
+    moved.status.node_ref = "b" if moved.status.node_ref == "a" else "a"
+    c.bound.observe(moved)
+    gone = projects[9]
+    gone.status.phase = v1.PENDING
+    c.bound.observe(gone)
+    assert [r.name for r in c.bound.lowest(99)] == expected(99) and "p3" not in expected(99)
+    assert [r.name for r in c.bound.lowest(2)] == expected(2)
 
 
 def test_a_required_anti_affinity_is_resolved_by_evicting_the_project_it_refuses() -> None:

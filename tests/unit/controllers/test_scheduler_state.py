@@ -94,7 +94,7 @@ def test_bound_projects_are_counted_incrementally() -> None:
     assert not state.observe_project(a, term).freed
     gone = meta.copy(term)
     gone.status.phase = v1.TERMINATED
-    assert state.observe_project(term, gone).freed
+    assert state.observe_project(term, gone).freed_on == {"n1"}
     assert state.requested("n1") == {"cpu": 1000}
     # deletion frees; a project on a node the informer has not shown yet still counts there
     assert state.forget_project(b).freed

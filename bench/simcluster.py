@@ -1,0 +1,93 @@
+"""The simulated cluster the scheduler benchmarks share: Nodes with Leases renewed by this process, and the watch
+that records when each project is first seen bound."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from caravanserai import meta, v1
+from caravanserai.client import Client
+from caravanserai.clock import timestamp
+from caravanserai.errors import Conflict
+from caravanserai.testing.builders import lease, node, node_status
+
+
+async def run_concurrently(count: int, workers: int, op: Callable[[int], Awaitable[Any]]) -> None:
+    async def worker(first: int) -> None:
+        for i in range(first, count, workers):
+            await op(i)
+
+    await asyncio.gather(*(worker(w) for w in range(workers)))
+
+
+class SimulatedNodes:
+    """Nodes and their Leases; `renew_forever` renews every Lease once per cycle from one task."""
+
+    def __init__(self, client: Client, count: int) -> None:
+        self.client = client
+        self.names = [f"node-{i:05d}" for i in range(count)]
+        self.leases: dict[str, v1.Lease] = {}
+        self.renewals = 0
+
+    async def create(self) -> None:
+        async def one(i: int) -> None:
+            name = self.names[i]
+            created = await self.client.nodes.create(node(name))
+            await self.client.nodes.update_status(node_status(created, cpu="4", memory="8Gi"))
+            fresh = lease(name)
+            fresh.spec.renew_time.CopyFrom(timestamp(time.time()))
+            self.leases[name] = await self.client.leases.create(fresh)
+
+        await run_concurrently(len(self.names), 64, one)
+
+    async def renew(self, name: str) -> None:
+        current = meta.copy(self.leases[name])
+        current.spec.renew_time.CopyFrom(timestamp(time.time()))
+        try:
+            self.leases[name] = await self.client.leases.update(current)
+        except Conflict:
+            self.leases[name] = await self.client.leases.get(name)
+        self.renewals += 1
+
+    async def renew_forever(self, cycle: float) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            for index in range(0, len(self.names), 16):
+                await asyncio.gather(*(self.renew(n) for n in self.names[index : index + 16]))
+                target = started + cycle * (index + 16) / len(self.names)
+                await asyncio.sleep(max(0.0, target - loop.time()))
+
+
+class BindWatch:
+    """Records when each project is first seen Scheduled on a watch."""
+
+    def __init__(self) -> None:
+        self.bound_at: dict[str, float] = {}
+        self.changed = asyncio.Event()
+
+    async def run(self, client: Client) -> None:
+        start = (await client.projects.list(limit=1)).resource_version
+        async for event in client.projects.watch(resource_version=start):
+            p = event.object
+            if event.type != v1.BOOKMARK and p.status.phase == v1.SCHEDULED:
+                self.bound_at.setdefault(p.metadata.name, time.perf_counter())
+                self.changed.set()
+
+    async def wait_all(self, names: list[str], timeout: float) -> None:
+        deadline = time.perf_counter() + timeout
+        while not all(n in self.bound_at for n in names):
+            self.changed.clear()
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                missing = sum(n not in self.bound_at for n in names)
+                raise TimeoutError(f"{missing} projects not bound within {timeout:g}s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), remaining)
+
+
+__all__ = ["BindWatch", "SimulatedNodes", "run_concurrently"]
