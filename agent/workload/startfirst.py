@@ -11,7 +11,7 @@ Guarantees:
 2. **Healthy before it serves.** The new container must become healthy within its check's start period plus
    `retries + 1` intervals: Docker's status for an `exec` check; one passing probe of the agent's own
    (`health.probe_once`, every interval but at least every `PROBE_EVERY`) for an `http` or `tcp` check; running,
-   without a check (within `NO_CHECK_WAIT`).
+   without a check.
 3. **The switch, then the stop.** The old container takes the *old* name, the new one the service's name, and
    `on_switch(project, service)` tells this node's ingress to find the service's address afresh: new requests go
    to the new container. Only then is the old one stopped (its grace period lets requests in flight finish) and
@@ -49,7 +49,6 @@ from caravanserai.project.servicegraph import HealthSettings
 
 log = structlog.get_logger(__name__)
 
-NO_CHECK_WAIT = 10.0  # seconds a new container without a health check has to be running
 POLL = 0.25  # seconds between looks at a new container with an exec check or none
 PROBE_EVERY = 1.0  # seconds between the agent's probes of a new container at most (its check's interval if shorter)
 RETRY = Backoff(initial=10.0, cap=300.0, jitter=0.1, reset_after=None)  # after a replacement that did not serve
@@ -156,7 +155,7 @@ class StartFirst:
         check = service.healthcheck if service.HasField("healthcheck") else None
         settings = HealthSettings.of(check) if check is not None else None
         probed = check is not None and (check.HasField("http") or check.HasField("tcp"))
-        wait = NO_CHECK_WAIT if settings is None else settings.start_period + settings.interval * (settings.retries + 1)
+        wait = 0.0 if settings is None else settings.start_period + settings.interval * (settings.retries + 1)
         deadline = self.clock.monotonic() + wait
         while True:
             found = await self.docker.inspect_container(container_id)
@@ -178,4 +177,4 @@ class StartFirst:
             await self.clock.sleep(min(settings.interval, PROBE_EVERY) if probed and settings is not None else POLL)
 
 
-__all__ = ["NO_CHECK_WAIT", "POLL", "PROBE_EVERY", "RETRY", "StartFirst", "Switched", "applies"]
+__all__ = ["POLL", "PROBE_EVERY", "RETRY", "StartFirst", "Switched", "applies"]

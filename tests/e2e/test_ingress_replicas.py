@@ -37,6 +37,7 @@ from caravanserai.controllers.projectset import app as projectset_app
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.project.replicas import owning_set, template_hash
 from caravanserai.testing.builders import project
+from caravanserai.testing.manager import running
 from caravanserai.testing.wait import wait_for
 
 pytestmark = pytest.mark.docker
@@ -99,13 +100,8 @@ async def controllers(client: Client) -> AsyncIterator[None]:
     scheduler_app.setup(manager, client, clock)
     projectset_app.setup(manager, client, clock)
     gc_app.setup(manager, client, clock, gc_app.GCOptions())
-    task = asyncio.create_task(manager.run(), name="e2e-projectset-controllers")
-    try:
+    async with running(manager):
         yield
-    finally:
-        manager.stop()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(task, 10)
 
 
 def web_set(name: str, image: str) -> v1.ProjectSet:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from test_agent_selffence import FakeClient, FakeProjectsApi
 
 from caravanserai import v1
 from caravanserai.agent.config import AgentConfig
@@ -70,22 +71,6 @@ class Runtime:
     stop_timeout: int = 1
 
 
-@dataclass
-class Projects:
-    bound: dict[str, str]  # project → the node it is bound to now
-
-    async def get(self, name: str) -> v1.Project:
-        project = v1.Project()
-        project.metadata.name, project.metadata.uid = name, f"uid-{name}"
-        project.status.node_ref, project.status.phase = self.bound[name], v1.RUNNING
-        return project
-
-
-@dataclass
-class Api:
-    projects: Projects
-
-
 def _files(tmp_path: Path, boot: str = BOOT) -> FenceFiles:
     return FenceFiles(tmp_path / "fence", NODE, boot_id=boot)
 
@@ -95,7 +80,7 @@ def _fence(clock: FakeClock, engine: Engine, files: FenceFiles | None, bound: di
         fence_after=10.0,
         clock=clock,
         projects=Runtime(engine),  # type: ignore[arg-type]  # a stand-in of the projects adapter
-        client=Api(Projects(bound)),  # type: ignore[arg-type]  # a stand-in of the client
+        client=FakeClient(FakeProjectsApi(bound)),  # type: ignore[arg-type]  # a stand-in of the client
         node=NODE,
         files=files,
     )
