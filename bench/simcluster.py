@@ -4,7 +4,6 @@ that records when each project is first seen bound."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -64,30 +63,41 @@ class SimulatedNodes:
 
 
 class BindWatch:
-    """Records when each project is first seen Scheduled on a watch."""
+    """Records when each project is first seen Scheduled on a watch. Waiting costs nothing per binding beyond a set
+    removal: the waiter is woken once, when the last of its names is bound (a scan of every name on every binding
+    took a millisecond of the machine per binding from the stack being measured)."""
 
     def __init__(self) -> None:
         self.bound_at: dict[str, float] = {}
-        self.changed = asyncio.Event()
+        self._waiting: set[str] = set()
+        self._all_bound = asyncio.Event()
 
     async def run(self, client: Client) -> None:
         start = (await client.projects.list(limit=1)).resource_version
         async for event in client.projects.watch(resource_version=start):
             p = event.object
             if event.type != v1.BOOKMARK and p.status.phase == v1.SCHEDULED:
-                self.bound_at.setdefault(p.metadata.name, time.perf_counter())
-                self.changed.set()
+                name = p.metadata.name
+                if name not in self.bound_at:
+                    self.bound_at[name] = time.perf_counter()
+                    waiting = self._waiting
+                    if name in waiting:
+                        waiting.discard(name)
+                        if not waiting:
+                            self._all_bound.set()
 
     async def wait_all(self, names: list[str], timeout: float) -> None:
-        deadline = time.perf_counter() + timeout
-        while not all(n in self.bound_at for n in names):
-            self.changed.clear()
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                missing = sum(n not in self.bound_at for n in names)
-                raise TimeoutError(f"{missing} projects not bound within {timeout:g}s")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), remaining)
+        """Return once every one of `names` was seen bound (one waiter at a time); TimeoutError after `timeout`."""
+        self._waiting = {n for n in names if n not in self.bound_at}
+        if not self._waiting:
+            return
+        self._all_bound.clear()
+        try:
+            await asyncio.wait_for(self._all_bound.wait(), timeout)
+        except TimeoutError:
+            raise TimeoutError(f"{len(self._waiting)} projects not bound within {timeout:g}s") from None
+        finally:
+            self._waiting = set()
 
 
 __all__ = ["BindWatch", "SimulatedNodes", "run_concurrently"]

@@ -19,6 +19,10 @@ Guarantees:
 * **Live where it must be.** Readiness (the time), the room kept for nominated projects (a node with nominees is
   judged live), host ports (a project publishing some never uses the memo), the preference plugins (other
   projects) and the `before` checks (domain rules, selectors) are worked out in every decision.
+* **Judged once per domain where only the domain counts.** When the `before` checks and the preference plugins
+  read nothing of a node but its value of one topology key (`placementfilters.domain_key`: zone rules, the usual
+  case), their verdict is worked out on the first node of each domain in the decision and looked up for the rest
+  (`_by_domain`); the score adds the same parts in the same order.
 * **Bounded.** At most `MEMO_KINDS` kinds are kept per node (past that, the node's memo starts again); kinds are
   numbered once and never reused, so a forgotten number can never be read as another kind.
 """
@@ -38,6 +42,7 @@ from caravanserai.controllers.scheduler.filters import (
     taints_tolerated,
 )
 from caravanserai.controllers.scheduler.nodegate import BASICS, fused_basics
+from caravanserai.controllers.scheduler.placementfilters import domain_key
 from caravanserai.controllers.scheduler.scores import NodeScore, Weights
 from caravanserai.controllers.scheduler.snapshot import Memo, NodeInfo, ProjectInfo
 
@@ -96,34 +101,75 @@ def memo_evaluate(
         unschedulable = node_schedulable(project, node, ctx)
         return node.version, None, unschedulable if unschedulable is not None else base(node)
 
+    def judged(node: NodeInfo) -> Rejection | float:
+        """The node's first rejection of the `BASICS` run and NodeReady, else its base score."""
+        if node.nominated or node.version < 0:  # judged live
+            rejection = live(project, node, ctx)
+            return rejection if rejection is not None else base(node)
+        memo = node.memo
+        entry = memo.get(kind)
+        if entry is None or entry[0] != node.version:
+            if len(memo) >= MEMO_KINDS:
+                memo.clear()
+            entry = memo[kind] = static(node)
+        if entry[1] is not None:
+            return entry[1]
+        renew = node.renew_time  # NodeReady, live: it comes between NodeResourcesFit and NodeUnschedulable
+        if renew is None or not now < renew + timeout:
+            return NOT_READY_REJECTION
+        return entry[2]
+
+    key = domain_key(project, before)
+    if key is not None:
+        return _by_domain(project, ctx, key, before, preferences, judged)
+
     def evaluate(node: NodeInfo) -> Rejection | float:
         if before is not None:
             rejection = before(project, node, ctx)
             if rejection is not None:
                 return rejection
-        if node.nominated or node.version < 0:  # judged live
-            rejection = live(project, node, ctx)
+        total = judged(node)
+        if total.__class__ is Rejection:  # (not `isinstance`: a call per node)
+            return total
+        for weight, function in preferences:
+            total += weight * function(node)  # type: ignore[operator]  # not a Rejection: a score
+        return total
+
+    return evaluate
+
+
+def _by_domain(
+    project: ProjectInfo,
+    ctx: FilterContext,
+    key: str,
+    before: FilterFunc | None,
+    preferences: list[tuple[float, NodeScore]],
+    judged: Evaluate,
+) -> Evaluate:
+    """The evaluation when `before` and the preferences read only the node's value of `key` (`domain_key`): their
+    verdict (the first rejection, or each weighted preference) is worked out on the first node of each domain and
+    looked up for the others; the score adds the same parts in the same order as the general evaluation."""
+    verdicts: dict[str | None, Rejection | tuple[float, ...]] = {}
+
+    def verdict(node: NodeInfo) -> Rejection | tuple[float, ...]:
+        if before is not None:
+            rejection = before(project, node, ctx)
             if rejection is not None:
                 return rejection
-            total = base(node)
-        else:
-            memo = node.memo
-            entry = memo.get(kind)
-            if entry is None or entry[0] != node.version:
-                if len(memo) >= MEMO_KINDS:
-                    memo.clear()
-                entry = memo[kind] = static(node)
-            if entry[1] is not None:
-                return entry[1]
-            renew = node.renew_time  # NodeReady, live: it comes between NodeResourcesFit and NodeUnschedulable
-            if renew is None or not now < renew + timeout:
-                return NOT_READY_REJECTION
-            remembered = entry[2]
-            if remembered.__class__ is Rejection:  # (not `isinstance`: a call per node)
-                return remembered
-            total = remembered  # type: ignore[assignment]  # not a Rejection: the base score
-        for weight, function in preferences:
-            total += weight * function(node)
+        return tuple(weight * function(node) for weight, function in preferences)
+
+    def evaluate(node: NodeInfo) -> Rejection | float:
+        domain = node.labels.get(key)
+        found = verdicts.get(domain)
+        if found is None:
+            found = verdicts[domain] = verdict(node)
+        if found.__class__ is Rejection:  # (not `isinstance`: a call per node)
+            return found  # a Rejection
+        total = judged(node)
+        if total.__class__ is Rejection:
+            return total
+        for part in found:  # type: ignore[union-attr]  # not a Rejection: the weighted preferences
+            total += part  # type: ignore[operator]  # not a Rejection: a score
         return total
 
     return evaluate

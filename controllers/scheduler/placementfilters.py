@@ -91,8 +91,8 @@ def domain_check(rules: tuple[DomainRule, ...]) -> FilterFunc:
 
 
 def merged(checks: tuple[FilterFunc, ...]) -> tuple[FilterFunc, ...]:
-    """`checks` with each run of two or more `DomainCheck`s in a row replaced by one check of all their rules, in
-    order (the same first rejection on every node)."""
+    """`checks` with each run of two or more `DomainCheck`s in a row replaced by one `DomainCheck` of all their
+    rules, in order (the same first rejection on every node)."""
     out: list[FilterFunc] = []
     run: list[DomainCheck] = []
     for check in (*checks, None):
@@ -100,13 +100,34 @@ def merged(checks: tuple[FilterFunc, ...]) -> tuple[FilterFunc, ...]:
             run.append(check)
             continue
         if len(run) > 1:
-            out.append(domain_check(tuple(rule for each in run for rule in each.rules)))
+            out.append(DomainCheck(tuple(rule for each in run for rule in each.rules)))
         else:
             out.extend(run)
         run = []
         if check is not None:
             out.append(check)
     return tuple(out)
+
+
+def domain_key(project: ProjectInfo, before: FilterFunc | None) -> str | None:
+    """The one topology key that `before` (a search's checks ahead of the basic ones) and `project`'s preference
+    plugins (`scores.scorer_parts`) read of a node, when they read nothing else of it and it is not the hostname:
+    then their verdict on a node is its domain's, the same for every node with that value of the key (or without
+    the key). None otherwise (node affinity preferences, selectors, hostname rules, several keys, nothing to read)."""
+    placement = project.placement
+    if placement.node_preferred:
+        return None
+    keys = {term.topology_key for _, term in placement.affinity_preferred}
+    keys.update(term.topology_key for _, term in placement.anti_preferred)
+    keys.update(constraint.topology_key for constraint in placement.spread if not constraint.hard)
+    if before is not None:
+        if not isinstance(before, DomainCheck):
+            return None
+        keys.update(rule[0] for rule in before.rules)
+    if len(keys) != 1:
+        return None
+    (key,) = keys
+    return None if key == HOSTNAME_KEY else key
 
 
 def _domain_check(rules: list[DomainRule]) -> DomainCheck | None:
@@ -209,6 +230,7 @@ __all__ = [
     "prepare_spread",
     "prepare_topology_labels",
     "DomainCheck",
+    "domain_key",
     "domain_check",
     "merged",
     "topology_labels_present",

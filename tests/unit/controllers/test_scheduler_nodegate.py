@@ -70,6 +70,7 @@ def random_project(rng: random.Random, name: str) -> ProjectInfo:
     requests = rng.choice(({"cpu": 500, "memory": GI}, {"cpu": 2000}, {"memory": 2 * GI}, {"gpu": 1, "cpu": 100}, {}))
     app = rng.choice(("web", "db"))
     term = ProjectTerm(ProjectSelector((("app", app),)), rng.choice((ZONE_KEY, HOSTNAME_KEY)))
+    zoned = ProjectTerm(ProjectSelector((("app", app),)), ZONE_KEY)
     placement = rng.choice(
         (
             Placement(),
@@ -78,6 +79,15 @@ def random_project(rng: random.Random, name: str) -> ProjectInfo:
             Placement(anti_required=(term,)),
             Placement(spread=(SpreadConstraint(1, ZONE_KEY, "DoNotSchedule", term.selector),)),
             Placement(spread=(SpreadConstraint(1, ZONE_KEY, SCHEDULE_ANYWAY, term.selector),)),
+            # one key read by both the checks and the preferences: judged once per zone (`nodememo._by_domain`)
+            Placement(
+                anti_preferred=((100, zoned),),
+                spread=(
+                    SpreadConstraint(1, ZONE_KEY, "DoNotSchedule", zoned.selector),
+                    SpreadConstraint(2, ZONE_KEY, SCHEDULE_ANYWAY, zoned.selector),
+                ),
+            ),
+            Placement(anti_preferred=((30, zoned), (70, term))),
         )
     )
     return ProjectInfo(
