@@ -4,12 +4,11 @@ host's Docker Engine, and the reset between tests."""
 from __future__ import annotations
 
 import asyncio
-import datetime
 
 from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.testing.wait import wait_for
-from support.fleet import EngineContainer, Fleet
+from support.fleet import EngineContainer, Fleet, engine_time
 
 PROJECT_LABEL = "caravanserai.io/project"
 HEARTBEAT_TIMEOUT = 5.0  # the fleet's node-health timings (short, to keep the tier within minutes)
@@ -75,15 +74,6 @@ async def wait_running(client: Client, names: list[str], timeout: float = 60.0) 
     return result
 
 
-def _epoch(text: str) -> float:
-    """Docker's RFC 3339 time with nanoseconds → seconds since the epoch (0.0 for Docker's zero time)."""
-    if text.startswith("0001-"):
-        return 0.0
-    head, _, rest = text.rstrip("Z").partition(".")
-    fraction = float(f"0.{rest}") if rest else 0.0
-    return datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC).timestamp() + fraction
-
-
 async def container_times(fleet: Fleet, host: str, container_id: str) -> tuple[float, float]:
     """(StartedAt, FinishedAt) of a container as its engine recorded them (FinishedAt 0.0 while it runs).
     Every engine runs on the same machine, so times of different hosts compare."""
@@ -91,7 +81,7 @@ async def container_times(fleet: Fleet, host: str, container_id: str) -> tuple[f
         fleet.dockers[host].cli, "inspect", "--format", "{{.State.StartedAt}} {{.State.FinishedAt}}", container_id
     )
     started, finished = result.stdout.decode().split()
-    return _epoch(started), _epoch(finished)
+    return engine_time(started), engine_time(finished)
 
 
 __all__ = [

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -121,4 +122,13 @@ class HostDocker:
         await self.process.stop()
 
 
-__all__ = ["EngineContainer", "HostDocker"]
+def engine_time(text: str) -> float:
+    """Docker's RFC 3339 time with nanoseconds → seconds since the epoch (0.0 for Docker's zero time)."""
+    if text.startswith("0001-"):
+        return 0.0
+    head, _, rest = text.rstrip("Z").partition(".")
+    fraction = float(f"0.{rest}") if rest else 0.0
+    return datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC).timestamp() + fraction
+
+
+__all__ = ["EngineContainer", "HostDocker", "engine_time"]

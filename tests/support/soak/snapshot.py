@@ -3,11 +3,10 @@ Caravanserai containers of every worker's engine (`docker ps`, by project label)
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass, field
 
 from caravanserai import v1
-from support.fleet import EngineContainer
+from support.fleet import EngineContainer, engine_time
 
 PROJECT = "caravanserai.io/project"
 SERVICE = "caravanserai.io/service"
@@ -31,15 +30,6 @@ class Snapshot:
 
     def running(self, project: str) -> list[tuple[str, EngineContainer]]:
         return [(h, c) for h, c in self.containers if c.running and c.labels.get(PROJECT) == project]
-
-
-def engine_time(text: str) -> float:
-    """Docker's RFC 3339 time with nanoseconds → seconds since the epoch (0.0 for Docker's zero time)."""
-    if text.startswith("0001-"):
-        return 0.0
-    head, _, rest = text.rstrip("Z").partition(".")
-    fraction = float(f"0.{rest}") if rest else 0.0
-    return datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC).timestamp() + fraction
 
 
 __all__ = ["GENERATION", "PROJECT", "PROJECT_UID", "SERVICE", "Snapshot", "engine_time"]
