@@ -27,10 +27,12 @@ import dataclasses
 import json
 import os
 import sys
+from typing import Any
 
 import benchlib  # noqa: F401 - makes the suite's `support` package importable
 
 from caravanserai.clock import SystemClock
+from caravanserai.process.shell import until_signalled
 from support.fleet import NamespacesUnavailable, check_available
 from support.soak import KINDS, SoakConfig, parse_duration, run_soak
 
@@ -99,6 +101,18 @@ def config_from(args: argparse.Namespace) -> SoakConfig:
     )  # fmt: skip
 
 
+async def _soak_until_signalled(config: SoakConfig) -> dict[str, Any] | None:
+    """The report of the run, or None when SIGTERM or SIGINT ended it first (the fleet is stopped and removed
+    either way: `run_soak` tears it down when cancelled)."""
+    reports: list[dict[str, Any]] = []
+
+    async def soak() -> None:
+        reports.append(await run_soak(config, clock=SystemClock(), say=lambda text: print(text, file=sys.stderr)))
+
+    await until_signalled(soak())
+    return reports[0] if reports else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
     try:
@@ -107,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, NamespacesUnavailable) as exc:
         print(f"soak: {exc}", file=sys.stderr)
         return 2
-    report = asyncio.run(run_soak(config, clock=SystemClock(), say=lambda text: print(text, file=sys.stderr)))
+    report = asyncio.run(_soak_until_signalled(config))
+    if report is None:
+        print("soak: interrupted; the fleet was stopped and removed", file=sys.stderr)
+        return 130
     text = json.dumps(report, indent=2)
     print(text)
     if args.output:
