@@ -148,15 +148,28 @@ def convert_text(
 
 def _interpolated(value: Any, ctx: Context, path: str, unset: list[str]) -> Any:
     if isinstance(value, dict):
-        return {k: _interpolated(v, ctx, join(path, k), unset) for k, v in value.items()}
+        return {_key(k, ctx, path): _interpolated(v, ctx, join(path, k), unset) for k, v in value.items()}
     if isinstance(value, list):
         return [_interpolated(v, ctx, join(path, i), unset) for i, v in enumerate(value)]
     if isinstance(value, str):
         try:
-            return substitute(value, ctx.environ.get, unset)
+            return substitute(_unicode(value, ctx, path), ctx.environ.get, unset)
         except InterpolationError as exc:
             raise ctx.error(path, str(exc)) from None
     return value
+
+
+def _key(key: Any, ctx: Context, path: str) -> Any:
+    return _unicode(key, ctx, path) if isinstance(key, str) else key
+
+
+def _unicode(text: str, ctx: Context, path: str) -> str:
+    """`text` as valid Unicode: a pair of surrogate escapes ("\\ud83d\\ude00", which YAML reads as two halves) joined
+    into its character; a ComposeError naming `path` for a half without its pair."""
+    try:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16")
+    except UnicodeDecodeError:
+        raise ctx.error(path, "must be valid Unicode text, without unpaired surrogates") from None
 
 
 def _refuse_unsupported(data: dict[str, Any], ctx: Context) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -49,3 +50,16 @@ def test_any_text_gives_a_project_or_one_compose_error(text: str) -> None:
         convert_text("services:\n  web:\n    image: x\n" + text, source="c.yaml", directory="/srv", environ={})
     except ComposeError as exc:
         assert "\n" not in str(exc)
+
+
+def test_surrogate_escapes_make_their_character_or_one_error() -> None:
+    """JSON escapes of a character outside the BMP arrive from YAML as two surrogate halves: joined; a half alone is
+    one error naming where (found by the fuzz test above: it was a UnicodeEncodeError traceback)."""
+    paired = '{"services": {"web": {"image": "x", "labels": {"\\ud800\\udc00": "\\ud83d\\ude00"}}}}'
+    project = convert_text(paired, source="compose.yaml", directory="/srv/app").project
+    service = project.spec.services[0]
+    assert dict(service.labels) == {"\U00010000": "\U0001f600"}
+    lone = '{"services": {"web": {"image": "x", "command": "\\ud800"}}}'
+    with pytest.raises(ComposeError, match="unpaired surrogates") as info:
+        convert_text(lone, source="compose.yaml", directory="/srv/app")
+    assert "services.web.command" in str(info.value)
