@@ -93,6 +93,9 @@ from caravanserai.api.v1.resources_pb2 import (
     LeaseSpec,
     LeaseStatus,
     Logging,
+    Namespace,
+    NamespaceSpec,
+    NamespaceStatus,
     Node,
     NodeAddress,
     NodeAffinity,
@@ -142,6 +145,10 @@ from caravanserai.api.v1.resources_pb2 import (
 )
 
 API_VERSION = "caravanserai/v1"
+
+# Namespace phases.
+NAMESPACE_ACTIVE = "Active"
+NAMESPACE_TERMINATING = "Terminating"
 
 # Project phases (DESIGN §4).
 PENDING = "Pending"
@@ -348,6 +355,11 @@ __all__ = [
     "AdmissionHook",
     "AdmissionPolicy",
     "ProjectSet",
+    "Namespace",
+    "NamespaceSpec",
+    "NamespaceStatus",
+    "NAMESPACE_ACTIVE",
+    "NAMESPACE_TERMINATING",
     "ProjectSetSpec",
     "ProjectSetStatus",
     "ProjectSetStrategy",

@@ -106,7 +106,9 @@ class Authorizer:
         strategy = self._kinds.get(resource)
         if who.node is not None:
             if strategy is not None and strategy.node_reads_referenced and verb in READ_VERBS:
-                return verb != "get" or self._graph.allows(who.node, resource, ctx.get("name", ""))
+                obj = ctx.get("obj")
+                key = meta.key_of(obj) if obj is not None else ctx.get("name", "")
+                return verb != "get" or self._graph.allows(who.node, resource, key)
             return strategy is not None and strategy.node_allows(who.node, verb, **ctx)
         if who.is_controller:
             if verb in READ_VERBS or (strategy is not None and verb in strategy.controller_writes):
@@ -121,7 +123,7 @@ class Authorizer:
         if node is None or who.is_admin or not strategy.node_reads_referenced:
             return None
         graph, resource = self._graph, strategy.plural
-        return lambda obj: graph.allows(node, resource, obj.metadata.name)
+        return lambda obj: graph.allows(node, resource, meta.key_of(obj))
 
 
 GC_FINALIZERS = frozenset({meta.FINALIZER_FOREGROUND, meta.FINALIZER_ORPHAN})

@@ -179,7 +179,7 @@ class ResourcesServicer:
     @_unary
     async def Get(self, request: v1.GetRequest, context: Context, who: Identity) -> v1.Object:
         way = await self._route(request.resource)
-        obj = await self._service.get(way.resource, request.name, who=who)
+        obj = await self._service.get(way.resource, request.name, namespace=request.namespace, who=who)
         return await way.outgoing(self._service.wrap(way.resource, obj))
 
     @_unary
@@ -231,6 +231,8 @@ class ResourcesServicer:
             self.authz.check(who, "watch", resource, field_selector=request.field_selector)
             labels = LabelSelector.parse(request.label_selector)
             fields = FieldSelector.parse(request.field_selector, kind=cache.kind.kind)
+            if request.namespace and not cache.kind.cluster_scoped:
+                fields = fields.also("metadata.namespace", request.namespace)
             await cache.ready.wait()
 
             visible = self.authz.visible(who, self._service.kinds.require(resource))

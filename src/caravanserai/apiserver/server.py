@@ -14,6 +14,7 @@ import grpc
 import structlog
 
 from caravanserai.api.v1 import api_pb2_grpc
+from caravanserai.apiserver import namespaces
 from caravanserai.apiserver.auth import Authenticator, Authorizer, load_token_file
 from caravanserai.apiserver.definitions import DefinitionServer
 from caravanserai.apiserver.eventleases import EventLeases
@@ -100,6 +101,7 @@ class ApiServer:
             self._etcd = etcd
             store = self.metrics.instrument(Store(etcd, prefix=cfg.etcd_prefix, encryption=_encryption(cfg)))
             kinds = builtin_kinds()
+            await namespaces.prepare(store, kinds, now=self.clock.now())
             budget = HistoryBudget(cfg.history_bytes)
             caches = {
                 k.plural: WatchCache(

@@ -1,8 +1,9 @@
 """The generic object store: named opaque values per resource, in etcd, written only by compare-and-swap.
 
-Layout: the object `name` of resource `resource` (a plural such as `projects`) lives at the etcd key
-`<prefix>/<resource>/<name>`; its value is whatever bytes the apiserver stored (serialized protobuf).
-An object's `mod_revision` is its resource_version.
+Layout: the object of key `key` of resource `resource` (a plural such as `projects`) lives at the etcd key
+`<prefix>/<resource>/<key>`; its value is whatever bytes the apiserver stored (serialized protobuf). A key is the
+object's name, or "<namespace>/<name>" for an object of a namespaced kind, so one namespace's objects are one
+range of keys (`list(..., namespace=...)`). An object's `mod_revision` is its resource_version.
 
 Guarantees:
 
@@ -46,12 +47,14 @@ from caravanserai.storage.etcd_types import (
 
 @dataclass(frozen=True, slots=True)
 class StoredObject:
-    """An object as stored: its value and the revisions of its last write and of its creation."""
+    """An object as stored: its key (`name`), its value, the revisions of its last write and of its creation, and
+    the etcd lease it is bound to (0: none)."""
 
     name: str
     value: bytes
     mod_revision: int
     create_revision: int
+    lease: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,14 @@ def _check_segment(what: str, value: str) -> None:
         raise Invalid(f"invalid {what} {value!r}: must be non-empty and contain no '/'")
 
 
+def _check_key(key: str) -> None:
+    """A key is a name or "namespace/name", each part a segment."""
+    namespace, slash, name = key.partition("/")
+    if slash:
+        _check_segment("namespace", namespace)
+    _check_segment("name", name if slash else namespace)
+
+
 class Store:
     """Objects of every resource under one key prefix; see the module docstring for the guarantees."""
 
@@ -114,12 +125,13 @@ class Store:
         return f"{self._prefix}/{resource}/".encode()
 
     def _key(self, resource: str, name: str) -> bytes:
-        _check_segment("name", name)
+        _check_key(name)
         return self._dir(resource) + name.encode()
 
     def _object(self, resource: str, kv: KeyValue, dir_len: int) -> StoredObject:
         name = kv.key[dir_len:].decode()
-        return StoredObject(name, self._open(resource, name, kv.value), kv.mod_revision, kv.create_revision)
+        value = self._open(resource, name, kv.value)
+        return StoredObject(name, value, kv.mod_revision, kv.create_revision, kv.lease)
 
     async def get(self, resource: str, name: str) -> StoredObject:
         """The object now (linearizable read). NotFound when absent."""
@@ -129,25 +141,35 @@ class Store:
             raise NotFound(f"{resource} {name!r} not found")
         return self._object(resource, result.kvs[0], len(directory))
 
-    async def list(self, resource: str, *, limit: int = 0, start_after: str = "", revision: int = 0) -> ListPage:
-        """Objects in name order after `start_after`, at most `limit` (0: all), read at `revision` (0: now).
+    async def list(
+        self, resource: str, *, limit: int = 0, start_after: str = "", revision: int = 0, namespace: str = ""
+    ) -> ListPage:
+        """Objects in key order after the key `start_after`, at most `limit` (0: all), read at `revision` (0: now);
+        only those of `namespace` when given (a namespaced resource).
 
         The page's `revision` is the snapshot it was read at: pass it back for the next page to keep paging
         one snapshot, and use `revision + 1` as a watch's start. Expired when `revision` is compacted.
         """
         directory = self._dir(resource)
-        start = directory + start_after.encode() + b"\0" if start_after else directory
-        result = await self._client.range(start, prefix_end(directory), limit=limit, revision=revision)
+        scope = directory
+        if namespace:
+            _check_segment("namespace", namespace)
+            scope = directory + namespace.encode() + b"/"
+        start = directory + start_after.encode() + b"\0" if start_after else scope
+        result = await self._client.range(max(start, scope), prefix_end(scope), limit=limit, revision=revision)
         items = [self._object(resource, kv, len(directory)) for kv in result.kvs]
         return ListPage(items, revision or result.revision, result.more)
 
     async def pages(
-        self, resource: str, *, start_after: str = "", revision: int = 0, page_size: int = 1000
+        self, resource: str, *, start_after: str = "", revision: int = 0, page_size: int = 1000, namespace: str = ""
     ) -> AsyncGenerator[ListPage, None]:
-        """Every object after `start_after`, page by page, all read at one snapshot (the first page's revision,
-        or `revision` when given). The caller may stop early; each page's `revision` is the snapshot's."""
+        """Every object after `start_after` (of `namespace` when given), page by page, all read at one snapshot
+        (the first page's revision, or `revision` when given). The caller may stop early; each page's `revision`
+        is the snapshot's."""
         while True:
-            page = await self.list(resource, limit=page_size, start_after=start_after, revision=revision)
+            page = await self.list(
+                resource, limit=page_size, start_after=start_after, revision=revision, namespace=namespace
+            )
             revision = page.revision
             yield page
             if not page.more or not page.items:
@@ -250,6 +272,20 @@ class Store:
             return StoreEvent("DELETE", name, b"", prev_value, event.kv.mod_revision, create_revision)
         value = self._open(resource, name, event.kv.value)
         return StoreEvent("PUT", name, value, prev_value, event.kv.mod_revision, event.kv.create_revision)
+
+    async def move(
+        self, resource: str, old: str, new: str, value: bytes, *, expected_revision: int, lease: int = 0
+    ) -> bool:
+        """Replace the object at key `old` (if its mod_revision still equals `expected_revision`) by `value` at key
+        `new` (which must be free; bound to `lease` when non-zero), in one transaction; False when either guard
+        failed (nothing written). How an upgrade moves objects stored before namespaces existed into one: several
+        apiservers may race, each object moves once."""
+        old_key, new_key = self._key(resource, old), self._key(resource, new)
+        result = await self._client.txn(
+            compare=[Compare.mod_revision(old_key, "==", expected_revision), Compare.create_revision(new_key, "==", 0)],
+            success=[DeleteOp(old_key), PutOp(new_key, self._seal(resource, new, value), lease=lease)],
+        )
+        return result.succeeded
 
     async def current_revision(self) -> int:
         """The store's current revision (linearizable): every write so far is at or below it."""

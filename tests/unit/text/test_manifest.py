@@ -150,13 +150,13 @@ HEADER = "apiVersion: caravanserai/v1\nkind: Project\n"
         (
             "apiVersion: caravanserai/v1\n",
             "x.yaml, document 1, line 1: kind: is required"
-            " (one of AdmissionPolicy, BackupRepository, Config, Event, Lease, Node, NodeGroup, Project,"
+            " (one of AdmissionPolicy, BackupRepository, Config, Event, Lease, Namespace, Node, NodeGroup, Project,"
             " ProjectSet, ResourceDefinition, Secret",
         ),
         (
             "apiVersion: caravanserai/v1\nkind: Pod\n",
             'x.yaml, document 1, line 2: kind: unknown kind "Pod":'
-            " expected one of AdmissionPolicy, BackupRepository, Config, Event, Lease, Node, NodeGroup, Project,"
+            " expected one of AdmissionPolicy, BackupRepository, Config, Event, Lease, Namespace, Node, NodeGroup, Project,"
             " ProjectSet, ResourceDefinition, Secret",
         ),
         ("apiVersion: caravanserai/v1\nkind: [Project]\n", "x.yaml, document 1, line 2: kind: unknown kind a list"),

@@ -44,6 +44,7 @@ class Object(_message.Message):
     ADMISSION_POLICY_FIELD_NUMBER: _builtins.int
     NODE_GROUP_FIELD_NUMBER: _builtins.int
     PROJECT_SET_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -92,6 +93,10 @@ class Object(_message.Message):
     def project_set(self) -> _replicas_pb2.ProjectSet:
         """A set of replicated projects (resource "projectsets")."""
 
+    @_builtins.property
+    def namespace(self) -> _resources_pb2.Namespace:
+        """A namespace (resource "namespaces")."""
+
     def __init__(
         self,
         *,
@@ -107,12 +112,13 @@ class Object(_message.Message):
         admission_policy: _definitions_pb2.AdmissionPolicy | None = ...,
         node_group: _autoscaling_pb2.NodeGroup | None = ...,
         project_set: _replicas_pb2.ProjectSet | None = ...,
+        namespace: _resources_pb2.Namespace | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set", "namespace"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 
@@ -152,19 +158,23 @@ class GetRequest(_message.Message):
 
     RESOURCE_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     name: _builtins.str
     """Object name."""
+    namespace: _builtins.str
+    """Namespace of an object of a namespaced kind; empty means "default". Must be empty for a cluster-wide kind."""
     def __init__(
         self,
         *,
         resource: _builtins.str = ...,
         name: _builtins.str = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "resource", b"resource"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace", "resource", b"resource"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -179,6 +189,7 @@ class ListRequest(_message.Message):
     FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     CONTINUE_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     label_selector: _builtins.str
@@ -187,6 +198,8 @@ class ListRequest(_message.Message):
     """Field selector over status.phase, status.nodeRef and metadata.name: "status.phase=Pending,metadata.name!=x"."""
     limit: _builtins.int
     """Maximum number of items to return; 0 means all."""
+    namespace: _builtins.str
+    """Only objects of this namespace; empty means every namespace (a namespaced kind) or all (a cluster-wide one)."""
     def __init__(
         self,
         *,
@@ -194,10 +207,11 @@ class ListRequest(_message.Message):
         label_selector: _builtins.str = ...,
         field_selector: _builtins.str = ...,
         limit: _builtins.int = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["continue", b"continue", "field_selector", b"field_selector", "label_selector", b"label_selector", "limit", b"limit", "resource", b"resource"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["continue", b"continue", "field_selector", b"field_selector", "label_selector", b"label_selector", "limit", b"limit", "namespace", b"namespace", "resource", b"resource"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -214,7 +228,7 @@ class ListResponse(_message.Message):
     """The snapshot version the list was read at: a Watch from it sees every later change."""
     @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___Object]:
-        """The matching objects, in name order."""
+        """The matching objects, in key order (namespace, then name)."""
 
     def __init__(
         self,
@@ -265,6 +279,7 @@ class DeleteRequest(_message.Message):
     FORCE_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     PROPAGATION_POLICY_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     name: _builtins.str
@@ -280,6 +295,8 @@ class DeleteRequest(_message.Message):
     finalizer and removed once every dependent with blockOwnerDeletion is gone) or "Orphan" (the `orphan`
     finalizer: the collector removes the object's reference from its dependents, which stay, then the object goes).
     """
+    namespace: _builtins.str
+    """Namespace of an object of a namespaced kind; empty means "default"."""
     def __init__(
         self,
         *,
@@ -288,10 +305,11 @@ class DeleteRequest(_message.Message):
         force: _builtins.bool = ...,
         resource_version: _builtins.str = ...,
         propagation_policy: _builtins.str = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["force", b"force", "name", b"name", "propagation_policy", b"propagation_policy", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["force", b"force", "name", b"name", "namespace", b"namespace", "propagation_policy", b"propagation_policy", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -336,6 +354,7 @@ class WatchRequest(_message.Message):
     LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
     ALLOW_BOOKMARKS_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     resource_version: _builtins.str
@@ -346,6 +365,8 @@ class WatchRequest(_message.Message):
     """Field selector, as in ListRequest. Objects leaving the selection arrive as DELETED, entering as ADDED."""
     allow_bookmarks: _builtins.bool
     """Send BOOKMARK events carrying the current version while nothing else happens."""
+    namespace: _builtins.str
+    """Only objects of this namespace; empty means every namespace."""
     def __init__(
         self,
         *,
@@ -354,10 +375,11 @@ class WatchRequest(_message.Message):
         label_selector: _builtins.str = ...,
         field_selector: _builtins.str = ...,
         allow_bookmarks: _builtins.bool = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_bookmarks", b"allow_bookmarks", "field_selector", b"field_selector", "label_selector", b"label_selector", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_bookmarks", b"allow_bookmarks", "field_selector", b"field_selector", "label_selector", b"label_selector", "namespace", b"namespace", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -458,6 +480,7 @@ class LogsRequest(_message.Message):
     FOLLOW_FIELD_NUMBER: _builtins.int
     TAIL_FIELD_NUMBER: _builtins.int
     TIMESTAMPS_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project name."""
     service: _builtins.str
@@ -468,6 +491,8 @@ class LogsRequest(_message.Message):
     """Number of lines from the end to start with; negative means all."""
     timestamps: _builtins.bool
     """Prefix each line with its RFC 3339 timestamp."""
+    namespace: _builtins.str
+    """The project's namespace; empty means "default"."""
     def __init__(
         self,
         *,
@@ -476,10 +501,11 @@ class LogsRequest(_message.Message):
         follow: _builtins.bool = ...,
         tail: _builtins.int = ...,
         timestamps: _builtins.bool = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "project", b"project", "service", b"service", "tail", b"tail", "timestamps", b"timestamps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "namespace", b"namespace", "project", b"project", "service", b"service", "tail", b"tail", "timestamps", b"timestamps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -526,6 +552,7 @@ class PortForwardRequest(_message.Message):
     SERVICE_FIELD_NUMBER: _builtins.int
     PORT_FIELD_NUMBER: _builtins.int
     DATA_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project name (first message only)."""
     service: _builtins.str
@@ -534,6 +561,8 @@ class PortForwardRequest(_message.Message):
     """Container port to dial on the project network, 1-65535 (first message only)."""
     data: _builtins.bytes
     """Bytes to write to the connection."""
+    namespace: _builtins.str
+    """The project's namespace (first message only); empty means "default"."""
     def __init__(
         self,
         *,
@@ -541,10 +570,11 @@ class PortForwardRequest(_message.Message):
         service: _builtins.str = ...,
         port: _builtins.int = ...,
         data: _builtins.bytes = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "port", b"port", "project", b"project", "service", b"service"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "namespace", b"namespace", "port", b"port", "project", b"project", "service", b"service"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -589,6 +619,7 @@ class ExecStart(_message.Message):
     STDIN_FIELD_NUMBER: _builtins.int
     TTY_FIELD_NUMBER: _builtins.int
     SIZE_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project name."""
     service: _builtins.str
@@ -599,6 +630,8 @@ class ExecStart(_message.Message):
     """Attach the command's stdin to the stream's stdin messages."""
     tty: _builtins.bool
     """Allocate a TTY (stdout and stderr arrive merged as stdout)."""
+    namespace: _builtins.str
+    """The project's namespace; empty means "default"."""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The command and its arguments; at least one element."""
@@ -622,10 +655,11 @@ class ExecStart(_message.Message):
         stdin: _builtins.bool = ...,
         tty: _builtins.bool = ...,
         size: Global___TerminalSize | None = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["size", b"size"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "env", b"env", "project", b"project", "service", b"service", "size", b"size", "stdin", b"stdin", "tty", b"tty", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "env", b"env", "namespace", b"namespace", "project", b"project", "service", b"service", "size", b"size", "stdin", b"stdin", "tty", b"tty", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

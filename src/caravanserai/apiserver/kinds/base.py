@@ -107,6 +107,8 @@ class KindStrategy(abc.ABC, Generic[T]):
     #: Secrets of the BackupRepositories it uses: `kinds.nodegraph`)? Its lists and watches then carry only those
     #: objects (the node authorizer's rule, `apiserver.auth`).
     node_reads_referenced = False
+    #: May objects be created in a namespace being deleted (Events: what happens during the deletion)?
+    recorded_while_terminating = False
 
     def __init__(self, kind: meta.Kind) -> None:
         self.kind = kind
@@ -228,7 +230,7 @@ class KindStrategy(abc.ABC, Generic[T]):
 
     async def remove(self, ctx: KindContext, obj: T) -> int:
         """Remove the record of `obj` (compare-and-swap on its version); how many other objects went with it."""
-        await ctx.store.delete(self.plural, obj.metadata.name, expected_revision=int(obj.metadata.resource_version))
+        await ctx.store.delete(self.plural, meta.key_of(obj), expected_revision=int(obj.metadata.resource_version))
         return 0
 
     def delete_plan(self, obj: T, *, force: bool) -> str:

@@ -178,7 +178,7 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
 async def _mark_instance(ctx: KindContext, plural: str, instance: Any, now: float) -> None:
     """Remove `instance` when it holds no finalizer, else mark it for deletion. Compare-and-swap: an object that
     changed meanwhile raises Conflict, and the delete is tried again from a fresh read; one that went is fine."""
-    name, revision = instance.metadata.name, int(instance.metadata.resource_version)
+    name, revision = meta.key_of(instance), int(instance.metadata.resource_version)
     try:
         if not instance.metadata.finalizers:
             await ctx.store.delete(plural, name, expected_revision=revision)
