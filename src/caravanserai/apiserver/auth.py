@@ -11,7 +11,8 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 |                     | references, update one only to drop owner references or the `foregroundDeletion` /   |
 |                     | `orphan` finalizer; per-controller exceptions of a kind (`controller_allows`):       |
 |                     | `controller:autoscaler` labels a Node into a node group, cordons and deletes (never  |
-|                     | forced) the Nodes of groups (`kinds.node.autoscaler_allows`)                         |
+|                     | forced) the Nodes of groups (`kinds.node.autoscaler_allows`); emptying a namespace   |
+|                     | being deleted: delete any object in it, and the namespace itself once marked          |
 | `node:<name>`       | read every project and node (its ingress routes any host to the node that runs it);   |
 |                     | write its own Node and Lease and the status of projects bound to it (also the write  |
 |                     | that unbinds one after a move asked of it: `finish_move`); create events, update its  |
@@ -58,9 +59,12 @@ class Authorizer:
     """The table above, as code: the role rules here, the per-kind rules in each kind's strategy
     (`controller_writes`, `node_allows`). `check` raises Forbidden (and logs) or returns."""
 
-    def __init__(self, kinds: KindTable, *, graph: NodeGraph = NO_GRAPH) -> None:
+    def __init__(
+        self, kinds: KindTable, *, graph: NodeGraph = NO_GRAPH, terminating: Callable[[str], bool] = lambda _: False
+    ) -> None:
         self._kinds = kinds
         self._graph = graph
+        self._terminating = terminating  # is this namespace being deleted?
 
     def check(
         self,
@@ -113,8 +117,16 @@ class Authorizer:
         if who.is_controller:
             if verb in READ_VERBS or (strategy is not None and verb in strategy.controller_writes):
                 return True
-            return collects(verb, ctx.get("obj"), ctx.get("old"))
+            return collects(verb, ctx.get("obj"), ctx.get("old")) or self._empties_namespace(
+                verb, strategy, ctx.get("obj")
+            )
         return verb in READ_VERBS and not (strategy is not None and strategy.confidential)
+
+    def _empties_namespace(self, verb: str, strategy: KindStrategy[Any] | None, obj: Any) -> bool:
+        """A delete of an object in a namespace being deleted (the namespace controller's work)."""
+        if verb != "delete" or obj is None or strategy is None or strategy.kind.cluster_scoped:
+            return False
+        return self._terminating(obj.metadata.namespace)
 
     def visible(self, who: Identity, strategy: KindStrategy[Any]) -> Callable[[Any], bool] | None:
         """For lists and watches: which objects `who` may see, or None when every object the selectors pick is

@@ -15,7 +15,8 @@ Guarantees:
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import structlog
 
@@ -70,6 +71,20 @@ async def move_into_default(store: Store, strategy: KindStrategy[Any]) -> int:
     return moved
 
 
+class _Cache(Protocol):
+    def get(self, name: str) -> Any | None: ...
+
+
+def terminating(cache: _Cache) -> Callable[[str], bool]:
+    """Is a namespace being deleted, as the namespaces' watch cache holds it (the authorizer's question)?"""
+
+    def being_deleted(name: str) -> bool:
+        found = cache.get(name)
+        return found is not None and found.metadata.HasField("deletion_timestamp")
+
+    return being_deleted
+
+
 async def prepare(store: Store, kinds: KindTable, *, now: float) -> None:
     """`default` exists and every built-in namespaced kind's objects carry a namespace (see the module docstring)."""
     await ensure_default(store, now=now)
@@ -85,4 +100,4 @@ async def prepare(store: Store, kinds: KindTable, *, now: float) -> None:
             )
 
 
-__all__ = ["RESOURCE", "default_namespace", "ensure_default", "move_into_default", "prepare"]
+__all__ = ["RESOURCE", "default_namespace", "ensure_default", "move_into_default", "prepare", "terminating"]

@@ -113,7 +113,9 @@ class ApiServer:
                 )
                 for k in kinds
             }
-            authorizer = Authorizer(kinds, graph=nodegraph.over(caches))
+            authorizer = Authorizer(
+                kinds, graph=nodegraph.over(caches), terminating=namespaces.terminating(caches[namespaces.RESOURCE])
+            )
             self.service = ResourceService(
                 store,
                 kinds,

@@ -162,9 +162,11 @@ class Client:
         short_names: Sequence[str] = (),
         printer_columns: Sequence[tuple[str, str]] = (),
         node_verbs: Sequence[str] = (),
+        namespaced: bool = False,
         timeout: float = 10.0,
     ) -> v1.ResourceDefinition:
-        """Define (or update) the custom kind of the generated class `cls` with its `spec` and `status` classes,
+        """Define (or update) the custom kind of the generated class `cls` with its `spec` and `status` classes
+        (`namespaced`: its objects live in namespaces, as Projects do; the scope cannot change later),
         register it in this process and wait (up to `timeout` seconds) until the server serves it. Idempotent;
         an incompatible schema change is refused (Invalid naming the field). Returns the stored definition."""
         names = KindNames.of(
@@ -174,6 +176,7 @@ class Client:
             short_names=short_names,
             printer_columns=printer_columns,
             node_verbs=node_verbs,
+            namespaced=namespaced,
         )
         return await definitions.define(
             self.resourcedefinitions,

@@ -112,10 +112,18 @@ class FakeClient:
         plural: str = "",
         short_names: Sequence[str] = (),
         printer_columns: Sequence[tuple[str, str]] = (),
+        namespaced: bool = False,
         **_: Any,
     ) -> meta.Kind:
         """Register the custom kind of `cls` in this process (no definition object, no schema check)."""
-        return register(cls, group=group, plural=plural, short_names=short_names, printer_columns=printer_columns)
+        return register(
+            cls,
+            group=group,
+            plural=plural,
+            short_names=short_names,
+            printer_columns=printer_columns,
+            namespaced=namespaced,
+        )
 
     async def discover(self) -> list[meta.Kind]:
         return []

@@ -187,8 +187,8 @@ def test_field_selector_round_trips() -> None:
         (
             "spec.hostname=x",
             "unknown field 'spec.hostname': supported fields are involvedObject.kind, "
-            "involvedObject.name, involvedObject.namespace, involvedObject.uid, metadata.name, metadata.namespace, reason, "
-            "status.nodeRef, status.phase, type",
+            "involvedObject.name, involvedObject.namespace, involvedObject.uid, metadata.name, metadata.namespace, "
+            "reason, status.nodeRef, status.phase, type",
         ),
         ("status.phase", "expected 'field=value', 'field==value' or 'field!=value', found 'status.phase'"),
         ("status.phase=a b", "found 'status.phase=a b'"),
@@ -250,8 +250,8 @@ def test_object_fields_for_every_kind() -> None:
 def test_field_selector_of_a_kind_names_only_its_fields() -> None:
     with pytest.raises(
         Invalid,
-        match=r"unknown field 'reason': supported fields of Project are metadata.name, metadata.namespace, status.nodeRef, "
-        r"status.phase",
+        match=r"unknown field 'reason': supported fields of Project are metadata.name, metadata.namespace, "
+        r"status.nodeRef, status.phase",
     ):
         FieldSelector.parse("reason=Scheduled", kind="Project")
     with pytest.raises(Invalid, match=r"supported fields of Node are metadata.name, metadata.namespace$"):

@@ -23,7 +23,7 @@ from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kindrules import admission, fieldrules, versions
 from caravanserai.apiserver.kinds.base import MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable, stamp
 from caravanserai.apiserver.schemaevolution import RetiredField, breaking_changes, holds_field, retired_fields
-from caravanserai.customkinds.schemas import Schema, SchemaError, definition_name
+from caravanserai.customkinds.schemas import SCOPE_CLUSTER, SCOPES, Schema, SchemaError, definition_name
 from caravanserai.errors import FieldViolation, Invalid, NotFound
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, quote
@@ -58,6 +58,8 @@ def definition_spec(errors: Violations, spec: v1.ResourceDefinitionSpec) -> None
             errors.add(
                 f"spec.printerColumns[{i}].jsonPath", f"{quote(column.json_path)} must look like .status.readyReplicas"
             )
+    if spec.scope:
+        errors.choice("spec.scope", spec.scope, SCOPES)
     for i, verb in enumerate(spec.node_verbs):
         if verb not in VERBS:
             errors.add(f"spec.nodeVerbs[{i}]", f"{quote(verb)} is not one of {', '.join(VERBS)}")
@@ -98,6 +100,11 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
         """Kind never changes (group and plural are fixed by the name); the new schema must read stored objects."""
         if new.spec.kind != old.spec.kind:
             raise Invalid.of([FieldViolation("spec.kind", f"cannot change (was {quote(old.spec.kind)})")])
+        if (new.spec.scope or SCOPE_CLUSTER) != (old.spec.scope or SCOPE_CLUSTER):
+            was = quote(old.spec.scope or SCOPE_CLUSTER)
+            raise Invalid.of(
+                [FieldViolation("spec.scope", f"cannot change (was {was}): stored objects are keyed by it")]
+            )
         old_schema, new_schema = Schema.compile(old.spec), Schema.compile(new.spec)
         violations = breaking_changes(old_schema, new_schema)
         retired = retired_fields(old_schema, new_schema) if not violations else []

@@ -56,6 +56,13 @@ class NamespaceStrategy(KindStrategy[v1.Namespace]):
     def validate_status(self, obj: v1.Namespace) -> None:
         validation.check_status(obj, kind=KIND.kind, status_rule=namespace_status)
 
+    def controller_allows(
+        self, controller: str, verb: str, *, obj: v1.Namespace | None, old: v1.Namespace | None, force: bool
+    ) -> bool:
+        """The namespace controller deletes a namespace already marked for deletion (its Delete removes the record
+        once nothing is left); it never starts a deletion."""
+        return verb == "delete" and obj is not None and obj.metadata.HasField("deletion_timestamp")
+
     async def before_delete(self, ctx: KindContext, obj: v1.Namespace, *, force: bool) -> None:
         if obj.metadata.name == meta.DEFAULT_NAMESPACE:
             raise FailedPrecondition('the namespace "default" cannot be deleted')
