@@ -22,6 +22,7 @@ from caravanserai.storage.encryption import Encryption, load_key_file
 from caravanserai.testing import builders
 from caravanserai.testing.apiserver import apiserver
 from caravanserai.testing.etcd import EtcdServer
+from support.customkinds import define_webfarm, webfarm, webfarm_messages
 
 
 def _namespace(name: str) -> v1.Namespace:
@@ -203,3 +204,26 @@ async def test_a_node_reads_only_what_its_projects_reference_in_their_namespace(
             await service.get("secrets", "db", namespace="default", who=node)
         listed = await service.list(v1.ListRequest(resource="secrets"), who=node)
         assert [meta.key_of(o.secret) for o in listed.items] == ["team-a/db"]
+
+
+async def test_a_custom_kind_declares_its_scope(client: Client) -> None:
+    definition = await define_webfarm(client, namespaced=True)
+    assert definition.spec.scope == "Namespaced"
+    await client.namespaces.create(_namespace("team-a"))
+    farms = client.resource(webfarm_messages().WebFarm)
+    await farms.create(webfarm("web"))
+    in_a = farms.in_namespace("team-a")
+    await in_a.create(webfarm("web"))
+    assert sorted(meta.key_of(f) for f in await farms.list()) == ["default/web", "team-a/web"]
+    assert [meta.key_of(f) for f in await in_a.list()] == ["team-a/web"]
+    # The namespace holds a custom object: its deletion waits for it.
+    assert not (await client.namespaces.delete("team-a")).deleted
+    await in_a.delete("web")
+    assert (await client.namespaces.delete("team-a")).deleted
+    stored = await client.resourcedefinitions.get(definition.metadata.name)
+    stored.spec.scope = "Cluster"
+    with pytest.raises(Invalid, match=r"spec\.scope.*cannot change"):
+        await client.resourcedefinitions.update(stored)
+    stored.spec.scope = "Galaxy"
+    with pytest.raises(Invalid, match=r"spec\.scope"):
+        await client.resourcedefinitions.update(stored)
