@@ -49,6 +49,10 @@ Resource: TypeAlias = (
     | v1.AdmissionPolicy
     | v1.ProjectSet
     | v1.Namespace
+    | v1.Role
+    | v1.ClusterRole
+    | v1.RoleBinding
+    | v1.ClusterRoleBinding
 )
 
 
@@ -157,6 +161,16 @@ KINDS: dict[str, Kind] = {
             cluster_scoped=False,
         ),
         Kind("Namespace", "namespaces", v1.Namespace, "namespace", ("namespace", "ns")),
+        Kind("Role", "roles", v1.Role, "role", ("role",), cluster_scoped=False),
+        Kind("ClusterRole", "clusterroles", v1.ClusterRole, "cluster_role", ("clusterrole",)),
+        Kind("RoleBinding", "rolebindings", v1.RoleBinding, "role_binding", ("rolebinding",), cluster_scoped=False),
+        Kind(
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            v1.ClusterRoleBinding,
+            "cluster_role_binding",
+            ("clusterrolebinding",),
+        ),
     )
 }
 """The built-in kinds, by plural."""

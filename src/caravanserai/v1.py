@@ -7,6 +7,8 @@ the server accepts for phases, states and condition types.
 from __future__ import annotations
 
 from caravanserai.api.v1.api_pb2 import (
+    AccessRequest,
+    AccessResponse,
     CreateRequest,
     DeleteRequest,
     DeleteResponse,
@@ -56,6 +58,19 @@ from caravanserai.api.v1.definitions_pb2 import (
     ResourceDefinitionSpec,
     ResourceDefinitionStatus,
     ValidationRule,
+)
+from caravanserai.api.v1.rbac_pb2 import (
+    ClusterRole,
+    ClusterRoleBinding,
+    PolicyRule,
+    Role,
+    RoleBinding,
+    RoleBindingSpec,
+    RoleBindingStatus,
+    RoleRef,
+    RoleSpec,
+    RoleStatus,
+    Subject,
 )
 from caravanserai.api.v1.replicas_pb2 import (
     DisruptionBudget,
@@ -357,6 +372,19 @@ __all__ = [
     "ProjectSet",
     "Namespace",
     "NamespaceSpec",
+    "AccessRequest",
+    "AccessResponse",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PolicyRule",
+    "Role",
+    "RoleBinding",
+    "RoleBindingSpec",
+    "RoleBindingStatus",
+    "RoleRef",
+    "RoleSpec",
+    "RoleStatus",
+    "Subject",
     "NamespaceStatus",
     "NAMESPACE_ACTIVE",
     "NAMESPACE_TERMINATING",

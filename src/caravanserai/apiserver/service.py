@@ -233,7 +233,8 @@ class ResourceService:
     async def list(self, request: v1.ListRequest, *, who: Identity = LOCAL_ADMIN) -> v1.ListResponse:
         resource = request.resource
         strategy = await self.strategy(resource)
-        self._authz.check(who, "list", resource, field_selector=request.field_selector)
+        namespace = "" if strategy.kind.cluster_scoped else request.namespace
+        self._authz.check(who, "list", resource, field_selector=request.field_selector, namespace=namespace)
         labels = LabelSelector.parse(request.label_selector)
         fields = FieldSelector.parse(request.field_selector, kind=strategy.kind.kind)
         visible = self._authz.visible(who, strategy) or _everything
@@ -242,7 +243,6 @@ class ResourceService:
         limit = max(0, request.limit)
         response = v1.ListResponse()
         more = False
-        namespace = "" if strategy.kind.cluster_scoped else request.namespace
         if namespace:
             self._name("namespace", namespace)
         pages = self._store.pages(

@@ -218,6 +218,31 @@ class Client:
             timeout=timeout,
         )
 
+    async def can_i(
+        self,
+        verb: str,
+        resource: str,
+        *,
+        namespace: str = "",
+        name: str = "",
+        user: str = "",
+        groups: Sequence[str] = (),
+    ) -> v1.AccessResponse:
+        """Whether this client's identity (or, for an admin, `user` with `groups`) may do `verb` on `resource` (a
+        plural, singular or short name) in `namespace` (None: the client's; "": every namespace) — answered by the
+        apiserver's own authorizer, with the reason (`caractrl auth can-i`)."""
+        kind = meta.kind_for(resource)
+        request = v1.AccessRequest(
+            verb=verb,
+            resource=kind.plural,
+            namespace="" if kind.cluster_scoped else self.namespace if namespace is None else namespace,
+            name=name,
+            user=user,
+            groups=list(groups),
+        )
+        response: v1.AccessResponse = await self.call(self.stub.Authorize, request, retry=True)
+        return response
+
     async def _list_one(self, kind: meta.Kind) -> object:
         return await self.resource(kind.cls).list(limit=1)
 

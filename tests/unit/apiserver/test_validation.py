@@ -660,8 +660,9 @@ def test_validate_object_ignores_status_and_validate_status_ignores_spec() -> No
 def test_unknown_resource_and_wrong_class() -> None:
     with pytest.raises(
         Invalid,
-        match='unknown resource "pods"; known: admissionpolicies, backuprepositories, configs, events, leases, '
-        "namespaces, nodegroups, nodes, projects, projectsets, resourcedefinitions, secrets",
+        match='unknown resource "pods"; known: admissionpolicies, backuprepositories, clusterrolebindings, '
+        "clusterroles, configs, events, leases, namespaces, nodegroups, nodes, projects, projectsets, "
+        "resourcedefinitions, rolebindings, roles, secrets",
     ):
         validate_object("pods", v1.Project())
     with pytest.raises(TypeError, match="projects holds Project objects, not Node"):

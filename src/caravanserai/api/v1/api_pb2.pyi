@@ -7,6 +7,7 @@ from caravanserai.api.v1 import autoscaling_pb2 as _autoscaling_pb2
 from caravanserai.api.v1 import backups_pb2 as _backups_pb2
 from caravanserai.api.v1 import configdata_pb2 as _configdata_pb2
 from caravanserai.api.v1 import definitions_pb2 as _definitions_pb2
+from caravanserai.api.v1 import rbac_pb2 as _rbac_pb2
 from caravanserai.api.v1 import replicas_pb2 as _replicas_pb2
 from caravanserai.api.v1 import resources_pb2 as _resources_pb2
 from collections import abc as _abc
@@ -45,6 +46,10 @@ class Object(_message.Message):
     NODE_GROUP_FIELD_NUMBER: _builtins.int
     PROJECT_SET_FIELD_NUMBER: _builtins.int
     NAMESPACE_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    CLUSTER_ROLE_FIELD_NUMBER: _builtins.int
+    ROLE_BINDING_FIELD_NUMBER: _builtins.int
+    CLUSTER_ROLE_BINDING_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -97,6 +102,22 @@ class Object(_message.Message):
     def namespace(self) -> _resources_pb2.Namespace:
         """A namespace (resource "namespaces")."""
 
+    @_builtins.property
+    def role(self) -> _rbac_pb2.Role:
+        """A role (resource "roles")."""
+
+    @_builtins.property
+    def cluster_role(self) -> _rbac_pb2.ClusterRole:
+        """A cluster role (resource "clusterroles")."""
+
+    @_builtins.property
+    def role_binding(self) -> _rbac_pb2.RoleBinding:
+        """A role binding (resource "rolebindings")."""
+
+    @_builtins.property
+    def cluster_role_binding(self) -> _rbac_pb2.ClusterRoleBinding:
+        """A cluster role binding (resource "clusterrolebindings")."""
+
     def __init__(
         self,
         *,
@@ -113,12 +134,16 @@ class Object(_message.Message):
         node_group: _autoscaling_pb2.NodeGroup | None = ...,
         project_set: _replicas_pb2.ProjectSet | None = ...,
         namespace: _resources_pb2.Namespace | None = ...,
+        role: _rbac_pb2.Role | None = ...,
+        cluster_role: _rbac_pb2.ClusterRole | None = ...,
+        role_binding: _rbac_pb2.RoleBinding | None = ...,
+        cluster_role_binding: _rbac_pb2.ClusterRoleBinding | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "cluster_role", b"cluster_role", "cluster_role_binding", b"cluster_role_binding", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "role", b"role", "role_binding", b"role_binding", "secret", b"secret"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "cluster_role", b"cluster_role", "cluster_role_binding", b"cluster_role_binding", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "role", b"role", "role_binding", b"role_binding", "secret", b"secret"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set", "namespace"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set", "namespace", "role", "cluster_role", "role_binding", "cluster_role_binding"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 
@@ -410,6 +435,75 @@ class WatchEvent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchEvent: _TypeAlias = WatchEvent  # noqa: Y015
+
+@_typing.final
+class AccessRequest(_message.Message):
+    """AccessRequest asks whether an identity may do something (`caractrl auth can-i`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERB_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
+    verb: _builtins.str
+    """get, list, watch, create, update, update_status, delete."""
+    resource: _builtins.str
+    """Plural resource name."""
+    namespace: _builtins.str
+    """The namespace (namespaced kinds); empty: every namespace."""
+    name: _builtins.str
+    """One object's name; empty: any."""
+    user: _builtins.str
+    """Ask for this user instead of the caller (only an admin may ask about others)."""
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The groups of `user`."""
+
+    def __init__(
+        self,
+        *,
+        verb: _builtins.str = ...,
+        resource: _builtins.str = ...,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        user: _builtins.str = ...,
+        groups: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "name", b"name", "namespace", b"namespace", "resource", b"resource", "user", b"user", "verb", b"verb"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccessRequest: _TypeAlias = AccessRequest  # noqa: Y015
+
+@_typing.final
+class AccessResponse(_message.Message):
+    """AccessResponse is the authorizer's answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALLOWED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    allowed: _builtins.bool
+    reason: _builtins.str
+    """Why, in one line: the rule or role that allows it, or what is missing."""
+    def __init__(
+        self,
+        *,
+        allowed: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed", b"allowed", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccessResponse: _TypeAlias = AccessResponse  # noqa: Y015
 
 @_typing.final
 class DownloadRequest(_message.Message):

@@ -30,6 +30,7 @@ from caravanserai.apiserver.kinds import (
     nodegroup,
     project,
     projectset,
+    rbac,
     secret,
 )
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
@@ -49,6 +50,7 @@ BUILTIN: tuple[KindStrategy[Any], ...] = (
     nodegroup.STRATEGY,
     projectset.STRATEGY,
     namespace.STRATEGY,
+    *rbac.STRATEGIES,
 )
 
 

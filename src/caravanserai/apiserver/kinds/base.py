@@ -274,6 +274,12 @@ class KindStrategy(abc.ABC, Generic[T]):
         what it would allow; the authorizer refuses every other writer when any is found. None by default."""
         return []
 
+    def granted(self, obj: T, roles: Any) -> tuple[str, list[v1.PolicyRule]] | None:
+        """For an object that grants access (roles and bindings): (namespace, "" = cluster-wide; the rules it
+        grants there), looked up in `roles` (an `apiserver.rbac.RoleIndex`); the authorizer refuses a writer who
+        does not hold them. None for every other kind."""
+        return None
+
     def node_restricted(self, node: str, verb: str, obj: T, old: T | None) -> list[FieldViolation]:
         """The fields a node identity may not write in this `verb` of `obj` (`old`: the stored object) even where
         `node_allows` lets it write the object; the authorizer refuses the write when any is found."""
