@@ -223,7 +223,7 @@ class Client:
         verb: str,
         resource: str,
         *,
-        namespace: str = "",
+        namespace: str | None = None,
         name: str = "",
         user: str = "",
         groups: Sequence[str] = (),

@@ -7,8 +7,9 @@ Rules:
   and at least one kind: the plural of a kind this server serves, or `*` (checked when the role is written, so a
   typo is refused instead of silently granting nothing). `names`, when given, are object names.
 * A binding names its role (`spec.roleRef`: kind `Role` — RoleBindings only, in the binding's namespace — or
-  `ClusterRole`, and a name) and at least one subject (`User` or `Group`, with a name; the user need not exist
-  yet, nor the role). The role reference cannot change: delete and create the binding instead.
+  `ClusterRole`, and a name) and its subjects (`User` or `Group`, with a name; the user need not exist yet, nor
+  the role; none at all grants nothing, which is how the default binding is switched off). The role reference
+  cannot change: delete and create the binding instead.
 * Writing a role or a binding must not escalate: `granted` says what it would grant where, and the authorizer
   refuses a writer other than admin who does not hold all of it (`rbac.RoleIndex.covers`).
 """
@@ -68,8 +69,6 @@ def binding_spec(errors: Violations, spec: v1.RoleBindingSpec, *, role_kinds: tu
     errors.choice("spec.roleRef.kind", spec.role_ref.kind, role_kinds)
     if errors.required("spec.roleRef.name", spec.role_ref.name):
         errors.check("spec.roleRef.name", validate_dns_subdomain(spec.role_ref.name))
-    if not spec.subjects:
-        errors.add("spec.subjects", "is required: at least one User or Group")
     for i, subject in enumerate(spec.subjects):
         errors.choice(f"spec.subjects[{i}].kind", subject.kind, SUBJECT_KINDS)
         errors.required(f"spec.subjects[{i}].name", subject.name)
