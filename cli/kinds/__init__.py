@@ -26,6 +26,7 @@ from caravanserai.cli.kinds import (
     nodegroup,
     project,
     projectset,
+    rbac,
     secret,
 )
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
@@ -46,6 +47,7 @@ VIEWS: dict[str, KindView] = {
         admissionpolicy.VIEW,
         nodegroup.VIEW,
         projectset.VIEW,
+        *rbac.VIEWS,
     )
 }
 """The built-in kinds' views, by plural."""
