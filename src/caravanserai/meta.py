@@ -53,6 +53,7 @@ Resource: TypeAlias = (
     | v1.ClusterRole
     | v1.RoleBinding
     | v1.ClusterRoleBinding
+    | v1.ResourceQuota
 )
 
 
@@ -170,6 +171,14 @@ KINDS: dict[str, Kind] = {
             v1.ClusterRoleBinding,
             "cluster_role_binding",
             ("clusterrolebinding",),
+        ),
+        Kind(
+            "ResourceQuota",
+            "resourcequotas",
+            v1.ResourceQuota,
+            "resource_quota",
+            ("resourcequota", "quota"),
+            cluster_scoped=False,
         ),
     )
 }

@@ -59,6 +59,7 @@ from caravanserai.api.v1.definitions_pb2 import (
     ResourceDefinitionStatus,
     ValidationRule,
 )
+from caravanserai.api.v1.quotas_pb2 import ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus
 from caravanserai.api.v1.rbac_pb2 import (
     ClusterRole,
     ClusterRoleBinding,
@@ -161,11 +162,16 @@ from caravanserai.api.v1.resources_pb2 import (
 
 API_VERSION = "caravanserai/v1"
 
+# ResourceQuota policies.
+QUOTA_QUEUE = "Queue"
+QUOTA_REJECT = "Reject"
+
 # Namespace phases.
 NAMESPACE_ACTIVE = "Active"
 NAMESPACE_TERMINATING = "Terminating"
 
 # Project phases (DESIGN §4).
+QUEUED = "Queued"  # held back by its namespace's quota until it fits (before Pending; the scheduler never sees it)
 PENDING = "Pending"
 SCHEDULED = "Scheduled"
 RUNNING = "Running"
@@ -173,7 +179,7 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 TERMINATING = "Terminating"
 TERMINATED = "Terminated"
-PHASES = (PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, TERMINATING, TERMINATED)
+PHASES = (QUEUED, PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, TERMINATING, TERMINATED)
 # Phases in which a project occupies its node's resources.
 BOUND_PHASES = (SCHEDULED, RUNNING, TERMINATING)
 
@@ -375,6 +381,12 @@ __all__ = [
     "AccessRequest",
     "AccessResponse",
     "ClusterRole",
+    "ResourceQuota",
+    "ResourceQuotaSpec",
+    "ResourceQuotaStatus",
+    "QUEUED",
+    "QUOTA_QUEUE",
+    "QUOTA_REJECT",
     "ClusterRoleBinding",
     "PolicyRule",
     "Role",

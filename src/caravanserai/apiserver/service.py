@@ -44,6 +44,7 @@ from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock
 from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid, NotFound
 from caravanserai.storage import Store
+from caravanserai.storage.store import Also, CompanionChanged
 from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.text.violations import quote
 
@@ -186,6 +187,10 @@ class ResourceService:
         for tries in range(1, RMW_ATTEMPTS + 1):
             try:
                 return await attempt()
+            except CompanionChanged:
+                if tries == RMW_ATTEMPTS:
+                    raise
+                continue  # an object written with this one (a quota) changed: never the caller's conflict
             except Conflict as exc:
                 if precondition or tries == RMW_ATTEMPTS:
                     raise _conflict(self.kinds, resource, name, expected=exc.expected, current=exc.current) from None
@@ -194,9 +199,9 @@ class ResourceService:
                 )
         raise AssertionError("unreachable")
 
-    async def _write(self, resource: str, obj: Any, *, expected: str) -> Any:
+    async def _write(self, resource: str, obj: Any, *, expected: str, also: list[Also] | None = None) -> Any:
         revision = await self._store.update(
-            resource, meta.key_of(obj), codec.encode(obj), expected_revision=int(expected)
+            resource, meta.key_of(obj), codec.encode(obj), expected_revision=int(expected), also=also or ()
         )
         obj.metadata.resource_version = str(revision)
         return obj
@@ -217,11 +222,22 @@ class ResourceService:
         if not strategy.kind.cluster_scoped:
             await self._require_namespace(strategy, obj.metadata.namespace)
         lease = await strategy.create_lease(self._ctx)
-        revision = await self._store.create(resource, key, codec.encode(obj), lease=lease)
+        revision = await self._create_with_companions(strategy, key, obj, lease)
         obj.metadata.resource_version = str(revision)
         log.debug("created", resource=resource, key=key, revision=revision)
         await strategy.after_write(self._ctx, obj)
         return obj
+
+    async def _create_with_companions(self, strategy: KindStrategy[Any], key: str, obj: Any, lease: int) -> int:
+        """Store `obj` with the objects its strategy writes alongside (read again after one of them changed)."""
+        for tries in range(1, RMW_ATTEMPTS + 1):
+            also = await strategy.companions(self._ctx, None, obj, now=self._clock.now())
+            try:
+                return await self._store.create(strategy.plural, key, codec.encode(obj), lease=lease, also=also)
+            except CompanionChanged:
+                if tries == RMW_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     async def get(self, resource: str, name: str, *, namespace: str = "", who: Identity = LOCAL_ADMIN) -> Any:
         strategy = await self.strategy(resource)
@@ -279,7 +295,10 @@ class ResourceService:
         new = self._unwrap(strategy, envelope)
         key = self._key_of(strategy, new)
         return await self._read_modify_write(
-            resource, key, new.metadata.resource_version, lambda: self._update_once(strategy, new, key, who)
+            resource,
+            key,
+            new.metadata.resource_version,
+            lambda: self._update_once(strategy, new, key, who),
         )
 
     async def _update_once(self, strategy: KindStrategy[Any], new: Any, name: str, who: Identity) -> Any:
@@ -294,10 +313,13 @@ class ResourceService:
             return old
         await strategy.before_update(self._ctx, old, merged)
         await self._policies.validate(strategy, merged, old)
+        now = self._clock.now()
         if strategy.removable_after_update(merged):
-            await self._store.delete(resource, name, expected_revision=int(old.metadata.resource_version))
+            also = await strategy.companions(self._ctx, old, None, now=now)
+            await self._store.delete(resource, name, expected_revision=int(old.metadata.resource_version), also=also)
             return merged
-        written = await self._write(resource, merged, expected=old.metadata.resource_version)
+        also = await strategy.companions(self._ctx, old, merged, now=now)
+        written = await self._write(resource, merged, expected=old.metadata.resource_version, also=also)
         await strategy.after_write(self._ctx, written)
         return written
 
@@ -306,7 +328,10 @@ class ResourceService:
         new = self._unwrap(strategy, envelope)
         key = self._key_of(strategy, new)
         return await self._read_modify_write(
-            resource, key, new.metadata.resource_version, lambda: self._update_status_once(strategy, new, key, who)
+            resource,
+            key,
+            new.metadata.resource_version,
+            lambda: self._update_status_once(strategy, new, key, who),
         )
 
     async def _update_status_once(self, strategy: KindStrategy[Any], new: Any, name: str, who: Identity) -> Any:
@@ -317,7 +342,8 @@ class ResourceService:
         strategy.validate_status(merged)
         if merged == old:
             return old
-        return await self._write(resource, merged, expected=old.metadata.resource_version)
+        also = await strategy.companions(self._ctx, old, merged, now=self._clock.now())
+        return await self._write(resource, merged, expected=old.metadata.resource_version, also=also)
 
     async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
         """Remove or mark the object (as the kind's delete plan says); without `request.resource_version` a concurrent
@@ -326,7 +352,10 @@ class ResourceService:
         strategy = await self.strategy(resource)
         key = self._key(strategy, request.namespace, request.name)
         return await self._read_modify_write(
-            resource, key, request.resource_version, lambda: self._delete_once(strategy, request, key, who)
+            resource,
+            key,
+            request.resource_version,
+            lambda: self._delete_once(strategy, request, key, who),
         )
 
     async def _delete_once(
@@ -353,7 +382,8 @@ class ResourceService:
         if plan == NOOP:
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=False)
         if plan == REMOVE:
-            cascaded = await strategy.remove(self._ctx, current)
+            also = await strategy.companions(self._ctx, current, None, now=self._clock.now())
+            cascaded = await strategy.remove(self._ctx, current, also=also)
             log.info("deleted", resource=resource, key=key, force=request.force, instances=cascaded)
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=True, deleted_instances=cascaded)
         marked = strategy.mark_deleted(current, plan, now=self._clock.now())

@@ -24,7 +24,8 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import builtins
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -87,6 +88,23 @@ class ListPage:
     items: list[StoredObject]
     revision: int
     more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Also:
+    """Another object written in the same transaction as a create, update or delete: `value` replaces the object
+    at `key` of `resource`, which must still be at `expected_revision` (how a quota's usage is counted with the
+    write that changes it)."""
+
+    resource: str
+    key: str
+    value: bytes
+    expected_revision: int
+
+
+class CompanionChanged(Conflict):
+    """An `Also` object changed since it was read: nothing was written; read it again and decide again (never the
+    caller's conflict)."""
 
 
 def _check_segment(what: str, value: str) -> None:
@@ -176,51 +194,87 @@ class Store:
                 return
             start_after = page.items[-1].name
 
-    async def create(self, resource: str, name: str, value: bytes, *, lease: int = 0) -> int:
-        """Store a new object (bound to `lease` when non-zero); its mod_revision. AlreadyExists if taken."""
+    async def create(self, resource: str, name: str, value: bytes, *, lease: int = 0, also: Sequence[Also] = ()) -> int:
+        """Store a new object (bound to `lease` when non-zero), and the `also` objects with it; its mod_revision.
+        AlreadyExists if taken; CompanionChanged (nothing written) when an `also` object changed."""
         key = self._key(resource, name)
         result = await self._client.txn(
-            compare=[Compare.create_revision(key, "==", 0)],
-            success=[PutOp(key, self._seal(resource, name, value), lease=lease)],
+            compare=[Compare.create_revision(key, "==", 0), *self._also_compare(also)],
+            success=[PutOp(key, self._seal(resource, name, value), lease=lease), *self._also_put(also)],
+            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
         )
         if not result.succeeded:
-            raise AlreadyExists(f"{resource} {name!r} already exists")
+            current = result.responses[0]
+            assert isinstance(current, RangeResult)
+            if current.kvs:
+                raise AlreadyExists(f"{resource} {name!r} already exists")
+            self._raise_companion_changed(result, also, first=1)
         return result.revision
 
-    async def update(self, resource: str, name: str, value: bytes, *, expected_revision: int) -> int:
-        """Replace the object if its mod_revision still equals `expected_revision`; the new mod_revision.
+    def _also_compare(self, also: Sequence[Also]) -> builtins.list[Compare]:
+        return [Compare.mod_revision(self._key(a.resource, a.key), "==", a.expected_revision) for a in also]
 
-        The object keeps its lease. Conflict when it changed since, NotFound when it is gone.
+    def _also_put(self, also: Sequence[Also]) -> builtins.list[PutOp]:
+        return [
+            PutOp(self._key(a.resource, a.key), self._seal(a.resource, a.key, a.value), ignore_lease=True) for a in also
+        ]
+
+    def _also_read(self, also: Sequence[Also]) -> builtins.list[RangeOp]:
+        return [RangeOp(self._key(a.resource, a.key), keys_only=True) for a in also]
+
+    @staticmethod
+    def _raise_companion_changed(result: TxnResult, also: Sequence[Also], *, first: int) -> None:
+        """CompanionChanged naming the first `also` object whose revision moved (responses from `first` on)."""
+        for item, response in zip(also, result.responses[first:], strict=False):
+            assert isinstance(response, RangeResult)
+            current = response.kvs[0].mod_revision if response.kvs else 0
+            if current != item.expected_revision:
+                raise CompanionChanged.modified(
+                    f"{item.resource} {item.key!r}", expected=item.expected_revision, current=current
+                )
+        raise CompanionChanged.modified("a companion object")
+
+    async def update(
+        self, resource: str, name: str, value: bytes, *, expected_revision: int, also: Sequence[Also] = ()
+    ) -> int:
+        """Replace the object if its mod_revision still equals `expected_revision` (and write the `also` objects
+        with it); the new mod_revision.
+
+        The object keeps its lease. Conflict when it changed since, NotFound when it is gone, CompanionChanged
+        when an `also` object changed (nothing written either way).
         """
         if expected_revision <= 0:
             raise Invalid(f"update of {resource} {name!r} needs the expected revision, got {expected_revision}")
         key = self._key(resource, name)
         result = await self._client.txn(
-            compare=[Compare.mod_revision(key, "==", expected_revision)],
-            success=[PutOp(key, self._seal(resource, name, value), ignore_lease=True)],
-            failure=[RangeOp(key, keys_only=True)],
+            compare=[Compare.mod_revision(key, "==", expected_revision), *self._also_compare(also)],
+            success=[PutOp(key, self._seal(resource, name, value), ignore_lease=True), *self._also_put(also)],
+            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
         )
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)
+            self._raise_companion_changed(result, also, first=1)
         return result.revision
 
-    async def delete(self, resource: str, name: str, *, expected_revision: int = 0) -> int:
+    async def delete(self, resource: str, name: str, *, expected_revision: int = 0, also: Sequence[Also] = ()) -> int:
         """Delete the object if its mod_revision equals `expected_revision`; the deleting revision.
 
         `expected_revision=0` deletes whatever is there now: the object is read and then deleted by a
         transaction guarded on the revision read, so a write in between makes it Conflict, not lost.
-        Conflict when stale, NotFound when absent.
+        Conflict when stale, NotFound when absent; the `also` objects are written with it (CompanionChanged when
+        one changed).
         """
         if expected_revision == 0:
             expected_revision = (await self.get(resource, name)).mod_revision
         key = self._key(resource, name)
         result = await self._client.txn(
-            compare=[Compare.mod_revision(key, "==", expected_revision)],
-            success=[DeleteOp(key)],
-            failure=[RangeOp(key, keys_only=True)],
+            compare=[Compare.mod_revision(key, "==", expected_revision), *self._also_compare(also)],
+            success=[DeleteOp(key), *self._also_put(also)],
+            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
         )
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)
+            self._raise_companion_changed(result, also, first=1)
         return result.revision
 
     async def delete_with_contents(self, resource: str, name: str, *, expected_revision: int, contents: str) -> int:
@@ -235,18 +289,21 @@ class Store:
         )
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)
+            raise Conflict.modified(f"{resource} {name!r}")
         removed = result.responses[1]
         assert isinstance(removed, DeleteResult)
         return removed.deleted
 
     @staticmethod
     def _raise_guard_failed(result: TxnResult, resource: str, name: str, expected: int) -> None:
-        """Raise NotFound or Conflict after a failed mod_revision guard whose failure branch read the key."""
+        """Raise NotFound or Conflict after a failed transaction whose failure branch read the key first; return
+        when the key is at `expected` (another guard of the transaction failed)."""
         current = result.responses[0]
         assert isinstance(current, RangeResult)
         if not current.kvs:
             raise NotFound(f"{resource} {name!r} not found")
-        raise Conflict.modified(f"{resource} {name!r}", expected=expected, current=current.kvs[0].mod_revision)
+        if current.kvs[0].mod_revision != expected:
+            raise Conflict.modified(f"{resource} {name!r}", expected=expected, current=current.kvs[0].mod_revision)
 
     async def watch(self, resource: str, *, start_revision: int) -> AsyncGenerator[WatchBatch, None]:
         """Changes to `resource` from `start_revision` on (inclusive; 0: from now), as ordered batches.
@@ -307,4 +364,4 @@ class Store:
         return (await self._client.lease_grant(ttl_seconds)).id
 
 
-__all__ = ["ListPage", "Store", "StoreEvent", "StoredObject", "WatchBatch"]
+__all__ = ["Also", "CompanionChanged", "ListPage", "Store", "StoreEvent", "StoredObject", "WatchBatch"]

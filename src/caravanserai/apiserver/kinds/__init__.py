@@ -31,6 +31,7 @@ from caravanserai.apiserver.kinds import (
     project,
     projectset,
     rbac,
+    resourcequota,
     secret,
 )
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
@@ -51,6 +52,7 @@ BUILTIN: tuple[KindStrategy[Any], ...] = (
     projectset.STRATEGY,
     namespace.STRATEGY,
     *rbac.STRATEGIES,
+    resourcequota.STRATEGY,
 )
 
 

@@ -40,6 +40,7 @@ from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.clock import timestamp
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.storage import Store
+from caravanserai.storage.store import Also
 
 # Delete plans.
 REMOVE, MARK, FINALIZE, NOOP = "remove", "mark", "finalize", "noop"
@@ -160,6 +161,13 @@ class KindStrategy(abc.ABC, Generic[T]):
     async def before_update(self, ctx: KindContext, old: T, new: T) -> None:
         """Refuse an update that conflicts with stored objects (checked after validation; `new` changed)."""
 
+    async def companions(self, ctx: KindContext, old: T | None, new: T | None, *, now: float) -> list[Also]:
+        """Other objects to write in the same etcd transaction as this write of `new` over `old` (`old` None: a
+        create; `new` None: the removal of `old`), each guarded on the version read (the service reads and decides
+        again when one changed). May change `new` before it is stored (a project held back in Queued) or refuse
+        the write. None by default."""
+        return []
+
     async def after_write(self, ctx: KindContext, obj: T) -> None:
         """Called after a Create or an Update stored `obj`, before the reply; by default nothing."""
 
@@ -228,9 +236,11 @@ class KindStrategy(abc.ABC, Generic[T]):
     async def before_delete(self, ctx: KindContext, obj: T, *, force: bool) -> None:
         """Refuse (FailedPrecondition) a delete that must not happen now."""
 
-    async def remove(self, ctx: KindContext, obj: T) -> int:
-        """Remove the record of `obj` (compare-and-swap on its version); how many other objects went with it."""
-        await ctx.store.delete(self.plural, meta.key_of(obj), expected_revision=int(obj.metadata.resource_version))
+    async def remove(self, ctx: KindContext, obj: T, *, also: list[Also] | None = None) -> int:
+        """Remove the record of `obj` (compare-and-swap on its version; `also` written in the same transaction);
+        how many other objects went with it."""
+        revision = int(obj.metadata.resource_version)
+        await ctx.store.delete(self.plural, meta.key_of(obj), expected_revision=revision, also=also or ())
         return 0
 
     def delete_plan(self, obj: T, *, force: bool) -> str:

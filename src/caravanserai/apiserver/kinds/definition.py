@@ -25,6 +25,7 @@ from caravanserai.apiserver.kinds.base import MARK, NOOP, REMOVE, KindContext, K
 from caravanserai.apiserver.schemaevolution import RetiredField, breaking_changes, holds_field, retired_fields
 from caravanserai.customkinds.schemas import SCOPE_CLUSTER, SCOPES, Schema, SchemaError, definition_name
 from caravanserai.errors import FieldViolation, Invalid, NotFound
+from caravanserai.storage.store import Also
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, quote
 
@@ -172,7 +173,7 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
         """Never on update: a definition marked for deletion goes once its last object is gone."""
         return False
 
-    async def remove(self, ctx: KindContext, obj: v1.ResourceDefinition) -> int:
+    async def remove(self, ctx: KindContext, obj: v1.ResourceDefinition, *, also: list[Also] | None = None) -> int:
         """Delete the definition and every object of its kind in one transaction; how many objects went."""
         return await ctx.store.delete_with_contents(
             self.plural,
