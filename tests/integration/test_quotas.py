@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from cluster_sim import running_manager
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
+from caravanserai.clock import SystemClock
+from caravanserai.controllers.queue import app as queue_app
 from caravanserai.errors import FailedPrecondition, Forbidden, Invalid
 from caravanserai.testing.builders import project
+from caravanserai.testing.wait import wait_for
 
 
 def _quota(namespace: str, policy: str = "", **hard: str) -> v1.ResourceQuota:
@@ -98,3 +102,53 @@ async def test_a_quota_lowered_below_use_stops_only_new_work(client: Client) -> 
     assert late.status.phase == v1.QUEUED
     await client.projects.delete("team-l/a")
     assert (await _used(client, "team-l"))["cpu"] == "1500m"
+
+
+async def _phase(client: Client, key: str) -> str:
+    return (await client.projects.get(key)).status.phase
+
+
+async def test_the_queue_admits_by_priority_then_age_and_says_why(client: Client) -> None:
+    await _namespace(client, "team-q")
+    await client.projects.create(_in("team-q", "early", cpu="1500m"))  # before any quota: counted by the recount
+    await client.resource(v1.ResourceQuota).create(_quota("team-q", cpu="2"))
+
+    async with running_manager(client, lambda manager: queue_app.setup(manager, client, SystemClock())):
+        await wait_for(lambda: _used_cpu(client, "team-q", "1500m"), 10, message="the recount")
+        for name, cpu, priority in (("big", "1", 0), ("later", "1500m", 0), ("urgent", "1500m", 10)):
+            created = _in("team-q", name, cpu=cpu)
+            created.spec.priority = priority
+            assert (await client.projects.create(created)).status.phase == v1.QUEUED
+            await asyncio.sleep(0.01)  # distinct ages
+
+        async def says(key: str, message: str) -> bool:
+            condition = meta.get_condition((await client.projects.get(key)).status.conditions, "Phase")
+            return condition is not None and condition.message == message
+
+        await wait_for(
+            lambda: says(
+                "team-q/later", "waiting for quota: team: 1500m of 2 cpu used, asks 1500m; 2 ahead in the queue"
+            ),
+            10,
+            message="the reason it waits",
+        )
+        await client.projects.delete("team-q/early")
+        await wait_for(lambda: _is(client, "team-q/urgent", v1.PENDING), 10, message="the highest priority first")
+        assert [await _phase(client, f"team-q/{n}") for n in ("big", "later")] == [v1.QUEUED, v1.QUEUED]
+        await wait_for(
+            lambda: says("team-q/big", "waiting for quota: team: 1500m of 2 cpu used, asks 1; 0 ahead in the queue"),
+            10,
+            message="the queue moved up",
+        )
+        await client.projects.delete("team-q/urgent")
+        await wait_for(lambda: _is(client, "team-q/big", v1.PENDING), 10, message="then the oldest")
+        assert await _phase(client, "team-q/later") == v1.QUEUED  # 1 + 1.5 > 2: it waits
+        assert await _used(client, "team-q") == {"cpu": "1"}
+
+
+async def _is(client: Client, key: str, phase: str) -> bool:
+    return await _phase(client, key) == phase
+
+
+async def _used_cpu(client: Client, namespace: str, value: str) -> bool:
+    return (await _used(client, namespace)).get("cpu") == value
