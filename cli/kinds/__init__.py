@@ -27,6 +27,7 @@ from caravanserai.cli.kinds import (
     project,
     projectset,
     rbac,
+    resourcequota,
     secret,
 )
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
@@ -48,6 +49,7 @@ VIEWS: dict[str, KindView] = {
         nodegroup.VIEW,
         projectset.VIEW,
         *rbac.VIEWS,
+        resourcequota.VIEW,
     )
 }
 """The built-in kinds' views, by plural."""

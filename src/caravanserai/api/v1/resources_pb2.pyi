@@ -2451,7 +2451,7 @@ class ProjectStatus(_message.Message):
     NOMINATED_NODE_NAME_FIELD_NUMBER: _builtins.int
     PLACEMENT_SCORES_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
-    """Pending, Scheduled, Running, Succeeded, Failed, Terminating or Terminated."""
+    """Queued, Pending, Scheduled, Running, Succeeded, Failed, Terminating or Terminated."""
     node_ref: _builtins.str
     """Name of the node the project is bound to; empty while Pending."""
     observed_generation: _builtins.int
