@@ -29,6 +29,7 @@ from caravanserai.client import Client
 from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
 from caravanserai.controllers.queue import app as queue_app
+from caravanserai.errors import Conflict
 from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
@@ -44,7 +45,7 @@ def _quota(namespace: str, projects: int) -> v1.ResourceQuota:
 
 
 def _in(namespace: str, name: str) -> v1.Project:
-    p = project(name, requests={"cpu": "10m", "memory": "1Mi"})
+    p = project(name, requests={"cpu": "10m", "memory": "8Mi"})
     p.metadata.namespace = namespace
     return p
 
@@ -79,6 +80,20 @@ async def write_ratio(address: str, count: int, rounds: int) -> dict[str, Any]:
             await client.close()
 
 
+async def raise_limit(client: Client, namespace: str, projects: int) -> None:
+    """Raise the namespace's project limit as a user would: read, change, write; again on Conflict (the queue
+    controller writes the quota's status meanwhile)."""
+    quotas = client.resource(v1.ResourceQuota)
+    while True:
+        q = await quotas.get(f"{namespace}/team")
+        q.spec.hard["projects"] = str(projects)
+        try:
+            await quotas.update(q)
+            return
+        except Conflict:
+            continue
+
+
 async def admission_rate(address: str, namespaces: int, queued: int) -> dict[str, Any]:
     clients = [Client(address, own_connection=True) for _ in range(4)]
     admin = clients[0]
@@ -100,9 +115,7 @@ async def admission_rate(address: str, namespaces: int, queued: int) -> dict[str
             await manager.informers.wait_synced()
             started = time.perf_counter()
             for name in names:
-                q = await admin.resource(v1.ResourceQuota).get(f"{name}/team")
-                q.spec.hard["projects"] = str(queued)
-                await admin.resource(v1.ResourceQuota).update(q)
+                await raise_limit(admin, name, queued)
             total = namespaces * queued
             while True:
                 pending = sum(1 for p in await admin.projects.list() if p.status.phase == v1.PENDING)

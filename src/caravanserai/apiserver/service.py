@@ -26,9 +26,11 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import structlog
@@ -81,6 +83,9 @@ class ResourceService:
         self._event_leases = event_leases
         self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds)
         self._policies = Policies(caches.get(POLICIES))  # AdmissionPolicies' hooks, after the kind's own
+        self._companion_locks: dict[
+            str, asyncio.Lock
+        ] = {}  # by companion ("resourcequotas/ns/name"): see `_companions`
         # Called with a resource this apiserver does not serve, before refusing it (the DefinitionServer sets it).
         self.find_kind: Callable[[str], Awaitable[None]] | None = None
 
@@ -222,22 +227,49 @@ class ResourceService:
         if not strategy.kind.cluster_scoped:
             await self._require_namespace(strategy, obj.metadata.namespace)
         lease = await strategy.create_lease(self._ctx)
-        revision = await self._create_with_companions(strategy, key, obj, lease)
-        obj.metadata.resource_version = str(revision)
+        obj = await self._create_with_companions(strategy, key, obj, lease)
+        revision = obj.metadata.resource_version
         log.debug("created", resource=resource, key=key, revision=revision)
         await strategy.after_write(self._ctx, obj)
         return obj
 
-    async def _create_with_companions(self, strategy: KindStrategy[Any], key: str, obj: Any, lease: int) -> int:
-        """Store `obj` with the objects its strategy writes alongside (read again after one of them changed)."""
+    async def _create_with_companions(self, strategy: KindStrategy[Any], key: str, obj: Any, lease: int) -> Any:
+        """Store (a copy of) `obj` with the objects its strategy writes alongside, read again after one of them
+        changed; the object as stored (its strategy may have held it back: Queued)."""
         for tries in range(1, RMW_ATTEMPTS + 1):
-            also = await strategy.companions(self._ctx, None, obj, now=self._clock.now())
-            try:
-                return await self._store.create(strategy.plural, key, codec.encode(obj), lease=lease, also=also)
-            except CompanionChanged:
-                if tries == RMW_ATTEMPTS:
-                    raise
+            candidate = meta.copy(obj)
+            async with self._companions(strategy, None, candidate, fresh=lambda: meta.copy(obj)) as (stored, also):
+                try:
+                    revision = await self._store.create(
+                        strategy.plural, key, codec.encode(stored), lease=lease, also=also
+                    )
+                except CompanionChanged:
+                    if tries == RMW_ATTEMPTS:
+                        raise
+                    continue
+                stored.metadata.resource_version = str(revision)
+                return stored
         raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def _companions(
+        self, strategy: KindStrategy[Any], old: Any, new: Any, *, fresh: Callable[[], Any] | None = None
+    ) -> AsyncIterator[tuple[Any, list[Also]]]:
+        """(`new`, the objects to write with it). When there are any, the block runs holding this apiserver's lock
+        of each of them and with them computed again under the locks (`fresh()` gives a new `new` to decide on):
+        writes of one apiserver that share a companion (a namespace's quota) take turns instead of colliding, so
+        only writes through other apiservers can make one read again."""
+        also = await strategy.companions(self._ctx, old, new, now=self._clock.now())
+        if not also:
+            yield new, also
+            return
+        keys = sorted({f"{a.resource}/{a.key}" for a in also})
+        async with contextlib.AsyncExitStack() as held:
+            for key in keys:
+                await held.enter_async_context(self._companion_locks.setdefault(key, asyncio.Lock()))
+            if fresh is not None:
+                new = fresh()
+            yield new, await strategy.companions(self._ctx, old, new, now=self._clock.now())
 
     async def get(self, resource: str, name: str, *, namespace: str = "", who: Identity = LOCAL_ADMIN) -> Any:
         strategy = await self.strategy(resource)
@@ -313,13 +345,13 @@ class ResourceService:
             return old
         await strategy.before_update(self._ctx, old, merged)
         await self._policies.validate(strategy, merged, old)
-        now = self._clock.now()
         if strategy.removable_after_update(merged):
-            also = await strategy.companions(self._ctx, old, None, now=now)
-            await self._store.delete(resource, name, expected_revision=int(old.metadata.resource_version), also=also)
+            async with self._companions(strategy, old, None) as (_, also):
+                expected = int(old.metadata.resource_version)
+                await self._store.delete(resource, name, expected_revision=expected, also=also)
             return merged
-        also = await strategy.companions(self._ctx, old, merged, now=now)
-        written = await self._write(resource, merged, expected=old.metadata.resource_version, also=also)
+        async with self._companions(strategy, old, merged) as (_, also):
+            written = await self._write(resource, merged, expected=old.metadata.resource_version, also=also)
         await strategy.after_write(self._ctx, written)
         return written
 
@@ -342,8 +374,8 @@ class ResourceService:
         strategy.validate_status(merged)
         if merged == old:
             return old
-        also = await strategy.companions(self._ctx, old, merged, now=self._clock.now())
-        return await self._write(resource, merged, expected=old.metadata.resource_version, also=also)
+        async with self._companions(strategy, old, merged) as (_, also):
+            return await self._write(resource, merged, expected=old.metadata.resource_version, also=also)
 
     async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
         """Remove or mark the object (as the kind's delete plan says); without `request.resource_version` a concurrent
@@ -382,8 +414,8 @@ class ResourceService:
         if plan == NOOP:
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=False)
         if plan == REMOVE:
-            also = await strategy.companions(self._ctx, current, None, now=self._clock.now())
-            cascaded = await strategy.remove(self._ctx, current, also=also)
+            async with self._companions(strategy, current, None) as (_, also):
+                cascaded = await strategy.remove(self._ctx, current, also=also)
             log.info("deleted", resource=resource, key=key, force=request.force, instances=cascaded)
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=True, deleted_instances=cascaded)
         marked = strategy.mark_deleted(current, plan, now=self._clock.now())
