@@ -26,7 +26,7 @@ from caravanserai.controllers.autoscaler.scaledown import fit_elsewhere, idle_fo
 from caravanserai.controllers.autoscaler.settings import settings_of
 from caravanserai.controllers.autoscaler.snapshot import Cluster, infos
 from caravanserai.controllers.scheduler.filters import FilterContext, node_ready
-from caravanserai.controllers.scheduler.snapshot import ProjectInfo
+from caravanserai.controllers.scheduler.snapshot import ProjectInfo, shown
 from caravanserai.errors import FailedPrecondition, NotFound
 
 log = structlog.get_logger(__name__)
@@ -89,7 +89,9 @@ class ScaleDown:
         ]
         newcomers = [meta.key_of(p) for p in bound if meta.key_of(p) not in removal.projects]
         if newcomers:
-            await self._cancel(group, f"project(s) {', '.join(newcomers)} were bound to {node} meanwhile", now)
+            await self._cancel(
+                group, f"project(s) {', '.join(map(shown, newcomers))} were bound to {node} meanwhile", now
+            )
             return
         handoff_until = seconds(removal.started_at) + self.handoff
         message = (

@@ -141,6 +141,13 @@ class ProjectInfo:
         object.__setattr__(self, "ordered_requests", ordered_items)
 
 
+def shown(key: str) -> str:
+    """A project's key as messages show it: the bare name for a project of `default` (messages read as they did
+    before namespaces), "namespace/name" otherwise."""
+    namespace, name = meta.split_key(key)
+    return name if namespace in ("", meta.DEFAULT_NAMESPACE) else key
+
+
 @functools.lru_cache(maxsize=65536)
 def name_hash(name: str) -> int:
     """A stable 64-bit hash of a name (the same in every process and run, unlike `hash`)."""
@@ -205,4 +212,5 @@ __all__ = [
     "node_rates",
     "node_spec_fields",
     "project_info",
+    "shown",
 ]

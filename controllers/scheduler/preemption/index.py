@@ -33,6 +33,7 @@ from caravanserai import meta, v1
 from caravanserai.clock import seconds
 from caravanserai.controllers.scheduler.ports import HostPorts, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, project_requests
+from caravanserai.controllers.scheduler.snapshot import shown
 from caravanserai.informer import EventHandler
 
 EVICTABLE_PHASES = (v1.SCHEDULED, v1.RUNNING)
@@ -52,7 +53,7 @@ class Candidate:
     generation: int = 0
 
     def __str__(self) -> str:
-        return f"{self.name} (priority {self.priority})"
+        return f"{shown(self.name)} (priority {self.priority})"
 
 
 def candidate(project: v1.Project) -> Candidate:

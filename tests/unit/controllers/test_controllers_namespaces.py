@@ -17,6 +17,8 @@ from caravanserai.controllers.gc.reconciler import GCReconciler
 from caravanserai.controllers.projectset.reconciler import SET_INDEX, ProjectSetReconciler, set_index
 from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.reconciler import SchedulerReconciler
+from caravanserai.controllers.scheduler.scores import tie_break_key
+from caravanserai.controllers.scheduler.snapshot import shown
 from caravanserai.informer import NODE_REF_INDEXERS, PHASE_INDEXERS, Indexer, SharedInformerFactory
 from caravanserai.testing import FakeClient
 from caravanserai.testing.builders import lease, node, node_status, project
@@ -242,3 +244,10 @@ async def test_a_namespace_not_being_deleted_is_left_alone() -> None:
     assert (await reconciler.reconcile("team-a")).requeue_after is None
     assert (await reconciler.reconcile("gone")).requeue_after is None
     assert [meta.key_of(p) for p in await client.projects.list()] == ["team-a/web"]
+
+
+def test_messages_and_tie_breaks_show_a_default_project_by_its_name() -> None:
+    assert shown("default/web") == "web" and shown("web") == "web"
+    assert shown("team-a/web") == "team-a/web"
+    assert tie_break_key("default/web", "n1") == tie_break_key("web", "n1")  # the node order it had before
+    assert tie_break_key("team-a/web", "n1") != tie_break_key("web", "n1")
