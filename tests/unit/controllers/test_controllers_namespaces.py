@@ -10,7 +10,11 @@ from typing import Any
 from caravanserai import meta, v1
 from caravanserai.clock import SystemClock, timestamp
 from caravanserai.controller import EventRecorder
-from caravanserai.controllers.gc.namespaces import CONDITION_CONTENT_REMAINING, NamespaceReconciler
+from caravanserai.controllers.gc.namespaces import (
+    CONDITION_CONTENT_REMAINING,
+    NamespaceReconciler,
+    namespace_of_deleted_project,
+)
 from caravanserai.controllers.gc.ownergraph import Action, Node, OwnerGraph, plan_dependent
 from caravanserai.controllers.gc.owners import OwnerCollector
 from caravanserai.controllers.gc.reconciler import GCReconciler
@@ -251,3 +255,18 @@ def test_messages_and_tie_breaks_show_a_default_project_by_its_name() -> None:
     assert shown("team-a/web") == "team-a/web"
     assert tie_break_key("default/web", "n1") == tie_break_key("web", "n1")  # the node order it had before
     assert tie_break_key("team-a/web", "n1") != tie_break_key("web", "n1")
+
+
+def test_a_project_deleted_from_a_terminating_namespace_wakes_that_namespace() -> None:
+    namespaces = Indexer[v1.Namespace]()
+    for name, deleting in (("team-a", True), ("team-b", False)):
+        namespace = v1.Namespace()
+        namespace.metadata.name = name
+        if deleting:
+            namespace.metadata.deletion_timestamp.CopyFrom(timestamp(CLOCK.now()))
+        namespaces.upsert(name, namespace)
+    queue: WorkQueue[str] = WorkQueue(clock=CLOCK)
+    handler = namespace_of_deleted_project(namespaces)(queue)
+    for namespace_name in ("team-a", "team-b", "gone"):
+        handler.on_delete(project("web", namespace=namespace_name))
+    assert len(queue) == 1  # only team-a, the namespace being deleted
