@@ -85,16 +85,19 @@ class OwnerGraph:
         return graph
 
     def owns(self, ref: Any, dependent: Node) -> bool:
-        """Whether the reference `ref` of `dependent` names an object of the graph that may own it."""
+        """Whether the reference `ref` of `dependent` names an object of the graph that may own it (or one that cannot
+        be resolved: a namespaced owner of a cluster-wide dependent, which therefore never goes)."""
         owner = self.by_uid.get(ref.uid)
-        return owner is not None and may_own(owner, dependent)
+        if owner is None:
+            return False
+        return may_own(owner, dependent) or (dependent.kind.cluster_scoped and not owner.kind.cluster_scoped)
 
 
 def may_own(owner: Node, dependent: Node) -> bool:
     """Whether `owner` may be an owner of `dependent`: cluster-wide, or in the namespaced dependent's namespace."""
     if owner.kind.cluster_scoped:
         return True
-    return owner.namespace == dependent.namespace  # a cluster-wide dependent has "": never a namespaced owner's
+    return not dependent.kind.cluster_scoped and owner.namespace == dependent.namespace
 
 
 class Action(enum.Enum):

@@ -270,3 +270,14 @@ def test_a_project_deleted_from_a_terminating_namespace_wakes_that_namespace() -
     for namespace_name in ("team-a", "team-b", "gone"):
         handler.on_delete(project("web", namespace=namespace_name))
     assert len(queue) == 1  # only team-a, the namespace being deleted
+
+
+def test_a_cluster_wide_dependent_of_a_namespaced_owner_is_never_collected() -> None:
+    owner = replica_set("team-a")
+    owner.metadata.uid = "u-set"
+    dependent = node("n1")
+    dependent.metadata.uid = "u-node"
+    meta.set_owner(dependent, owner, controller=False)
+    graph = OwnerGraph.of([Node(meta.KINDS["projectsets"], owner), wide := Node(meta.KINDS["nodes"], dependent)])
+    assert plan_dependent(wide, graph) is Action.KEEP  # the reference cannot resolve: kept, as in Kubernetes
+    assert graph.dependents["u-set"] == []  # and it never holds up the owner's foreground deletion
