@@ -386,7 +386,7 @@ async def test_a_replica_past_its_renew_deadline_decides_nothing(client: Client)
     await add_node(client, "n1")
     late = await client.projects.create(project("late", requests={"cpu": "100m"}))
     cache: Indexer[v1.Project] = Indexer(PHASE_INDEXERS)
-    cache.upsert("late", late)
+    cache.upsert("default/late", late)
     state = ClusterState()
     state.upsert_node(await client.nodes.get("n1"))
     state.set_lease(await client.leases.get("n1"))
@@ -401,12 +401,12 @@ async def test_a_replica_past_its_renew_deadline_decides_nothing(client: Client)
         leading=lambda: leading,
     )
     reconciler.wake(late)
-    await reconciler.reconcile("late")
+    await reconciler.reconcile("default/late")
     stored = await client.projects.get("late")
     assert stored.status.phase == v1.PENDING and not stored.status.node_ref and reconciler.bound == 0
-    assert not state.is_assumed("late") and state.requested("n1") == {}  # nothing counted either
+    assert not state.is_assumed("default/late") and state.requested("n1") == {}  # nothing counted either
 
     leading = True  # renewed: the same replica decides again
     reconciler.wake(late)
-    await reconciler.reconcile("late")
+    await reconciler.reconcile("default/late")
     assert (await client.projects.get("late")).status.node_ref == "n1" and reconciler.bound == 1
