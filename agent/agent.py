@@ -58,6 +58,7 @@ from caravanserai.agent.access.logs import LogStreamer
 from caravanserai.agent.access.portforward import PortForwarder
 from caravanserai.agent.access.service import AgentService
 from caravanserai.agent.config import AgentConfig
+from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.events import DockerEventWatcher
 from caravanserai.agent.docker.records import ContainerEvent
@@ -403,7 +404,7 @@ class Agent:
         except CaravanseraiError as exc:
             log.warning("docker sweep failed", error=str(exc))
             present = set()
-        assigned = {p.metadata.name for p in informer.list()}
+        assigned = {naming.key_of(p) for p in informer.list()}
         for name in sorted(present | assigned):
             queue.add(name)
         orphans = sorted(present - assigned)
@@ -417,17 +418,25 @@ class Agent:
 
 
 def _readers(projects: Informer[v1.Project], repositories: RepositoryResolver) -> Callable[[Any], list[str]]:
-    """The names of the projects (bound here) that read a given Secret or Config, or whose backup repositories
-    it opens (a fixed password wakes a project that waits for its restore)."""
+    """The keys of the projects (bound here) that read a given Secret or Config, or whose backup repositories
+    it opens (a fixed password wakes a project that waits for its restore); only projects of the object's
+    namespace read it."""
 
     def reads(project: v1.Project, resource: str, name: str) -> bool:
         if datarefs.references(project.spec, resource, name):
             return True
-        return resource == "secrets" and repositories.uses_secret(backups.repositories(project.spec), name)
+        return resource == "secrets" and repositories.uses_secret(
+            project.metadata.namespace, backups.repositories(project.spec), name
+        )
 
     def readers(obj: Any) -> list[str]:
         resource = meta.kind_of(obj).plural
-        return [p.metadata.name for p in projects.list() if reads(p, resource, obj.metadata.name)]
+        namespace = obj.metadata.namespace or meta.DEFAULT_NAMESPACE
+        return [
+            naming.key_of(p)
+            for p in projects.list()
+            if (p.metadata.namespace or meta.DEFAULT_NAMESPACE) == namespace and reads(p, resource, obj.metadata.name)
+        ]
 
     return readers
 
