@@ -123,7 +123,7 @@ class LogStreamer:
         project = naming.project_in(request.namespace, request.project)
         targets = await self.containers(project, request.service)
         if not targets:
-            what = f"service {request.service} of project {project}" if request.service else project
+            what = f"service {request.service} of project {project}" if request.service else f"project {project}"
             raise LookupError(f"no containers for {what} on this node")
         if request.follow:
             sources = [self.entries(s, cid, follow=True, tail=request.tail) for s, cid in targets]
