@@ -325,7 +325,8 @@ def container_create(
     Secrets and Configs (none: its literal environment), on the project's `network` (by default
     `cara_<project>_<node>`; the agent's network pool may give it another, see `netpool`)."""
     inputs = inputs or ServiceInputs.literal(service)
-    granted = grants.environment(service, node=node, project=project.metadata.name)
+    metadata = project.metadata
+    granted = grants.environment(service, node=node, project=metadata.name, namespace=metadata.namespace)
     return ContainerCreate(
         image=service.image,
         hostname=service.name,

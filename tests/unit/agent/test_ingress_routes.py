@@ -110,7 +110,8 @@ def test_the_older_project_keeps_a_shared_host() -> None:
     assert table.lookup("app.example.com").project == "default/old"  # type: ignore[union-attr]  # the host has a route
     assert [r.project for r in table.conflicts()] == ["default/young"]
     table.remove_project("old")
-    assert table.lookup("app.example.com").project == "default/young"  # type: ignore[union-attr]  # the host has a route
+    young = table.lookup("app.example.com")
+    assert young is not None and young.project == "default/young"
     assert table.conflicts() == []
 
 
