@@ -123,7 +123,8 @@ class LogStreamer:
         project = naming.project_in(request.namespace, request.project)
         targets = await self.containers(project, request.service)
         if not targets:
-            what = f"service {request.service} of project {project}" if request.service else f"project {project}"
+            shown = naming.shown(project)
+            what = f"service {request.service} of project {shown}" if request.service else f"project {shown}"
             raise LookupError(f"no containers for {what} on this node")
         if request.follow:
             sources = [self.entries(s, cid, follow=True, tail=request.tail) for s, cid in targets]

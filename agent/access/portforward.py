@@ -58,7 +58,7 @@ class PortForwarder:
     async def _dial(self, first: api_pb2.PortForwardRequest) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         project = naming.project_in(first.namespace, first.project)
         address = await self.endpoints.address(project, first.service)
-        what = f"{project}/{first.service}:{first.port}"
+        what = f"{naming.shown(project)}/{first.service}:{first.port}"
         try:
             return await asyncio.wait_for(asyncio.open_connection(address, first.port), self.connect_timeout)
         except TimeoutError:

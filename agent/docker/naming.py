@@ -95,11 +95,16 @@ def project_part(project: str) -> str:
     return SEPARATOR.join((_check_part("namespace", namespace), name))
 
 
-def project_label(project: str) -> str:
-    """The `caravanserai.io/project` label value of `project` (a key or bare name): the name for a `default`
-    project (as before namespaces existed), the key otherwise."""
+def shown(project: str) -> str:
+    """How labels and messages name `project` (a key or bare name): the name for a `default` project (as before
+    namespaces existed), the key otherwise."""
     namespace, name = meta.split_key(project)
     return name if namespace in ("", meta.DEFAULT_NAMESPACE) else meta.join_key(namespace, name)
+
+
+def project_label(project: str) -> str:
+    """The `caravanserai.io/project` label value of `project` (a key or bare name): see `shown`."""
+    return shown(project)
 
 
 def labelled_project(labels: Mapping[str, str]) -> str:
@@ -243,6 +248,7 @@ __all__ = [
     "project_label",
     "project_part",
     "replacement_name",
+    "shown",
     "stop_timeout",
     "volume_name",
 ]

@@ -65,6 +65,11 @@ class Route:
         return ("owner", self.owner) if self.owner else ("project", self.project)
 
     @property
+    def shown(self) -> str:
+        """How pages name the route's project: its name in `default`, its key in another namespace."""
+        return naming.shown(self.project)
+
+    @property
     def public(self) -> bool:
         return self.scope == PUBLIC
 

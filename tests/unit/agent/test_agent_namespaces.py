@@ -108,7 +108,8 @@ async def _once(*items: object) -> AsyncIterator[object]:
 async def test_logs_are_read_from_the_namespace_the_request_names(namespace: str, label: str) -> None:
     runtime = Runtime()
     streamer = LogStreamer(runtime, node="n1")  # type: ignore[arg-type]  # the stand-in has the calls made
-    with pytest.raises(LookupError, match=f"project {namespace or 'default'}/web on this node"):
+    shown = "web" if namespace in ("", "default") else f"{namespace}/web"  # messages name `default`'s as before
+    with pytest.raises(LookupError, match=f"no containers for project {shown} on this node"):
         async for _ in streamer.stream(api_pb2.LogsRequest(project="web", namespace=namespace)):
             pass
     assert f"caravanserai.io/{label}" in runtime.filters[0]

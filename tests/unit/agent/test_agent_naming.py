@@ -140,3 +140,8 @@ def test_pool_networks_carry_no_project() -> None:
     }
     with pytest.raises(ValueError):
         naming.pool_network_name("a_b", "n1")
+
+
+def test_messages_name_a_default_project_as_before() -> None:
+    assert naming.shown("default/web") == naming.shown("web") == "web"
+    assert naming.shown("team-a/web") == "team-a/web"
