@@ -329,7 +329,7 @@ class Agent:
     ) -> None:
         """Feed the controller from the projects bound here and the Secrets and Configs they read (their backup
         repositories' too), the ingress from the informers of every project and node; add the controller."""
-        controller.watch(informer)
+        controller.watch(informer, enqueue_mapped(_own_key))  # by key, as everything else queues projects
         ingress.follow(manager.informers)
         for cls in (v1.Secret, v1.Config):  # the server sends only those referenced by projects bound here
             controller.watch(manager.informers.informer(cls), enqueue_mapped(_readers(informer, repositories)))
@@ -415,6 +415,11 @@ class Agent:
         while True:
             await self.clock.sleep(self.config.resync_interval)
             await sweep()
+
+
+def _own_key(project: v1.Project) -> list[str]:
+    """The queue key of a project bound here (`naming.key_of`)."""
+    return [naming.key_of(project)]
 
 
 def _readers(projects: Informer[v1.Project], repositories: RepositoryResolver) -> Callable[[Any], list[str]]:

@@ -144,9 +144,11 @@ class ProjectReconciler:
         return Result(requeue_after=await self.sync(key))
 
     async def sync(self, name: str) -> float | None:
-        """Reconcile the project `name`; returns seconds after which to look again (None: only on change)."""
+        """Reconcile the project `name` (its key; a bare name is a `default` project's); returns seconds after
+        which to look again (None: only on change)."""
         if self._fenced():  # all is queued again when the fence is lifted
             return None
+        name = naming.project_key(name)
         project = self._lookup(name)
         for _ in range(STALE_ATTEMPTS):
             try:
