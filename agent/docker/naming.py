@@ -13,7 +13,8 @@ Guarantees:
   Docker Engine never meet each other's objects under the names they use, even for the same project (one that
   moved while its former node was cut off).
 * **Valid Docker names.** Every name matches Docker's `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
-* **Namespaces.** A project is named by its key (`namespace/name`, see `caravanserai.meta.join_key`; a bare name
+* **Namespaces** (the rule's home, shared with clients that show volume names: `caravanserai.project.nodenames`).
+  A project is named by its key (`namespace/name`, see `caravanserai.meta.join_key`; a bare name
   means the `default` namespace). A `default` project's part of a name is its name, as before namespaces existed
   (so an upgraded agent adopts the containers it already runs); another namespace's project's part is
   `<namespace>_<project>` (`project_part`), one `_`-joined part more, so the two kinds of names never meet: two
@@ -38,9 +39,8 @@ import re
 from collections.abc import Mapping
 
 from caravanserai import meta, v1
-
-PREFIX = "cara"
-SEPARATOR = "_"
+from caravanserai.project.nodenames import PREFIX, SEPARATOR, project_part, volume_name
+from caravanserai.project.nodenames import check_part as _check_part  # one rule for every part of a name
 
 LABEL_DOMAIN = "caravanserai.io/"
 LABEL_MANAGED = LABEL_DOMAIN + "managed"
@@ -62,12 +62,6 @@ MANAGED = "true"
 _TOKEN = re.compile("[a-z0-9]+")
 
 
-def _check_part(kind: str, value: str) -> str:
-    if not value or SEPARATOR in value:
-        raise ValueError(f"invalid {kind} name {value!r}: must be a non-empty DNS name (no {SEPARATOR!r})")
-    return value
-
-
 def project_key(project: str) -> str:
     """The key ("namespace/name") of `project`, a key or a bare name (a `default` project)."""
     namespace, name = meta.split_key(project)
@@ -83,16 +77,6 @@ def key_of(project: v1.Project) -> str:
 def project_in(namespace: str, name: str) -> str:
     """The key of project `name` of `namespace` ("" means `default`, as in the Agent service's requests)."""
     return meta.join_key(namespace or meta.DEFAULT_NAMESPACE, name)
-
-
-def project_part(project: str) -> str:
-    """The part of Docker names (and of the agent's paths and tags) naming `project` (a key, or a bare name for a
-    `default` project): its name in `default`, `<namespace>_<name>` in any other namespace."""
-    namespace, name = meta.split_key(project)
-    _check_part("project", name)
-    if namespace in ("", meta.DEFAULT_NAMESPACE):
-        return name
-    return SEPARATOR.join((_check_part("namespace", namespace), name))
 
 
 def shown(project: str) -> str:
@@ -160,12 +144,6 @@ def is_pool_network(name: str, node: str) -> bool:
 def pool_labels(node: str) -> dict[str, str]:
     """The labels of a pool network of `node`: managed, the node, and the pool mark (no project)."""
     return {LABEL_MANAGED: MANAGED, LABEL_NODE: node, LABEL_NETWORK_POOL: MANAGED}
-
-
-def volume_name(project: str, volume: str, node: str) -> str:
-    """`cara_<project>_<volume>_<node>`: a declared project volume."""
-    parts = (project_part(project), _check_part("volume", volume), _check_part("node", node))
-    return SEPARATOR.join((PREFIX, *parts))
 
 
 def parse_container_name(name: str) -> tuple[str, str, str] | None:
