@@ -1,6 +1,10 @@
 """caractrl: the Caravanserai command line, with kubectl's verbs and conventions.
 
-    caractrl [--server ADDR] [-o FORMAT] [--config FILE] [--token T] [--tls-ca/--tls-cert/--tls-key F] COMMAND …
+    caractrl [--server ADDR] [-o FORMAT] [-n NS | -A] [--config FILE] [--token T] [--tls-ca/--tls-cert/--tls-key F]
+             COMMAND …
+
+`-n/--namespace` and `-A/--all-namespaces` may be typed after the command too, as kubectl users do
+(`cli/namespaces.py` moves them before it).
 
 This module is wiring only: the global options, the command list and error handling. Each command lives in its
 own module. Every failure a user can cause is one line on stderr and exit status 1 (2 for usage errors);
@@ -33,12 +37,14 @@ from caravanserai.cli.execcmd import exec_command
 from caravanserai.cli.get import get
 from caravanserai.cli.logs import logs
 from caravanserai.cli.metadata import annotate, label
+from caravanserai.cli.namespaces import config, create
 from caravanserai.cli.nodes import cordon, drain, uncordon
 from caravanserai.cli.patch import patch
 from caravanserai.cli.portforward import port_forward
 from caravanserai.cli.restart import restart
 from caravanserai.cli.rollout import rollout, scale
 from caravanserai.cli.schema import schema
+from caravanserai.cli.scope import check_namespace, hoist
 from caravanserai.cli.version import VERSION, version
 from caravanserai.cli.wait import wait
 
@@ -53,7 +59,7 @@ class CaractrlGroup(click.Group):
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
     ) -> click.Context:
         try:
-            return super().make_context(info_name, args, parent, **extra)
+            return super().make_context(info_name, hoist(args), parent, **extra)
         except click.UsageError as exc:
             raise usage_problem(exc) from exc
 
@@ -86,6 +92,17 @@ def _silence_stdout() -> None:
 )
 @output_option()
 @click.option(
+    "-n",
+    "--namespace",
+    metavar="NS",
+    envvar="CARA_NAMESPACE",
+    callback=lambda ctx, param, value: check_namespace(value),
+    help="Namespace of the objects named [env CARA_NAMESPACE; default: the config file's, else default].",
+)
+@click.option(
+    "-A", "--all-namespaces", is_flag=True, help="List the objects of every namespace (get, events, wait -l …)."
+)
+@click.option(
     "--config",
     "config_path",
     type=_PATH,
@@ -102,6 +119,8 @@ def caractrl(
     ctx: click.Context,
     server: str | None,
     output: str | None,
+    namespace: str | None,
+    all_namespaces: bool,
     config_path: Path | None,
     token: str | None,
     tls_ca: Path | None,
@@ -117,6 +136,8 @@ def caractrl(
         tls_ca=tls_ca,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        namespace=namespace,
+        all_namespaces=all_namespaces,
     )
 
 
@@ -125,7 +146,9 @@ for command in (
     apply,
     backup,
     completion,
+    config,
     convert,
+    create,
     cordon,
     define,
     delete,

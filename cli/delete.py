@@ -44,6 +44,7 @@ from caravanserai.cli.errors import CommandError, PartialFailure, not_found, rep
 from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.resources import CUSTOM_KINDS, discover_kinds, is_allowed, parse_target
+from caravanserai.cli.scope import scoped
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
@@ -161,7 +162,7 @@ async def _delete_named(
 ) -> None:
     async with settings.client() as client:
         if selector:
-            page = await client.resource(kind.plural).list(label_selector=selector)
+            page = await scoped(client, kind).list(label_selector=selector)
             names = sorted(o.metadata.name for o in page.items)
             if not names:
                 click.echo("No resources found.", err=True)
@@ -225,7 +226,7 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
 async def _delete_one(client: Client, target: Target, opts: DeleteOptions) -> v1.DeleteResponse:
     """Delete `target`; with `--volumes` marked first (`KindView.with_volumes`), the mark taken back when the
     Delete fails (a later plain delete must keep the data). ValueError for a kind without volumes."""
-    resources = client.resource(target.kind.plural)
+    resources = scoped(client, target.kind)
     policy = opts.propagation_policy
     if not opts.volumes:
         return await resources.delete(target.name, force=opts.force, propagation_policy=policy)
@@ -277,7 +278,7 @@ async def _wait_gone(client: Client, targets: Sequence[Target], timeout: float) 
     late: list[Target] = []
     for plural in sorted({t.kind.plural for t in targets}):
         of_kind = [t for t in targets if t.kind.plural == plural]
-        missing = await wait_all(client.resource(plural), [t.name for t in of_kind], [GONE], timeout=timeout)
+        missing = await wait_all(scoped(client, plural), [t.name for t in of_kind], [GONE], timeout=timeout)
         late += [t for t in of_kind if t.name in missing]
         for target in of_kind:
             if target.name not in missing:

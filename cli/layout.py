@@ -58,10 +58,12 @@ def listing(items: Iterable[str]) -> str:
 
 
 def metadata_fields(obj: Any, now: float) -> list[tuple[str, str]]:
-    """The ObjectMeta fields every description shows."""
+    """The ObjectMeta fields every description shows after the name (`Namespace` first, for an object that has one:
+    every object of a namespaced kind)."""
     m = obj.metadata
     annotations = {k: v for k, v in m.annotations.items() if k not in HIDDEN_ANNOTATIONS}
-    pairs = [
+    pairs = [("Namespace", m.namespace)] if m.namespace else []
+    pairs += [
         ("Labels", listing(f"{k}={v}" for k, v in sorted(m.labels.items()))),
         ("Annotations", listing(f"{k}: {v}" for k, v in sorted(annotations.items()))),
         ("Created", when(m.creation_timestamp, now)),
