@@ -100,7 +100,7 @@ def _silence_stdout() -> None:
     help="Namespace of the objects named [env CARA_NAMESPACE; default: the config file's, else default].",
 )
 @click.option(
-    "-A", "--all-namespaces", is_flag=True, help="List the objects of every namespace (get, events, wait -l …)."
+    "-A", "--all-namespaces", is_flag=True, help="get: list the objects of every namespace (NAMESPACE column first)."
 )
 @click.option(
     "--config",

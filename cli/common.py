@@ -97,6 +97,7 @@ def settings_from_params(params: dict[str, Any]) -> Settings:
         tls_ca=params.get("tls_ca"),
         tls_cert=params.get("tls_cert"),
         tls_key=params.get("tls_key"),
+        namespace=params.get("namespace"),
     )
 
 

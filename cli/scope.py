@@ -33,8 +33,8 @@ def hoist(args: Sequence[str]) -> list[str]:
         if arg == "--":
             kept.extend(items[i:])
             break
-        if arg in _WITH_VALUE and i + 1 < len(items):
-            moved += [arg, items[i + 1]]
+        if arg in _WITH_VALUE:  # with its value (the root command reports one that is missing)
+            moved += items[i : i + 2]
             i += 2
             continue
         if arg in _FLAGS or arg.startswith("--namespace=") or (arg.startswith("-n") and not arg.startswith("--")):

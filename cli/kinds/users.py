@@ -17,25 +17,28 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.project import datarefs
 
 Users = Callable[[Client, str], Awaitable[list[str]]]
-"""`users(client, name)`: who still uses the object `name` (`project/web`, …), sorted; empty when nobody does."""
+"""`users(client, name)`: who still uses the object `name` of the command's namespace, or of the key
+"namespace/name" (`project/web`, …), sorted; empty when nobody does."""
 
 
 def data_users(resource: str) -> Users:
     """The users of an object of `resource` ("secrets" or "configs") that projects read."""
 
     async def users(client: Client, name: str) -> list[str]:
+        namespace, name = meta.split_key(name)
+        namespace = namespace or client.namespace
         found = [
             f"project/{project.metadata.name}"
-            for project in await client.projects.list(namespace=client.namespace)
+            for project in await client.projects.list(namespace=namespace)
             if project.status.phase != v1.TERMINATED and datarefs.references(project.spec, resource, name)
         ]
         if resource == datarefs.SECRETS:
-            repositories = await client.backuprepositories.list(namespace=client.namespace)
+            repositories = await client.backuprepositories.list(namespace=namespace)
             found += [f"backuprepository/{r.metadata.name}" for r in repositories if r.spec.secret == name]
         return sorted(found)
 

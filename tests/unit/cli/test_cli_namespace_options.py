@@ -196,3 +196,14 @@ def test_namespace_view_shows_status_and_age() -> None:
     assert columns_of(kind).header(False) == ["NAME", "STATUS", "AGE"]
     table = rows(kind, [terminating, namespace], RowContext(now=NOW), wide=False)
     assert table == [["team-a", "Active", "2m"], ["team-b", "Terminating", "2m"]]
+
+
+def test_delete_by_manifest_uses_its_namespace_and_refuses_another_n(seeded: FakeClient, tmp_path: Path) -> None:
+    manifest = tmp_path / "web.yaml"
+    manifest.write_text(MANIFEST.format(namespace="  namespace: team-b\n"))
+    refused = cli("delete", "-f", str(manifest), "-n", "team-a", "--force")
+    assert refused.exit_code == 1 and "does not match the namespace" in refused.output
+    deleted = cli("delete", "-f", str(manifest), "--force")
+    assert deleted.exit_code == 0, deleted.output
+    assert cli("get", "projects", "-A", "-o", "name").output == "project/api\nproject/web\n"
+    assert cli("get", "project", "web", "-n", "team-a", "-o", "name").output == "project/web\n"
