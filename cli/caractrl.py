@@ -48,6 +48,8 @@ from caravanserai.cli.scope import check_namespace, hoist
 from caravanserai.cli.version import VERSION, version
 from caravanserai.cli.wait import wait
 
+# The commands that take `-A/--all-namespaces` (others refuse it rather than ignore it).
+ALL_NAMESPACES_COMMANDS = ("get",)
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 _PATH = click.Path(dir_okay=False, path_type=Path)
 
@@ -128,6 +130,8 @@ def caractrl(
     tls_key: Path | None,
 ) -> None:
     """Control a Caravanserai cluster: projects, nodes, events and leases."""
+    if all_namespaces and ctx.invoked_subcommand not in ALL_NAMESPACES_COMMANDS:
+        raise click.UsageError(f"-A/--all-namespaces lists objects: use it with {' or '.join(ALL_NAMESPACES_COMMANDS)}")
     ctx.obj = Settings(
         server=server,
         output=output.lower() if output else None,

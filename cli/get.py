@@ -107,6 +107,8 @@ def get(
         snapshots_command(settings, names, output, refused=refused, no_headers=no_headers, missing_ok=ignore_not_found)
         return
     kind, wanted = parse_target(resource, names)
+    if settings.all_namespaces and wanted and not kind.cluster_scoped:
+        raise click.UsageError("a resource cannot be retrieved by name across all namespaces: give -n NS instead of -A")
     about = split_target(for_object) if for_object else None
     if for_object:
         field_selector = ",".join(filter(None, (field_selector, events_for(kind, for_object))))

@@ -207,3 +207,11 @@ def test_delete_by_manifest_uses_its_namespace_and_refuses_another_n(seeded: Fak
     assert deleted.exit_code == 0, deleted.output
     assert cli("get", "projects", "-A", "-o", "name").output == "project/api\nproject/web\n"
     assert cli("get", "project", "web", "-n", "team-a", "-o", "name").output == "project/web\n"
+
+
+def test_all_namespaces_is_refused_where_it_would_mean_nothing(seeded: FakeClient) -> None:
+    by_name = cli("get", "project", "web", "-A")
+    assert by_name.exit_code == 2 and "across all namespaces" in by_name.output
+    elsewhere = cli("delete", "project", "web", "-A")
+    assert elsewhere.exit_code == 2 and "-A/--all-namespaces" in elsewhere.output
+    assert cli("get", "nodes", "-A").exit_code == 0  # a cluster-wide kind's listing is the same either way
