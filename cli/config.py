@@ -34,6 +34,7 @@ from caravanserai.cli.localpki import admin_config_for
 from caravanserai.client import Client, server_address
 from caravanserai.process.tls import TLSFiles
 from caravanserai.text import yamlerror
+from caravanserai.text.selectors import validate_dns_label
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "name")
 # Per call deadline, and how long a failed (UNAVAILABLE) idempotent call is retried before giving up: short, so
@@ -93,6 +94,10 @@ def _parse_config(path: Path, data: Any) -> FileConfig:
         raise ConfigError(
             f"config file {path}: unknown key(s) {', '.join(unknown)}; known: namespace, server, tls, token"
         )
+    namespace = str(data["namespace"]) if data.get("namespace") else None
+    problem = validate_dns_label(namespace) if namespace is not None else None
+    if problem:
+        raise ConfigError(f"config file {path}: namespace: {namespace!r}: {problem}")
     tls = data.get("tls") or {}
     if not isinstance(tls, Mapping) or set(map(str, tls)) - _TLS_KEYS:
         raise ConfigError(f"config file {path}: tls must be a mapping with keys ca, cert, key")
@@ -106,7 +111,7 @@ def _parse_config(path: Path, data: Any) -> FileConfig:
         tls_ca=file_at(tls.get("ca")),
         tls_cert=file_at(tls.get("cert")),
         tls_key=file_at(tls.get("key")),
-        namespace=str(data["namespace"]) if data.get("namespace") else None,
+        namespace=namespace,
     )
 
 

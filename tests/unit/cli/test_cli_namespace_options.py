@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from caravanserai import meta, v1
 from caravanserai.cli.caractrl import caractrl
-from caravanserai.cli.config import Settings, load_config
+from caravanserai.cli.config import ConfigError, Settings, load_config
 from caravanserai.cli.kinds import VIEWS, columns_of, rows
 from caravanserai.cli.scope import hoist
 from caravanserai.cli.tables import RowContext
@@ -215,3 +215,10 @@ def test_all_namespaces_is_refused_where_it_would_mean_nothing(seeded: FakeClien
     elsewhere = cli("delete", "project", "web", "-A")
     assert elsewhere.exit_code == 2 and "-A/--all-namespaces" in elsewhere.output
     assert cli("get", "nodes", "-A").exit_code == 0  # a cluster-wide kind's listing is the same either way
+
+
+def test_a_bad_namespace_in_the_config_file_names_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("namespace: Team_A\n")
+    with pytest.raises(ConfigError, match="namespace: 'Team_A'"):
+        load_config(config)
