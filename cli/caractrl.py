@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from caravanserai.cli.apply import apply
+from caravanserai.cli.auth import auth
 from caravanserai.cli.backups import backup, restore
 from caravanserai.cli.common import output_option
 from caravanserai.cli.completion import completion
@@ -49,7 +50,7 @@ from caravanserai.cli.version import VERSION, version
 from caravanserai.cli.wait import wait
 
 # The commands that take `-A/--all-namespaces` (others refuse it rather than ignore it).
-ALL_NAMESPACES_COMMANDS = ("get",)
+ALL_NAMESPACES_COMMANDS = ("get", "auth")
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 _PATH = click.Path(dir_okay=False, path_type=Path)
 
@@ -148,6 +149,7 @@ def caractrl(
 for command in (
     annotate,
     apply,
+    auth,
     backup,
     completion,
     config,
