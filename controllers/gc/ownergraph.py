@@ -16,7 +16,10 @@ An owner recreated under the same name has a new uid, so the dependents of the o
 
 Namespaces (Kubernetes' rules): a namespaced dependent's owner is in the dependent's namespace or cluster-wide; an
 object of a namespaced kind elsewhere (another namespace) with the referenced uid is not its owner. A cluster-wide
-dependent's reference to a namespaced kind cannot be resolved and never makes it collectable.
+dependent (today every custom kind's objects) may name an owner of a namespaced kind, e.g. a Project: that owner is
+the object of that kind with the referenced name and uid in whichever namespace it is (custom kinds cannot be
+namespaced yet, and their objects owned by projects are collected with them as before namespaces; Kubernetes
+leaves such references unresolved).
 """
 
 from __future__ import annotations
@@ -85,19 +88,17 @@ class OwnerGraph:
         return graph
 
     def owns(self, ref: Any, dependent: Node) -> bool:
-        """Whether the reference `ref` of `dependent` names an object of the graph that may own it (or one that cannot
-        be resolved: a namespaced owner of a cluster-wide dependent, which therefore never goes)."""
+        """Whether the reference `ref` of `dependent` names an object of the graph that may own it (`may_own`)."""
         owner = self.by_uid.get(ref.uid)
-        if owner is None:
-            return False
-        return may_own(owner, dependent) or (dependent.kind.cluster_scoped and not owner.kind.cluster_scoped)
+        return owner is not None and may_own(owner, dependent)
 
 
 def may_own(owner: Node, dependent: Node) -> bool:
-    """Whether `owner` may be an owner of `dependent`: cluster-wide, or in the namespaced dependent's namespace."""
-    if owner.kind.cluster_scoped:
+    """Whether `owner` may be an owner of `dependent`: a cluster-wide owner, or one of a cluster-wide dependent
+    (module docstring), or one in the namespaced dependent's namespace."""
+    if owner.kind.cluster_scoped or dependent.kind.cluster_scoped:
         return True
-    return not dependent.kind.cluster_scoped and owner.namespace == dependent.namespace
+    return owner.namespace == dependent.namespace
 
 
 class Action(enum.Enum):

@@ -13,8 +13,8 @@ Guarantees:
   dependent's version as read (a dependent changed meanwhile waits for the next sweep). References are removed and
   finalizers dropped through Updates carrying the version read, so a concurrent writer wins and the sweep retries.
   Cached objects are never changed (live reads are changed instead).
-* **Namespaces**: an owner of a namespaced kind is looked up in its dependent's namespace (`ownergraph.may_own`);
-  a cluster-wide dependent naming an owner of a namespaced kind is never collected (the reference cannot resolve).
+* **Namespaces**: an owner of a namespaced kind is looked up in its namespaced dependent's namespace
+  (`ownergraph.may_own`); for a cluster-wide dependent, in every namespace (by name and uid).
 * **Background**: dependents of a deleted owner go at the next sweep (deleted with the Background policy, so
   their own dependents follow).
 * **Foreground**: the owner (marked, finalizer `foregroundDeletion`) loses the finalizer — and so is removed —
@@ -161,8 +161,8 @@ class OwnerCollector:
     async def _owner_exists(self, ref: Any, dependent: Node) -> bool:
         """A live read of the owner `ref` names (in `dependent`'s namespace for a namespaced kind): False only when
         no object of that kind and name has its uid, or when the owner is of a custom kind no longer served (deleting
-        a definition deletes its objects). An owner of a kind this process cannot resolve, and a namespaced owner
-        of a cluster-wide dependent, count as present (never delete on a guess)."""
+        a definition deletes its objects). An owner of a kind this process cannot resolve counts as present (never
+        delete on a guess); a namespaced owner of a cluster-wide dependent is looked for in every namespace."""
         try:
             kind = meta.kind_named(ref.kind)
         except KeyError:
@@ -173,8 +173,8 @@ class OwnerCollector:
         if kind.cluster_scoped:
             return await self._live(kind, ref.name, ref.uid) is not None
         if not dependent.namespace:
-            log.debug("namespaced owner of a cluster-wide object; keeping it", kind=ref.kind, name=ref.name)
-            return True
+            listed = await self._client.resource(kind.plural).list(field_selector=f"metadata.name={ref.name}")
+            return any(obj.metadata.uid == ref.uid for obj in listed)
         return await self._live(kind, meta.join_key(dependent.namespace, ref.name), ref.uid) is not None
 
     # ---- helpers ----------------------------------------------------------------------------------------------

@@ -198,7 +198,7 @@ async def test_relist_after_compaction_converges_and_delivers_every_missed_delet
                 assert events.updates == ["p01"]
                 assert events.adds[30:] == ["q0", "q1"]
                 assert projects.reflector.lists == 2
-                cached = projects.get("p01")
+                cached = projects.get("default/p01")
                 assert cached is not None and cached.metadata.labels["changed"] == "while-away"
                 assert [o.metadata.name for o in projects.by_index(LABEL_INDEX, "batch=0")] == []
     finally:

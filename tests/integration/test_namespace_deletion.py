@@ -83,6 +83,12 @@ async def test_a_deleted_namespace_is_emptied_with_finalizers_honoured_then_remo
             return any(p.metadata.name.startswith("web-") for p in await client.projects.list(namespace=TEAM))
 
         await wait_for(replica_made, 15)
+
+        async def set_event_in_its_namespace() -> bool:
+            events = await client.events.list(namespace=TEAM, field_selector="involvedObject.kind=ProjectSet")
+            return any(e.spec.involved_object.namespace == TEAM for e in events)
+
+        await wait_for(set_event_in_its_namespace, 10)  # the controller's event went in the set's namespace
         await client.namespaces.delete(TEAM)
         assert (await client.namespaces.get(TEAM)).status.phase == v1.NAMESPACE_TERMINATING
 

@@ -372,7 +372,7 @@ async def test_a_refused_bind_frees_its_node_at_once_and_is_retried_after_the_ba
         assert refused == [{"cpu": 1000}]
         # nothing was written: the node's share is free again at once, and the project waits for its backoff
         assert parts.state.assumed_count == 0 and parts.state.requested("n1") == {}
-        assert parts.reconciler.backoff.failures("web") == 1
+        assert parts.reconciler.backoff.failures("default/web") == 1
         assert (await client.projects.get("web")).status.phase == v1.PENDING
         web = await wait_bound(client, "web")
         assert web.status.node_ref == "n1"

@@ -272,12 +272,18 @@ def test_a_project_deleted_from_a_terminating_namespace_wakes_that_namespace() -
     assert len(queue) == 1  # only team-a, the namespace being deleted
 
 
-def test_a_cluster_wide_dependent_of_a_namespaced_owner_is_never_collected() -> None:
-    owner = replica_set("team-a")
-    owner.metadata.uid = "u-set"
+async def test_a_cluster_wide_dependent_finds_its_namespaced_owner_in_any_namespace() -> None:
+    client = FakeClient()
+    owner = await client.projectsets.create(replica_set("team-a"))
     dependent = node("n1")
     dependent.metadata.uid = "u-node"
     meta.set_owner(dependent, owner, controller=False)
-    graph = OwnerGraph.of([Node(meta.KINDS["projectsets"], owner), wide := Node(meta.KINDS["nodes"], dependent)])
-    assert plan_dependent(wide, graph) is Action.KEEP  # the reference cannot resolve: kept, as in Kubernetes
-    assert graph.dependents["u-set"] == []  # and it never holds up the owner's foreground deletion
+    wide = Node(meta.KINDS["nodes"], dependent)
+    graph = OwnerGraph.of([Node(meta.KINDS["projectsets"], owner), wide])
+    assert plan_dependent(wide, graph) is Action.KEEP and graph.dependents[owner.metadata.uid] == [wide]
+    collector = OwnerCollector(client, SharedInformerFactory(client))  # type: ignore[arg-type]  # the fake stands in for the client
+    ref = dependent.metadata.owner_references[0]
+    assert await collector._owner_exists(ref, wide)  # found in team-a by name and uid
+    await client.projectsets.delete("team-a/web")
+    await client.projectsets.create(replica_set("team-b"))  # the same name, another uid: not the owner
+    assert not await collector._owner_exists(ref, wide)
