@@ -62,16 +62,20 @@ def rule_allows(rule: v1.PolicyRule, verb: str, resource: str, name: str) -> boo
     """Does `rule` allow `verb` on the object `name` ("" for none: list, watch, create) of `resource`?"""
     if verb not in rule.verbs and ALL not in rule.verbs:
         return False
-    if resource not in rule.kinds and ALL not in rule.kinds:
+    if (resource not in rule.kinds and ALL not in rule.kinds) or resource in rule.except_kinds:
         return False
     return not rule.names or (bool(name) and name in rule.names)
 
 
 def _covers(held: v1.PolicyRule, wanted: v1.PolicyRule, verb: str, kind: str) -> bool:
-    """Does `held` cover `verb` on `kind` of `wanted` (a `*` only by a `*`; names only by no names or a superset)?"""
+    """Does `held` cover `verb` on `kind` of `wanted` (a `*` only by a `*` leaving out no more than `wanted` does;
+    names only by no names or a superset)?"""
     if verb not in held.verbs and ALL not in held.verbs:
         return False
     if kind not in held.kinds and ALL not in held.kinds:
+        return False
+    left_out = set(held.except_kinds)
+    if kind in left_out or (kind == ALL and not left_out <= set(wanted.except_kinds)):
         return False
     return not held.names or (bool(wanted.names) and set(wanted.names) <= set(held.names))
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from caravanserai.api.v1 import resources_pb2 as caravanserai_dot_api_dot_v1_dot_resources__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63\x61ravanserai/api/v1/rbac.proto\x12\x0f\x63\x61ravanserai.v1\x1a#caravanserai/api/v1/resources.proto\"9\n\nPolicyRule\x12\r\n\x05verbs\x18\x01 \x03(\t\x12\r\n\x05kinds\x18\x02 \x03(\t\x12\r\n\x05names\x18\x03 \x03(\t\"6\n\x08RoleSpec\x12*\n\x05rules\x18\x01 \x03(\x0b\x32\x1b.caravanserai.v1.PolicyRule\"\x0c\n\nRoleStatus\"\xae\x01\n\x04Role\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\'\n\x04spec\x18\x04 \x01(\x0b\x32\x19.caravanserai.v1.RoleSpec\x12+\n\x06status\x18\x05 \x01(\x0b\x32\x1b.caravanserai.v1.RoleStatus\"\xb5\x01\n\x0b\x43lusterRole\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\'\n\x04spec\x18\x04 \x01(\x0b\x32\x19.caravanserai.v1.RoleSpec\x12+\n\x06status\x18\x05 \x01(\x0b\x32\x1b.caravanserai.v1.RoleStatus\"%\n\x07Subject\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"%\n\x07RoleRef\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"i\n\x0fRoleBindingSpec\x12*\n\x08role_ref\x18\x01 \x01(\x0b\x32\x18.caravanserai.v1.RoleRef\x12*\n\x08subjects\x18\x02 \x03(\x0b\x32\x18.caravanserai.v1.Subject\"\x13\n\x11RoleBindingStatus\"\xc3\x01\n\x0bRoleBinding\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12.\n\x04spec\x18\x04 \x01(\x0b\x32 .caravanserai.v1.RoleBindingSpec\x12\x32\n\x06status\x18\x05 \x01(\x0b\x32\".caravanserai.v1.RoleBindingStatus\"\xca\x01\n\x12\x43lusterRoleBinding\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12.\n\x04spec\x18\x04 \x01(\x0b\x32 .caravanserai.v1.RoleBindingSpec\x12\x32\n\x06status\x18\x05 \x01(\x0b\x32\".caravanserai.v1.RoleBindingStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63\x61ravanserai/api/v1/rbac.proto\x12\x0f\x63\x61ravanserai.v1\x1a#caravanserai/api/v1/resources.proto\"O\n\nPolicyRule\x12\r\n\x05verbs\x18\x01 \x03(\t\x12\r\n\x05kinds\x18\x02 \x03(\t\x12\r\n\x05names\x18\x03 \x03(\t\x12\x14\n\x0c\x65xcept_kinds\x18\x04 \x03(\t\"6\n\x08RoleSpec\x12*\n\x05rules\x18\x01 \x03(\x0b\x32\x1b.caravanserai.v1.PolicyRule\"\x0c\n\nRoleStatus\"\xae\x01\n\x04Role\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\'\n\x04spec\x18\x04 \x01(\x0b\x32\x19.caravanserai.v1.RoleSpec\x12+\n\x06status\x18\x05 \x01(\x0b\x32\x1b.caravanserai.v1.RoleStatus\"\xb5\x01\n\x0b\x43lusterRole\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\'\n\x04spec\x18\x04 \x01(\x0b\x32\x19.caravanserai.v1.RoleSpec\x12+\n\x06status\x18\x05 \x01(\x0b\x32\x1b.caravanserai.v1.RoleStatus\"%\n\x07Subject\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"%\n\x07RoleRef\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"i\n\x0fRoleBindingSpec\x12*\n\x08role_ref\x18\x01 \x01(\x0b\x32\x18.caravanserai.v1.RoleRef\x12*\n\x08subjects\x18\x02 \x03(\x0b\x32\x18.caravanserai.v1.Subject\"\x13\n\x11RoleBindingStatus\"\xc3\x01\n\x0bRoleBinding\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12.\n\x04spec\x18\x04 \x01(\x0b\x32 .caravanserai.v1.RoleBindingSpec\x12\x32\n\x06status\x18\x05 \x01(\x0b\x32\".caravanserai.v1.RoleBindingStatus\"\xca\x01\n\x12\x43lusterRoleBinding\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12.\n\x04spec\x18\x04 \x01(\x0b\x32 .caravanserai.v1.RoleBindingSpec\x12\x32\n\x06status\x18\x05 \x01(\x0b\x32\".caravanserai.v1.RoleBindingStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,25 +33,25 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'caravanserai.api.v1.rbac_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_POLICYRULE']._serialized_start=88
-  _globals['_POLICYRULE']._serialized_end=145
-  _globals['_ROLESPEC']._serialized_start=147
-  _globals['_ROLESPEC']._serialized_end=201
-  _globals['_ROLESTATUS']._serialized_start=203
-  _globals['_ROLESTATUS']._serialized_end=215
-  _globals['_ROLE']._serialized_start=218
-  _globals['_ROLE']._serialized_end=392
-  _globals['_CLUSTERROLE']._serialized_start=395
-  _globals['_CLUSTERROLE']._serialized_end=576
-  _globals['_SUBJECT']._serialized_start=578
-  _globals['_SUBJECT']._serialized_end=615
-  _globals['_ROLEREF']._serialized_start=617
-  _globals['_ROLEREF']._serialized_end=654
-  _globals['_ROLEBINDINGSPEC']._serialized_start=656
-  _globals['_ROLEBINDINGSPEC']._serialized_end=761
-  _globals['_ROLEBINDINGSTATUS']._serialized_start=763
-  _globals['_ROLEBINDINGSTATUS']._serialized_end=782
-  _globals['_ROLEBINDING']._serialized_start=785
-  _globals['_ROLEBINDING']._serialized_end=980
-  _globals['_CLUSTERROLEBINDING']._serialized_start=983
-  _globals['_CLUSTERROLEBINDING']._serialized_end=1185
+  _globals['_POLICYRULE']._serialized_end=167
+  _globals['_ROLESPEC']._serialized_start=169
+  _globals['_ROLESPEC']._serialized_end=223
+  _globals['_ROLESTATUS']._serialized_start=225
+  _globals['_ROLESTATUS']._serialized_end=237
+  _globals['_ROLE']._serialized_start=240
+  _globals['_ROLE']._serialized_end=414
+  _globals['_CLUSTERROLE']._serialized_start=417
+  _globals['_CLUSTERROLE']._serialized_end=598
+  _globals['_SUBJECT']._serialized_start=600
+  _globals['_SUBJECT']._serialized_end=637
+  _globals['_ROLEREF']._serialized_start=639
+  _globals['_ROLEREF']._serialized_end=676
+  _globals['_ROLEBINDINGSPEC']._serialized_start=678
+  _globals['_ROLEBINDINGSPEC']._serialized_end=783
+  _globals['_ROLEBINDINGSTATUS']._serialized_start=785
+  _globals['_ROLEBINDINGSTATUS']._serialized_end=804
+  _globals['_ROLEBINDING']._serialized_start=807
+  _globals['_ROLEBINDING']._serialized_end=1002
+  _globals['_CLUSTERROLEBINDING']._serialized_start=1005
+  _globals['_CLUSTERROLEBINDING']._serialized_end=1207
 # @@protoc_insertion_point(module_scope)

@@ -28,6 +28,7 @@ class PolicyRule(_message.Message):
     VERBS_FIELD_NUMBER: _builtins.int
     KINDS_FIELD_NUMBER: _builtins.int
     NAMES_FIELD_NUMBER: _builtins.int
+    EXCEPT_KINDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def verbs(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """get, list, watch, create, update, update_status, delete, or "*" for all of them."""
@@ -40,16 +41,21 @@ class PolicyRule(_message.Message):
     def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Object names the rule is limited to (get, update, update_status, delete); empty: every object."""
 
+    @_builtins.property
+    def except_kinds(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Kinds left out of `kinds` (with "*": every kind but these, custom kinds included)."""
+
     def __init__(
         self,
         *,
         verbs: _abc.Iterable[_builtins.str] | None = ...,
         kinds: _abc.Iterable[_builtins.str] | None = ...,
         names: _abc.Iterable[_builtins.str] | None = ...,
+        except_kinds: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kinds", b"kinds", "names", b"names", "verbs", b"verbs"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["except_kinds", b"except_kinds", "kinds", b"kinds", "names", b"names", "verbs", b"verbs"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -44,6 +44,8 @@ def rules(errors: Violations, path: str, items: Any) -> None:
                 )
         if not rule.kinds:
             errors.add(f"{at}.kinds", f"is required (plural resource names such as projects, or {quote(ALL)})")
+        if rule.except_kinds and ALL not in rule.kinds:
+            errors.add(f"{at}.exceptKinds", f"leaves kinds out of {quote(ALL)} only: list the kinds instead")
         for j, name in enumerate(rule.names):
             errors.check(f"{at}.names[{j}]", validate_dns_subdomain(name))
 
@@ -55,9 +57,10 @@ def served_kinds(ctx: KindContext, path: str, items: Any) -> None:
     served = set(ctx.kinds.plurals())
     errors = Violations()
     for i, rule in enumerate(items):
-        for j, kind in enumerate(rule.kinds):
-            if kind != ALL and kind not in served:
-                errors.add(f"{path}[{i}].kinds[{j}]", f"{quote(kind)} is not a kind this server serves")
+        for field, kinds in (("kinds", rule.kinds), ("exceptKinds", rule.except_kinds)):
+            for j, kind in enumerate(kinds):
+                if kind != ALL and kind not in served:
+                    errors.add(f"{path}[{i}].{field}[{j}]", f"{quote(kind)} is not a kind this server serves")
     errors.raise_if_any(what="role")
 
 

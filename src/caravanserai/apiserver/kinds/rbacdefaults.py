@@ -1,6 +1,6 @@
 """The built-in ClusterRoles and the default binding, which every apiserver makes sure of before it serves.
 
-* `view`: read every built-in kind except Secrets and the RBAC kinds.
+* `view`: read every kind (custom kinds included) except Secrets and the RBAC kinds.
 * `edit`: `view`, plus reading Secrets and writing the namespaced workload kinds (projects, projectsets, secrets,
   configs, backuprepositories, events).
 * `admin`: `edit`, plus roles and rolebindings (granted in a namespace through a RoleBinding, it lets a team lead
@@ -46,8 +46,7 @@ def _rule(verbs: tuple[str, ...], kinds: tuple[str, ...]) -> v1.PolicyRule:
 
 def default_roles() -> dict[str, list[v1.PolicyRule]]:
     """The built-in ClusterRoles' rules, by name."""
-    readable = tuple(sorted(p for p in meta.KINDS if p != "secrets" and p not in RBAC_KINDS))
-    view = [_rule(READ, readable)]
+    view = [v1.PolicyRule(verbs=list(READ), kinds=[ALL], except_kinds=["secrets", *RBAC_KINDS])]
     edit = [*view, _rule(READ, ("secrets",)), _rule(WRITE, WORKLOADS)]
     admin = [*edit, _rule((*READ, *WRITE), NAMESPACE_RBAC)]
     return {"view": view, "edit": edit, "admin": admin, "cluster-admin": [_rule((ALL,), (ALL,))]}
