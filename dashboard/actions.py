@@ -178,10 +178,10 @@ class Actions:
             raise ActionError(409, drain_refusal(node, unprotected, DRAIN_WAY_OUT))
 
     async def _movable(self, node: str) -> list[v1.Project]:
-        """The projects a drain of `node` moves, by name."""
+        """The projects a drain of `node` moves, by key."""
         page = list(await self._client.projects.list(field_selector=f"status.nodeRef={node}"))
-        names = movable_projects(page, node)
-        return sorted((p for p in page if p.metadata.name in names), key=lambda p: p.metadata.name)
+        keys = movable_projects(page, node)
+        return sorted((p for p in page if meta.key_of(p) in keys), key=meta.key_of)
 
 
 def _after(outcomes: list[ApplyOutcome], message: str) -> str:

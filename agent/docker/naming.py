@@ -80,10 +80,8 @@ def project_in(namespace: str, name: str) -> str:
 
 
 def shown(project: str) -> str:
-    """How labels and messages name `project` (a key or bare name): the name for a `default` project (as before
-    namespaces existed), the key otherwise."""
-    namespace, name = meta.split_key(project)
-    return name if namespace in ("", meta.DEFAULT_NAMESPACE) else meta.join_key(namespace, name)
+    """How labels and messages name `project` (a key or bare name): `meta.shown`."""
+    return meta.shown(project)
 
 
 def project_label(project: str) -> str:

@@ -141,11 +141,8 @@ class ProjectInfo:
         object.__setattr__(self, "ordered_requests", ordered_items)
 
 
-def shown(key: str) -> str:
-    """A project's key as messages show it: the bare name for a project of `default` (messages read as they did
-    before namespaces), "namespace/name" otherwise."""
-    namespace, name = meta.split_key(key)
-    return name if namespace in ("", meta.DEFAULT_NAMESPACE) else key
+shown = meta.shown
+"""A project's key as messages show it (`meta.shown`)."""
 
 
 @functools.lru_cache(maxsize=65536)

@@ -302,6 +302,13 @@ def key_of(obj: Any) -> str:
     return join_key(metadata.namespace, metadata.name)
 
 
+def shown(key: str) -> str:
+    """How messages and pages name an object by its key: the bare name for one of `default` (they read as they did
+    before namespaces existed) or of a cluster-wide kind, "namespace/name" otherwise."""
+    namespace, name = split_key(key)
+    return name if namespace in ("", DEFAULT_NAMESPACE) else key
+
+
 def name_of(obj: Message) -> str:
     # Message declares no fields; every kind's message has metadata.name, a str.
     return obj.metadata.name  # type: ignore[attr-defined, no-any-return]  # Message declares no fields; every kind has metadata.name
@@ -481,6 +488,7 @@ __all__ = [
     "set_condition",
     "set_owner",
     "set_phase",
+    "shown",
     "split_key",
     "unwrap",
     "with_type_meta",

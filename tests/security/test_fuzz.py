@@ -39,8 +39,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.representer import RoundTripRepresenter
 
 from caravanserai import meta
-from caravanserai.apiserver.kinds.rbacdefaults import AUTOUPDATE, v1
 from caravanserai.apiserver.kinds import validate_object, validate_status
+from caravanserai.apiserver.kinds.rbacdefaults import AUTOUPDATE, v1
 from caravanserai.client import Client
 from caravanserai.errors import AlreadyExists, Invalid, NotFound
 from caravanserai.storage import EtcdClient
