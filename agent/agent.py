@@ -58,6 +58,7 @@ from caravanserai.agent.access.logs import LogStreamer
 from caravanserai.agent.access.portforward import PortForwarder
 from caravanserai.agent.access.service import AgentService
 from caravanserai.agent.config import AgentConfig
+from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.engine import DockerRuntime
 from caravanserai.agent.docker.events import DockerEventWatcher
 from caravanserai.agent.docker.records import ContainerEvent
@@ -328,7 +329,7 @@ class Agent:
     ) -> None:
         """Feed the controller from the projects bound here and the Secrets and Configs they read (their backup
         repositories' too), the ingress from the informers of every project and node; add the controller."""
-        controller.watch(informer)
+        controller.watch(informer, enqueue_mapped(_own_key))  # by key, as everything else queues projects
         ingress.follow(manager.informers)
         for cls in (v1.Secret, v1.Config):  # the server sends only those referenced by projects bound here
             controller.watch(manager.informers.informer(cls), enqueue_mapped(_readers(informer, repositories)))
@@ -403,7 +404,7 @@ class Agent:
         except CaravanseraiError as exc:
             log.warning("docker sweep failed", error=str(exc))
             present = set()
-        assigned = {p.metadata.name for p in informer.list()}
+        assigned = {naming.key_of(p) for p in informer.list()}
         for name in sorted(present | assigned):
             queue.add(name)
         orphans = sorted(present - assigned)
@@ -416,18 +417,31 @@ class Agent:
             await sweep()
 
 
+def _own_key(project: v1.Project) -> list[str]:
+    """The queue key of a project bound here (`naming.key_of`)."""
+    return [naming.key_of(project)]
+
+
 def _readers(projects: Informer[v1.Project], repositories: RepositoryResolver) -> Callable[[Any], list[str]]:
-    """The names of the projects (bound here) that read a given Secret or Config, or whose backup repositories
-    it opens (a fixed password wakes a project that waits for its restore)."""
+    """The keys of the projects (bound here) that read a given Secret or Config, or whose backup repositories
+    it opens (a fixed password wakes a project that waits for its restore); only projects of the object's
+    namespace read it."""
 
     def reads(project: v1.Project, resource: str, name: str) -> bool:
         if datarefs.references(project.spec, resource, name):
             return True
-        return resource == "secrets" and repositories.uses_secret(backups.repositories(project.spec), name)
+        return resource == "secrets" and repositories.uses_secret(
+            project.metadata.namespace, backups.repositories(project.spec), name
+        )
 
     def readers(obj: Any) -> list[str]:
         resource = meta.kind_of(obj).plural
-        return [p.metadata.name for p in projects.list() if reads(p, resource, obj.metadata.name)]
+        namespace = obj.metadata.namespace or meta.DEFAULT_NAMESPACE
+        return [
+            naming.key_of(p)
+            for p in projects.list()
+            if (p.metadata.namespace or meta.DEFAULT_NAMESPACE) == namespace and reads(p, resource, obj.metadata.name)
+        ]
 
     return readers
 

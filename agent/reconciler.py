@@ -62,6 +62,7 @@ from collections.abc import Callable
 import structlog
 
 from caravanserai import meta, v1
+from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.containers import NO_INPUTS
 from caravanserai.agent.docker.records import ContainerEvent, Observed
 from caravanserai.agent.volumeflow import VolumeFlow
@@ -143,9 +144,11 @@ class ProjectReconciler:
         return Result(requeue_after=await self.sync(key))
 
     async def sync(self, name: str) -> float | None:
-        """Reconcile the project `name`; returns seconds after which to look again (None: only on change)."""
+        """Reconcile the project `name` (its key; a bare name is a `default` project's); returns seconds after
+        which to look again (None: only on change)."""
         if self._fenced():  # all is queued again when the fence is lifted
             return None
+        name = naming.project_key(name)
         project = self._lookup(name)
         for _ in range(STALE_ATTEMPTS):
             try:
@@ -214,7 +217,7 @@ class ProjectReconciler:
 
     def _with_health(self, project: v1.Project) -> HealthView:
         """Observed containers with the health of the agent's own http/tcp checks filled in."""
-        prober, name = self._prober, project.metadata.name
+        prober, name = self._prober, naming.key_of(project)
 
         def view(service: v1.Service, found: Observed) -> Observed:
             check = service.healthcheck
@@ -239,7 +242,7 @@ class ProjectReconciler:
     async def _run(self, project: v1.Project) -> float | None:
         """Bring the project's containers to their spec (in dependsOn order), restart unhealthy ones, report."""
         project = await self._prepare_volumes(project)
-        name, spec = project.metadata.name, project.spec
+        name, spec = naming.key_of(project), project.spec
         inputs = await self._data.inputs(project) if self._data is not None else NO_INPUTS
         pulls = PullEvents(project, client=self._client, recorder=self._recorder, clock=self._clock)
         outcome = await self._projects.ensure(
@@ -273,7 +276,7 @@ class ProjectReconciler:
         """After a setup step failed (Docker refused to make something the project needs, a start-first replacement
         did not become healthy): a Warning Event saying what, and the delay before the next attempt (SETUP_RETRY);
         None (and the retries forgotten) when nothing failed."""
-        name, blocked = project.metadata.name, outcome.blocked
+        name, blocked = naming.key_of(project), outcome.blocked
         if blocked is None:
             self._setup_retries.pop(name, None)
             return None
@@ -300,15 +303,15 @@ class ProjectReconciler:
             found = observed.get(service.name)
             if found is None or found.status != projectstatus.RUNNING:
                 continue
-            self._ledger.saw_health(project.metadata.name, service.name, found.health)
+            self._ledger.saw_health(naming.key_of(project), service.name, found.health)
             if found.health != projectstatus.UNHEALTHY:
                 continue
-            log.warning("restarting unhealthy container", project=project.metadata.name, service=service.name)
+            log.warning("restarting unhealthy container", project=naming.key_of(project), service=service.name)
             await self._projects.restart_service(found)
-            self._ledger.restarted(project.metadata.name, service.name, found.container_id)
+            self._ledger.restarted(naming.key_of(project), service.name, found.container_id)
             if self._prober is not None:
                 self._prober.forget_except(
-                    project.metadata.name,
+                    naming.key_of(project),
                     {o.container_id for o in observed.values() if o.container_id != found.container_id},
                 )
             restarted.append(service.name)
@@ -333,7 +336,7 @@ class ProjectReconciler:
         """A Failed or Succeeded project runs nothing: stop what still runs (Failed) and report the final
         service states."""
         if stop:
-            await self._projects.stop(project.metadata.name)
+            await self._projects.stop(naming.key_of(project))
         observed = await self._projects.observe(project)
         context = projectstatus.Context(previous={s.name: s for s in project.status.services}, now=self._clock.now())
         verdict = dataclasses.replace(projectstatus.assess(project.spec, observed, context), phase=None)
@@ -344,8 +347,8 @@ class ProjectReconciler:
         """Remove every Docker object of the project except persistent volumes (those too when its deletion asks:
         `lifecycle.deletes_volumes`), then report Terminated."""
         persistent = lifecycle.deletes_volumes(project)
-        removed = await self._remove(project.metadata.name, persistent=persistent)
-        self._ledger.forget(project.metadata.name)
+        removed = await self._remove(naming.key_of(project), persistent=persistent)
+        self._ledger.forget(naming.key_of(project))
         kinds = (
             "containers, network, ephemeral and Persistent volumes"
             if persistent
@@ -368,7 +371,7 @@ class ProjectReconciler:
 
     async def _report(self, project: v1.Project, phase: str, reason: str, message: str) -> None:
         """Log a phase change and record it as an Event (Warning for Failed)."""
-        name = project.metadata.name
+        name = naming.key_of(project)
         log.info("project phase changed", project=name, phase=phase, reason=reason, message=message)
         if self._recorder is not None:
             await self._recorder.event(project, WARNING if phase == v1.FAILED else NORMAL, reason, message)
@@ -380,7 +383,7 @@ class ProjectReconciler:
         try:
             await self._client.projects.update_status(updated)
         except (Conflict, FailedPrecondition, NotFound, Forbidden) as exc:
-            name = project.metadata.name
+            name = naming.key_of(project)
             log.debug("project changed while reconciling; reading it again", project=name, error=str(exc))
             raise StaleProject(str(exc)) from exc
 

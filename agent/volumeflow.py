@@ -102,7 +102,7 @@ class VolumeFlow:
 
     async def move(self, project: v1.Project) -> float | None:
         """Hand the project over (see the module docstring); seconds until the next attempt (None: done)."""
-        name, asked = project.metadata.name, seconds(project.status.move.requested_at)
+        name, asked = naming.key_of(project), seconds(project.status.move.requested_at)
         if self._handed_over.get(name) == asked:  # finished already; the cache has not caught up yet
             return None
         await self._projects.stop(name)

@@ -51,6 +51,7 @@ def stored_project(i: int) -> bytes:
     """Project `p<i>` as the apiserver stores one it created (uid, creation time, defaults of a bound project)."""
     obj = project(f"p{i:06d}", labels={"bench": "yes", "team": f"t{i % 50}"})
     obj.metadata.uid = str(uuid.UUID(int=i))
+    obj.metadata.namespace = "default"
     obj.metadata.creation_timestamp.FromSeconds(1_700_000_000 + i)
     obj.status.phase = v1.RUNNING
     obj.status.node_ref = f"node-{i % 1000:04d}"
@@ -64,7 +65,7 @@ async def fill(endpoint: str, prefix: str, first: int, last: int) -> None:
 
         async def batch(start: int) -> None:
             puts = [
-                PutOp(f"{prefix}/projects/p{i:06d}".encode(), stored_project(i))
+                PutOp(f"{prefix}/projects/default/p{i:06d}".encode(), stored_project(i))
                 for i in range(start, min(start + BATCH, last))
             ]
             await etcd.txn(compare=[], success=puts)

@@ -12,6 +12,9 @@ How an update is computed (kubectl's client-side apply: the last-applied annotat
 annotations and top-level spec fields, status never written, Conflict retried) is written once, in
 `caravanserai.client.apply`, which the dashboard uses too.
 
+An object of a namespaced kind without `metadata.namespace` goes into `-n`'s namespace (else the config file's, else
+`default`); one that names another namespace than an explicit `-n` is refused (kubectl's rule), naming the field.
+
 A Compose file (by its content: `services:` at the top, no `kind:`) is applied as the Project `caractrl convert`
 prints, with its `warning:` lines on stderr (`cli/manifests.py`).
 
@@ -55,10 +58,23 @@ def failure_line(doc: Document, exc: ApiError) -> str:
     return one_line(f"Error from server ({reason(exc)}): {origin}: {message}")
 
 
+def namespace_mismatch(doc: Document, requested: str | None) -> str | None:
+    """kubectl's refusal of an object of a namespaced kind whose `metadata.namespace` differs from an explicit
+    `-n` (None: no `-n`, a cluster-wide kind, or no namespace in the manifest, which then goes into `-n`)."""
+    declared = doc.object.metadata.namespace
+    if requested is None or not declared or declared == requested or meta.kind_of(doc.object).cluster_scoped:
+        return None
+    return (
+        f"error: {doc.origin}: the namespace from the provided object {declared!r} does not match the namespace "
+        f"{requested!r} sent on the request (metadata.namespace)"
+    )
+
+
 async def apply_documents(
-    client: Client, documents: Sequence[Document], *, dry_run: bool
+    client: Client, documents: Sequence[Document], *, dry_run: bool, requested: str | None = None
 ) -> tuple[list[Applied], bool]:
-    """Apply each document in order; report failures and go on. Returns (outcomes, failed)."""
+    """Apply each document in order; report failures and go on. Returns (outcomes, failed). `requested`: the
+    namespace given with `-n` (objects naming another one are refused, see `namespace_mismatch`)."""
     outcomes: list[Applied] = []
     failed = False
     for doc in documents:
@@ -67,9 +83,14 @@ async def apply_documents(
             report(
                 ValueError(
                     f"{doc.origin}: kind {kind.kind} cannot be applied (only Project, Node, Secret, Config, "
-                    "ResourceDefinition and custom kinds)"
+                    "Namespace, ResourceDefinition and custom kinds)"
                 )
             )
+            failed = True
+            continue
+        mismatch = namespace_mismatch(doc, requested)
+        if mismatch is not None:
+            click.echo(mismatch, err=True)
             failed = True
             continue
         try:
@@ -111,7 +132,7 @@ async def _apply(settings: Settings, filenames: Sequence[str], fmt: str, dry_run
     outcomes: list[Applied] = []
     if documents:
         async with settings.client() as client:
-            outcomes, refused = await apply_documents(client, documents, dry_run=dry_run)
+            outcomes, refused = await apply_documents(client, documents, dry_run=dry_run, requested=settings.namespace)
         failed = failed or refused
     _print(outcomes, fmt, dry_run=dry_run)
     if failed:

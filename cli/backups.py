@@ -28,6 +28,7 @@ from caravanserai import v1
 from caravanserai.cli.common import complete_names, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found
+from caravanserai.cli.scope import scoped
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Client, volumeops
 from caravanserai.client.volumeops import Outcome
@@ -60,7 +61,7 @@ def _parse_timeout(text: str) -> float:
 
 async def _watch(client: Client, name: str, done: Callable[[v1.Project], bool]) -> None:
     """Return once `done(project)` holds, watching the project; NotFound when it is (or becomes) absent."""
-    async with SelectionWatch(client.projects, Selection(field_selector=f"metadata.name={name}")) as watcher:
+    async with SelectionWatch(scoped(client, "projects"), Selection(field_selector=f"metadata.name={name}")) as watcher:
         items = await watcher.list_current()
         if not items:
             raise not_found("projects", name)

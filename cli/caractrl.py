@@ -1,6 +1,10 @@
 """caractrl: the Caravanserai command line, with kubectl's verbs and conventions.
 
-    caractrl [--server ADDR] [-o FORMAT] [--config FILE] [--token T] [--tls-ca/--tls-cert/--tls-key F] COMMAND …
+    caractrl [--server ADDR] [-o FORMAT] [-n NS | -A] [--config FILE] [--token T] [--tls-ca/--tls-cert/--tls-key F]
+             COMMAND …
+
+`-n/--namespace` and `-A/--all-namespaces` may be typed after the command too, as kubectl users do
+(`cli/namespaces.py` moves them before it).
 
 This module is wiring only: the global options, the command list and error handling. Each command lives in its
 own module. Every failure a user can cause is one line on stderr and exit status 1 (2 for usage errors);
@@ -19,6 +23,7 @@ from typing import Any
 import click
 
 from caravanserai.cli.apply import apply
+from caravanserai.cli.auth import auth
 from caravanserai.cli.backups import backup, restore
 from caravanserai.cli.common import output_option
 from caravanserai.cli.completion import completion
@@ -33,15 +38,19 @@ from caravanserai.cli.execcmd import exec_command
 from caravanserai.cli.get import get
 from caravanserai.cli.logs import logs
 from caravanserai.cli.metadata import annotate, label
+from caravanserai.cli.namespaces import config, create
 from caravanserai.cli.nodes import cordon, drain, uncordon
 from caravanserai.cli.patch import patch
 from caravanserai.cli.portforward import port_forward
 from caravanserai.cli.restart import restart
 from caravanserai.cli.rollout import rollout, scale
 from caravanserai.cli.schema import schema
+from caravanserai.cli.scope import check_namespace, hoist
 from caravanserai.cli.version import VERSION, version
 from caravanserai.cli.wait import wait
 
+# The commands that take `-A/--all-namespaces` (others refuse it rather than ignore it).
+ALL_NAMESPACES_COMMANDS = ("get", "auth")
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 110}
 _PATH = click.Path(dir_okay=False, path_type=Path)
 
@@ -53,7 +62,7 @@ class CaractrlGroup(click.Group):
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
     ) -> click.Context:
         try:
-            return super().make_context(info_name, args, parent, **extra)
+            return super().make_context(info_name, hoist(args), parent, **extra)
         except click.UsageError as exc:
             raise usage_problem(exc) from exc
 
@@ -86,6 +95,17 @@ def _silence_stdout() -> None:
 )
 @output_option()
 @click.option(
+    "-n",
+    "--namespace",
+    metavar="NS",
+    envvar="CARA_NAMESPACE",
+    callback=lambda ctx, param, value: check_namespace(value),
+    help="Namespace of the objects named [env CARA_NAMESPACE; default: the config file's, else default].",
+)
+@click.option(
+    "-A", "--all-namespaces", is_flag=True, help="get: list the objects of every namespace (NAMESPACE column first)."
+)
+@click.option(
     "--config",
     "config_path",
     type=_PATH,
@@ -102,6 +122,8 @@ def caractrl(
     ctx: click.Context,
     server: str | None,
     output: str | None,
+    namespace: str | None,
+    all_namespaces: bool,
     config_path: Path | None,
     token: str | None,
     tls_ca: Path | None,
@@ -109,6 +131,8 @@ def caractrl(
     tls_key: Path | None,
 ) -> None:
     """Control a Caravanserai cluster: projects, nodes, events and leases."""
+    if all_namespaces and ctx.invoked_subcommand not in ALL_NAMESPACES_COMMANDS:
+        raise click.UsageError(f"-A/--all-namespaces lists objects: use it with {' or '.join(ALL_NAMESPACES_COMMANDS)}")
     ctx.obj = Settings(
         server=server,
         output=output.lower() if output else None,
@@ -117,15 +141,20 @@ def caractrl(
         tls_ca=tls_ca,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        namespace=namespace,
+        all_namespaces=all_namespaces,
     )
 
 
 for command in (
     annotate,
     apply,
+    auth,
     backup,
     completion,
+    config,
     convert,
+    create,
     cordon,
     define,
     delete,

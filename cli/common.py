@@ -17,6 +17,7 @@ from caravanserai import meta
 from caravanserai.cli import jsonpath
 from caravanserai.cli.config import OUTPUT_FORMATS, Settings
 from caravanserai.cli.printers import JSONPATH
+from caravanserai.cli.scope import scoped
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -96,12 +97,13 @@ def settings_from_params(params: dict[str, Any]) -> Settings:
         tls_ca=params.get("tls_ca"),
         tls_cert=params.get("tls_cert"),
         tls_key=params.get("tls_key"),
+        namespace=params.get("namespace"),
     )
 
 
 async def _names(settings: Settings, plural: str) -> list[str]:
     async with settings.client() as client:
-        page = await asyncio.wait_for(client.resource(plural).list(), COMPLETION_TIMEOUT)
+        page = await asyncio.wait_for(scoped(client, plural).list(), COMPLETION_TIMEOUT)
         return sorted(o.metadata.name for o in page.items)
 
 

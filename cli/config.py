@@ -5,11 +5,14 @@ or the file named by `--config` / `$CARA_CONFIG`:
 
     server: cara.example.org:7420
     token: s3cret
+    namespace: team-a     # where names without a namespace go (`-n` wins; default "default")
     tls:
       ca: ca.pem          # relative paths are relative to the config file
       cert: client.pem
       key: client-key.pem
 
+`caractrl config set-context --current --namespace=NS` writes `namespace` into that file (kubectl's way).
+A default file that only names a namespace still lets caractrl use a local `cara up` cluster's credentials.
 A missing default file is fine; a missing `--config` file, unknown keys or malformed YAML are errors.
 The file is read only when a command connects, so `completion`, `schema` and `--help` never depend on it.
 """
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +29,19 @@ import grpc
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from caravanserai import meta
 from caravanserai.cli.localpki import admin_config_for
 from caravanserai.client import Client, server_address
 from caravanserai.process.tls import TLSFiles
 from caravanserai.text import yamlerror
+from caravanserai.text.selectors import validate_dns_label
 
 OUTPUT_FORMATS = ("table", "wide", "json", "yaml", "name")
 # Per call deadline, and how long a failed (UNAVAILABLE) idempotent call is retried before giving up: short, so
 # that a wrong --server is reported at once.
 CALL_TIMEOUT = 30.0
 RETRY_TIMEOUT = 1.0
-_KEYS = {"server", "token", "tls"}
+_KEYS = {"namespace", "server", "token", "tls"}
 _TLS_KEYS = {"ca", "cert", "key"}
 
 
@@ -53,6 +58,11 @@ class FileConfig:
     tls_ca: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    namespace: str | None = None
+
+    def connects(self) -> bool:
+        """Whether the file says how to connect (a server, a token or TLS files), not only a namespace."""
+        return any((self.server, self.token, self.tls_ca, self.tls_cert, self.tls_key))
 
 
 def default_config_path() -> Path:
@@ -81,7 +91,13 @@ def _parse_config(path: Path, data: Any) -> FileConfig:
         raise ConfigError(f"config file {path}: expected a mapping of settings")
     unknown = sorted(set(map(str, data)) - _KEYS)
     if unknown:
-        raise ConfigError(f"config file {path}: unknown key(s) {', '.join(unknown)}; known: server, tls, token")
+        raise ConfigError(
+            f"config file {path}: unknown key(s) {', '.join(unknown)}; known: namespace, server, tls, token"
+        )
+    namespace = str(data["namespace"]) if data.get("namespace") else None
+    problem = validate_dns_label(namespace) if namespace is not None else None
+    if problem:
+        raise ConfigError(f"config file {path}: namespace: {namespace!r}: {problem}")
     tls = data.get("tls") or {}
     if not isinstance(tls, Mapping) or set(map(str, tls)) - _TLS_KEYS:
         raise ConfigError(f"config file {path}: tls must be a mapping with keys ca, cert, key")
@@ -95,6 +111,7 @@ def _parse_config(path: Path, data: Any) -> FileConfig:
         tls_ca=file_at(tls.get("ca")),
         tls_cert=file_at(tls.get("cert")),
         tls_key=file_at(tls.get("key")),
+        namespace=namespace,
     )
 
 
@@ -118,6 +135,8 @@ class Settings:
     tls_ca: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    namespace: str | None = None  # `-n/--namespace` (or $CARA_NAMESPACE): None when not given
+    all_namespaces: bool = False  # `-A/--all-namespaces`
     _file: FileConfig | None = field(default=None, repr=False)
 
     def file(self) -> FileConfig:
@@ -125,13 +144,19 @@ class Settings:
         a running `cara up` cluster serving the API at the address asked for (its admin's credentials, readable
         by the user who started it): how caractrl reaches a local cluster by default."""
         if self._file is None:
-            self._file = load_config(self.config_path or self._local_cluster_config())
+            own = load_config(self.config_path)
+            local = None if self.config_path is not None or own.connects() else self._local_cluster_config()
+            self._file = own if local is None else replace(load_config(local), namespace=own.namespace)
         return self._file
 
     def _local_cluster_config(self) -> Path | None:
-        if default_config_path().exists() or self.token or self.tls_ca or self.tls_cert or self.tls_key:
+        if self.token or self.tls_ca or self.tls_cert or self.tls_key:
             return None
         return admin_config_for(server_address(self.server or os.environ.get("CARA_SERVER")))
+
+    def default_namespace(self) -> str:
+        """Where names without a namespace go: `-n`, else the config file's `namespace`, else "default"."""
+        return self.namespace or self.file().namespace or meta.DEFAULT_NAMESPACE
 
     def address(self) -> str:
         """`--server`, else $CARA_SERVER, else the config file, else 127.0.0.1:7420."""
@@ -155,6 +180,7 @@ class Settings:
             token=self.bearer_token(),
             timeout=CALL_TIMEOUT,
             retry_timeout=RETRY_TIMEOUT,
+            namespace=self.default_namespace(),
         )
         client.without_certificate = self.without_certificate()
         return client

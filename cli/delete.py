@@ -38,12 +38,14 @@ from typing import Any
 import click
 
 from caravanserai import meta, v1
+from caravanserai.cli.apply import namespace_mismatch
 from caravanserai.cli.common import complete_names, complete_resource, pass_settings, run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import CommandError, PartialFailure, not_found, report
 from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.resources import CUSTOM_KINDS, discover_kinds, is_allowed, parse_target
+from caravanserai.cli.scope import scoped
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
@@ -72,10 +74,16 @@ class DeleteOptions:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One object to delete."""
+    """One object to delete: in `namespace` (a manifest's `metadata.namespace`), else in the command's."""
 
     kind: meta.Kind
     name: str
+    namespace: str = ""
+
+    @property
+    def ref(self) -> str:
+        """The name, or the key "namespace/name" when the target names its namespace (what clients look up)."""
+        return meta.join_key(self.namespace, self.name)
 
     def __str__(self) -> str:
         return f"{self.kind.kind.lower()}/{self.name}"
@@ -161,7 +169,7 @@ async def _delete_named(
 ) -> None:
     async with settings.client() as client:
         if selector:
-            page = await client.resource(kind.plural).list(label_selector=selector)
+            page = await scoped(client, kind).list(label_selector=selector)
             names = sorted(o.metadata.name for o in page.items)
             if not names:
                 click.echo("No resources found.", err=True)
@@ -181,7 +189,13 @@ async def _delete_files(settings: Settings, sources: Sequence[str], opts: Delete
             report(ValueError(f"{doc.origin}: {kind.kind} objects cannot be deleted with caractrl"))
             failed = True
             continue
-        targets.append(Target(kind, meta.name_of(doc.object)))
+        mismatch = namespace_mismatch(doc, settings.namespace)
+        if mismatch is not None:
+            click.echo(mismatch, err=True)
+            failed = True
+            continue
+        namespace = "" if kind.cluster_scoped else doc.object.metadata.namespace
+        targets.append(Target(kind, meta.name_of(doc.object), namespace))
     if targets:
         async with settings.client() as client:
             failed = await delete_targets(client, targets, opts) or failed
@@ -225,21 +239,21 @@ async def delete_targets(client: Client, targets: Sequence[Target], opts: Delete
 async def _delete_one(client: Client, target: Target, opts: DeleteOptions) -> v1.DeleteResponse:
     """Delete `target`; with `--volumes` marked first (`KindView.with_volumes`), the mark taken back when the
     Delete fails (a later plain delete must keep the data). ValueError for a kind without volumes."""
-    resources = client.resource(target.kind.plural)
+    resources = scoped(client, target.kind)
     policy = opts.propagation_policy
     if not opts.volumes:
-        return await resources.delete(target.name, force=opts.force, propagation_policy=policy)
+        return await resources.delete(target.ref, force=opts.force, propagation_policy=policy)
     with_volumes = view_of(target.kind).with_volumes
     if with_volumes is None:
         raise ValueError(f"{target}: --volumes applies to projects only")
-    warning = await with_volumes(client, target.name)
+    warning = await with_volumes(client, target.ref)
     if warning:
         click.echo(warning, err=True)
     try:
-        return await resources.delete(target.name, force=opts.force, propagation_policy=policy)
+        return await resources.delete(target.ref, force=opts.force, propagation_policy=policy)
     except CaravanseraiError:
         with contextlib.suppress(CaravanseraiError):
-            await with_volumes(client, target.name, on=False)
+            await with_volumes(client, target.ref, on=False)
         raise
 
 
@@ -249,7 +263,7 @@ async def _in_use(client: Client, target: Target) -> bool:
     if users is None:
         return False
     try:
-        using = await users(client, target.name)
+        using = await users(client, target.ref)
     except NotFound:
         return False
     if using:
@@ -275,9 +289,10 @@ def deletion_state(obj: Any) -> str:
 async def _wait_gone(client: Client, targets: Sequence[Target], timeout: float) -> bool:
     """Wait until the records are gone, printing `deleted` for each; report those still there. True if any."""
     late: list[Target] = []
-    for plural in sorted({t.kind.plural for t in targets}):
-        of_kind = [t for t in targets if t.kind.plural == plural]
-        missing = await wait_all(client.resource(plural), [t.name for t in of_kind], [GONE], timeout=timeout)
+    for plural, namespace in sorted({(t.kind.plural, t.namespace) for t in targets}):
+        of_kind = [t for t in targets if (t.kind.plural, t.namespace) == (plural, namespace)]
+        resources = client.resource(plural, namespace=namespace or client.namespace)
+        missing = await wait_all(resources, [t.name for t in of_kind], [GONE], timeout=timeout)
         late += [t for t in of_kind if t.name in missing]
         for target in of_kind:
             if target.name not in missing:

@@ -21,12 +21,13 @@ from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.kinds import view_of
 from caravanserai.cli.layout import events_about
 from caravanserai.cli.resources import get_object, parse_target
+from caravanserai.cli.scope import scoped
 from caravanserai.client import Client
 from caravanserai.errors import NotFound
 
 
 async def _describe_one(client: Client, kind: meta.Kind, name: str, events: list[v1.Event]) -> str:
-    obj: Any = await get_object(client.resource(kind.plural), name)
+    obj: Any = await get_object(scoped(client, kind), name)
     return await view_of(kind).describe(client, obj, events_about(events, obj), time.time())
 
 
@@ -34,7 +35,7 @@ async def _describe(settings: Settings, kind: meta.Kind, names: Sequence[str]) -
     failed = False
     async with settings.client() as client:
         if not names:
-            names = sorted(o.metadata.name for o in await client.resource(kind.plural).list())
+            names = sorted(o.metadata.name for o in await scoped(client, kind).list())
         selector = f"involvedObject.kind={kind.kind}"
         events = list(await client.events.list(field_selector=selector)) if names else []
         for index, name in enumerate(names):

@@ -144,7 +144,8 @@ async def run_exec(agent: AgentConnection, start: api_pb2.ExecStart) -> int:
 
 
 async def _exec(settings: Settings, start: api_pb2.ExecStart) -> int:
-    _, node = await find_project_node(settings, start.project, start.service)
+    project, node = await find_project_node(settings, start.project, start.service)
+    start.namespace = project.metadata.namespace  # the agent finds the container by namespace and name
     async with connect(settings, node) as agent:
         with raw_terminal(start.tty and start.stdin):
             return await run_exec(agent, start)

@@ -25,6 +25,7 @@ from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.kinds import columns_of, load_context, rows, view_of
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
+from caravanserai.cli.scope import scoped
 from caravanserai.cli.snapshots import is_snapshots, snapshots_command
 from caravanserai.cli.volumelist import is_volumes, volumes_command
 from caravanserai.cli.watching import Selection, SelectionWatch
@@ -47,6 +48,7 @@ class GetOptions:
     ignore_not_found: bool = False
     watch_events: bool = False
     about: tuple[meta.Kind, str] | None = None  # `--for KIND/NAME`: only the events of that object (by uid)
+    all_namespaces: bool = False  # `-A`: every namespace, a NAMESPACE column first (namespaced kinds)
 
     @property
     def table(self) -> bool:
@@ -105,6 +107,8 @@ def get(
         snapshots_command(settings, names, output, refused=refused, no_headers=no_headers, missing_ok=ignore_not_found)
         return
     kind, wanted = parse_target(resource, names)
+    if settings.all_namespaces and wanted and not kind.cluster_scoped:
+        raise click.UsageError("a resource cannot be retrieved by name across all namespaces: give -n NS instead of -A")
     about = split_target(for_object) if for_object else None
     if for_object:
         field_selector = ",".join(filter(None, (field_selector, events_for(kind, for_object))))
@@ -120,6 +124,7 @@ def get(
         ignore_not_found,
         output_watch_events,
         about,
+        settings.all_namespaces,
     )
     if watch or watch_only:
         run(_watch(settings, opts, show_current=not watch_only))
@@ -161,7 +166,7 @@ async def _get(settings: Settings, opts: GetOptions) -> None:
 
 async def _fetch(client: Client, opts: GetOptions) -> tuple[list[Any], int]:
     """The named objects (reporting each missing one) or the selected list; and how many were missing."""
-    resources = client.resource(opts.kind.plural)
+    resources = scoped(client, opts.kind, all_namespaces=opts.all_namespaces)
     if not opts.names:
         page = await resources.list(label_selector=opts.label_selector, field_selector=opts.field_selector)
         return page.items, 0
@@ -188,8 +193,9 @@ async def _print(client: Client, opts: GetOptions, objects: list[Any], *, listin
         return
     context = await load_context(client, opts.kind)
     wide = opts.fmt == "wide"
-    writer = TableWriter(columns_of(opts.kind).header(wide), show_headers=not opts.no_headers)
-    for line in writer.lines(rows(opts.kind, objects, context, wide=wide)):
+    columns = columns_of(opts.kind, all_namespaces=opts.all_namespaces)
+    writer = TableWriter(columns.header(wide), show_headers=not opts.no_headers)
+    for line in writer.lines(rows(opts.kind, objects, context, wide=wide, all_namespaces=opts.all_namespaces)):
         click.echo(line)
 
 
@@ -214,7 +220,7 @@ class WatchPrinter:
         self.client = client
         self.opts = opts
         self.wide = opts.fmt == "wide"
-        headers = columns_of(opts.kind).header(self.wide)
+        headers = columns_of(opts.kind, all_namespaces=opts.all_namespaces).header(self.wide)
         if opts.watch_events:
             headers = ["EVENT", *headers]
         self.writer = TableWriter(headers, show_headers=not opts.no_headers)
@@ -228,7 +234,9 @@ class WatchPrinter:
             context = await load_context(self.client, self.opts.kind)
             lines = []
             for event in events:
-                row = rows(self.opts.kind, [event.object], context, wide=self.wide)[0]
+                row = rows(
+                    self.opts.kind, [event.object], context, wide=self.wide, all_namespaces=self.opts.all_namespaces
+                )[0]
                 lines.append([event.type, *row] if self.opts.watch_events else row)
             for line in self.writer.lines(lines):
                 click.echo(line)
@@ -254,11 +262,13 @@ async def _watch(settings: Settings, opts: GetOptions, *, show_current: bool) ->
 
 
 async def _watch_with(client: Client, opts: GetOptions, *, show_current: bool) -> None:
-    async with SelectionWatch(client.resource(opts.kind.plural), _selection(opts)) as watcher:
+    async with SelectionWatch(
+        scoped(client, opts.kind, all_namespaces=opts.all_namespaces), _selection(opts)
+    ) as watcher:
         current = await watcher.list_current()
         printer = WatchPrinter(client, opts)
         if show_current:
-            ordered = sorted(current, key=columns_of(opts.kind).sort_key)
+            ordered = sorted(current, key=columns_of(opts.kind, all_namespaces=opts.all_namespaces).sort_key)
             await printer.print([Change(v1.ADDED, o) for o in ordered])
             if not ordered and opts.table:
                 click.echo(NO_RESOURCES, err=True)

@@ -58,10 +58,12 @@ def listing(items: Iterable[str]) -> str:
 
 
 def metadata_fields(obj: Any, now: float) -> list[tuple[str, str]]:
-    """The ObjectMeta fields every description shows."""
+    """The ObjectMeta fields every description shows after the name (`Namespace` first, for an object that has one:
+    every object of a namespaced kind)."""
     m = obj.metadata
     annotations = {k: v for k, v in m.annotations.items() if k not in HIDDEN_ANNOTATIONS}
-    pairs = [
+    pairs = [("Namespace", m.namespace)] if m.namespace else []
+    pairs += [
         ("Labels", listing(f"{k}={v}" for k, v in sorted(m.labels.items()))),
         ("Annotations", listing(f"{k}: {v}" for k, v in sorted(annotations.items()))),
         ("Created", when(m.creation_timestamp, now)),
@@ -112,14 +114,18 @@ def write_conditions(out: Writer, conditions: Sequence[v1.Condition], now: float
 
 
 def events_about(events: Iterable[v1.Event], obj: Any) -> list[v1.Event]:
-    """The events whose involved object is `obj` (kind and name; uid too when both carry one), oldest first."""
+    """The events whose involved object is `obj` (kind, namespace and name; uid too when both carry one), oldest
+    first. An event naming no namespace is about a cluster-wide object or one of `default` (events written before
+    namespaces existed)."""
     kind = meta.kind_of(obj).kind
     name, uid = obj.metadata.name, obj.metadata.uid
+    namespace = obj.metadata.namespace or meta.DEFAULT_NAMESPACE
     chosen = [
         e
         for e in events
         if e.spec.involved_object.kind == kind
         and e.spec.involved_object.name == name
+        and (e.spec.involved_object.namespace or meta.DEFAULT_NAMESPACE) == namespace
         and (not uid or not e.spec.involved_object.uid or e.spec.involved_object.uid == uid)
     ]
     return sorted(chosen, key=event_last_seen)

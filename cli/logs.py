@@ -59,6 +59,7 @@ async def _logs(settings: Settings, request: v1.LogsRequest) -> None:
     async with settings.client() as client:
         project = await get_object(client.projects, request.project)
         check_scheduled(project, request.service)
+        request.namespace = project.metadata.namespace  # the agent finds the containers by namespace and name
         node = await get_object(client.nodes, project.status.node_ref)
     prefix = not request.service and len(project.spec.services) > 1
     await stream_logs(settings, node, request, prefix=prefix, out=sys.stdout)

@@ -25,6 +25,7 @@ from caravanserai.cli.common import complete_names, complete_resource, pass_sett
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, invalid, one_line, report
 from caravanserai.cli.resources import modify, parse_target
+from caravanserai.cli.scope import scoped
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, Invalid
 
@@ -90,7 +91,7 @@ ANNOTATE = Verb("annotate", "annotated", lambda obj: obj.metadata.annotations)
 
 async def _names(client: Client, kind: meta.Kind, names: list[str], selector: str) -> list[str]:
     if selector:
-        return sorted(o.metadata.name for o in await client.resource(kind.plural).list(label_selector=selector))
+        return sorted(o.metadata.name for o in await scoped(client, kind).list(label_selector=selector))
     return names
 
 
@@ -102,7 +103,7 @@ async def _change_all(
         for name in await _names(client, kind, names, selector):
             try:
                 _, changed = await modify(
-                    client.resource(kind.plural),
+                    scoped(client, kind),
                     name,
                     lambda obj: change(verb.field(obj), changes, overwrite=overwrite),
                 )

@@ -135,7 +135,7 @@ async def wait_moved(settings: Settings, names: Sequence[str], node: str, timeou
                 try:
                     project = await client.projects.get(name)
                 except NotFound:
-                    click.echo(f"project/{name} deleted")
+                    click.echo(f"project/{meta.shown(name)} deleted")
                     del waiting[name]
                     continue
                 line = _arrived(project, node, since)
@@ -144,14 +144,14 @@ async def wait_moved(settings: Settings, names: Sequence[str], node: str, timeou
                     del waiting[name]
                 elif project.status.phase == v1.FAILED:
                     where = f" on node/{project.status.node_ref}" if project.status.node_ref else ""
-                    outcome.failed[name] = f"Failed{where}: {_phase_message(project)}"
+                    outcome.failed[meta.shown(name)] = f"Failed{where}: {_phase_message(project)}"
                     del waiting[name]
                 else:
                     waiting[name] = _where(project)
             if not waiting or clock.monotonic() >= deadline:
                 break
             await asyncio.sleep(POLL_INTERVAL)
-    outcome.late.update(waiting)
+    outcome.late.update({meta.shown(key): where for key, where in waiting.items()})
     return outcome
 
 

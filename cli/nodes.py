@@ -79,11 +79,11 @@ async def _delete(settings: Settings, projects: list[str], opts: DeleteOptions) 
 
 
 async def _movable(settings: Settings, node: str) -> list[v1.Project]:
-    """The projects a drain of `node` moves (Scheduled or Running there, not being deleted), by name."""
+    """The projects a drain of `node` moves (Scheduled or Running there, not being deleted), by key."""
     async with settings.client() as client:
         bound = list(await client.projects.list(field_selector=f"status.nodeRef={node}"))
-    names = nodeops.movable_projects(bound, node)
-    return sorted((p for p in bound if p.metadata.name in names), key=lambda p: p.metadata.name)
+    keys = nodeops.movable_projects(bound, node)
+    return sorted((p for p in bound if meta.key_of(p) in keys), key=meta.key_of)
 
 
 async def _move(settings: Settings, node: str, projects: Sequence[v1.Project], timeout: float) -> BudgetedMoves:
@@ -156,8 +156,8 @@ def drain(
         projects = run(_movable(settings, node))  # again: one may have been bound before the cordon took effect
         refuse_unprotected(projects, node, force=force)
         moves = run(_move(settings, node, projects, seconds))
-        for name, reason in sorted(moves.refused.items()):
-            click.echo(f"error: project/{name} not moved within --timeout: {reason}", err=True)
+        for key, reason in sorted(moves.refused.items()):
+            click.echo(f"error: project/{meta.shown(key)} not moved within --timeout: {reason}", err=True)
         moved = moves.moved
         waited = run(wait_moved(settings, moved, node, seconds)) if moved and wait is not False else None
         if (waited is not None and waited.report(timeout)) or moves.refused:

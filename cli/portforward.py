@@ -55,9 +55,9 @@ def _port(text: str, what: str, *, allow_zero: bool) -> int:
 class Forwarder:
     """Serves accepted local connections over one agent connection."""
 
-    def __init__(self, agent: AgentConnection, *, project: str, service: str, port: int) -> None:
+    def __init__(self, agent: AgentConnection, *, project: str, service: str, port: int, namespace: str = "") -> None:
         self.agent = agent
-        self.target = api_pb2.PortForwardRequest(project=project, service=service, port=port)
+        self.target = api_pb2.PortForwardRequest(project=project, service=service, port=port, namespace=namespace)
         self._open: dict[asyncio.Task[None], Any] = {}  # each connection's handler and its stream
         self._closing = False
 
@@ -122,9 +122,9 @@ def _address(peer: object) -> str:
 
 
 async def _serve(settings: Settings, project: str, service: str, local: int, remote: int, address: str) -> None:
-    _, node = await find_project_node(settings, project, service)
+    found, node = await find_project_node(settings, project, service)
     async with connect(settings, node) as agent:
-        forwarder = Forwarder(agent, project=project, service=service, port=remote)
+        forwarder = Forwarder(agent, project=project, service=service, port=remote, namespace=found.metadata.namespace)
         try:
             server = await asyncio.start_server(forwarder.handle, address, local, reuse_address=True)
         except OSError as exc:

@@ -26,6 +26,7 @@ from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.printers import TableWriter, age, or_none, render_data
 from caravanserai.cli.resources import get_object
+from caravanserai.cli.scope import scoped
 from caravanserai.client.volumestatus import short_id, size_text, took_text
 from caravanserai.clock import SystemClock
 from caravanserai.errors import NotFound
@@ -103,7 +104,10 @@ async def named_projects(
     reported unless `ignore_not_found`)."""
     async with settings.client() as client:
         if not names:
-            return sorted(await client.projects.list(), key=lambda p: p.metadata.name), 0
+            return sorted(
+                await scoped(client, "projects", all_namespaces=settings.all_namespaces).list(),
+                key=lambda p: p.metadata.name,
+            ), 0
         found, missing = [], 0
         for name in names:
             try:

@@ -100,6 +100,20 @@ class Columns:
     def header(self, wide: bool) -> list[str]:
         return list(self.wide_headers if wide else self.headers)
 
+    def with_namespace(self) -> Columns:
+        """This table with a NAMESPACE column first, sorted by namespace first (`get -A`, as kubectl shows it)."""
+        row, key = self.row, self.sort_key
+
+        def namespaced_row(obj: Any, ctx: RowContext, wide: bool) -> list[str]:
+            return [meta.namespace_of(obj), *row(obj, ctx, wide)]
+
+        return Columns(
+            ("NAMESPACE", *self.headers),
+            ("NAMESPACE", *self.wide_headers),
+            namespaced_row,
+            lambda obj: (meta.namespace_of(obj), key(obj)),
+        )
+
 
 def json_path_value(obj: Any, path: str) -> str:
     """The value at a printer column's JSON path (`.status.readyReplicas`, `.spec.items[0].name`) in the object's

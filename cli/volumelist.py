@@ -28,14 +28,14 @@ from typing import Any
 
 import click
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.cli.common import run
 from caravanserai.cli.config import Settings
 from caravanserai.cli.errors import PartialFailure
 from caravanserai.cli.printers import NONE, UNKNOWN, TableWriter, render_data
 from caravanserai.cli.snapshots import named_projects
 from caravanserai.client.volumestatus import size_text
-from caravanserai.project import backups
+from caravanserai.project import backups, nodenames
 
 NAMES = ("volumes", "volume", "vol")
 """The words `get` takes for volumes."""
@@ -53,7 +53,7 @@ def is_volumes(resource: str) -> bool:
 class VolumeRow:
     """One Persistent volume of a project and where its data lives (`node` "" when it never ran)."""
 
-    project: str
+    project: str  # as shown: the name in `default`, "namespace/name" elsewhere (`meta.shown`)
     volume: str
     node: str
     backup: str
@@ -63,7 +63,7 @@ class VolumeRow:
 
     @property
     def docker_name(self) -> str:
-        return f"cara_{self.project}_{self.volume}_{self.node}" if self.node else ""
+        return nodenames.volume_name(self.project, self.volume, self.node) if self.node else ""
 
 
 def volume_rows(project: v1.Project) -> list[VolumeRow]:
@@ -82,7 +82,8 @@ def volume_rows(project: v1.Project) -> list[VolumeRow]:
             backup = "no"
         size = recorded.last_backup.size_bytes if recorded is not None and recorded.HasField("last_backup") else None
         message = recorded.message if recorded is not None else ""
-        rows.append(VolumeRow(project.metadata.name, volume.name, node, backup, size, status.phase, message))
+        shown = meta.shown(meta.key_of(project))
+        rows.append(VolumeRow(shown, volume.name, node, backup, size, status.phase, message))
     return rows
 
 

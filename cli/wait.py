@@ -37,6 +37,7 @@ from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.kinds.base import Condition, Predicate
 from caravanserai.cli.printers import object_dict
 from caravanserai.cli.resources import CUSTOM_KINDS, parse_target
+from caravanserai.cli.scope import scoped
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import ResourceClient
 from caravanserai.text.durations import parse_duration
@@ -207,7 +208,7 @@ async def _wait(
     settings: Settings, kind: meta.Kind, names: list[str], conditions: list[Condition], timeout: float
 ) -> None:
     async with settings.client() as client:
-        late = await wait_all(client.resource(kind.plural), names, conditions, timeout=timeout)
+        late = await wait_all(scoped(client, kind), names, conditions, timeout=timeout)
     for name in names:
         if name not in late:
             click.echo(f"{kind.kind.lower()}/{name} condition met")

@@ -1,7 +1,7 @@
-"""cara-controller-manager: the scheduler, node health, the garbage collector, placement upkeep and ProjectSets in
-one process.
+"""cara-controller-manager: the scheduler, node health, the garbage collector, placement upkeep, ProjectSets and the
+quota queue in one process.
 
-    cara-controller-manager [--controllers scheduler,node-health,gc,placement,projectset] [--server HOST:PORT]
+    cara-controller-manager [--controllers scheduler,node-health,gc,placement,projectset,queue] [--server HOST:PORT]
                             [--no-leader-elect]
 
 A convenience for small clusters (`cara up` runs it): one process, one Manager, one set of shared informers and
@@ -25,6 +25,7 @@ from caravanserai.controllers.nodehealth import app as nodehealth_app
 from caravanserai.controllers.placement import app as placement_app
 from caravanserai.controllers.process import process_parser, run_process
 from caravanserai.controllers.projectset import app as projectset_app
+from caravanserai.controllers.queue import app as queue_app
 from caravanserai.controllers.scheduler import app as scheduler_app
 
 LEASE = "cara-controller-manager"
@@ -36,6 +37,7 @@ SETUPS: dict[str, Callable[[Manager, Client, Clock, argparse.Namespace], Any]] =
     gc_app.NAME: gc_app.setup_from_args,
     placement_app.NAME: placement_app.setup_from_args,
     projectset_app.NAME: projectset_app.setup_from_args,
+    queue_app.NAME: queue_app.setup_from_args,
 }
 """Every controller this process can run, by the name `--controllers` uses."""
 
@@ -63,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
         default=list(SETUPS),
         help=f"comma-separated controllers to run (default: {','.join(SETUPS)})",
     )
-    for app in (scheduler_app, nodehealth_app, gc_app, placement_app, projectset_app):
+    for app in (scheduler_app, nodehealth_app, gc_app, placement_app, projectset_app, queue_app):
         app.add_arguments(p)
     return p
 

@@ -86,14 +86,17 @@ class Actions:
         if self.read_only:
             raise ActionError(403, READ_ONLY)
 
-    async def apply(self, text: str) -> list[ApplyOutcome]:
+    async def apply(self, text: str, namespace: str = "") -> list[ApplyOutcome]:
         """Create or update every object of a pasted manifest (YAML or JSON, several documents allowed), in order,
         as `caractrl apply` does (same reader, same merge); the first refusal stops and is reported, naming its
-        document, with the objects applied before it."""
+        document, with the objects applied before it. An object of a namespaced kind that names no namespace goes
+        into `namespace` (the picker's), else into "default"."""
         self._check_allowed()
         outcomes: list[ApplyOutcome] = []
         for doc in await self._documents(text):
             kind = meta.kind_of(doc.object)
+            if namespace and not kind.cluster_scoped and not doc.object.metadata.namespace:
+                doc.object.metadata.namespace = namespace
             label = f"{kind.kind.lower()}/{doc.object.metadata.name}"
             if not applicable(kind):
                 raise ActionError(422, _after(outcomes, f"{doc.origin}: kind {kind.kind} cannot be applied"))
@@ -126,13 +129,14 @@ class Actions:
             raise ActionError(422, "the manifest holds no object")
         return documents
 
-    async def delete_project(self, name: str) -> bool:
-        """Delete a project (active ones become Terminating first); returns whether the record is gone."""
+    async def delete_project(self, name: str, namespace: str = meta.DEFAULT_NAMESPACE) -> bool:
+        """Delete the project `name` of `namespace` (active ones become Terminating first); returns whether the record
+        is gone."""
         self._check_allowed()
         try:
-            response = await self._client.projects.delete(name)
+            response = await self._client.projects.delete(meta.join_key(namespace, name))
         except NotFound:
-            raise ActionError(404, f'projects "{name}" not found') from None
+            raise ActionError(404, f'projects "{name}" not found in namespace "{namespace}"') from None
         except ApiError as err:
             raise api_error(err) from None
         return bool(response.deleted)
@@ -174,10 +178,10 @@ class Actions:
             raise ActionError(409, drain_refusal(node, unprotected, DRAIN_WAY_OUT))
 
     async def _movable(self, node: str) -> list[v1.Project]:
-        """The projects a drain of `node` moves, by name."""
+        """The projects a drain of `node` moves, by key."""
         page = list(await self._client.projects.list(field_selector=f"status.nodeRef={node}"))
-        names = movable_projects(page, node)
-        return sorted((p for p in page if p.metadata.name in names), key=lambda p: p.metadata.name)
+        keys = movable_projects(page, node)
+        return sorted((p for p in page if meta.key_of(p) in keys), key=meta.key_of)
 
 
 def _after(outcomes: list[ApplyOutcome], message: str) -> str:

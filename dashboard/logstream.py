@@ -44,7 +44,13 @@ class LogSource:
             raise ActionError(
                 409, f'project "{name}" is bound to node "{project.status.node_ref}", which does not exist'
             )
-        request = v1.LogsRequest(project=name, service=service, follow=True, tail=max(-1, min(tail, MAX_TAIL)))
+        request = v1.LogsRequest(
+            project=name,
+            namespace=project.metadata.namespace,
+            service=service,
+            follow=True,
+            tail=max(-1, min(tail, MAX_TAIL)),
+        )
         return self._lines(node, request)
 
     async def _lines(self, node: v1.Node, request: v1.LogsRequest) -> AsyncGenerator[v1.LogLine, None]:

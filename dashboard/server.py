@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.dashboard import setviews, views
 from caravanserai.dashboard.access import Access
 from caravanserai.dashboard.actions import ActionError, Actions
@@ -113,6 +113,10 @@ class Dashboard:
             ("/api/v1/projects", r.projects),
             ("/api/v1/projects/{name}", r.project),
             ("/api/v1/projects/{name}/logs", r.project_logs),
+            ("/api/v1/namespaces", r.namespaces),
+            ("/api/v1/namespaces/{namespace}/projects/{name}", r.project),
+            ("/api/v1/namespaces/{namespace}/projects/{name}/logs", r.project_logs),
+            ("/api/v1/namespaces/{namespace}/projectsets/{name}", r.projectset),
             ("/api/v1/projectsets", r.projectsets),
             ("/api/v1/projectsets/{name}", r.projectset),
             ("/api/v1/events", r.events),
@@ -124,6 +128,7 @@ class Dashboard:
             get(path, handler)
         app.router.add_post("/api/v1/apply", r.apply)
         app.router.add_delete("/api/v1/projects/{name}", r.delete_project)
+        app.router.add_delete("/api/v1/namespaces/{namespace}/projects/{name}", r.delete_project)
         app.router.add_post("/api/v1/nodes/{name}/{action:cordon|uncordon|drain}", r.node_action)
         app.router.add_static("/static/", STATIC, append_version=False)
         app.on_shutdown.append(self._end_streams)
@@ -182,44 +187,59 @@ class Dashboard:
         objects = s.objects("nodes"), s.objects("leases"), s.objects("projects")
         return _json(views.cluster_view(*objects, now, groups=s.objects("nodegroups")))
 
+    async def namespaces(self, _request: web.Request) -> web.Response:
+        """The namespaces for the picker: name and phase, by name."""
+        await self._synced("namespaces")
+        found = sorted(self.state.objects("namespaces"), key=lambda n: n.metadata.name)
+        rows = [{"name": n.metadata.name, "phase": n.status.phase or v1.NAMESPACE_ACTIVE} for n in found]
+        return _json({"namespaces": rows})
+
     async def projects(self, request: web.Request) -> web.Response:
         now = await self._synced("projects")
         label, phase = request.query.get("label", ""), request.query.get("phase", "")
+        namespace = _namespace(request)
         try:
-            return _json(views.projects_view(self.state.objects("projects"), now, label=label, phase=phase))
+            projects = self.state.objects("projects")
+            return _json(views.projects_view(projects, now, label=label, phase=phase, namespace=namespace))
         except Invalid as err:
             raise ActionError(422, f"label: {err.message}") from None
 
     async def project(self, request: web.Request) -> web.Response:
         now = await self._synced("projects", "nodes", "events")
-        project = self._project(request.match_info["name"])
+        project = self._project(request)
         node = self.state.get("nodes", project.status.node_ref) if project.status.node_ref else None
         return _json(views.project_view(project, node, self.state.objects("events"), now))
 
-    def _project(self, name: str) -> v1.Project:
-        project: v1.Project | None = self.state.get("projects", name)  # the projects kind holds v1.Project
+    def _project(self, request: web.Request) -> v1.Project:
+        """The project the path names (`/namespaces/NS/projects/NAME`; `/projects/NAME`: of "default")."""
+        name, namespace = request.match_info["name"], _path_namespace(request)
+        project: v1.Project | None = self.state.get("projects", name, namespace)  # the kind holds v1.Project
         if project is None:
-            raise ActionError(404, f'projects "{name}" not found')
+            raise ActionError(404, f'projects "{name}" not found in namespace "{namespace}"')
         return project
 
-    async def projectsets(self, _request: web.Request) -> web.Response:
+    async def projectsets(self, request: web.Request) -> web.Response:
         now = await self._synced("projectsets")
-        return _json(setviews.projectsets_view(self.state.objects("projectsets"), now))
+        sets = self.state.objects("projectsets")
+        return _json(setviews.projectsets_view(sets, now, namespace=_namespace(request)))
 
     async def projectset(self, request: web.Request) -> web.Response:
         now = await self._synced("projectsets", "projects", "events")
-        name = request.match_info["name"]
-        projectset: v1.ProjectSet | None = self.state.get("projectsets", name)  # the kind holds v1.ProjectSet
+        name, namespace = request.match_info["name"], _path_namespace(request)
+        projectset: v1.ProjectSet | None = self.state.get("projectsets", name, namespace)  # holds v1.ProjectSet
         if projectset is None:
-            raise ActionError(404, f'projectsets "{name}" not found')
+            raise ActionError(404, f'projectsets "{name}" not found in namespace "{namespace}"')
         s = self.state
         return _json(setviews.projectset_view(projectset, s.objects("projects"), s.objects("events"), now))
 
     async def events(self, request: web.Request) -> web.Response:
         now = await self._synced("events")
         q = request.query
+        events = self.state.objects("events")
         return _json(
-            views.events_view(self.state.objects("events"), now, type_=q.get("type", ""), obj=q.get("object", ""))
+            views.events_view(
+                events, now, type_=q.get("type", ""), obj=q.get("object", ""), namespace=_namespace(request)
+            )
         )
 
     async def kinds(self, _request: web.Request) -> web.Response:
@@ -236,15 +256,16 @@ class Dashboard:
     async def kind(self, request: web.Request) -> web.Response:
         kind = self._kind(request.match_info["plural"])
         now = await self._synced(kind.plural)
-        return _json(views.kind_table(kind, self.state.objects(kind.plural), now))
+        return _json(views.kind_table(kind, self.state.objects(kind.plural), now, namespace=_namespace(request)))
 
     async def object(self, request: web.Request) -> web.Response:
         kind = self._kind(request.match_info["plural"])
         await self._synced(kind.plural)
-        name = request.match_info["name"]
-        obj = self.state.get(kind.plural, name)
+        name, namespace = request.match_info["name"], _namespace(request)
+        obj = self.state.get(kind.plural, name, namespace)
         if obj is None:
-            raise ActionError(404, f'{kind.plural} "{name}" not found')
+            where = "" if kind.cluster_scoped else f' in namespace "{namespace or meta.DEFAULT_NAMESPACE}"'
+            raise ActionError(404, f'{kind.plural} "{name}" not found{where}')
         return _json(manifest.to_dict(obj))
 
     # ---- streams ----------------------------------------------------------------------------------------
@@ -267,7 +288,7 @@ class Dashboard:
         """Server-sent events: `line` with {"service", "text"} per log line (following), `failed` with
         {"error"} when the agent cannot be reached or refuses, then the stream ends."""
         await self._synced("projects", "nodes")
-        project = self._project(request.match_info["name"])
+        project = self._project(request)
         service = request.query.get("service", "")
         tail = _int(request.query.get("tail", "100"), "tail")
         lines = self.logs.open(project, service, tail=tail)  # ActionError before the stream opens
@@ -296,12 +317,15 @@ class Dashboard:
         text = body.get("manifest")
         if not isinstance(text, str):
             raise ActionError(422, 'manifest: expected the manifest text as a string ({"manifest": "..."})')
-        outcomes = await asyncio.shield(self.actions.apply(text))
+        namespace = body.get("namespace", "")
+        if not isinstance(namespace, str):
+            raise ActionError(422, "namespace: expected a namespace name as a string")
+        outcomes = await asyncio.shield(self.actions.apply(text, namespace))
         return _json({"applied": [{"object": o.object, "action": o.action} for o in outcomes]})
 
     async def delete_project(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        deleted = await asyncio.shield(self.actions.delete_project(name))
+        name, namespace = request.match_info["name"], _path_namespace(request)
+        deleted = await asyncio.shield(self.actions.delete_project(name, namespace))
         return _json({"object": f"project/{name}", "deleted": deleted})
 
     async def node_action(self, request: web.Request) -> web.Response:
@@ -334,6 +358,16 @@ async def _body(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ActionError(400, "the body must be a JSON object")
     return body
+
+
+def _namespace(request: web.Request) -> str:
+    """The `?namespace=` of a list ("" = every namespace)."""
+    return request.query.get("namespace", "")
+
+
+def _path_namespace(request: web.Request) -> str:
+    """The namespace a path names (`/namespaces/NS/…`), "default" for the paths without one."""
+    return request.match_info.get("namespace") or meta.DEFAULT_NAMESPACE
 
 
 def _int(text: str, name: str) -> int:

@@ -14,7 +14,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from caravanserai import meta, v1
-from caravanserai.dashboard.views import Json, age, conditions_view, events_view, project_row
+from caravanserai.dashboard.views import (
+    Json,
+    about_object,
+    age,
+    by_key,
+    conditions_view,
+    events_view,
+    in_namespace,
+    project_row,
+)
 from caravanserai.project import replicas
 
 
@@ -24,6 +33,7 @@ def projectset_row(projectset: v1.ProjectSet, now: float) -> Json:
     progressing = meta.get_condition(status.conditions, v1.CONDITION_PROGRESSING)
     return {
         "name": projectset.metadata.name,
+        "namespace": meta.namespace_of(projectset),
         "desired": replicas.replicas_of(spec),
         "replicas": status.replicas,
         "ready": status.ready_replicas,
@@ -46,9 +56,9 @@ def projectset_row(projectset: v1.ProjectSet, now: float) -> Json:
     }
 
 
-def projectsets_view(projectsets: Iterable[v1.ProjectSet], now: float) -> Json:
-    """The ProjectSets page: every set, by name."""
-    rows = [projectset_row(s, now) for s in sorted(projectsets, key=lambda s: s.metadata.name)]
+def projectsets_view(projectsets: Iterable[v1.ProjectSet], now: float, *, namespace: str = "") -> Json:
+    """The ProjectSets page: every set of `namespace` ("" = every namespace), by namespace and name."""
+    rows = [projectset_row(s, now) for s in sorted(projectsets, key=by_key) if in_namespace(s, namespace)]
     return {"projectsets": rows, "now": now}
 
 
@@ -107,11 +117,9 @@ def projectset_view(
     projectset: v1.ProjectSet, projects: Iterable[v1.Project], events: Iterable[v1.Event], now: float
 ) -> Json:
     """The page of one set (module docstring)."""
-    spec, name = projectset.spec, projectset.metadata.name
+    spec = projectset.spec
     owned = sorted(controlled(projectset, projects), key=lambda p: p.metadata.name)
-    about = [
-        e for e in events if e.spec.involved_object.kind == replicas.SET_KIND and e.spec.involved_object.name == name
-    ]
+    about = [e for e in events if about_object(e, replicas.SET_KIND, projectset)]
     return {
         **projectset_row(projectset, now),
         "selector": dict(spec.selector.match_labels),

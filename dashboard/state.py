@@ -51,10 +51,11 @@ class Subscription:
     _overflow: bool = False
     _wakeup: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def add(self, resource: str, type_: str, name: str) -> None:
+    def add(self, resource: str, type_: str, key: str) -> None:
+        """Note a change of the object `key` ("namespace/name", or "name" for a cluster-wide one) of `resource`."""
         self._resources.add(resource)
         if not self._overflow:
-            self._objects[(resource, name)] = type_
+            self._objects[(resource, key)] = type_
             if len(self._objects) > MAX_PENDING_NAMES:
                 self._overflow = True
                 self._objects.clear()
@@ -71,12 +72,17 @@ class Subscription:
             await clock.sleep(coalesce)
         update = BrowserUpdate(
             sorted(self._resources),
-            [{"resource": r, "name": n, "type": t} for (r, n), t in sorted(self._objects.items())],
+            [_changed(r, k, t) for (r, k), t in sorted(self._objects.items())],
         )
         self._resources.clear()
         self._objects.clear()
         self._overflow = False
         return update
+
+
+def _changed(resource: str, key: str, type_: str) -> dict[str, str]:
+    namespace, name = meta.split_key(key)
+    return {"resource": resource, "namespace": namespace, "name": name, "type": type_}
 
 
 def known_kinds() -> list[meta.Kind]:
@@ -131,7 +137,10 @@ class ClusterView:
         """The cached objects of `resource` (read-only). KeyError for a kind not watched."""
         return self.informers[resource].list()
 
-    def get(self, resource: str, name: str) -> Any | None:
+    def get(self, resource: str, name: str, namespace: str = "") -> Any | None:
+        """The cached object `name` of `resource`: in `namespace` (default "default") for a namespaced kind."""
+        if not self._kinds[resource].cluster_scoped:
+            return self.informers[resource].get(meta.join_key(namespace or meta.DEFAULT_NAMESPACE, name))
         return self.informers[resource].get(name)
 
     def synced(self) -> bool:
@@ -176,7 +185,7 @@ class ClusterView:
 
     def _notify(self, resource: str, type_: str, obj: Any) -> None:
         for subscription in self._subscriptions:
-            subscription.add(resource, type_, obj.metadata.name)
+            subscription.add(resource, type_, meta.key_of(obj))
 
 
 __all__ = ["BrowserUpdate", "ClusterView", "Subscription"]

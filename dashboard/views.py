@@ -2,6 +2,10 @@
 
 Every function takes read-only objects (from the informer caches) and returns fresh plain data; nothing here does
 I/O, so the pages' content is tested with tables of objects. Times are seconds since the epoch; ages are seconds.
+
+Namespaces: every row of a namespaced kind carries its `namespace`; the list views take `namespace` ("" = every
+namespace, the dashboard's default) and keep only that namespace's rows (`in_namespace`), sorted by namespace, then
+name.
 """
 
 from __future__ import annotations
@@ -23,6 +27,17 @@ from caravanserai.text.quantity import parse_quantity
 from caravanserai.text.selectors import LabelSelector
 
 Json = dict[str, Any]
+
+
+def in_namespace(obj: Any, namespace: str) -> bool:
+    """Whether `obj` is shown when the picker says `namespace` ("" = every namespace; a cluster-wide object, whose
+    namespace is "", only then)."""
+    return not namespace or meta.namespace_of(obj) == namespace
+
+
+def by_key(obj: Any) -> tuple[str, str]:
+    """The order of rows: namespace, then name."""
+    return meta.namespace_of(obj), obj.metadata.name
 
 
 def age(ts: Any, now: float) -> float | None:
@@ -59,6 +74,9 @@ def node_view(node: v1.Node, lease: v1.Lease | None, bound: Sequence[v1.Project]
         "address": node_address(node),
         "resources": _resources(node, bound),
         "projects": sorted(p.metadata.name for p in bound),
+        "projectRefs": [
+            {"namespace": meta.namespace_of(p), "name": p.metadata.name} for p in sorted(bound, key=by_key)
+        ],
         "labels": dict(node.metadata.labels),
     }
 
@@ -134,6 +152,7 @@ def project_row(project: v1.Project, now: float) -> Json:
     ready, total = readiness.ready_services(project)
     return {
         "name": project.metadata.name,
+        "namespace": meta.namespace_of(project),
         "phase": project.status.phase or "Unknown",
         "node": project.status.node_ref,
         "ready": f"{ready}/{total}",
@@ -145,14 +164,16 @@ def project_row(project: v1.Project, now: float) -> Json:
     }
 
 
-def projects_view(projects: Iterable[v1.Project], now: float, *, label: str = "", phase: str = "") -> Json:
-    """The projects page, filtered by a label selector (`app=web,tier!=db`) and a phase; Invalid for a bad
-    selector."""
+def projects_view(
+    projects: Iterable[v1.Project], now: float, *, label: str = "", phase: str = "", namespace: str = ""
+) -> Json:
+    """The projects page, filtered by a label selector (`app=web,tier!=db`), a phase and a namespace ("" = every
+    one); Invalid for a bad selector."""
     selector = LabelSelector.parse(label)
     rows = [
         project_row(p, now)
-        for p in sorted(projects, key=lambda p: p.metadata.name)
-        if selector.matches(p.metadata.labels) and (not phase or p.status.phase == phase)
+        for p in sorted(projects, key=by_key)
+        if selector.matches(p.metadata.labels) and (not phase or p.status.phase == phase) and in_namespace(p, namespace)
     ]
     return {"projects": rows, "now": now}
 
@@ -163,6 +184,7 @@ def event_row(event: v1.Event, now: float) -> Json:
     ref = spec.involved_object
     return {
         "name": event.metadata.name,
+        "namespace": meta.namespace_of(event),
         "type": spec.type,
         "reason": spec.reason,
         "object": f"{ref.kind.lower()}/{ref.name}",
@@ -174,9 +196,11 @@ def event_row(event: v1.Event, now: float) -> Json:
     }
 
 
-def events_view(events: Iterable[v1.Event], now: float, *, type_: str = "", obj: str = "", limit: int = 500) -> Json:
-    """Events, newest first, filtered by type (Normal, Warning) and involved object (`project/web`)."""
-    rows = [event_row(e, now) for e in events]
+def events_view(
+    events: Iterable[v1.Event], now: float, *, type_: str = "", obj: str = "", limit: int = 500, namespace: str = ""
+) -> Json:
+    """Events, newest first, filtered by type (Normal, Warning), involved object (`project/web`) and namespace."""
+    rows = [event_row(e, now) for e in events if in_namespace(e, namespace)]
     rows = [r for r in rows if (not type_ or r["type"] == type_) and (not obj or r["object"] == obj.lower())]
     rows.sort(key=lambda r: r["lastSeen"] or 0.0, reverse=True)
     return {"events": rows[:limit], "now": now}
@@ -241,6 +265,15 @@ def conditions_view(conditions: Iterable[v1.Condition], now: float) -> list[Json
     ]
 
 
+def about_object(event: v1.Event, kind: str, obj: Any) -> bool:
+    """Whether `event` is about `obj` of `kind` (by kind, namespace and name: two namespaces' objects of one name
+    have their own events; an event that names no namespace is about an object of `default`)."""
+    ref = event.spec.involved_object
+    namespace = ref.namespace or meta.namespace_of(event) or meta.DEFAULT_NAMESPACE
+    wanted = meta.namespace_of(obj) or meta.DEFAULT_NAMESPACE
+    return ref.kind == kind and ref.name == obj.metadata.name and namespace == wanted
+
+
 def project_view(project: v1.Project, node: v1.Node | None, events: Iterable[v1.Event], now: float) -> Json:
     """The project page: its row, conditions, per-service status, volume data, URLs and the events about it."""
     statuses = {s.name: s for s in project.status.services}
@@ -258,8 +291,7 @@ def project_view(project: v1.Project, node: v1.Node | None, events: Iterable[v1.
                 "message": status.message if status is not None else "",
             }
         )
-    name = project.metadata.name
-    about = [e for e in events if e.spec.involved_object.kind == "Project" and e.spec.involved_object.name == name]
+    about = [e for e in events if about_object(e, "Project", project)]
     return {
         **project_row(project, now),
         "conditions": conditions_view(project.status.conditions, now),
@@ -322,16 +354,20 @@ def kinds_view(kinds: Iterable[meta.Kind]) -> Json:
     }
 
 
-def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
-    """Any kind as a table: NAME, the kind's printer columns, AGE; each row also carries the object as JSON."""
+def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float, *, namespace: str = "") -> Json:
+    """Any kind as a table: NAME, the kind's printer columns, AGE; each row also carries its namespace and the object
+    as JSON. `namespace` keeps a namespaced kind's rows of that namespace (a cluster-wide kind's are all shown)."""
     columns = printer_columns(kind)
     rows = []
-    for obj in sorted(objects, key=lambda o: o.metadata.name):
+    cluster_scoped = getattr(kind, "cluster_scoped", True)  # meta.Kind's default, for stand-ins that lack it
+    shown = objects if cluster_scoped else (o for o in objects if in_namespace(o, namespace))
+    for obj in sorted(shown, key=by_key):
         data = manifest.to_dict(obj)
         cells = [json_path(data, path) for _, path in columns]
         rows.append(
             {
                 "name": obj.metadata.name,
+                "namespace": meta.namespace_of(obj),
                 "cells": cells,
                 "age": age(obj.metadata.creation_timestamp, now),
                 "object": data,
@@ -340,6 +376,7 @@ def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
     return {
         "kind": kind.kind,
         "plural": kind.plural,
+        "namespaced": not cluster_scoped,
         "columns": [name for name, _ in columns],
         "rows": rows,
         "now": now,
@@ -348,10 +385,13 @@ def kind_table(kind: meta.Kind, objects: Iterable[Any], now: float) -> Json:
 
 __all__ = [
     "Json",
+    "about_object",
     "age",
+    "by_key",
     "cluster_view",
     "conditions_view",
     "group_view",
+    "in_namespace",
     "event_row",
     "events_view",
     "json_path",

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from caravanserai.agent.docker import execapi
+from caravanserai.agent.docker import execapi, naming
 from caravanserai.agent.docker.records import ExecOptions
 from caravanserai.agent.ingress.endpoints import ServiceEndpoints
 from caravanserai.api.v1 import api_pb2
@@ -61,7 +61,8 @@ class ExecRunner:
         if first is None or first.WhichOneof("request") != "start":
             raise InvalidExec("the first message must be an ExecStart")
         options = exec_options(first.start)
-        container = await self.endpoints.container(first.start.project, first.start.service)
+        project = naming.project_in(first.start.namespace, first.start.project)
+        container = await self.endpoints.container(project, first.start.service)
         async with execapi.attach(self.endpoints.runtime, container.container_id, options) as session:
             feeder = asyncio.create_task(_feed(requests, session))
             try:

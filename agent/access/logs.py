@@ -106,7 +106,8 @@ class LogStreamer:
         self._node = node
 
     async def containers(self, project: str, service: str = "") -> list[tuple[str, str]]:
-        """(service, container id) of the project's containers, optionally one service, sorted by service."""
+        """(service, container id) of the containers of `project` (a key; a bare name is a `default` project's),
+        optionally one service, sorted by service."""
         extra = {"project": project, **({"service": service} if service else {})}
         found = await self._runtime.list_containers(naming.node_filter(self._node, **extra))
         return sorted((c.label(naming.LABEL_SERVICE), c.id) for c in found)
@@ -119,9 +120,11 @@ class LogStreamer:
 
     async def stream(self, request: api_pb2.LogsRequest) -> AsyncIterator[LogEntry]:
         """The lines a LogsRequest asks for. Raises LookupError when nothing matches."""
-        targets = await self.containers(request.project, request.service)
+        project = naming.project_in(request.namespace, request.project)
+        targets = await self.containers(project, request.service)
         if not targets:
-            what = f"service {request.service} of project {request.project}" if request.service else request.project
+            shown = naming.shown(project)
+            what = f"service {request.service} of project {shown}" if request.service else f"project {shown}"
             raise LookupError(f"no containers for {what} on this node")
         if request.follow:
             sources = [self.entries(s, cid, follow=True, tail=request.tail) for s, cid in targets]

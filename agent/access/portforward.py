@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from caravanserai.agent.docker import naming
 from caravanserai.agent.ingress.endpoints import ServiceEndpoints
 from caravanserai.api.v1 import api_pb2
 
@@ -55,8 +56,9 @@ class PortForwarder:
         self.connect_timeout = connect_timeout
 
     async def _dial(self, first: api_pb2.PortForwardRequest) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        address = await self.endpoints.address(first.project, first.service)
-        what = f"{first.project}/{first.service}:{first.port}"
+        project = naming.project_in(first.namespace, first.project)
+        address = await self.endpoints.address(project, first.service)
+        what = f"{naming.shown(project)}/{first.service}:{first.port}"
         try:
             return await asyncio.wait_for(asyncio.open_connection(address, first.port), self.connect_timeout)
         except TimeoutError:

@@ -24,6 +24,7 @@ import structlog
 from caravanserai.agent.access.execstream import ExecRunner, InvalidExec
 from caravanserai.agent.access.logs import LogStreamer
 from caravanserai.agent.access.portforward import ForwardRefused, InvalidForward, PortForwarder
+from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.engine import DockerError
 from caravanserai.agent.ingress.endpoints import NoEndpoint
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
@@ -97,7 +98,8 @@ class AgentService(api_pb2_grpc.AgentServicer):
         except LookupError as exc:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
         except DockerError as exc:
-            log.warning("log stream failed", project=request.project, service=request.service, error=str(exc))
+            project = naming.project_in(request.namespace, request.project)
+            log.warning("log stream failed", project=project, service=request.service, error=str(exc))
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
 
     async def PortForward(  # noqa: N802 - gRPC method name

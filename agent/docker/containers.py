@@ -126,7 +126,7 @@ def spec_hash(service: v1.Service, digest: str = "", *, binds: tuple[str, ...] =
 def container_labels(project: v1.Project, service: v1.Service, *, node: str, digest: str = "") -> dict[str, str]:
     """Labels of a service's container: owner labels plus service, generation, spec hash and (when the service
     sets a grace period) the stop timeout the agent's stops use."""
-    labels = naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid)
+    labels = naming.owner_labels(node=node, project=naming.key_of(project), project_uid=project.metadata.uid)
     labels[naming.LABEL_SERVICE] = service.name
     labels[naming.LABEL_GENERATION] = str(project.metadata.generation)
     labels[naming.LABEL_SPEC_HASH] = service_hash(project, service, digest)
@@ -153,7 +153,7 @@ def host_binds(project: v1.Project, service: v1.Service) -> tuple[str, ...]:
 
 def volume_labels(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[str, str]:
     """Labels of a project volume: owner labels plus the volume's name and type."""
-    labels = naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid)
+    labels = naming.owner_labels(node=node, project=naming.key_of(project), project_uid=project.metadata.uid)
     labels[naming.LABEL_VOLUME] = volume.name
     labels[naming.LABEL_VOLUME_TYPE] = volume_type(volume)
     return labels
@@ -162,10 +162,10 @@ def volume_labels(project: v1.Project, volume: v1.Volume, *, node: str) -> dict[
 def network_config(project: v1.Project, *, node: str) -> dict[str, Any]:
     """The create configuration of the project's bridge network."""
     return {
-        "Name": naming.network_name(project.metadata.name, node),
+        "Name": naming.network_name(naming.key_of(project), node),
         "Driver": "bridge",
         "CheckDuplicate": True,
-        "Labels": naming.owner_labels(node=node, project=project.metadata.name, project_uid=project.metadata.uid),
+        "Labels": naming.owner_labels(node=node, project=naming.key_of(project), project_uid=project.metadata.uid),
     }
 
 
@@ -179,7 +179,7 @@ def volume_config(project: v1.Project, volume: v1.Volume, *, node: str, epoch: s
     labels = volume_labels(project, volume, node=node)
     if epoch:
         labels[naming.LABEL_EPOCH] = epoch
-    return {"Name": naming.volume_name(project.metadata.name, volume.name, node), "Driver": "local", "Labels": labels}
+    return {"Name": naming.volume_name(naming.key_of(project), volume.name, node), "Driver": "local", "Labels": labels}
 
 
 def port_key(port: v1.ServicePort) -> str:
@@ -287,7 +287,7 @@ class ContainerCreate:
 def _mounts(project: v1.Project, service: v1.Service, node: str, inputs: ServiceInputs) -> tuple[Mount, ...]:
     docker_volumes = {v.name for v in project.spec.volumes if volume_type(v) in DOCKER_VOLUME_TYPES}
     volumes = (
-        Mount("volume", naming.volume_name(project.metadata.name, mount.name, node), mount.mount_path, mount.read_only)
+        Mount("volume", naming.volume_name(naming.key_of(project), mount.name, node), mount.mount_path, mount.read_only)
         for mount in service.volume_mounts
         if mount.name in docker_volumes
     )
@@ -325,13 +325,14 @@ def container_create(
     Secrets and Configs (none: its literal environment), on the project's `network` (by default
     `cara_<project>_<node>`; the agent's network pool may give it another, see `netpool`)."""
     inputs = inputs or ServiceInputs.literal(service)
-    granted = grants.environment(service, node=node, project=project.metadata.name)
+    metadata = project.metadata
+    granted = grants.environment(service, node=node, project=metadata.name, namespace=metadata.namespace)
     return ContainerCreate(
         image=service.image,
         hostname=service.name,
         env=(*inputs.env, *(f"{name}={value}" for name, value in granted.items())),
         labels=container_labels(project, service, node=node, digest=inputs.digest),
-        network=network or naming.network_name(project.metadata.name, node),
+        network=network or naming.network_name(naming.key_of(project), node),
         restart_policy=DOCKER_RESTART_POLICIES[restart_policy(service)],
         resources=resource_settings(service.resources),
         ports=tuple(Port.of(port) for port in service.ports),

@@ -13,15 +13,24 @@ Guarantees:
   Docker Engine never meet each other's objects under the names they use, even for the same project (one that
   moved while its former node was cut off).
 * **Valid Docker names.** Every name matches Docker's `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
+* **Namespaces** (the rule's home, shared with clients that show volume names: `caravanserai.project.nodenames`).
+  A project is named by its key (`namespace/name`, see `caravanserai.meta.join_key`; a bare name
+  means the `default` namespace). A `default` project's part of a name is its name, as before namespaces existed
+  (so an upgraded agent adopts the containers it already runs); another namespace's project's part is
+  `<namespace>_<project>` (`project_part`), one `_`-joined part more, so the two kinds of names never meet: two
+  projects `web` of namespaces `team-a` and `team-b` are `cara_team-a_web_<service>_<node>` and
+  `cara_team-b_web_<service>_<node>`, the `default` one `cara_web_<service>_<node>`.
 * **Pool networks never pass for a project's.** The agent's spare project networks (`netpool`) are named
   `cara_pool.<token>_<node>`: a `.` cannot occur in a project name, so no pool network ever has the name of a
   project network. They carry `caravanserai.io/network-pool=true` and no project label: which project uses one is
   known only from the containers attached to it (see `netpool`).
-* **Findable.** Every object carries `caravanserai.io/managed=true`, the project, the project's uid and the node
-  whose agent made it; containers also carry the service, the spec generation and the spec hash; volumes carry
-  their name and type (so ephemeral ones can be removed after the project record is gone), and Persistent ones
-  the epoch of the copy of the data they hold (`caravanserai.io/epoch`, set at creation: labels never change, so
-  a new copy is a new volume).
+* **Findable.** Every object carries `caravanserai.io/managed=true`, the project (`project_label`: the name for a
+  `default` project, the key otherwise, so one label filter finds exactly one project's objects), its namespace
+  (`caravanserai.io/namespace`; objects made before namespaces lack it and belong to `default`), the project's
+  uid and the node whose agent made it; containers also carry the service, the spec generation and the spec
+  hash; volumes carry their name and type (so ephemeral ones can be removed after the project record is gone),
+  and Persistent ones the epoch of the copy of the data they hold (`caravanserai.io/epoch`, set at creation:
+  labels never change, so a new copy is a new volume).
 """
 
 from __future__ import annotations
@@ -29,13 +38,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-PREFIX = "cara"
-SEPARATOR = "_"
+from caravanserai import meta, v1
+from caravanserai.project.nodenames import PREFIX, SEPARATOR, project_part, volume_name
+from caravanserai.project.nodenames import check_part as _check_part  # one rule for every part of a name
 
 LABEL_DOMAIN = "caravanserai.io/"
 LABEL_MANAGED = LABEL_DOMAIN + "managed"
 LABEL_NODE = LABEL_DOMAIN + "node"
 LABEL_PROJECT = LABEL_DOMAIN + "project"
+LABEL_NAMESPACE = LABEL_DOMAIN + "namespace"
 LABEL_PROJECT_UID = LABEL_DOMAIN + "project-uid"
 LABEL_SERVICE = LABEL_DOMAIN + "service"
 LABEL_GENERATION = LABEL_DOMAIN + "generation"
@@ -51,15 +62,47 @@ MANAGED = "true"
 _TOKEN = re.compile("[a-z0-9]+")
 
 
-def _check_part(kind: str, value: str) -> str:
-    if not value or SEPARATOR in value:
-        raise ValueError(f"invalid {kind} name {value!r}: must be a non-empty DNS name (no {SEPARATOR!r})")
-    return value
+def project_key(project: str) -> str:
+    """The key ("namespace/name") of `project`, a key or a bare name (a `default` project)."""
+    namespace, name = meta.split_key(project)
+    return meta.join_key(namespace or meta.DEFAULT_NAMESPACE, name)
+
+
+def key_of(project: v1.Project) -> str:
+    """The agent's name of `project` (in its queue, its state, its locks, its logs): the project's key, with the
+    `default` namespace when the object names none."""
+    return meta.join_key(project.metadata.namespace or meta.DEFAULT_NAMESPACE, project.metadata.name)
+
+
+def project_in(namespace: str, name: str) -> str:
+    """The key of project `name` of `namespace` ("" means `default`, as in the Agent service's requests)."""
+    return meta.join_key(namespace or meta.DEFAULT_NAMESPACE, name)
+
+
+def shown(project: str) -> str:
+    """How labels and messages name `project` (a key or bare name): `meta.shown`."""
+    return meta.shown(project)
+
+
+def project_label(project: str) -> str:
+    """The `caravanserai.io/project` label value of `project` (a key or bare name): see `shown`."""
+    return shown(project)
+
+
+def labelled_project(labels: Mapping[str, str]) -> str:
+    """The key of the project an object's labels name ("" when they name none); an object without the namespace
+    label (made before namespaces existed) belongs to `default`."""
+    value = labels.get(LABEL_PROJECT, "")
+    if not value:
+        return ""
+    namespace, name = meta.split_key(value)
+    return meta.join_key(namespace or labels.get(LABEL_NAMESPACE) or meta.DEFAULT_NAMESPACE, name)
 
 
 def container_name(project: str, service: str, node: str) -> str:
-    """`cara_<project>_<service>_<node>`: the one container of a service on a node."""
-    parts = (_check_part("project", project), _check_part("service", service), _check_part("node", node))
+    """`cara_<project>_<service>_<node>`: the one container of a service on a node (`project`: see
+    `project_part`)."""
+    parts = (project_part(project), _check_part("service", service), _check_part("node", node))
     return SEPARATOR.join((PREFIX, *parts))
 
 
@@ -78,7 +121,7 @@ def replacement_name(project: str, service: str, node: str, role: str) -> str:
 
 def network_name(project: str, node: str) -> str:
     """`cara_<project>_<node>`: the project's bridge network, on which each service is reachable by its name."""
-    return SEPARATOR.join((PREFIX, _check_part("project", project), _check_part("node", node)))
+    return SEPARATOR.join((PREFIX, project_part(project), _check_part("node", node)))
 
 
 def pool_network_name(token: str, node: str) -> str:
@@ -101,27 +144,23 @@ def pool_labels(node: str) -> dict[str, str]:
     return {LABEL_MANAGED: MANAGED, LABEL_NODE: node, LABEL_NETWORK_POOL: MANAGED}
 
 
-def volume_name(project: str, volume: str, node: str) -> str:
-    """`cara_<project>_<volume>_<node>`: a declared project volume."""
-    parts = (_check_part("project", project), _check_part("volume", volume), _check_part("node", node))
-    return SEPARATOR.join((PREFIX, *parts))
-
-
 def parse_container_name(name: str) -> tuple[str, str, str] | None:
-    """(project, service, node) of a name made by `container_name` (a leading `/`, as Docker lists names, is
+    """(project key, service, node) of a name made by `container_name` (a leading `/`, as Docker lists names, is
     ignored); None for any other name."""
     parts = name.lstrip("/").split(SEPARATOR)
-    if len(parts) != 4 or parts[0] != PREFIX or not all(parts[1:]):
+    if len(parts) not in (4, 5) or parts[0] != PREFIX or not all(parts[1:]):
         return None
-    return parts[1], parts[2], parts[3]
+    namespace = parts[1] if len(parts) == 5 else meta.DEFAULT_NAMESPACE
+    return meta.join_key(namespace, parts[-3]), parts[-2], parts[-1]
 
 
 def owner_labels(*, node: str, project: str, project_uid: str) -> dict[str, str]:
-    """The labels every object made for a project carries."""
+    """The labels every object made for `project` (a key, or a bare name for a `default` project) carries."""
     return {
         LABEL_MANAGED: MANAGED,
         LABEL_NODE: node,
-        LABEL_PROJECT: project,
+        LABEL_PROJECT: project_label(project),
+        LABEL_NAMESPACE: meta.split_key(project_key(project))[0],
         LABEL_PROJECT_UID: project_uid,
     }
 
@@ -133,10 +172,11 @@ def label_filter(labels: Mapping[str, str]) -> list[str]:
 
 def node_filter(node: str, **extra: str) -> list[str]:
     """Label filter for objects this node's agent manages, optionally narrowed by further labels, e.g.
-    `node_filter("n1", project="web")` (keyword names are label suffixes; `_` stands for `-`)."""
+    `node_filter("n1", project="team-a/web")` (keyword names are label suffixes; `_` stands for `-`; `project` is a
+    key or a bare name, see `project_label`)."""
     labels = {LABEL_MANAGED: MANAGED, LABEL_NODE: node}
     for key, value in extra.items():
-        labels[LABEL_DOMAIN + key.replace("_", "-")] = value
+        labels[LABEL_DOMAIN + key.replace("_", "-")] = project_label(value) if key == "project" else value
     return label_filter(labels)
 
 
@@ -152,6 +192,7 @@ __all__ = [
     "LABEL_EPOCH",
     "LABEL_GENERATION",
     "LABEL_MANAGED",
+    "LABEL_NAMESPACE",
     "LABEL_NETWORK_POOL",
     "LABEL_NODE",
     "LABEL_PROJECT",
@@ -169,6 +210,8 @@ __all__ = [
     "SEPARATOR",
     "container_name",
     "is_pool_network",
+    "labelled_project",
+    "key_of",
     "label_filter",
     "network_name",
     "node_filter",
@@ -176,7 +219,12 @@ __all__ = [
     "parse_container_name",
     "pool_labels",
     "pool_network_name",
+    "project_in",
+    "project_key",
+    "project_label",
+    "project_part",
     "replacement_name",
+    "shown",
     "stop_timeout",
     "volume_name",
 ]

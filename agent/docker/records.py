@@ -43,8 +43,9 @@ class Labelled:
 
     @property
     def project(self) -> str:
-        """The project the object was made for ("" when unlabelled)."""
-        return self.label(naming.LABEL_PROJECT)
+        """The key of the project the object was made for ("" when unlabelled; `default` when it has no namespace
+        label, as objects made before namespaces existed)."""
+        return naming.labelled_project(self.labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +314,7 @@ def container_event(event: Mapping[str, Any]) -> ContainerEvent:
     """The `ContainerEvent` of one document of Docker's events stream."""
     actor = event.get("Actor") or {}
     attributes = actor.get("Attributes") or {}
-    project = attributes.get(naming.LABEL_PROJECT)
+    project = naming.labelled_project({str(k): str(v) for k, v in attributes.items()})
     time_nano = event.get("timeNano")
     exit_code = str(attributes.get("exitCode") or "")
     return ContainerEvent(

@@ -86,7 +86,7 @@ class NodeStops:
 
 
 def projects_of(containers: list[ContainerSummary]) -> set[str]:
-    """The projects `containers` belong to."""
+    """The keys of the projects `containers` belong to (`default` for containers labelled before namespaces)."""
     return {c.project for c in containers if c.project}
 
 

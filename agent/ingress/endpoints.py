@@ -36,9 +36,10 @@ class ServiceEndpoints:
         """The running container of `project`/`service` on this node; NoEndpoint otherwise."""
         found = await self.runtime.inspect_container(naming.container_name(project, service, self.node))
         if found is None:
-            raise NoEndpoint(f"service {service} of project {project} has no container on node {self.node}")
+            shown = naming.shown(project)
+            raise NoEndpoint(f"service {service} of project {shown} has no container on node {self.node}")
         if not found.running:
-            raise NoEndpoint(f"the container of {project}/{service} is {found.status or 'not running'}")
+            raise NoEndpoint(f"the container of {naming.shown(project)}/{service} is {found.status or 'not running'}")
         return found
 
     async def address(self, project: str, service: str) -> str:
@@ -46,7 +47,9 @@ class ServiceEndpoints:
         found = await self.container(project, service)
         address = found.ip
         if not address:
-            raise NoEndpoint(f"the container of {project}/{service} has no address on its project network")
+            raise NoEndpoint(
+                f"the container of {naming.shown(project)}/{service} has no address on its project network"
+            )
         return address
 
 

@@ -235,7 +235,7 @@ class IngressProxy:
         backends = serving(routes, now=self.clock.now())
         if not backends:
             phase = route.phase or "Pending"
-            return self._page(503, "not-running", f'Project "{route.project}" is {phase}, not Running.')
+            return self._page(503, "not-running", f'Project "{route.shown}" is {phase}, not Running.')
         forwarded_by = request.headers.get(FORWARDED_BY, "")
         if not forwarded_by:
             return backends
@@ -245,7 +245,7 @@ class IngressProxy:
         return self._page(
             502,
             "misrouted",
-            f'Project "{route.project}" runs on node {backends[0].node}, not here; '
+            f'Project "{route.shown}" runs on node {backends[0].node}, not here; '
             f"node {forwarded_by} forwarded the request (not forwarded again).",
         )
 
@@ -321,14 +321,14 @@ class IngressProxy:
             try:
                 host, port = await self.backends.address(route)
             except BackendUnavailable as exc:
-                raise _Refused(503, "no-backend", f'Project "{route.project}": {exc}') from exc
+                raise _Refused(503, "no-backend", f'Project "{route.shown}": {exc}') from exc
             return URL.build(scheme="http", host=host, port=port), not self._from_node(request)
         endpoint = self.table.node(backend.node)
         if endpoint is None or not endpoint.address or not endpoint.ingress_port:
             raise _Refused(
                 502,
                 "node-unreachable",
-                f'Project "{route.project}" runs on node {backend.node}, which publishes no ingress address.',
+                f'Project "{route.shown}" runs on node {backend.node}, which publishes no ingress address.',
             )
         return URL.build(scheme="http", host=endpoint.address, port=endpoint.ingress_port), True
 
@@ -423,20 +423,20 @@ class IngressProxy:
             return self._page(
                 503 if local else 502,
                 "backend-unreachable",
-                f'Project "{route.project}" ({where}) did not accept a connection within {waited:g} s '
+                f'Project "{route.shown}" ({where}) did not accept a connection within {waited:g} s '
                 "(stopped or restarting); try again shortly.",
             )
         if isinstance(exc, TimeoutError):
             return self._page(
                 504,
                 "backend-timeout",
-                f'Project "{route.project}" did not answer within {limits.response_timeout:g} s.',
+                f'Project "{route.shown}" did not answer within {limits.response_timeout:g} s.',
             )
         self.backends.forget(route)
         return self._page(
             502,
             "backend-refused",
-            f'Project "{route.project}" ({route.service}:{route.port}) refused the connection: {exc}',
+            f'Project "{route.shown}" ({route.service}:{route.port}) refused the connection: {exc}',
         )
 
     def _slow_body(self, request: web.Request) -> web.Response:
@@ -516,7 +516,7 @@ class IngressProxy:
                     timeout=aiohttp.ClientWSTimeout(ws_receive=None),
                 )
             except (aiohttp.ClientError, TimeoutError) as exc:
-                return self._page(502, "backend-refused", f'Project "{route.project}" refused the WebSocket: {exc}')
+                return self._page(502, "backend-refused", f'Project "{route.shown}" refused the WebSocket: {exc}')
             async with upstream:
                 client = web.WebSocketResponse(
                     protocols=(upstream.protocol,) if upstream.protocol else (),

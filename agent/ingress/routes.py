@@ -4,8 +4,9 @@ Fed by informers (projects and nodes of the whole cluster), read by the ingress 
 
 Guarantees:
 
-* **Host names** follow `caravanserai.project.ingresshosts` (`{host}.{project}.local`, dotted hosts verbatim); lookups
-  ignore case, a trailing dot and a `:port`.
+* **Host names** follow `caravanserai.project.ingresshosts` (`{host}.{project}.local`, outside `default`
+  `{host}.{project}.{namespace}.local`, dotted hosts verbatim); lookups ignore case, a trailing dot and a `:port`.
+  A route's `project` is the project's key (`naming.key_of`).
 * **Every declared route is known**, whatever the project's phase, so that the proxy can tell an unknown host
   (404) from a known host whose project is not Running (503). A project leaves the table when it is deleted.
 * **Replicas share a host**: projects with the same managing controller (the `controller` owner reference's uid:
@@ -25,6 +26,7 @@ import builtins
 from dataclasses import dataclass
 
 from caravanserai import meta, v1
+from caravanserai.agent.docker import naming
 from caravanserai.clock import seconds
 from caravanserai.informer import Informer
 from caravanserai.project.ingresshosts import INTERNAL, PUBLIC, normalize_host, route_host
@@ -63,6 +65,11 @@ class Route:
         return ("owner", self.owner) if self.owner else ("project", self.project)
 
     @property
+    def shown(self) -> str:
+        """How pages name the route's project: its name in `default`, its key in another namespace."""
+        return naming.shown(self.project)
+
+    @property
     def public(self) -> bool:
         return self.scope == PUBLIC
 
@@ -90,8 +97,8 @@ def project_routes(project: v1.Project) -> list[Route]:
     handoff = status.HasField("handoff_deadline") and bool(status.previous_node_ref)
     return [
         Route(
-            host=route_host(i.host, project=metadata.name, name=i.name),
-            project=metadata.name,
+            host=route_host(i.host, project=metadata.name, name=i.name, namespace=metadata.namespace),
+            project=naming.key_of(project),
             ingress=i.name,
             service=i.target.service,
             port=i.target.port,
@@ -158,7 +165,7 @@ class RouteTable:
         return [r for rs in self._by_project.values() for r in rs if r not in self._by_host.get(r.host, ())]
 
     def set_project(self, project: v1.Project) -> None:
-        name = project.metadata.name
+        name = naming.key_of(project)
         old = self._by_project.pop(name, [])
         new = project_routes(project)
         if new:
@@ -166,7 +173,7 @@ class RouteTable:
         self._rehost({r.host for r in old} | {r.host for r in new})
 
     def remove_project(self, project: v1.Project | str) -> None:
-        name = project if isinstance(project, str) else project.metadata.name
+        name = naming.project_key(project) if isinstance(project, str) else naming.key_of(project)
         old = self._by_project.pop(name, [])
         self._rehost({r.host for r in old})
 

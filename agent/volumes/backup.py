@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.agent.docker import execapi, naming
 from caravanserai.agent.docker.calls import DockerError
 from caravanserai.agent.docker.engine import DockerRuntime
@@ -43,7 +43,7 @@ DEFAULT_HOOK_TIMEOUT = 60.0
 
 @dataclass(frozen=True, slots=True)
 class BackupJob:
-    """What to back up: volume `volume` of the project (name, uid) from the copy `epoch` in `mountpoint`."""
+    """What to back up: volume `volume` of the project (key, uid) from the copy `epoch` in `mountpoint`."""
 
     project: str
     project_uid: str
@@ -86,7 +86,8 @@ class BackupTaker:
         """Hook, backup, forget --prune, list; `ResticError` when any step fails."""
         started = self._clock.monotonic()
         await self.run_hook(job)
-        repository = await self._resolver.resolve(job.volume.backup.repository)
+        namespace = meta.split_key(job.project)[0]  # `project` is the key of the project
+        repository = await self._resolver.resolve(job.volume.backup.repository, namespace=namespace)
         restic = Restic(repository, clock=self._clock, settings=self._settings)
         tags = snapshots.tags(project_uid=job.project_uid, volume=job.volume.name, node=self._node, epoch=job.epoch)
         selector = snapshots.selector(project_uid=job.project_uid, volume=job.volume.name)

@@ -90,7 +90,7 @@ class VolumeCopies:
         return project
 
     def _volume_name(self, project: v1.Project, volume: v1.Volume) -> str:
-        return naming.volume_name(project.metadata.name, volume.name, self._node)
+        return naming.volume_name(naming.key_of(project), volume.name, self._node)
 
     async def _backed_up(self, project: v1.Project, volume: v1.Volume) -> v1.Project:
         local = await self._docker.inspect_volume(self._volume_name(project, volume))
@@ -114,13 +114,13 @@ class VolumeCopies:
             return await self._keep(project, volume)
         if chosen.action == plan.FAIL:
             await self._fail(project, volume, chosen.message)
-        async with self._locks.hold(project.metadata.name, volume.name):
+        async with self._locks.hold(naming.key_of(project), volume.name):
             return await self._make_copy(project, volume, local, chosen, restic)
 
     async def _listing(self, project: v1.Project, volume: v1.Volume) -> tuple[Restic, list[Snapshot]]:
         """restic for the volume's repository and the volume's snapshots, newest first. A repository that is not
         initialised (and may not be initialised here) has none: the backups will say so."""
-        repository = await self._resolver.resolve(volume.backup.repository)
+        repository = await self._resolver.resolve(volume.backup.repository, namespace=project.metadata.namespace)
         restic = Restic(repository, clock=self._clock, settings=self._settings)
         selector = snapshots.selector(project_uid=project.metadata.uid, volume=volume.name)
         try:
@@ -165,7 +165,7 @@ class VolumeCopies:
     async def _fresh_volume(self, project: v1.Project, volume: v1.Volume, epoch: str) -> VolumeInfo:
         """Remove the containers mounting the volume and the volume, then make it again labelled `epoch`."""
         name = self._volume_name(project, volume)
-        labels = naming.node_filter(self._node, project=project.metadata.name)
+        labels = naming.node_filter(self._node, project=naming.key_of(project))
         for container in await self._docker.list_containers(labels, volume=name):
             await self._docker.remove_container(
                 container.id, timeout=naming.stop_timeout(container.labels, self._stop_timeout)
@@ -262,7 +262,7 @@ class VolumeCopies:
 
     async def _write(self, project: v1.Project, change: StatusChange) -> v1.Project:
         """Apply `change` to the project's status as stored now (read-modify-write); the project written."""
-        return await write_status(self._client, project.metadata.name, change)
+        return await write_status(self._client, naming.key_of(project), change)
 
     async def _event(self, project: v1.Project, type_: str, reason: str, message: str) -> None:
         if self._recorder is not None:

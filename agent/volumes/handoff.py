@@ -64,7 +64,7 @@ class FinalBackups:
         """One final backup of each backed-up volume whose current copy is here."""
         handoff = Handoff()
         for volume in backups.backed_up(project.spec):
-            async with self._locks.hold(project.metadata.name, volume.name):
+            async with self._locks.hold(naming.key_of(project), volume.name):
                 try:
                     snapshot = await self._final(project, volume)
                 except ResticError as exc:
@@ -76,7 +76,7 @@ class FinalBackups:
 
     async def _final(self, project: v1.Project, volume: v1.Volume) -> str:
         """The final snapshot's id ("" when the current copy is not here)."""
-        name = project.metadata.name
+        name = naming.key_of(project)
         info = await self._docker.inspect_volume(naming.volume_name(name, volume.name, self._node))
         status = backups.volume_status(project.status, volume.name)
         if info is None or status is None or not epochs.is_current(info, status, self._node):

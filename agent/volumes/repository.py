@@ -1,7 +1,7 @@
 """Which restic repository a volume backs up to, and the credentials that open it: a BackupRepository and its
 Secret, read through the API with the node's own client.
 
-    repository = await RepositoryResolver(client).resolve("offsite")
+    repository = await RepositoryResolver(client).resolve("offsite", namespace="default")
 
 Guarantees:
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.agent.volumes.resticerrors import REPOSITORY, ResticError
 from caravanserai.client import Client
 from caravanserai.errors import Forbidden, NotFound
@@ -44,12 +44,14 @@ class RepositoryResolver:
 
     def __init__(self, client: Client) -> None:
         self._client = client
-        self._secrets: dict[str, str] = {}  # repository name → the Secret it named when last resolved
+        self._secrets: dict[str, str] = {}  # repository key → the key of the Secret it named when last resolved
 
-    async def resolve(self, name: str) -> Repository:
-        """The repository `name` with its credentials; `ResticError` (kind REPOSITORY) when it cannot be used."""
+    async def resolve(self, name: str, *, namespace: str) -> Repository:
+        """The repository `name` of `namespace` (the namespace of the project that names it) with its credentials,
+        its Secret read in the same namespace; `ResticError` (kind REPOSITORY) when it cannot be used."""
+        namespace = namespace or meta.DEFAULT_NAMESPACE
         try:
-            found = await self._client.resource(v1.BackupRepository).get(name)
+            found = await self._client.resource(v1.BackupRepository).get(meta.join_key(namespace, name))
         except NotFound:
             raise ResticError(REPOSITORY, f"BackupRepository {name} not found") from None
         except Forbidden as exc:
@@ -57,23 +59,26 @@ class RepositoryResolver:
         spec = found.spec
         if not spec.secret:
             raise ResticError(REPOSITORY, f"BackupRepository {name} names no Secret (spec.secret)")
-        self._secrets[name] = spec.secret
-        env = await self._environment(name, spec.secret)
+        self._secrets[meta.join_key(namespace, name)] = meta.join_key(namespace, spec.secret)
+        env = await self._environment(name, meta.join_key(namespace, spec.secret))
         return Repository(name=name, url=spec.url, env=env, initialize=spec.initialize)
 
-    async def _environment(self, repository: str, secret_name: str) -> dict[str, str]:
-        where = f"Secret {secret_name} of BackupRepository {repository}"
+    async def _environment(self, repository: str, secret_key: str) -> dict[str, str]:
+        where = f"Secret {meta.split_key(secret_key)[1]} of BackupRepository {repository}"
         try:
-            secret = await self._client.secrets.get(secret_name)
+            secret = await self._client.secrets.get(secret_key)
         except NotFound:
             raise ResticError(REPOSITORY, f"{where} not found") from None
         except Forbidden as exc:
             raise ResticError(REPOSITORY, f"{where} cannot be read by this node: {exc}") from None
         return environment_of(secret, where=where)
 
-    def uses_secret(self, repositories: Iterable[str], secret: str) -> bool:
-        """Whether one of `repositories` named Secret `secret` when last resolved."""
-        return any(self._secrets.get(name) == secret for name in repositories)
+    def uses_secret(self, namespace: str, repositories: Iterable[str], secret: str) -> bool:
+        """Whether one of `repositories` (names) of `namespace` named Secret `secret` (of the same namespace) when
+        last resolved."""
+        namespace = namespace or meta.DEFAULT_NAMESPACE
+        wanted = meta.join_key(namespace, secret)
+        return any(self._secrets.get(meta.join_key(namespace, name)) == wanted for name in repositories)
 
 
 def environment_of(secret: v1.Secret, *, where: str) -> dict[str, str]:

@@ -99,7 +99,7 @@ class BackupScheduler:
     def follow(self, project: v1.Project) -> None:
         """Run a task for each backed-up volume of `project` whose current copy is here, wake the running ones
         (a request may be new), and stop those of volumes no longer backed up or served here."""
-        name, wanted = project.metadata.name, set()
+        name, wanted = naming.key_of(project), set()
         for volume in backups.backed_up(project.spec):
             status = backups.volume_status(project.status, volume.name)
             if status is None or status.node != self._node or not status.epoch:
@@ -277,7 +277,7 @@ class BackupScheduler:
         def mark(status: v1.ProjectStatus) -> None:
             fresh.append(volumestatus.overdue(status, volume, message, now=now))
 
-        written = await self._write(project.metadata.name, mark)
+        written = await self._write(naming.key_of(project), mark)
         if fresh and fresh[-1]:
             await self._event(written, WARNING, REASON_BACKUP_OVERDUE, f"volume {volume}: {message}")
 

@@ -1,6 +1,7 @@
 """Files of Secret and Config volumes on the node, bind-mounted read-only into containers.
 
-Layout: `<root>/<project>/<volume>-<digest>/<key>`, one file per key. The default root is under `/dev/shm`
+Layout: `<root>/<project>/<volume>-<digest>/<key>`, one file per key (`<project>`: `naming.project_part`, a
+`default` project's name). The default root is under `/dev/shm`
 (tmpfs), so secret values never reach a disk; `cara-agent --data-dir` moves it.
 
 Guarantees:
@@ -30,6 +31,8 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+
+from caravanserai.agent.docker import naming
 
 DEFAULT_MODE = 0o400
 """The mode of the files of a data volume whose owner is known (the manifest's `mode` wins)."""
@@ -88,7 +91,7 @@ class DataFiles:
     ) -> str:
         """The directory holding `files` (key → content) with `mode`, owned by `owner` (None: root, directory
         0755), written unless it exists; its path."""
-        target = self.root / project / f"{volume}-{content_digest(files, mode, owner)[:16]}"
+        target = self.root / naming.project_part(project) / f"{volume}-{content_digest(files, mode, owner)[:16]}"
         if target.is_dir():
             return str(target)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +117,7 @@ class DataFiles:
 
     def prune(self, project: str, keep: set[str]) -> None:
         """Remove the project's directories other than those in `keep` (paths returned by `write`)."""
-        base = self.root / project
+        base = self.root / naming.project_part(project)
         if not base.is_dir():
             return
         for child in base.iterdir():
@@ -123,7 +126,7 @@ class DataFiles:
 
     def remove(self, project: str) -> None:
         """Remove every file of the project."""
-        shutil.rmtree(self.root / project, ignore_errors=True)
+        shutil.rmtree(self.root / naming.project_part(project), ignore_errors=True)
 
 
 def _own(path: Path, owner: Owner | None) -> None:

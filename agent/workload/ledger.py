@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from caravanserai import v1
+from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.records import Observed
 from caravanserai.agent.workload import projectstatus
 
@@ -49,7 +50,7 @@ class RestartLedger:
     def context(
         self, project: v1.Project, observed: Mapping[str, Observed], waiting: Mapping[str, str], *, now: float
     ) -> projectstatus.Context:
-        name = project.metadata.name
+        name = naming.key_of(project)
         return projectstatus.Context(
             waiting=dict(waiting),
             agent_restarts={s: self._restarts.get((name, s, o.container_id), 0) for s, o in observed.items()},

@@ -142,7 +142,7 @@ class NetworkPool:
         """The name of the network the project's containers are to be configured on, made to exist (see the
         module docstring for the order). `attached`: the networks its current containers are configured on."""
         await self._load()
-        name = project.metadata.name
+        name = naming.key_of(project)
         legacy = naming.network_name(name, self.node)
         mine = sorted(n for n in set(attached) if n == legacy or naming.is_pool_network(n, self.node))
         network = mine[0] if mine else self._claims.get(name)

@@ -277,7 +277,7 @@ class ProjectRuntime:
             and not projectstatus.needs_start(service, known)
         ):
             return known
-        name = naming.container_name(project.metadata.name, service.name, self.node)
+        name = naming.container_name(naming.key_of(project), service.name, self.node)
         found = known if listed else await self.docker.inspect_container(name)
         if found is not None and self._adoptable(project, service, found, inputs):
             if not projectstatus.needs_start(service, found):
@@ -331,7 +331,7 @@ class ProjectRuntime:
         longer in the spec, and containers not under their service's name (made under an older naming scheme).
         Returns the containers that stay, and the networks that the project's containers (removed ones too) were
         configured on: the project keeps using its network."""
-        name, uid = project.metadata.name, project.metadata.uid
+        name, uid = naming.key_of(project), project.metadata.uid
         expected = {s.name: f"/{naming.container_name(name, s.name, self.node)}" for s in project.spec.services}
         listed, volumes = await asyncio.gather(  # one round trip's wait for both lists
             self.docker.list_containers(self._filter(name)),
@@ -355,7 +355,7 @@ class ProjectRuntime:
         """The containers of the project's current incarnation, by service (inspected concurrently; `listed`:
         the project's containers as just listed, else they are listed here)."""
         if listed is None:
-            listed = await self.docker.list_containers(self._filter(project.metadata.name))
+            listed = await self.docker.list_containers(self._filter(naming.key_of(project)))
         items = await gather_all(self.docker.inspect_container(c.id) for c in listed)
         _raise_unexpected(items)
         return {

@@ -29,7 +29,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from caravanserai import v1
+from caravanserai import meta, v1
+from caravanserai.agent.docker import naming
 from caravanserai.agent.docker.containers import ProjectInputs, ServiceInputs
 from caravanserai.agent.workload.datafiles import DataFiles, default_mode
 from caravanserai.client import Client
@@ -77,7 +78,9 @@ class ServiceData:
         refs = datarefs.project_refs(project.spec)
         fetched = Fetched({}, {}, {})
         names = [(datarefs.SECRETS, n) for n in refs.secrets] + [(datarefs.CONFIGS, n) for n in refs.configs]
-        results = await asyncio.gather(*(self._get(resource, name) for resource, name in names), return_exceptions=True)
+        namespace = project.metadata.namespace or meta.DEFAULT_NAMESPACE  # references resolve in the project's
+        gets = (self._get(resource, meta.join_key(namespace, name)) for resource, name in names)
+        results = await asyncio.gather(*gets, return_exceptions=True)
         for (resource, name), result in zip(names, results, strict=True):
             if isinstance(result, (NotFound, Forbidden)):
                 fetched.missing[(resource, name)] = "not found" if isinstance(result, NotFound) else "not readable"
@@ -87,10 +90,10 @@ class ServiceData:
                 (fetched.secrets if resource == datarefs.SECRETS else fetched.configs)[name] = result
         return fetched
 
-    async def _get(self, resource: str, name: str) -> Data:
+    async def _get(self, resource: str, key: str) -> Data:
         if resource == datarefs.SECRETS:
-            return dict((await self._client.secrets.get(name)).spec.data)
-        return {k: v.encode() for k, v in (await self._client.configs.get(name)).spec.data.items()}
+            return dict((await self._client.secrets.get(key)).spec.data)
+        return {k: v.encode() for k, v in (await self._client.configs.get(key)).spec.data.items()}
 
     async def inputs(self, project: v1.Project, fetched: Fetched | None = None) -> ProjectInputs:
         """The inputs of every service of `project` that reads Secrets or Configs, and the blocked ones."""
@@ -142,7 +145,7 @@ class ServiceData:
             owner = self.files.owner_for(service.user)
             data = fetched.data(resource, name)
             mode = volume.mode or default_mode(owner)
-            path = self.files.write(project.metadata.name, volume.name, data, mode=mode, owner=owner)
+            path = self.files.write(naming.key_of(project), volume.name, data, mode=mode, owner=owner)
             mounts.append((path, mount.mount_path))
             written[mount.mount_path] = path
         return mounts, written

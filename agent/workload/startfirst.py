@@ -89,12 +89,13 @@ class StartFirst:
 
     def forget(self, project: str) -> None:
         """Drop what is remembered of the project's failed replacements (it is gone from this node)."""
+        project = naming.project_key(project)
         for key in [k for k in self._failed if k[0] == project]:
             del self._failed[key]
 
     def _held(self, project: v1.Project, service: str) -> _Failed | None:
         """The last failure of this same replacement (same uid and generation), None when there is none."""
-        last = self._failed.get((project.metadata.name, service))
+        last = self._failed.get((naming.key_of(project), service))
         same = last is not None and (last.uid, last.generation) == (project.metadata.uid, project.metadata.generation)
         return last if same else None
 
@@ -102,7 +103,7 @@ class StartFirst:
         """Remember a failed replacement (backing off from the last failure of the same one); the failure."""
         last = self._held(project, service)
         retries = last.retries if last is not None else RETRY.start(self.clock)
-        self._failed[(project.metadata.name, service)] = _Failed(
+        self._failed[(naming.key_of(project), service)] = _Failed(
             project.metadata.uid,
             project.metadata.generation,
             message,
@@ -123,7 +124,7 @@ class StartFirst:
         """Start the new container (`create(name)` makes it, returns its id), wait until it is healthy, switch,
         then stop and remove `old` within `grace` seconds; the service's container afterwards. SetupFailure
         (REPLACEMENT) when the new one did not become healthy: it is removed, `old` runs on."""
-        name = project.metadata.name
+        name = naming.key_of(project)
         last = self._held(project, service.name)
         if last is not None and self.clock.monotonic() < last.not_before:
             raise SetupFailure(REPLACEMENT, last.message)  # not yet: the old container serves on

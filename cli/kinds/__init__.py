@@ -22,10 +22,13 @@ from caravanserai.cli.kinds import (
     definition,
     event,
     lease,
+    namespace,
     node,
     nodegroup,
     project,
     projectset,
+    rbac,
+    resourcequota,
     secret,
 )
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
@@ -45,7 +48,10 @@ VIEWS: dict[str, KindView] = {
         backuprepository.VIEW,
         admissionpolicy.VIEW,
         nodegroup.VIEW,
+        namespace.VIEW,
         projectset.VIEW,
+        *rbac.VIEWS,
+        resourcequota.VIEW,
     )
 }
 """The built-in kinds' views, by plural."""
@@ -64,9 +70,11 @@ def plurals(having: Callable[[KindView], bool]) -> tuple[str, ...]:
     return tuple(sorted(plural for plural, view in VIEWS.items() if having(view)))
 
 
-def columns_of(kind: meta.Kind) -> Columns:
-    """The `get` table of `kind`."""
-    return view_of(kind).columns
+def columns_of(kind: meta.Kind, *, all_namespaces: bool = False) -> Columns:
+    """The `get` table of `kind`; with `all_namespaces` (`get -A`), a namespaced kind's has a NAMESPACE column first
+    (a cluster-wide kind's never has one)."""
+    columns = view_of(kind).columns
+    return columns.with_namespace() if all_namespaces and not kind.cluster_scoped else columns
 
 
 async def load_context(client: Client, kind: meta.Kind) -> RowContext:
@@ -74,9 +82,12 @@ async def load_context(client: Client, kind: meta.Kind) -> RowContext:
     return await view_of(kind).lookups(client)
 
 
-def rows(kind: meta.Kind, objects: Sequence[Any], ctx: RowContext, *, wide: bool) -> list[list[str]]:
-    """The rows for `objects` of `kind`, in the kind's order (names; events by time)."""
-    columns = columns_of(kind)
+def rows(
+    kind: meta.Kind, objects: Sequence[Any], ctx: RowContext, *, wide: bool, all_namespaces: bool = False
+) -> list[list[str]]:
+    """The rows for `objects` of `kind`, in the kind's order (names; events by time), namespace first with
+    `all_namespaces` (see `columns_of`)."""
+    columns = columns_of(kind, all_namespaces=all_namespaces)
     return [columns.row(o, ctx, wide) for o in sorted(objects, key=columns.sort_key)]
 
 

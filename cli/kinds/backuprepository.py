@@ -72,7 +72,7 @@ def describe_repository(
 
 async def describe(client: Client, repository: v1.BackupRepository, events: Sequence[v1.Event], now: float) -> str:
     try:
-        projects: list[v1.Project] | None = list(await client.projects.list())
+        projects: list[v1.Project] | None = list(await client.projects.list(namespace=repository.metadata.namespace))
     except Forbidden:
         projects = None
     return describe_repository(repository, events, now, projects=projects)

@@ -16,7 +16,7 @@ from caravanserai.cli.tables import Columns, RowContext, project_reason, restart
 from caravanserai.client import Client
 from caravanserai.client.apply import modify
 from caravanserai.errors import Forbidden, NotFound
-from caravanserai.project import lifecycle
+from caravanserai.project import lifecycle, nodenames
 from caravanserai.project.ingresshosts import ingress_host
 
 _FINAL_PHASES = (v1.SUCCEEDED, v1.FAILED, v1.TERMINATED)
@@ -87,7 +87,8 @@ async def with_volumes(client: Client, name: str, *, on: bool = True) -> str | N
     if on and persistent and project.status.phase in lifecycle.DELETE_AT_ONCE:
         return (
             f"warning: project/{name} is not bound to a node, so no agent removes its Persistent volumes "
-            f"({', '.join(persistent)}); they stay where it last ran (Docker volumes cara_{name}_<volume>_<node>)"
+            f"({', '.join(persistent)}); they stay where it last ran (Docker volumes "
+            f"{nodenames.volume_name(meta.key_of(project), '<volume>', '<node>')})"
         )
     return None
 

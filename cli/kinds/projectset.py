@@ -119,7 +119,7 @@ def describe_set(
 
 async def describe(client: Client, projectset: v1.ProjectSet, events: Sequence[v1.Event], now: float) -> str:
     try:
-        projects: list[v1.Project] | None = list(await client.projects.list())
+        projects: list[v1.Project] | None = list(await client.projects.list(namespace=projectset.metadata.namespace))
     except Forbidden:
         projects = None
     return describe_set(projectset, events, now, projects=projects)

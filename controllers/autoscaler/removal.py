@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import Client, budgets, nodeops
 from caravanserai.clock import seconds
 from caravanserai.controller import EventRecorder
@@ -26,7 +26,7 @@ from caravanserai.controllers.autoscaler.scaledown import fit_elsewhere, idle_fo
 from caravanserai.controllers.autoscaler.settings import settings_of
 from caravanserai.controllers.autoscaler.snapshot import Cluster, infos
 from caravanserai.controllers.scheduler.filters import FilterContext, node_ready
-from caravanserai.controllers.scheduler.snapshot import ProjectInfo
+from caravanserai.controllers.scheduler.snapshot import ProjectInfo, shown
 from caravanserai.errors import FailedPrecondition, NotFound
 
 log = structlog.get_logger(__name__)
@@ -49,7 +49,7 @@ class ScaleDown:
             if candidate is None:
                 return
             node, reason = candidate
-            projects = sorted(p.metadata.name for p in cluster.bound_to(node))
+            projects = sorted(meta.key_of(p) for p in cluster.bound_to(node))
             group = await groupstatus.write(self.client, group, groupstatus.record_removal(node, projects, now=ctx.now))
             await self.recorder.normal(group, "ScaleDown", f"removing node {node}: {reason}")
         await self._continue(group, ctx.now)
@@ -87,15 +87,17 @@ class ScaleDown:
             for p in await self.client.projects.list(field_selector=f"status.nodeRef={node}")
             if p.status.phase in v1.BOUND_PHASES
         ]
-        newcomers = [p.metadata.name for p in bound if p.metadata.name not in removal.projects]
+        newcomers = [meta.key_of(p) for p in bound if meta.key_of(p) not in removal.projects]
         if newcomers:
-            await self._cancel(group, f"project(s) {', '.join(newcomers)} were bound to {node} meanwhile", now)
+            await self._cancel(
+                group, f"project(s) {', '.join(map(shown, newcomers))} were bound to {node} meanwhile", now
+            )
             return
         handoff_until = seconds(removal.started_at) + self.handoff
         message = (
             f"Node {node} is removed by the autoscaler (group {group.metadata.name}); placing the project elsewhere"
         )
-        for name in nodeops.movable_projects(bound, node):
+        for name in sorted(meta.key_of(p) for p in bound if nodeops.movable_projects([p], node)):
             held = await budgets.held(self.client, name, now=now)
             if held:  # its set's disruption budget allows no disruption now: a later pass moves it
                 log.info("scale-down move waits for a disruption budget", project=name, node=node, reason=held)

@@ -19,7 +19,7 @@ from caravanserai import v1
 from caravanserai.controllers.autoscaler.packing import clone, fits, place
 from caravanserai.controllers.scheduler.filters import FilterContext, checks_for
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
-from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo
+from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, shown
 
 
 def utilization(node: NodeInfo) -> float:
@@ -57,7 +57,7 @@ def fit_elsewhere(
                 target = candidate
                 break
         if target is None:
-            return f"project {project.name} fits on no other node"
+            return f"project {shown(project.name)} fits on no other node"
         if target.name not in copies:
             target = copies[target.name] = clone(target)
         place(project, target)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import seconds
 from caravanserai.controller import EventRecorder
@@ -120,14 +120,14 @@ class ScaleUp:
         group = await groupstatus.write(self.client, group, groupstatus.mark_created(names))
         message = f"triggered scale-up of group {group.metadata.name}: {before} → {before + len(names)}"
         await self.recorder.normal(group, "ScaledUp", f"{message} ({reason})")
-        by_name = {p.metadata.name: p for p in cluster.unschedulable}
+        by_name = {meta.key_of(p): p for p in cluster.unschedulable}  # ProjectInfo names are keys
         for name in option.projects:
             await self.recorder.normal(by_name[name], "TriggeredScaleUp", message)
         return group
 
     async def _report(self, projects: Sequence[v1.Project], hopeless: dict[str, str]) -> None:
         for project in projects:
-            why = hopeless.get(project.metadata.name)
+            why = hopeless.get(meta.key_of(project))
             if why is None or self._reported.get(project.metadata.uid) == why:
                 continue
             self._reported[project.metadata.uid] = why

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.controllers.autoscaler.packing import clone
 from caravanserai.controllers.autoscaler.snapshot import Cluster, is_unschedulable, node_info
 from caravanserai.controllers.scheduler.ports import HostPorts, host_ports
@@ -45,11 +45,11 @@ class ClusterView:
         self._nodes: dict[str, NodeInfo] = {}
         self._node_objects: dict[str, v1.Node] = {}
         self._renewals: dict[str, float | None] = {}  # Lease name (its node's) → last renewal
-        self._bound: dict[str, dict[str, v1.Project]] = {}  # node → project name → project (node known or not)
-        self._held: dict[str, _Held] = {}  # project name → what it takes where it is bound
+        self._bound: dict[str, dict[str, v1.Project]] = {}  # node → project key → project (node known or not)
+        self._held: dict[str, _Held] = {}  # project key → what it takes where it is bound
         self._unschedulable: dict[str, tuple[v1.Project, ProjectInfo]] = {}
         self._labelled: dict[str, str] = {}  # node → the value of its group label
-        self._versions: dict[tuple[str, str], str] = {}  # (kind, name) → resource version seen
+        self._versions: dict[tuple[str, str], str] = {}  # (kind, key) → resource version seen
         self._registrations: list[Registration[Any]] = []
 
     # ---- events ---------------------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ class ClusterView:
             info.requested, info.ports = known.requested, known.ports
         else:
             for project in self._bound.get(name, {}).values():
-                self._add(info, self._held[project.metadata.name], project.metadata.name)
+                self._add(info, self._held[meta.key_of(project)], meta.key_of(project))
         self._nodes[name] = info
         self._node_objects[name] = node
         group = node.metadata.labels.get(v1.LABEL_NODE_GROUP)
@@ -97,7 +97,7 @@ class ClusterView:
             self._nodes[name] = dataclasses.replace(info, renew_time=None)
 
     def project_changed(self, project: v1.Project) -> None:
-        name = project.metadata.name
+        name = meta.key_of(project)
         if self._seen("projects", name, project.metadata.resource_version):
             return
         self._forget(name)
@@ -112,7 +112,7 @@ class ClusterView:
             self._unschedulable[name] = (project, project_info(project))
 
     def project_deleted(self, project: v1.Project) -> None:
-        name = project.metadata.name
+        name = meta.key_of(project)
         self._versions.pop(("projects", name), None)
         self._forget(name)
 

@@ -1,12 +1,16 @@
 """Wiring of the garbage collector into a Manager, shared by `cara-gc` and `cara-controller-manager`.
 
-Two controllers:
+Three controllers:
 
-* `gc` (projects): keys are project names, from a project change that may concern the collector (Terminated,
-  with expire_at, or bound to a node the cache does not know) and a node deletion (every project bound to it).
+* `gc` (projects): keys are project keys ("namespace/name"), from a project change that may concern the collector
+  (Terminated, with expire_at, or bound to a node the cache does not know) and a node deletion (every project
+  bound to it).
 * `gc-owners` (every kind: `owners.OwnerCollector`): one key, queued by any change of an object of a kind it
   follows (informers on every built-in kind but events and leases, and on every custom kind) and `--owner-resync`
   seconds after each sweep.
+* `gc-namespaces` (namespaces: `namespaces.NamespaceReconciler`): keys are namespace names, from every namespace
+  change and the deletion of a project in a Terminating namespace; empties a namespace being deleted, then has the
+  apiserver remove it.
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager, enqueue_matching
+from caravanserai.controllers.gc.namespaces import NamespaceReconciler, namespace_of_deleted_project
 from caravanserai.controllers.gc.owners import DEFAULT_OWNER_RESYNC, OwnerCollector
 from caravanserai.controllers.gc.policy import DEFAULT_TERMINATED_DELAY, GCConfig, is_candidate
 from caravanserai.controllers.gc.reconciler import GCReconciler
@@ -29,6 +34,7 @@ from caravanserai.workqueue import WorkQueue
 
 NAME = "gc"
 OWNERS_NAME = "gc-owners"
+NAMESPACES_NAME = "gc-namespaces"
 COMPONENT = "cara-gc"
 DEFAULT_RECONCILE_WORKERS = 4
 
@@ -47,6 +53,8 @@ class GarbageCollector:
     reconciler: GCReconciler
     owners_controller: Controller
     owners: OwnerCollector
+    namespaces_controller: Controller
+    namespaces: NamespaceReconciler
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,7 +104,7 @@ def projects_of_deleted_node(projects: CacheReader[v1.Project]) -> HandlerFactor
     def factory(queue: WorkQueue[str]) -> EventHandler[v1.Node]:
         def on_delete(node: v1.Node) -> None:
             for project in projects.by_index(NODE_REF_INDEX, node.metadata.name):
-                queue.add(project.metadata.name)
+                queue.add(meta.key_of(project))
 
         return EventHandler(on_delete=on_delete, name="gc-node-deleted")
 
@@ -117,7 +125,13 @@ def setup(manager: Manager, client: Client, clock: Clock, options: GCOptions = G
     owners_controller = Controller(OWNERS_NAME, owners, clock=clock)
     owners.attach(owners_controller)
     manager.add(owners_controller)
-    return GarbageCollector(controller, reconciler, owners_controller, owners)
+    namespaces = manager.informers.informer(v1.Namespace)
+    emptier = NamespaceReconciler(client, namespaces.cache, clock=clock)
+    namespaces_controller = Controller(NAMESPACES_NAME, emptier, clock=clock)
+    namespaces_controller.watch(namespaces)
+    namespaces_controller.watch(projects, namespace_of_deleted_project(namespaces.cache))
+    manager.add(namespaces_controller)
+    return GarbageCollector(controller, reconciler, owners_controller, owners, namespaces_controller, emptier)
 
 
 def setup_from_args(manager: Manager, client: Client, clock: Clock, opts: argparse.Namespace) -> GarbageCollector:
@@ -129,6 +143,7 @@ __all__ = [
     "GCOptions",
     "GarbageCollector",
     "NAME",
+    "NAMESPACES_NAME",
     "OWNERS_NAME",
     "add_arguments",
     "candidates",

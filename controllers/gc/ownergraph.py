@@ -13,6 +13,13 @@ collector rules):
   taken one kind after another, not one snapshot.
 
 An owner recreated under the same name has a new uid, so the dependents of the old one are collected.
+
+Namespaces (Kubernetes' rules): a namespaced dependent's owner is in the dependent's namespace or cluster-wide; an
+object of a namespaced kind elsewhere (another namespace) with the referenced uid is not its owner. A cluster-wide
+dependent (today every custom kind's objects) may name an owner of a namespaced kind, e.g. a Project: that owner is
+the object of that kind with the referenced name and uid in whichever namespace it is (custom kinds cannot be
+namespaced yet, and their objects owned by projects are collected with them as before namespaces; Kubernetes
+leaves such references unresolved).
 """
 
 from __future__ import annotations
@@ -41,11 +48,21 @@ class Node:
         return str(self.obj.metadata.name)
 
     @property
+    def namespace(self) -> str:
+        """The object's namespace ("" for a cluster-wide object)."""
+        return meta.namespace_of(self.obj)
+
+    @property
+    def key(self) -> str:
+        """The object's key (`meta.key_of`)."""
+        return meta.key_of(self.obj)
+
+    @property
     def deleting(self) -> bool:
         return bool(self.obj.metadata.HasField("deletion_timestamp"))
 
     def __str__(self) -> str:
-        return f"{self.kind.kind.lower()}/{self.name}"
+        return f"{self.kind.kind.lower()}/{self.key}"
 
 
 @dataclass(slots=True)
@@ -64,7 +81,24 @@ class OwnerGraph:
             graph.by_uid[node.uid] = node
             for ref in node.obj.metadata.owner_references:
                 graph.dependents.setdefault(ref.uid, []).append(node)
+        for owner_uid, dependents in graph.dependents.items():
+            owner = graph.by_uid.get(owner_uid)
+            if owner is not None:
+                dependents[:] = [d for d in dependents if may_own(owner, d)]
         return graph
+
+    def owns(self, ref: Any, dependent: Node) -> bool:
+        """Whether the reference `ref` of `dependent` names an object of the graph that may own it (`may_own`)."""
+        owner = self.by_uid.get(ref.uid)
+        return owner is not None and may_own(owner, dependent)
+
+
+def may_own(owner: Node, dependent: Node) -> bool:
+    """Whether `owner` may be an owner of `dependent`: a cluster-wide owner, or one of a cluster-wide dependent
+    (module docstring), or one in the namespaced dependent's namespace."""
+    if owner.kind.cluster_scoped or dependent.kind.cluster_scoped:
+        return True
+    return owner.namespace == dependent.namespace
 
 
 class Action(enum.Enum):
@@ -87,12 +121,12 @@ def plan_owner(node: Node) -> Action:
 
 
 def plan_dependent(node: Node, graph: OwnerGraph) -> Action:
-    """DELETE when `node` has owner references and none names an object of the graph; KEEP otherwise (also when
-    it is already being deleted)."""
+    """DELETE when `node` has owner references and none names an object of the graph that may own it (`may_own`);
+    KEEP otherwise (also when it is already being deleted)."""
     refs = node.obj.metadata.owner_references
     if not refs or node.deleting:
         return Action.KEEP
-    return Action.KEEP if any(ref.uid in graph.by_uid for ref in refs) else Action.DELETE
+    return Action.KEEP if any(graph.owns(ref, node) for ref in refs) else Action.DELETE
 
 
 def blocking(owner_uid: str, dependents: Iterable[Node]) -> list[Node]:
@@ -104,4 +138,4 @@ def blocking(owner_uid: str, dependents: Iterable[Node]) -> list[Node]:
     ]
 
 
-__all__ = ["Action", "Node", "OwnerGraph", "blocking", "plan_dependent", "plan_owner"]
+__all__ = ["Action", "Node", "OwnerGraph", "blocking", "may_own", "plan_dependent", "plan_owner"]

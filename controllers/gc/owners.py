@@ -13,6 +13,8 @@ Guarantees:
   dependent's version as read (a dependent changed meanwhile waits for the next sweep). References are removed and
   finalizers dropped through Updates carrying the version read, so a concurrent writer wins and the sweep retries.
   Cached objects are never changed (live reads are changed instead).
+* **Namespaces**: an owner of a namespaced kind is looked up in its namespaced dependent's namespace
+  (`ownergraph.may_own`); for a cluster-wide dependent, in every namespace (by name and uid).
 * **Background**: dependents of a deleted owner go at the next sweep (deleted with the Background policy, so
   their own dependents follow).
 * **Foreground**: the owner (marked, finalizer `foregroundDeletion`) loses the finalizer — and so is removed —
@@ -124,7 +126,7 @@ class OwnerCollector:
 
     async def _orphan(self, owner: Node, dependents: list[Node]) -> None:
         for dependent in dependents:
-            live = await self._live(dependent.kind, dependent.name, dependent.uid)
+            live = await self._live(dependent.kind, dependent.key, dependent.uid)
             if live is not None and meta.remove_owner(live, owner.uid):
                 await self._client.resource(dependent.kind.plural).update(live)
                 self._count("orphaned")
@@ -152,14 +154,15 @@ class OwnerCollector:
     async def _collect(self, dependent: Node) -> None:
         refs = list(dependent.obj.metadata.owner_references)
         for ref in refs:
-            if await self._owner_exists(ref):
+            if await self._owner_exists(ref, dependent):
                 return
         await self._delete(dependent, reason="every owner is gone")
 
-    async def _owner_exists(self, ref: Any) -> bool:
-        """A live read of the owner `ref` names: False only when no object of that kind and name has its uid, or
-        when the owner is of a custom kind no longer served (deleting a definition deletes its objects). An owner of
-        a kind this process cannot resolve counts as present (never delete on a guess)."""
+    async def _owner_exists(self, ref: Any, dependent: Node) -> bool:
+        """A live read of the owner `ref` names (in `dependent`'s namespace for a namespaced kind): False only when
+        no object of that kind and name has its uid, or when the owner is of a custom kind no longer served (deleting
+        a definition deletes its objects). An owner of a kind this process cannot resolve counts as present (never
+        delete on a guess); a namespaced owner of a cluster-wide dependent is looked for in every namespace."""
         try:
             kind = meta.kind_named(ref.kind)
         except KeyError:
@@ -167,12 +170,17 @@ class OwnerCollector:
             return True
         if kind.custom and kind.plural not in self._served:
             return False
-        return await self._live(kind, ref.name, ref.uid) is not None
+        if kind.cluster_scoped:
+            return await self._live(kind, ref.name, ref.uid) is not None
+        if not dependent.namespace:
+            listed = await self._client.resource(kind.plural).list(field_selector=f"metadata.name={ref.name}")
+            return any(obj.metadata.uid == ref.uid for obj in listed)
+        return await self._live(kind, meta.join_key(dependent.namespace, ref.name), ref.uid) is not None
 
     # ---- helpers ----------------------------------------------------------------------------------------------
 
     async def _live(self, kind: meta.Kind, name: str, uid: str) -> Any | None:
-        """The stored object `kind`/`name` when it still has `uid`, else None."""
+        """The stored object `kind`/`name` (a key) when it still has `uid`, else None."""
         try:
             obj = await self._client.resource(kind.plural).get(name)
         except NotFound:
@@ -180,15 +188,15 @@ class OwnerCollector:
         return obj if obj.metadata.uid == uid else None
 
     async def _exists(self, node: Node) -> bool:
-        return await self._live(node.kind, node.name, node.uid) is not None
+        return await self._live(node.kind, node.key, node.uid) is not None
 
     async def _delete(self, node: Node, *, reason: str, policy: str = meta.PROPAGATION_BACKGROUND) -> None:
-        live = await self._live(node.kind, node.name, node.uid)
+        live = await self._live(node.kind, node.key, node.uid)
         if live is None or live.metadata.HasField("deletion_timestamp"):
             return
         try:
             await self._client.resource(node.kind.plural).delete(
-                node.name, resource_version=live.metadata.resource_version, propagation_policy=policy
+                node.key, resource_version=live.metadata.resource_version, propagation_policy=policy
             )
         except NotFound:
             return
@@ -196,7 +204,7 @@ class OwnerCollector:
         log.info("collected", object=str(node), reason=reason)
 
     async def _drop_finalizer(self, owner: Node, finalizer: str) -> None:
-        live = await self._live(owner.kind, owner.name, owner.uid)
+        live = await self._live(owner.kind, owner.key, owner.uid)
         if live is None or finalizer not in live.metadata.finalizers:
             return
         live.metadata.finalizers.remove(finalizer)

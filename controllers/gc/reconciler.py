@@ -1,4 +1,4 @@
-"""The garbage collector's reconciler: one project per key.
+"""The garbage collector's reconciler: one project per key ("namespace/name").
 
     reconcile(project)
       1. plan on the cached state; nothing due → done, or come back when it is      (policy.plan)
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import EventRecorder, Result
@@ -99,7 +99,7 @@ class GCReconciler:
         return True
 
     async def _act(self, project: v1.Project, step: GCStep, now: float) -> None:
-        name, node = project.metadata.name, project.status.node_ref
+        name, node = meta.key_of(project), project.status.node_ref
         verdict = step.verdict
         if verdict is Verdict.DELETE_TERMINATED:
             await self._delete(project)
@@ -130,9 +130,7 @@ class GCReconciler:
 
     async def _delete(self, project: v1.Project) -> None:
         try:
-            await self._client.projects.delete(
-                project.metadata.name, resource_version=project.metadata.resource_version
-            )
+            await self._client.projects.delete(meta.key_of(project), resource_version=project.metadata.resource_version)
         except NotFound:
             return
 

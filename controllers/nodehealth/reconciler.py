@@ -116,7 +116,7 @@ class NodeHealthReconciler:
             if cleared is None:
                 continue
             stored = await self._client.projects.update_status(cleared)
-            log.info("node recovered within the grace period; NotReadyAt removed", project=project.metadata.name)
+            log.info("node recovered within the grace period; NotReadyAt removed", project=meta.key_of(project))
             await self._recorder.normal(stored, "NodeRecovered", f"Node {node} recovered; the project stays on it")
 
     async def _handle_projects(self, node: v1.Node, now: float) -> float | None:
@@ -156,7 +156,7 @@ class NodeHealthReconciler:
         return None
 
     async def _evict(self, project: v1.Project, node: str, step: HealthStep, now: float) -> None:
-        name = project.metadata.name
+        name = meta.key_of(project)
         if step.action is HealthAction.FORCE_TERMINATED:
             timeout = self.config.terminating_timeout
             updated = conditions.project_terminated(project, node=node, now=now, terminating_timeout=timeout)

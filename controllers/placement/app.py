@@ -1,7 +1,7 @@
 """Wiring of placement upkeep into a Manager (`cara-controller-manager --controllers placement`).
 
-Keys are project names, from: every project change; a node change (every project bound to it: a taint or a
-label may have changed).
+Keys are project keys ("namespace/name"), from: every project change; a node change (every project bound to it: a
+taint or a label may have changed).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import Controller, EventRecorder, HandlerFactory, Manager, enqueue_matching
@@ -61,7 +61,7 @@ def projects_of_changed_node(projects: CacheReader[v1.Project]) -> HandlerFactor
     def factory(queue: WorkQueue[str]) -> EventHandler[v1.Node]:
         def on_change(node: v1.Node) -> None:
             for project in projects.by_index(NODE_REF_INDEX, node.metadata.name):
-                queue.add(project.metadata.name)
+                queue.add(meta.key_of(project))
 
         return EventHandler(on_add=on_change, on_update=lambda old, new: on_change(new), name="placement-node")
 

@@ -66,7 +66,7 @@ class PlacementReconciler:
         if not project.status.node_ref:
             return total
         for other in self._projects.by_index(NODE_REF_INDEX, project.status.node_ref):
-            if other.metadata.name != project.metadata.name and other.status.phase in v1.BOUND_PHASES:
+            if meta.key_of(other) != meta.key_of(project) and other.status.phase in v1.BOUND_PHASES:
                 add_into(total, project_requests(other))
         return total
 
@@ -109,7 +109,7 @@ class PlacementReconciler:
 
     async def _act(self, project: v1.Project, step: PlacementStep, now: float) -> float | None:
         """Write `step`; seconds after which to look again (a stamped taint's deadline), else None."""
-        name = project.metadata.name
+        name = meta.key_of(project)
         if step.action is PlacementAction.TO_PENDING:
             moved = self._moved(project, step, now)
             meta.remove_condition(moved.status.conditions, CONDITION_TAINTED_AT)

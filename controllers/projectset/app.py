@@ -1,6 +1,7 @@
 """Wiring of the ProjectSet controller into a Manager (`cara-controller-manager --controllers projectset`).
 
-Keys are set names, from: every set change; every change of a project a set controls (its owner's name).
+Keys are set keys ("namespace/name"), from: every set change; every change of a project a set controls (its
+owner's name in the project's namespace).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ expectations).
 
 The controller plans on its cache. After it creates or deletes replicas, a reconcile can run (the set's own
 status write triggers one) before the cache has seen those writes; planning then would create the same replicas
-twice. So each step records the names it created and deleted, and the set is not planned again until the cache
-shows every created name and no deleted one still active — or until `timeout` seconds passed (a lost watch event
-must not stall the set forever; the informer's relist repairs the cache).
+twice. So each step records the keys (`meta.key_of`) it created and deleted, and the set is not planned again until
+the cache shows every created key and no deleted one still active — or until `timeout` seconds passed (a lost watch
+event must not stall the set forever; the informer's relist repairs the cache).
 
 Guarantees: `pending` is False for a set without expectations; `forget` drops a set's record (the set is gone).
 """

@@ -33,7 +33,7 @@ from caravanserai.project.replicas import RollingBounds
 class Replica:
     """One owned project as the planner sees it."""
 
-    name: str
+    name: str  # the project's key ("namespace/name"; a set's replicas share its namespace)
     revision: str  # the template hash it was made from
     created: float
     scheduled: bool = False

@@ -45,10 +45,11 @@ PENDING_RECHECK = 1.0
 
 
 def replica_of(project: v1.Project, *, min_ready_seconds: int, now: float) -> tuple[Replica, float | None]:
-    """The planner's view of `project`, and seconds until it becomes available (None: not waiting)."""
+    """The planner's view of `project`, and seconds until it becomes available (None: not waiting). The replica's
+    name is the project's key (`meta.key_of`), so a step's deletions and expectations name keys."""
     available = replicas.availability(project, min_ready_seconds=min_ready_seconds, now=now)
     replica = Replica(
-        name=project.metadata.name,
+        name=meta.key_of(project),
         revision=project.metadata.labels.get(v1.TEMPLATE_HASH_LABEL, ""),
         created=seconds(project.metadata.creation_timestamp),
         scheduled=bool(project.status.node_ref),
@@ -83,16 +84,16 @@ class ProjectSetReconciler:
         self.expectations = Expectations()
 
     def owned(self, projectset: v1.ProjectSet) -> list[v1.Project]:
-        """The cached projects `projectset` controls (its name and uid)."""
+        """The cached projects `projectset` controls (its key — replicas live in the set's namespace — and uid)."""
         uid = projectset.metadata.uid
         return [
             p
-            for p in self._projects.by_index(SET_INDEX, projectset.metadata.name)
+            for p in self._projects.by_index(SET_INDEX, meta.key_of(projectset))
             if (ref := meta.controller_of(p)) is not None and ref.uid == uid
         ]
 
-    def _active(self, name: str) -> bool:
-        project = self._projects.get(name)
+    def _active(self, key: str) -> bool:
+        project = self._projects.get(key)
         return project is not None and not project.metadata.HasField("deletion_timestamp")
 
     async def reconcile(self, key: str) -> Result:
@@ -131,25 +132,26 @@ class ProjectSetReconciler:
                 group.create_task(self._create(project))
             for name in step.delete:
                 group.create_task(self._delete(name))
-        created = [p.metadata.name for p in made]
-        self.expectations.expect(projectset.metadata.name, created=created, deleted=step.delete, now=now)
-        log.info("replicas", projectset=projectset.metadata.name, created=created, deleted=list(step.delete))
+        created = [meta.key_of(p) for p in made]
+        self.expectations.expect(meta.key_of(projectset), created=created, deleted=step.delete, now=now)
+        log.info("replicas", projectset=meta.key_of(projectset), created=created, deleted=list(step.delete))
         if created:
             await self._recorder.normal(
                 projectset,
                 "ReplicasCreated",
-                f"created {len(created)} of revision {step.revision}: " + ", ".join(created),
+                f"created {len(created)} of revision {step.revision}: " + ", ".join(p.metadata.name for p in made),
             )
         if step.delete:
-            await self._recorder.normal(projectset, "ReplicasDeleted", "deleted " + ", ".join(step.delete))
+            deleted = ", ".join(meta.split_key(key)[1] for key in step.delete)
+            await self._recorder.normal(projectset, "ReplicasDeleted", "deleted " + deleted)
 
     async def _create(self, project: v1.Project) -> None:
         with contextlib.suppress(AlreadyExists):  # a retried create whose first reply was lost
             await self._client.projects.create(project)
 
-    async def _delete(self, name: str) -> None:
+    async def _delete(self, key: str) -> None:
         with contextlib.suppress(NotFound):
-            await self._client.projects.delete(name)
+            await self._client.projects.delete(key)
 
     async def _write_status(
         self,

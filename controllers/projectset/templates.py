@@ -1,6 +1,7 @@
 """Replicas made from a ProjectSet's template.
 
-* A replica is named `<set>-<revision>-<five random characters>` (Kubernetes' pod names), carries the template's
+* A replica is named `<set>-<revision>-<five random characters>` (Kubernetes' pod names), lives in the set's
+  namespace, carries the template's
   labels plus `caravanserai.io/template-hash: <revision>`, the template's spec, and a controller owner reference
   to the set (so the garbage collector deletes it with the set).
 * **Spread by default**: a template without `topologySpreadConstraints` gets one on `caravanserai.io/hostname`
@@ -47,6 +48,7 @@ def new_replica(projectset: v1.ProjectSet, revision: str, *, suffix: str) -> v1.
     template = template_of(projectset, revision)
     project = v1.Project()
     project.metadata.name = f"{projectset.metadata.name}-{revision}-{suffix}"
+    project.metadata.namespace = projectset.metadata.namespace
     project.metadata.labels.update(template.labels)
     project.metadata.labels[v1.TEMPLATE_HASH_LABEL] = revision
     project.spec.CopyFrom(template.spec)

@@ -44,7 +44,7 @@ from caravanserai.controllers.scheduler.nodegate import fuse
 from caravanserai.controllers.scheduler.nodememo import Evaluate, check_then_score, kind_of, memo_evaluate, split_basics
 from caravanserai.controllers.scheduler.placementfilters import merged
 from caravanserai.controllers.scheduler.scores import SPREAD, Weights, scorer_parts, with_preferences
-from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, name_hash
+from caravanserai.controllers.scheduler.snapshot import NodeInfo, ProjectInfo, name_hash, shown
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE = 5
@@ -188,7 +188,7 @@ class _Search:
 
     def run(self, nodes: Iterable[NodeInfo], *, wanted: int) -> None:
         project, evaluate, rejections = self.project, self.evaluate, self.rejections
-        project_hash = name_hash(project.name)
+        project_hash = name_hash(shown(project.name))  # a default project's name: the order it always had
         best: NodeInfo | None = None
         second: NodeInfo | None = None
         best_hash = -1  # the first part of `best`'s tie-break key (computed on the first tie; keys are >= 0)

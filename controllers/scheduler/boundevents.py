@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.controller import EventRecorder, Result
 from caravanserai.controllers.scheduler import conditions
 from caravanserai.workqueue import WorkQueue
@@ -39,7 +39,8 @@ to the bindings during a burst."""
 
 
 class BoundEvents:
-    """The reconciler of the `scheduler-events` controller: keys are project names with an event to write."""
+    """The reconciler of the `scheduler-events` controller: keys are project keys ("namespace/name") with an event
+    to write."""
 
     def __init__(
         self, recorder: EventRecorder, queue: WorkQueue[str], *, max_pending: int = DEFAULT_MAX_PENDING
@@ -47,7 +48,7 @@ class BoundEvents:
         self._recorder = recorder
         self.queue = queue
         self._max_pending = max_pending
-        # name → (the bound project's reference, node, the message when it is not the plain one)
+        # key → (the bound project's reference, node, the message when it is not the plain one)
         self._pending: dict[str, tuple[v1.Project, str, str | None]] = {}
         self.dropped = 0
 
@@ -57,14 +58,15 @@ class BoundEvents:
     def note(self, stored: v1.Project, node: str, message: str | None = None) -> None:
         """`stored` (the project as the binding wrote it) was bound to `node`: announce it soon, with `message`
         (None: "Successfully assigned …")."""
-        name = stored.metadata.name
+        name = meta.key_of(stored)
         if name not in self._pending and len(self._pending) >= self._max_pending:
             self.dropped += 1
             log.warning("too many Scheduled events waiting; this one is not written", project=name,
                         waiting=len(self._pending), dropped=self.dropped)  # fmt: skip
             return
         reference = v1.Project()
-        reference.metadata.name = name
+        reference.metadata.name = stored.metadata.name
+        reference.metadata.namespace = stored.metadata.namespace
         reference.metadata.uid = stored.metadata.uid
         reference.metadata.resource_version = stored.metadata.resource_version
         self._pending[name] = (reference, node, message)
@@ -74,7 +76,9 @@ class BoundEvents:
         noted = self._pending.pop(key, None)
         if noted is not None:
             project, node, message = noted
-            await self._recorder.normal(project, conditions.EVENT_SCHEDULED, message or scheduled_message(key, node))
+            await self._recorder.normal(
+                project, conditions.EVENT_SCHEDULED, message or scheduled_message(project.metadata.name, node)
+            )
         return Result()
 
 

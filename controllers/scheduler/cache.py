@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.controllers.scheduler.images import ImageIndex
 from caravanserai.controllers.scheduler.nominated import NominatedRoom, Nominee
 from caravanserai.controllers.scheduler.ports import PortIndex, holds_of, host_ports
@@ -55,7 +55,7 @@ from caravanserai.controllers.scheduler.snapshot import (
 )
 from caravanserai.controllers.scheduler.staterecords import Assumption, Counted, Held, ProjectChange
 from caravanserai.controllers.scheduler.topology import Placed, TopologyIndex
-from caravanserai.project.affinity import placement_of
+from caravanserai.project.affinity import labels_of, placement_of
 from caravanserai.project.moveneeds import node_images
 
 DEFAULT_ASSUME_TTL = 30.0
@@ -166,16 +166,16 @@ class ClusterState:
         """Apply one informer change of a project (`old` None for an add)."""
         freed = [*self._count(new), *self._hold_ports(new), *self._follow_nomination(new)]
         retry = False
-        assumption = self._assumed.get(new.metadata.name)
+        assumption = self._assumed.get(meta.key_of(new))
         if assumption is not None and old is not None and old.metadata.resource_version == assumption.resource_version:
             self._drop(assumption)
             retry = new.status.phase == v1.PENDING
-        anti_moved = self._file(new.metadata.name)
+        anti_moved = self._file(meta.key_of(new))
         return ProjectChange(frozenset(freed), anti_moved, retry)
 
     def forget_project(self, project: v1.Project) -> ProjectChange:
         """Apply an informer deletion: its requests are released and any assumption ends."""
-        name = project.metadata.name
+        name = meta.key_of(project)
         counted = self._counted.pop(name, None)
         freed = [] if counted is None or not counted.requests else [counted.node]
         if counted is not None:
@@ -203,7 +203,7 @@ class ClusterState:
 
     def _hold_ports(self, project: v1.Project) -> tuple[str, ...]:
         """Make the host ports filed for `project` match its status; returns the nodes where some were released."""
-        name, generation = project.metadata.name, project.metadata.generation
+        name, generation = meta.key_of(project), project.metadata.generation
         held = self._held.get(name)
         ports = held.ports if held is not None and held.generation == generation else host_ports(project.spec)
         holds = holds_of(project, ports)
@@ -227,14 +227,15 @@ class ClusterState:
 
     def _count(self, project: v1.Project) -> tuple[str, ...]:
         """Make the counted binding of `project` match it; returns the node requests were released from."""
-        name = project.metadata.name
+        name = meta.key_of(project)
         status = project.status
         bound = status.phase in v1.BOUND_PHASES and bool(status.node_ref)
         counted = self._counted.get(name)
         same_binding = counted is not None and bound and counted.node == status.node_ref
         if same_binding and counted is not None and counted.generation == project.metadata.generation:
-            if counted.labels != dict(project.metadata.labels):
-                counted.labels = dict(project.metadata.labels)
+            labels = labels_of(project.metadata.labels, project.metadata.namespace)
+            if counted.labels != labels:
+                counted.labels = labels
             return ()
         freed = False
         if counted is not None:
@@ -244,8 +245,8 @@ class ClusterState:
         if bound:
             requests = project_requests(project)
             self._add_requested(status.node_ref, requests)
-            anti = placement_of(project.spec).anti_required
-            labels = dict(project.metadata.labels)
+            anti = placement_of(project.spec, project.metadata.namespace).anti_required
+            labels = labels_of(project.metadata.labels, project.metadata.namespace)
             self._counted[name] = Counted(status.node_ref, requests, project.metadata.generation, labels, anti)
             if counted is not None and counted.node == status.node_ref:
                 freed = any(requests.get(r, 0) < v for r, v in counted.requests.items())
@@ -273,7 +274,7 @@ class ClusterState:
 
     def _follow_nomination(self, project: v1.Project) -> tuple[str, ...]:
         """Make the room kept for `project` match its status; returns the node where room was released."""
-        name, node = project.metadata.name, project.status.nominated_node_name
+        name, node = meta.key_of(project), project.status.nominated_node_name
         before = self._nominee_node.get(name)
         if project.status.phase != v1.PENDING or not node:
             return (before,) if self.unnominate(name) and before is not None else ()

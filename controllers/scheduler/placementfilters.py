@@ -5,7 +5,9 @@ Unmatched required node affinity and a missing topology label of a DoNotSchedule
 infeasible; required project affinity, anti-affinity (own, and placed projects' against it) and DoNotSchedule
 spread are unavailable (other projects come and go). The inter-project ones read placed projects only through
 `FilterContext.topology`: the live index, or `index.without(victims)` for preemption's "would it fit once they
-are gone?".
+are gone?". Namespaces: as in Kubernetes, a project's affinity, anti-affinity and spread terms select projects of
+its own namespace only (its selectors carry the namespace, placed projects' labels theirs: `affinity.labels_of`);
+a placed project's required anti-affinity repels only projects of its namespace.
 
 **Decided by domain.** Every filter here but node affinity is prepared once per decision (`Filter.prepare`) into
 domain-level facts — per rule, the set of refused (or, for affinity, accepted) values of its topology key — so

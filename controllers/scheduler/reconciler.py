@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock, seconds
 from caravanserai.controller import EventRecorder, Result
@@ -131,11 +131,11 @@ class SchedulerReconciler:
     def wake(self, project: v1.Project) -> None:
         """Ask for a decision on `project` soon, if it is Pending and not already being bound."""
         if self._activate(project):
-            self._queue.add(project.metadata.name)
+            self._queue.add(meta.key_of(project))
 
     def _activate(self, project: v1.Project) -> bool:
         """Let `project` wait for a decision (in priority order); False when it needs none."""
-        name = project.metadata.name
+        name = meta.key_of(project)
         if not waits_for_node(project) or self.state.is_assumed(name):
             return False
         self.active.add(name, priority=project.spec.priority, created=seconds(project.metadata.creation_timestamp))
@@ -157,7 +157,7 @@ class SchedulerReconciler:
         infos = [info for info in map(self.state.node, sorted(nodes)) if info is not None]
         ctx, filters = self._context(), self.config.policy.filters
         for project in self._projects.by_index(PHASE_INDEX, v1.PENDING):
-            name = project.metadata.name
+            name = meta.key_of(project)
             if name in self.active or not waits_for_node(project) or self.state.is_assumed(name):
                 continue  # decided soon anyway, or waits for nothing
             info = project_info(project)  # filters only: no image sizes needed
@@ -166,8 +166,8 @@ class SchedulerReconciler:
 
     def settle(self, project: v1.Project) -> None:
         """`project` left Pending or was deleted: it waits for nothing any more."""
-        self.active.discard(project.metadata.name)
-        self.backoff.reset(project.metadata.name)
+        self.active.discard(meta.key_of(project))
+        self.backoff.reset(meta.key_of(project))
 
     # ---- reconcile --------------------------------------------------------------------------------------------
 
@@ -254,11 +254,12 @@ class SchedulerReconciler:
         log.info("bound", project=name, node=node, score=round(decision.score, 1), feasible=decision.feasible)
         message = None if placement is None else estimates.bound_message(placement, info.needs.shortest_every)
         if scores is not None:
-            message = f"{message or scheduled_message(name, node)}. Scores: {scores_text(scores)}"
+            message = f"{message or scheduled_message(project.metadata.name, node)}. Scores: {scores_text(scores)}"
         if self._bound_events is not None:
             self._bound_events.note(stored, node, message)
         else:
-            await self._recorder.normal(stored, conditions.EVENT_SCHEDULED, message or scheduled_message(name, node))
+            plain = scheduled_message(project.metadata.name, node)
+            await self._recorder.normal(stored, conditions.EVENT_SCHEDULED, message or plain)
 
     def _unconfirmed(self, assumption: Assumption) -> None:
         ttl = self.config.assume_ttl
@@ -284,7 +285,7 @@ class SchedulerReconciler:
 
     async def _report_unschedulable(self, project: v1.Project, diagnosis: Diagnosis, note: str = "") -> None:
         """Write the Unschedulable verdict when it changed (plus one Warning event), then retry later."""
-        name = project.metadata.name
+        name = meta.key_of(project)
         message = f"{diagnosis.message()} {note}" if note else diagnosis.message()
 
         self._retry_later(name)

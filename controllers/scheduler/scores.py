@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from caravanserai.controllers.scheduler import placementscores
 from caravanserai.controllers.scheduler.filters import tolerated
 from caravanserai.controllers.scheduler.resources import CPU, MEMORY
-from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo, name_hash
+from caravanserai.controllers.scheduler.snapshot import PREFER_NO_SCHEDULE, NodeInfo, ProjectInfo, name_hash, shown
 from caravanserai.controllers.scheduler.topology import EMPTY_TOPOLOGY, TopologyView
 from caravanserai.project.movecost import bare_node_delay, rpo_margin, start_delay_function, start_delay_seconds
 
@@ -282,8 +282,9 @@ def with_preferences(score: NodeScore, preferences: list[tuple[float, NodeScore]
 def tie_break_key(project_name: str, node_name: str) -> tuple[int, str]:
     """Orders nodes of equal score: a stable hash of the node name mixed with one of the project name (lower
     first: each project sees the nodes in its own fixed order), then the node name. (A search reads the node's
-    hash from `NodeInfo.name_hash`, the same `name_hash`.)"""
-    return name_hash(node_name) ^ name_hash(project_name), node_name
+    hash from `NodeInfo.name_hash`, the same `name_hash`; the project is hashed as `shown`, so a project of
+    `default` keeps the order it had before namespaces.)"""
+    return name_hash(node_name) ^ name_hash(shown(project_name)), node_name
 
 
 __all__ = [

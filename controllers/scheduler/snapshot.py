@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.clock import seconds
 from caravanserai.controllers.scheduler.nominated import NominatedRoom
 from caravanserai.controllers.scheduler.ports import HostPorts, PortIndex, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, ordered, parse_resources, project_requests
 from caravanserai.project import runoptions
-from caravanserai.project.affinity import NO_PLACEMENT, Placement, placement_of
+from caravanserai.project.affinity import NO_PLACEMENT, Placement, labels_of, placement_of
 from caravanserai.project.movecost import NO_NEEDS, MoveNeeds, no_rates
 from caravanserai.project.moveneeds import NO_SIZES, move_needs, parse_rate, restore_rates
 from caravanserai.project.tolerations import matches
@@ -141,6 +141,10 @@ class ProjectInfo:
         object.__setattr__(self, "ordered_requests", ordered_items)
 
 
+shown = meta.shown
+"""A project's key as messages show it (`meta.shown`)."""
+
+
 @functools.lru_cache(maxsize=65536)
 def name_hash(name: str) -> int:
     """A stable 64-bit hash of a name (the same in every process and run, unlike `hash`)."""
@@ -171,7 +175,7 @@ def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES)
     """The scheduling view of `project`; `image_sizes` (normalised image name → bytes) sizes its images."""
     tolerations = tuple(TolerationInfo(t.key, t.operator or EQUAL, t.value, t.effect) for t in project.spec.tolerations)
     return ProjectInfo(
-        name=project.metadata.name,
+        name=meta.key_of(project),
         requests=project_requests(project),
         node_selector=dict(project.spec.node_selector),
         tolerations=tolerations,
@@ -182,8 +186,8 @@ def project_info(project: v1.Project, image_sizes: Mapping[str, int] = NO_SIZES)
         leaving=project.status.previous_node_ref,
         host_paths=tuple(runoptions.host_paths(project.spec)),
         host_ports=host_ports(project.spec),
-        labels=dict(project.metadata.labels),
-        placement=placement_of(project.spec),
+        labels=labels_of(project.metadata.labels, project.metadata.namespace),
+        placement=placement_of(project.spec, project.metadata.namespace),
         preemption_policy=project.spec.preemption_policy,
         created=seconds(project.metadata.creation_timestamp),
     )
@@ -205,4 +209,5 @@ __all__ = [
     "node_rates",
     "node_spec_fields",
     "project_info",
+    "shown",
 ]

@@ -3,7 +3,9 @@
 // /api/v1/stream says which resources changed, and the page showing them is fetched and drawn again.
 "use strict";
 
-const state = { readOnly: true, page: null, logs: null, pending: false, again: false };
+const state = { readOnly: true, page: null, logs: null, pending: false, again: false, namespace: "" };
+// The namespace picker: "" shows every namespace (the default), a name shows that namespace only. Kept per browser.
+try { state.namespace = localStorage.getItem("caravanserai.namespace") || ""; } catch (err) { state.namespace = ""; }
 
 // The first visit comes with ?token=… (the server has set its cookie by now): keep it out of the address bar.
 if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", location.pathname + location.hash);
@@ -55,6 +57,39 @@ async function api(path, options) {
   const body = await response.json().catch(() => ({ error: response.statusText }));
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
+}
+
+// Query string of a list endpoint: its filters and the picker's namespace ("" = every namespace).
+function listQuery(filters) {
+  return new URLSearchParams({ ...(filters || {}), namespace: state.namespace }).toString();
+}
+
+// Projects and ProjectSets are addressed by namespace and name.
+function objectPath(plural, namespace, name) {
+  return `/api/v1/namespaces/${encodeURIComponent(namespace || "default")}/${plural}/${encodeURIComponent(name)}`;
+}
+
+function objectHref(page, namespace, name) {
+  return `#/${page}/${encodeURIComponent(namespace || "default")}/${encodeURIComponent(name)}`;
+}
+
+// A page's (namespace, name) from its route: `#/project/NS/NAME`, or `#/project/NAME` for a project of "default".
+function namespaced(args) {
+  return args.length > 1 ? [args[0], args[1]] : ["default", args[0]];
+}
+
+// Every namespace shown: the rows carry their namespace in a first column.
+function allNamespaces() {
+  return state.namespace === "";
+}
+
+async function fillNamespaces() {
+  const picker = document.getElementById("namespace");
+  let names = [];
+  try { names = (await api("/api/v1/namespaces")).namespaces.map((n) => n.name); } catch (err) { names = []; }
+  if (state.namespace && !names.includes(state.namespace)) names.push(state.namespace);
+  picker.replaceChildren(el("option", { value: "", text: "all namespaces" }),
+    names.map((n) => el("option", { value: n, text: n, selected: n === state.namespace })));
 }
 
 async function act(path, method, body) {
@@ -130,7 +165,8 @@ async function renderCluster() {
       bars,
       el("div", { class: "projects" },
         el("span", { class: "muted", text: `${node.projects.length} project(s): ` }),
-        node.projects.map((p, i) => [i ? ", " : "", el("a", { href: "#/project/" + encodeURIComponent(p), text: p })])),
+        node.projectRefs.map((p, i) => [i ? ", " : "", el("a", { href: objectHref("project", p.namespace, p.name),
+          text: p.namespace === "default" || !p.namespace ? p.name : `${p.namespace}/${p.name}` })])),
       buttons);
   });
   const decision = (d) => d ? `${d.from} → ${d.to} (${age(d.age)} ago): ${d.reason}` : "—";
@@ -150,10 +186,11 @@ function projectFilters() {
 
 async function renderProjects() {
   const filters = projectFilters();
-  const query = new URLSearchParams(filters).toString();
-  const data = await api("/api/v1/projects?" + query);
-  const rows = data.projects.map((p) => el("tr", { "data-name": p.name },
-    el("td", {}, el("a", { href: "#/project/" + encodeURIComponent(p.name), text: p.name }),
+  const data = await api("/api/v1/projects?" + listQuery(filters));
+  const all = allNamespaces();
+  const rows = data.projects.map((p) => el("tr", { "data-name": p.name, "data-namespace": p.namespace },
+    all ? el("td", { class: "namespace", text: p.namespace }) : null,
+    el("td", {}, el("a", { href: objectHref("project", p.namespace, p.name), text: p.name }),
       p.phase === "Pending" && p.reason ? el("div", { class: "reason", text: `${p.reason.reason}: ${p.reason.message}` }) : null),
     el("td", { class: "phase" }, badge(p.phase)),
     el("td", { text: p.node || "—" }),
@@ -161,8 +198,8 @@ async function renderProjects() {
     el("td", { text: String(p.restarts) }),
     el("td", { text: age(p.age) }),
     el("td", { class: "write" }, el("button", { class: "danger delete", "data-name": p.name,
-      onclick: () => confirm(`Delete project ${p.name}?`) && action(`project/${p.name} deleted`,
-        () => api(`/api/v1/projects/${encodeURIComponent(p.name)}`, { method: "DELETE", headers: { "Content-Type": "application/json" } })) }, "Delete"))));
+      onclick: () => confirm(`Delete project ${p.name} of namespace ${p.namespace}?`) && action(`project/${p.name} deleted`,
+        () => api(objectPath("projects", p.namespace, p.name), { method: "DELETE", headers: { "Content-Type": "application/json" } })) }, "Delete"))));
   const label = el("input", { id: "filter-label", placeholder: "label selector, e.g. app=web", value: filters.label });
   const phase = el("select", { id: "filter-phase" },
     ["", "Pending", "Scheduled", "Running", "Failed", "Terminating", "Terminated"].map((ph) =>
@@ -172,7 +209,7 @@ async function renderProjects() {
   phase.addEventListener("change", apply);
   return [el("h1", { text: "Projects" }),
     el("div", { class: "filters" }, label, phase),
-    table(["Name", "Phase", "Node", "Ready", "Restarts", "Age", ""], rows, "projects-table"),
+    table([...(all ? ["Namespace"] : []), "Name", "Phase", "Node", "Ready", "Restarts", "Age", ""], rows, "projects-table"),
     applyPanel()];
 }
 
@@ -189,7 +226,7 @@ function makeApplyPanel() {
     result.className = "result";
     result.textContent = "applying…";
     try {
-      const body = await act("/api/v1/apply", "POST", { manifest: text.value });
+      const body = await act("/api/v1/apply", "POST", { manifest: text.value, namespace: state.namespace });
       result.className = "result ok";
       result.textContent = body.applied.map((a) => `${a.object} ${a.action}`).join(", ");
     } catch (err) {
@@ -201,8 +238,9 @@ function makeApplyPanel() {
     el("div", { class: "actions" }, button), result);
 }
 
-async function renderProject(name) {
-  const p = await api("/api/v1/projects/" + encodeURIComponent(name));
+async function renderProject(...args) {
+  const [namespace, name] = namespaced(args);
+  const p = await api(objectPath("projects", namespace, name));
   // For these condition types False is the healthy state: shown green, True shown red.
   const inverted = ["Degraded", "MemoryPressure", "DiskPressure", "NotReadyAt", "BackupOverdue", "RestoreFailed"];
   const shown = (c) => (inverted.includes(c.type) ? { True: "False", False: "True" }[c.status] || c.status : c.status);
@@ -215,8 +253,8 @@ async function renderProject(name) {
   const events = p.events.map(eventRow);
   return [
     el("h1", {}, "Project ", name, " ", badge(p.phase)),
-    el("p", { class: "muted" }, `node ${p.node || "—"} · ready ${p.ready} · restarts ${p.restarts} · age ${age(p.age)}`,
-      p.projectset ? [" · replica of ", el("a", { href: "#/projectset/" + encodeURIComponent(p.projectset), text: "projectset/" + p.projectset })] : null,
+    el("p", { class: "muted" }, `namespace ${p.namespace} · node ${p.node || "—"} · ready ${p.ready} · restarts ${p.restarts} · age ${age(p.age)}`,
+      p.projectset ? [" · replica of ", el("a", { href: objectHref("projectset", p.namespace, p.projectset), text: "projectset/" + p.projectset })] : null,
       p.reason ? el("div", { class: p.phase === "Pending" ? "reason" : "muted", id: "project-reason",
         text: `${p.reason.reason}: ${p.reason.message}` }) : null),
     p.urls.length ? el("p", {}, "Reach it at ", p.urls.map((u, i) => [i ? ", " : "", el("a", { href: u, text: u, target: "_blank", rel: "noopener" })])) : null,
@@ -224,7 +262,7 @@ async function renderProject(name) {
     el("h2", { text: "Services" }), table(["Service", "Image", "State", "Ready", "Restarts", "Message"], services, "services-table"),
     ...(p.volumes.length ? [el("h2", { text: "Volumes" }),
       table(["Volume", "Type", "Repository", "Last backup", "Data"], volumeRows(p.volumes), "volumes-table")] : []),
-    el("h2", { text: "Logs" }), logPanel(name, p),
+    el("h2", { text: "Logs" }), logPanel(namespace, name, p),
     el("h2", { text: "Events" }), table(["Age", "Type", "Reason", "Object", "Message"], events),
   ];
 }
@@ -238,9 +276,11 @@ function conditionCell(c) {
 }
 
 async function renderProjectSets() {
-  const data = await api("/api/v1/projectsets");
-  const rows = data.projectsets.map((s) => el("tr", { "data-name": s.name },
-    el("td", {}, el("a", { href: "#/projectset/" + encodeURIComponent(s.name), text: s.name }), s.paused ? [" ", badge("paused")] : null),
+  const data = await api("/api/v1/projectsets?" + listQuery());
+  const all = allNamespaces();
+  const rows = data.projectsets.map((s) => el("tr", { "data-name": s.name, "data-namespace": s.namespace },
+    all ? el("td", { class: "namespace", text: s.namespace }) : null,
+    el("td", {}, el("a", { href: objectHref("projectset", s.namespace, s.name), text: s.name }), s.paused ? [" ", badge("paused")] : null),
     el("td", { class: "desired", text: String(s.desired) }),
     el("td", { class: "ready", text: `${s.ready}/${s.desired}` }),
     el("td", { class: "updated", text: String(s.updated) }),
@@ -249,12 +289,13 @@ async function renderProjectSets() {
     conditionCell(s.condition),
     el("td", { text: age(s.age) })));
   return [el("h1", { text: "ProjectSets" }),
-    data.projectsets.length ? table(["Name", "Desired", "Ready", "Up-to-date", "Available", "Revision", "Progressing", "Age"], rows, "projectsets-table")
+    data.projectsets.length ? table([...(all ? ["Namespace"] : []), "Name", "Desired", "Ready", "Up-to-date", "Available", "Revision", "Progressing", "Age"], rows, "projectsets-table")
       : el("p", { class: "muted", text: "No ProjectSet yet: apply one on the Projects page (docs/replicas.md)." })];
 }
 
-async function renderProjectSet(name) {
-  const s = await api("/api/v1/projectsets/" + encodeURIComponent(name));
+async function renderProjectSet(...args) {
+  const [namespace, name] = namespaced(args);
+  const s = await api(objectPath("projectsets", namespace, name));
   const st = s.strategy;
   const strategy = st.type === "Recreate" ? "Recreate"
     : `RollingUpdate (maxSurge ${st.maxSurge} = ${st.surge}, maxUnavailable ${st.maxUnavailable} = ${st.unavailable})`;
@@ -265,7 +306,7 @@ async function renderProjectSet(name) {
   const revisions = s.revisions.map((r) => el("tr", { "data-revision": String(r.revision) },
     el("td", { text: String(r.revision) }), el("td", {}, el("code", { text: r.hash })), el("td", { text: r.roles.join(", ") || "—" }), el("td", { text: age(r.age) })));
   const replicas = s.projects.map((p) => el("tr", { "data-name": p.name },
-    el("td", {}, el("a", { href: "#/project/" + encodeURIComponent(p.name), text: p.name })),
+    el("td", {}, el("a", { href: objectHref("project", p.namespace, p.name), text: p.name })),
     el("td", {}, el("code", { text: p.revision || "—" })), el("td", { class: "phase" }, badge(p.phase)),
     el("td", { text: p.node || "—" }), el("td", { text: p.ready }), el("td", { text: age(p.age) })));
   return [
@@ -295,21 +336,22 @@ function volumeRows(volumes) {
   });
 }
 
-function logPanel(name, project) {
-  const existing = state.logs && state.logs.project === name ? state.logs : null;
+function logPanel(namespace, name, project) {
+  const key = `${namespace}/${name}`;
+  const existing = state.logs && state.logs.project === key ? state.logs : null;
   const select = el("select", { id: "log-service" },
     el("option", { value: "", text: "every service" }),
     project.services.map((s) => el("option", { value: s.name, text: s.name, selected: existing && existing.service === s.name })));
   const pre = existing ? existing.pre : el("pre", { class: "logs", id: "logs" });
-  if (!existing) openLogs(name, "", pre);
-  select.addEventListener("change", () => openLogs(name, select.value, pre));
+  if (!existing) openLogs(namespace, name, "", pre);
+  select.addEventListener("change", () => openLogs(namespace, name, select.value, pre));
   return el("div", { class: "panel" }, el("div", { class: "filters" }, "Service ", select), pre);
 }
 
-function openLogs(name, service, pre) {
+function openLogs(namespace, name, service, pre) {
   closeLogs();
   pre.textContent = "";
-  const source = new EventSource(`/api/v1/projects/${encodeURIComponent(name)}/logs?tail=100&service=${encodeURIComponent(service)}`);
+  const source = new EventSource(`${objectPath("projects", namespace, name)}/logs?tail=100&service=${encodeURIComponent(service)}`);
   source.addEventListener("line", (e) => {
     const line = JSON.parse(e.data);
     const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
@@ -318,7 +360,7 @@ function openLogs(name, service, pre) {
   });
   source.addEventListener("failed", (e) => { pre.append(JSON.parse(e.data).error + "\n"); source.close(); });
   source.onerror = () => { if (source.readyState === EventSource.CLOSED) pre.append("(log stream ended)\n"); };
-  state.logs = { project: name, service, pre, source };
+  state.logs = { project: `${namespace}/${name}`, service, pre, source };
 }
 
 function closeLogs() {
@@ -326,14 +368,14 @@ function closeLogs() {
 }
 
 function eventRow(e) {
-  return el("tr", {}, el("td", { text: age(e.age) }), el("td", {}, badge(e.type)), el("td", { text: e.reason }),
+  return el("tr", { "data-namespace": e.namespace }, el("td", { text: age(e.age) }), el("td", {}, badge(e.type)), el("td", { text: e.reason }),
     el("td", { text: e.object }), el("td", { text: e.message }));
 }
 
 async function renderEvents() {
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
   const filters = { type: params.get("type") || "", object: params.get("object") || "" };
-  const data = await api("/api/v1/events?" + new URLSearchParams(filters));
+  const data = await api("/api/v1/events?" + listQuery(filters));
   const type = el("select", { id: "filter-type" }, ["", "Normal", "Warning"].map((t) =>
     el("option", { value: t, selected: t === filters.type, text: t || "any type" })));
   const object = el("input", { id: "filter-object", placeholder: "object, e.g. project/web", value: filters.object });
@@ -349,13 +391,15 @@ async function renderKinds(plural) {
   const links = el("div", { class: "summary" }, known.kinds.map((k) =>
     el("a", { href: "#/kinds/" + k.plural, class: k.plural === plural ? "badge Running" : "badge", text: k.kind })));
   if (!plural) return [el("h1", { text: "Kinds" }), el("p", { class: "muted", text: "Every kind the API serves, listed generically." }), links];
-  const data = await api("/api/v1/kinds/" + encodeURIComponent(plural));
-  const rows = data.rows.map((r) => el("tr", { "data-name": r.name },
+  const data = await api("/api/v1/kinds/" + encodeURIComponent(plural) + "?" + listQuery());
+  const withNamespace = data.namespaced && allNamespaces();
+  const rows = data.rows.map((r) => el("tr", { "data-name": r.name, "data-namespace": r.namespace },
+    withNamespace ? el("td", { class: "namespace", text: r.namespace }) : null,
     el("td", { text: r.name }),
     r.cells.map((c) => el("td", { text: c === null || c === undefined ? "—" : typeof c === "object" ? JSON.stringify(c) : String(c) })),
     el("td", { text: age(r.age) })));
   return [el("h1", { text: data.kind }), links,
-    table(["Name", ...data.columns, "Age"], rows, "kind-table")];
+    table([...(withNamespace ? ["Namespace"] : []), "Name", ...data.columns, "Age"], rows, "kind-table")];
 }
 
 // ---- drawing and the change stream ---------------------------------------------------------------------------
@@ -384,6 +428,7 @@ function listen() {
   source.addEventListener("hello", () => { live.textContent = "live"; live.className = "live on"; draw(); });
   source.addEventListener("change", (e) => {
     const change = JSON.parse(e.data);
+    if (change.resources.includes("namespaces")) fillNamespaces();
     const wanted = pages[route().name].resources;
     if (wanted.includes("*") || change.resources.some((r) => wanted.includes(r))) draw();
   });
@@ -399,6 +444,13 @@ async function start() {
   }
   document.body.classList.toggle("read-only", state.readOnly);
   document.getElementById("read-only").hidden = !state.readOnly;
+  const picker = document.getElementById("namespace");
+  picker.addEventListener("change", () => {
+    state.namespace = picker.value;
+    try { localStorage.setItem("caravanserai.namespace", state.namespace); } catch (err) { /* private mode: not kept */ }
+    draw();
+  });
+  fillNamespaces();
   window.addEventListener("hashchange", draw);
   listen();
   draw();

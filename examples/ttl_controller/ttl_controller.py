@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock, SystemClock, seconds
 from caravanserai.controller import (
@@ -77,7 +77,7 @@ class TTLReconciler:
 
     async def _delete(self, project: v1.Project) -> None:
         """Delete the project as we saw it (a newer version → Conflict → the reconcile is retried on it)."""
-        name = project.metadata.name
+        name = meta.key_of(project)  # "namespace/name": the project of that namespace, not another of its name
         try:
             await self._client.projects.delete(name, resource_version=project.metadata.resource_version)
         except NotFound:

@@ -48,6 +48,12 @@ Resource: TypeAlias = (
     | v1.BackupRepository
     | v1.AdmissionPolicy
     | v1.ProjectSet
+    | v1.Namespace
+    | v1.Role
+    | v1.ClusterRole
+    | v1.RoleBinding
+    | v1.ClusterRoleBinding
+    | v1.ResourceQuota
 )
 
 
@@ -74,7 +80,7 @@ class Kind:
     cls: type[Any]  # the message class, e.g. v1.Project
     field: str  # the field of v1.Object holding it, e.g. "project" ("custom" for custom kinds)
     short_names: tuple[str, ...] = ()
-    cluster_scoped: bool = True  # every kind is cluster-scoped today (there are no namespaces)
+    cluster_scoped: bool = True  # objects are cluster-wide (False: each lives in a namespace, `metadata.namespace`)
     group: str = ""  # API group of a custom kind, e.g. "example.com"; "" for built-in kinds
     printer_columns: tuple[tuple[str, str], ...] = ()  # (header, JSON path) extra columns of `caractrl get`
     confidential: bool = False  # values only for identities allowed to read them; never shown in tables or views
@@ -118,10 +124,10 @@ class Kind:
 KINDS: dict[str, Kind] = {
     k.plural: k
     for k in (
-        Kind("Project", "projects", v1.Project, "project", ("project", "proj", "p")),
+        Kind("Project", "projects", v1.Project, "project", ("project", "proj", "p"), cluster_scoped=False),
         Kind("Node", "nodes", v1.Node, "node", ("node", "no")),
         Kind("Lease", "leases", v1.Lease, "lease", ("lease",)),
-        Kind("Event", "events", v1.Event, "event", ("event", "ev")),
+        Kind("Event", "events", v1.Event, "event", ("event", "ev"), cluster_scoped=False),
         Kind(
             "ResourceDefinition",
             "resourcedefinitions",
@@ -129,14 +135,15 @@ KINDS: dict[str, Kind] = {
             "resource_definition",
             ("resourcedefinition", "rd"),
         ),
-        Kind("Secret", "secrets", v1.Secret, "secret", ("secret",), confidential=True),
-        Kind("Config", "configs", v1.Config, "config", ("config", "cfg")),
+        Kind("Secret", "secrets", v1.Secret, "secret", ("secret",), cluster_scoped=False, confidential=True),
+        Kind("Config", "configs", v1.Config, "config", ("config", "cfg"), cluster_scoped=False),
         Kind(
             "BackupRepository",
             "backuprepositories",
             v1.BackupRepository,
             "backup_repository",
             ("backuprepository", "backuprepo", "brepo"),
+            cluster_scoped=False,
         ),
         Kind(
             "AdmissionPolicy",
@@ -146,7 +153,33 @@ KINDS: dict[str, Kind] = {
             ("admissionpolicy", "ap"),
         ),
         Kind("NodeGroup", "nodegroups", v1.NodeGroup, "node_group", ("nodegroup", "ng")),
-        Kind("ProjectSet", "projectsets", v1.ProjectSet, "project_set", ("projectset", "pset", "ps")),
+        Kind(
+            "ProjectSet",
+            "projectsets",
+            v1.ProjectSet,
+            "project_set",
+            ("projectset", "pset", "ps"),
+            cluster_scoped=False,
+        ),
+        Kind("Namespace", "namespaces", v1.Namespace, "namespace", ("namespace", "ns")),
+        Kind("Role", "roles", v1.Role, "role", ("role",), cluster_scoped=False),
+        Kind("ClusterRole", "clusterroles", v1.ClusterRole, "cluster_role", ("clusterrole",)),
+        Kind("RoleBinding", "rolebindings", v1.RoleBinding, "role_binding", ("rolebinding",), cluster_scoped=False),
+        Kind(
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            v1.ClusterRoleBinding,
+            "cluster_role_binding",
+            ("clusterrolebinding",),
+        ),
+        Kind(
+            "ResourceQuota",
+            "resourcequotas",
+            v1.ResourceQuota,
+            "resource_quota",
+            ("resourcequota", "quota"),
+            cluster_scoped=False,
+        ),
     )
 }
 """The built-in kinds, by plural."""
@@ -236,6 +269,44 @@ def copy(obj: M) -> M:
     out = type(obj)()
     out.CopyFrom(obj)
     return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Namespaces and object keys
+
+DEFAULT_NAMESPACE = "default"
+"""The namespace of a namespaced object that names none, and of everything stored before namespaces existed."""
+
+
+def namespace_of(obj: Any) -> str:
+    """`obj`'s namespace ("" for an object of a cluster-wide kind); `obj` is an object of any kind."""
+    namespace: str = obj.metadata.namespace
+    return namespace
+
+
+def join_key(namespace: str, name: str) -> str:
+    """The key of the object `name` in `namespace`: "namespace/name", or "name" for a cluster-wide object
+    (`namespace` empty). Keys name objects in informers, work queues, the watch cache and the store."""
+    return f"{namespace}/{name}" if namespace else name
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(namespace, name) of a key made by `join_key` (namespace "" for a cluster-wide object's key)."""
+    namespace, _, name = key.rpartition("/")
+    return namespace, name
+
+
+def key_of(obj: Any) -> str:
+    """The key of `obj`, an object of any kind ("namespace/name", or "name" for an object of a cluster-wide kind)."""
+    metadata = obj.metadata
+    return join_key(metadata.namespace, metadata.name)
+
+
+def shown(key: str) -> str:
+    """How messages and pages name an object by its key: the bare name for one of `default` (they read as they did
+    before namespaces existed) or of a cluster-wide kind, "namespace/name" otherwise."""
+    namespace, name = split_key(key)
+    return name if namespace in ("", DEFAULT_NAMESPACE) else key
 
 
 def name_of(obj: Message) -> str:
@@ -387,6 +458,7 @@ def set_phase(project: v1.Project, phase: str, *, reason: str, message: str, now
 
 
 __all__ = [
+    "DEFAULT_NAMESPACE",
     "FINALIZER_FOREGROUND",
     "FINALIZER_ORPHAN",
     "KINDS",
@@ -400,11 +472,14 @@ __all__ = [
     "copy",
     "get_condition",
     "is_owned_by",
+    "join_key",
+    "key_of",
     "kind_for",
     "kind_named",
     "kind_of",
     "kind_of_class",
     "name_of",
+    "namespace_of",
     "owner_reference",
     "register",
     "registered",
@@ -413,6 +488,8 @@ __all__ = [
     "set_condition",
     "set_owner",
     "set_phase",
+    "shown",
+    "split_key",
     "unwrap",
     "with_type_meta",
     "wrap",

@@ -7,6 +7,8 @@ the server accepts for phases, states and condition types.
 from __future__ import annotations
 
 from caravanserai.api.v1.api_pb2 import (
+    AccessRequest,
+    AccessResponse,
     CreateRequest,
     DeleteRequest,
     DeleteResponse,
@@ -57,6 +59,20 @@ from caravanserai.api.v1.definitions_pb2 import (
     ResourceDefinitionStatus,
     ValidationRule,
 )
+from caravanserai.api.v1.quotas_pb2 import ResourceQuota, ResourceQuotaSpec, ResourceQuotaStatus
+from caravanserai.api.v1.rbac_pb2 import (
+    ClusterRole,
+    ClusterRoleBinding,
+    PolicyRule,
+    Role,
+    RoleBinding,
+    RoleBindingSpec,
+    RoleBindingStatus,
+    RoleRef,
+    RoleSpec,
+    RoleStatus,
+    Subject,
+)
 from caravanserai.api.v1.replicas_pb2 import (
     DisruptionBudget,
     ProjectSet,
@@ -93,6 +109,9 @@ from caravanserai.api.v1.resources_pb2 import (
     LeaseSpec,
     LeaseStatus,
     Logging,
+    Namespace,
+    NamespaceSpec,
+    NamespaceStatus,
     Node,
     NodeAddress,
     NodeAffinity,
@@ -143,7 +162,16 @@ from caravanserai.api.v1.resources_pb2 import (
 
 API_VERSION = "caravanserai/v1"
 
+# ResourceQuota policies.
+QUOTA_QUEUE = "Queue"
+QUOTA_REJECT = "Reject"
+
+# Namespace phases.
+NAMESPACE_ACTIVE = "Active"
+NAMESPACE_TERMINATING = "Terminating"
+
 # Project phases (DESIGN §4).
+QUEUED = "Queued"  # held back by its namespace's quota until it fits (before Pending; the scheduler never sees it)
 PENDING = "Pending"
 SCHEDULED = "Scheduled"
 RUNNING = "Running"
@@ -151,7 +179,7 @@ SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 TERMINATING = "Terminating"
 TERMINATED = "Terminated"
-PHASES = (PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, TERMINATING, TERMINATED)
+PHASES = (QUEUED, PENDING, SCHEDULED, RUNNING, SUCCEEDED, FAILED, TERMINATING, TERMINATED)
 # Phases in which a project occupies its node's resources.
 BOUND_PHASES = (SCHEDULED, RUNNING, TERMINATING)
 
@@ -348,6 +376,30 @@ __all__ = [
     "AdmissionHook",
     "AdmissionPolicy",
     "ProjectSet",
+    "Namespace",
+    "NamespaceSpec",
+    "AccessRequest",
+    "AccessResponse",
+    "ClusterRole",
+    "ResourceQuota",
+    "ResourceQuotaSpec",
+    "ResourceQuotaStatus",
+    "QUEUED",
+    "QUOTA_QUEUE",
+    "QUOTA_REJECT",
+    "ClusterRoleBinding",
+    "PolicyRule",
+    "Role",
+    "RoleBinding",
+    "RoleBindingSpec",
+    "RoleBindingStatus",
+    "RoleRef",
+    "RoleSpec",
+    "RoleStatus",
+    "Subject",
+    "NamespaceStatus",
+    "NAMESPACE_ACTIVE",
+    "NAMESPACE_TERMINATING",
     "ProjectSetSpec",
     "ProjectSetStatus",
     "ProjectSetStrategy",

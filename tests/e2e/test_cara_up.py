@@ -631,7 +631,7 @@ def test_up_requires_credentials_and_caractrl_finds_the_admins(cluster: Cluster,
     # Secrets are encrypted in etcd: neither etcd's values nor its files hold the plain text.
     ok(cluster.ctl("apply", "-f", str(secret_manifest(tmp_path / "secret.yaml"))))
     values = etcd_values(cluster.etcd_port, pki)
-    stored = [v for k, v in values.items() if k.endswith(b"/secrets/creds")]
+    stored = [v for k, v in values.items() if k.endswith(b"/secrets/default/creds")]
     assert len(stored) == 1 and stored[0].startswith(b"cara:enc:aesgcm:v1:")
     assert not any(SECRET_VALUE.encode() in v for v in values.values())
     assert not any(

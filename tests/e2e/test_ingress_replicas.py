@@ -242,7 +242,7 @@ async def test_a_projectset_rolls_out_stops_a_bad_rollout_and_drains_without_dro
             await asyncio.sleep(0.5)
             assert await nodeops.set_unschedulable(client, drained.node, True)
             bound = list(await client.projects.list(field_selector=f"status.nodeRef={drained.node}"))
-            movable = [p for p in bound if p.metadata.name in nodeops.movable_projects(bound, drained.node)]
+            movable = [p for p in bound if meta.key_of(p) in nodeops.movable_projects(bound, drained.node)]
             moves = await move_within_budgets(
                 client,
                 drained.node,
@@ -262,7 +262,7 @@ async def test_a_projectset_rolls_out_stops_a_bad_rollout_and_drains_without_dro
             await wait_for(all_moved, 60, message="every replica on the other node, available")
             await asyncio.sleep(0.5)
         assert draining.failures == [] and draining.ok > 2 * RATE
-        assert sorted(moves.moved) == sorted(p.metadata.name for p in movable) and not moves.refused
+        assert sorted(moves.moved) == sorted(meta.key_of(p) for p in movable) and not moves.refused
         assert len(movable) >= 3 and waits and "disruption budget keeps 3" in waits[0]  # replicas one at a time
         after = (await client.projectsets.get(name)).status  # a drain is no rollout: no deadline ran out
         progressing = meta.get_condition(after.conditions, v1.CONDITION_PROGRESSING)

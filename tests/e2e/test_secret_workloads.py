@@ -131,6 +131,7 @@ async def test_the_container_learns_what_it_was_granted(client: Client, start_ag
     )
     assert env == {
         "CARA_NODE_NAME": agent.node,
+        "CARA_NAMESPACE": "default",
         "CARA_PROJECT": "granted",
         "CARA_SERVICE": "worker",
         "CARA_CPU_REQUEST": "250",

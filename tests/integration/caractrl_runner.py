@@ -32,7 +32,13 @@ class Caractrl:
 
     def __init__(self, address: str, config_home: Path) -> None:
         self.address = address
-        self.env = {"XDG_CONFIG_HOME": str(config_home), "CARA_SERVER": None, "CARA_CONFIG": None, "CARA_TOKEN": None}
+        self.env = {
+            "XDG_CONFIG_HOME": str(config_home),
+            "CARA_SERVER": None,
+            "CARA_CONFIG": None,
+            "CARA_TOKEN": None,
+            "CARA_NAMESPACE": None,
+        }
 
     async def __call__(self, *args: str, input: str | None = None, server: bool = True) -> Result:
         argv = (["--server", self.address] if server else []) + list(args)

@@ -576,7 +576,7 @@ async def test_config_file_supplies_the_server(cli: Caractrl, client: Client, tm
     bad = await cli("--config", other, "get", "p", server=False)
     assert (bad.exit_code, bad.stderr) == (
         1,
-        f"error: config file {other}: unknown key(s) bogus; known: server, tls, token\n",
+        f"error: config file {other}: unknown key(s) bogus; known: namespace, server, tls, token\n",
     )
     missing = await cli("--config", str(tmp_path / "nope.yaml"), "get", "p")
     assert missing.stderr == f"error: config file {tmp_path / 'nope.yaml'} does not exist\n"

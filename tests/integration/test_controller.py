@@ -81,15 +81,15 @@ async def test_errors_are_retried_with_growing_backoff_then_forgotten(client: Cl
     controller.watch(projects)
     manager.add(controller)
     async with running(manager.run()):
-        await wait_for(lambda: len(script.attempts("flaky")) == 5, 5)
+        await wait_for(lambda: len(script.attempts("default/flaky")) == 5, 5)  # keys: "namespace/name"
         await asyncio.sleep(0.2)
 
-    times = script.attempts("flaky")
+    times = script.attempts("default/flaky")
     assert len(times) == 5  # four failures, one success, then nothing more
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
     for n, gap in enumerate(gaps):
         assert gap >= 0.02 * 2**n * 0.9, gaps  # 20 ms · 2ⁿ
-    assert queue.num_requeues("flaky") == 0  # forgotten after the success
+    assert queue.num_requeues("default/flaky") == 0  # forgotten after the success
     assert controller.metrics.results == {"success": 1, "requeue_after": 0, "error": 4, "terminal": 0}
 
 
@@ -205,7 +205,7 @@ async def test_sigterm_drains_in_flight_reconciles_and_stops_cleanly(client: Cli
     os.kill(os.getpid(), signal.SIGTERM)
     await asyncio.wait_for(run, 5)  # returns by itself: no cancellation needed
 
-    assert finished == ["slow"]  # the reconcile in flight was allowed to finish
+    assert finished == ["default/slow"]  # the reconcile in flight was allowed to finish
     assert controller.queue.shutting_down and manager.metrics_port == 0
     assert all(not informer.reflector.watches or informer.has_synced() for informer in manager.informers.informers())
 
@@ -224,7 +224,7 @@ async def test_a_reconciler_that_mutates_the_cache_stops_the_manager_loudly(clie
     controller = Controller("careless", Script(careless))
     controller.watch(projects)
     manager.add(controller)
-    with pytest.raises(CacheMutationError, match="'victim' was modified in place"):
+    with pytest.raises(CacheMutationError, match="'default/victim' was modified in place"):
         await asyncio.wait_for(manager.run(), 5)
 
 

@@ -113,5 +113,5 @@ async def test_a_bad_flag_is_one_line() -> None:
         err.decode()
         .strip()
         .splitlines()[-1]
-        .endswith("unknown controller(s) bogus; choose from scheduler, node-health, gc, placement, projectset")
+        .endswith("unknown controller(s) bogus; choose from scheduler, node-health, gc, placement, projectset, queue")
     )

@@ -138,7 +138,7 @@ async def test_projectsets_list_and_page_with_their_replicas(dash: RunningDashbo
     _, replica_page = await get(dash, "/api/v1/projects/shop-5c1f0a9e3b-bcdfg")
     assert replica_page["projectset"] == "shop"
     status, missing = await get(dash, "/api/v1/projectsets/nope")
-    assert status == 404 and missing["error"] == 'projectsets "nope" not found'
+    assert status == 404 and missing["error"] == 'projectsets "nope" not found in namespace "default"'
 
 
 async def test_generic_kind_table_and_object(dash: RunningDashboard) -> None:
@@ -164,7 +164,7 @@ async def test_stream_pushes_a_phase_change_within_a_second(dash: RunningDashboa
         await cluster.projects.update_status(live)
         change = await asyncio.wait_for(_next_change(stream), 1.0)
         assert asyncio.get_running_loop().time() - started < 1.0
-    assert {"resource": "projects", "name": "web", "type": "MODIFIED"} in change["objects"]
+    assert {"resource": "projects", "namespace": "default", "name": "web", "type": "MODIFIED"} in change["objects"]
     _, rows = await get(dash, "/api/v1/projects?phase=Running")
     assert [p["name"] for p in rows["projects"]] == ["web"]
 
@@ -199,7 +199,7 @@ async def test_apply_delete_and_node_actions(dash: RunningDashboard, cluster: Cl
     assert "api2" not in [p.metadata.name for p in await cluster.projects.list()]  # nothing applied
     assert await send(dash, "DELETE", "/api/v1/projects/api") == (200, {"object": "project/api", "deleted": True})
     status, gone = await send(dash, "DELETE", "/api/v1/projects/api")
-    assert status == 404 and gone["error"] == 'projects "api" not found'
+    assert status == 404 and gone["error"] == 'projects "api" not found in namespace "default"'
     assert (await send(dash, "POST", f"/api/v1/nodes/{NODE}/cordon"))[1]["changed"] is True
     assert (await cluster.nodes.get(NODE)).spec.unschedulable
     assert (await send(dash, "POST", f"/api/v1/nodes/{NODE}/uncordon"))[1]["changed"] is True

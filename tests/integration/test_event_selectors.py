@@ -48,7 +48,8 @@ async def test_list_events_by_involved_object_reason_and_type(client: Client) ->
     assert names(await client.events.list(field_selector="involvedObject.name=web")) == ["web-node.1", "web.1", "web.2"]
     assert names(await client.events.list(field_selector="reason=Scheduled")) == ["db.1", "web.1"]
     assert names(await client.events.list(field_selector="type=Warning,involvedObject.kind!=Node")) == ["web.2"]
-    with pytest.raises(Invalid, match=r"supported fields of Project are metadata.name, status.nodeRef, status.phase"):
+    supported = r"supported fields of Project are metadata.name, metadata.namespace, status.nodeRef, status.phase"
+    with pytest.raises(Invalid, match=supported):
         await client.projects.list(field_selector="reason=Scheduled")
 
 

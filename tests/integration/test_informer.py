@@ -64,7 +64,7 @@ class Recorder:
         self.deletes.append(obj.metadata.name)
 
     def _check_cache(self, obj: Any) -> None:
-        cached = self.informer.get(obj.metadata.name)
+        cached = self.informer.get(meta.key_of(obj))
         if cached is not None and int(cached.metadata.resource_version) < int(obj.metadata.resource_version):
             self.cache_behind += 1
 
@@ -100,7 +100,7 @@ async def watching(informer: Informer[Any], client: Client) -> None:
 
 
 async def etcd_names(client: Client) -> list[str]:
-    return sorted(o.metadata.name for o in (await client.projects.list()).items)
+    return sorted(meta.key_of(o) for o in (await client.projects.list()).items)
 
 
 async def test_informer_lists_watches_filters_and_indexes(client: Client) -> None:
@@ -114,7 +114,7 @@ async def test_informer_lists_watches_filters_and_indexes(client: Client) -> Non
 
     async with running(factory.run()):
         await factory.wait_synced()
-        assert web.cache.keys() == ["web-1", "web-2"] and len(everything.cache) == 3
+        assert web.cache.keys() == ["default/web-1", "default/web-2"] and len(everything.cache) == 3
         assert web_events.adds == ["web-1", "web-2"]
 
         moved = await client.projects.get("db-1")
@@ -131,10 +131,10 @@ async def test_informer_lists_watches_filters_and_indexes(client: Client) -> Non
 
         await wait_for(lambda: web_events.deletes == ["web-1"] and web_events.updates == ["web-2"], 5)
         assert web_events.adds == ["web-1", "web-2", "db-1"]
-        assert web.cache.keys() == ["db-1", "web-2"]
+        assert web.cache.keys() == ["default/db-1", "default/web-2"]
         assert [o.metadata.name for o in web.by_index(NODE_REF_INDEX, "n1")] == ["web-2"]
         assert [o.metadata.name for o in web.by_index(LABEL_INDEX, "app=web")] == ["db-1", "web-2"]
-        assert everything.cache.keys() == ["db-1", "web-1", "web-2"]
+        assert everything.cache.keys() == ["default/db-1", "default/web-1", "default/web-2"]
         assert web.reflector.watches == 1 and web.reflector.lists == 1
     assert web_events.cache_behind == 0
 
@@ -198,7 +198,7 @@ async def test_relist_after_compaction_converges_and_delivers_every_missed_delet
                 assert events.updates == ["p01"]
                 assert events.adds[30:] == ["q0", "q1"]
                 assert projects.reflector.lists == 2
-                cached = projects.get("p01")
+                cached = projects.get("default/p01")
                 assert cached is not None and cached.metadata.labels["changed"] == "while-away"
                 assert [o.metadata.name for o in projects.by_index(LABEL_INDEX, "batch=0")] == []
     finally:

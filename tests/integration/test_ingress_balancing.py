@@ -63,8 +63,9 @@ class Nodes:
         }
 
     def place(self, project: str, *, on: str, server: str) -> None:
-        """The copy of `project` on node `on` is served by `server` (a name of `servers`, else a closed port)."""
-        self.backends[on].addresses[project] = self.servers.get(server) or ("127.0.0.1", free_port())
+        """The copy of `project` (of `default`) on node `on` is served by `server` (a name of `servers`, else a closed
+        port)."""
+        self.backends[on].addresses[f"default/{project}"] = self.servers.get(server) or ("127.0.0.1", free_port())
 
     def apply(self, obj: v1.Project | v1.Node, *, only: str = "") -> None:
         for name, table in self.tables.items():

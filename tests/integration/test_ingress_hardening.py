@@ -50,7 +50,7 @@ async def nodes(**limits: object) -> AsyncIterator[Nodes]:
     c = Nodes(replace(IngressLimits(), **limits))  # type: ignore[arg-type]  # the test's own overrides
     app = await backend_app()
     async with serve(app) as backend, c.proxies["n1"].serving("127.0.0.1", 0), c.proxies["n2"].serving("127.0.0.1", 0):
-        c.backends.addresses["shop"] = ("127.0.0.1", backend)
+        c.backends.addresses["default/shop"] = ("127.0.0.1", backend)
         for table in c.tables.values():
             for name, proxy in c.proxies.items():
                 table.set_node(node(name, proxy.port))

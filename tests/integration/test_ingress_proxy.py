@@ -27,7 +27,7 @@ RELEASE = web.AppKey("release", asyncio.Event)
 
 
 class StaticBackends:
-    """Local routes go to fixed loopback addresses, keyed by project."""
+    """Local routes go to fixed loopback addresses, keyed by project key ("default/shop")."""
 
     def __init__(self) -> None:
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -141,7 +141,7 @@ async def cluster() -> AsyncIterator[Cluster]:
         c.proxies["n1"].serving("127.0.0.1", 0),
         c.proxies["n2"].serving("127.0.0.1", 0),
     ):
-        c.backends.addresses["shop"] = ("127.0.0.1", backend_port)
+        c.backends.addresses["default/shop"] = ("127.0.0.1", backend_port)
         for name, proxy in c.proxies.items():
             c.apply(node(name, proxy.port))
         c.apply(web_project("shop", node="n1"))
@@ -238,7 +238,7 @@ async def test_error_pages(cluster: Cluster) -> None:
     cluster.apply(web_project("off", node="n1", phase=v1.FAILED))
     cluster.apply(web_project("gone", node="n1"))  # Running, but its container has no address
     cluster.apply(web_project("moved", node="n3"))  # a node without a published ingress
-    cluster.backends.addresses["dead"] = ("127.0.0.1", free_port())  # nothing listens there: connection refused
+    cluster.backends.addresses["default/dead"] = ("127.0.0.1", free_port())  # nothing listens there: connection refused
     cluster.apply(web_project("dead", node="n1"))
     cases = [
         ("nowhere.example", 404, "unknown-host", "nowhere.example"),

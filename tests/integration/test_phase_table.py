@@ -16,6 +16,7 @@ from caravanserai.project import lifecycle
 from caravanserai.testing.builders import project
 
 PATHS = {
+    v1.QUEUED: [],  # created while its namespace's quota is full (`reach`)
     v1.PENDING: [],
     v1.SCHEDULED: [v1.SCHEDULED],
     v1.RUNNING: [v1.SCHEDULED, v1.RUNNING],
@@ -26,7 +27,28 @@ PATHS = {
 }
 
 
+async def _quota(client: Client, projects: str) -> None:
+    """The `held` namespace's quota allows `projects` projects (created on first use)."""
+    quotas = client.resource(v1.ResourceQuota)
+    try:
+        q = await quotas.get("held/quota")
+    except NotFound:
+        await client.namespaces.create(v1.Namespace(metadata=v1.ObjectMeta(name="held")))
+        q = v1.ResourceQuota(metadata=v1.ObjectMeta(name="quota", namespace="held"))
+        q.spec.hard["projects"] = projects
+        await quotas.create(q)
+        return
+    q.spec.hard["projects"] = projects
+    await quotas.update(q)
+
+
 async def reach(client: Client, name: str, phase: str) -> v1.Project:
+    if phase == v1.QUEUED:  # held back by a full quota, which then makes room (so admitting it would fit)
+        await _quota(client, "0")
+        p = await client.projects.create(project(name, namespace="held"))
+        await _quota(client, "1000")
+        assert p.status.phase == v1.QUEUED
+        return p
     p = await client.projects.create(project(name))
     for step in PATHS[phase]:
         if step == "delete":
@@ -45,7 +67,7 @@ async def test_every_pair_of_phases_through_the_apiserver(client: Client) -> Non
         name = f"pair{i}"
         p = await reach(client, name, before)
         p.status.phase = after
-        p.status.node_ref = "" if after == v1.PENDING else "n1"
+        p.status.node_ref = "" if after in (v1.QUEUED, v1.PENDING) else "n1"
         if before == after == v1.TERMINATED:
             p.status.services.add(name="late")
         allowed = lifecycle.is_allowed(before, after) and not (after == v1.TERMINATING and before != after)
@@ -55,7 +77,7 @@ async def test_every_pair_of_phases_through_the_apiserver(client: Client) -> Non
         else:
             with pytest.raises(FailedPrecondition):
                 await client.projects.update_status(p)
-        await client.projects.delete(name, force=True)
+        await client.projects.delete(meta.key_of(p), force=True)
 
 
 @pytest.mark.parametrize("phase", [v1.RUNNING, v1.FAILED, v1.SUCCEEDED])

@@ -36,7 +36,7 @@ async def test_informer_catches_up_as_soon_as_the_api_is_back(etcd: EtcdServer) 
             back = loop.time()
             async with Client(api.address) as writer:
                 await writer.projects.create(project("after"))
-            await wait_for(lambda: informer.get("after") is not None, 15)
+            await wait_for(lambda: informer.get("default/after") is not None, 15)
             caught_up = loop.time() - back
             # gRPC reconnects within its 2 s reconnect backoff; sleeping out the backoff would take about 7 s.
             assert caught_up < 5.0, f"caught up {caught_up:.1f}s after the API was back"

@@ -372,7 +372,7 @@ async def test_a_refused_bind_frees_its_node_at_once_and_is_retried_after_the_ba
         assert refused == [{"cpu": 1000}]
         # nothing was written: the node's share is free again at once, and the project waits for its backoff
         assert parts.state.assumed_count == 0 and parts.state.requested("n1") == {}
-        assert parts.reconciler.backoff.failures("web") == 1
+        assert parts.reconciler.backoff.failures("default/web") == 1
         assert (await client.projects.get("web")).status.phase == v1.PENDING
         web = await wait_bound(client, "web")
         assert web.status.node_ref == "n1"
@@ -386,7 +386,7 @@ async def test_a_replica_past_its_renew_deadline_decides_nothing(client: Client)
     await add_node(client, "n1")
     late = await client.projects.create(project("late", requests={"cpu": "100m"}))
     cache: Indexer[v1.Project] = Indexer(PHASE_INDEXERS)
-    cache.upsert("late", late)
+    cache.upsert("default/late", late)
     state = ClusterState()
     state.upsert_node(await client.nodes.get("n1"))
     state.set_lease(await client.leases.get("n1"))
@@ -401,12 +401,12 @@ async def test_a_replica_past_its_renew_deadline_decides_nothing(client: Client)
         leading=lambda: leading,
     )
     reconciler.wake(late)
-    await reconciler.reconcile("late")
+    await reconciler.reconcile("default/late")
     stored = await client.projects.get("late")
     assert stored.status.phase == v1.PENDING and not stored.status.node_ref and reconciler.bound == 0
-    assert not state.is_assumed("late") and state.requested("n1") == {}  # nothing counted either
+    assert not state.is_assumed("default/late") and state.requested("n1") == {}  # nothing counted either
 
     leading = True  # renewed: the same replica decides again
     reconciler.wake(late)
-    await reconciler.reconcile("late")
+    await reconciler.reconcile("default/late")
     assert (await client.projects.get("late")).status.node_ref == "n1" and reconciler.bound == 1

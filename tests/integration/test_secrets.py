@@ -61,9 +61,9 @@ async def test_secrets_are_ciphertext_in_etcd_and_keys_rotate(etcd: EtcdServer, 
         await c.configs.create(
             v1.Config(metadata=v1.ObjectMeta(name="plain"), spec=v1.ConfigSpec(data={"k": "visible"}))
         )
-        stored = _raw(etcd, f"{prefix}/secrets/db")
+        stored = _raw(etcd, f"{prefix}/secrets/default/db")
         assert MARKER not in stored and stored.startswith(b"cara:enc:aesgcm:v1:k1:")
-        assert b"visible" in _raw(etcd, f"{prefix}/configs/plain")  # only Secrets are encrypted
+        assert b"visible" in _raw(etcd, f"{prefix}/configs/default/plain")  # only Secrets are encrypted
         assert (await c.secrets.get("db")).spec.data["password"] == MARKER
     # Rotation: a new key first, the old one still listed; a write re-encrypts with the new key.
     both = tmp_path / "both"
@@ -73,7 +73,7 @@ async def test_secrets_are_ciphertext_in_etcd_and_keys_rotate(etcd: EtcdServer, 
         assert current.spec.data["password"] == MARKER  # old key still reads
         current.metadata.annotations["caravanserai.io/rewritten"] = "1"  # what the documented command does
         await c.secrets.update(current)
-        assert _raw(etcd, f"{prefix}/secrets/db").startswith(b"cara:enc:aesgcm:v1:k2:")
+        assert _raw(etcd, f"{prefix}/secrets/default/db").startswith(b"cara:enc:aesgcm:v1:k2:")
     only_new = tmp_path / "new"
     only_new.write_text(both.read_text().splitlines()[0] + "\n")
     async with (
@@ -88,7 +88,7 @@ async def test_rotation_with_caractrl_annotate(etcd: EtcdServer, tmp_path: Path)
     async with apiserver(etcd.endpoint) as plain, Client(plain.address) as c:  # written before encryption was on
         await c.secrets.create(secret("old", v=b"1"))
         prefix = plain.prefix
-    assert _raw(etcd, f"{prefix}/secrets/old").find(b"cara:enc") == -1
+    assert _raw(etcd, f"{prefix}/secrets/default/old").find(b"cara:enc") == -1
     async with apiserver(etcd.endpoint, prefix=prefix, encryption_key_file=k1) as api:
         from caractrl_runner import Caractrl as Runner
 
@@ -98,7 +98,7 @@ async def test_rotation_with_caractrl_annotate(etcd: EtcdServer, tmp_path: Path)
             "annotate", "secret", "old", "caravanserai.io/rewritten=2", "--overwrite"
         )
         assert result.exit_code == 0, result.output
-        assert _raw(etcd, f"{prefix}/secrets/old").startswith(b"cara:enc:aesgcm:v1:k1:")
+        assert _raw(etcd, f"{prefix}/secrets/default/old").startswith(b"cara:enc:aesgcm:v1:k1:")
 
 
 async def test_caractrl_shows_keys_and_sizes_never_values(cli: Caractrl, client: Client, tmp_path: Path) -> None:

@@ -101,10 +101,16 @@ async def test_stale_or_missing_writes_are_refused(store: Store) -> None:
         await store.get("nodes", "n1")
 
 
-async def test_names_and_resources_are_single_key_segments(store: Store) -> None:
-    for resource, name in [("projects", "a/b"), ("projects", ""), ("pro/jects", "a"), ("projects", "..")]:
+async def test_keys_are_a_name_or_a_namespace_and_a_name(store: Store) -> None:
+    bad = [("projects", "a/b/c"), ("projects", ""), ("projects", "/a"), ("projects", "a/"), ("pro/jects", "a")]
+    for resource, key in [*bad, ("projects", ".."), ("projects", "ns/..")]:
         with pytest.raises(Invalid):
-            await store.create(resource, name, b"x")
+            await store.create(resource, key, b"x")
+    await store.create("projects", "team-a/web", b"1")
+    await store.create("projects", "team-b/web", b"2")
+    await store.create("projects", "team-ab/web", b"3")
+    assert [i.name for i in (await store.list("projects", namespace="team-a")).items] == ["team-a/web"]
+    assert [i.name for i in (await store.list("projects")).items] == ["team-a/web", "team-ab/web", "team-b/web"]
     with pytest.raises(Invalid):
         await store.update("projects", "a", b"x", expected_revision=0)
 

@@ -37,7 +37,7 @@ def _interleave(
     slipped: list[int] = []
 
     async def racing(resource: str, obj_name: str, *args: Any, **kwargs: Any) -> int:
-        if resource == "projects" and obj_name == name and not slipped:
+        if resource == "projects" and obj_name == f"default/{name}" and not slipped:  # the store speaks keys
             slipped.append(1)
             await _touch(client, name, "by-the-other-writer")
         return await original(resource, obj_name, *args, **kwargs)
@@ -82,16 +82,16 @@ async def test_delete_with_callers_version_is_conflict_in_one_wording(
 ) -> None:
     created = await client.projects.create(project("guarded"))
     _interleave(api, client, "guarded", monkeypatch, "delete")
-    with pytest.raises(Conflict, match=f"^Project guarded: {WORDING}"):
+    with pytest.raises(Conflict, match=f"^Project default/guarded: {WORDING}"):
         await client.projects.delete("guarded", resource_version=created.metadata.resource_version)
     assert (await client.projects.get("guarded")).metadata.labels["touched"] == "by-the-other-writer"
     # A stale version caught before the compare-and-swap reads the same.
-    with pytest.raises(Conflict, match=f"^Project guarded: {WORDING}"):
+    with pytest.raises(Conflict, match=f"^Project default/guarded: {WORDING}"):
         await client.projects.delete("guarded", resource_version=created.metadata.resource_version)
     stale = await client.projects.get("guarded")
     await _touch(client, "guarded", "again")
     stale.metadata.labels["mine"] = "x"
-    with pytest.raises(Conflict, match=f"^Project guarded: {WORDING}"):
+    with pytest.raises(Conflict, match=f"^Project default/guarded: {WORDING}"):
         await client.projects.update(stale)
 
 

@@ -112,5 +112,8 @@ async def test_the_autoscaler_labels_and_deletes_nodes_as_controller_autoscaler(
                 return False
 
             await wait_for(removed, timeout=30)
-            status = (await admin.nodegroups.get("gpu")).status
-            assert list(status.last_scale_down.nodes) == [name]
+
+            async def recorded() -> bool:  # the group's status is written after the node went
+                return list((await admin.nodegroups.get("gpu")).status.last_scale_down.nodes) == [name]
+
+            await wait_for(recorded, timeout=10)

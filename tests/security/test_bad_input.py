@@ -367,11 +367,13 @@ async def test_names_at_the_limits_are_accepted_and_one_beyond_refused(client: C
 
 async def test_empty_and_path_like_names_in_requests_name_the_field(client: Client) -> None:
     # Regression: the store refused these with a bare INVALID_ARGUMENT that named no field.
-    for name in ["", "a/b", "..", "."]:
+    # A name with one slash is a key ("namespace/name"); one with more names a namespace that cannot be one.
+    for name, field in [("", "name"), ("..", "name"), (".", "name"), ("a/b/c", "namespace")]:
         for call in (client.projects.get(name), client.projects.delete(name)):
             with pytest.raises(Invalid) as info:
                 await call
-            assert fields(info.value) == ["name"], name
+            assert fields(info.value) == [field], name
+    for name in ["", "a/b", "..", "."]:
         stale = project("whatever")
         stale.metadata.name, stale.metadata.resource_version = name, "5"
         for write in (client.projects.update(stale), client.projects.update_status(stale)):

@@ -38,8 +38,9 @@ from request_strategies import REQUEST_TYPES, SEEDS, RawRequest, request_batches
 from ruamel.yaml import YAML
 from ruamel.yaml.representer import RoundTripRepresenter
 
-from caravanserai import meta, v1
+from caravanserai import meta
 from caravanserai.apiserver.kinds import validate_object, validate_status
+from caravanserai.apiserver.kinds.rbacdefaults import AUTOUPDATE, v1
 from caravanserai.client import Client
 from caravanserai.errors import AlreadyExists, Invalid, NotFound
 from caravanserai.storage import EtcdClient
@@ -134,13 +135,15 @@ async def stored_objects(etcd_client: EtcdClient, prefix: str) -> dict[tuple[str
     result = await etcd_client.range(start, prefix_end(start))
     objects: dict[tuple[str, str], Any] = {}
     for kv in result.kvs:
-        resource, _, name = kv.key[len(start) :].decode().partition("/")
+        resource, _, key = kv.key[len(start) :].decode().partition("/")
         assert resource in meta.KINDS, f"unexpected key {kv.key!r}"
         obj = meta.KINDS[resource].cls.FromString(kv.value)
-        assert obj.metadata.name == name, f"{kv.key!r} holds {obj.metadata.name!r}"
+        assert meta.key_of(obj) == key, f"{kv.key!r} holds {meta.key_of(obj)!r}"
         validate_object(resource, obj)
         validate_status(resource, obj)
-        objects[(resource, name)] = obj
+        if obj.metadata.annotations.get(AUTOUPDATE) or (resource, key) == ("namespaces", meta.DEFAULT_NAMESPACE):
+            continue  # what every apiserver keeps: the default namespace, the built-in roles
+        objects[(resource, obj.metadata.name)] = obj
     return objects
 
 

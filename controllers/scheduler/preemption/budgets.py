@@ -14,12 +14,18 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.clock import Clock
 from caravanserai.controllers.scheduler.preemption.index import BoundProjects, Candidate
 from caravanserai.informer import CacheReader
 from caravanserai.project.disruption import available_replicas, disruptions_allowed
-from caravanserai.project.replicas import SET_INDEX, owning_set
+from caravanserai.project.replicas import SET_INDEX, set_index
+
+
+def set_key(project: v1.Project) -> str | None:
+    """The key of the set controlling `project` ("namespace/name"), or None."""
+    keys = set_index(project)
+    return keys[0] if keys else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +59,18 @@ class Budgets:
         self._clock = clock
 
     def protected(self, bound: BoundProjects) -> frozenset[str]:
-        """The names of replicas preemption may not pick now (module docstring)."""
+        """The keys of replicas preemption may not pick now (module docstring)."""
         budgeted = [s for s in self._sets.list() if s.spec.HasField("disruption_budget")]
         if not budgeted:
             return frozenset()
         # Only the budgeted sets' replicas (the rule reads nothing else), from the cache's index of replicas by set
-        projects = [p for s in budgeted for p in self._projects.by_index(SET_INDEX, s.metadata.name)]
+        projects = [p for s in budgeted for p in self._projects.by_index(SET_INDEX, meta.key_of(s))]
         now = self._clock.now()
-        allowed = {s.metadata.name: disruptions_allowed(s, projects, now=now) for s in budgeted}
-        available = {name for s in budgeted for name in available_replicas(s, projects, now=now)}
-        owners = {p.metadata.name: owning_set(p) for p in projects if p.metadata.name in available}
+        allowed = {meta.key_of(s): disruptions_allowed(s, projects, now=now) for s in budgeted}
+        available = {key for s in budgeted for key in available_replicas(s, projects, now=now)}
+        owners = {meta.key_of(p): set_key(p) for p in projects if meta.key_of(p) in available}
         per_node: Counter[tuple[str, str]] = Counter()
-        for name, owner in owners.items():
+        for name, owner in owners.items():  # name: a project's key, as the index of bound projects holds them
             node = bound.node_of(name)
             record = bound.get(name)
             if owner is not None and record is not None and record.evictable:

@@ -29,10 +29,11 @@ from bisect import bisect_left, insort
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.clock import seconds
 from caravanserai.controllers.scheduler.ports import HostPorts, host_ports
 from caravanserai.controllers.scheduler.resources import Resources, project_requests
+from caravanserai.controllers.scheduler.snapshot import shown
 from caravanserai.informer import EventHandler
 
 EVICTABLE_PHASES = (v1.SCHEDULED, v1.RUNNING)
@@ -40,8 +41,8 @@ EVICTABLE_PHASES = (v1.SCHEDULED, v1.RUNNING)
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A project bound to a node: its priority, creation time (seconds since the epoch), summed requests, host
-    ports, and whether it may be evicted (False: it is already leaving)."""
+    """A project bound to a node (`name`: its key, "namespace/name"): its priority, creation time (seconds since the
+    epoch), summed requests, host ports, and whether it may be evicted (False: it is already leaving)."""
 
     name: str
     priority: int
@@ -52,13 +53,13 @@ class Candidate:
     generation: int = 0
 
     def __str__(self) -> str:
-        return f"{self.name} (priority {self.priority})"
+        return f"{shown(self.name)} (priority {self.priority})"
 
 
 def candidate(project: v1.Project) -> Candidate:
     """The record of a bound project."""
     return Candidate(
-        project.metadata.name,
+        meta.key_of(project),
         project.spec.priority,
         seconds(project.metadata.creation_timestamp),
         project_requests(project),
@@ -119,7 +120,7 @@ class BoundProjects:
 
     def observe(self, project: v1.Project) -> None:
         """File `project` as its status now says (bound to a node, or not)."""
-        name, status = project.metadata.name, project.status
+        name, status = meta.key_of(project), project.status
         if status.phase not in v1.BOUND_PHASES or not status.node_ref:
             self.forget(name)
             return
@@ -181,7 +182,7 @@ class BoundProjects:
         return EventHandler(
             self.observe,
             lambda old, new: self.observe(new),
-            lambda project: self.forget(project.metadata.name),
+            lambda project: self.forget(meta.key_of(project)),
             name="scheduler-preemption-index",
         )
 

@@ -42,7 +42,7 @@ from caravanserai.controllers.scheduler.nominated import Nominee
 from caravanserai.controllers.scheduler.preemption.budgets import Budgets
 from caravanserai.controllers.scheduler.preemption.index import BoundProjects, Candidate
 from caravanserai.controllers.scheduler.preemption.victims import Choice, choose
-from caravanserai.controllers.scheduler.snapshot import ProjectInfo
+from caravanserai.controllers.scheduler.snapshot import ProjectInfo, shown
 from caravanserai.errors import ApiError
 
 log = structlog.get_logger(__name__)
@@ -76,7 +76,7 @@ def explain(choice: Choice) -> str:
 
 
 def victim_message(preemptor: ProjectInfo, node: str) -> str:
-    return f"to make room for project {preemptor.name} (priority {preemptor.priority}) on node {node}"
+    return f"to make room for project {shown(preemptor.name)} (priority {preemptor.priority}) on node {node}"
 
 
 class Preemptor:
@@ -167,7 +167,7 @@ class Preemptor:
                     self._client,
                     victim.name,
                     choice.node,
-                    preemptor=info.name,
+                    preemptor=shown(info.name),
                     message=message,
                     now=now,
                     deadline=now + self.grace,
@@ -177,7 +177,9 @@ class Preemptor:
                 log.warning("could not evict", project=victim.name, preemptor=info.name, error=str(exc))
                 continue
             if evicted is not None:
-                await self._recorder.warning(evicted, EVENT_PREEMPTED, f"Preempted by project {info.name}: {message}")
+                await self._recorder.warning(
+                    evicted, EVENT_PREEMPTED, f"Preempted by project {shown(info.name)}: {message}"
+                )
 
 
 __all__ = [

@@ -23,7 +23,7 @@ from caravanserai.apiserver.kindrules import versions
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed
-from caravanserai.errors import ApiError, FieldViolation, InternalError, Invalid
+from caravanserai.errors import ApiError, FieldViolation, Forbidden, InternalError, Invalid
 from caravanserai.grpcstatus import to_trailer
 from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 
@@ -179,7 +179,7 @@ class ResourcesServicer:
     @_unary
     async def Get(self, request: v1.GetRequest, context: Context, who: Identity) -> v1.Object:
         way = await self._route(request.resource)
-        obj = await self._service.get(way.resource, request.name, who=who)
+        obj = await self._service.get(way.resource, request.name, namespace=request.namespace, who=who)
         return await way.outgoing(self._service.wrap(way.resource, obj))
 
     @_unary
@@ -217,6 +217,20 @@ class ResourcesServicer:
             response.object.CopyFrom(await way.outgoing(response.object))
         return response
 
+    @_unary
+    async def Authorize(self, request: v1.AccessRequest, context: Context, who: Identity) -> v1.AccessResponse:
+        """May the caller (or, asked by an admin, `request.user`) do `request.verb` on `request.resource`? The same
+        decision `check` makes for a request (an object's own state, such as a project's node, is not known here)."""
+        subject = who
+        if request.user and request.user != who.user:
+            if not who.is_admin:
+                raise Forbidden(f"{who.user} may not ask what another user may do (only an admin may use --as)")
+            subject = Identity(request.user, frozenset(request.groups))
+        strategy = await self._service.strategy(request.resource)
+        namespace = "" if strategy.kind.cluster_scoped else request.namespace
+        decision = self.authz.decide(subject, request.verb, request.resource, namespace=namespace, name=request.name)
+        return v1.AccessResponse(allowed=decision.allowed, reason=decision.reason)
+
     async def _route(self, resource: str) -> versions.Route:
         """The stored resource a request's resource names (`<plural>.<version>.<group>`: a further version)."""
         return await versions.route(resource, self._service.strategy)
@@ -228,9 +242,12 @@ class ResourcesServicer:
             way = await self._route(request.resource)
             resource = way.resource
             cache = await self._service.watch_cache(resource)
-            self.authz.check(who, "watch", resource, field_selector=request.field_selector)
+            namespace = "" if cache.kind.cluster_scoped else request.namespace
+            self.authz.check(who, "watch", resource, field_selector=request.field_selector, namespace=namespace)
             labels = LabelSelector.parse(request.label_selector)
             fields = FieldSelector.parse(request.field_selector, kind=cache.kind.kind)
+            if namespace:
+                fields = fields.also("metadata.namespace", namespace)
             await cache.ready.wait()
 
             visible = self.authz.visible(who, self._service.kinds.require(resource))
@@ -269,6 +286,7 @@ class ResourcesServicer:
             "Update": unary(self.Update, v1.UpdateRequest, v1.Object),
             "UpdateStatus": unary(self.UpdateStatus, v1.UpdateRequest, v1.Object),
             "Delete": unary(self.Delete, v1.DeleteRequest, v1.DeleteResponse),
+            "Authorize": unary(self.Authorize, v1.AccessRequest, v1.AccessResponse),
             "Watch": grpc.unary_stream_rpc_method_handler(
                 self.Watch, request_deserializer=_decoder(v1.WatchRequest), response_serializer=_identity
             ),

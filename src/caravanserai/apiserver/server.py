@@ -14,14 +14,16 @@ import grpc
 import structlog
 
 from caravanserai.api.v1 import api_pb2_grpc
+from caravanserai.apiserver import namespaces
 from caravanserai.apiserver.auth import Authenticator, Authorizer, load_token_file
 from caravanserai.apiserver.definitions import DefinitionServer
 from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.apiserver.grpcapi import NetworkServicer, ResourcesServicer
 from caravanserai.apiserver.httpendpoint import MetricsEndpoint
-from caravanserai.apiserver.kinds import builtin_kinds, nodegraph
+from caravanserai.apiserver.kinds import builtin_kinds, nodegraph, rbacdefaults
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.metrics import ApiMetrics
+from caravanserai.apiserver.rbac import RoleIndex
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.apiserver.watchhistory import HistoryBudget
@@ -100,6 +102,8 @@ class ApiServer:
             self._etcd = etcd
             store = self.metrics.instrument(Store(etcd, prefix=cfg.etcd_prefix, encryption=_encryption(cfg)))
             kinds = builtin_kinds()
+            await namespaces.prepare(store, kinds, now=self.clock.now())
+            await rbacdefaults.ensure_defaults(store, now=self.clock.now())
             budget = HistoryBudget(cfg.history_bytes)
             caches = {
                 k.plural: WatchCache(
@@ -111,7 +115,12 @@ class ApiServer:
                 )
                 for k in kinds
             }
-            authorizer = Authorizer(kinds, graph=nodegraph.over(caches))
+            authorizer = Authorizer(
+                kinds,
+                graph=nodegraph.over(caches),
+                terminating=namespaces.terminating(caches[namespaces.RESOURCE]),
+                roles=RoleIndex(caches),
+            )
             self.service = ResourceService(
                 store,
                 kinds,

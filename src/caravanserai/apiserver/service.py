@@ -13,6 +13,12 @@ Guarantees:
 * **No-op writes are free.** An Update or UpdateStatus that changes nothing returns the stored object without a
   write, so an idempotent `apply` does not bump versions.
 * **Watches come from the watch cache**, never from a per-client etcd watch.
+* **Namespaces.** An object of a namespaced kind lives in a namespace (`metadata.namespace`, "default" when a
+  create names none) and is stored, cached and locked under its key "namespace/name"; one of a cluster-wide kind
+  names none (Invalid naming `metadata.namespace` otherwise). A create into a namespace that does not exist is
+  NotFound naming it; into one being deleted, FailedPrecondition (Events excepted: its deletion is reported).
+  Get and Delete find the object in the request's namespace ("default" when empty); List and Watch show the
+  request's namespace, or every namespace when it is empty.
 * **Propagation policies.** A Delete with `propagation_policy` Foreground or Orphan marks the object (deletion
   timestamp) with the finalizer `foregroundDeletion` or `orphan` (never with `force`: refused); the garbage
   collector (`controllers/gc/owners.py`) does the rest and removes it. Background (or empty) changes nothing here.
@@ -20,9 +26,11 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import structlog
@@ -36,8 +44,9 @@ from caravanserai.apiserver.policies import RESOURCE as POLICIES
 from caravanserai.apiserver.policies import Policies
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.clock import Clock
-from caravanserai.errors import Conflict, Expired, FieldViolation, Invalid
+from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid, NotFound
 from caravanserai.storage import Store
+from caravanserai.storage.store import Also, CompanionChanged
 from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 from caravanserai.text.violations import quote
 
@@ -47,6 +56,7 @@ MAX_OBJECT_BYTES = codec.MAX_OBJECT_BYTES
 # Reads and compare-and-swaps a write without a caller precondition makes before it gives up with Conflict (only
 # reached when other writers change the object this often in a row).
 RMW_ATTEMPTS = 32
+NAMESPACES = "namespaces"
 
 T = TypeVar("T")
 
@@ -73,6 +83,9 @@ class ResourceService:
         self._event_leases = event_leases
         self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds)
         self._policies = Policies(caches.get(POLICIES))  # AdmissionPolicies' hooks, after the kind's own
+        self._companion_locks: dict[
+            str, asyncio.Lock
+        ] = {}  # by companion ("resourcequotas/ns/name"): see `_companions`
         # Called with a resource this apiserver does not serve, before refusing it (the DefinitionServer sets it).
         self.find_kind: Callable[[str], Awaitable[None]] | None = None
 
@@ -115,6 +128,43 @@ class ResourceService:
             raise Invalid.of([FieldViolation(field, f"{quote(name)} cannot be an object name")])
         return name
 
+    def _key(self, strategy: KindStrategy[Any], namespace: str, name: str) -> str:
+        """The key of the object `name` of a request that gives `namespace` (ignored for a cluster-wide kind, as
+        kubectl ignores -n for nodes; empty: "default"); Invalid naming `name` or `namespace`."""
+        self._name("name", name)
+        if strategy.kind.cluster_scoped:
+            return name
+        return meta.join_key(self._name("namespace", namespace or meta.DEFAULT_NAMESPACE), name)
+
+    def _key_of(self, strategy: KindStrategy[Any], obj: Any) -> str:
+        """The key of the object a Create or an Update carries, its namespace defaulted in place; Invalid naming
+        `metadata.name` or `metadata.namespace`."""
+        name = self._name("metadata.name", obj.metadata.name)
+        if strategy.kind.cluster_scoped:
+            if obj.metadata.namespace:
+                kind = strategy.kind.kind
+                raise Invalid.of([FieldViolation("metadata.namespace", f"must be empty: a {kind} is cluster-wide")])
+            return name
+        obj.metadata.namespace = obj.metadata.namespace or meta.DEFAULT_NAMESPACE
+        return meta.join_key(self._name("metadata.namespace", obj.metadata.namespace), name)
+
+    async def _require_namespace(self, strategy: KindStrategy[Any], namespace: str) -> None:
+        """Refuse a create into a namespace that does not exist (NotFound naming it) or is being deleted
+        (FailedPrecondition; Events are still recorded there). Read from the watch cache, from etcd when the cache
+        does not hold it (yet)."""
+        cache = self._caches.get(NAMESPACES)
+        found = cache.get(namespace) if cache is not None else None
+        if found is None:
+            try:
+                item = await self._store.get(NAMESPACES, namespace)
+            except NotFound:
+                raise NotFound(f'namespace "{namespace}" not found (metadata.namespace)') from None
+            found = codec.decode(v1.Namespace, item.value, item.mod_revision)
+        if found.metadata.HasField("deletion_timestamp") and not strategy.recorded_while_terminating:
+            raise FailedPrecondition(
+                f'namespace "{namespace}" is being deleted: no new {strategy.plural} in it (metadata.namespace)'
+            )
+
     async def _current(self, strategy: KindStrategy[Any], name: str, expected: str) -> Any:
         """The stored object, which must be at version `expected` (Conflict otherwise).
 
@@ -142,6 +192,10 @@ class ResourceService:
         for tries in range(1, RMW_ATTEMPTS + 1):
             try:
                 return await attempt()
+            except CompanionChanged:
+                if tries == RMW_ATTEMPTS:
+                    raise
+                continue  # an object written with this one (a quota) changed: never the caller's conflict
             except Conflict as exc:
                 if precondition or tries == RMW_ATTEMPTS:
                     raise _conflict(self.kinds, resource, name, expected=exc.expected, current=exc.current) from None
@@ -150,9 +204,9 @@ class ResourceService:
                 )
         raise AssertionError("unreachable")
 
-    async def _write(self, resource: str, obj: Any, *, expected: str) -> Any:
+    async def _write(self, resource: str, obj: Any, *, expected: str, also: list[Also] | None = None) -> Any:
         revision = await self._store.update(
-            resource, obj.metadata.name, codec.encode(obj), expected_revision=int(expected)
+            resource, meta.key_of(obj), codec.encode(obj), expected_revision=int(expected), also=also or ()
         )
         obj.metadata.resource_version = str(revision)
         return obj
@@ -162,6 +216,7 @@ class ResourceService:
     async def create(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         strategy = await self.strategy(resource)
         obj = self._unwrap(strategy, envelope)
+        key = self._key_of(strategy, obj)
         self._authz.check(who, "create", resource, name=obj.metadata.name, obj=obj)
         strategy.prepare_create(obj, now=self._clock.now())
         obj = await strategy.mutate(self._ctx, obj, None)
@@ -169,17 +224,56 @@ class ResourceService:
         strategy.validate(obj)
         await strategy.before_create(self._ctx, obj)
         await self._policies.validate(strategy, obj, None)
+        if not strategy.kind.cluster_scoped:
+            await self._require_namespace(strategy, obj.metadata.namespace)
         lease = await strategy.create_lease(self._ctx)
-        revision = await self._store.create(resource, obj.metadata.name, codec.encode(obj), lease=lease)
-        obj.metadata.resource_version = str(revision)
-        log.debug("created", resource=resource, name=obj.metadata.name, revision=revision)
+        obj = await self._create_with_companions(strategy, key, obj, lease)
+        revision = obj.metadata.resource_version
+        log.debug("created", resource=resource, key=key, revision=revision)
         await strategy.after_write(self._ctx, obj)
         return obj
 
-    async def get(self, resource: str, name: str, *, who: Identity = LOCAL_ADMIN) -> Any:
+    async def _create_with_companions(self, strategy: KindStrategy[Any], key: str, obj: Any, lease: int) -> Any:
+        """Store (a copy of) `obj` with the objects its strategy writes alongside, read again after one of them
+        changed; the object as stored (its strategy may have held it back: Queued)."""
+        for tries in range(1, RMW_ATTEMPTS + 1):
+            candidate = meta.copy(obj)
+            async with self._companions(strategy, None, candidate, fresh=lambda: meta.copy(obj)) as (stored, also):
+                try:
+                    revision = await self._store.create(
+                        strategy.plural, key, codec.encode(stored), lease=lease, also=also
+                    )
+                except CompanionChanged:
+                    if tries == RMW_ATTEMPTS:
+                        raise
+                    continue
+                stored.metadata.resource_version = str(revision)
+                return stored
+        raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def _companions(
+        self, strategy: KindStrategy[Any], old: Any, new: Any, *, fresh: Callable[[], Any] | None = None
+    ) -> AsyncIterator[tuple[Any, list[Also]]]:
+        """(`new`, the objects to write with it). When there are any, the block runs holding this apiserver's lock
+        of each of them and with them computed again under the locks (`fresh()` gives a new `new` to decide on):
+        writes of one apiserver that share a companion (a namespace's quota) take turns instead of colliding, so
+        only writes through other apiservers can make one read again."""
+        also = await strategy.companions(self._ctx, old, new, now=self._clock.now())
+        if not also:
+            yield new, also
+            return
+        keys = sorted({f"{a.resource}/{a.key}" for a in also})
+        async with contextlib.AsyncExitStack() as held:
+            for key in keys:
+                await held.enter_async_context(self._companion_locks.setdefault(key, asyncio.Lock()))
+            if fresh is not None:
+                new = fresh()
+            yield new, await strategy.companions(self._ctx, old, new, now=self._clock.now())
+
+    async def get(self, resource: str, name: str, *, namespace: str = "", who: Identity = LOCAL_ADMIN) -> Any:
         strategy = await self.strategy(resource)
-        self._name("name", name)
-        item = await self._store.get(resource, name)
+        item = await self._store.get(resource, self._key(strategy, namespace, name))
         obj = codec.decode(strategy.kind.cls, item.value, item.mod_revision)
         self._authz.check(who, "get", resource, name=name, obj=obj)
         return obj
@@ -187,7 +281,8 @@ class ResourceService:
     async def list(self, request: v1.ListRequest, *, who: Identity = LOCAL_ADMIN) -> v1.ListResponse:
         resource = request.resource
         strategy = await self.strategy(resource)
-        self._authz.check(who, "list", resource, field_selector=request.field_selector)
+        namespace = "" if strategy.kind.cluster_scoped else request.namespace
+        self._authz.check(who, "list", resource, field_selector=request.field_selector, namespace=namespace)
         labels = LabelSelector.parse(request.label_selector)
         fields = FieldSelector.parse(request.field_selector, kind=strategy.kind.kind)
         visible = self._authz.visible(who, strategy) or _everything
@@ -196,7 +291,11 @@ class ResourceService:
         limit = max(0, request.limit)
         response = v1.ListResponse()
         more = False
-        pages = self._store.pages(resource, start_after=after, revision=revision, page_size=limit or 1000)
+        if namespace:
+            self._name("namespace", namespace)
+        pages = self._store.pages(
+            resource, start_after=after, revision=revision, page_size=limit or 1000, namespace=namespace
+        )
         try:
             async for page in pages:
                 revision = page.revision
@@ -226,9 +325,12 @@ class ResourceService:
     async def update(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         strategy = await self.strategy(resource)
         new = self._unwrap(strategy, envelope)
-        name = self._name("metadata.name", new.metadata.name)
+        key = self._key_of(strategy, new)
         return await self._read_modify_write(
-            resource, name, new.metadata.resource_version, lambda: self._update_once(strategy, new, name, who)
+            resource,
+            key,
+            new.metadata.resource_version,
+            lambda: self._update_once(strategy, new, key, who),
         )
 
     async def _update_once(self, strategy: KindStrategy[Any], new: Any, name: str, who: Identity) -> Any:
@@ -244,20 +346,24 @@ class ResourceService:
         await strategy.before_update(self._ctx, old, merged)
         await self._policies.validate(strategy, merged, old)
         if strategy.removable_after_update(merged):
-            await self._store.delete(
-                resource, merged.metadata.name, expected_revision=int(old.metadata.resource_version)
-            )
+            async with self._companions(strategy, old, None) as (_, also):
+                expected = int(old.metadata.resource_version)
+                await self._store.delete(resource, name, expected_revision=expected, also=also)
             return merged
-        written = await self._write(resource, merged, expected=old.metadata.resource_version)
+        async with self._companions(strategy, old, merged) as (_, also):
+            written = await self._write(resource, merged, expected=old.metadata.resource_version, also=also)
         await strategy.after_write(self._ctx, written)
         return written
 
     async def update_status(self, resource: str, envelope: v1.Object, *, who: Identity = LOCAL_ADMIN) -> Any:
         strategy = await self.strategy(resource)
         new = self._unwrap(strategy, envelope)
-        name = self._name("metadata.name", new.metadata.name)
+        key = self._key_of(strategy, new)
         return await self._read_modify_write(
-            resource, name, new.metadata.resource_version, lambda: self._update_status_once(strategy, new, name, who)
+            resource,
+            key,
+            new.metadata.resource_version,
+            lambda: self._update_status_once(strategy, new, key, who),
         )
 
     async def _update_status_once(self, strategy: KindStrategy[Any], new: Any, name: str, who: Identity) -> Any:
@@ -268,20 +374,24 @@ class ResourceService:
         strategy.validate_status(merged)
         if merged == old:
             return old
-        return await self._write(resource, merged, expected=old.metadata.resource_version)
+        async with self._companions(strategy, old, merged) as (_, also):
+            return await self._write(resource, merged, expected=old.metadata.resource_version, also=also)
 
     async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
         """Remove or mark the object (as the kind's delete plan says); without `request.resource_version` a concurrent
         write makes the server read again, never Conflict."""
-        resource, name = request.resource, request.name
+        resource = request.resource
         strategy = await self.strategy(resource)
-        self._name("name", name)
+        key = self._key(strategy, request.namespace, request.name)
         return await self._read_modify_write(
-            resource, name, request.resource_version, lambda: self._delete_once(strategy, request, who)
+            resource,
+            key,
+            request.resource_version,
+            lambda: self._delete_once(strategy, request, key, who),
         )
 
     async def _delete_once(
-        self, strategy: KindStrategy[Any], request: v1.DeleteRequest, who: Identity
+        self, strategy: KindStrategy[Any], request: v1.DeleteRequest, key: str, who: Identity
     ) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
         finalizer = _propagation_finalizer(request.propagation_policy)
@@ -295,7 +405,7 @@ class ResourceService:
                     )
                 ]
             )
-        current = await self._current(strategy, name, request.resource_version)
+        current = await self._current(strategy, key, request.resource_version)
         self._authz.check(who, "delete", resource, name=name, obj=current, force=request.force)
         await strategy.before_delete(self._ctx, current, force=request.force)
         if finalizer and not current.metadata.HasField("deletion_timestamp"):
@@ -304,12 +414,13 @@ class ResourceService:
         if plan == NOOP:
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=False)
         if plan == REMOVE:
-            cascaded = await strategy.remove(self._ctx, current)
-            log.info("deleted", resource=resource, name=name, force=request.force, instances=cascaded)
+            async with self._companions(strategy, current, None) as (_, also):
+                cascaded = await strategy.remove(self._ctx, current, also=also)
+            log.info("deleted", resource=resource, key=key, force=request.force, instances=cascaded)
             return v1.DeleteResponse(object=strategy.kind.wrap(current), deleted=True, deleted_instances=cascaded)
         marked = strategy.mark_deleted(current, plan, now=self._clock.now())
         stored = await self._write(resource, marked, expected=current.metadata.resource_version)
-        log.info("marked for deletion", resource=resource, name=name, phase=getattr(stored.status, "phase", ""))
+        log.info("marked for deletion", resource=resource, key=key, phase=getattr(stored.status, "phase", ""))
         return v1.DeleteResponse(object=strategy.kind.wrap(stored), deleted=False)
 
     def serve(self, strategy: KindStrategy[Any], cache: WatchCache) -> None:

@@ -33,7 +33,7 @@ from google.protobuf.message import Message
 
 from caravanserai import v1
 from caravanserai.text.quantity import parse_quantity
-from caravanserai.text.selectors import validate_label_key, validate_label_value
+from caravanserai.text.selectors import validate_dns_label, validate_label_key, validate_label_value
 from caravanserai.text.violations import MAX_VIOLATIONS, Violations, key_path, quote
 
 MAX_STRING_BYTES = 64 * 1024
@@ -69,6 +69,8 @@ def absolute_path(errors: Violations, path: str, value: str) -> None:
 def _metadata(errors: Violations, meta: v1.ObjectMeta, name_rule: Callable[[str], str | None]) -> None:
     if errors.required("metadata.name", meta.name):
         errors.check("metadata.name", name_rule(meta.name))
+    if meta.namespace:
+        errors.check("metadata.namespace", validate_dns_label(meta.namespace))
     labels(errors, "metadata.labels", meta.labels)
     size = 0
     for key, value in meta.annotations.items():

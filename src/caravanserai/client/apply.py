@@ -47,6 +47,7 @@ APPLICABLE = (
     "admissionpolicies",
     "backuprepositories",
     "configs",
+    "namespaces",
     "nodegroups",
     "nodes",
     "projects",
@@ -76,10 +77,11 @@ class Applied:
 
 
 def applied_form(obj: Any) -> Any:
-    """What apply declares of `obj`: name, labels, annotations, finalizers, owner references and spec (never
-    status or server fields)."""
+    """What apply declares of `obj`: name, namespace, labels, annotations, finalizers, owner references and spec
+    (never status or server fields)."""
     out = meta.with_type_meta(type(obj)())
     out.metadata.name = obj.metadata.name
+    out.metadata.namespace = obj.metadata.namespace
     out.metadata.labels.update(obj.metadata.labels)
     out.metadata.finalizers.extend(obj.metadata.finalizers)
     out.metadata.owner_references.extend(obj.metadata.owner_references)
@@ -255,9 +257,13 @@ def same(a: Any, b: Any) -> bool:
 
 
 async def apply_object(client: Client, obj: Any, *, dry_run: bool = False) -> Applied:
-    """Create or update one object; Conflict and create races are retried with a fresh read."""
-    resources = client.resource(meta.kind_of(obj).plural)
+    """Create or update one object; Conflict and create races are retried with a fresh read. An object of a
+    namespaced kind that names no namespace goes into the client's (`client.namespace`)."""
+    kind = meta.kind_of(obj)
+    resources = client.resource(kind.plural)
     declared = applied_form(obj)
+    if not kind.cluster_scoped and not declared.metadata.namespace:
+        declared.metadata.namespace = client.namespace
     attempt = 1
     while True:
         try:
@@ -271,7 +277,7 @@ async def apply_object(client: Client, obj: Any, *, dry_run: bool = False) -> Ap
 async def _apply_once(resources: ResourceClient[Any], declared: Any, *, dry_run: bool) -> Applied:
     """Read, merge, write once. AlreadyExists (lost a create race) and Conflict (stale read) mean: again."""
     try:
-        live = await resources.get(declared.metadata.name)
+        live = await resources.get(declared.metadata.name if resources.kind.cluster_scoped else meta.key_of(declared))
     except NotFound:
         new = meta.copy(declared)
         new.metadata.annotations[LAST_APPLIED] = configuration(declared)

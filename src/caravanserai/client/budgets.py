@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client.client import Client
 from caravanserai.client.nodeops import move_project
 from caravanserai.clock import Clock
@@ -30,29 +30,31 @@ async def verdict(client: Client, project: v1.Project, *, now: float) -> Verdict
     name = owning_set(project)
     if name is None:
         return ALLOWED
+    namespace = project.metadata.namespace
     try:
-        projectset = await client.projectsets.get(name)
+        projectset = await client.projectsets.get(meta.join_key(namespace, name))  # a set owns in its namespace
     except NotFound:
         return ALLOWED
     if not projectset.spec.HasField("disruption_budget"):
         return ALLOWED
-    projects = list(await client.projects.list())
+    projects = list(await client.projects.list(namespace=namespace))
     return may_disrupt(project, sets={name: projectset}, projects=projects, now=now)
 
 
 @dataclass(slots=True)
 class BudgetedMoves:
-    """What `move_within_budgets` did: the names moved, and those refused with their budget's reason."""
+    """What `move_within_budgets` did: the projects moved, and those refused with their budget's reason (by key,
+    `meta.key_of`)."""
 
     moved: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
 
 
-async def held(client: Client, name: str, *, now: float) -> str:
-    """Why disrupting the project `name` now would break its set's budget, read live ("" when it may be disrupted,
-    or when it is gone)."""
+async def held(client: Client, key: str, *, now: float) -> str:
+    """Why disrupting the project `key` ("namespace/name") now would break its set's budget, read live ("" when it
+    may be disrupted, or when it is gone)."""
     try:
-        current = await client.projects.get(name)
+        current = await client.projects.get(key)
     except NotFound:
         return ""
     answer = await verdict(client, current, now=now)
@@ -79,15 +81,15 @@ async def move_within_budgets(
     last_reason = ""
     while left:
         for project in list(left):
-            now = clock.now()
-            reason = await held(client, project.metadata.name, now=now)
+            now, key = clock.now(), meta.key_of(project)
+            reason = await held(client, key, now=now)
             if reason:
-                outcome.refused[project.metadata.name] = reason
+                outcome.refused[key] = reason
                 continue
             left.remove(project)
-            outcome.refused.pop(project.metadata.name, None)
-            if await move_project(client, project.metadata.name, node, now=now, handoff_until=now + handoff):
-                outcome.moved.append(project.metadata.name)
+            outcome.refused.pop(key, None)
+            if await move_project(client, key, node, now=now, handoff_until=now + handoff):
+                outcome.moved.append(key)
                 moved(project)
         if not left or clock.monotonic() >= deadline:
             break

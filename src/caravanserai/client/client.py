@@ -25,6 +25,11 @@ Guarantees:
   connected, i.e. for a server that answers with errors.
 * `watch()` is one raw stream: it ends (raises) when the server goes away. `caravanserai.informer` builds the
   resuming list+watch on top of it.
+* **Namespaces.** A `ResourceClient` of a namespaced kind is bound to a namespace (`client.resource(kind,
+  namespace=...)`) or not (`client.projects`). Get and Delete take a name, looked up in the bound namespace, else
+  in the client's `namespace` (default "default"), or a key "namespace/name" (what informers and work queues
+  hold); Create puts an object that names no namespace into the bound one, else the client's. List and Watch of
+  an unbound client span every namespace; a bound one's, only its own.
 """
 
 from __future__ import annotations
@@ -98,8 +103,10 @@ class Client:
         retry_timeout: float = 30.0,
         clock: Clock | None = None,
         own_connection: bool = False,
+        namespace: str = meta.DEFAULT_NAMESPACE,
     ) -> None:
         self.target = server_address(target)
+        self.namespace = namespace or meta.DEFAULT_NAMESPACE  # where names without a namespace are looked up
         self.clock: Clock = clock or SystemClock()
         self.timeout = timeout
         self.retry_timeout = retry_timeout
@@ -128,20 +135,21 @@ class Client:
         self.admissionpolicies: ResourceClient[v1.AdmissionPolicy] = ResourceClient(self, "admissionpolicies")
         self.nodegroups: ResourceClient[v1.NodeGroup] = ResourceClient(self, "nodegroups")
         self.projectsets: ResourceClient[v1.ProjectSet] = ResourceClient(self, "projectsets")
+        self.namespaces: ResourceClient[v1.Namespace] = ResourceClient(self, "namespaces")
 
     @overload
-    def resource(self, kind: str) -> ResourceClient[Any]: ...
+    def resource(self, kind: str, *, namespace: str | None = None) -> ResourceClient[Any]: ...
 
     @overload
-    def resource(self, kind: type[T]) -> ResourceClient[T]: ...
+    def resource(self, kind: type[T], *, namespace: str | None = None) -> ResourceClient[T]: ...
 
-    def resource(self, kind: str | type[T]) -> ResourceClient[Any]:
+    def resource(self, kind: str | type[T], *, namespace: str | None = None) -> ResourceClient[Any]:
         """The typed client of a kind: by message class (`v1.Project`, or a custom kind's generated class once
         `define`d or registered with `caravanserai.customkinds.schemas.register`), or by plural, singular or short name
-        ("projects", "project", "p"; custom kinds once known to this process, see `discover`)."""
-        if isinstance(kind, str):
-            return ResourceClient(self, meta.kind_for(kind))
-        return ResourceClient(self, meta.kind_of_class(kind))
+        ("projects", "project", "p"; custom kinds once known to this process, see `discover`). `namespace` binds a
+        namespaced kind's client to one namespace (ignored for a cluster-wide kind)."""
+        found = meta.kind_for(kind) if isinstance(kind, str) else meta.kind_of_class(kind)
+        return ResourceClient(self, found, namespace=namespace)
 
     async def define(
         self,
@@ -154,9 +162,11 @@ class Client:
         short_names: Sequence[str] = (),
         printer_columns: Sequence[tuple[str, str]] = (),
         node_verbs: Sequence[str] = (),
+        namespaced: bool = False,
         timeout: float = 10.0,
     ) -> v1.ResourceDefinition:
-        """Define (or update) the custom kind of the generated class `cls` with its `spec` and `status` classes,
+        """Define (or update) the custom kind of the generated class `cls` with its `spec` and `status` classes
+        (`namespaced`: its objects live in namespaces, as Projects do; the scope cannot change later),
         register it in this process and wait (up to `timeout` seconds) until the server serves it. Idempotent;
         an incompatible schema change is refused (Invalid naming the field). Returns the stored definition."""
         names = KindNames.of(
@@ -166,6 +176,7 @@ class Client:
             short_names=short_names,
             printer_columns=printer_columns,
             node_verbs=node_verbs,
+            namespaced=namespaced,
         )
         return await definitions.define(
             self.resourcedefinitions,
@@ -206,6 +217,31 @@ class Client:
             clock=self.clock,
             timeout=timeout,
         )
+
+    async def can_i(
+        self,
+        verb: str,
+        resource: str,
+        *,
+        namespace: str | None = None,
+        name: str = "",
+        user: str = "",
+        groups: Sequence[str] = (),
+    ) -> v1.AccessResponse:
+        """Whether this client's identity (or, for an admin, `user` with `groups`) may do `verb` on `resource` (a
+        plural, singular or short name) in `namespace` (None: the client's; "": every namespace) — answered by the
+        apiserver's own authorizer, with the reason (`caractrl auth can-i`)."""
+        kind = meta.kind_for(resource)
+        request = v1.AccessRequest(
+            verb=verb,
+            resource=kind.plural,
+            namespace="" if kind.cluster_scoped else self.namespace if namespace is None else namespace,
+            name=name,
+            user=user,
+            groups=list(groups),
+        )
+        response: v1.AccessResponse = await self.call(self.stub.Authorize, request, retry=True)
+        return response
 
     async def _list_one(self, kind: meta.Kind) -> object:
         return await self.resource(kind.cls).list(limit=1)
@@ -298,10 +334,29 @@ def never_sent(exc: grpc.aio.AioRpcError) -> bool:
 class ResourceClient(Generic[T]):
     """Typed verbs on one kind. Returned objects are fresh messages the caller owns."""
 
-    def __init__(self, client: Client, kind: str | meta.Kind) -> None:
+    def __init__(self, client: Client, kind: str | meta.Kind, *, namespace: str | None = None) -> None:
         self._client = client
         self.kind = meta.kind_for(kind) if isinstance(kind, str) else kind
         self.resource = self.kind.plural
+        # The bound namespace (None: unbound; always None for a cluster-wide kind).
+        self.namespace = None if self.kind.cluster_scoped else namespace
+
+    def in_namespace(self, namespace: str) -> ResourceClient[T]:
+        """This kind's client bound to `namespace`."""
+        return ResourceClient(self._client, self.kind, namespace=namespace)
+
+    def _locate(self, name: str) -> tuple[str, str]:
+        """(namespace, name) of a name or key: a key's namespace, else the bound one, else the client's ("" for a
+        cluster-wide kind)."""
+        if self.kind.cluster_scoped:
+            return "", name
+        namespace, name = meta.split_key(name)
+        return namespace or self.namespace or self._client.namespace, name
+
+    def _listed_namespace(self, namespace: str | None) -> str:
+        if self.kind.cluster_scoped:
+            return ""
+        return namespace if namespace is not None else self.namespace or ""
 
     @property
     def client(self) -> Client:
@@ -323,11 +378,14 @@ class ResourceClient(Generic[T]):
         sent: Any = type(obj)()  # a copy: the caller's object is not changed
         sent.CopyFrom(obj)
         sent.metadata.uid = sent.metadata.uid or str(uuid.uuid4())
+        if not self.kind.cluster_scoped and not sent.metadata.namespace:
+            sent.metadata.namespace = self.namespace or self._client.namespace
         request = v1.CreateRequest(resource=self.resource, object=self.kind.wrap(sent))
         try:
             return self._unwrap(await self._client.call(self._client.stub.Create, request, retry=False))
         except Unavailable as exc:
-            return await self._create_after_ambiguity(request, sent.metadata.name, sent.metadata.uid, exc)
+            key = meta.join_key(sent.metadata.namespace, sent.metadata.name)
+            return await self._create_after_ambiguity(request, key, sent.metadata.uid, exc)
 
     async def _create_after_ambiguity(self, request: v1.CreateRequest, name: str, uid: str, error: Unavailable) -> T:
         clock = self._client.clock
@@ -350,19 +408,31 @@ class ResourceClient(Generic[T]):
         raise error
 
     async def get(self, name: str) -> T:
-        """The current object (a linearizable read). NotFound when absent."""
-        request = v1.GetRequest(resource=self.resource, name=name)
+        """The current object (a linearizable read) of a name or a key "namespace/name". NotFound when absent."""
+        namespace, name = self._locate(name)
+        request = v1.GetRequest(resource=self.resource, name=name, namespace=namespace)
         return self._unwrap(await self._client.call(self._client.stub.Get, request, retry=True))
 
     async def list(
-        self, *, label_selector: str = "", field_selector: str = "", limit: int = 0, continue_token: str = ""
+        self,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+        namespace: str | None = None,
     ) -> ObjectList[T]:
         """Objects matching the selectors, read from one snapshot; `resource_version` is that snapshot's version.
+        Of `namespace` when given, else of the bound namespace, else of every namespace ("" = every namespace).
 
         With `limit`, one page: pass `continue_token` of the result to get the next (same snapshot).
         """
         request = v1.ListRequest(
-            resource=self.resource, label_selector=label_selector, field_selector=field_selector, limit=limit
+            resource=self.resource,
+            label_selector=label_selector,
+            field_selector=field_selector,
+            limit=limit,
+            namespace=self._listed_namespace(namespace),
         )
         setattr(request, "continue", continue_token)
         response: v1.ListResponse = await self._client.call(self._client.stub.List, request, retry=True)
@@ -392,9 +462,11 @@ class ResourceClient(Generic[T]):
 
         Without `resource_version` the server deletes whatever is there (never Conflict). Repeated while the
         server cannot be reached; after an ambiguous failure repeated only when `resource_version` is given."""
+        namespace, name = self._locate(name)
         request = v1.DeleteRequest(
             resource=self.resource,
             name=name,
+            namespace=namespace,
             force=force,
             resource_version=resource_version,
             propagation_policy=propagation_policy,
@@ -408,8 +480,10 @@ class ResourceClient(Generic[T]):
         label_selector: str = "",
         field_selector: str = "",
         allow_bookmarks: bool = True,
+        namespace: str | None = None,
     ) -> AsyncIterator[Change[T]]:
-        """Changes after `resource_version` ("" = from now, "0" = current objects as ADDED first), in order.
+        """Changes after `resource_version` ("" = from now, "0" = current objects as ADDED first), in order; of the
+        namespace chosen as `list` chooses it.
 
         Raises Expired when the version is too old (list again), Unavailable when the stream breaks.
         """
@@ -419,6 +493,7 @@ class ResourceClient(Generic[T]):
             label_selector=label_selector,
             field_selector=field_selector,
             allow_bookmarks=allow_bookmarks,
+            namespace=self._listed_namespace(namespace),
         )
         call = await self._client.open_stream(self._client.stub.Watch, request)
         try:

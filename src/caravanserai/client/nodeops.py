@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client.apply import CONFLICT_RETRIES, modify
 from caravanserai.client.client import Client
 from caravanserai.clock import timestamp
@@ -56,9 +56,9 @@ async def drainable_projects(client: Client, node: str) -> list[str]:
 
 
 def movable_projects(projects: Sequence[v1.Project], node: str) -> list[str]:
-    """Names of the projects in `projects` that a drain of `node` moves, sorted."""
+    """Keys ("namespace/name") of the projects in `projects` that a drain of `node` moves, sorted."""
     return sorted(
-        p.metadata.name
+        meta.key_of(p)
         for p in projects
         if p.status.node_ref == node
         and p.status.phase in (v1.SCHEDULED, v1.RUNNING)

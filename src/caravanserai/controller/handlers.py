@@ -3,9 +3,10 @@
 A controller watches informers through *handler factories*: functions that take the controller's queue and
 return an `EventHandler`. Two are provided:
 
-* `enqueue_object`: the key is the object's name (a Project change → that project's key). Optional `predicate`
+* `enqueue_object`: the key is the object's key, `meta.key_of` ("namespace/name" for a namespaced kind, the name
+  for a cluster-wide one: a Project change → that project's key). Optional `predicate`
   filters objects (checked on the new state, and on the old one for updates, so leaving the filter counts).
-* `enqueue_mapped(fn)`: `fn(obj)` returns the keys to reconcile, e.g. a Node change → the names of the Pending
+* `enqueue_mapped(fn)`: `fn(obj)` returns the keys to reconcile, e.g. a Node change → the keys of the Pending
   projects that might now fit. For an update both the old and the new object are mapped (a label removed from a
   node concerns the projects that selected the old label).
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from caravanserai import meta
 from caravanserai.informer import EventHandler
 from caravanserai.workqueue import WorkQueue
 
@@ -25,18 +27,19 @@ HandlerFactory = Callable[[WorkQueue[str]], EventHandler[Any]]
 
 
 def enqueue_object(queue: WorkQueue[str], *, predicate: Callable[[Any], bool] | None = None) -> EventHandler[Any]:
-    """A handler adding the changed object's name to `queue` (only objects matching `predicate`, when given)."""
+    """A handler adding the changed object's key (`meta.key_of`) to `queue` (only objects matching `predicate`, when
+    given)."""
 
     def matches(obj: Any) -> bool:
         return predicate is None or predicate(obj)
 
     def on_add(obj: Any) -> None:
         if matches(obj):
-            queue.add(obj.metadata.name)
+            queue.add(meta.key_of(obj))
 
     def on_update(old: Any, new: Any) -> None:
         if matches(new) or matches(old):
-            queue.add(new.metadata.name)
+            queue.add(meta.key_of(new))
 
     return EventHandler(on_add, on_update, on_add, name="enqueue_object")
 

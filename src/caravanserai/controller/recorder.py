@@ -5,9 +5,12 @@
 
 Guarantees:
 
-* An event names the object it is about (kind, name, uid, resource_version), has a type (Normal or Warning), a
-  CamelCase reason, a message, the recording component (and host), a count and first/last times taken from the
-  injected clock. Its name is `<object name>.<16 random hex digits>`.
+* An event names the object it is about (kind, namespace, name, uid, resource_version), has a type (Normal or
+  Warning), a CamelCase reason, a message, the recording component (and host), a count and first/last times taken
+  from the injected clock. Its name is `<object name>.<16 random hex digits>` (unique within its namespace).
+* **Namespace.** An event lives in the namespace of the object it is about (`involved_object.namespace` names it);
+  an event about a cluster-wide object (a Node, a NodeGroup) lives in `default` and its `involved_object.namespace`
+  is empty.
 * **Identical events aggregate.** The same (object, type, reason, message) recorded again within
   `aggregation_window` seconds (default 5 minutes) of the previous one updates that event (count + 1, new last
   time) instead of creating another: a reconcile retried every few seconds leaves one event, not hundreds.
@@ -38,7 +41,7 @@ WARNING = "Warning"
 DEFAULT_AGGREGATION_WINDOW = 300.0
 DEFAULT_MAX_TRACKED = 4096
 
-_Key = tuple[str, str, str, str, str, str]  # kind, name, uid, type, reason, message
+_Key = tuple[str, str, str, str, str, str]  # kind, key, uid, type, reason, message
 
 
 @dataclass(slots=True)
@@ -79,11 +82,11 @@ class EventRecorder:
         """Record an event about `obj` (any v1 object); returns the stored Event, or None if it could not be
         written (logged)."""
         kind = meta.kind_of(obj).kind
-        key: _Key = (kind, obj.metadata.name, obj.metadata.uid, type_, reason, message)
+        key: _Key = (kind, meta.key_of(obj), obj.metadata.uid, type_, reason, message)
         try:
             stored = await self._aggregate(key, obj) or await self._create(obj, kind, type_, reason, message)
         except ApiError as exc:
-            log.warning("could not record event", kind=kind, name=obj.metadata.name, reason=reason, error=str(exc))
+            log.warning("could not record event", kind=kind, name=meta.key_of(obj), reason=reason, error=str(exc))
             return None
         self._remember(key, stored)
         return stored
@@ -107,8 +110,10 @@ class EventRecorder:
         now = timestamp(self._clock.now())
         event = meta.with_type_meta(v1.Event())
         event.metadata.name = f"{obj.metadata.name}.{secrets.token_hex(8)}"
+        event.metadata.namespace = meta.namespace_of(obj) or meta.DEFAULT_NAMESPACE
         ref = event.spec.involved_object
         ref.kind = kind
+        ref.namespace = meta.namespace_of(obj)
         ref.name = obj.metadata.name
         ref.uid = obj.metadata.uid
         ref.resource_version = obj.metadata.resource_version

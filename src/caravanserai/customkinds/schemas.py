@@ -58,6 +58,12 @@ def definition_name(plural: str, group: str) -> str:
     return f"{plural}.{group}"
 
 
+SCOPE_NAMESPACED = "Namespaced"
+SCOPE_CLUSTER = "Cluster"
+SCOPES = (SCOPE_NAMESPACED, SCOPE_CLUSTER)
+"""The values of a definition's `scope` (empty means Cluster)."""
+
+
 @dataclass(frozen=True, slots=True)
 class KindNames:
     """The names of a custom kind: what a ResourceDefinition's spec carries besides its schema, and what a custom
@@ -69,6 +75,7 @@ class KindNames:
     short_names: tuple[str, ...] = ()  # further names `caractrl` accepts, e.g. ("wf",)
     printer_columns: tuple[tuple[str, str], ...] = ()  # (header, JSON path) extra columns of `caractrl get`
     node_verbs: tuple[str, ...] = ()  # the verbs node identities may use on the kind's objects
+    namespaced: bool = False  # objects live in namespaces (definition scope "Namespaced"), else cluster-wide
 
     @classmethod
     def of(
@@ -80,6 +87,7 @@ class KindNames:
         short_names: Sequence[str] = (),
         printer_columns: Sequence[tuple[str, str]] = (),
         node_verbs: Sequence[str] = (),
+        namespaced: bool = False,
     ) -> KindNames:
         """The names as users give them: `kind` is the kind's name or the generated object class (named after its
         message); `plural` defaults to `default_plural(kind)`; sequences become tuples."""
@@ -91,13 +99,17 @@ class KindNames:
             tuple(short_names),
             tuple(printer_columns),
             tuple(node_verbs),
+            namespaced,
         )
 
     @classmethod
     def of_spec(cls, spec: v1.ResourceDefinitionSpec) -> KindNames:
         """The names a definition's spec carries."""
         columns = tuple((c.name, c.json_path) for c in spec.printer_columns)
-        return cls(spec.kind, spec.group, spec.plural, tuple(spec.short_names), columns, tuple(spec.node_verbs))
+        namespaced = spec.scope == SCOPE_NAMESPACED
+        return cls(
+            spec.kind, spec.group, spec.plural, tuple(spec.short_names), columns, tuple(spec.node_verbs), namespaced
+        )
 
     @property
     def definition_name(self) -> str:
@@ -111,6 +123,8 @@ class KindNames:
         for name, path in self.printer_columns:
             spec.printer_columns.add(name=name, json_path=path)
         spec.node_verbs.extend(self.node_verbs)
+        if self.namespaced:
+            spec.scope = SCOPE_NAMESPACED
 
     def kind_entry(self, cls: type[Any]) -> meta.Kind:
         """The `meta.Kind` of this kind's objects, whose message class is `cls`."""
@@ -122,6 +136,7 @@ class KindNames:
             self.short_names,
             group=self.group,
             printer_columns=self.printer_columns,
+            cluster_scoped=not self.namespaced,
         )
 
 
@@ -153,8 +168,10 @@ def definition_for(
     short_names: Sequence[str] = (),
     printer_columns: Sequence[tuple[str, str]] = (),
     node_verbs: Sequence[str] = (),
+    namespaced: bool = False,
 ) -> v1.ResourceDefinition:
-    """The ResourceDefinition of the generated message class `cls` (the object) with its `spec` and `status` classes.
+    """The ResourceDefinition of the generated message class `cls` (the object) with its `spec` and `status` classes
+    (`namespaced`: its objects live in namespaces).
 
     Raises ValueError when `cls` does not follow the object conventions (see the module docstring)."""
     names = KindNames.of(
@@ -164,6 +181,7 @@ def definition_for(
         short_names=short_names,
         printer_columns=printer_columns,
         node_verbs=node_verbs,
+        namespaced=namespaced,
     )
     return definition_of(names, cls, spec=spec, status=status)
 
@@ -345,10 +363,18 @@ def register(
     plural: str = "",
     short_names: Sequence[str] = (),
     printer_columns: Sequence[tuple[str, str]] = (),
+    namespaced: bool = False,
 ) -> meta.Kind:
     """Make the generated class `cls` known to this process as a custom kind of `group` (what `Client.define` does
     after defining it), so that `Client.resource(cls)`, informers and `EventRecorder` take its objects."""
-    names = KindNames.of(cls, group=group, plural=plural, short_names=short_names, printer_columns=printer_columns)
+    names = KindNames.of(
+        cls,
+        group=group,
+        plural=plural,
+        short_names=short_names,
+        printer_columns=printer_columns,
+        namespaced=namespaced,
+    )
     return meta.register(names.kind_entry(cls))
 
 
@@ -360,6 +386,9 @@ def kind_for_definition(definition: v1.ResourceDefinition, cls: type[Any] | None
 
 
 __all__ = [
+    "SCOPES",
+    "SCOPE_CLUSTER",
+    "SCOPE_NAMESPACED",
     "KindNames",
     "OBJECT_FIELDS",
     "Schema",

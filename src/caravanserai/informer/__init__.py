@@ -11,7 +11,8 @@
   Expired (vanished objects become deletions), restart a watch silent for `WatchOptions.idle_timeout`. The watch
   knobs (backoff, idle timeout, watch lifetime, page size) are one `WatchOptions` record, given to the factory
   (or the Manager) and passed down whole.
-* `Indexer`: objects by name plus indexes (labels by default; `status.nodeRef`, `status.phase` or your own).
+* `Indexer`: objects by key (`meta.key_of`) plus indexes (labels by default; `status.nodeRef`, `status.phase` or
+  your own).
   Cached objects are read-only; `CARA_CACHE_MUTATION_DETECTOR=1` (or `detect_mutations=True`) makes a change to
   one fail loudly with `CacheMutationError`.
 * `Informer`: the cache plus handlers, called after the cache is updated, in order; periodic resync;

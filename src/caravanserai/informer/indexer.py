@@ -1,4 +1,5 @@
-"""The informer's cache: the objects of one kind by name, with secondary indexes.
+"""The informer's cache: the objects of one kind by key (`meta.key_of`: "namespace/name", or the name of a
+cluster-wide object), with secondary indexes.
 
 Guarantees:
 
@@ -67,7 +68,7 @@ class CacheReader(Protocol[T]):
     """What controllers may do with an informer's cache: read."""
 
     def get(self, name: str) -> T | None:
-        """The cached object named `name`, or None."""
+        """The cached object of key `name` ("namespace/name" for a namespaced kind), or None."""
         ...
 
     def list(self) -> builtins.list[T]:
@@ -75,7 +76,7 @@ class CacheReader(Protocol[T]):
         ...
 
     def keys(self) -> builtins.list[str]:
-        """Every cached name, sorted."""
+        """Every cached key, sorted."""
         ...
 
     def by_index(self, index: str, value: str) -> builtins.list[T]:

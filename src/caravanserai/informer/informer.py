@@ -23,6 +23,8 @@ Guarantees (client-go's SharedInformer contract):
 * **Compact by default** (`compact=True`): the cache keeps objects serialized and decodes on read (a fresh
   read-only message per read): a few times less memory for a microsecond or two per read (see `Indexer`).
   `compact=False` keeps the decoded messages (the same one on every read) for a cache read in a tight loop.
+* **Keys.** Objects are cached under their key (`meta.key_of`): "namespace/name" for a namespaced kind, the name
+  for a cluster-wide one; `get(key)` and `keys()` speak keys.
 * `run()` returns only when cancelled; a cache mutation (detector on) makes it raise `CacheMutationError`.
 """
 
@@ -38,7 +40,7 @@ from typing import Any, Generic, TypeVar
 
 import structlog
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.client import ResourceClient
 from caravanserai.client.resumable import WatchOptions
 from caravanserai.clock import Clock, SystemClock
@@ -253,7 +255,7 @@ class Informer(Generic[T]):
         if not detector.enabled:
             return
         for obj in (old, new):
-            name = obj.metadata.name if obj is not None else ""
+            name = meta.key_of(obj) if obj is not None else ""
             if obj is not None and self._indexer.holds(name, obj):
                 detector.check(name, obj)
 
@@ -279,7 +281,7 @@ class Informer(Generic[T]):
     def replace(self, objects: Sequence[T], resource_version: str) -> None:
         """Make the cache hold exactly `objects`, notifying the differences (see the module docstring)."""
         # T is a kind's message; its bound, Message, declares no metadata (same below).
-        fresh: dict[str, Any] = {obj.metadata.name: obj for obj in objects}  # type: ignore[attr-defined]  # T is any kind's message; Message declares no metadata
+        fresh: dict[str, Any] = {meta.key_of(obj): obj for obj in objects}
         handlers = self._handlers
         for name in self._indexer.keys():  # noqa: SIM118  # the indexer has no __iter__; keys() is a snapshot, deletes follow
             if name not in fresh:
@@ -305,7 +307,7 @@ class Informer(Generic[T]):
 
     def apply(self, event_type: str, obj: T) -> None:
         """One watch event: the cache changes first, then the handlers hear of it."""
-        name: str = obj.metadata.name  # type: ignore[attr-defined]  # T is any kind's message; Message declares no metadata
+        name = meta.key_of(obj)
         if event_type == v1.DELETED:
             if self._indexer.delete(name) is not None:
                 self._push(self._handlers, _DELETE, obj, None)

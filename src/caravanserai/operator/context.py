@@ -45,6 +45,11 @@ class Context(Generic[T]):
     def name(self) -> str:
         return str(getattr(self.obj, "metadata").name)
 
+    @property
+    def key(self) -> str:
+        """The object's key (`meta.key_of`: "namespace/name", or the name of a cluster-wide object)."""
+        return meta.key_of(self.obj)
+
     def changed(self, path: str) -> bool:
         """Whether the field `path` (e.g. `spec.interval`, `metadata.labels.team`) changed since last handled."""
         return touches(self.diff, path)

@@ -24,7 +24,7 @@ log = structlog.get_logger(__name__)
 
 
 class Daemons:
-    """The running daemon tasks of one operator, by (object name, handler id)."""
+    """The running daemon tasks of one operator, by (object key, handler id)."""
 
     def __init__(self, operator: str, clock: Clock) -> None:
         self._operator = operator
@@ -32,17 +32,17 @@ class Daemons:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     def running(self, name: str) -> list[str]:
-        """The ids of the daemons running for object `name`."""
+        """The ids of the daemons running for the object of key `name` (`meta.key_of`)."""
         return sorted(hid for (n, hid), task in self._tasks.items() if n == name and not task.done())
 
     def ensure(self, handler: Handler, ctx: Context[Any]) -> None:
-        """Start `handler` for `ctx.name` unless it runs (or ended) already."""
-        key = (ctx.name, handler.id)
+        """Start `handler` for the object `ctx.key` unless it runs (or ended) already."""
+        key = (ctx.key, handler.id)
         if key not in self._tasks:
-            self._tasks[key] = asyncio.create_task(self._run(handler, ctx), name=f"daemon-{handler.id}-{ctx.name}")
+            self._tasks[key] = asyncio.create_task(self._run(handler, ctx), name=f"daemon-{handler.id}-{ctx.key}")
 
     async def stop(self, name: str, handler_id: str | None = None) -> None:
-        """Cancel the daemons of object `name` (only `handler_id`, when given) and wait for them."""
+        """Cancel the daemons of the object of key `name` (only `handler_id`, when given) and wait for them."""
         keys = [k for k in self._tasks if k[0] == name and handler_id in (None, k[1])]
         await self._cancel(keys)
 
@@ -57,7 +57,7 @@ class Daemons:
             await asyncio.wait(tasks)
 
     async def _run(self, handler: Handler, ctx: Context[Any]) -> None:
-        logger = log.bind(operator=self._operator, daemon=handler.id, object=ctx.name)
+        logger = log.bind(operator=self._operator, daemon=handler.id, object=ctx.key)
         while True:
             try:
                 outcome = await call(handler, ctx, operator=self._operator)

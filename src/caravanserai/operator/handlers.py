@@ -49,7 +49,7 @@ class Outcome:
 
 async def call(handler: Handler, ctx: Context[Any], *, operator: str) -> Outcome:
     """Call `handler` with `ctx`; the outcome (see the module docstring)."""
-    logger = log.bind(operator=operator, handler=handler.id, reason=handler.reason, object=ctx.name)
+    logger = log.bind(operator=operator, handler=handler.id, reason=handler.reason, object=ctx.key)
     try:
         result = await handler.fn(ctx)
     except TemporaryError as exc:

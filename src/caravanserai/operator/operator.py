@@ -38,7 +38,8 @@ Guarantees (each reconcile of one object; one object is never reconciled twice a
   done (a change of the object, of a dependent it `owns`, a requeue): they converge the world to the object's
   state, so they must be idempotent. `Requeue(after=s)` or `TemporaryError(delay=s)` reconciles again after `s`.
 * **Dependents** (`owns(kind)`): a change of an object of `kind` whose controller ownerReference names this kind
-  reconciles its owner (the reference's name is the key), as controller-runtime's `Owns`.
+  reconciles its owner (the reference's name is the key; an owner of a namespaced kind is looked up in the
+  dependent's namespace), as controller-runtime's `Owns`.
 * **Retired finalizers** (`retired_finalizers=`, those of earlier versions of the operator) are removed on sight,
   also from an object being deleted, before anything else.
 * **Status:** handlers change `ctx.status`; after them it is written through the status subresource when it
@@ -99,7 +100,7 @@ class Operator(Generic[T]):
         self.handlers: list[Handler] = []
         self.daemons = Daemons(name, self.clock)
         self._resumed: set[str] = set()  # uids seen by this process
-        self._uids: dict[str, str] = {}  # object name → uid last seen
+        self._uids: dict[str, str] = {}  # object key → uid last seen
         self._progress: dict[tuple[str, str], set[str]] = {}  # (uid, state) → ids of handlers done
         self._timers: dict[tuple[str, str], float] = {}  # (uid, timer id) → monotonic time of its next run
         self._log = log.bind(operator=name)
@@ -156,11 +157,14 @@ class Operator(Generic[T]):
             self.owned.append(kind)
 
     def owner_keys(self, dependent: Any) -> list[str]:
-        """The key of the object of this kind that controls `dependent` (its controller reference), if any."""
+        """The key of the object of this kind that controls `dependent` (its controller reference), if any: an owner
+        of a namespaced kind is in the dependent's namespace (as in Kubernetes)."""
         ref = meta.controller_of(dependent)
         if ref is None or ref.kind != self.resource.kind.kind or _group(ref.api_version) != self._group:
             return []
-        return [ref.name]
+        if self.resource.kind.cluster_scoped:
+            return [ref.name]
+        return [meta.join_key(meta.namespace_of(dependent), ref.name)]
 
     def _of(self, *reasons: str) -> list[Handler]:
         return [h for h in self.handlers if h.reason in reasons]
@@ -259,11 +263,11 @@ class Operator(Generic[T]):
         if not outcome.done:
             return Result(requeue_after=outcome.retry_after)
         await writes.modify(self.resource, obj, self._remove_finalizer)
-        self._log.info("finalized", object=obj.metadata.name)
+        self._log.info("finalized", object=meta.key_of(obj))
         return Result()
 
     async def _handle(self, obj: Any) -> Result:
-        uid = self._uids[obj.metadata.name] = obj.metadata.uid
+        uid = self._uids[meta.key_of(obj)] = obj.metadata.uid
         old = essence.decode(obj.metadata.annotations.get(self.annotation, ""))
         new = essence.essence_of(obj, ignore=self.annotation)
         due: list[Handler] = []
@@ -301,7 +305,7 @@ class Operator(Generic[T]):
     async def _ensure_daemons(self, ctx: Context[Any]) -> None:
         for handler in self._of(DAEMON):
             if not handler.when(ctx):
-                await self.daemons.stop(ctx.name, handler.id)
+                await self.daemons.stop(ctx.key, handler.id)
                 continue
             status = meta.copy(ctx.status)  # the daemon's own: the reconcile's status is written without it
             self.daemons.ensure(handler, Context(DAEMON, ctx.obj, status, self.client, ctx.now, ctx.old, ctx.new))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from caravanserai import meta
 from caravanserai.client import apply
 from caravanserai.errors import NotFound
 
@@ -20,7 +21,7 @@ async def modify(resource: Any, obj: Any, change: Callable[[Any], bool]) -> Any 
     """Apply `change` (returns False when there is nothing to do) to `obj` and Update it; on Conflict read it
     again and repeat. Returns the stored object (or `obj` when nothing was to do), None when it is gone."""
     try:
-        stored, _ = await apply.modify(resource, obj.metadata.name, change, current=obj)
+        stored, _ = await apply.modify(resource, meta.key_of(obj), change, current=obj)
     except NotFound:
         return None
     return stored
@@ -36,7 +37,7 @@ async def write_status(resource: Any, obj: Any, status: Any) -> Any | None:
         return True
 
     try:
-        stored, _ = await apply.modify_status(resource, obj.metadata.name, put, current=obj)
+        stored, _ = await apply.modify_status(resource, meta.key_of(obj), put, current=obj)
     except NotFound:
         return None
     return stored

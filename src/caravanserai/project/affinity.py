@@ -12,8 +12,11 @@ Semantics (Kubernetes' nodeAffinity, podAffinity/podAntiAffinity and topologySpr
 * **Node terms**: a term is the AND of its requirements; `required` terms are ORed (the node must match one; a
   term without requirements matches no node); a `preferred` term adds its weight to every node it matches.
 * **Project selectors** (`ProjectSelector`): every `matchLabels` pair and every `matchExpressions` requirement
-  (In, NotIn, Exists, DoesNotExist) must hold; the empty selector selects every project. Selectors range over
-  every project of the cluster (there are no namespaces).
+  (In, NotIn, Exists, DoesNotExist) must hold; the empty selector selects every project. As in Kubernetes, a
+  project's affinity, anti-affinity and spread terms select projects of **the project's own namespace** only
+  (`placement_of(spec, namespace=...)` gives its selectors that namespace; the projects they are matched against
+  carry theirs as the pseudo-label `NAMESPACE_LABEL`, see `labels_of`). A selector without a namespace (records
+  built without one) selects projects of every namespace.
 * **Topology**: a term's `topologyKey` names a node label; projects count in the *domain* of their node, the
   value of that label there. `caravanserai.io/hostname` falls back to the node's name on a node without the
   label, so per-node rules work on nodes registered without it.
@@ -38,6 +41,9 @@ WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 HOSTNAME_KEY = "caravanserai.io/hostname"
 ZONE_KEY = "caravanserai.io/zone"
 MIN_WEIGHT, MAX_WEIGHT = 1, 100
+NAMESPACE_LABEL = "(namespace)"
+"""The pseudo-label under which `labels_of` carries a project's namespace (not a valid label key, so no project
+label and no selector a user writes can name it)."""
 
 
 def as_integer(text: str) -> int | None:
@@ -96,8 +102,12 @@ class ProjectSelector:
 
     match_labels: tuple[tuple[str, str], ...] = ()
     expressions: tuple[Requirement, ...] = ()
+    namespace: str = ""  # only projects of this namespace ("": of every namespace)
 
     def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a project with `labels` (as `labels_of` gives them: its namespace included) is selected."""
+        if self.namespace and labels.get(NAMESPACE_LABEL) != self.namespace:
+            return False
         for key, value in self.match_labels:
             if labels.get(key) != value:
                 return False
@@ -182,33 +192,49 @@ def _requirements(
     return tuple(Requirement(r.key, r.operator, tuple(r.values)) for r in items)
 
 
-def selector_of(selector: v1.LabelSelector) -> ProjectSelector:
-    """The record of a LabelSelector message (match_labels sorted, so equal selectors are equal records)."""
-    return ProjectSelector(tuple(sorted(selector.match_labels.items())), _requirements(selector.match_expressions))
+def selector_of(selector: v1.LabelSelector, namespace: str = "") -> ProjectSelector:
+    """The record of a LabelSelector message (match_labels sorted, so equal selectors are equal records), selecting
+    projects of `namespace` ("": of every namespace)."""
+    return ProjectSelector(
+        tuple(sorted(selector.match_labels.items())), _requirements(selector.match_expressions), namespace
+    )
 
 
-def _term(term: v1.ProjectAffinityTerm) -> ProjectTerm:
-    return ProjectTerm(selector_of(term.label_selector), term.topology_key)
+def labels_of(labels: Mapping[str, str], namespace: str) -> dict[str, str]:
+    """A project's labels as selectors match them: its own, and its namespace under `NAMESPACE_LABEL` (when it has
+    one)."""
+    out = dict(labels)
+    if namespace:
+        out[NAMESPACE_LABEL] = namespace
+    return out
+
+
+def _term(term: v1.ProjectAffinityTerm, namespace: str) -> ProjectTerm:
+    return ProjectTerm(selector_of(term.label_selector, namespace), term.topology_key)
 
 
 def _project_rules(
-    rules: v1.ProjectAffinity,
+    rules: v1.ProjectAffinity, namespace: str
 ) -> tuple[tuple[ProjectTerm, ...], tuple[tuple[int, ProjectTerm], ...]]:
-    required = tuple(_term(t) for t in rules.required)
-    return required, tuple((p.weight, _term(p.term)) for p in rules.preferred)
+    required = tuple(_term(t, namespace) for t in rules.required)
+    return required, tuple((p.weight, _term(p.term, namespace)) for p in rules.preferred)
 
 
-def placement_of(spec: v1.ProjectSpec) -> Placement:
-    """The placement rules of a project spec (`NO_PLACEMENT` when it has none)."""
+def placement_of(spec: v1.ProjectSpec, namespace: str = "") -> Placement:
+    """The placement rules of a project spec (`NO_PLACEMENT` when it has none); its project selectors select
+    projects of `namespace`, the project's own ("": every namespace)."""
     if not spec.HasField("affinity") and not spec.topology_spread_constraints:
         return NO_PLACEMENT
     affinity = spec.affinity
     nodes = affinity.node_affinity
-    affinity_required, affinity_preferred = _project_rules(affinity.project_affinity)
-    anti_required, anti_preferred = _project_rules(affinity.project_anti_affinity)
+    affinity_required, affinity_preferred = _project_rules(affinity.project_affinity, namespace)
+    anti_required, anti_preferred = _project_rules(affinity.project_anti_affinity, namespace)
     spread = tuple(
         SpreadConstraint(
-            c.max_skew, c.topology_key, c.when_unsatisfiable or DO_NOT_SCHEDULE, selector_of(c.label_selector)
+            c.max_skew,
+            c.topology_key,
+            c.when_unsatisfiable or DO_NOT_SCHEDULE,
+            selector_of(c.label_selector, namespace),
         )
         for c in spec.topology_spread_constraints
     )
@@ -238,6 +264,7 @@ __all__ = [
     "MIN_WEIGHT",
     "NODE_OPERATORS",
     "NOT_IN",
+    "NAMESPACE_LABEL",
     "NO_PLACEMENT",
     "NodeTerm",
     "Placement",
@@ -249,6 +276,7 @@ __all__ = [
     "WHEN_UNSATISFIABLE",
     "ZONE_KEY",
     "as_integer",
+    "labels_of",
     "placement_of",
     "selector_of",
     "short_key",

@@ -12,6 +12,8 @@ Guarantees:
 * **Per service.** `service_refs` says what one service needs (its env and the data volumes it mounts; never a
   repository, which the agent reads for backups, not for a service); a change of exactly those objects changes
   that service's spec hash, and nothing else's.
+* **In the project's namespace.** Refs are names; every one of them names an object of the project's own namespace
+  (readers look it up as `meta.join_key(project.metadata.namespace, name)`, and so does a repository's Secret).
 * Pure; refs are sorted, deduplicated tuples.
 """
 

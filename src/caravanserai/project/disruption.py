@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.project.replicas import availability, owning_set, replicas_of, scaled
 
 
@@ -34,12 +34,19 @@ def minimum_available(spec: v1.ProjectSetSpec) -> int | None:
 
 
 def available_replicas(projectset: v1.ProjectSet, projects: Iterable[v1.Project], *, now: float) -> list[str]:
-    """Names of the set's available replicas among `projects`."""
-    name, min_ready = projectset.metadata.name, projectset.spec.min_ready_seconds
+    """Keys (`meta.key_of`) of the set's available replicas among `projects` (of any namespace: a set's replicas are
+    those of its own namespace)."""
+    name, namespace, min_ready = (
+        projectset.metadata.name,
+        projectset.metadata.namespace,
+        projectset.spec.min_ready_seconds,
+    )
     return [
-        p.metadata.name
+        meta.key_of(p)
         for p in projects
-        if owning_set(p) == name and availability(p, min_ready_seconds=min_ready, now=now).available
+        if owning_set(p) == name
+        and p.metadata.namespace == namespace
+        and availability(p, min_ready_seconds=min_ready, now=now).available
     ]
 
 
@@ -70,19 +77,20 @@ def may_disrupt(
     now: float,
     disrupting: Collection[str] = (),
 ) -> Verdict:
-    """Whether `project` may be disrupted now (module docstring). `sets`: the ProjectSets by name; `projects`:
-    every project the caller knows (the set's replicas among them)."""
+    """Whether `project` may be disrupted now (module docstring). `sets`: the ProjectSets by name (a set of another
+    namespace than the project's is not its set); `projects`: every project the caller knows (the set's replicas
+    among them); `disrupting`: keys (`meta.key_of`) of replicas being disrupted already."""
     name = owning_set(project)
     projectset = sets.get(name) if name is not None else None
-    if projectset is None:
+    if projectset is None or projectset.metadata.namespace != project.metadata.namespace:
         return ALLOWED
     minimum = minimum_available(projectset.spec)
     if minimum is None:
         return ALLOWED
     available = set(available_replicas(projectset, projects, now=now))
-    if project.metadata.name not in available:
+    if meta.key_of(project) not in available:
         return ALLOWED
-    left = len(available - {project.metadata.name} - set(disrupting))
+    left = len(available - {meta.key_of(project)} - set(disrupting))
     if left >= minimum:
         return ALLOWED
     return Verdict(

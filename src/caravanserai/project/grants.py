@@ -6,7 +6,7 @@ Every container the agent creates gets (after the service's own `env`, so these 
 
 | variable | value |
 |---|---|
-| `CARA_NODE_NAME`, `CARA_PROJECT`, `CARA_SERVICE` | where it runs and what it is |
+| `CARA_NODE_NAME`, `CARA_NAMESPACE`, `CARA_PROJECT`, `CARA_SERVICE` | where it runs and what it is |
 | `CARA_CPU_REQUEST`, `CARA_CPU_LIMIT` | millicores (`500m` → `500`, `2` → `2000`), when requested/limited |
 | `CARA_MEMORY_REQUEST`, `CARA_MEMORY_LIMIT` | bytes (`1Gi` → `1073741824`), when requested/limited |
 | `CARA_RESOURCE_<NAME>` | each granted extended resource's count (`nvidia.com/gpu` → `CARA_RESOURCE_NVIDIA_COM_GPU`) |
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.text.quantity import cpu_millis, to_int
 
 STANDARD_RESOURCES = frozenset({"cpu", "memory"})
@@ -55,9 +55,14 @@ def resource_variables(service: v1.Service) -> dict[str, str]:
     return env
 
 
-def environment(service: v1.Service, *, node: str, project: str) -> dict[str, str]:
-    """Every grant variable for `service` of `project` running on `node`."""
-    names = {"CARA_NODE_NAME": node, "CARA_PROJECT": project, "CARA_SERVICE": service.name}
+def environment(service: v1.Service, *, node: str, project: str, namespace: str) -> dict[str, str]:
+    """Every grant variable for `service` of `project` (of `namespace`; "" means `default`) running on `node`."""
+    names = {
+        "CARA_NODE_NAME": node,
+        "CARA_NAMESPACE": namespace or meta.DEFAULT_NAMESPACE,
+        "CARA_PROJECT": project,
+        "CARA_SERVICE": service.name,
+    }
     return {**names, **resource_variables(service)}
 
 

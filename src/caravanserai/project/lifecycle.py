@@ -1,5 +1,6 @@
 """The project lifecycle: the phase transition table and one constructor per phase change.
 
+    Queued ──admit (its namespace's quota has room)──▶ Pending
     Pending ──bind──▶ Scheduled ──run──▶ Running ──succeed──▶ Succeeded
        ▲                 │  │              │  │
        │                 │  └──fail──▶ Failed ◀──fail┘
@@ -49,6 +50,7 @@ from caravanserai.project import backups
 # Legal phase changes (old → allowed new). Staying in a phase is legal except for Terminated (final). Terminating
 # is entered only through Delete (`mark_terminating`).
 TRANSITIONS: dict[str, frozenset[str]] = {
+    v1.QUEUED: frozenset({v1.PENDING}),
     v1.PENDING: frozenset({v1.SCHEDULED}),
     v1.SCHEDULED: frozenset({v1.RUNNING, v1.SUCCEEDED, v1.FAILED, v1.PENDING, v1.TERMINATING}),
     v1.RUNNING: frozenset({v1.SUCCEEDED, v1.FAILED, v1.PENDING, v1.TERMINATING}),
@@ -58,13 +60,15 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     v1.TERMINATED: frozenset(),
 }
 # Phases whose project Delete removes at once (nothing of it runs on any node).
-DELETE_AT_ONCE = frozenset({v1.PENDING, v1.TERMINATED, ""})
+DELETE_AT_ONCE = frozenset({v1.QUEUED, v1.PENDING, v1.TERMINATED, ""})
 # Phases a project never leaves by itself (only a spec change, a restart or Delete moves it on).
 FINISHED = frozenset({v1.SUCCEEDED, v1.FAILED})
 # Seconds the node a moved project leaves keeps its old containers while the project starts elsewhere.
 DEFAULT_HANDOFF = 300.0
 
 REASON_CREATED = "Created"
+REASON_QUEUED = "WaitingForQuota"
+REASON_ADMITTED = "Admitted"
 REASON_SCHEDULED = "Scheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_DELETION_REQUESTED = "DeletionRequested"
@@ -95,6 +99,22 @@ def created(project: v1.Project, *, now: float) -> None:
     meta.set_phase(
         project, v1.PENDING, reason=REASON_CREATED, message="Project accepted; waiting to be scheduled", now=now
     )
+
+
+def queue(project: v1.Project, message: str, *, now: float) -> None:
+    """Hold a new project (being created, owned by the caller) back in Queued: its namespace's quota has no room;
+    `message` says what it waits for."""
+    meta.set_phase(project, v1.QUEUED, reason=REASON_QUEUED, message=message, now=now)
+
+
+def waiting(project: v1.Project, message: str, *, now: float) -> v1.Project:
+    """A Queued project with a new account of what it waits for (its place in the queue, the quota's use)."""
+    return _phase(project, v1.QUEUED, reason=REASON_QUEUED, message=message, now=now)
+
+
+def admit(project: v1.Project, *, now: float) -> v1.Project:
+    """Queued → Pending: the quota has room; the apiserver counts its use in the same write, or refuses it."""
+    return _phase(project, v1.PENDING, reason=REASON_ADMITTED, message="Admitted by its namespace's quota", now=now)
 
 
 def bind(project: v1.Project, node: str, *, now: float) -> v1.Project:

@@ -101,13 +101,14 @@ def owning_set(project: v1.Project) -> str | None:
 
 
 SET_INDEX = "projectset"
-"""A projects cache's index of replicas by the name of the set that controls them (`set_index`)."""
+"""A projects cache's index of replicas by the key of the set that controls them (`set_index`)."""
 
 
 def set_index(project: v1.Project) -> list[str]:
-    """The index function of `SET_INDEX`: the owning set's name (none for a project no set controls)."""
+    """The index function of `SET_INDEX`: the owning set's key ("namespace/name": a set controls replicas of its
+    own namespace), none for a project no set controls."""
     name = owning_set(project)
-    return [name] if name is not None else []
+    return [meta.join_key(project.metadata.namespace, name)] if name is not None else []
 
 
 def is_ready(project: v1.Project) -> bool:

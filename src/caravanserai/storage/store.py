@@ -1,8 +1,9 @@
 """The generic object store: named opaque values per resource, in etcd, written only by compare-and-swap.
 
-Layout: the object `name` of resource `resource` (a plural such as `projects`) lives at the etcd key
-`<prefix>/<resource>/<name>`; its value is whatever bytes the apiserver stored (serialized protobuf).
-An object's `mod_revision` is its resource_version.
+Layout: the object of key `key` of resource `resource` (a plural such as `projects`) lives at the etcd key
+`<prefix>/<resource>/<key>`; its value is whatever bytes the apiserver stored (serialized protobuf). A key is the
+object's name, or "<namespace>/<name>" for an object of a namespaced kind, so one namespace's objects are one
+range of keys (`list(..., namespace=...)`). An object's `mod_revision` is its resource_version.
 
 Guarantees:
 
@@ -23,7 +24,8 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import builtins
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -46,12 +48,14 @@ from caravanserai.storage.etcd_types import (
 
 @dataclass(frozen=True, slots=True)
 class StoredObject:
-    """An object as stored: its value and the revisions of its last write and of its creation."""
+    """An object as stored: its key (`name`), its value, the revisions of its last write and of its creation, and
+    the etcd lease it is bound to (0: none)."""
 
     name: str
     value: bytes
     mod_revision: int
     create_revision: int
+    lease: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +90,34 @@ class ListPage:
     more: bool
 
 
+@dataclass(frozen=True, slots=True)
+class Also:
+    """Another object written in the same transaction as a create, update or delete: `value` replaces the object
+    at `key` of `resource`, which must still be at `expected_revision` (how a quota's usage is counted with the
+    write that changes it)."""
+
+    resource: str
+    key: str
+    value: bytes
+    expected_revision: int
+
+
+class CompanionChanged(Conflict):
+    """An `Also` object changed since it was read: nothing was written; read it again and decide again (never the
+    caller's conflict)."""
+
+
 def _check_segment(what: str, value: str) -> None:
     if not value or "/" in value or value in (".", ".."):
         raise Invalid(f"invalid {what} {value!r}: must be non-empty and contain no '/'")
+
+
+def _check_key(key: str) -> None:
+    """A key is a name or "namespace/name", each part a segment."""
+    namespace, slash, name = key.partition("/")
+    if slash:
+        _check_segment("namespace", namespace)
+    _check_segment("name", name if slash else namespace)
 
 
 class Store:
@@ -114,12 +143,13 @@ class Store:
         return f"{self._prefix}/{resource}/".encode()
 
     def _key(self, resource: str, name: str) -> bytes:
-        _check_segment("name", name)
+        _check_key(name)
         return self._dir(resource) + name.encode()
 
     def _object(self, resource: str, kv: KeyValue, dir_len: int) -> StoredObject:
         name = kv.key[dir_len:].decode()
-        return StoredObject(name, self._open(resource, name, kv.value), kv.mod_revision, kv.create_revision)
+        value = self._open(resource, name, kv.value)
+        return StoredObject(name, value, kv.mod_revision, kv.create_revision, kv.lease)
 
     async def get(self, resource: str, name: str) -> StoredObject:
         """The object now (linearizable read). NotFound when absent."""
@@ -129,76 +159,122 @@ class Store:
             raise NotFound(f"{resource} {name!r} not found")
         return self._object(resource, result.kvs[0], len(directory))
 
-    async def list(self, resource: str, *, limit: int = 0, start_after: str = "", revision: int = 0) -> ListPage:
-        """Objects in name order after `start_after`, at most `limit` (0: all), read at `revision` (0: now).
+    async def list(
+        self, resource: str, *, limit: int = 0, start_after: str = "", revision: int = 0, namespace: str = ""
+    ) -> ListPage:
+        """Objects in key order after the key `start_after`, at most `limit` (0: all), read at `revision` (0: now);
+        only those of `namespace` when given (a namespaced resource).
 
         The page's `revision` is the snapshot it was read at: pass it back for the next page to keep paging
         one snapshot, and use `revision + 1` as a watch's start. Expired when `revision` is compacted.
         """
         directory = self._dir(resource)
-        start = directory + start_after.encode() + b"\0" if start_after else directory
-        result = await self._client.range(start, prefix_end(directory), limit=limit, revision=revision)
+        scope = directory
+        if namespace:
+            _check_segment("namespace", namespace)
+            scope = directory + namespace.encode() + b"/"
+        start = directory + start_after.encode() + b"\0" if start_after else scope
+        result = await self._client.range(max(start, scope), prefix_end(scope), limit=limit, revision=revision)
         items = [self._object(resource, kv, len(directory)) for kv in result.kvs]
         return ListPage(items, revision or result.revision, result.more)
 
     async def pages(
-        self, resource: str, *, start_after: str = "", revision: int = 0, page_size: int = 1000
+        self, resource: str, *, start_after: str = "", revision: int = 0, page_size: int = 1000, namespace: str = ""
     ) -> AsyncGenerator[ListPage, None]:
-        """Every object after `start_after`, page by page, all read at one snapshot (the first page's revision,
-        or `revision` when given). The caller may stop early; each page's `revision` is the snapshot's."""
+        """Every object after `start_after` (of `namespace` when given), page by page, all read at one snapshot
+        (the first page's revision, or `revision` when given). The caller may stop early; each page's `revision`
+        is the snapshot's."""
         while True:
-            page = await self.list(resource, limit=page_size, start_after=start_after, revision=revision)
+            page = await self.list(
+                resource, limit=page_size, start_after=start_after, revision=revision, namespace=namespace
+            )
             revision = page.revision
             yield page
             if not page.more or not page.items:
                 return
             start_after = page.items[-1].name
 
-    async def create(self, resource: str, name: str, value: bytes, *, lease: int = 0) -> int:
-        """Store a new object (bound to `lease` when non-zero); its mod_revision. AlreadyExists if taken."""
+    async def create(self, resource: str, name: str, value: bytes, *, lease: int = 0, also: Sequence[Also] = ()) -> int:
+        """Store a new object (bound to `lease` when non-zero), and the `also` objects with it; its mod_revision.
+        AlreadyExists if taken; CompanionChanged (nothing written) when an `also` object changed."""
         key = self._key(resource, name)
         result = await self._client.txn(
-            compare=[Compare.create_revision(key, "==", 0)],
-            success=[PutOp(key, self._seal(resource, name, value), lease=lease)],
+            compare=[Compare.create_revision(key, "==", 0), *self._also_compare(also)],
+            success=[PutOp(key, self._seal(resource, name, value), lease=lease), *self._also_put(also)],
+            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
         )
         if not result.succeeded:
-            raise AlreadyExists(f"{resource} {name!r} already exists")
+            current = result.responses[0]
+            assert isinstance(current, RangeResult)
+            if current.kvs:
+                raise AlreadyExists(f"{resource} {name!r} already exists")
+            self._raise_companion_changed(result, also, first=1)
         return result.revision
 
-    async def update(self, resource: str, name: str, value: bytes, *, expected_revision: int) -> int:
-        """Replace the object if its mod_revision still equals `expected_revision`; the new mod_revision.
+    def _also_compare(self, also: Sequence[Also]) -> builtins.list[Compare]:
+        return [Compare.mod_revision(self._key(a.resource, a.key), "==", a.expected_revision) for a in also]
 
-        The object keeps its lease. Conflict when it changed since, NotFound when it is gone.
+    def _also_put(self, also: Sequence[Also]) -> builtins.list[PutOp]:
+        return [
+            PutOp(self._key(a.resource, a.key), self._seal(a.resource, a.key, a.value), ignore_lease=True) for a in also
+        ]
+
+    def _also_read(self, also: Sequence[Also]) -> builtins.list[RangeOp]:
+        return [RangeOp(self._key(a.resource, a.key), keys_only=True) for a in also]
+
+    @staticmethod
+    def _raise_companion_changed(result: TxnResult, also: Sequence[Also], *, first: int) -> None:
+        """CompanionChanged naming the first `also` object whose revision moved (responses from `first` on)."""
+        for item, response in zip(also, result.responses[first:], strict=False):
+            assert isinstance(response, RangeResult)
+            current = response.kvs[0].mod_revision if response.kvs else 0
+            if current != item.expected_revision:
+                raise CompanionChanged.modified(
+                    f"{item.resource} {item.key!r}", expected=item.expected_revision, current=current
+                )
+        raise CompanionChanged.modified("a companion object")
+
+    async def update(
+        self, resource: str, name: str, value: bytes, *, expected_revision: int, also: Sequence[Also] = ()
+    ) -> int:
+        """Replace the object if its mod_revision still equals `expected_revision` (and write the `also` objects
+        with it); the new mod_revision.
+
+        The object keeps its lease. Conflict when it changed since, NotFound when it is gone, CompanionChanged
+        when an `also` object changed (nothing written either way).
         """
         if expected_revision <= 0:
             raise Invalid(f"update of {resource} {name!r} needs the expected revision, got {expected_revision}")
         key = self._key(resource, name)
         result = await self._client.txn(
-            compare=[Compare.mod_revision(key, "==", expected_revision)],
-            success=[PutOp(key, self._seal(resource, name, value), ignore_lease=True)],
-            failure=[RangeOp(key, keys_only=True)],
+            compare=[Compare.mod_revision(key, "==", expected_revision), *self._also_compare(also)],
+            success=[PutOp(key, self._seal(resource, name, value), ignore_lease=True), *self._also_put(also)],
+            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
         )
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)
+            self._raise_companion_changed(result, also, first=1)
         return result.revision
 
-    async def delete(self, resource: str, name: str, *, expected_revision: int = 0) -> int:
+    async def delete(self, resource: str, name: str, *, expected_revision: int = 0, also: Sequence[Also] = ()) -> int:
         """Delete the object if its mod_revision equals `expected_revision`; the deleting revision.
 
         `expected_revision=0` deletes whatever is there now: the object is read and then deleted by a
         transaction guarded on the revision read, so a write in between makes it Conflict, not lost.
-        Conflict when stale, NotFound when absent.
+        Conflict when stale, NotFound when absent; the `also` objects are written with it (CompanionChanged when
+        one changed).
         """
         if expected_revision == 0:
             expected_revision = (await self.get(resource, name)).mod_revision
         key = self._key(resource, name)
         result = await self._client.txn(
-            compare=[Compare.mod_revision(key, "==", expected_revision)],
-            success=[DeleteOp(key)],
-            failure=[RangeOp(key, keys_only=True)],
+            compare=[Compare.mod_revision(key, "==", expected_revision), *self._also_compare(also)],
+            success=[DeleteOp(key), *self._also_put(also)],
+            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
         )
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)
+            self._raise_companion_changed(result, also, first=1)
         return result.revision
 
     async def delete_with_contents(self, resource: str, name: str, *, expected_revision: int, contents: str) -> int:
@@ -213,18 +289,21 @@ class Store:
         )
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)
+            raise Conflict.modified(f"{resource} {name!r}")
         removed = result.responses[1]
         assert isinstance(removed, DeleteResult)
         return removed.deleted
 
     @staticmethod
     def _raise_guard_failed(result: TxnResult, resource: str, name: str, expected: int) -> None:
-        """Raise NotFound or Conflict after a failed mod_revision guard whose failure branch read the key."""
+        """Raise NotFound or Conflict after a failed transaction whose failure branch read the key first; return
+        when the key is at `expected` (another guard of the transaction failed)."""
         current = result.responses[0]
         assert isinstance(current, RangeResult)
         if not current.kvs:
             raise NotFound(f"{resource} {name!r} not found")
-        raise Conflict.modified(f"{resource} {name!r}", expected=expected, current=current.kvs[0].mod_revision)
+        if current.kvs[0].mod_revision != expected:
+            raise Conflict.modified(f"{resource} {name!r}", expected=expected, current=current.kvs[0].mod_revision)
 
     async def watch(self, resource: str, *, start_revision: int) -> AsyncGenerator[WatchBatch, None]:
         """Changes to `resource` from `start_revision` on (inclusive; 0: from now), as ordered batches.
@@ -251,6 +330,20 @@ class Store:
         value = self._open(resource, name, event.kv.value)
         return StoreEvent("PUT", name, value, prev_value, event.kv.mod_revision, event.kv.create_revision)
 
+    async def move(
+        self, resource: str, old: str, new: str, value: bytes, *, expected_revision: int, lease: int = 0
+    ) -> bool:
+        """Replace the object at key `old` (if its mod_revision still equals `expected_revision`) by `value` at key
+        `new` (which must be free; bound to `lease` when non-zero), in one transaction; False when either guard
+        failed (nothing written). How an upgrade moves objects stored before namespaces existed into one: several
+        apiservers may race, each object moves once."""
+        old_key, new_key = self._key(resource, old), self._key(resource, new)
+        result = await self._client.txn(
+            compare=[Compare.mod_revision(old_key, "==", expected_revision), Compare.create_revision(new_key, "==", 0)],
+            success=[DeleteOp(old_key), PutOp(new_key, self._seal(resource, new, value), lease=lease)],
+        )
+        return result.succeeded
+
     async def current_revision(self) -> int:
         """The store's current revision (linearizable): every write so far is at or below it."""
         result = await self._client.range(self._prefix.encode() + b"/", count_only=True)
@@ -271,4 +364,4 @@ class Store:
         return (await self._client.lease_grant(ttl_seconds)).id
 
 
-__all__ = ["ListPage", "Store", "StoreEvent", "StoredObject", "WatchBatch"]
+__all__ = ["Also", "CompanionChanged", "ListPage", "Store", "StoreEvent", "StoredObject", "WatchBatch"]

@@ -17,11 +17,14 @@ def project(
     labels: Mapping[str, str] | None = None,
     node_selector: Mapping[str, str] | None = None,
     priority: int = 0,
+    namespace: str = "",
 ) -> v1.Project:
-    """A valid project with one or more services running `command` (default: sleep forever)."""
+    """A valid project with one or more services running `command` (default: sleep forever), in `namespace`
+    ("": none named; a client puts it in its own namespace, `default` unless told otherwise)."""
     names = [f"svc{i}" for i in range(services)] if isinstance(services, int) else list(services)
     obj = meta.with_type_meta(v1.Project())
     obj.metadata.name = name
+    obj.metadata.namespace = namespace
     obj.metadata.labels.update(labels or {})
     for service_name in names:
         svc = obj.spec.services.add()

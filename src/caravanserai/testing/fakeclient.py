@@ -65,11 +65,12 @@ class _History:
 class FakeClient:
     """In-memory stand-in for `caravanserai.client.Client` (resources only; see the module docstring)."""
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(self, *, clock: Clock | None = None, namespace: str = meta.DEFAULT_NAMESPACE) -> None:
         self.clock: Clock = clock or SystemClock()
+        self.namespace = namespace  # where names without a namespace are looked up (as `Client.namespace`)
         self.target = "fake"
         self._version = 0
-        self._objects: dict[str, dict[str, Any]] = {}  # resource → name → stored object
+        self._objects: dict[str, dict[str, Any]] = {}  # resource → key → stored object
         self._history = _History()
         self.projects: FakeResourceClient[v1.Project] = FakeResourceClient(self, meta.kind_for("projects"))
         self.nodes: FakeResourceClient[v1.Node] = FakeResourceClient(self, meta.kind_for("nodes"))
@@ -88,18 +89,18 @@ class FakeClient:
         )
         self.nodegroups: FakeResourceClient[v1.NodeGroup] = FakeResourceClient(self, meta.kind_for("nodegroups"))
         self.projectsets: FakeResourceClient[v1.ProjectSet] = FakeResourceClient(self, meta.kind_for("projectsets"))
+        self.namespaces: FakeResourceClient[v1.Namespace] = FakeResourceClient(self, meta.kind_for("namespaces"))
 
     @overload
-    def resource(self, kind: str) -> FakeResourceClient[Any]: ...
+    def resource(self, kind: str, *, namespace: str | None = None) -> FakeResourceClient[Any]: ...
 
     @overload
-    def resource(self, kind: type[T]) -> FakeResourceClient[T]: ...
+    def resource(self, kind: type[T], *, namespace: str | None = None) -> FakeResourceClient[T]: ...
 
-    def resource(self, kind: str | type[T]) -> FakeResourceClient[Any]:
+    def resource(self, kind: str | type[T], *, namespace: str | None = None) -> FakeResourceClient[Any]:
         """The resource client of a kind, by message class or by name (as `Client.resource`)."""
-        if isinstance(kind, str):
-            return FakeResourceClient(self, meta.kind_for(kind))
-        return FakeResourceClient(self, meta.kind_of_class(kind))
+        found = meta.kind_for(kind) if isinstance(kind, str) else meta.kind_of_class(kind)
+        return FakeResourceClient(self, found, namespace=namespace)
 
     async def define(
         self,
@@ -111,10 +112,18 @@ class FakeClient:
         plural: str = "",
         short_names: Sequence[str] = (),
         printer_columns: Sequence[tuple[str, str]] = (),
+        namespaced: bool = False,
         **_: Any,
     ) -> meta.Kind:
         """Register the custom kind of `cls` in this process (no definition object, no schema check)."""
-        return register(cls, group=group, plural=plural, short_names=short_names, printer_columns=printer_columns)
+        return register(
+            cls,
+            group=group,
+            plural=plural,
+            short_names=short_names,
+            printer_columns=printer_columns,
+            namespaced=namespaced,
+        )
 
     async def discover(self) -> list[meta.Kind]:
         return []
@@ -152,9 +161,9 @@ class FakeClient:
         obj.metadata.resource_version = str(self._version)
         objects = self.stored(resource)
         if type_ == "DELETED":
-            objects.pop(obj.metadata.name, None)
+            objects.pop(meta.key_of(obj), None)
         else:
-            objects[obj.metadata.name] = obj
+            objects[meta.key_of(obj)] = obj
         self._history.changes.append((self._version, resource, type_, meta.copy(obj)))
         self._history.wake()
         if type_ == "DELETED":
@@ -174,7 +183,7 @@ class FakeClient:
         """Remove what the removed object owned (Background propagation), finalizers respected; release owners
         waiting in Foreground deletion whose last blocking dependent this was."""
         for resource, obj in self.dependents(owner_uid):
-            if resource in self._objects and obj.metadata.name in self._objects[resource]:
+            if resource in self._objects and meta.key_of(obj) in self._objects[resource]:
                 self.remove_or_mark(resource, meta.copy(obj), force=False)
         for resource, objects in list(self._objects.items()):
             for owner in list(objects.values()):
@@ -203,7 +212,7 @@ class FakeClient:
             if self._blocking(obj.metadata.uid) and meta.FINALIZER_FOREGROUND not in obj.metadata.finalizers:
                 obj.metadata.finalizers.append(meta.FINALIZER_FOREGROUND)
         if obj.metadata.finalizers and not force:
-            if obj.metadata.HasField("deletion_timestamp") and obj == self.stored(resource).get(obj.metadata.name):
+            if obj.metadata.HasField("deletion_timestamp") and obj == self.stored(resource).get(meta.key_of(obj)):
                 return obj, False
             if not obj.metadata.HasField("deletion_timestamp"):
                 obj.metadata.deletion_timestamp.CopyFrom(timestamp(self.clock.now()))
@@ -233,12 +242,28 @@ class FakeClient:
 
 
 class FakeResourceClient(Generic[T]):
-    """The verbs of one kind on a `FakeClient`, with `ResourceClient`'s signatures. Objects returned are copies."""
+    """The verbs of one kind on a `FakeClient`, with `ResourceClient`'s signatures and namespaces. Objects returned
+    are copies. A namespace need not exist (there are no Namespace rules here)."""
 
-    def __init__(self, client: FakeClient, kind: meta.Kind) -> None:
+    def __init__(self, client: FakeClient, kind: meta.Kind, *, namespace: str | None = None) -> None:
         self._client = client
         self.kind = kind
         self.resource = kind.plural
+        self.namespace = None if kind.cluster_scoped else namespace
+
+    def in_namespace(self, namespace: str) -> FakeResourceClient[T]:
+        return FakeResourceClient(self._client, self.kind, namespace=namespace)
+
+    def _key(self, name: str) -> str:
+        """The key of a name or key, as `ResourceClient` locates it."""
+        if self.kind.cluster_scoped:
+            return name
+        namespace, name = meta.split_key(name)
+        return meta.join_key(namespace or self.namespace or self._client.namespace, name)
+
+    def _in_scope(self, namespace: str | None) -> Callable[[Any], bool]:
+        wanted = "" if self.kind.cluster_scoped else (namespace if namespace is not None else self.namespace or "")
+        return lambda obj: not wanted or obj.metadata.namespace == wanted
 
     @property
     def client(self) -> FakeClient:
@@ -251,6 +276,7 @@ class FakeResourceClient(Generic[T]):
         return f"{self.kind.kind} {name}"
 
     def _current(self, name: str, expected: str) -> Any:
+        name = self._key(name)
         current = self._objects().get(name)
         if current is None:
             raise NotFound(f"{self.resource} {name!r} not found")
@@ -273,9 +299,15 @@ class FakeResourceClient(Generic[T]):
             violations.append(FieldViolation("metadata.resourceVersion", "must not be set on create"))
         if new.metadata.HasField("deletion_timestamp"):
             violations.append(FieldViolation("metadata.deletionTimestamp", "must not be set on create"))
+        if self.kind.cluster_scoped and new.metadata.namespace:
+            violations.append(
+                FieldViolation("metadata.namespace", f"must be empty: a {self.kind.kind} is cluster-wide")
+            )
         if violations:
             raise Invalid.of(violations, what=self.kind.kind)
-        if new.metadata.name in self._objects():
+        if not self.kind.cluster_scoped:
+            new.metadata.namespace = new.metadata.namespace or self.namespace or self._client.namespace
+        if meta.key_of(new) in self._objects():
             raise AlreadyExists(f"{self.kind.kind} {new.metadata.name} already exists")
         new.api_version, new.kind = self.kind.api_version, self.kind.kind
         new.metadata.uid = new.metadata.uid or str(uuid.uuid4())
@@ -291,20 +323,29 @@ class FakeResourceClient(Generic[T]):
         return obj
 
     async def list(
-        self, *, label_selector: str = "", field_selector: str = "", limit: int = 0, continue_token: str = ""
+        self,
+        *,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        continue_token: str = "",
+        namespace: str | None = None,
     ) -> ObjectList[T]:
-        matches = _matcher(self.kind, label_selector, field_selector)
-        items = [meta.copy(o) for _, o in sorted(self._objects().items()) if matches(o)]
+        matches, scope = _matcher(self.kind, label_selector, field_selector), self._in_scope(namespace)
+        items = [meta.copy(o) for _, o in sorted(self._objects().items()) if scope(o) and matches(o)]
         start = int(continue_token or 0)
         page = items[start : start + limit] if limit else items[start:]
         more = bool(limit) and start + limit < len(items)
         return ObjectList(page, str(self._client.version), str(start + limit) if more else "")
 
+    def _key_of(self, obj: Any) -> str:
+        return self._key(meta.join_key(obj.metadata.namespace, obj.metadata.name))
+
     async def update(self, obj: T) -> T:
         """As `ResourceClient.update`: metadata (labels, annotations, finalizers) and spec; CAS on the version."""
         new: Any = obj
         self._require_version(new)
-        old = self._current(new.metadata.name, new.metadata.resource_version)
+        old = self._current(self._key_of(new), new.metadata.resource_version)
         merged = meta.copy(old)
         merged.spec.CopyFrom(new.spec)
         for field_name in ("labels", "annotations"):
@@ -328,7 +369,7 @@ class FakeResourceClient(Generic[T]):
         """As `ResourceClient.update_status`: only the status; CAS on the version."""
         new: Any = obj
         self._require_version(new)
-        old = self._current(new.metadata.name, new.metadata.resource_version)
+        old = self._current(self._key_of(new), new.metadata.resource_version)
         merged = meta.copy(old)
         merged.status.CopyFrom(new.status)
         if merged == old:
@@ -356,10 +397,15 @@ class FakeResourceClient(Generic[T]):
         label_selector: str = "",
         field_selector: str = "",
         allow_bookmarks: bool = True,
+        namespace: str | None = None,
     ) -> AsyncIterator[Change[T]]:
         """Changes after `resource_version` ("" = from now, "0" = the current objects as ADDED first), in order;
         runs until the consumer stops."""
-        matches = _matcher(self.kind, label_selector, field_selector)
+        selected, scope = _matcher(self.kind, label_selector, field_selector), self._in_scope(namespace)
+
+        def matches(obj: Any) -> bool:
+            return scope(obj) and selected(obj)
+
         if resource_version == "0":
             after = self._client.version
             for obj in [meta.copy(o) for _, o in sorted(self._objects().items())]:

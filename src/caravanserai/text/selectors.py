@@ -252,17 +252,27 @@ class _LabelParser:
 # ---- field selectors ----------------------------------------------------------------------------------------
 
 FIELDS_OF_KIND: dict[str, tuple[str, ...]] = {
-    "Project": ("metadata.name", "status.nodeRef", "status.phase"),
-    "Event": ("involvedObject.kind", "involvedObject.name", "involvedObject.uid", "metadata.name", "reason", "type"),
+    "Project": ("metadata.name", "metadata.namespace", "status.nodeRef", "status.phase"),
+    "Event": (
+        "involvedObject.kind",
+        "involvedObject.name",
+        "involvedObject.namespace",
+        "involvedObject.uid",
+        "metadata.name",
+        "metadata.namespace",
+        "reason",
+        "type",
+    ),
 }
-"""The fields a field selector may name, per kind; a kind not listed has only `metadata.name`."""
+"""The fields a field selector may name, per kind; a kind not listed has `metadata.name` and
+`metadata.namespace`."""
 FIELDS = tuple(sorted({field for fields in FIELDS_OF_KIND.values() for field in fields}))
 """Every field some kind can be selected by."""
 
 
 def fields_of(kind: str) -> tuple[str, ...]:
     """The selectable fields of `kind` (e.g. "Event")."""
-    return FIELDS_OF_KIND.get(kind, ("metadata.name",))
+    return FIELDS_OF_KIND.get(kind, ("metadata.name", "metadata.namespace"))
 
 
 _FIELD_TERM = re.compile(r"\s*(?P<field>[^\s!=]*)\s*(?P<op>==|!=|=)\s*(?P<value>[A-Za-z0-9._-]*)\s*", re.ASCII)
@@ -329,6 +339,10 @@ class FieldSelector:
         value — what a watch cache files the watcher under. None when there is no such requirement."""
         return next(((r.field, r.value) for r in self.requirements if r.operator == "="), None)
 
+    def also(self, field: str, value: str) -> FieldSelector:
+        """This selector and `field=value` (after the selector's own terms, so `equality` stays theirs)."""
+        return FieldSelector((*self.requirements, FieldRequirement(field, "=", value)))
+
     def __str__(self) -> str:
         return ",".join(str(r) for r in self.requirements)
 
@@ -339,10 +353,11 @@ def _field_error(description: str) -> Invalid:
 
 def object_fields(obj: Message) -> dict[str, str]:
     """The selectable fields of a v1 object: the keys of `fields_of` its kind ("" where unset)."""
-    fields = {"metadata.name": ""}
+    fields = {"metadata.name": "", "metadata.namespace": ""}
     metadata = getattr(obj, "metadata", None)
     if metadata is not None:
         fields["metadata.name"] = metadata.name
+        fields["metadata.namespace"] = metadata.namespace
     full_name = obj.DESCRIPTOR.full_name
     if full_name == "caravanserai.v1.Project":
         status = getattr(obj, "status")
@@ -352,6 +367,7 @@ def object_fields(obj: Message) -> dict[str, str]:
         spec = getattr(obj, "spec")
         fields["involvedObject.kind"] = spec.involved_object.kind
         fields["involvedObject.name"] = spec.involved_object.name
+        fields["involvedObject.namespace"] = spec.involved_object.namespace
         fields["involvedObject.uid"] = spec.involved_object.uid
         fields["reason"] = spec.reason
         fields["type"] = spec.type

@@ -51,6 +51,7 @@ def test_full_service_maps_to_docker_fields() -> None:
     assert config["Env"] == [
         "GREETING=hi=there",  # the service's own environment, then the variables of what it was granted
         "CARA_NODE_NAME=n1",
+        "CARA_NAMESPACE=default",
         "CARA_PROJECT=shop",
         "CARA_SERVICE=web",
         "CARA_CPU_REQUEST=250",
@@ -75,6 +76,7 @@ def test_full_service_maps_to_docker_fields() -> None:
         naming.LABEL_MANAGED: "true",
         naming.LABEL_NODE: "n1",
         naming.LABEL_PROJECT: "shop",
+        naming.LABEL_NAMESPACE: "default",
         naming.LABEL_PROJECT_UID: "uid-1",
         naming.LABEL_SERVICE: "web",
         naming.LABEL_GENERATION: "3",
@@ -163,13 +165,16 @@ def _pinned_project() -> v1.Project:
 
 
 # Pinned values: containers made by an earlier agent are adopted only when their spec-hash label matches, and
-# their configuration is the one below. A change here recreates every container of every running project.
+# their configuration is the one below. A change of the hash recreates every container of every running project
+# (labels are not compared: the namespace label, added with namespaces, leaves containers of `default` as they are).
 PINNED_BODY = (
     '{"Image":"caravanserai/busybox:test","Hostname":"web","Env":["GREETING=hi=there","TOKEN=s3cret",'
-    '"CARA_NODE_NAME=n1","CARA_PROJECT=shop","CARA_SERVICE=web","CARA_CPU_REQUEST=250","CARA_MEMORY_REQUEST=67108864",'
-    '"CARA_CPU_LIMIT=1500","CARA_MEMORY_LIMIT=268435456","CARA_RESOURCE_NVIDIA_COM_GPU=2"],'
+    '"CARA_NODE_NAME=n1","CARA_NAMESPACE=default","CARA_PROJECT=shop","CARA_SERVICE=web","CARA_CPU_REQUEST=250",'
+    '"CARA_MEMORY_REQUEST=67108864","CARA_CPU_LIMIT=1500","CARA_MEMORY_LIMIT=268435456",'
+    '"CARA_RESOURCE_NVIDIA_COM_GPU=2"],'
     '"Labels":{"caravanserai.io/managed":"true","caravanserai.io/node":"n1","caravanserai.io/project":"shop",'
-    '"caravanserai.io/project-uid":"uid-1","caravanserai.io/service":"web","caravanserai.io/generation":"3",'
+    '"caravanserai.io/namespace":"default","caravanserai.io/project-uid":"uid-1","caravanserai.io/service":"web",'
+    '"caravanserai.io/generation":"3",'
     '"caravanserai.io/spec-hash":"29aa313f7944208d"},'
     '"HostConfig":{"NetworkMode":"cara_pool.ab12_n1","RestartPolicy":{"Name":"on-failure","MaximumRetryCount":0},'
     '"NanoCpus":1500000000,"Memory":268435456,"CpuShares":256,"MemoryReservation":67108864,'
@@ -182,9 +187,11 @@ PINNED_BODY = (
     '"Healthcheck":{"Test":["CMD","true"],"Interval":5000000000,"Timeout":5000000000,"Retries":3,"StartPeriod":0}}'
 )
 PINNED_MINIMAL_BODY = (
-    '{"Image":"redis:7","Hostname":"db","Env":["CARA_NODE_NAME=n1","CARA_PROJECT=shop","CARA_SERVICE=db"],'
+    '{"Image":"redis:7","Hostname":"db","Env":["CARA_NODE_NAME=n1","CARA_NAMESPACE=default","CARA_PROJECT=shop",'
+    '"CARA_SERVICE=db"],'
     '"Labels":{"caravanserai.io/managed":"true","caravanserai.io/node":"n1","caravanserai.io/project":"shop",'
-    '"caravanserai.io/project-uid":"uid-1","caravanserai.io/service":"db","caravanserai.io/generation":"1",'
+    '"caravanserai.io/namespace":"default","caravanserai.io/project-uid":"uid-1","caravanserai.io/service":"db",'
+    '"caravanserai.io/generation":"1",'
     '"caravanserai.io/spec-hash":"750917e99bd8f15a"},'
     '"HostConfig":{"NetworkMode":"cara_shop_n1","RestartPolicy":{"Name":"always","MaximumRetryCount":0}},'
     '"NetworkingConfig":{"EndpointsConfig":{"cara_shop_n1":{"Aliases":["db"]}}}}'

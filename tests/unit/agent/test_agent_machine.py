@@ -90,7 +90,9 @@ def test_format_rate(rate: float, text: str) -> None:
 
 def test_event_helpers() -> None:
     event = {"Actor": {"Attributes": {"caravanserai.io/project": "web"}}, "timeNano": 1_700_000_000_000_000_123}
-    assert container_event(event).project == "web"
+    assert container_event(event).project == "default/web"  # labelled before namespaces: `default`
+    labelled = {"caravanserai.io/project": "team-a/web", "caravanserai.io/namespace": "team-a"}
+    assert container_event({"Actor": {"Attributes": labelled}}).project == "team-a/web"
     assert container_event(event).time_nano == 1_700_000_000_000_000_123
     assert container_event({"Actor": {"Attributes": {}}}).project is None
     died = container_event(

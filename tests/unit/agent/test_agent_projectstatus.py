@@ -211,7 +211,7 @@ def test_summaries_read_docker_listings() -> None:
         {"Id": "c1", "Names": ["/cara_p_s_n"], "State": "running", "Labels": {"caravanserai.io/project": "p"}}
     )
     assert (container.id, container.names, container.state) == ("c1", ("/cara_p_s_n",), "running")
-    assert container.project == "p"
+    assert container.project == "default/p"  # labelled before namespaces: `default`
     assert container.label("caravanserai.io/service") == ""
     assert container.networks == ()
     configured = {"Networks": {"cara_pool.ab_n": {"NetworkID": ""}, "b": {}}}  # a created container: no NetworkID yet
@@ -219,7 +219,7 @@ def test_summaries_read_docker_listings() -> None:
     network = records.network_summary({"Id": "n1", "Name": "cara_p_n", "Labels": None})
     assert (network.id, network.name, network.project) == ("n1", "cara_p_n", "")
     volume = records.volume_summary({"Name": "v", "Labels": {"caravanserai.io/project": "q"}})
-    assert (volume.name, volume.project) == ("v", "q")
+    assert (volume.name, volume.project) == ("v", "default/q")
 
 
 def test_completed_crashloop_health_and_degraded() -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.agent.__main__ import config_from_args, parser
 from caravanserai.agent.config import DEFAULT_FENCE_AFTER
 from caravanserai.agent.docker import naming
@@ -126,8 +126,9 @@ async def test_a_slow_stop_starts_early_enough_to_end_by_the_deadline(fence_afte
 class FakeProjectsApi:
     bound: dict[str, str]  # project → node it is bound to now
 
-    async def get(self, name: str) -> v1.Project:
+    async def get(self, key: str) -> v1.Project:  # the fence asks by key (`default/web`)
         project = v1.Project()
+        project.metadata.namespace, name = meta.split_key(key)
         project.metadata.name, project.metadata.uid = name, f"uid-{name}"
         project.status.node_ref, project.status.phase = self.bound[name], v1.RUNNING
         return project
@@ -148,7 +149,7 @@ class RestartingDocker(FakeDocker):
         return [
             ContainerSummary(labels=c.labels, id=c.id, state="running" if c.id in self.started else state)
             for c in self.containers
-            if not wanted or c.project in wanted
+            if not wanted or c.label(naming.LABEL_PROJECT) in wanted
         ]
 
     async def start_container(self, container_id: str) -> None:

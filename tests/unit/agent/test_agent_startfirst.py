@@ -106,5 +106,5 @@ async def test_a_healthy_replacement_switches_then_removes_the_old_one() -> None
     start_first = StartFirst(docker, node=NODE, clock=FakeClock(), on_switch=lambda p, s: switched.append((p, s)))  # type: ignore[arg-type]  # the stand-in has the calls StartFirst makes
     p = web()
     found = await start_first.replace(p, p.spec.services[0], OLD, create=docker.create, grace=1)
-    assert found.container_id == "new-1" and switched == [("web", "web")] and docker.removed == ["old"]
+    assert found.container_id == "new-1" and switched == [("default/web", "web")] and docker.removed == ["old"]
     assert docker.containers[naming.container_name("web", "web", NODE)].container_id == "new-1"

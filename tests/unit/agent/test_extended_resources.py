@@ -64,8 +64,9 @@ def test_grant_environment() -> None:
     service = v1.Service(name="w")
     service.resources.requests.update({"cpu": "1.5", "memory": "1Gi", "nvidia.com/gpu": "2"})
     service.resources.limits.update({"cpu": "2", "example.com/fpga": "1"})
-    assert grants.environment(service, node="n1", project="p") == {
+    assert grants.environment(service, node="n1", project="p", namespace="team-a") == {
         "CARA_NODE_NAME": "n1",
+        "CARA_NAMESPACE": "team-a",
         "CARA_PROJECT": "p",
         "CARA_SERVICE": "w",
         "CARA_CPU_REQUEST": "1500",

@@ -137,7 +137,7 @@ async def test_the_watchdog_meets_a_deadline_nobody_renews(tmp_path: Path) -> No
     await watchdog.look()
     assert sorted(engine.calls) == ["stop a", "stop b"] and engine.state("other") == "running"
     assert all(t + 7.6 <= 10.0 - KILL_SLACK for t in engine.timeouts.values())  # over by the deadline
-    assert files.read_stopped(files.read_deadline()) == {"web", "db"}  # type: ignore[arg-type]  # the record exists
+    assert files.read_stopped(files.read_deadline()) == {"default/web", "default/db"}  # type: ignore[arg-type]  # the record exists
     engine.run("a", "web")  # something started it again while the deadline stays passed
     await _advance(clock, 5.0)
     await watchdog.look()

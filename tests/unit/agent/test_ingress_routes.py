@@ -6,7 +6,7 @@ import pytest
 
 from caravanserai import v1
 from caravanserai.agent.ingress.routes import RouteTable
-from caravanserai.project.ingresshosts import normalize_host, route_host
+from caravanserai.project.ingresshosts import ingress_host, normalize_host, route_host
 from caravanserai.testing.builders import project
 
 
@@ -21,7 +21,42 @@ from caravanserai.testing.builders import project
     ],
 )
 def test_route_host(host: str, expected: str) -> None:
-    assert route_host(host, project="shop", name="site") == expected
+    assert route_host(host, project="shop", name="site", namespace="default") == expected
+    assert route_host(host, project="shop", name="site", namespace="") == expected
+
+
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [
+        ("web", "web.shop.team-a.local"),
+        ("", "site.shop.team-a.local"),
+        ("www.example.com", "www.example.com"),  # a dotted host is the user's, in any namespace
+    ],
+)
+def test_route_host_of_another_namespace_names_it(host: str, expected: str) -> None:
+    assert route_host(host, project="shop", name="site", namespace="team-a") == expected
+
+
+def test_ingress_host_reads_the_projects_namespace() -> None:
+    p = shop("shop")
+    assert ingress_host(p, p.spec.ingress[0]) == "web.shop.local"
+    p.metadata.namespace = "default"
+    assert ingress_host(p, p.spec.ingress[0]) == "web.shop.local"  # `web.hello.local` keeps working
+    p.metadata.namespace = "team-b"
+    assert ingress_host(p, p.spec.ingress[0]) == "web.shop.team-b.local"
+
+
+def test_two_projects_of_one_name_in_two_namespaces_have_their_own_routes() -> None:
+    table = RouteTable()
+    for namespace in ("team-a", "team-b"):
+        p = shop("shop")
+        p.metadata.namespace = namespace
+        table.set_project(p)
+    a, b = table.lookup("web.shop.team-a.local"), table.lookup("web.shop.team-b.local")
+    assert a is not None and a.project == "team-a/shop" and b is not None and b.project == "team-b/shop"
+    assert table.lookup("web.shop.local") is None and table.conflicts() == []
+    table.remove_project("team-a/shop")  # a key, as an informer's deletion without the object says it
+    assert table.lookup("web.shop.team-a.local") is None and table.lookup("web.shop.team-b.local") == b
 
 
 @pytest.mark.parametrize(
@@ -52,7 +87,12 @@ def test_routes_follow_projects() -> None:
     table = RouteTable()
     table.set_project(shop("shop"))
     route = table.lookup("WEB.shop.local:8081")
-    assert route is not None and (route.project, route.service, route.port, route.node) == ("shop", "web", 8080, "n1")
+    assert route is not None and (route.project, route.service, route.port, route.node) == (
+        "default/shop",
+        "web",
+        8080,
+        "n1",
+    )
     assert route.scope == "Internal" and not route.public and route.running and route.container_id == "c-shop"
     table.set_project(shop("shop", phase=v1.SCHEDULED, node="n2"))  # moved
     moved = table.lookup("web.shop.local")
@@ -67,10 +107,11 @@ def test_the_older_project_keeps_a_shared_host() -> None:
     table = RouteTable()
     table.set_project(shop("young", host="app.example.com", created=20))
     table.set_project(shop("old", host="app.example.com", created=10))
-    assert table.lookup("app.example.com").project == "old"  # type: ignore[union-attr]  # the host has a route
-    assert [r.project for r in table.conflicts()] == ["young"]
+    assert table.lookup("app.example.com").project == "default/old"  # type: ignore[union-attr]  # the host has a route
+    assert [r.project for r in table.conflicts()] == ["default/young"]
     table.remove_project("old")
-    assert table.lookup("app.example.com").project == "young"  # type: ignore[union-attr]  # the host has a route
+    young = table.lookup("app.example.com")
+    assert young is not None and young.project == "default/young"
     assert table.conflicts() == []
 
 
@@ -102,14 +143,14 @@ def test_replicas_of_one_owner_share_their_host() -> None:
         table.set_project(replica(name, created=10 + i, node=f"n{i}"))
     routes = table.replicas("APP.example.com:80")
     assert [(r.project, r.node, r.owner, r.ready) for r in routes] == [
-        ("app-a", "n0", "set-1", True),
-        ("app-b", "n1", "set-1", True),
-        ("app-c", "n2", "set-1", True),
+        ("default/app-a", "n0", "set-1", True),
+        ("default/app-b", "n1", "set-1", True),
+        ("default/app-c", "n2", "set-1", True),
     ]
     assert table.lookup("app.example.com") == routes[0] and table.conflicts() == []
-    assert [r.project for r in table.routes()] == ["app-a", "app-b", "app-c"]
+    assert [r.project for r in table.routes()] == ["default/app-a", "default/app-b", "default/app-c"]
     table.remove_project("app-a")  # a rolling update deletes the oldest: the host stays with the others
-    assert [r.project for r in table.replicas("app.example.com")] == ["app-b", "app-c"]
+    assert [r.project for r in table.replicas("app.example.com")] == ["default/app-b", "default/app-c"]
 
 
 def test_unrelated_projects_keep_first_wins_with_replicas() -> None:
@@ -118,11 +159,11 @@ def test_unrelated_projects_keep_first_wins_with_replicas() -> None:
     table.set_project(replica("app-a", created=10))
     table.set_project(replica("app-b", created=11))
     table.set_project(shop("single", host="app.example.com", created=20))  # no owner at all
-    assert [r.project for r in table.replicas("app.example.com")] == ["other"]
-    assert sorted(r.project for r in table.conflicts()) == ["app-a", "app-b", "single"]
+    assert [r.project for r in table.replicas("app.example.com")] == ["default/other"]
+    assert sorted(r.project for r in table.conflicts()) == ["default/app-a", "default/app-b", "default/single"]
     table.remove_project("other")
-    assert [r.project for r in table.replicas("app.example.com")] == ["app-a", "app-b"]
-    assert [r.project for r in table.conflicts()] == ["single"]
+    assert [r.project for r in table.replicas("app.example.com")] == ["default/app-a", "default/app-b"]
+    assert [r.project for r in table.conflicts()] == ["default/single"]
 
 
 def test_owner_references_that_are_not_controllers_do_not_group() -> None:
@@ -131,7 +172,7 @@ def test_owner_references_that_are_not_controllers_do_not_group() -> None:
         p = shop(name, host="app.example.com", created=created)
         p.metadata.owner_references.add(kind="Team", name="t", uid="team-uid", controller=False)
         table.set_project(p)
-    assert [r.project for r in table.replicas("app.example.com")] == ["one"]
+    assert [r.project for r in table.replicas("app.example.com")] == ["default/one"]
 
 
 def test_a_route_knows_its_hand_off() -> None:

@@ -71,7 +71,7 @@ def test_an_admin_may_write_every_field_and_status_writes_are_not_checked() -> N
 
 
 def test_other_users_still_may_not_write_projects_at_all() -> None:
-    with pytest.raises(Forbidden, match=r"^alice may not create projects/edge$"):
+    with pytest.raises(Forbidden, match=r"^alice may not create projects/edge: no role bound to alice"):
         Authorizer(builtin_kinds()).check(
             Identity("alice"), "create", "projects", name="edge", obj=builders.project("edge")
         )

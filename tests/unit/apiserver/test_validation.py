@@ -539,8 +539,8 @@ PROJECT_STATUS_CASES: list[tuple[Mutation, str, str]] = [
     (
         lambda p: setattr(p.status, "phase", "Done"),
         "status.phase",
-        'must be one of "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Terminating", "Terminated",'
-        ' not "Done"',
+        'must be one of "Queued", "Pending", "Scheduled", "Running", "Succeeded", "Failed", "Terminating",'
+        ' "Terminated", not "Done"',
     ),
     (lambda p: setattr(p.status, "node_ref", "Node 1"), "status.nodeRef", "must be a lowercase DNS subdomain"),
     (lambda p: setattr(p.status.conditions[0], "type", ""), "status.conditions[0].type", "is required"),
@@ -660,8 +660,9 @@ def test_validate_object_ignores_status_and_validate_status_ignores_spec() -> No
 def test_unknown_resource_and_wrong_class() -> None:
     with pytest.raises(
         Invalid,
-        match='unknown resource "pods"; known: admissionpolicies, backuprepositories, configs, events, leases, '
-        "nodegroups, nodes, projects, projectsets, resourcedefinitions, secrets",
+        match='unknown resource "pods"; known: admissionpolicies, backuprepositories, clusterrolebindings, '
+        "clusterroles, configs, events, leases, namespaces, nodegroups, nodes, projects, projectsets, "
+        "resourcedefinitions, resourcequotas, rolebindings, roles, secrets",
     ):
         validate_object("pods", v1.Project())
     with pytest.raises(TypeError, match="projects holds Project objects, not Node"):

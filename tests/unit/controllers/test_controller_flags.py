@@ -62,8 +62,8 @@ def test_defaults() -> None:
         ("scheduler", ["scheduler"]),
         ("gc, scheduler", ["gc", "scheduler"]),
         ("scheduler,scheduler", ["scheduler"]),
-        ("all", ["scheduler", "node-health", "gc", "placement", "projectset"]),
-        ("*", ["scheduler", "node-health", "gc", "placement", "projectset"]),
+        ("all", ["scheduler", "node-health", "gc", "placement", "projectset", "queue"]),
+        ("*", ["scheduler", "node-health", "gc", "placement", "projectset", "queue"]),
     ],
 )
 def test_controller_list(text: str, expected: list[str]) -> None:

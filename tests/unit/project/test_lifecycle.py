@@ -14,6 +14,8 @@ from caravanserai.testing.builders import project
 
 # The whole table, written out: (before, after) pairs a status update may make. Anything else is refused.
 ALLOWED = {
+    (v1.QUEUED, v1.QUEUED),
+    (v1.QUEUED, v1.PENDING),
     (v1.PENDING, v1.PENDING),
     (v1.PENDING, v1.SCHEDULED),
     (v1.SCHEDULED, v1.SCHEDULED),
@@ -40,7 +42,7 @@ def in_phase(phase: str, *, deleting: bool = False) -> v1.Project:
     p = project("p")
     p.metadata.generation = 1
     meta.set_phase(p, phase, reason="Test", message="test", now=1.0)
-    if phase != v1.PENDING:
+    if phase not in (v1.QUEUED, v1.PENDING):
         p.status.node_ref = "n1"
     if deleting:
         p.metadata.deletion_timestamp.FromSeconds(1)
@@ -50,7 +52,7 @@ def in_phase(phase: str, *, deleting: bool = False) -> v1.Project:
 def moved(p: v1.Project, phase: str) -> v1.Project:
     out = meta.copy(p)
     out.status.phase = phase
-    out.status.node_ref = "" if phase == v1.PENDING else "n1"
+    out.status.node_ref = "" if phase in (v1.QUEUED, v1.PENDING) else "n1"
     return out
 
 

@@ -38,7 +38,7 @@ async def test_update_is_compare_and_swap_and_bumps_generation_on_spec_changes(f
     relabelled.metadata.labels["team"] = "a"
     second = await projects.update(relabelled)
     assert second.metadata.generation == 1 and int(second.metadata.resource_version) > 1
-    with pytest.raises(Conflict, match="Project web: the object has been modified"):
+    with pytest.raises(Conflict, match="Project default/web: the object has been modified"):
         await projects.update(relabelled)  # stale version
     changed = meta.copy(second)
     changed.spec.services[0].image = "busybox:2"

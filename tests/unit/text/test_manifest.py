@@ -150,14 +150,16 @@ HEADER = "apiVersion: caravanserai/v1\nkind: Project\n"
         (
             "apiVersion: caravanserai/v1\n",
             "x.yaml, document 1, line 1: kind: is required"
-            " (one of AdmissionPolicy, BackupRepository, Config, Event, Lease, Node, NodeGroup, Project,"
-            " ProjectSet, ResourceDefinition, Secret",
+            " (one of AdmissionPolicy, BackupRepository, ClusterRole, ClusterRoleBinding, Config, Event, Lease,"
+            " Namespace, Node, NodeGroup, Project, ProjectSet, ResourceDefinition, ResourceQuota, Role, RoleBinding,"
+            " Secret",
         ),
         (
             "apiVersion: caravanserai/v1\nkind: Pod\n",
             'x.yaml, document 1, line 2: kind: unknown kind "Pod":'
-            " expected one of AdmissionPolicy, BackupRepository, Config, Event, Lease, Node, NodeGroup, Project,"
-            " ProjectSet, ResourceDefinition, Secret",
+            " expected one of AdmissionPolicy, BackupRepository, ClusterRole, ClusterRoleBinding, Config, Event, Lease,"
+            " Namespace, Node, NodeGroup, Project, ProjectSet, ResourceDefinition, ResourceQuota, Role, RoleBinding,"
+            " Secret",
         ),
         ("apiVersion: caravanserai/v1\nkind: [Project]\n", "x.yaml, document 1, line 2: kind: unknown kind a list"),
         ("- 1\n", "x.yaml, document 1, item 1: expected a mapping with apiVersion and kind, got an integer (1)"),

@@ -187,7 +187,8 @@ def test_field_selector_round_trips() -> None:
         (
             "spec.hostname=x",
             "unknown field 'spec.hostname': supported fields are involvedObject.kind, "
-            "involvedObject.name, involvedObject.uid, metadata.name, reason, status.nodeRef, status.phase, type",
+            "involvedObject.name, involvedObject.namespace, involvedObject.uid, metadata.name, metadata.namespace, "
+            "reason, status.nodeRef, status.phase, type",
         ),
         ("status.phase", "expected 'field=value', 'field==value' or 'field!=value', found 'status.phase'"),
         ("status.phase=a b", "found 'status.phase=a b'"),
@@ -204,21 +205,35 @@ def test_field_selector_refuses(text: str, message: str) -> None:
 
 
 def test_object_fields_for_every_kind() -> None:
-    project = v1.Project(metadata=v1.ObjectMeta(name="web"), status=v1.ProjectStatus(phase="Running", node_ref="n1"))
-    assert object_fields(project) == {"metadata.name": "web", "status.phase": "Running", "status.nodeRef": "n1"}
-    assert object_fields(v1.Project()) == {"metadata.name": "", "status.phase": "", "status.nodeRef": ""}
+    project = v1.Project(
+        metadata=v1.ObjectMeta(name="web", namespace="team-a"), status=v1.ProjectStatus(phase="Running", node_ref="n1")
+    )
+    assert object_fields(project) == {
+        "metadata.name": "web",
+        "metadata.namespace": "team-a",
+        "status.phase": "Running",
+        "status.nodeRef": "n1",
+    }
+    assert object_fields(v1.Project()) == {
+        "metadata.name": "",
+        "metadata.namespace": "",
+        "status.phase": "",
+        "status.nodeRef": "",
+    }
     node = v1.Node(metadata=v1.ObjectMeta(name="n1"), status=v1.NodeStatus(state="Ready"))
-    assert object_fields(node) == {"metadata.name": "n1"}
-    assert object_fields(v1.Lease(metadata=v1.ObjectMeta(name="l"))) == {"metadata.name": "l"}
-    event = v1.Event(metadata=v1.ObjectMeta(name="web.1"))
+    assert object_fields(node) == {"metadata.name": "n1", "metadata.namespace": ""}
+    assert object_fields(v1.Lease(metadata=v1.ObjectMeta(name="l"))) == {"metadata.name": "l", "metadata.namespace": ""}
+    event = v1.Event(metadata=v1.ObjectMeta(name="web.1", namespace="default"))
     event.spec.involved_object.kind = "Project"
     event.spec.involved_object.name = "web"
     event.spec.reason = "Scheduled"
     event.spec.type = "Normal"
     assert object_fields(event) == {
         "metadata.name": "web.1",
+        "metadata.namespace": "default",
         "involvedObject.kind": "Project",
         "involvedObject.name": "web",
+        "involvedObject.namespace": "",
         "involvedObject.uid": "",
         "reason": "Scheduled",
         "type": "Normal",
@@ -235,10 +250,11 @@ def test_object_fields_for_every_kind() -> None:
 def test_field_selector_of_a_kind_names_only_its_fields() -> None:
     with pytest.raises(
         Invalid,
-        match=r"unknown field 'reason': supported fields of Project are metadata.name, status.nodeRef, status.phase",
+        match=r"unknown field 'reason': supported fields of Project are metadata.name, metadata.namespace, "
+        r"status.nodeRef, status.phase",
     ):
         FieldSelector.parse("reason=Scheduled", kind="Project")
-    with pytest.raises(Invalid, match=r"supported fields of Node are metadata.name$"):
+    with pytest.raises(Invalid, match=r"supported fields of Node are metadata.name, metadata.namespace$"):
         FieldSelector.parse("status.phase=Running", kind="Node")
 
 

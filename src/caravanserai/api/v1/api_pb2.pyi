@@ -7,6 +7,8 @@ from caravanserai.api.v1 import autoscaling_pb2 as _autoscaling_pb2
 from caravanserai.api.v1 import backups_pb2 as _backups_pb2
 from caravanserai.api.v1 import configdata_pb2 as _configdata_pb2
 from caravanserai.api.v1 import definitions_pb2 as _definitions_pb2
+from caravanserai.api.v1 import quotas_pb2 as _quotas_pb2
+from caravanserai.api.v1 import rbac_pb2 as _rbac_pb2
 from caravanserai.api.v1 import replicas_pb2 as _replicas_pb2
 from caravanserai.api.v1 import resources_pb2 as _resources_pb2
 from collections import abc as _abc
@@ -44,6 +46,12 @@ class Object(_message.Message):
     ADMISSION_POLICY_FIELD_NUMBER: _builtins.int
     NODE_GROUP_FIELD_NUMBER: _builtins.int
     PROJECT_SET_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    ROLE_FIELD_NUMBER: _builtins.int
+    CLUSTER_ROLE_FIELD_NUMBER: _builtins.int
+    ROLE_BINDING_FIELD_NUMBER: _builtins.int
+    CLUSTER_ROLE_BINDING_FIELD_NUMBER: _builtins.int
+    RESOURCE_QUOTA_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -92,6 +100,30 @@ class Object(_message.Message):
     def project_set(self) -> _replicas_pb2.ProjectSet:
         """A set of replicated projects (resource "projectsets")."""
 
+    @_builtins.property
+    def namespace(self) -> _resources_pb2.Namespace:
+        """A namespace (resource "namespaces")."""
+
+    @_builtins.property
+    def role(self) -> _rbac_pb2.Role:
+        """A role (resource "roles")."""
+
+    @_builtins.property
+    def cluster_role(self) -> _rbac_pb2.ClusterRole:
+        """A cluster role (resource "clusterroles")."""
+
+    @_builtins.property
+    def role_binding(self) -> _rbac_pb2.RoleBinding:
+        """A role binding (resource "rolebindings")."""
+
+    @_builtins.property
+    def cluster_role_binding(self) -> _rbac_pb2.ClusterRoleBinding:
+        """A cluster role binding (resource "clusterrolebindings")."""
+
+    @_builtins.property
+    def resource_quota(self) -> _quotas_pb2.ResourceQuota:
+        """A namespace's quota (resource "resourcequotas")."""
+
     def __init__(
         self,
         *,
@@ -107,12 +139,18 @@ class Object(_message.Message):
         admission_policy: _definitions_pb2.AdmissionPolicy | None = ...,
         node_group: _autoscaling_pb2.NodeGroup | None = ...,
         project_set: _replicas_pb2.ProjectSet | None = ...,
+        namespace: _resources_pb2.Namespace | None = ...,
+        role: _rbac_pb2.Role | None = ...,
+        cluster_role: _rbac_pb2.ClusterRole | None = ...,
+        role_binding: _rbac_pb2.RoleBinding | None = ...,
+        cluster_role_binding: _rbac_pb2.ClusterRoleBinding | None = ...,
+        resource_quota: _quotas_pb2.ResourceQuota | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "cluster_role", b"cluster_role", "cluster_role_binding", b"cluster_role_binding", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "resource_quota", b"resource_quota", "role", b"role", "role_binding", b"role_binding", "secret", b"secret"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "secret", b"secret"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "cluster_role", b"cluster_role", "cluster_role_binding", b"cluster_role_binding", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "resource_quota", b"resource_quota", "role", b"role", "role_binding", b"role_binding", "secret", b"secret"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set", "namespace", "role", "cluster_role", "role_binding", "cluster_role_binding", "resource_quota"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 
@@ -152,19 +190,23 @@ class GetRequest(_message.Message):
 
     RESOURCE_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     name: _builtins.str
     """Object name."""
+    namespace: _builtins.str
+    """Namespace of an object of a namespaced kind; empty means "default". Must be empty for a cluster-wide kind."""
     def __init__(
         self,
         *,
         resource: _builtins.str = ...,
         name: _builtins.str = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "resource", b"resource"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace", "resource", b"resource"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -179,6 +221,7 @@ class ListRequest(_message.Message):
     FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     CONTINUE_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     label_selector: _builtins.str
@@ -187,6 +230,8 @@ class ListRequest(_message.Message):
     """Field selector over status.phase, status.nodeRef and metadata.name: "status.phase=Pending,metadata.name!=x"."""
     limit: _builtins.int
     """Maximum number of items to return; 0 means all."""
+    namespace: _builtins.str
+    """Only objects of this namespace; empty means every namespace (a namespaced kind) or all (a cluster-wide one)."""
     def __init__(
         self,
         *,
@@ -194,10 +239,11 @@ class ListRequest(_message.Message):
         label_selector: _builtins.str = ...,
         field_selector: _builtins.str = ...,
         limit: _builtins.int = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["continue", b"continue", "field_selector", b"field_selector", "label_selector", b"label_selector", "limit", b"limit", "resource", b"resource"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["continue", b"continue", "field_selector", b"field_selector", "label_selector", b"label_selector", "limit", b"limit", "namespace", b"namespace", "resource", b"resource"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -214,7 +260,7 @@ class ListResponse(_message.Message):
     """The snapshot version the list was read at: a Watch from it sees every later change."""
     @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___Object]:
-        """The matching objects, in name order."""
+        """The matching objects, in key order (namespace, then name)."""
 
     def __init__(
         self,
@@ -265,6 +311,7 @@ class DeleteRequest(_message.Message):
     FORCE_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     PROPAGATION_POLICY_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     name: _builtins.str
@@ -280,6 +327,8 @@ class DeleteRequest(_message.Message):
     finalizer and removed once every dependent with blockOwnerDeletion is gone) or "Orphan" (the `orphan`
     finalizer: the collector removes the object's reference from its dependents, which stay, then the object goes).
     """
+    namespace: _builtins.str
+    """Namespace of an object of a namespaced kind; empty means "default"."""
     def __init__(
         self,
         *,
@@ -288,10 +337,11 @@ class DeleteRequest(_message.Message):
         force: _builtins.bool = ...,
         resource_version: _builtins.str = ...,
         propagation_policy: _builtins.str = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["force", b"force", "name", b"name", "propagation_policy", b"propagation_policy", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["force", b"force", "name", b"name", "namespace", b"namespace", "propagation_policy", b"propagation_policy", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -336,6 +386,7 @@ class WatchRequest(_message.Message):
     LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
     ALLOW_BOOKMARKS_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     resource: _builtins.str
     """Plural resource name."""
     resource_version: _builtins.str
@@ -346,6 +397,8 @@ class WatchRequest(_message.Message):
     """Field selector, as in ListRequest. Objects leaving the selection arrive as DELETED, entering as ADDED."""
     allow_bookmarks: _builtins.bool
     """Send BOOKMARK events carrying the current version while nothing else happens."""
+    namespace: _builtins.str
+    """Only objects of this namespace; empty means every namespace."""
     def __init__(
         self,
         *,
@@ -354,10 +407,11 @@ class WatchRequest(_message.Message):
         label_selector: _builtins.str = ...,
         field_selector: _builtins.str = ...,
         allow_bookmarks: _builtins.bool = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_bookmarks", b"allow_bookmarks", "field_selector", b"field_selector", "label_selector", b"label_selector", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allow_bookmarks", b"allow_bookmarks", "field_selector", b"field_selector", "label_selector", b"label_selector", "namespace", b"namespace", "resource", b"resource", "resource_version", b"resource_version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -388,6 +442,75 @@ class WatchEvent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___WatchEvent: _TypeAlias = WatchEvent  # noqa: Y015
+
+@_typing.final
+class AccessRequest(_message.Message):
+    """AccessRequest asks whether an identity may do something (`caractrl auth can-i`)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERB_FIELD_NUMBER: _builtins.int
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    GROUPS_FIELD_NUMBER: _builtins.int
+    verb: _builtins.str
+    """get, list, watch, create, update, update_status, delete."""
+    resource: _builtins.str
+    """Plural resource name."""
+    namespace: _builtins.str
+    """The namespace (namespaced kinds); empty: every namespace."""
+    name: _builtins.str
+    """One object's name; empty: any."""
+    user: _builtins.str
+    """Ask for this user instead of the caller (only an admin may ask about others)."""
+    @_builtins.property
+    def groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The groups of `user`."""
+
+    def __init__(
+        self,
+        *,
+        verb: _builtins.str = ...,
+        resource: _builtins.str = ...,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        user: _builtins.str = ...,
+        groups: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["groups", b"groups", "name", b"name", "namespace", b"namespace", "resource", b"resource", "user", b"user", "verb", b"verb"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccessRequest: _TypeAlias = AccessRequest  # noqa: Y015
+
+@_typing.final
+class AccessResponse(_message.Message):
+    """AccessResponse is the authorizer's answer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ALLOWED_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    allowed: _builtins.bool
+    reason: _builtins.str
+    """Why, in one line: the rule or role that allows it, or what is missing."""
+    def __init__(
+        self,
+        *,
+        allowed: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed", b"allowed", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AccessResponse: _TypeAlias = AccessResponse  # noqa: Y015
 
 @_typing.final
 class DownloadRequest(_message.Message):
@@ -458,6 +581,7 @@ class LogsRequest(_message.Message):
     FOLLOW_FIELD_NUMBER: _builtins.int
     TAIL_FIELD_NUMBER: _builtins.int
     TIMESTAMPS_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project name."""
     service: _builtins.str
@@ -468,6 +592,8 @@ class LogsRequest(_message.Message):
     """Number of lines from the end to start with; negative means all."""
     timestamps: _builtins.bool
     """Prefix each line with its RFC 3339 timestamp."""
+    namespace: _builtins.str
+    """The project's namespace; empty means "default"."""
     def __init__(
         self,
         *,
@@ -476,10 +602,11 @@ class LogsRequest(_message.Message):
         follow: _builtins.bool = ...,
         tail: _builtins.int = ...,
         timestamps: _builtins.bool = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "project", b"project", "service", b"service", "tail", b"tail", "timestamps", b"timestamps"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["follow", b"follow", "namespace", b"namespace", "project", b"project", "service", b"service", "tail", b"tail", "timestamps", b"timestamps"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -526,6 +653,7 @@ class PortForwardRequest(_message.Message):
     SERVICE_FIELD_NUMBER: _builtins.int
     PORT_FIELD_NUMBER: _builtins.int
     DATA_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project name (first message only)."""
     service: _builtins.str
@@ -534,6 +662,8 @@ class PortForwardRequest(_message.Message):
     """Container port to dial on the project network, 1-65535 (first message only)."""
     data: _builtins.bytes
     """Bytes to write to the connection."""
+    namespace: _builtins.str
+    """The project's namespace (first message only); empty means "default"."""
     def __init__(
         self,
         *,
@@ -541,10 +671,11 @@ class PortForwardRequest(_message.Message):
         service: _builtins.str = ...,
         port: _builtins.int = ...,
         data: _builtins.bytes = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "port", b"port", "project", b"project", "service", b"service"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["data", b"data", "namespace", b"namespace", "port", b"port", "project", b"project", "service", b"service"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -589,6 +720,7 @@ class ExecStart(_message.Message):
     STDIN_FIELD_NUMBER: _builtins.int
     TTY_FIELD_NUMBER: _builtins.int
     SIZE_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project name."""
     service: _builtins.str
@@ -599,6 +731,8 @@ class ExecStart(_message.Message):
     """Attach the command's stdin to the stream's stdin messages."""
     tty: _builtins.bool
     """Allocate a TTY (stdout and stderr arrive merged as stdout)."""
+    namespace: _builtins.str
+    """The project's namespace; empty means "default"."""
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The command and its arguments; at least one element."""
@@ -622,10 +756,11 @@ class ExecStart(_message.Message):
         stdin: _builtins.bool = ...,
         tty: _builtins.bool = ...,
         size: Global___TerminalSize | None = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["size", b"size"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "env", b"env", "project", b"project", "service", b"service", "size", b"size", "stdin", b"stdin", "tty", b"tty", "workdir", b"workdir"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["command", b"command", "env", b"env", "namespace", b"namespace", "project", b"project", "service", b"service", "size", b"size", "stdin", b"stdin", "tty", b"tty", "workdir", b"workdir"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -70,6 +70,11 @@ class ResourcesStub:
                 request_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.WatchRequest.SerializeToString,
                 response_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.WatchEvent.FromString,
                 _registered_method=True)
+        self.Authorize = channel.unary_unary(
+                '/caravanserai.v1.Resources/Authorize',
+                request_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.AccessRequest.SerializeToString,
+                response_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.AccessResponse.FromString,
+                _registered_method=True)
 
 
 class ResourcesServicer:
@@ -120,6 +125,13 @@ class ResourcesServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Authorize(self, request, context):
+        """Whether the caller (or, for an admin, another user) may do something: the apiserver's own authorizer.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ResourcesServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -157,6 +169,11 @@ def add_ResourcesServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.WatchRequest.FromString,
                     response_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.WatchEvent.SerializeToString,
+            ),
+            'Authorize': grpc.unary_unary_rpc_method_handler(
+                    servicer.Authorize,
+                    request_deserializer=caravanserai_dot_api_dot_v1_dot_api__pb2.AccessRequest.FromString,
+                    response_serializer=caravanserai_dot_api_dot_v1_dot_api__pb2.AccessResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -349,6 +366,33 @@ class Resources:
             '/caravanserai.v1.Resources/Watch',
             caravanserai_dot_api_dot_v1_dot_api__pb2.WatchRequest.SerializeToString,
             caravanserai_dot_api_dot_v1_dot_api__pb2.WatchEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Authorize(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/caravanserai.v1.Resources/Authorize',
+            caravanserai_dot_api_dot_v1_dot_api__pb2.AccessRequest.SerializeToString,
+            caravanserai_dot_api_dot_v1_dot_api__pb2.AccessResponse.FromString,
             options,
             channel_credentials,
             insecure,

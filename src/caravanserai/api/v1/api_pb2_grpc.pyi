@@ -42,6 +42,8 @@ class ResourcesStub:
     """UpdateStatus changes status only and enforces the phase transition table."""
     Delete: _grpc.UnaryUnaryMultiCallable[_api_pb2.DeleteRequest, _api_pb2.DeleteResponse]
     Watch: _grpc.UnaryStreamMultiCallable[_api_pb2.WatchRequest, _api_pb2.WatchEvent]
+    Authorize: _grpc.UnaryUnaryMultiCallable[_api_pb2.AccessRequest, _api_pb2.AccessResponse]
+    """Whether the caller (or, for an admin, another user) may do something: the apiserver's own authorizer."""
 
 @_typing.type_check_only
 class ResourcesAsyncStub(ResourcesStub):
@@ -57,6 +59,8 @@ class ResourcesAsyncStub(ResourcesStub):
     """UpdateStatus changes status only and enforces the phase transition table."""
     Delete: _aio.UnaryUnaryMultiCallable[_api_pb2.DeleteRequest, _api_pb2.DeleteResponse]  # type: ignore[assignment]
     Watch: _aio.UnaryStreamMultiCallable[_api_pb2.WatchRequest, _api_pb2.WatchEvent]  # type: ignore[assignment]
+    Authorize: _aio.UnaryUnaryMultiCallable[_api_pb2.AccessRequest, _api_pb2.AccessResponse]  # type: ignore[assignment]
+    """Whether the caller (or, for an admin, another user) may do something: the apiserver's own authorizer."""
 
 class ResourcesServicer(metaclass=_abc_1.ABCMeta):
     """Resources is the generic CRUD + watch service for all kinds."""
@@ -111,6 +115,14 @@ class ResourcesServicer(metaclass=_abc_1.ABCMeta):
         request: _api_pb2.WatchRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_api_pb2.WatchEvent], _abc.AsyncIterator[_api_pb2.WatchEvent]]: ...
+
+    @_abc_1.abstractmethod
+    def Authorize(
+        self,
+        request: _api_pb2.AccessRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_api_pb2.AccessResponse, _abc.Awaitable[_api_pb2.AccessResponse]]:
+        """Whether the caller (or, for an admin, another user) may do something: the apiserver's own authorizer."""
 
 def add_ResourcesServicer_to_server(servicer: ResourcesServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from caravanserai.api.v1 import resources_pb2 as caravanserai_dot_api_dot_v1_dot_resources__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%caravanserai/api/v1/definitions.proto\x12\x0f\x63\x61ravanserai.v1\x1a#caravanserai/api/v1/resources.proto\"0\n\rPrinterColumn\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tjson_path\x18\x02 \x01(\t\"\xf0\x03\n\x16ResourceDefinitionSpec\x12\r\n\x05group\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06plural\x18\x03 \x01(\t\x12\x13\n\x0bshort_names\x18\x04 \x03(\t\x12\x0e\n\x06schema\x18\x05 \x01(\x0c\x12\x14\n\x0cspec_message\x18\x06 \x01(\t\x12\x16\n\x0estatus_message\x18\x07 \x01(\t\x12\x37\n\x0fprinter_columns\x18\x08 \x03(\x0b\x32\x1e.caravanserai.v1.PrinterColumn\x12\x12\n\nnode_verbs\x18\t \x03(\t\x12/\n\x0b\x66ield_rules\x18\n \x03(\x0b\x32\x1a.caravanserai.v1.FieldRule\x12\x34\n\x0bvalidations\x18\x0b \x03(\x0b\x32\x1f.caravanserai.v1.ValidationRule\x12\x37\n\x0f\x61\x64mission_hooks\x18\x0c \x03(\x0b\x32\x1e.caravanserai.v1.AdmissionHook\x12\x34\n\x08versions\x18\r \x03(\x0b\x32\".caravanserai.v1.DefinitionVersion\x12\x33\n\nconversion\x18\x0e \x01(\x0b\x32\x1f.caravanserai.v1.ConversionHook\"J\n\x18ResourceDefinitionStatus\x12.\n\nconditions\x18\x01 \x03(\x0b\x32\x1a.caravanserai.v1.Condition\"\xd8\x01\n\x12ResourceDefinition\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\x35\n\x04spec\x18\x04 \x01(\x0b\x32\'.caravanserai.v1.ResourceDefinitionSpec\x12\x39\n\x06status\x18\x05 \x01(\x0b\x32).caravanserai.v1.ResourceDefinitionStatus\"A\n\x0c\x43ustomObject\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06object\x18\x03 \x01(\x0c\"\xbb\x02\n\tFieldRule\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08required\x18\x02 \x01(\x08\x12\x14\n\x07minimum\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07maximum\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x0f\n\x07pattern\x18\x05 \x01(\t\x12\x0c\n\x04\x65num\x18\x06 \x03(\t\x12\x16\n\tmin_items\x18\x07 \x01(\x03H\x02\x88\x01\x01\x12\x16\n\tmax_items\x18\x08 \x01(\x03H\x03\x88\x01\x01\x12\x17\n\nmin_length\x18\t \x01(\x03H\x04\x88\x01\x01\x12\x17\n\nmax_length\x18\n \x01(\x03H\x05\x88\x01\x01\x12\x0f\n\x07\x64\x65\x66\x61ult\x18\x0b \x01(\tB\n\n\x08_minimumB\n\n\x08_maximumB\x0c\n\n_min_itemsB\x0c\n\n_max_itemsB\r\n\x0b_min_lengthB\r\n\x0b_max_length\"Q\n\x0eValidationRule\x12\x0c\n\x04rule\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x12\n\nfield_path\x18\x04 \x01(\t\"\x90\x01\n\rAdmissionHook\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x04 \x01(\x01\x12\x16\n\x0e\x66\x61ilure_policy\x18\x05 \x01(\t\x12\x12\n\noperations\x18\x06 \x03(\t\x12\x11\n\tca_bundle\x18\x07 \x01(\t\"O\n\x11\x44\x65\x66initionVersion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cspec_message\x18\x02 \x01(\t\x12\x16\n\x0estatus_message\x18\x03 \x01(\t\"I\n\x0e\x43onversionHook\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x02 \x01(\x01\x12\x11\n\tca_bundle\x18\x03 \x01(\t\"W\n\x13\x41\x64missionPolicySpec\x12\x11\n\tresources\x18\x01 \x03(\t\x12-\n\x05hooks\x18\x02 \x03(\x0b\x32\x1e.caravanserai.v1.AdmissionHook\"G\n\x15\x41\x64missionPolicyStatus\x12.\n\nconditions\x18\x01 \x03(\x0b\x32\x1a.caravanserai.v1.Condition\"\xcf\x01\n\x0f\x41\x64missionPolicy\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\x32\n\x04spec\x18\x04 \x01(\x0b\x32$.caravanserai.v1.AdmissionPolicySpec\x12\x36\n\x06status\x18\x05 \x01(\x0b\x32&.caravanserai.v1.AdmissionPolicyStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%caravanserai/api/v1/definitions.proto\x12\x0f\x63\x61ravanserai.v1\x1a#caravanserai/api/v1/resources.proto\"0\n\rPrinterColumn\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tjson_path\x18\x02 \x01(\t\"\xff\x03\n\x16ResourceDefinitionSpec\x12\r\n\x05group\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06plural\x18\x03 \x01(\t\x12\x13\n\x0bshort_names\x18\x04 \x03(\t\x12\x0e\n\x06schema\x18\x05 \x01(\x0c\x12\x14\n\x0cspec_message\x18\x06 \x01(\t\x12\x16\n\x0estatus_message\x18\x07 \x01(\t\x12\x37\n\x0fprinter_columns\x18\x08 \x03(\x0b\x32\x1e.caravanserai.v1.PrinterColumn\x12\x12\n\nnode_verbs\x18\t \x03(\t\x12/\n\x0b\x66ield_rules\x18\n \x03(\x0b\x32\x1a.caravanserai.v1.FieldRule\x12\x34\n\x0bvalidations\x18\x0b \x03(\x0b\x32\x1f.caravanserai.v1.ValidationRule\x12\x37\n\x0f\x61\x64mission_hooks\x18\x0c \x03(\x0b\x32\x1e.caravanserai.v1.AdmissionHook\x12\x34\n\x08versions\x18\r \x03(\x0b\x32\".caravanserai.v1.DefinitionVersion\x12\x33\n\nconversion\x18\x0e \x01(\x0b\x32\x1f.caravanserai.v1.ConversionHook\x12\r\n\x05scope\x18\x0f \x01(\t\"J\n\x18ResourceDefinitionStatus\x12.\n\nconditions\x18\x01 \x03(\x0b\x32\x1a.caravanserai.v1.Condition\"\xd8\x01\n\x12ResourceDefinition\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\x35\n\x04spec\x18\x04 \x01(\x0b\x32\'.caravanserai.v1.ResourceDefinitionSpec\x12\x39\n\x06status\x18\x05 \x01(\x0b\x32).caravanserai.v1.ResourceDefinitionStatus\"A\n\x0c\x43ustomObject\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0e\n\x06object\x18\x03 \x01(\x0c\"\xbb\x02\n\tFieldRule\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x10\n\x08required\x18\x02 \x01(\x08\x12\x14\n\x07minimum\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x14\n\x07maximum\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x0f\n\x07pattern\x18\x05 \x01(\t\x12\x0c\n\x04\x65num\x18\x06 \x03(\t\x12\x16\n\tmin_items\x18\x07 \x01(\x03H\x02\x88\x01\x01\x12\x16\n\tmax_items\x18\x08 \x01(\x03H\x03\x88\x01\x01\x12\x17\n\nmin_length\x18\t \x01(\x03H\x04\x88\x01\x01\x12\x17\n\nmax_length\x18\n \x01(\x03H\x05\x88\x01\x01\x12\x0f\n\x07\x64\x65\x66\x61ult\x18\x0b \x01(\tB\n\n\x08_minimumB\n\n\x08_maximumB\x0c\n\n_min_itemsB\x0c\n\n_max_itemsB\r\n\x0b_min_lengthB\r\n\x0b_max_length\"Q\n\x0eValidationRule\x12\x0c\n\x04rule\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x12\n\nfield_path\x18\x04 \x01(\t\"\x90\x01\n\rAdmissionHook\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x0b\n\x03url\x18\x03 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x04 \x01(\x01\x12\x16\n\x0e\x66\x61ilure_policy\x18\x05 \x01(\t\x12\x12\n\noperations\x18\x06 \x03(\t\x12\x11\n\tca_bundle\x18\x07 \x01(\t\"O\n\x11\x44\x65\x66initionVersion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0cspec_message\x18\x02 \x01(\t\x12\x16\n\x0estatus_message\x18\x03 \x01(\t\"I\n\x0e\x43onversionHook\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\x17\n\x0ftimeout_seconds\x18\x02 \x01(\x01\x12\x11\n\tca_bundle\x18\x03 \x01(\t\"W\n\x13\x41\x64missionPolicySpec\x12\x11\n\tresources\x18\x01 \x03(\t\x12-\n\x05hooks\x18\x02 \x03(\x0b\x32\x1e.caravanserai.v1.AdmissionHook\"G\n\x15\x41\x64missionPolicyStatus\x12.\n\nconditions\x18\x01 \x03(\x0b\x32\x1a.caravanserai.v1.Condition\"\xcf\x01\n\x0f\x41\x64missionPolicy\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\x32\n\x04spec\x18\x04 \x01(\x0b\x32$.caravanserai.v1.AdmissionPolicySpec\x12\x36\n\x06status\x18\x05 \x01(\x0b\x32&.caravanserai.v1.AdmissionPolicyStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,27 +35,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PRINTERCOLUMN']._serialized_start=95
   _globals['_PRINTERCOLUMN']._serialized_end=143
   _globals['_RESOURCEDEFINITIONSPEC']._serialized_start=146
-  _globals['_RESOURCEDEFINITIONSPEC']._serialized_end=642
-  _globals['_RESOURCEDEFINITIONSTATUS']._serialized_start=644
-  _globals['_RESOURCEDEFINITIONSTATUS']._serialized_end=718
-  _globals['_RESOURCEDEFINITION']._serialized_start=721
-  _globals['_RESOURCEDEFINITION']._serialized_end=937
-  _globals['_CUSTOMOBJECT']._serialized_start=939
-  _globals['_CUSTOMOBJECT']._serialized_end=1004
-  _globals['_FIELDRULE']._serialized_start=1007
-  _globals['_FIELDRULE']._serialized_end=1322
-  _globals['_VALIDATIONRULE']._serialized_start=1324
-  _globals['_VALIDATIONRULE']._serialized_end=1405
-  _globals['_ADMISSIONHOOK']._serialized_start=1408
-  _globals['_ADMISSIONHOOK']._serialized_end=1552
-  _globals['_DEFINITIONVERSION']._serialized_start=1554
-  _globals['_DEFINITIONVERSION']._serialized_end=1633
-  _globals['_CONVERSIONHOOK']._serialized_start=1635
-  _globals['_CONVERSIONHOOK']._serialized_end=1708
-  _globals['_ADMISSIONPOLICYSPEC']._serialized_start=1710
-  _globals['_ADMISSIONPOLICYSPEC']._serialized_end=1797
-  _globals['_ADMISSIONPOLICYSTATUS']._serialized_start=1799
-  _globals['_ADMISSIONPOLICYSTATUS']._serialized_end=1870
-  _globals['_ADMISSIONPOLICY']._serialized_start=1873
-  _globals['_ADMISSIONPOLICY']._serialized_end=2080
+  _globals['_RESOURCEDEFINITIONSPEC']._serialized_end=657
+  _globals['_RESOURCEDEFINITIONSTATUS']._serialized_start=659
+  _globals['_RESOURCEDEFINITIONSTATUS']._serialized_end=733
+  _globals['_RESOURCEDEFINITION']._serialized_start=736
+  _globals['_RESOURCEDEFINITION']._serialized_end=952
+  _globals['_CUSTOMOBJECT']._serialized_start=954
+  _globals['_CUSTOMOBJECT']._serialized_end=1019
+  _globals['_FIELDRULE']._serialized_start=1022
+  _globals['_FIELDRULE']._serialized_end=1337
+  _globals['_VALIDATIONRULE']._serialized_start=1339
+  _globals['_VALIDATIONRULE']._serialized_end=1420
+  _globals['_ADMISSIONHOOK']._serialized_start=1423
+  _globals['_ADMISSIONHOOK']._serialized_end=1567
+  _globals['_DEFINITIONVERSION']._serialized_start=1569
+  _globals['_DEFINITIONVERSION']._serialized_end=1648
+  _globals['_CONVERSIONHOOK']._serialized_start=1650
+  _globals['_CONVERSIONHOOK']._serialized_end=1723
+  _globals['_ADMISSIONPOLICYSPEC']._serialized_start=1725
+  _globals['_ADMISSIONPOLICYSPEC']._serialized_end=1812
+  _globals['_ADMISSIONPOLICYSTATUS']._serialized_start=1814
+  _globals['_ADMISSIONPOLICYSTATUS']._serialized_end=1885
+  _globals['_ADMISSIONPOLICY']._serialized_start=1888
+  _globals['_ADMISSIONPOLICY']._serialized_end=2095
 # @@protoc_insertion_point(module_scope)

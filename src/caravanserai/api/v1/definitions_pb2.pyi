@@ -65,6 +65,7 @@ class ResourceDefinitionSpec(_message.Message):
     ADMISSION_HOOKS_FIELD_NUMBER: _builtins.int
     VERSIONS_FIELD_NUMBER: _builtins.int
     CONVERSION_FIELD_NUMBER: _builtins.int
+    SCOPE_FIELD_NUMBER: _builtins.int
     group: _builtins.str
     """API group, a DNS subdomain with at least one dot, e.g. "example.com". Objects carry apiVersion "<group>/v1"."""
     kind: _builtins.str
@@ -80,6 +81,10 @@ class ResourceDefinitionSpec(_message.Message):
     """Full name of the spec message, e.g. "example.WebFarmSpec"."""
     status_message: _builtins.str
     """Full name of the status message, e.g. "example.WebFarmStatus"."""
+    scope: _builtins.str
+    """"Namespaced" (each object lives in a namespace, as Projects do) or "Cluster" (cluster-wide, as Nodes; the
+    default when empty). Cannot change once the definition exists.
+    """
     @_builtins.property
     def short_names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Further names `caractrl` accepts, e.g. "wf"."""
@@ -131,10 +136,11 @@ class ResourceDefinitionSpec(_message.Message):
         admission_hooks: _abc.Iterable[Global___AdmissionHook] | None = ...,
         versions: _abc.Iterable[Global___DefinitionVersion] | None = ...,
         conversion: Global___ConversionHook | None = ...,
+        scope: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["conversion", b"conversion"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_hooks", b"admission_hooks", "conversion", b"conversion", "field_rules", b"field_rules", "group", b"group", "kind", b"kind", "node_verbs", b"node_verbs", "plural", b"plural", "printer_columns", b"printer_columns", "schema", b"schema", "short_names", b"short_names", "spec_message", b"spec_message", "status_message", b"status_message", "validations", b"validations", "versions", b"versions"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_hooks", b"admission_hooks", "conversion", b"conversion", "field_rules", b"field_rules", "group", b"group", "kind", b"kind", "node_verbs", b"node_verbs", "plural", b"plural", "printer_columns", b"printer_columns", "schema", b"schema", "scope", b"scope", "short_names", b"short_names", "spec_message", b"spec_message", "status_message", b"status_message", "validations", b"validations", "versions", b"versions"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -84,14 +84,22 @@ class ObjectMeta(_message.Message):
     DELETION_TIMESTAMP_FIELD_NUMBER: _builtins.int
     FINALIZERS_FIELD_NUMBER: _builtins.int
     OWNER_REFERENCES_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """Unique name within the kind. DNS-1123 label (projects) or subdomain (nodes) rules."""
+    """Unique name within the kind (and, for a namespaced kind, within its namespace). DNS-1123 label (projects) or
+    subdomain (nodes) rules.
+    """
     uid: _builtins.str
     """Server-assigned unique id of this incarnation of the object (a recreated object gets a new uid)."""
     resource_version: _builtins.str
     """Opaque version of the stored object (the etcd mod_revision). Required by Update; stale values are refused."""
     generation: _builtins.int
     """Bumped by the server on every change of spec (never on metadata or status changes). Starts at 1."""
+    namespace: _builtins.str
+    """The namespace of an object of a namespaced kind (Projects, Secrets, Configs, Events, BackupRepositories,
+    ProjectSets, custom kinds declared Namespaced); empty for a cluster-wide kind. A create that leaves it empty
+    lands in the request's namespace, else in "default".
+    """
     @_builtins.property
     def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """Identifying key/value pairs, selectable with label selectors."""
@@ -132,10 +140,11 @@ class ObjectMeta(_message.Message):
         deletion_timestamp: _timestamp_pb2.Timestamp | None = ...,
         finalizers: _abc.Iterable[_builtins.str] | None = ...,
         owner_references: _abc.Iterable[Global___OwnerReference] | None = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "finalizers", b"finalizers", "generation", b"generation", "labels", b"labels", "name", b"name", "owner_references", b"owner_references", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "finalizers", b"finalizers", "generation", b"generation", "labels", b"labels", "name", b"name", "namespace", b"namespace", "owner_references", b"owner_references", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -2442,7 +2451,7 @@ class ProjectStatus(_message.Message):
     NOMINATED_NODE_NAME_FIELD_NUMBER: _builtins.int
     PLACEMENT_SCORES_FIELD_NUMBER: _builtins.int
     phase: _builtins.str
-    """Pending, Scheduled, Running, Succeeded, Failed, Terminating or Terminated."""
+    """Queued, Pending, Scheduled, Running, Succeeded, Failed, Terminating or Terminated."""
     node_ref: _builtins.str
     """Name of the node the project is bound to; empty while Pending."""
     observed_generation: _builtins.int
@@ -2964,6 +2973,7 @@ class ObjectReference(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     UID_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     kind: _builtins.str
     """Kind of the object, e.g. "Project"."""
     name: _builtins.str
@@ -2972,6 +2982,8 @@ class ObjectReference(_message.Message):
     """uid of the object."""
     resource_version: _builtins.str
     """resource_version when the event was recorded."""
+    namespace: _builtins.str
+    """Namespace of the object; empty for a cluster-wide kind."""
     def __init__(
         self,
         *,
@@ -2979,10 +2991,11 @@ class ObjectReference(_message.Message):
         name: _builtins.str = ...,
         uid: _builtins.str = ...,
         resource_version: _builtins.str = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "name", b"name", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["kind", b"kind", "name", b"name", "namespace", b"namespace", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3132,3 +3145,98 @@ class Event(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Event: _TypeAlias = Event  # noqa: Y015
+
+@_typing.final
+class NamespaceSpec(_message.Message):
+    """----------------------------------------------------------------------------------------------------------------
+    Namespace
+
+    NamespaceSpec is what is wanted of a namespace.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NamespaceSpec: _TypeAlias = NamespaceSpec  # noqa: Y015
+
+@_typing.final
+class NamespaceStatus(_message.Message):
+    """NamespaceStatus is what is observed of a namespace."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PHASE_FIELD_NUMBER: _builtins.int
+    CONDITIONS_FIELD_NUMBER: _builtins.int
+    phase: _builtins.str
+    """"Active", or "Terminating" once deletion was asked for: no new objects, what it holds is being deleted."""
+    @_builtins.property
+    def conditions(self) -> _containers.RepeatedCompositeFieldContainer[Global___Condition]:
+        """Conditions, e.g. "ContentRemaining" while deletion waits for objects (with their counts in the message)."""
+
+    def __init__(
+        self,
+        *,
+        phase: _builtins.str = ...,
+        conditions: _abc.Iterable[Global___Condition] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["conditions", b"conditions", "phase", b"phase"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___NamespaceStatus: _TypeAlias = NamespaceStatus  # noqa: Y015
+
+@_typing.final
+class Namespace(_message.Message):
+    """Namespace is a place for a team's objects (resource "namespaces", cluster-wide). Names of namespaced objects are
+    unique within their namespace; deleting a namespace deletes everything it holds, finalizers honoured.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    API_VERSION_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    METADATA_FIELD_NUMBER: _builtins.int
+    SPEC_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    api_version: _builtins.str
+    """Always "caravanserai/v1"."""
+    kind: _builtins.str
+    """Always "Namespace"."""
+    @_builtins.property
+    def metadata(self) -> Global___ObjectMeta:
+        """Name, labels, version and lifecycle timestamps. The name is a DNS-1123 label."""
+
+    @_builtins.property
+    def spec(self) -> Global___NamespaceSpec:
+        """Nothing yet."""
+
+    @_builtins.property
+    def status(self) -> Global___NamespaceStatus:
+        """The phase."""
+
+    def __init__(
+        self,
+        *,
+        api_version: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        metadata: Global___ObjectMeta | None = ...,
+        spec: Global___NamespaceSpec | None = ...,
+        status: Global___NamespaceStatus | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "kind", b"kind", "metadata", b"metadata", "spec", b"spec", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Namespace: _TypeAlias = Namespace  # noqa: Y015

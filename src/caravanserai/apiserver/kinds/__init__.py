@@ -2,7 +2,7 @@
 
 Each built-in kind lives in this package with its rules beside its strategy: a module for a small kind
 (`node`, `lease`, `event`, `secret`, `config`, `definition`, `backuprepository`,
-`admissionpolicy`, `nodegroup`, `projectset`), a package for the Project
+`admissionpolicy`, `nodegroup`, `projectset`, `namespace`), a package for the Project
 (`project/`: strategy, rules, service rules, data rules, backup rules). `apiserver.validation` is the generic
 rule library they all call. `builtin_kinds()` is a fresh table of the built-in kinds. Custom kinds
 (`custom.CustomKindStrategy`, one per ResourceDefinition) are added to a server's table at run time by
@@ -25,10 +25,13 @@ from caravanserai.apiserver.kinds import (
     definition,
     event,
     lease,
+    namespace,
     node,
     nodegroup,
     project,
     projectset,
+    rbac,
+    resourcequota,
     secret,
 )
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
@@ -47,6 +50,9 @@ BUILTIN: tuple[KindStrategy[Any], ...] = (
     admissionpolicy.STRATEGY,
     nodegroup.STRATEGY,
     projectset.STRATEGY,
+    namespace.STRATEGY,
+    *rbac.STRATEGIES,
+    resourcequota.STRATEGY,
 )
 
 

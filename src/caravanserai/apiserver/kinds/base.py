@@ -40,6 +40,7 @@ from caravanserai.apiserver.eventleases import EventLeases
 from caravanserai.clock import timestamp
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.storage import Store
+from caravanserai.storage.store import Also
 
 # Delete plans.
 REMOVE, MARK, FINALIZE, NOOP = "remove", "mark", "finalize", "noop"
@@ -107,6 +108,8 @@ class KindStrategy(abc.ABC, Generic[T]):
     #: Secrets of the BackupRepositories it uses: `kinds.nodegraph`)? Its lists and watches then carry only those
     #: objects (the node authorizer's rule, `apiserver.auth`).
     node_reads_referenced = False
+    #: May objects be created in a namespace being deleted (Events: what happens during the deletion)?
+    recorded_while_terminating = False
 
     def __init__(self, kind: meta.Kind) -> None:
         self.kind = kind
@@ -157,6 +160,13 @@ class KindStrategy(abc.ABC, Generic[T]):
 
     async def before_update(self, ctx: KindContext, old: T, new: T) -> None:
         """Refuse an update that conflicts with stored objects (checked after validation; `new` changed)."""
+
+    async def companions(self, ctx: KindContext, old: T | None, new: T | None, *, now: float) -> list[Also]:
+        """Other objects to write in the same etcd transaction as this write of `new` over `old` (`old` None: a
+        create; `new` None: the removal of `old`), each guarded on the version read (the service reads and decides
+        again when one changed). May change `new` before it is stored (a project held back in Queued) or refuse
+        the write. None by default."""
+        return []
 
     async def after_write(self, ctx: KindContext, obj: T) -> None:
         """Called after a Create or an Update stored `obj`, before the reply; by default nothing."""
@@ -226,9 +236,11 @@ class KindStrategy(abc.ABC, Generic[T]):
     async def before_delete(self, ctx: KindContext, obj: T, *, force: bool) -> None:
         """Refuse (FailedPrecondition) a delete that must not happen now."""
 
-    async def remove(self, ctx: KindContext, obj: T) -> int:
-        """Remove the record of `obj` (compare-and-swap on its version); how many other objects went with it."""
-        await ctx.store.delete(self.plural, obj.metadata.name, expected_revision=int(obj.metadata.resource_version))
+    async def remove(self, ctx: KindContext, obj: T, *, also: list[Also] | None = None) -> int:
+        """Remove the record of `obj` (compare-and-swap on its version; `also` written in the same transaction);
+        how many other objects went with it."""
+        revision = int(obj.metadata.resource_version)
+        await ctx.store.delete(self.plural, meta.key_of(obj), expected_revision=revision, also=also or ())
         return 0
 
     def delete_plan(self, obj: T, *, force: bool) -> str:
@@ -271,6 +283,12 @@ class KindStrategy(abc.ABC, Generic[T]):
         """The fields of `obj` (to be created or to replace the stored one) that only an admin may set, each with
         what it would allow; the authorizer refuses every other writer when any is found. None by default."""
         return []
+
+    def granted(self, obj: T, roles: Any) -> tuple[str, list[v1.PolicyRule]] | None:
+        """For an object that grants access (roles and bindings): (namespace, "" = cluster-wide; the rules it
+        grants there), looked up in `roles` (an `apiserver.rbac.RoleIndex`); the authorizer refuses a writer who
+        does not hold them. None for every other kind."""
+        return None
 
     def node_restricted(self, node: str, verb: str, obj: T, old: T | None) -> list[FieldViolation]:
         """The fields a node identity may not write in this `verb` of `obj` (`old`: the stored object) even where

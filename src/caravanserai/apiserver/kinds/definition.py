@@ -23,8 +23,9 @@ from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kindrules import admission, fieldrules, versions
 from caravanserai.apiserver.kinds.base import MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable, stamp
 from caravanserai.apiserver.schemaevolution import RetiredField, breaking_changes, holds_field, retired_fields
-from caravanserai.customkinds.schemas import Schema, SchemaError, definition_name
+from caravanserai.customkinds.schemas import SCOPE_CLUSTER, SCOPES, Schema, SchemaError, definition_name
 from caravanserai.errors import FieldViolation, Invalid, NotFound
+from caravanserai.storage.store import Also
 from caravanserai.text.selectors import validate_dns_subdomain
 from caravanserai.text.violations import Violations, quote
 
@@ -58,6 +59,8 @@ def definition_spec(errors: Violations, spec: v1.ResourceDefinitionSpec) -> None
             errors.add(
                 f"spec.printerColumns[{i}].jsonPath", f"{quote(column.json_path)} must look like .status.readyReplicas"
             )
+    if spec.scope:
+        errors.choice("spec.scope", spec.scope, SCOPES)
     for i, verb in enumerate(spec.node_verbs):
         if verb not in VERBS:
             errors.add(f"spec.nodeVerbs[{i}]", f"{quote(verb)} is not one of {', '.join(VERBS)}")
@@ -98,6 +101,11 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
         """Kind never changes (group and plural are fixed by the name); the new schema must read stored objects."""
         if new.spec.kind != old.spec.kind:
             raise Invalid.of([FieldViolation("spec.kind", f"cannot change (was {quote(old.spec.kind)})")])
+        if (new.spec.scope or SCOPE_CLUSTER) != (old.spec.scope or SCOPE_CLUSTER):
+            was = quote(old.spec.scope or SCOPE_CLUSTER)
+            raise Invalid.of(
+                [FieldViolation("spec.scope", f"cannot change (was {was}): stored objects are keyed by it")]
+            )
         old_schema, new_schema = Schema.compile(old.spec), Schema.compile(new.spec)
         violations = breaking_changes(old_schema, new_schema)
         retired = retired_fields(old_schema, new_schema) if not violations else []
@@ -165,7 +173,7 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
         """Never on update: a definition marked for deletion goes once its last object is gone."""
         return False
 
-    async def remove(self, ctx: KindContext, obj: v1.ResourceDefinition) -> int:
+    async def remove(self, ctx: KindContext, obj: v1.ResourceDefinition, *, also: list[Also] | None = None) -> int:
         """Delete the definition and every object of its kind in one transaction; how many objects went."""
         return await ctx.store.delete_with_contents(
             self.plural,
@@ -178,7 +186,7 @@ class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
 async def _mark_instance(ctx: KindContext, plural: str, instance: Any, now: float) -> None:
     """Remove `instance` when it holds no finalizer, else mark it for deletion. Compare-and-swap: an object that
     changed meanwhile raises Conflict, and the delete is tried again from a fresh read; one that went is fine."""
-    name, revision = instance.metadata.name, int(instance.metadata.resource_version)
+    name, revision = meta.key_of(instance), int(instance.metadata.resource_version)
     try:
         if not instance.metadata.finalizers:
             await ctx.store.delete(plural, name, expected_revision=revision)

@@ -24,6 +24,8 @@ def event_spec(errors: Violations, spec: v1.EventSpec) -> None:
 class EventStrategy(KindStrategy[v1.Event]):
     controller_writes = frozenset({"create", "update"})
 
+    recorded_while_terminating = True
+
     async def create_lease(self, ctx: KindContext) -> int:
         return await ctx.event_leases.current()
 

@@ -12,6 +12,8 @@ Guarantees:
 * **As fresh as the caches.** The answer follows the apiserver's projects and repositories watch caches; a
   binding the cache has not seen yet is not counted (the agent, which learns of bindings through that cache too,
   retries).
+* **Within the project's namespace.** A project's references name objects of its own namespace, so the answer
+  is a set of keys "namespace/name".
 * Read-only over the caches; one pass over the projects per node, resource and pair of cache revisions.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Protocol
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.apiserver.kinds import backuprepository, project
 from caravanserai.project import datarefs
 
@@ -30,9 +32,10 @@ def _no_repositories(name: str) -> str:
 
 
 class NodeGraph:
-    """`allows(node, resource, name)`: does a project bound to `node` reference `name` of `resource`?
+    """`allows(node, resource, key)`: does a project bound to `node` reference the object `key` ("namespace/name")
+    of `resource`?
 
-    `repository_secret(name)` is the `spec.secret` of BackupRepository `name` ("" when there is none). The names a
+    `repository_secret(key)` is the `spec.secret` of the BackupRepository of `key` ("" when there is none). The keys a
     node may read are computed once per node, resource and `revision()` (a list of many Secrets costs one pass
     over the projects, not one per Secret); `revision()` must change whenever the projects or the repositories
     do."""
@@ -50,11 +53,11 @@ class NodeGraph:
         self._at: Hashable = object()  # no revision seen yet
         self._readable: dict[tuple[str, str], frozenset[str]] = {}
 
-    def allows(self, node: str, resource: str, name: str) -> bool:
-        return name in self.readable(node, resource)
+    def allows(self, node: str, resource: str, key: str) -> bool:
+        return key in self.readable(node, resource)
 
     def readable(self, node: str, resource: str) -> frozenset[str]:
-        """The names of `resource` that projects bound to `node` reference (Secrets: with their repositories')."""
+        """The keys of `resource` that projects bound to `node` reference (Secrets: with their repositories')."""
         revision = self._revision()
         if revision != self._at:
             self._at, self._readable = revision, {}
@@ -68,11 +71,13 @@ class NodeGraph:
         for p in self._projects():
             if p.status.node_ref != node:
                 continue
+            namespace = p.metadata.namespace
             refs = datarefs.project_refs(p.spec)
-            yield from refs.names(resource)
+            yield from (meta.join_key(namespace, name) for name in refs.names(resource))
             if resource == datarefs.SECRETS:
-                secrets = (self._repository_secret(repository) for repository in refs.repositories)
-                yield from (secret for secret in secrets if secret)
+                keys = (meta.join_key(namespace, repository) for repository in refs.repositories)
+                secrets = (self._repository_secret(key) for key in keys)
+                yield from (meta.join_key(namespace, secret) for secret in secrets if secret)
 
 
 class _Cache(Protocol):
@@ -89,8 +94,8 @@ def over(caches: Mapping[str, _Cache]) -> NodeGraph:
         return NodeGraph(lambda: projects.objects.values(), lambda: projects.revision)
     found = repositories
 
-    def secret_of(name: str) -> str:
-        repository: v1.BackupRepository | None = found.objects.get(name)
+    def secret_of(key: str) -> str:
+        repository: v1.BackupRepository | None = found.objects.get(key)
         return repository.spec.secret if repository is not None else ""
 
     return NodeGraph(

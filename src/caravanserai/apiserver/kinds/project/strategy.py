@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import validation
-from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindStrategy
+from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy
+from caravanserai.apiserver.kinds.project import quotarules
 from caravanserai.apiserver.kinds.project.adminrules import admin_only_fields
 from caravanserai.apiserver.kinds.project.rules import project_spec, project_status
 from caravanserai.errors import FailedPrecondition, FieldViolation
 from caravanserai.project import lifecycle
+from caravanserai.storage.store import Also
 from caravanserai.text.selectors import validate_dns_label
 
 KIND = meta.KINDS["projects"]
@@ -24,6 +26,12 @@ class ProjectStrategy(KindStrategy[v1.Project]):
     def default_new(self, obj: v1.Project, *, now: float) -> None:
         lifecycle.created(obj, now=now)
         default_requests(obj.spec)
+
+    async def companions(
+        self, ctx: KindContext, old: v1.Project | None, new: v1.Project | None, *, now: float
+    ) -> list[Also]:
+        """The namespace's quotas, counted with this write (`quotarules`)."""
+        return await quotarules.companions(ctx, old, new, now=now)
 
     def validate(self, obj: v1.Project) -> None:
         validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_label, spec_rule=project_spec)

@@ -1,0 +1,67 @@
+"""ResourceQuotas: a namespace's share. Usage (`status.used`) is the apiserver's: it is counted in the same etcd
+transaction as every project write that changes it (`kinds/project/quotarules.py`); the queue controller recounts
+it from a snapshot and writes it with the quota's version (a count made stale by a write meanwhile is refused).
+
+Rules: `spec.hard` names `cpu`, `memory`, `projects` or an extended resource (`nvidia.com/gpu`), each with a
+quantity; `spec.policy` is `Queue` (the default, set on create) or `Reject`. Status: written by admin and the
+controller identities only.
+"""
+
+from __future__ import annotations
+
+from caravanserai import meta, v1
+from caravanserai.apiserver import validation
+from caravanserai.apiserver.kinds.base import KindStrategy
+from caravanserai.project import quota
+from caravanserai.text.selectors import validate_dns_subdomain, validate_label_key
+from caravanserai.text.violations import Violations, key_path
+
+KIND = meta.KINDS["resourcequotas"]
+POLICIES = (v1.QUOTA_QUEUE, v1.QUOTA_REJECT)
+
+
+def _amounts(errors: Violations, path: str, values: dict[str, str]) -> None:
+    for name, text in values.items():
+        at = key_path(path, name)
+        errors.check(at, validate_label_key(name), prefix="invalid resource name: ")
+        try:
+            if quota.amount(name, text) < 0:
+                errors.add(at, f"must not be negative, not {text!r}")
+        except ValueError as exc:
+            errors.add(at, str(exc))
+
+
+def quota_spec(errors: Violations, spec: v1.ResourceQuotaSpec) -> None:
+    if not spec.hard:
+        errors.add("spec.hard", 'is required: limits such as cpu: "4", memory: 8Gi, projects: "10"')
+    _amounts(errors, "spec.hard", dict(spec.hard))
+    errors.choice("spec.policy", spec.policy, POLICIES)
+
+
+def quota_status(errors: Violations, status: v1.ResourceQuotaStatus) -> None:
+    _amounts(errors, "status.hard", dict(status.hard))
+    _amounts(errors, "status.used", dict(status.used))
+    errors.non_negative("status.queued", status.queued)
+
+
+class ResourceQuotaStrategy(KindStrategy[v1.ResourceQuota]):
+    controller_writes = frozenset({"update_status"})
+
+    def default_new(self, obj: v1.ResourceQuota, *, now: float) -> None:
+        obj.spec.policy = obj.spec.policy or v1.QUOTA_QUEUE
+
+    def prepare_update(self, old: v1.ResourceQuota, new: v1.ResourceQuota) -> v1.ResourceQuota:
+        merged = super().prepare_update(old, new)
+        merged.spec.policy = merged.spec.policy or v1.QUOTA_QUEUE
+        return merged
+
+    def validate(self, obj: v1.ResourceQuota) -> None:
+        validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_subdomain, spec_rule=quota_spec)
+
+    def validate_status(self, obj: v1.ResourceQuota) -> None:
+        validation.check_status(obj, kind=KIND.kind, status_rule=quota_status)
+
+
+STRATEGY = ResourceQuotaStrategy(KIND)
+
+__all__ = ["KIND", "POLICIES", "STRATEGY", "ResourceQuotaStrategy", "quota_spec", "quota_status"]
