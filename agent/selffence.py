@@ -31,7 +31,9 @@ Guarantees:
 * **What**: every running container labelled for this node is stopped; nothing is removed, so logs stay readable.
   While fenced, `fenced` is true and the reconciler leaves Docker and the project statuses alone (a stopped
   container is not a failed project).
-* **Back**: at the first answered heartbeat after a fence (its own, or the watchdog's for the same deadline), each
+* **Back**: at the first answered heartbeat after a fence (its own, or the watchdog's for the same deadline) whose
+  renewal leaves more than half of `fence_after` (a renewal stamped before a freeze or a long wait for the network
+  and answered only now may leave the deadline near or past: the fence stays for a fresher one), each
   fenced project is read from the API (not the possibly stale cache): one still bound here in Scheduled or Running
   has its stopped containers started again, whatever their restart policy; the others are left to the reconciler,
   which removes them. Only then is `fenced` cleared and every project queued (`on_unfenced`).
@@ -124,6 +126,9 @@ class SelfFence:
         self.deadline = self._deadline_from(max(stamped, self.deadline.at - self.fence_after))
         self._record()
         if not self.fenced:
+            return
+        if self.left() <= self.fence_after / 2:
+            log.info("a renewal stamped too long ago does not lift the fence", node=self._node, left=self.left())
             return
         try:
             await self._restart_still_bound()

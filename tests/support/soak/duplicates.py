@@ -89,9 +89,10 @@ def duplicates_section(
                      "judged": len(judged), "excused_agent_out": len(measured) - len(judged),
                      "unmeasured": len(handoffs) - len(measured),
                      "after_handoff_max_s": round(worst_handoff, 1), "bound_s": config.handoff_bound},
-        "fence": {"late_max_s": round(worst_late, 1), "containers_late": len(late), "slack_s": config.fence_slack,
+        "fence": {"late_max_s": round(worst_late, 2), "containers_late": len(late), "slack_s": config.fence_slack,
                   "checked_snapshots": fence.checked, "silences_seen": len(fence.silences),
-                  "worst": [{"host": x.host, "project": x.project, "late_s": round(x.late, 1)}
+                  "worst": [{"host": x.host, "project": x.project, "late_s": round(x.late, 1),
+                             "deadline_at_s": round(x.deadline - wall_offset - origin, 1)}
                             for x in late[:EXAMPLES]]},
         "worst": [_episode(o, origin) for o in ranked[:EXAMPLES]],
     }  # fmt: skip
@@ -103,7 +104,7 @@ def duplicates_section(
              f"<= {config.max_overlap:g}s", not over,
              "; ".join(f"{o.project}/{o.service} on {o.hosts} for {o.seconds:.1f}s" for o in over[:3])
              or f"{len(unplanned)} unplanned episodes (moves without a hand-off)"),
-        line("no container runs past its node's fence deadline", round(worst_late, 1), f"<= {config.fence_slack:g}s",
+        line("no container runs past its node's fence deadline", round(worst_late, 2), f"<= {config.fence_slack:g}s",
              not past, "; ".join(f"{x.project} on {x.host} {x.late:.1f}s late" for x in past[:3])
              or f"{fence.checked} snapshots checked against every node's Lease, {len(fence.silences)} deadlines "
              "seen passing"),

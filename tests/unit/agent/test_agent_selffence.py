@@ -190,3 +190,36 @@ async def test_on_reconnect_only_projects_still_bound_here_start_again() -> None
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_renewal_stamped_before_the_silence_does_not_lift_the_fence() -> None:
+    """A heartbeat stamped before a freeze (or a long wait for the network) and answered only now renews the Lease
+    to a time node health already counts as silent: starting the containers again then would run them past the
+    deadline. The fence stays until a renewal stamped recently enough."""
+    clock = FakeClock()
+    web = ContainerSummary(
+        labels={"caravanserai.io/project": "web", "caravanserai.io/project-uid": "uid-web"}, id="a", state="running"
+    )
+    docker = RestartingDocker([web])
+    client = FakeClient(FakeProjectsApi({"web": "n1"}))
+    fence = SelfFence(
+        fence_after=10.0,
+        clock=clock,
+        projects=FakeProjects(docker),
+        client=client,
+        node="n1",  # type: ignore[arg-type]  # fakes of the projects adapter and the client
+    )
+    task = asyncio.create_task(fence.run())
+    try:
+        await _advance(clock, 0.0)
+        stale = clock.monotonic() + 2.0  # stamped, then the agent froze before the answer came
+        await _advance(clock, 11.0)
+        assert fence.fenced and docker.stopped == ["a"]
+        await fence.contact(stale)  # deadline stale + 10: 1 s away
+        assert fence.fenced and docker.started == []
+        await _advance(clock, 2.0)
+        await fence.contact(clock.monotonic())
+        assert not fence.fenced and docker.started == ["a"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
