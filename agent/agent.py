@@ -12,9 +12,10 @@ then the reconciler and its controller, then the node's heartbeat:
   certificates signed by the CA when one is given), as the API server does; otherwise in plain text.
 * **Heartbeat**: registers the Node, then renews its Lease every `heartbeat_interval` seconds.
 * **Throughput**: measured once registered, then every `throughput_interval` seconds.
-* **Manager**: the projects informer (field selector `status.nodeRef=<node>`) and the `ProjectReconciler`'s
-  controller with `reconcile_workers` reconcile workers; /metrics, /healthz and /readyz always: on
-  `--health-listen` (loopback by default), or on every interface at `--metrics-port` when that is given.
+* **Manager**: the projects informer (field selector `status.nodeRef=<node>`: a node reads only the projects it
+  runs) and the `ProjectReconciler`'s controller with `reconcile_workers` reconcile workers; /metrics, /healthz
+  and /readyz always: on `--health-listen` (loopback by default), or on every interface at `--metrics-port` when
+  that is given. The ingress follows every Route and every Node (`ingress.server`), no other node's project.
 * **Volumes** (`volumeflow`): restores before start run in the reconcile; the volumes' periodic and requested
   backups are tasks of their own (`agent-backups`), and the node's images and restore rates are reported in its
   status every `inventory_interval` seconds and after each restore (`agent-inventory`).
@@ -328,7 +329,7 @@ class Agent:
         repositories: RepositoryResolver,
     ) -> None:
         """Feed the controller from the projects bound here and the Secrets and Configs they read (their backup
-        repositories' too), the ingress from the informers of every project and node; add the controller."""
+        repositories' too), the ingress from the informers of every Route and Node; add the controller."""
         controller.watch(informer, enqueue_mapped(_own_key))  # by key, as everything else queues projects
         ingress.follow(manager.informers)
         for cls in (v1.Secret, v1.Config):  # the server sends only those referenced by projects bound here

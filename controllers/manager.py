@@ -1,7 +1,8 @@
-"""cara-controller-manager: the scheduler, node health, the garbage collector, placement upkeep, ProjectSets and the
-quota queue in one process.
+"""cara-controller-manager: the scheduler, node health, the garbage collector, placement upkeep, ProjectSets, the
+quota queue and the routes in one process.
 
-    cara-controller-manager [--controllers scheduler,node-health,gc,placement,projectset,queue] [--server HOST:PORT]
+    cara-controller-manager [--controllers scheduler,node-health,gc,placement,projectset,queue,routes]
+                            [--server HOST:PORT]
                             [--no-leader-elect]
 
 A convenience for small clusters (`cara up` runs it): one process, one Manager, one set of shared informers and
@@ -26,6 +27,7 @@ from caravanserai.controllers.placement import app as placement_app
 from caravanserai.controllers.process import process_parser, run_process
 from caravanserai.controllers.projectset import app as projectset_app
 from caravanserai.controllers.queue import app as queue_app
+from caravanserai.controllers.routes import app as routes_app
 from caravanserai.controllers.scheduler import app as scheduler_app
 
 LEASE = "cara-controller-manager"
@@ -38,6 +40,7 @@ SETUPS: dict[str, Callable[[Manager, Client, Clock, argparse.Namespace], Any]] =
     placement_app.NAME: placement_app.setup_from_args,
     projectset_app.NAME: projectset_app.setup_from_args,
     queue_app.NAME: queue_app.setup_from_args,
+    routes_app.NAME: routes_app.setup_from_args,
 }
 """Every controller this process can run, by the name `--controllers` uses."""
 
@@ -65,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
         default=list(SETUPS),
         help=f"comma-separated controllers to run (default: {','.join(SETUPS)})",
     )
-    for app in (scheduler_app, nodehealth_app, gc_app, placement_app, projectset_app, queue_app):
+    for app in (scheduler_app, nodehealth_app, gc_app, placement_app, projectset_app, queue_app, routes_app):
         app.add_arguments(p)
     return p
 

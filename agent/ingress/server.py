@@ -2,12 +2,14 @@
 
     ingress = Ingress(runtime, node="node-1", listen="0.0.0.0:8081", limits=IngressLimits())
     async with ingress.serving():
-        ingress.follow(factory)      # informers of every project and every node, shared with the agent
+        ingress.follow(factory)      # informers of every Route and every Node, shared with the agent
         ...
 
 Guarantees: `serving()` listens before it returns (the port is in `ingress.port` for the Node status, 0 when
 the listen address is `off`); routes follow the informers' changes as they are delivered (no polling), so a
-project that becomes Running, moves or is deleted is routed accordingly as soon as the watch event arrives.
+project that becomes Running, moves or is deleted is routed accordingly as soon as the routes controller has
+written its Route (`caravanserai.project.routing`) and the watch event arrives. The agent of this release needs
+the Routes: the controller-manager that derives them is upgraded with or before the agents.
 """
 
 from __future__ import annotations
@@ -230,9 +232,9 @@ class Ingress:
         self.backends.forget_service(project, service)
 
     def follow(self, informers: SharedInformerFactory) -> None:
-        """Route from the shared informers of every project and every node."""
+        """Route from the shared informers of every Route and every Node (never another node's projects)."""
         if self.address is not None:
-            self.table.follow(informers.informer(v1.Project), informers.informer(v1.Node))
+            self.table.follow(informers.informer(v1.Route), informers.informer(v1.Node))
 
 
 __all__ = [

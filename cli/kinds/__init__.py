@@ -29,6 +29,7 @@ from caravanserai.cli.kinds import (
     projectset,
     rbac,
     resourcequota,
+    route,
     secret,
 )
 from caravanserai.cli.kinds.base import Condition, KindView, SchemaBits
@@ -52,6 +53,7 @@ VIEWS: dict[str, KindView] = {
         projectset.VIEW,
         *rbac.VIEWS,
         resourcequota.VIEW,
+        route.VIEW,
     )
 }
 """The built-in kinds' views, by plural."""

@@ -54,6 +54,7 @@ Resource: TypeAlias = (
     | v1.RoleBinding
     | v1.ClusterRoleBinding
     | v1.ResourceQuota
+    | v1.Route
 )
 
 
@@ -180,6 +181,7 @@ KINDS: dict[str, Kind] = {
             ("resourcequota", "quota"),
             cluster_scoped=False,
         ),
+        Kind("Route", "routes", v1.Route, "route", ("route", "rt"), cluster_scoped=False),
     )
 }
 """The built-in kinds, by plural."""

@@ -159,6 +159,7 @@ from caravanserai.api.v1.resources_pb2 import (
     VolumeStatus,
     WeightedProjectAffinityTerm,
 )
+from caravanserai.api.v1.routes_pb2 import Route, RouteEndpoint, RouteHost, RouteSpec, RouteStatus
 
 API_VERSION = "caravanserai/v1"
 
@@ -384,6 +385,11 @@ __all__ = [
     "ResourceQuota",
     "ResourceQuotaSpec",
     "ResourceQuotaStatus",
+    "Route",
+    "RouteEndpoint",
+    "RouteHost",
+    "RouteSpec",
+    "RouteStatus",
     "QUEUED",
     "QUOTA_QUEUE",
     "QUOTA_REJECT",

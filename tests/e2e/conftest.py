@@ -22,9 +22,13 @@ from caravanserai import v1
 from caravanserai.agent.agent import Agent
 from caravanserai.agent.config import AgentConfig
 from caravanserai.client import Client
+from caravanserai.clock import SystemClock
+from caravanserai.controller import Manager
+from caravanserai.controllers.routes import app as routes_app
 from caravanserai.testing import ensure_test_image
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.etcd import EtcdServer
+from caravanserai.testing.manager import running
 from caravanserai.testing.wait import wait_for
 
 
@@ -56,8 +60,20 @@ async def client(api: RunningApiServer) -> AsyncIterator[Client]:
 
 
 @pytest.fixture
-async def start_agent(api: RunningApiServer, image: str) -> AsyncIterator[StartAgent]:
-    """`await start_agent(node=…, **config overrides)`: start an agent and wait until its Node is Ready.
+async def route_controller(api: RunningApiServer) -> AsyncIterator[None]:
+    """The routes controller of cara-controller-manager, which derives the Routes the agents' ingress reads."""
+    async with Client(api.address, timeout=10, retry_timeout=10) as c:
+        clock = SystemClock()
+        manager = Manager(c, clock=clock, shutdown_timeout=5.0)
+        routes_app.setup(manager, c, clock)
+        async with running(manager):
+            yield
+
+
+@pytest.fixture
+async def start_agent(api: RunningApiServer, image: str, route_controller: None) -> AsyncIterator[StartAgent]:
+    """`await start_agent(node=…, **config overrides)`: start an agent and wait until its Node is Ready (the routes
+    controller runs beside the agents, as cara-controller-manager does).
 
     After the test every agent is stopped and every Docker object of every node used is removed."""
     running: list[RunningAgent] = []

@@ -23,7 +23,7 @@ async def test_a_project_moves_off_a_dead_node_and_is_collected_after_deletion(c
         ["--heartbeat-timeout", "1500ms", "--grace-period", "1s", "--startup-grace-period", "1s",
          "--terminated-delay", "200ms", "--no-leader-elect"]
     )  # fmt: skip
-    assert opts.controllers == ["scheduler", "node-health", "gc", "placement", "projectset", "queue"]
+    assert opts.controllers == ["scheduler", "node-health", "gc", "placement", "projectset", "queue", "routes"]
     await add_node(client, "big", cpu="16", memory="64Gi")
     for name in ("small-1", "small-2"):
         await add_node(client, name, cpu="2", memory="4Gi")

@@ -22,6 +22,7 @@ from caravanserai.agent.ingress.routes import RouteTable
 from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 from caravanserai.testing.clock import FakeClock
+from support.routes import route_for
 
 HOST = {"Host": "app.example.com"}
 NOW = 1000.0
@@ -70,7 +71,7 @@ class Nodes:
     def apply(self, obj: v1.Project | v1.Node, *, only: str = "") -> None:
         for name, table in self.tables.items():
             if not only or name == only:
-                table.set_project(obj) if isinstance(obj, v1.Project) else table.set_node(obj)
+                table.set_route(route_for(obj)) if isinstance(obj, v1.Project) else table.set_node(obj)
 
     async def get(
         self, via: str, *, method: str = "GET", body: bytes | None = None, times: int = 1

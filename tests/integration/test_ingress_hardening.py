@@ -17,6 +17,7 @@ from test_ingress_proxy import SHOP, StaticBackends, backend_app, node, serve, w
 from caravanserai.agent.ingress.httpdetails import IngressLimits
 from caravanserai.agent.ingress.proxy import IngressProxy
 from caravanserai.agent.ingress.routes import RouteTable
+from support.routes import route_for
 
 OUTSIDE = "127.0.0.2"
 SPOOFED = {
@@ -54,7 +55,7 @@ async def nodes(**limits: object) -> AsyncIterator[Nodes]:
         for table in c.tables.values():
             for name, proxy in c.proxies.items():
                 table.set_node(node(name, proxy.port))
-            table.set_project(web_project("shop", node="n1"))
+            table.set_route(route_for(web_project("shop", node="n1")))
         yield c
 
 

@@ -22,6 +22,7 @@ from caravanserai.agent.ingress.proxy import BackendUnavailable, IngressProxy
 from caravanserai.agent.ingress.routes import Route, RouteTable
 from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
+from support.routes import route_for
 
 RELEASE = web.AppKey("release", asyncio.Event)
 
@@ -126,7 +127,7 @@ class Cluster:
 
     def apply(self, obj: v1.Project | v1.Node) -> None:
         for table in self.tables.values():
-            table.set_project(obj) if isinstance(obj, v1.Project) else table.set_node(obj)
+            table.set_route(route_for(obj)) if isinstance(obj, v1.Project) else table.set_node(obj)
 
     def url(self, name: str, path: str = "/echo") -> str:
         return f"http://127.0.0.1:{self.proxies[name].port}{path}"
@@ -258,7 +259,7 @@ async def test_error_pages(cluster: Cluster) -> None:
 async def test_a_forwarded_request_is_never_forwarded_again(cluster: Cluster) -> None:
     # n2 believes shop runs on n1 and n1 believes it runs on n2: a loop, if forwarding were repeated.
     moved = web_project("shop", node="n2")
-    cluster.tables["n1"].set_project(moved)
+    cluster.tables["n1"].set_route(route_for(moved))
     async with aiohttp.ClientSession() as session, session.get(cluster.url("n2"), headers=SHOP) as response:
         assert response.status == 502
         assert response.headers[ERROR_HEADER] == "misrouted"

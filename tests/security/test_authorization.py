@@ -38,6 +38,9 @@ async def _setup(admin: Client) -> None:
         if bound:
             p.status.phase, p.status.node_ref = v1.SCHEDULED, bound
             await admin.projects.update_status(p)
+    route = v1.Route(metadata=v1.ObjectMeta(name="p2", namespace=meta.DEFAULT_NAMESPACE))
+    route.spec.project, route.spec.node.node = "p2", "n2"
+    await admin.resource(v1.Route).create(route)
 
 
 def _ops(admin: Client) -> dict[str, Op]:
@@ -108,6 +111,11 @@ def _ops(admin: Client) -> dict[str, Op]:
         "force delete group node": lambda c: c.nodes.delete("g2", force=True),
         "delete group node": lambda c: c.nodes.delete("g1"),
         "delete node": lambda c: c.nodes.delete("n2", force=True),
+        "get route": lambda c: c.resource(v1.Route).get("p2"),
+        "list routes": lambda c: c.resource(v1.Route).list(),
+        "create route": lambda c: c.resource(v1.Route).create(
+            v1.Route(metadata=v1.ObjectMeta(name="p1"), spec=v1.RouteSpec(project="p1"))
+        ),
     }
 
 
@@ -119,6 +127,8 @@ READS = {
     "watch own projects",
     "get own node",
     "get other node",
+    "get route",
+    "list routes",
 }
 CONTROLLER = READS | {
     "create project",  # the ProjectSet controller creates a set's replicas
@@ -130,6 +140,7 @@ CONTROLLER = READS | {
     "create event",
     "update own event",
     "update other event",
+    "create route",  # the routes controller derives them
 }
 ALLOWED: dict[str, set[str] | None] = {
     "admin": None,  # everything
@@ -137,8 +148,9 @@ ALLOWED: dict[str, set[str] | None] = {
     # The autoscaler's exception (kinds.node.autoscaler_allows): join a node to a group, cordon and delete (never
     # forced) the nodes of groups; nothing else of Nodes.
     "controller:autoscaler": CONTROLLER | {"join node to group", "cordon group node", "delete group node"},
-    # A node reads every project and node: its ingress forwards any host to the node that runs the project.
-    "node:n1": READS
+    # A node reads the projects it runs (lists and watches carry only those), every Node and every Route: its
+    # ingress forwards any host to the node that runs the project, as the Route says.
+    "node:n1": (READS - {"get other project"})
     | {"update own project status", "update node status", "renew lease", "create event", "update own event"},
     "viewer": READS,
 }

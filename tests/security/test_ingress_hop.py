@@ -26,6 +26,7 @@ from caravanserai.clock import SystemClock
 from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.builders import project
 from caravanserai.testing.clock import FakeClock
+from support.routes import route_for
 
 OUTSIDE = "192.0.2.7"  # an address some node reported as its own
 HOST = "web.inner.local"
@@ -65,7 +66,7 @@ def _table(capture_port: int) -> RouteTable:
     route = p.spec.ingress.add(name="web", host="web")
     route.target.service, route.target.port, route.access.scope = p.spec.services[0].name, 8080, "Internal"
     p.status.phase, p.status.node_ref = v1.RUNNING, "n1"
-    table.set_project(p)
+    table.set_route(route_for(p))
     table.set_node(_node("n1", "127.0.0.1", capture_port))  # where n2 forwards: the capture server
     table.set_node(_node("n2", "127.0.0.1", 1))
     table.set_node(_node("n9", OUTSIDE, 1))  # a node (perhaps a rogue one) that reported the outside address

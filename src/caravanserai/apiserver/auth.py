@@ -13,7 +13,11 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 |                     | `controller:autoscaler` labels a Node into a node group, cordons and deletes (never  |
 |                     | forced) the Nodes of groups (`kinds.node.autoscaler_allows`); emptying a namespace   |
 |                     | being deleted: delete any object in it, and the namespace itself once marked          |
-| `node:<name>`       | read every project and node (its ingress routes any host to the node that runs it);   |
+| `node:<name>`       | read the projects it runs: bound to it, or handed over from it while the hand-off    |
+|                     | lasts (`kinds.project.strategy.node_sees`: a get of another is refused, lists and    |
+|                     | watches carry only those, so no project spec leaves the nodes that run it); read     |
+|                     | every Route (its ingress routes any host to the node that runs it, `kinds.route`)    |
+|                     | and every Node (their addresses; no project data);                                   |
 |                     | write its own Node and Lease and the status of projects bound to it (also the write  |
 |                     | that unbinds one after a move asked of it: `finish_move`); create events, update its  |
 |                     | own events; read the Secrets, Configs and BackupRepositories a project bound to it    |
@@ -184,9 +188,14 @@ class Authorizer:
 
     def visible(self, who: Identity, strategy: KindStrategy[Any]) -> Callable[[Any], bool] | None:
         """For lists and watches: which objects `who` may see, or None when every object the selectors pick is
-        visible. A node sees only the referenced objects of kinds it reads that way."""
+        visible. A node sees only the referenced objects of kinds it reads that way, and only the projects it runs
+        (`node_filters`: the kind's `node_sees`)."""
         node = who.node
-        if node is None or who.is_admin or not strategy.node_reads_referenced:
+        if node is None or who.is_admin:
+            return None
+        if strategy.node_filters:
+            return lambda obj: strategy.node_sees(node, obj)
+        if not strategy.node_reads_referenced:
             return None
         graph, resource = self._graph, strategy.plural
         return lambda obj: graph.allows(node, resource, meta.key_of(obj))

@@ -30,7 +30,7 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.informer.indexer import IndexFunc
 from caravanserai.informer.informer import Informer
 
-T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event, v1.ProjectSet, v1.Namespace, v1.ResourceQuota)
+T = TypeVar("T", v1.Project, v1.Node, v1.Lease, v1.Event, v1.ProjectSet, v1.Namespace, v1.ResourceQuota, v1.Route)
 
 InformerKey = tuple[str, str, str]  # (plural resource, label selector, field selector)
 

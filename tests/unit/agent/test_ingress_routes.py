@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from caravanserai import v1
-from caravanserai.agent.ingress.routes import RouteTable
+from caravanserai import meta, v1
+from caravanserai.agent.ingress.routes import RouteTable, routes_of
 from caravanserai.project.ingresshosts import ingress_host, normalize_host, route_host
 from caravanserai.testing.builders import project
+from support.routes import route_for
 
 
 @pytest.mark.parametrize(
@@ -51,11 +52,11 @@ def test_two_projects_of_one_name_in_two_namespaces_have_their_own_routes() -> N
     for namespace in ("team-a", "team-b"):
         p = shop("shop")
         p.metadata.namespace = namespace
-        table.set_project(p)
+        table.set_route(route_for(p))
     a, b = table.lookup("web.shop.team-a.local"), table.lookup("web.shop.team-b.local")
     assert a is not None and a.project == "team-a/shop" and b is not None and b.project == "team-b/shop"
     assert table.lookup("web.shop.local") is None and table.conflicts() == []
-    table.remove_project("team-a/shop")  # a key, as an informer's deletion without the object says it
+    table.remove_route("team-a/shop")  # a key, as an informer's deletion without the object says it
     assert table.lookup("web.shop.team-a.local") is None and table.lookup("web.shop.team-b.local") == b
 
 
@@ -85,7 +86,7 @@ def shop(name: str, *, host: str = "web", created: int = 0, phase: str = v1.RUNN
 
 def test_routes_follow_projects() -> None:
     table = RouteTable()
-    table.set_project(shop("shop"))
+    table.set_route(route_for(shop("shop")))
     route = table.lookup("WEB.shop.local:8081")
     assert route is not None and (route.project, route.service, route.port, route.node) == (
         "default/shop",
@@ -94,22 +95,22 @@ def test_routes_follow_projects() -> None:
         "n1",
     )
     assert route.scope == "Internal" and not route.public and route.running and route.container_id == "c-shop"
-    table.set_project(shop("shop", phase=v1.SCHEDULED, node="n2"))  # moved
+    table.set_route(route_for(shop("shop", phase=v1.SCHEDULED, node="n2")))  # moved
     moved = table.lookup("web.shop.local")
     assert moved is not None and (moved.node, moved.running) == ("n2", False)
-    table.set_project(shop("shop", host="www.example.com"))  # host changed: the old one is gone
+    table.set_route(route_for(shop("shop", host="www.example.com")))  # host changed: the old one is gone
     assert table.lookup("web.shop.local") is None and table.lookup("www.example.com") is not None
-    table.remove_project("shop")
+    table.remove_route("shop")
     assert table.routes() == []
 
 
 def test_the_older_project_keeps_a_shared_host() -> None:
     table = RouteTable()
-    table.set_project(shop("young", host="app.example.com", created=20))
-    table.set_project(shop("old", host="app.example.com", created=10))
+    table.set_route(route_for(shop("young", host="app.example.com", created=20)))
+    table.set_route(route_for(shop("old", host="app.example.com", created=10)))
     assert table.lookup("app.example.com").project == "default/old"  # type: ignore[union-attr]  # the host has a route
     assert [r.project for r in table.conflicts()] == ["default/young"]
-    table.remove_project("old")
+    table.remove_route("old")
     young = table.lookup("app.example.com")
     assert young is not None and young.project == "default/young"
     assert table.conflicts() == []
@@ -140,7 +141,7 @@ def replica(name: str, *, owner: str = "set-1", created: int = 0, **extra: objec
 def test_replicas_of_one_owner_share_their_host() -> None:
     table = RouteTable()
     for i, name in enumerate(("app-a", "app-b", "app-c")):
-        table.set_project(replica(name, created=10 + i, node=f"n{i}"))
+        table.set_route(route_for(replica(name, created=10 + i, node=f"n{i}")))
     routes = table.replicas("APP.example.com:80")
     assert [(r.project, r.node, r.owner, r.ready) for r in routes] == [
         ("default/app-a", "n0", "set-1", True),
@@ -149,19 +150,19 @@ def test_replicas_of_one_owner_share_their_host() -> None:
     ]
     assert table.lookup("app.example.com") == routes[0] and table.conflicts() == []
     assert [r.project for r in table.routes()] == ["default/app-a", "default/app-b", "default/app-c"]
-    table.remove_project("app-a")  # a rolling update deletes the oldest: the host stays with the others
+    table.remove_route("app-a")  # a rolling update deletes the oldest: the host stays with the others
     assert [r.project for r in table.replicas("app.example.com")] == ["default/app-b", "default/app-c"]
 
 
 def test_unrelated_projects_keep_first_wins_with_replicas() -> None:
     table = RouteTable()
-    table.set_project(replica("other", owner="set-2", created=5))  # another set, older: it keeps the host
-    table.set_project(replica("app-a", created=10))
-    table.set_project(replica("app-b", created=11))
-    table.set_project(shop("single", host="app.example.com", created=20))  # no owner at all
+    table.set_route(route_for(replica("other", owner="set-2", created=5)))  # another set, older: it keeps the host
+    table.set_route(route_for(replica("app-a", created=10)))
+    table.set_route(route_for(replica("app-b", created=11)))
+    table.set_route(route_for(shop("single", host="app.example.com", created=20)))  # no owner at all
     assert [r.project for r in table.replicas("app.example.com")] == ["default/other"]
     assert sorted(r.project for r in table.conflicts()) == ["default/app-a", "default/app-b", "default/single"]
-    table.remove_project("other")
+    table.remove_route("other")
     assert [r.project for r in table.replicas("app.example.com")] == ["default/app-a", "default/app-b"]
     assert [r.project for r in table.conflicts()] == ["default/single"]
 
@@ -171,7 +172,7 @@ def test_owner_references_that_are_not_controllers_do_not_group() -> None:
     for name, created in (("one", 1), ("two", 2)):
         p = shop(name, host="app.example.com", created=created)
         p.metadata.owner_references.add(kind="Team", name="t", uid="team-uid", controller=False)
-        table.set_project(p)
+        table.set_route(route_for(p))
     assert [r.project for r in table.replicas("app.example.com")] == ["default/one"]
 
 
@@ -180,10 +181,38 @@ def test_a_route_knows_its_hand_off() -> None:
     moved = shop("moving", phase=v1.PENDING, node="")
     moved.status.previous_node_ref = "n1"
     moved.status.handoff_deadline.seconds = 1234
-    table.set_project(moved)
+    table.set_route(route_for(moved))
     route = table.lookup("web.moving.local")
     assert route is not None and (route.previous_node, route.handoff_until, route.ready) == ("n1", 1234.0, False)
     moved.status.ClearField("handoff_deadline")  # finish_move: a previous node without a deadline runs nothing
-    table.set_project(moved)
+    table.set_route(route_for(moved))
     route = table.lookup("web.moving.local")
     assert route is not None and (route.previous_node, route.handoff_until) == ("", 0.0)
+
+
+def test_a_routes_node_endpoint_comes_first_and_leaves_with_it() -> None:
+    table = RouteTable()
+    reported = v1.Node(metadata=v1.ObjectMeta(name="n1"))
+    reported.status.network.addresses.add(type="InternalIP", address="10.0.0.1")
+    reported.status.network.ingress_port = 8081
+    table.set_node(reported)
+    moved = meta.copy(reported)
+    moved.status.network.addresses[0].address = "10.0.0.7"  # the Route was derived from a newer Node
+    moved.status.network.ingress_port = 9091
+    table.set_route(route_for(shop("shop"), moved))
+    endpoint = table.node("n1")
+    assert endpoint is not None and (endpoint.address, endpoint.ingress_port) == ("10.0.0.7", 9091)
+    assert table.is_node_address("10.0.0.7") and table.is_node_address("10.0.0.1")
+    table.remove_route("shop")
+    endpoint = table.node("n1")
+    assert endpoint is not None and endpoint.address == "10.0.0.1" and not table.is_node_address("10.0.0.7")
+
+
+def test_routes_of_reads_a_route_alone() -> None:
+    p = shop("shop", node="n2")
+    p.status.previous_node_ref = "n1"
+    p.status.handoff_deadline.seconds = 99
+    routes = routes_of(route_for(p))
+    assert [(r.host, r.project, r.node, r.previous_node, r.handoff_until, r.container_id) for r in routes] == [
+        ("web.shop.local", "default/shop", "n2", "n1", 99.0, "c-shop")
+    ]

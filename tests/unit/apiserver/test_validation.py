@@ -662,7 +662,7 @@ def test_unknown_resource_and_wrong_class() -> None:
         Invalid,
         match='unknown resource "pods"; known: admissionpolicies, backuprepositories, clusterrolebindings, '
         "clusterroles, configs, events, leases, namespaces, nodegroups, nodes, projects, projectsets, "
-        "resourcedefinitions, resourcequotas, rolebindings, roles, secrets",
+        "resourcedefinitions, resourcequotas, rolebindings, roles, routes, secrets",
     ):
         validate_object("pods", v1.Project())
     with pytest.raises(TypeError, match="projects holds Project objects, not Node"):

@@ -62,8 +62,8 @@ def test_defaults() -> None:
         ("scheduler", ["scheduler"]),
         ("gc, scheduler", ["gc", "scheduler"]),
         ("scheduler,scheduler", ["scheduler"]),
-        ("all", ["scheduler", "node-health", "gc", "placement", "projectset", "queue"]),
-        ("*", ["scheduler", "node-health", "gc", "placement", "projectset", "queue"]),
+        ("all", ["scheduler", "node-health", "gc", "placement", "projectset", "queue", "routes"]),
+        ("*", ["scheduler", "node-health", "gc", "placement", "projectset", "queue", "routes"]),
     ],
 )
 def test_controller_list(text: str, expected: list[str]) -> None:

@@ -152,14 +152,14 @@ HEADER = "apiVersion: caravanserai/v1\nkind: Project\n"
             "x.yaml, document 1, line 1: kind: is required"
             " (one of AdmissionPolicy, BackupRepository, ClusterRole, ClusterRoleBinding, Config, Event, Lease,"
             " Namespace, Node, NodeGroup, Project, ProjectSet, ResourceDefinition, ResourceQuota, Role, RoleBinding,"
-            " Secret",
+            " Route, Secret",
         ),
         (
             "apiVersion: caravanserai/v1\nkind: Pod\n",
             'x.yaml, document 1, line 2: kind: unknown kind "Pod":'
             " expected one of AdmissionPolicy, BackupRepository, ClusterRole, ClusterRoleBinding, Config, Event, Lease,"
             " Namespace, Node, NodeGroup, Project, ProjectSet, ResourceDefinition, ResourceQuota, Role, RoleBinding,"
-            " Secret",
+            " Route, Secret",
         ),
         ("apiVersion: caravanserai/v1\nkind: [Project]\n", "x.yaml, document 1, line 2: kind: unknown kind a list"),
         ("- 1\n", "x.yaml, document 1, item 1: expected a mapping with apiVersion and kind, got an integer (1)"),

@@ -30,65 +30,66 @@ from caravanserai.api.v1 import quotas_pb2 as caravanserai_dot_api_dot_v1_dot_qu
 from caravanserai.api.v1 import rbac_pb2 as caravanserai_dot_api_dot_v1_dot_rbac__pb2
 from caravanserai.api.v1 import replicas_pb2 as caravanserai_dot_api_dot_v1_dot_replicas__pb2
 from caravanserai.api.v1 import resources_pb2 as caravanserai_dot_api_dot_v1_dot_resources__pb2
+from caravanserai.api.v1 import routes_pb2 as caravanserai_dot_api_dot_v1_dot_routes__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x63\x61ravanserai/api/v1/api.proto\x12\x0f\x63\x61ravanserai.v1\x1a%caravanserai/api/v1/autoscaling.proto\x1a!caravanserai/api/v1/backups.proto\x1a$caravanserai/api/v1/configdata.proto\x1a%caravanserai/api/v1/definitions.proto\x1a caravanserai/api/v1/quotas.proto\x1a\x1e\x63\x61ravanserai/api/v1/rbac.proto\x1a\"caravanserai/api/v1/replicas.proto\x1a#caravanserai/api/v1/resources.proto\"\xaa\x07\n\x06Object\x12+\n\x07project\x18\x01 \x01(\x0b\x32\x18.caravanserai.v1.ProjectH\x00\x12%\n\x04node\x18\x02 \x01(\x0b\x32\x15.caravanserai.v1.NodeH\x00\x12\'\n\x05lease\x18\x03 \x01(\x0b\x32\x16.caravanserai.v1.LeaseH\x00\x12\'\n\x05\x65vent\x18\x04 \x01(\x0b\x32\x16.caravanserai.v1.EventH\x00\x12\x42\n\x13resource_definition\x18\x05 \x01(\x0b\x32#.caravanserai.v1.ResourceDefinitionH\x00\x12/\n\x06\x63ustom\x18\x10 \x01(\x0b\x32\x1d.caravanserai.v1.CustomObjectH\x00\x12)\n\x06secret\x18\x06 \x01(\x0b\x32\x17.caravanserai.v1.SecretH\x00\x12)\n\x06\x63onfig\x18\x07 \x01(\x0b\x32\x17.caravanserai.v1.ConfigH\x00\x12>\n\x11\x62\x61\x63kup_repository\x18\x08 \x01(\x0b\x32!.caravanserai.v1.BackupRepositoryH\x00\x12<\n\x10\x61\x64mission_policy\x18\t \x01(\x0b\x32 .caravanserai.v1.AdmissionPolicyH\x00\x12\x30\n\nnode_group\x18\n \x01(\x0b\x32\x1a.caravanserai.v1.NodeGroupH\x00\x12\x32\n\x0bproject_set\x18\x0b \x01(\x0b\x32\x1b.caravanserai.v1.ProjectSetH\x00\x12/\n\tnamespace\x18\x0c \x01(\x0b\x32\x1a.caravanserai.v1.NamespaceH\x00\x12%\n\x04role\x18\r \x01(\x0b\x32\x15.caravanserai.v1.RoleH\x00\x12\x34\n\x0c\x63luster_role\x18\x0e \x01(\x0b\x32\x1c.caravanserai.v1.ClusterRoleH\x00\x12\x34\n\x0crole_binding\x18\x0f \x01(\x0b\x32\x1c.caravanserai.v1.RoleBindingH\x00\x12\x43\n\x14\x63luster_role_binding\x18\x11 \x01(\x0b\x32#.caravanserai.v1.ClusterRoleBindingH\x00\x12\x38\n\x0eresource_quota\x18\x12 \x01(\x0b\x32\x1e.caravanserai.v1.ResourceQuotaH\x00\x42\x08\n\x06object\"J\n\rCreateRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\'\n\x06object\x18\x02 \x01(\x0b\x32\x17.caravanserai.v1.Object\"?\n\nGetRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x83\x01\n\x0bListRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x16\n\x0elabel_selector\x18\x02 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x03\x12\x10\n\x08\x63ontinue\x18\x05 \x01(\t\x12\x11\n\tnamespace\x18\x06 \x01(\t\"b\n\x0cListResponse\x12&\n\x05items\x18\x01 \x03(\x0b\x32\x17.caravanserai.v1.Object\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\x10\n\x08\x63ontinue\x18\x03 \x01(\t\"J\n\rUpdateRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\'\n\x06object\x18\x02 \x01(\x0b\x32\x17.caravanserai.v1.Object\"\x87\x01\n\rDeleteRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x66orce\x18\x03 \x01(\x08\x12\x18\n\x10resource_version\x18\x04 \x01(\t\x12\x1a\n\x12propagation_policy\x18\x05 \x01(\t\x12\x11\n\tnamespace\x18\x06 \x01(\t\"e\n\x0e\x44\x65leteResponse\x12\'\n\x06object\x18\x01 \x01(\x0b\x32\x17.caravanserai.v1.Object\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\x12\x19\n\x11\x64\x65leted_instances\x18\x03 \x01(\x03\"\x96\x01\n\x0cWatchRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\x16\n\x0elabel_selector\x18\x03 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x04 \x01(\t\x12\x17\n\x0f\x61llow_bookmarks\x18\x05 \x01(\x08\x12\x11\n\tnamespace\x18\x06 \x01(\t\"C\n\nWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\'\n\x06object\x18\x02 \x01(\x0b\x32\x17.caravanserai.v1.Object\"n\n\rAccessRequest\x12\x0c\n\x04verb\x18\x01 \x01(\t\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0c\n\x04user\x18\x05 \x01(\t\x12\x0e\n\x06groups\x18\x06 \x03(\t\"1\n\x0e\x41\x63\x63\x65ssResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1f\n\x0f\x44ownloadRequest\x12\x0c\n\x04size\x18\x01 \x01(\x03\"\x15\n\x05\x43hunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"!\n\rUploadSummary\x12\x10\n\x08received\x18\x01 \x01(\x03\"t\n\x0bLogsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0c\n\x04tail\x18\x04 \x01(\x03\x12\x12\n\ntimestamps\x18\x05 \x01(\x08\x12\x11\n\tnamespace\x18\x06 \x01(\t\"8\n\x07LogLine\x12\x0f\n\x07service\x18\x01 \x01(\t\x12\x0e\n\x06stream\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"e\n\x12PortForwardRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x11\n\tnamespace\x18\x05 \x01(\t\"#\n\x13PortForwardResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xb8\x01\n\tExecStart\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x03 \x03(\t\x12\x0b\n\x03\x65nv\x18\x04 \x03(\t\x12\x0f\n\x07workdir\x18\x05 \x01(\t\x12\r\n\x05stdin\x18\x06 \x01(\x08\x12\x0b\n\x03tty\x18\x07 \x01(\x08\x12+\n\x04size\x18\x08 \x01(\x0b\x32\x1d.caravanserai.v1.TerminalSize\x12\x11\n\tnamespace\x18\t \x01(\t\"-\n\x0cTerminalSize\x12\r\n\x05width\x18\x01 \x01(\r\x12\x0e\n\x06height\x18\x02 \x01(\r\"\x9c\x01\n\x0b\x45xecRequest\x12+\n\x05start\x18\x01 \x01(\x0b\x32\x1a.caravanserai.v1.ExecStartH\x00\x12\x0f\n\x05stdin\x18\x02 \x01(\x0cH\x00\x12\x13\n\tstdin_eof\x18\x03 \x01(\x08H\x00\x12/\n\x06resize\x18\x04 \x01(\x0b\x32\x1d.caravanserai.v1.TerminalSizeH\x00\x42\t\n\x07request\"S\n\x0c\x45xecResponse\x12\x10\n\x06stdout\x18\x01 \x01(\x0cH\x00\x12\x10\n\x06stderr\x18\x02 \x01(\x0cH\x00\x12\x13\n\texit_code\x18\x03 \x01(\x05H\x00\x42\n\n\x08response2\xbc\x04\n\tResources\x12\x41\n\x06\x43reate\x12\x1e.caravanserai.v1.CreateRequest\x1a\x17.caravanserai.v1.Object\x12;\n\x03Get\x12\x1b.caravanserai.v1.GetRequest\x1a\x17.caravanserai.v1.Object\x12\x43\n\x04List\x12\x1c.caravanserai.v1.ListRequest\x1a\x1d.caravanserai.v1.ListResponse\x12\x41\n\x06Update\x12\x1e.caravanserai.v1.UpdateRequest\x1a\x17.caravanserai.v1.Object\x12G\n\x0cUpdateStatus\x12\x1e.caravanserai.v1.UpdateRequest\x1a\x17.caravanserai.v1.Object\x12I\n\x06\x44\x65lete\x12\x1e.caravanserai.v1.DeleteRequest\x1a\x1f.caravanserai.v1.DeleteResponse\x12\x45\n\x05Watch\x12\x1d.caravanserai.v1.WatchRequest\x1a\x1b.caravanserai.v1.WatchEvent0\x01\x12L\n\tAuthorize\x12\x1e.caravanserai.v1.AccessRequest\x1a\x1f.caravanserai.v1.AccessResponse2\x95\x01\n\x07Network\x12\x46\n\x08\x44ownload\x12 .caravanserai.v1.DownloadRequest\x1a\x16.caravanserai.v1.Chunk0\x01\x12\x42\n\x06Upload\x12\x16.caravanserai.v1.Chunk\x1a\x1e.caravanserai.v1.UploadSummary(\x01\x32\xf0\x01\n\x05\x41gent\x12@\n\x04Logs\x12\x1c.caravanserai.v1.LogsRequest\x1a\x18.caravanserai.v1.LogLine0\x01\x12\\\n\x0bPortForward\x12#.caravanserai.v1.PortForwardRequest\x1a$.caravanserai.v1.PortForwardResponse(\x01\x30\x01\x12G\n\x04\x45xec\x12\x1c.caravanserai.v1.ExecRequest\x1a\x1d.caravanserai.v1.ExecResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x63\x61ravanserai/api/v1/api.proto\x12\x0f\x63\x61ravanserai.v1\x1a%caravanserai/api/v1/autoscaling.proto\x1a!caravanserai/api/v1/backups.proto\x1a$caravanserai/api/v1/configdata.proto\x1a%caravanserai/api/v1/definitions.proto\x1a caravanserai/api/v1/quotas.proto\x1a\x1e\x63\x61ravanserai/api/v1/rbac.proto\x1a\"caravanserai/api/v1/replicas.proto\x1a#caravanserai/api/v1/resources.proto\x1a caravanserai/api/v1/routes.proto\"\xd3\x07\n\x06Object\x12+\n\x07project\x18\x01 \x01(\x0b\x32\x18.caravanserai.v1.ProjectH\x00\x12%\n\x04node\x18\x02 \x01(\x0b\x32\x15.caravanserai.v1.NodeH\x00\x12\'\n\x05lease\x18\x03 \x01(\x0b\x32\x16.caravanserai.v1.LeaseH\x00\x12\'\n\x05\x65vent\x18\x04 \x01(\x0b\x32\x16.caravanserai.v1.EventH\x00\x12\x42\n\x13resource_definition\x18\x05 \x01(\x0b\x32#.caravanserai.v1.ResourceDefinitionH\x00\x12/\n\x06\x63ustom\x18\x10 \x01(\x0b\x32\x1d.caravanserai.v1.CustomObjectH\x00\x12)\n\x06secret\x18\x06 \x01(\x0b\x32\x17.caravanserai.v1.SecretH\x00\x12)\n\x06\x63onfig\x18\x07 \x01(\x0b\x32\x17.caravanserai.v1.ConfigH\x00\x12>\n\x11\x62\x61\x63kup_repository\x18\x08 \x01(\x0b\x32!.caravanserai.v1.BackupRepositoryH\x00\x12<\n\x10\x61\x64mission_policy\x18\t \x01(\x0b\x32 .caravanserai.v1.AdmissionPolicyH\x00\x12\x30\n\nnode_group\x18\n \x01(\x0b\x32\x1a.caravanserai.v1.NodeGroupH\x00\x12\x32\n\x0bproject_set\x18\x0b \x01(\x0b\x32\x1b.caravanserai.v1.ProjectSetH\x00\x12/\n\tnamespace\x18\x0c \x01(\x0b\x32\x1a.caravanserai.v1.NamespaceH\x00\x12%\n\x04role\x18\r \x01(\x0b\x32\x15.caravanserai.v1.RoleH\x00\x12\x34\n\x0c\x63luster_role\x18\x0e \x01(\x0b\x32\x1c.caravanserai.v1.ClusterRoleH\x00\x12\x34\n\x0crole_binding\x18\x0f \x01(\x0b\x32\x1c.caravanserai.v1.RoleBindingH\x00\x12\x43\n\x14\x63luster_role_binding\x18\x11 \x01(\x0b\x32#.caravanserai.v1.ClusterRoleBindingH\x00\x12\x38\n\x0eresource_quota\x18\x12 \x01(\x0b\x32\x1e.caravanserai.v1.ResourceQuotaH\x00\x12\'\n\x05route\x18\x13 \x01(\x0b\x32\x16.caravanserai.v1.RouteH\x00\x42\x08\n\x06object\"J\n\rCreateRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\'\n\x06object\x18\x02 \x01(\x0b\x32\x17.caravanserai.v1.Object\"?\n\nGetRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\"\x83\x01\n\x0bListRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x16\n\x0elabel_selector\x18\x02 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x03\x12\x10\n\x08\x63ontinue\x18\x05 \x01(\t\x12\x11\n\tnamespace\x18\x06 \x01(\t\"b\n\x0cListResponse\x12&\n\x05items\x18\x01 \x03(\x0b\x32\x17.caravanserai.v1.Object\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\x10\n\x08\x63ontinue\x18\x03 \x01(\t\"J\n\rUpdateRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\'\n\x06object\x18\x02 \x01(\x0b\x32\x17.caravanserai.v1.Object\"\x87\x01\n\rDeleteRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x66orce\x18\x03 \x01(\x08\x12\x18\n\x10resource_version\x18\x04 \x01(\t\x12\x1a\n\x12propagation_policy\x18\x05 \x01(\t\x12\x11\n\tnamespace\x18\x06 \x01(\t\"e\n\x0e\x44\x65leteResponse\x12\'\n\x06object\x18\x01 \x01(\x0b\x32\x17.caravanserai.v1.Object\x12\x0f\n\x07\x64\x65leted\x18\x02 \x01(\x08\x12\x19\n\x11\x64\x65leted_instances\x18\x03 \x01(\x03\"\x96\x01\n\x0cWatchRequest\x12\x10\n\x08resource\x18\x01 \x01(\t\x12\x18\n\x10resource_version\x18\x02 \x01(\t\x12\x16\n\x0elabel_selector\x18\x03 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x04 \x01(\t\x12\x17\n\x0f\x61llow_bookmarks\x18\x05 \x01(\x08\x12\x11\n\tnamespace\x18\x06 \x01(\t\"C\n\nWatchEvent\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\'\n\x06object\x18\x02 \x01(\x0b\x32\x17.caravanserai.v1.Object\"n\n\rAccessRequest\x12\x0c\n\x04verb\x18\x01 \x01(\t\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x11\n\tnamespace\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x0c\n\x04user\x18\x05 \x01(\t\x12\x0e\n\x06groups\x18\x06 \x03(\t\"1\n\x0e\x41\x63\x63\x65ssResponse\x12\x0f\n\x07\x61llowed\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1f\n\x0f\x44ownloadRequest\x12\x0c\n\x04size\x18\x01 \x01(\x03\"\x15\n\x05\x43hunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"!\n\rUploadSummary\x12\x10\n\x08received\x18\x01 \x01(\x03\"t\n\x0bLogsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\x12\x0c\n\x04tail\x18\x04 \x01(\x03\x12\x12\n\ntimestamps\x18\x05 \x01(\x08\x12\x11\n\tnamespace\x18\x06 \x01(\t\"8\n\x07LogLine\x12\x0f\n\x07service\x18\x01 \x01(\t\x12\x0e\n\x06stream\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"e\n\x12PortForwardRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x11\n\tnamespace\x18\x05 \x01(\t\"#\n\x13PortForwardResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xb8\x01\n\tExecStart\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x03 \x03(\t\x12\x0b\n\x03\x65nv\x18\x04 \x03(\t\x12\x0f\n\x07workdir\x18\x05 \x01(\t\x12\r\n\x05stdin\x18\x06 \x01(\x08\x12\x0b\n\x03tty\x18\x07 \x01(\x08\x12+\n\x04size\x18\x08 \x01(\x0b\x32\x1d.caravanserai.v1.TerminalSize\x12\x11\n\tnamespace\x18\t \x01(\t\"-\n\x0cTerminalSize\x12\r\n\x05width\x18\x01 \x01(\r\x12\x0e\n\x06height\x18\x02 \x01(\r\"\x9c\x01\n\x0b\x45xecRequest\x12+\n\x05start\x18\x01 \x01(\x0b\x32\x1a.caravanserai.v1.ExecStartH\x00\x12\x0f\n\x05stdin\x18\x02 \x01(\x0cH\x00\x12\x13\n\tstdin_eof\x18\x03 \x01(\x08H\x00\x12/\n\x06resize\x18\x04 \x01(\x0b\x32\x1d.caravanserai.v1.TerminalSizeH\x00\x42\t\n\x07request\"S\n\x0c\x45xecResponse\x12\x10\n\x06stdout\x18\x01 \x01(\x0cH\x00\x12\x10\n\x06stderr\x18\x02 \x01(\x0cH\x00\x12\x13\n\texit_code\x18\x03 \x01(\x05H\x00\x42\n\n\x08response2\xbc\x04\n\tResources\x12\x41\n\x06\x43reate\x12\x1e.caravanserai.v1.CreateRequest\x1a\x17.caravanserai.v1.Object\x12;\n\x03Get\x12\x1b.caravanserai.v1.GetRequest\x1a\x17.caravanserai.v1.Object\x12\x43\n\x04List\x12\x1c.caravanserai.v1.ListRequest\x1a\x1d.caravanserai.v1.ListResponse\x12\x41\n\x06Update\x12\x1e.caravanserai.v1.UpdateRequest\x1a\x17.caravanserai.v1.Object\x12G\n\x0cUpdateStatus\x12\x1e.caravanserai.v1.UpdateRequest\x1a\x17.caravanserai.v1.Object\x12I\n\x06\x44\x65lete\x12\x1e.caravanserai.v1.DeleteRequest\x1a\x1f.caravanserai.v1.DeleteResponse\x12\x45\n\x05Watch\x12\x1d.caravanserai.v1.WatchRequest\x1a\x1b.caravanserai.v1.WatchEvent0\x01\x12L\n\tAuthorize\x12\x1e.caravanserai.v1.AccessRequest\x1a\x1f.caravanserai.v1.AccessResponse2\x95\x01\n\x07Network\x12\x46\n\x08\x44ownload\x12 .caravanserai.v1.DownloadRequest\x1a\x16.caravanserai.v1.Chunk0\x01\x12\x42\n\x06Upload\x12\x16.caravanserai.v1.Chunk\x1a\x1e.caravanserai.v1.UploadSummary(\x01\x32\xf0\x01\n\x05\x41gent\x12@\n\x04Logs\x12\x1c.caravanserai.v1.LogsRequest\x1a\x18.caravanserai.v1.LogLine0\x01\x12\\\n\x0bPortForward\x12#.caravanserai.v1.PortForwardRequest\x1a$.caravanserai.v1.PortForwardResponse(\x01\x30\x01\x12G\n\x04\x45xec\x12\x1c.caravanserai.v1.ExecRequest\x1a\x1d.caravanserai.v1.ExecResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'caravanserai.api.v1.api_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_OBJECT']._serialized_start=341
-  _globals['_OBJECT']._serialized_end=1279
-  _globals['_CREATEREQUEST']._serialized_start=1281
-  _globals['_CREATEREQUEST']._serialized_end=1355
-  _globals['_GETREQUEST']._serialized_start=1357
-  _globals['_GETREQUEST']._serialized_end=1420
-  _globals['_LISTREQUEST']._serialized_start=1423
-  _globals['_LISTREQUEST']._serialized_end=1554
-  _globals['_LISTRESPONSE']._serialized_start=1556
-  _globals['_LISTRESPONSE']._serialized_end=1654
-  _globals['_UPDATEREQUEST']._serialized_start=1656
-  _globals['_UPDATEREQUEST']._serialized_end=1730
-  _globals['_DELETEREQUEST']._serialized_start=1733
-  _globals['_DELETEREQUEST']._serialized_end=1868
-  _globals['_DELETERESPONSE']._serialized_start=1870
-  _globals['_DELETERESPONSE']._serialized_end=1971
-  _globals['_WATCHREQUEST']._serialized_start=1974
-  _globals['_WATCHREQUEST']._serialized_end=2124
-  _globals['_WATCHEVENT']._serialized_start=2126
-  _globals['_WATCHEVENT']._serialized_end=2193
-  _globals['_ACCESSREQUEST']._serialized_start=2195
-  _globals['_ACCESSREQUEST']._serialized_end=2305
-  _globals['_ACCESSRESPONSE']._serialized_start=2307
-  _globals['_ACCESSRESPONSE']._serialized_end=2356
-  _globals['_DOWNLOADREQUEST']._serialized_start=2358
-  _globals['_DOWNLOADREQUEST']._serialized_end=2389
-  _globals['_CHUNK']._serialized_start=2391
-  _globals['_CHUNK']._serialized_end=2412
-  _globals['_UPLOADSUMMARY']._serialized_start=2414
-  _globals['_UPLOADSUMMARY']._serialized_end=2447
-  _globals['_LOGSREQUEST']._serialized_start=2449
-  _globals['_LOGSREQUEST']._serialized_end=2565
-  _globals['_LOGLINE']._serialized_start=2567
-  _globals['_LOGLINE']._serialized_end=2623
-  _globals['_PORTFORWARDREQUEST']._serialized_start=2625
-  _globals['_PORTFORWARDREQUEST']._serialized_end=2726
-  _globals['_PORTFORWARDRESPONSE']._serialized_start=2728
-  _globals['_PORTFORWARDRESPONSE']._serialized_end=2763
-  _globals['_EXECSTART']._serialized_start=2766
-  _globals['_EXECSTART']._serialized_end=2950
-  _globals['_TERMINALSIZE']._serialized_start=2952
-  _globals['_TERMINALSIZE']._serialized_end=2997
-  _globals['_EXECREQUEST']._serialized_start=3000
-  _globals['_EXECREQUEST']._serialized_end=3156
-  _globals['_EXECRESPONSE']._serialized_start=3158
-  _globals['_EXECRESPONSE']._serialized_end=3241
-  _globals['_RESOURCES']._serialized_start=3244
-  _globals['_RESOURCES']._serialized_end=3816
-  _globals['_NETWORK']._serialized_start=3819
-  _globals['_NETWORK']._serialized_end=3968
-  _globals['_AGENT']._serialized_start=3971
-  _globals['_AGENT']._serialized_end=4211
+  _globals['_OBJECT']._serialized_start=375
+  _globals['_OBJECT']._serialized_end=1354
+  _globals['_CREATEREQUEST']._serialized_start=1356
+  _globals['_CREATEREQUEST']._serialized_end=1430
+  _globals['_GETREQUEST']._serialized_start=1432
+  _globals['_GETREQUEST']._serialized_end=1495
+  _globals['_LISTREQUEST']._serialized_start=1498
+  _globals['_LISTREQUEST']._serialized_end=1629
+  _globals['_LISTRESPONSE']._serialized_start=1631
+  _globals['_LISTRESPONSE']._serialized_end=1729
+  _globals['_UPDATEREQUEST']._serialized_start=1731
+  _globals['_UPDATEREQUEST']._serialized_end=1805
+  _globals['_DELETEREQUEST']._serialized_start=1808
+  _globals['_DELETEREQUEST']._serialized_end=1943
+  _globals['_DELETERESPONSE']._serialized_start=1945
+  _globals['_DELETERESPONSE']._serialized_end=2046
+  _globals['_WATCHREQUEST']._serialized_start=2049
+  _globals['_WATCHREQUEST']._serialized_end=2199
+  _globals['_WATCHEVENT']._serialized_start=2201
+  _globals['_WATCHEVENT']._serialized_end=2268
+  _globals['_ACCESSREQUEST']._serialized_start=2270
+  _globals['_ACCESSREQUEST']._serialized_end=2380
+  _globals['_ACCESSRESPONSE']._serialized_start=2382
+  _globals['_ACCESSRESPONSE']._serialized_end=2431
+  _globals['_DOWNLOADREQUEST']._serialized_start=2433
+  _globals['_DOWNLOADREQUEST']._serialized_end=2464
+  _globals['_CHUNK']._serialized_start=2466
+  _globals['_CHUNK']._serialized_end=2487
+  _globals['_UPLOADSUMMARY']._serialized_start=2489
+  _globals['_UPLOADSUMMARY']._serialized_end=2522
+  _globals['_LOGSREQUEST']._serialized_start=2524
+  _globals['_LOGSREQUEST']._serialized_end=2640
+  _globals['_LOGLINE']._serialized_start=2642
+  _globals['_LOGLINE']._serialized_end=2698
+  _globals['_PORTFORWARDREQUEST']._serialized_start=2700
+  _globals['_PORTFORWARDREQUEST']._serialized_end=2801
+  _globals['_PORTFORWARDRESPONSE']._serialized_start=2803
+  _globals['_PORTFORWARDRESPONSE']._serialized_end=2838
+  _globals['_EXECSTART']._serialized_start=2841
+  _globals['_EXECSTART']._serialized_end=3025
+  _globals['_TERMINALSIZE']._serialized_start=3027
+  _globals['_TERMINALSIZE']._serialized_end=3072
+  _globals['_EXECREQUEST']._serialized_start=3075
+  _globals['_EXECREQUEST']._serialized_end=3231
+  _globals['_EXECRESPONSE']._serialized_start=3233
+  _globals['_EXECRESPONSE']._serialized_end=3316
+  _globals['_RESOURCES']._serialized_start=3319
+  _globals['_RESOURCES']._serialized_end=3891
+  _globals['_NETWORK']._serialized_start=3894
+  _globals['_NETWORK']._serialized_end=4043
+  _globals['_AGENT']._serialized_start=4046
+  _globals['_AGENT']._serialized_end=4286
 # @@protoc_insertion_point(module_scope)

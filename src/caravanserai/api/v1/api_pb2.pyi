@@ -11,6 +11,7 @@ from caravanserai.api.v1 import quotas_pb2 as _quotas_pb2
 from caravanserai.api.v1 import rbac_pb2 as _rbac_pb2
 from caravanserai.api.v1 import replicas_pb2 as _replicas_pb2
 from caravanserai.api.v1 import resources_pb2 as _resources_pb2
+from caravanserai.api.v1 import routes_pb2 as _routes_pb2
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -52,6 +53,7 @@ class Object(_message.Message):
     ROLE_BINDING_FIELD_NUMBER: _builtins.int
     CLUSTER_ROLE_BINDING_FIELD_NUMBER: _builtins.int
     RESOURCE_QUOTA_FIELD_NUMBER: _builtins.int
+    ROUTE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def project(self) -> _resources_pb2.Project:
         """A project (resource "projects")."""
@@ -124,6 +126,10 @@ class Object(_message.Message):
     def resource_quota(self) -> _quotas_pb2.ResourceQuota:
         """A namespace's quota (resource "resourcequotas")."""
 
+    @_builtins.property
+    def route(self) -> _routes_pb2.Route:
+        """A project's routing, derived by the routes controller (resource "routes")."""
+
     def __init__(
         self,
         *,
@@ -145,12 +151,13 @@ class Object(_message.Message):
         role_binding: _rbac_pb2.RoleBinding | None = ...,
         cluster_role_binding: _rbac_pb2.ClusterRoleBinding | None = ...,
         resource_quota: _quotas_pb2.ResourceQuota | None = ...,
+        route: _routes_pb2.Route | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "cluster_role", b"cluster_role", "cluster_role_binding", b"cluster_role_binding", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "resource_quota", b"resource_quota", "role", b"role", "role_binding", b"role_binding", "secret", b"secret"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "cluster_role", b"cluster_role", "cluster_role_binding", b"cluster_role_binding", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "resource_quota", b"resource_quota", "role", b"role", "role_binding", b"role_binding", "route", b"route", "secret", b"secret"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "cluster_role", b"cluster_role", "cluster_role_binding", b"cluster_role_binding", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "resource_quota", b"resource_quota", "role", b"role", "role_binding", b"role_binding", "secret", b"secret"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admission_policy", b"admission_policy", "backup_repository", b"backup_repository", "cluster_role", b"cluster_role", "cluster_role_binding", b"cluster_role_binding", "config", b"config", "custom", b"custom", "event", b"event", "lease", b"lease", "namespace", b"namespace", "node", b"node", "node_group", b"node_group", "object", b"object", "project", b"project", "project_set", b"project_set", "resource_definition", b"resource_definition", "resource_quota", b"resource_quota", "role", b"role", "role_binding", b"role_binding", "route", b"route", "secret", b"secret"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set", "namespace", "role", "cluster_role", "role_binding", "cluster_role_binding", "resource_quota"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["project", "node", "lease", "event", "resource_definition", "custom", "secret", "config", "backup_repository", "admission_policy", "node_group", "project_set", "namespace", "role", "cluster_role", "role_binding", "cluster_role_binding", "resource_quota", "route"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 

@@ -32,6 +32,7 @@ from caravanserai.apiserver.kinds import (
     projectset,
     rbac,
     resourcequota,
+    route,
     secret,
 )
 from caravanserai.apiserver.kinds.base import FINALIZE, MARK, NOOP, REMOVE, KindContext, KindStrategy, KindTable
@@ -53,6 +54,7 @@ BUILTIN: tuple[KindStrategy[Any], ...] = (
     namespace.STRATEGY,
     *rbac.STRATEGIES,
     resourcequota.STRATEGY,
+    route.STRATEGY,
 )
 
 

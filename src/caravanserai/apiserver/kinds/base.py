@@ -108,6 +108,9 @@ class KindStrategy(abc.ABC, Generic[T]):
     #: Secrets of the BackupRepositories it uses: `kinds.nodegraph`)? Its lists and watches then carry only those
     #: objects (the node authorizer's rule, `apiserver.auth`).
     node_reads_referenced = False
+    #: Do a node's lists and watches of this kind carry only the objects `node_sees` lets through (projects: those
+    #: bound to it)? Its gets are the strategy's `node_allows` to judge, with the stored object.
+    node_filters = False
     #: May objects be created in a namespace being deleted (Events: what happens during the deletion)?
     recorded_while_terminating = False
 
@@ -273,6 +276,10 @@ class KindStrategy(abc.ABC, Generic[T]):
     ) -> bool:
         """May identity `node:<node>` do `verb`? Nodes have no access unless a kind says so."""
         return False
+
+    def node_sees(self, node: str, obj: T) -> bool:
+        """With `node_filters`: whether a list or watch of identity `node:<node>` carries `obj`."""
+        return True
 
     def controller_allows(self, controller: str, verb: str, *, obj: T | None, old: T | None, force: bool) -> bool:
         """May identity `controller:<controller>` do `verb` (a write beyond `controller_writes`) on `obj` (`old`:

@@ -236,8 +236,8 @@ class NodeStrategy(KindStrategy[v1.Node]):
     def node_allows(
         self, node: str, verb: str, *, name: str, obj: v1.Node | None, old: v1.Node | None, field_selector: str
     ) -> bool:
-        """A node reads every node (its ingress forwards to the node running a project, and serves Internal hosts to
-        the cluster's node addresses) and writes only its own."""
+        """A node reads every node (no project data: its ingress knows the cluster's node addresses, for hops from
+        nodes without certificates and the connection limits' exemption) and writes only its own."""
         if verb in ("get", "list", "watch"):
             return True
         return own_object_allowed(node, verb, name=name, field_selector=field_selector)

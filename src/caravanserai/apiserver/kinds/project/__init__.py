@@ -15,6 +15,7 @@ from caravanserai.apiserver.kinds.project.strategy import (
     ProjectStrategy,
     default_requests,
     finishes_move,
+    node_sees,
 )
 
-__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests", "finishes_move"]
+__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests", "finishes_move", "node_sees"]

@@ -19,8 +19,20 @@ from caravanserai.text.selectors import validate_dns_label
 KIND = meta.KINDS["projects"]
 
 
+def node_sees(node: str, project: v1.Project) -> bool:
+    """Whether node `node` may read `project`: bound to it (`status.nodeRef`, also while a move with data waits for
+    its final backups, `status.move`), or being handed over from it (`status.previousNodeRef` with a
+    `handoffDeadline`: its old containers still serve). A project bound elsewhere, moved away without a hand-off
+    or not bound at all is none of its business: no project spec leaves the nodes that run it."""
+    status = project.status
+    if not node:
+        return False
+    return status.node_ref == node or (status.previous_node_ref == node and status.HasField("handoff_deadline"))
+
+
 class ProjectStrategy(KindStrategy[v1.Project]):
     status_on_create = False
+    node_filters = True
     controller_writes = frozenset({"create", "update_status", "delete"})
 
     def default_new(self, obj: v1.Project, *, now: float) -> None:
@@ -68,16 +80,21 @@ class ProjectStrategy(KindStrategy[v1.Project]):
     def node_allows(
         self, node: str, verb: str, *, name: str, obj: v1.Project | None, old: v1.Project | None, field_selector: str
     ) -> bool:
-        """A node reads every project (its ingress answers for any host and forwards to the node that runs the
-        project) and writes the status of projects bound to it: while they stay bound, and the one write that
-        unbinds (`finishes_move`)."""
-        if verb in ("get", "list", "watch"):
-            return True
+        """A node reads the projects it runs (`node_sees`: a get of another project is refused, its lists and
+        watches carry only those; its ingress reads Routes instead) and writes the status of projects bound to it:
+        while they stay bound, and the one write that unbinds (`finishes_move`)."""
+        if verb == "get":
+            return obj is not None and node_sees(node, obj)
+        if verb in ("list", "watch"):
+            return True  # filtered: `node_sees`
         if verb == "update_status":
             if old is None or obj is None or old.status.node_ref != node:
                 return False
             return obj.status.node_ref == node or finishes_move(old, obj)
         return False
+
+    def node_sees(self, node: str, obj: v1.Project) -> bool:
+        return node_sees(node, obj)
 
     def admin_only(self, obj: v1.Project) -> list[FieldViolation]:
         """Privileged containers, devices, the host network and HostPath volumes (`adminrules`)."""
@@ -108,4 +125,4 @@ def default_requests(spec: v1.ProjectSpec) -> None:
 
 STRATEGY = ProjectStrategy(KIND)
 
-__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests", "finishes_move"]
+__all__ = ["KIND", "STRATEGY", "ProjectStrategy", "default_requests", "finishes_move", "node_sees"]
