@@ -124,7 +124,7 @@ class Setting:
 
 
 CONTROLLER_SETTINGS: dict[str, Setting] = {
-    "controllers": Setting("--controllers", _text, "list (scheduler,node-health,gc,placement,projectset)"),
+    "controllers": Setting("--controllers", _text, "list (scheduler,node-health,gc,placement,projectset,queue,routes)"),
     "strategy": Setting("--strategy", _choice("spread", "binpack"), "spread | binpack"),
     "percentage-of-nodes-to-score": Setting("--percentage-of-nodes-to-score", _count, "percent"),
     "scheduler-workers": Setting("--scheduler-workers", _count, "count"),
