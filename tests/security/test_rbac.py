@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -212,6 +213,42 @@ async def _exec(port: int, files: TLSFiles, token: str, namespace: str) -> list[
         return [r async for r in call]
 
 
+async def _forward(port: int, files: TLSFiles, token: str) -> grpc.aio.AioRpcError:
+    """How a port-forward to port 9 of team-a's web (where nothing listens) ends."""
+    first = api_pb2.PortForwardRequest(project="web", namespace="team-a", service="svc0", port=9)
+    async with grpc.aio.secure_channel(f"127.0.0.1:{port}", files.channel_credentials()) as channel:
+        call = api_pb2_grpc.AgentStub(channel).PortForward(
+            iter([first]), metadata=(("authorization", f"Bearer {token}"),)
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as ended:
+            async for _ in call:
+                pass
+    return ended.value
+
+
+async def _caractrl_logs(api: RunningApiServer, certs: Path, node: str) -> None:
+    """`caractrl -n NS logs web` as alice: her namespace's lines; the other namespace refused in one line."""
+
+    async def logs(namespace: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "caravanserai.cli", "--server", api.address, "--token", "alice-token",
+            "--tls-ca", str(certs / "ca.crt"), "--tls-cert", str(certs / "viewer.crt"),
+            "--tls-key", str(certs / "viewer.key"), "-n", namespace, "logs", "web",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    assert await logs("team-a") == (0, "hello from team-a\n", "")
+    assert await logs("team-b") == (
+        1,
+        "",
+        f"error: the agent of node/{node} refused: alice may not read logs of project team-b/web: no role bound to "
+        "alice allows get projects/log in namespace team-b\n",
+    )
+
+
 @pytest.mark.docker
 async def test_logs_and_exec_follow_the_roles_of_the_project_namespace(
     node_cluster: tuple[RunningApiServer, Agent, Path],
@@ -232,6 +269,8 @@ async def test_logs_and_exec_follow_the_roles_of_the_project_namespace(
         ).reason == "allowed by rolebinding team-a/devs (clusterrole edit)"
         with pytest.raises(Forbidden, match="only an admin"):
             await alice.can_i("get", "projects/log", user="vic")
+        mine = await alice.can_i("delete", "nodes", user="alice", groups=["admin"])
+        assert not mine.allowed  # about herself, the groups asked for are not hers: her own count
         with pytest.raises(Invalid, match="'projects/logs' is not a subresource"):
             await alice.call(alice.stub.Authorize, v1.AccessRequest(verb="get", resource="projects/logs"), retry=False)
     assert await _logs(node, certs, "alice-token", "team-a") == ["hello from team-a"]  # an edit user of team-a
@@ -256,6 +295,15 @@ async def test_logs_and_exec_follow_the_roles_of_the_project_namespace(
     with pytest.raises(grpc.aio.AioRpcError) as denied:  # the node itself, with its own certificate
         await _exec(port, tls_for(certs, f"node:{node_name}"), "", "team-a")
     assert denied.value.details() == f"node:{node_name} may not exec into project team-a/web: nodes never may"
+    allowed_through = await _forward(port, viewer_tls, "alice-token")  # past the check, to a closed port
+    assert allowed_through.code() == grpc.StatusCode.FAILED_PRECONDITION
+    refused_forward = await _forward(port, viewer_tls, "vic-token")
+    assert refused_forward.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert refused_forward.details() == (
+        "vic may not port-forward to project team-a/web: no role bound to vic allows create projects/portforward in "
+        "namespace team-a"
+    )
+    await _caractrl_logs(api, certs, node_name)
 
     # The node may ask the apiserver about others (its agent does so); the answer is the user's own.
     async with Client(api.address, tls=tls_for(certs, f"node:{node_name}"), retry_timeout=1) as as_node:
