@@ -1,9 +1,9 @@
-"""The quota queue under faults (issue #27): 30 projects queued behind a quota of 10, then the quota raised step by
-step to 25 (an admission wave) while
+"""The quota queue under faults (issue #27): 30 projects queued behind a quota of 10, then the quota raised in steps of
+3 and finally to 25 (an admission wave), while after the first admission of each step
 
-1. the queue controller (cara-controller-manager --controllers queue) is SIGKILLed and started again, repeatedly;
-2. the apiserver the controller writes through is SIGKILLed and started again on its address, repeatedly (the test
-   watches and checks through a second apiserver over the same etcd).
+1. the queue controller (cara-controller-manager --controllers queue) is SIGKILLed and started again;
+2. the apiserver the controller writes through is SIGKILLed and started again on its address (the test watches,
+   raises and checks through a second apiserver over the same etcd).
 
 Checked from the final state, and from a watch of every project change: exactly min(quota, projects) = 25
 projects admitted, each project exists once and was admitted at most once (Queued → Pending once, never back),
@@ -32,8 +32,7 @@ from support.processes import ApiProcess
 NAMESPACE = "wave"
 PROJECTS = 30
 FIRST_LIMIT, FINAL_LIMIT = 10, 25
-STEP_EVERY = 0.25  # seconds between two raises of the limit by one
-KILLS = 4
+STEP, KILLS = 3, 4  # KILLS raises of the limit by STEP, each with a kill, then the last raise
 
 
 @dataclass
@@ -87,16 +86,12 @@ async def _queue_behind_a_quota(client: Client) -> None:
     assert phases.count(v1.PENDING) == FIRST_LIMIT and phases.count(v1.QUEUED) == PROJECTS - FIRST_LIMIT
 
 
-async def _raise_the_limit(client: Client) -> None:
-    """The admission wave: the limit raised by one every STEP_EVERY seconds up to FINAL_LIMIT."""
-    for limit in range(FIRST_LIMIT + 1, FINAL_LIMIT + 1):
-        await asyncio.sleep(STEP_EVERY)
+async def _limit(client: Client, limit: int) -> None:
+    def raise_to(quota: v1.ResourceQuota) -> bool:
+        quota.spec.hard["projects"] = str(limit)
+        return True
 
-        def raise_to(quota: v1.ResourceQuota, limit: int = limit) -> bool:
-            quota.spec.hard["projects"] = str(limit)
-            return True
-
-        await modify(client.resource(v1.ResourceQuota), f"{NAMESPACE}/team", raise_to)
+    await modify(client.resource(v1.ResourceQuota), f"{NAMESPACE}/team", raise_to)
 
 
 async def _settled(client: Client) -> list[v1.Project] | None:
@@ -124,15 +119,18 @@ async def _check_final_state(client: Client, log: PhaseLog, projects: list[v1.Pr
     assert not any(log.requeued(name) for name in names)
 
 
-async def _kill_while_admitting(kill: Callable[[], Awaitable[None]], log: PhaseLog) -> list[int]:
-    """KILLS times: wait until one more project is admitted, then `kill` (which also starts it again). The number
-    admitted at each kill."""
+async def _wave_with_kills(client: Client, kill: Callable[[], Awaitable[None]], log: PhaseLog) -> list[int]:
+    """The admission wave: KILLS times the limit raised by STEP, and once the first of those admissions is seen,
+    `kill` (which also starts the process again) while the others are under way; then the limit raised to
+    FINAL_LIMIT. The number of admissions seen at each kill."""
     at: list[int] = []
-    for _ in range(KILLS):
+    for k in range(1, KILLS + 1):
         before = log.admitted
-        await wait_for(lambda before=before: log.admitted > before, 20, interval=0.02, message="an admission")
+        await _limit(client, FIRST_LIMIT + STEP * k)
+        await wait_for(lambda before=before: log.admitted > before, 30, interval=0.01, message="an admission")
         at.append(log.admitted)
         await kill()
+    await _limit(client, FINAL_LIMIT)
     return at
 
 
@@ -147,13 +145,11 @@ async def test_queue_controller_killed_during_an_admission_wave(api_process: Api
             await process.kill()
             await process.start()
 
-        async with _background(_record(client, log)), _background(_raise_the_limit(client)) as raising:
-            at = await _kill_while_admitting(kill_and_restart, log)
-            await raising
+        async with _background(_record(client, log)):
+            at = await _wave_with_kills(client, kill_and_restart, log)
             projects = await wait_for(lambda: _settled(client), 30, interval=0.1, message="25 admitted")
             await _check_final_state(client, log, projects)
     print(f"\nqueue controller SIGKILLed at {at} of {FINAL_LIMIT - FIRST_LIMIT} admissions")
-    assert at[-1] < FINAL_LIMIT - FIRST_LIMIT  # every kill struck mid-wave
 
 
 @pytest.fixture
@@ -181,10 +177,8 @@ async def test_apiserver_killed_during_an_admission_wave(
             await api_process.stop()  # reaped
             await api_process.start()
 
-        async with _background(_record(client, log)), _background(_raise_the_limit(client)) as raising:
-            at = await _kill_while_admitting(kill_and_restart, log)
-            await raising
+        async with _background(_record(client, log)):
+            at = await _wave_with_kills(client, kill_and_restart, log)
             projects = await wait_for(lambda: _settled(client), 30, interval=0.1, message="25 admitted")
             await _check_final_state(client, log, projects)
     print(f"\napiserver SIGKILLed at {at} of {FINAL_LIMIT - FIRST_LIMIT} admissions")
-    assert at[-1] < FINAL_LIMIT - FIRST_LIMIT
