@@ -87,14 +87,20 @@ class AccessReview:
         """May `who` use `subresource` of the project `namespace`/`project`? ReviewUnavailable when the API server
         could not be asked."""
         namespace = namespace or meta.DEFAULT_NAMESPACE
-        action = f"{who.user} may not {ACTIONS[subresource]} project {meta.join_key(namespace, project)}"
+        target = f"{ACTIONS[subresource]} project {meta.join_key(namespace, project)}"
+        action = f"{who.user} may not {target}"
         if who.is_admin:
             return Verdict(True, "")
         if who.node is not None:
             return Verdict(False, f"{action}: nodes never may")
         if self._asker is None:
             return Verdict(False, f"{action}: only admin may (this agent has no API server to ask about roles)")
-        allowed, reason = await self._answer(self._asker, who, subresource, namespace, project)
+        try:
+            allowed, reason = await self._answer(self._asker, who, subresource, namespace, project)
+        except (ApiError, TimeoutError) as exc:
+            log.warning("cannot ask the API server", user=who.user, subresource=subresource, error=str(exc))
+            why = str(exc) or type(exc).__name__
+            raise ReviewUnavailable(f"cannot ask the API server whether {who.user} may {target}: {why}") from exc
         return Verdict(allowed, "" if allowed else f"{action}: {reason or 'not allowed'}")
 
     async def _answer(
@@ -113,11 +119,7 @@ class AccessReview:
             user=who.user,
             groups=sorted(who.groups),
         )
-        try:
-            answer = await run_within(self._clock, ask, ASK_TIMEOUT)
-        except (ApiError, TimeoutError) as exc:
-            log.warning("cannot ask the API server", user=who.user, subresource=subresource, error=str(exc))
-            raise ReviewUnavailable(f"cannot ask the API server whether {who.user} may {subresource}: {exc}") from exc
+        answer = await run_within(self._clock, ask, ASK_TIMEOUT)  # ApiError, TimeoutError: no answer
         self._keep(key, answer, now)
         return answer.allowed, answer.reason
 

@@ -112,7 +112,9 @@ async def test_no_answer_is_no() -> None:
     asker = Asker(set())
     asker.fail = Unavailable("connection refused")
     review = AccessReview(asker, clock=clock)
-    with pytest.raises(ReviewUnavailable, match="cannot ask the API server whether alice may projects/log"):
+    with pytest.raises(
+        ReviewUnavailable, match=r"^cannot ask the API server whether alice may read logs of project a/web: connection"
+    ):
         await review.review(Identity("alice"), LOG, namespace="a", project="web")
     asker.fail, asker.hang = None, True
     asking = asyncio.create_task(review.review(Identity("alice"), LOG, namespace="a", project="web"))
