@@ -17,7 +17,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import ROOT, tls_for
+from conftest import tls_for
 from e2e.agent_harness import bind, remove_node_objects, wait_phase
 
 from caravanserai import meta, v1
@@ -140,6 +140,7 @@ async def test_a_team_lead_a_developer_and_a_stranger(rbac_api: RunningApiServer
 
 # ---- logs, exec and port-forward on a real agent: the agent asks the apiserver about each caller's roles ----
 
+ROOT = Path(__file__).resolve().parents[2]
 AGENT_TOKENS = "admin-token,root,admin\nalice-token,alice,team-a-devs\nvic-token,vic\n"
 
 
