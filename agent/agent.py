@@ -6,7 +6,9 @@ Parts (each `async def run()`-style, independent of the others), made in depende
 after it is made: the controller's work queue first (the health prober, the self-fence and the sweeps add to it),
 then the reconciler and its controller, then the node's heartbeat:
 
-* **Agent gRPC service** on `--listen` (log streaming; with the standard health service and server reflection),
+* **Agent gRPC service** on `--listen` (logs, exec, port-forward, for admin and those whose roles allow it, asked
+  of the API server through the agent's client: `access.review`; with the standard health service and server
+  reflection),
   started first so the Node can advertise its port. With
   the agent's TLS certificate and key it is served over TLS with that certificate (and requires client
   certificates signed by the CA when one is given), as the API server does; otherwise in plain text.
@@ -57,6 +59,7 @@ from caravanserai import meta, v1
 from caravanserai.agent.access.execstream import ExecRunner
 from caravanserai.agent.access.logs import LogStreamer
 from caravanserai.agent.access.portforward import PortForwarder
+from caravanserai.agent.access.review import AccessReview
 from caravanserai.agent.access.service import AgentService
 from caravanserai.agent.config import AgentConfig
 from caravanserai.agent.docker import naming
@@ -139,13 +142,13 @@ class Agent:
             ).serving() as ingress,
         ):
             self.ingress_port = ingress.port
-            server = await self._start_grpc(docker)
+            server = await self._start_grpc(docker, client)
             try:
                 await self._run_parts(client, docker, ingress)
             finally:
                 await server.stop(GRPC_GRACE)
 
-    async def _start_grpc(self, docker: DockerRuntime) -> grpc.aio.Server:
+    async def _start_grpc(self, docker: DockerRuntime, client: Client) -> grpc.aio.Server:
         server = grpc.aio.server()
         node, tls = self.config.node_name, self.config.tls
         secure = tls is not None and bool(tls.cert and tls.key)
@@ -153,7 +156,11 @@ class Agent:
         tokens = load_token_file(self.config.token_file) if self.config.token_file else {}
         authenticator = Authenticator(client_certs=secure and tls is not None and bool(tls.ca), tokens=tokens)
         service = AgentService(
-            LogStreamer(docker, node=node), PortForwarder(endpoints), ExecRunner(endpoints), authenticator=authenticator
+            LogStreamer(docker, node=node),
+            PortForwarder(endpoints),
+            ExecRunner(endpoints),
+            authenticator=authenticator,
+            access=AccessReview(client, clock=self.clock),  # asks the API server about callers' roles
         )
         api_pb2_grpc.add_AgentServicer_to_server(service, server)
         health = await serve_introspection(server, SERVICES)

@@ -31,9 +31,10 @@ def auth() -> None:
 @click.option("--as-group", "as_groups", multiple=True, help="A group of the --as user (repeatable).")
 @pass_settings
 def can_i(settings: Settings, verb: str, kind: str, name: str, as_user: str, as_groups: tuple[str, ...]) -> None:
-    """May I do VERB on KIND (a plural, singular or short name) in the namespace (-n, or every one with -A)?"""
+    """May I do VERB on KIND (a plural, singular or short name, or projects/log, projects/exec,
+    projects/portforward) in the namespace (-n, or every one with -A)?"""
     try:
-        plural = meta.kind_for(kind).plural
+        plural = meta.subresource_for(kind) if "/" in kind else meta.kind_for(kind).plural
     except KeyError as exc:
         raise click.BadParameter(str(exc.args[0]), param_hint="KIND") from None
     if as_groups and not as_user:

@@ -2,8 +2,8 @@
 events, in the layout of the kind's entry in the CLI's kind table (`cli/kinds/`; kinds without a layout of their
 own, custom kinds among them, show metadata, spec and status).
 
-The events of the kind are listed once (field selector `involvedObject.kind=…`) and matched here on the involved
-object's name (and uid).
+The events of the kind are listed once (field selector `involvedObject.kind=…`; in the command's namespace for a
+namespaced kind) and matched here on the involved object's name (and uid).
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ async def _describe(settings: Settings, kind: meta.Kind, names: Sequence[str]) -
         if not names:
             names = sorted(o.metadata.name for o in await scoped(client, kind).list())
         selector = f"involvedObject.kind={kind.kind}"
-        events = list(await client.events.list(field_selector=selector)) if names else []
+        # Events about a namespaced kind's objects are in their namespace (a user of that namespace may list them
+        # there, not everywhere); those about a cluster-wide kind's anywhere.
+        about = client.events if kind.cluster_scoped else scoped(client, "events")
+        events = list(await about.list(field_selector=selector)) if names else []
         for index, name in enumerate(names):
             try:
                 text = await _describe_one(client, kind, name, events)

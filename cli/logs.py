@@ -23,7 +23,7 @@ from caravanserai.cli.errors import CommandError
 from caravanserai.cli.resources import get_object
 from caravanserai.cli.tables import project_reason
 from caravanserai.client.agentlogs import agent_logs
-from caravanserai.errors import ApiError, FailedPrecondition, Unavailable
+from caravanserai.errors import ApiError, FailedPrecondition, Forbidden, Unauthenticated, Unavailable
 
 
 def check_scheduled(project: v1.Project, service: str) -> None:
@@ -49,6 +49,8 @@ async def stream_logs(
                 out.flush()
     except (FailedPrecondition, Unavailable) as err:
         raise CommandError(f"error: {err.message}") from err
+    except (Forbidden, Unauthenticated) as err:
+        raise CommandError(f"error: the agent of node/{node.metadata.name} refused: {err.message}") from err
     except ApiError as err:
         raise CommandError(f"Error from agent ({type(err).__name__}): {err.message}") from err
     finally:

@@ -221,6 +221,22 @@ def kind_for(resource: str) -> Kind:
     raise KeyError(f"unknown resource {resource!r}; known: {', '.join(sorted(k.plural for k in registered()))}")
 
 
+SUBRESOURCES: dict[str, str] = {"projects/log": "get", "projects/exec": "create", "projects/portforward": "create"}
+"""What roles may grant beyond a kind's objects, with the one verb each is asked with (Kubernetes' `pods/log`,
+`pods/exec`, `pods/portforward`): a project's container logs, exec into its containers, and port-forward to them.
+They are served by the agent of the project's node, which asks the apiserver's authorizer (`Authorize`)."""
+
+
+def subresource_for(resource: str) -> str:
+    """`<kind>/<subresource>` with the kind's plural for any of its names ("p/log" → "projects/log"); KeyError
+    naming the known subresources when it is none of them."""
+    base, _, sub = resource.partition("/")
+    wanted = f"{kind_for(base).plural}/{sub.lower()}"
+    if wanted not in SUBRESOURCES:
+        raise KeyError(f"unknown subresource {resource!r}; known: {', '.join(SUBRESOURCES)}")
+    return wanted
+
+
 def kind_of(obj: Message) -> Kind:
     """The Kind of a message instance (v1.Project → projects …; a registered custom class → its kind)."""
     return kind_of_class(type(obj))
@@ -470,6 +486,7 @@ __all__ = [
     "PROPAGATION_ORPHAN",
     "PROPAGATION_POLICIES",
     "Resource",
+    "SUBRESOURCES",
     "controller_of",
     "copy",
     "get_condition",
@@ -492,6 +509,7 @@ __all__ = [
     "set_phase",
     "shown",
     "split_key",
+    "subresource_for",
     "unwrap",
     "with_type_meta",
     "wrap",

@@ -219,7 +219,7 @@ async def test_port_forward_to_a_closed_port_says_so(api: RunningApiServer, hell
         assert proc.returncode is None
 
 
-async def test_only_admin_may_exec_and_forward(
+async def test_only_admin_and_roles_may_exec_and_forward(
     api: RunningApiServer, client: Client, start_agent: StartAgent, image: str, tmp_path: Path
 ) -> None:
     tokens = tmp_path / "tokens.csv"
@@ -233,7 +233,8 @@ async def test_only_admin_may_exec_and_forward(
     assert (code, out) == (0, "ok\n")  # a token mapped to the admin group
     code, _, err = await caractrl(api, "--token", "view-secret", "exec", "guarded/web", "--", "echo", "ok")
     assert code == 1 and err.strip() == (
-        f"error: the agent of node/{agent.node} refused: viewer may not exec: only admin may"
+        f"error: the agent of node/{agent.node} refused: viewer may not exec into project default/guarded: "
+        "no role bound to viewer allows create projects/exec in namespace default"
     )
     code, _, err = await caractrl(api, "exec", "guarded/web", "--", "echo", "ok")  # no token at all
     assert code == 1 and "refused: no client certificate or bearer token" in err

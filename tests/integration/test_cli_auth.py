@@ -31,3 +31,12 @@ async def test_can_i_answers_from_the_apiservers_authorizer(cli: Caractrl, clien
     assert everywhere.exit_code == 1 and "in every namespace" in everywhere.stdout
     bad = await cli("auth", "can-i", "delete", "pods")
     assert bad.exit_code == 2 and "unknown resource 'pods'" in bad.stderr
+    logs = await cli("auth", "can-i", "get", "p/log", "-n", "team-a", "--as", "alice", "--as-group", "devs")
+    assert logs.stdout == "yes (allowed by rolebinding team-a/devs (clusterrole edit))\n"
+    viewer = await cli("auth", "can-i", "create", "projects/exec", "-n", "team-a", "--as", "vic", "--as-group", "v")
+    assert (viewer.exit_code, viewer.stdout) == (
+        1,
+        "no (no role bound to vic allows create projects/exec in namespace team-a)\n",
+    )
+    typo = await cli("auth", "can-i", "get", "projects/logs")
+    assert typo.exit_code == 2 and "unknown subresource 'projects/logs'" in typo.stderr

@@ -32,6 +32,10 @@ token file (`token,user[,group;group]` per line). User names carry the role:
 Whoever may create or update objects of a kind, only an admin may set the fields its strategy's `admin_only` names
 (projects: privileged containers, devices, the host network, HostPath volumes); the refusal names each field.
 
+A project's logs, exec and port-forward are subresources (`projects/log` with `get`, `projects/exec` and
+`projects/portforward` with `create`, `meta.SUBRESOURCES`) that only admin and roles grant, never a node's or a
+controller's fixed rules; the agents ask through `Authorize` (`decide`), requests never name them.
+
 Custom kinds: only `admin` writes ResourceDefinitions; `controller:*` identities also write objects of custom
 kinds and their status; `node:*` identities may use only the verbs a definition lists in `nodeVerbs`. The
 per-kind rules live in each kind's strategy (`controller_writes`, `node_allows`).
@@ -137,6 +141,8 @@ class Authorizer:
     ) -> Decision:
         """The answer of `check` without raising (also what `caractrl auth can-i` is told): for identities under
         roles, with the binding that allows it or what is missing; for the others, "" as the reason."""
+        if resource in meta.SUBRESOURCES:
+            return self._decide_subresource(who, verb, resource, namespace=namespace, name=name)
         strategy = self._kinds.get(resource)
         if not (who.is_admin or who.node is not None or who.is_controller):
             cluster_scoped = strategy is None or strategy.kind.cluster_scoped
@@ -147,6 +153,17 @@ class Authorizer:
                 who.controller, verb, obj=obj, old=old, force=force
             )
         return Decision(allowed, "")
+
+    def _decide_subresource(self, who: Identity, verb: str, resource: str, *, namespace: str, name: str) -> Decision:
+        """A project's logs, exec or port-forward (`meta.SUBRESOURCES`, served by the agents): admin, and whoever a
+        role grants it; never a node or a controller, whatever their fixed rules let them read."""
+        if who.is_admin:
+            return Decision(True, "")
+        if who.node is not None or who.is_controller:
+            return Decision(False, f"nodes and controllers are never allowed {resource}")
+        base = self._kinds.get(resource.partition("/")[0])
+        cluster_scoped = base is None or base.kind.cluster_scoped
+        return self.roles.decide(who, verb, resource, namespace=namespace, name=name, cluster_scoped=cluster_scoped)
 
     def _no_escalation(self, who: Identity, verb: str, strategy: KindStrategy[Any], obj: Any, target: str) -> None:
         """Forbidden when `obj` (a role or a binding being written) grants what `who` does not hold where it

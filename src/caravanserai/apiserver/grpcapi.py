@@ -16,7 +16,7 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError
 
-from caravanserai import v1
+from caravanserai import meta, v1
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.apiserver.auth import Authenticator, Authorizer, Identity
 from caravanserai.apiserver.kindrules import versions
@@ -219,14 +219,20 @@ class ResourcesServicer:
 
     @_unary
     async def Authorize(self, request: v1.AccessRequest, context: Context, who: Identity) -> v1.AccessResponse:
-        """May the caller (or, asked by an admin, `request.user`) do `request.verb` on `request.resource`? The same
-        decision `check` makes for a request (an object's own state, such as a project's node, is not known here)."""
+        """May the caller (or, asked by an admin or a node, `request.user` with `request.groups`: a node's agent asks
+        for the callers of its logs, exec and port-forward) do `request.verb` on `request.resource` (a kind's plural
+        or a subresource, `meta.SUBRESOURCES`)? The same decision `check` makes for a request (an object's own
+        state, such as a project's node, is not known here). Anyone else asks about themselves only."""
         subject = who
         if request.user and request.user != who.user:
-            if not who.is_admin:
+            if not (who.is_admin or who.node is not None):
                 raise Forbidden(f"{who.user} may not ask what another user may do (only an admin may use --as)")
             subject = Identity(request.user, frozenset(request.groups))
-        strategy = await self._service.strategy(request.resource)
+        base, slash, _ = request.resource.partition("/")
+        if slash and request.resource not in meta.SUBRESOURCES:
+            known = ", ".join(meta.SUBRESOURCES)
+            raise Invalid.of([FieldViolation("resource", f"{request.resource!r} is not a subresource: {known}")])
+        strategy = await self._service.strategy(base)
         namespace = "" if strategy.kind.cluster_scoped else request.namespace
         decision = self.authz.decide(subject, request.verb, request.resource, namespace=namespace, name=request.name)
         return v1.AccessResponse(allowed=decision.allowed, reason=decision.reason)

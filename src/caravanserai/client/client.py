@@ -228,13 +228,14 @@ class Client:
         user: str = "",
         groups: Sequence[str] = (),
     ) -> v1.AccessResponse:
-        """Whether this client's identity (or, for an admin, `user` with `groups`) may do `verb` on `resource` (a
-        plural, singular or short name) in `namespace` (None: the client's; "": every namespace) — answered by the
-        apiserver's own authorizer, with the reason (`caractrl auth can-i`)."""
-        kind = meta.kind_for(resource)
+        """Whether this client's identity (or, for an admin or a node, `user` with `groups`) may do `verb` on
+        `resource` (a plural, singular or short name, or a subresource such as `projects/log`) in `namespace`
+        (None: the client's; "": every namespace) — answered by the apiserver's own authorizer, with the reason
+        (`caractrl auth can-i`). KeyError for a kind or subresource this process does not know."""
+        kind = meta.kind_for(resource.partition("/")[0])
         request = v1.AccessRequest(
             verb=verb,
-            resource=kind.plural,
+            resource=meta.subresource_for(resource) if "/" in resource else kind.plural,
             namespace="" if kind.cluster_scoped else self.namespace if namespace is None else namespace,
             name=name,
             user=user,

@@ -1,5 +1,6 @@
-"""The authorization matrix of the built-in roles: role × how it is bound × verb × kind × namespace, every cell
-checked against the table below (written out by hand, not derived from the roles' code)."""
+"""The authorization matrix of the built-in roles: role × how it is bound × verb × kind (and the project
+subresources logs, exec and port-forward) × namespace, every cell checked against the table below (written out by
+hand, not derived from the roles' code)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from caravanserai.process.identity import Identity
 RBAC = {"roles", "rolebindings", "clusterroles", "clusterrolebindings"}
 WORKLOADS = {"projects", "projectsets", "secrets", "configs", "backuprepositories", "events"}
 READS = {"get", "list", "watch"}
-KINDS = sorted(meta.KINDS)
+ACCESS = {"projects/log": "get", "projects/exec": "create", "projects/portforward": "create"}  # subresource: verb
+KINDS = sorted(meta.KINDS) + sorted(ACCESS)
 NAMESPACES = ("team-a", "team-b", "")  # the bound namespace, another, every namespace
 
 
@@ -26,6 +28,8 @@ def expected(role: str, verb: str, kind: str) -> bool:
     """What each built-in ClusterRole allows, wherever it applies."""
     if role == "cluster-admin":
         return True
+    if kind in ACCESS:  # never view: logs may print Secrets
+        return role in {"edit", "admin"} and verb == ACCESS[kind]
     if role == "view":
         return verb in READS and kind != "secrets" and kind not in RBAC
     edit = (verb in READS and kind not in RBAC) or (kind in WORKLOADS)
@@ -61,7 +65,7 @@ def test_every_cell(role: str, bound: str) -> None:
     wrong: list[str] = []
     cells = 0
     for verb, kind, namespace in itertools.product(VERBS, KINDS, NAMESPACES):
-        cluster_scoped = meta.KINDS[kind].cluster_scoped
+        cluster_scoped = meta.KINDS[kind.partition("/")[0]].cluster_scoped
         where = "" if cluster_scoped else namespace
         applies = bound == "clusterrolebinding" or (not cluster_scoped and namespace == "team-a")
         want = applies and expected(role, verb, kind)
@@ -69,8 +73,41 @@ def test_every_cell(role: str, bound: str) -> None:
         cells += 1
         if got != want:
             wrong.append(f"{verb} {kind} in {namespace or 'every namespace'}: got {got}, want {want}")
-    assert cells == len(VERBS) * len(KINDS) * len(NAMESPACES)
+    assert cells == len(VERBS) * (len(meta.KINDS) + 3) * len(NAMESPACES)
     assert wrong == []
+
+
+def test_the_matrix_covers_every_subresource() -> None:
+    assert ACCESS == meta.SUBRESOURCES
+
+
+@pytest.mark.parametrize("subresource", sorted(ACCESS))
+def test_subresources_are_never_a_node_s_or_a_controller_s(subresource: str) -> None:
+    """Logs, exec and port-forward: admin always; nodes and controllers never, whatever they may read; a role on
+    `*` covers them (Kubernetes' wildcard), a role on `projects` does not."""
+    everything = v1.ClusterRole(metadata=v1.ObjectMeta(name="all"))
+    everything.spec.rules.add(verbs=["*"], kinds=["*"])
+    projects = v1.ClusterRole(metadata=v1.ObjectMeta(name="projects"))
+    projects.spec.rules.add(verbs=["*"], kinds=["projects"])
+    bindings = []
+    for role, subject in (("all", "node:n1"), ("all", "controller:gc"), ("all", "root"), ("projects", "p")):
+        binding = v1.ClusterRoleBinding(metadata=v1.ObjectMeta(name=f"{role}-{subject}"))
+        binding.spec.role_ref.CopyFrom(v1.RoleRef(kind="ClusterRole", name=role))
+        binding.spec.subjects.add(kind="User", name=subject)
+        bindings.append(binding)
+    authz = Authorizer(builtin_kinds(), roles=RoleIndex.of([everything, projects, *bindings]))
+    verb = ACCESS[subresource]
+
+    def allowed(who: Identity) -> bool:
+        return authz.decide(who, verb, subresource, namespace="team-a", name="web").allowed
+
+    assert allowed(Identity("admin")) and allowed(Identity("someone", frozenset({"admin"})))
+    refused = authz.decide(Identity("node:n1"), verb, subresource, namespace="team-a", name="web")
+    assert not refused.allowed and refused.reason == f"nodes and controllers are never allowed {subresource}"
+    assert not allowed(Identity("controller:gc"))
+    assert not allowed(Identity("gc", frozenset({"controllers"})))
+    assert allowed(Identity("root"))
+    assert not allowed(Identity("p"))
 
 
 def test_groups_names_and_the_default_binding() -> None:
@@ -117,3 +154,33 @@ def test_writing_a_role_or_a_binding_cannot_grant_more_than_one_holds() -> None:
     role.spec.rules.add(verbs=["delete"], kinds=["nodes"])
     with pytest.raises(Forbidden, match="delete nodes"):
         authz.check(who, "create", "roles", name="nodes", obj=role)
+
+
+def test_a_role_may_name_a_subresource_for_some_projects() -> None:
+    roles = [o for o in default_objects() if isinstance(o, v1.ClusterRole)]
+    reader = v1.Role(metadata=v1.ObjectMeta(name="web-logs", namespace="team-a"))
+    reader.spec.rules.add(verbs=["get"], kinds=["projects/log"], names=["web"])
+    binding = v1.RoleBinding(metadata=v1.ObjectMeta(name="support", namespace="team-a"))
+    binding.spec.role_ref.CopyFrom(v1.RoleRef(kind="Role", name="web-logs"))
+    binding.spec.subjects.add(kind="Group", name="support")
+    lead = v1.RoleBinding(metadata=v1.ObjectMeta(name="lead", namespace="team-a"))
+    lead.spec.role_ref.CopyFrom(v1.RoleRef(kind="ClusterRole", name="admin"))
+    lead.spec.subjects.add(kind="User", name="lead")
+    binder = v1.Role(metadata=v1.ObjectMeta(name="binder", namespace="team-a"))
+    binder.spec.rules.add(verbs=["*"], kinds=["rolebindings"])
+    binder_binding = v1.RoleBinding(metadata=v1.ObjectMeta(name="binder", namespace="team-a"))
+    binder_binding.spec.role_ref.CopyFrom(v1.RoleRef(kind="Role", name="binder"))
+    binder_binding.spec.subjects.add(kind="User", name="m")
+    objects = [*roles, reader, binding, lead, binder, binder_binding]
+    authz = Authorizer(builtin_kinds(), roles=RoleIndex.of(objects))
+    support = Identity("s", frozenset({"support"}))
+    decision = authz.decide(support, "get", "projects/log", namespace="team-a", name="web")
+    assert decision.allowed and decision.reason == "allowed by rolebinding team-a/support (role web-logs)"
+    assert not authz.decide(support, "get", "projects/log", namespace="team-a", name="api").allowed
+    assert not authz.decide(support, "get", "projects/log", namespace="team-b", name="web").allowed
+    assert not authz.decide(support, "create", "projects/exec", namespace="team-a", name="web").allowed
+    authz.check(Identity("lead"), "create", "roles", name="web-logs", obj=reader)  # admin in team-a holds it
+    helper = meta.copy(binding)
+    helper.metadata.name = "helper"
+    with pytest.raises(Forbidden, match=r"get projects/log \(names web\)"):  # m may bind, but holds no logs
+        authz.check(Identity("m"), "create", "rolebindings", name="helper", obj=helper)

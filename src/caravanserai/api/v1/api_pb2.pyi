@@ -465,13 +465,13 @@ class AccessRequest(_message.Message):
     verb: _builtins.str
     """get, list, watch, create, update, update_status, delete."""
     resource: _builtins.str
-    """Plural resource name."""
+    """Plural resource name, or a subresource: projects/log, projects/exec, projects/portforward."""
     namespace: _builtins.str
     """The namespace (namespaced kinds); empty: every namespace."""
     name: _builtins.str
     """One object's name; empty: any."""
     user: _builtins.str
-    """Ask for this user instead of the caller (only an admin may ask about others)."""
+    """Ask for this user instead of the caller (only an admin or a node may ask about others)."""
     @_builtins.property
     def groups(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The groups of `user`."""

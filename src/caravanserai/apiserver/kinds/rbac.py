@@ -4,8 +4,10 @@ the authorizer uses them: `apiserver.rbac`; the built-in ClusterRoles: `kinds.rb
 Rules:
 
 * A rule names at least one verb (`get`, `list`, `watch`, `create`, `update`, `update_status`, `delete`, or `*`)
-  and at least one kind: the plural of a kind this server serves, or `*` (checked when the role is written, so a
-  typo is refused instead of silently granting nothing). `names`, when given, are object names.
+  and at least one kind: the plural of a kind this server serves, a subresource (`projects/log`,
+  `projects/exec`, `projects/portforward`: `meta.SUBRESOURCES`), or `*` (which covers subresources too, as in
+  Kubernetes; checked when the role is written, so a typo is refused instead of silently granting nothing).
+  `names`, when given, are object names.
 * A binding names its role (`spec.roleRef`: kind `Role` — RoleBindings only, in the binding's namespace — or
   `ClusterRole`, and a name) and its subjects (`User` or `Group`, with a name; the user need not exist yet, nor
   the role; none at all grants nothing, which is how the default binding is switched off). The role reference
@@ -54,13 +56,15 @@ def served_kinds(ctx: KindContext, path: str, items: Any) -> None:
     """Invalid naming each rule's kind that this server does not serve."""
     if ctx.kinds is None:
         return
-    served = set(ctx.kinds.plurals())
+    served = {*ctx.kinds.plurals(), *meta.SUBRESOURCES}
     errors = Violations()
     for i, rule in enumerate(items):
         for field, kinds in (("kinds", rule.kinds), ("exceptKinds", rule.except_kinds)):
             for j, kind in enumerate(kinds):
                 if kind != ALL and kind not in served:
-                    errors.add(f"{path}[{i}].{field}[{j}]", f"{quote(kind)} is not a kind this server serves")
+                    errors.add(
+                        f"{path}[{i}].{field}[{j}]", f"{quote(kind)} is not a kind this server serves nor a subresource"
+                    )
     errors.raise_if_any(what="role")
 
 

@@ -1,8 +1,10 @@
 """The built-in ClusterRoles and the default binding, which every apiserver makes sure of before it serves.
 
-* `view`: read every kind (custom kinds included) except Secrets and the RBAC kinds.
+* `view`: read every kind (custom kinds included) except Secrets and the RBAC kinds; never a project's logs
+  (`projects/log`: containers may print what they read of Secrets, which `view` never reads), exec or port-forward.
 * `edit`: `view`, plus reading Secrets and writing the namespaced workload kinds (projects, projectsets, secrets,
-  configs, backuprepositories, events).
+  configs, backuprepositories, events), and a project's logs (`get projects/log`), exec and port-forward
+  (`create projects/exec`, `create projects/portforward`). Kubernetes' `view` reads `pods/log`; ours does not.
 * `admin`: `edit`, plus roles and rolebindings (granted in a namespace through a RoleBinding, it lets a team lead
   manage who may do what there).
 * `cluster-admin`: everything.
@@ -38,6 +40,7 @@ WRITE = ("create", "update", "update_status", "delete")
 WORKLOADS = ("projects", "projectsets", "secrets", "configs", "backuprepositories", "events")
 RBAC_KINDS = ("roles", "rolebindings", "clusterroles", "clusterrolebindings")
 NAMESPACE_RBAC = ("roles", "rolebindings")
+PROJECT_ACCESS = ("projects/log", "projects/exec", "projects/portforward")  # `meta.SUBRESOURCES`
 
 
 def _rule(verbs: tuple[str, ...], kinds: tuple[str, ...]) -> v1.PolicyRule:
@@ -46,8 +49,9 @@ def _rule(verbs: tuple[str, ...], kinds: tuple[str, ...]) -> v1.PolicyRule:
 
 def default_roles() -> dict[str, list[v1.PolicyRule]]:
     """The built-in ClusterRoles' rules, by name."""
-    view = [v1.PolicyRule(verbs=list(READ), kinds=[ALL], except_kinds=["secrets", *RBAC_KINDS])]
-    edit = [*view, _rule(READ, ("secrets",)), _rule(WRITE, WORKLOADS)]
+    view = [v1.PolicyRule(verbs=list(READ), kinds=[ALL], except_kinds=["secrets", *RBAC_KINDS, *PROJECT_ACCESS])]
+    access = [_rule((meta.SUBRESOURCES[sub],), (sub,)) for sub in PROJECT_ACCESS]
+    edit = [*view, _rule(READ, ("secrets",)), _rule(WRITE, WORKLOADS), *access]
     admin = [*edit, _rule((*READ, *WRITE), NAMESPACE_RBAC)]
     return {"view": view, "edit": edit, "admin": admin, "cluster-admin": [_rule((ALL,), (ALL,))]}
 
