@@ -1,5 +1,6 @@
 """Two teams on one node (issue #27): an apiserver with authentication on (a token file), the scheduler, the quota
-queue and the garbage collector (its namespace controller), one agent on real Docker. Each team has a namespace, a
+queue, the garbage collector (its namespace controller) and the routes controller, one agent on real Docker. Each
+team has a namespace, a
 ResourceQuota of two projects and a user bound to `edit` there; `authenticated-view` is switched off, so neither
 team reads the other's objects.
 
@@ -32,6 +33,7 @@ from caravanserai.clock import SystemClock
 from caravanserai.controllers.gc import app as gc_app
 from caravanserai.controllers.gc.policy import GCConfig
 from caravanserai.controllers.queue import app as queue_app
+from caravanserai.controllers.routes import app as routes_app
 from caravanserai.controllers.scheduler import app as scheduler_app
 from caravanserai.errors import Forbidden, NotFound
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
@@ -88,6 +90,7 @@ async def cluster(etcd: EtcdServer, image: str, tmp_path: Path) -> AsyncIterator
             scheduler_app.setup(manager, controllers, CLOCK)
             queue_app.setup(manager, controllers, CLOCK)
             gc_app.setup(manager, controllers, CLOCK, FAST_GC)
+            routes_app.setup(manager, controllers, CLOCK)  # the Routes the node's ingress reads
 
         config = AgentConfig(
             server=api.address,

@@ -11,6 +11,7 @@ import pytest
 from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.etcd import EtcdServer
+from support.certfiles import tls_for
 
 ROOT = Path(__file__).resolve().parents[2]
 IDENTITIES = ["apiserver", "admin", "controller:manager", "controller:autoscaler", "node:n1", "node:n2", "viewer"]
@@ -23,11 +24,6 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([str(ROOT / "deploy" / "certs.sh"), str(out), *IDENTITIES], check=True, capture_output=True)
     (out / "tokens.csv").write_text(TOKENS)
     return out
-
-
-def tls_for(certs: Path, identity: str) -> TLSFiles:
-    name = identity.replace(":", "-")
-    return TLSFiles(cert=str(certs / f"{name}.crt"), key=str(certs / f"{name}.key"), ca=str(certs / "ca.crt"))
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import tls_for
 from e2e.agent_harness import bind, remove_node_objects, wait_phase
 
 from caravanserai import meta, v1
@@ -33,6 +32,7 @@ from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.builders import project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
+from support.certfiles import tls_for
 
 TOKENS = "admin-token,root,admin\nlead-token,lead\ndev-token,dev,developers\nstranger-token,stranger\n"
 

@@ -41,6 +41,7 @@ from caravanserai import v1
 from caravanserai.client import Client
 from caravanserai.process.tls import TLSFiles
 from caravanserai.testing.docker import DEFAULT_IMAGE, ensure_test_image
+from support.certfiles import tls_for
 from support.fleet import cleanup
 from support.fleet.dockerd import HostDocker
 from support.fleet.etcdcluster import EtcdCluster
@@ -112,10 +113,8 @@ class Fleet:
         return ",".join(f"{h.address}:{API_PORT}" for h in self.control_hosts[: self.config.apiservers])
 
     def tls(self, identity: str) -> TLSFiles:
-        name = identity.replace(":", "-")
-        certs = self.workdir / "certs"
         ca = "etcd-ca.crt" if identity in ETCD_CA_IDENTITIES else "ca.crt"
-        return TLSFiles(cert=str(certs / f"{name}.crt"), key=str(certs / f"{name}.key"), ca=str(certs / ca))
+        return tls_for(self.workdir / "certs", identity, ca=ca)
 
     def _tls_args(self, identity: str) -> list[str]:
         tls = self.tls(identity)
