@@ -1,4 +1,5 @@
-"""One namespace's quota queue (the key is the namespace).
+"""One namespace's quota queue (the key is the namespace), or one cohort's (the key is "cohort/<name>": every
+namespace whose quota names the cohort, in one pass, `cohortplan`).
 
 Guarantees:
 
@@ -11,8 +12,14 @@ Guarantees:
   changed the usage after Q also changed the quota, so a stale count is refused (Conflict) and counted again.
   This puts right a count the apiserver could not keep (projects created before their quota, a quota created at
   the same moment as a project).
-* **Says why.** A project still queued carries, in its Phase condition, what it waits for and how many are ahead
-  of it: "waiting for quota: team: 3500m of 4 cpu used, asks 1; 2 ahead in the queue".
+* **Says why.** A project still queued carries, in its Phase condition, what it waits for and (the first
+  `EXPLAINED` of each namespace, written by a pass that admitted nothing) how many are ahead of it:
+  "waiting for quota: team: 3500m of 4 cpu used, asks 1; 2 ahead in the queue" (in a cohort, what limits it: its
+  borrowing limit, or "cohort research: 10 of 10 cpu used").
+* **Cohorts.** A namespace whose quota names a cohort is left to the cohort's pass: admissions go by fair share
+  between namespaces (`cohortplan`), and a waiting project that fits its own namespace's hard limits but not the
+  cohort reclaims lower-priority borrowed work (`lifecycle.reclaim`: back to Queued, its quota released in the
+  same write). The apiserver judges every admission again, so a plan made on a stale read never over-admits.
 """
 
 from __future__ import annotations
@@ -25,13 +32,20 @@ from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.clock import Clock
 from caravanserai.controller import Result
+from caravanserai.controllers.queue.cohortplan import CohortPlan, Lane
 from caravanserai.errors import Conflict, FailedPrecondition, NotFound
-from caravanserai.project import lifecycle, quota
+from caravanserai.project import cohorts, lifecycle, quota
 
 log = structlog.get_logger(__name__)
 
 RECOUNT_INTERVAL = 60.0
 """Seconds between two recounts of a namespace whose quotas and queue did not change."""
+EXPLAINED = 100
+"""How many waiting projects of a namespace a pass explains, from the front of its queue: a project further back
+keeps the reason it was held back with (what it waits for, without its place), so a long queue that moves by one
+does not mean a rewrite of every project in it."""
+RECLAIM_DEADLINE = 300.0
+"""Seconds a reclaimed project with backed-up volumes is given for its final backups before it is queued anyway."""
 
 
 def queue_order(projects: Sequence[v1.Project]) -> list[v1.Project]:
@@ -70,8 +84,12 @@ class QueueReconciler:
         self._clock = clock
 
     async def reconcile(self, key: str) -> Result:
+        if key.startswith(cohorts.COHORT_KEY_PREFIX):
+            return await self._cohort(key.removeprefix(cohorts.COHORT_KEY_PREFIX))
         namespace = key
         quotas = list(await self._client.resource(v1.ResourceQuota).list(namespace=namespace))
+        if any(q.spec.cohort for q in quotas):
+            return Result()  # its cohort's pass admits its projects
         projects = list(await self._client.projects.list(namespace=namespace))
         try:
             await self._recount(quotas, projects)
@@ -84,19 +102,69 @@ class QueueReconciler:
             return Result()
         used = counted_use(projects)
         waiting: list[tuple[v1.Project, list[str]]] = []
+        admitted = False
         for project in queue_order(projects):
             missing = lacking(quotas, used, quota.usage(project))
             if missing:
                 waiting.append((project, missing))
                 continue
             if await self._admit(project):
+                admitted = True
                 for name, value in quota.usage(project).items():
                     used[name] = used.get(name, 0) + value
             else:
                 return Result(requeue_after=0.0)  # the quota moved under us: look again
-        for ahead, (project, missing) in enumerate(waiting):
-            await self._explain(project, missing, ahead)
+        if not admitted:
+            await self._explain_all(waiting)
         return Result(requeue_after=RECOUNT_INTERVAL)
+
+    async def _cohort(self, name: str) -> Result:
+        """One pass over cohort `name` (module docstring)."""
+        every = list(await self._client.resource(v1.ResourceQuota).list())
+        namespaces = sorted({q.metadata.namespace for q in every if q.spec.cohort == name})
+        lanes = []
+        for namespace in namespaces:
+            quotas = [q for q in every if q.metadata.namespace == namespace]
+            projects = list(await self._client.projects.list(namespace=namespace))
+            try:
+                await self._recount(quotas, projects)
+            except Conflict:
+                return Result(requeue_after=0.0)
+            holding = [p for p in projects if quota.counted(p)]
+            lanes.append(Lane(namespace, quotas, counted_use(projects), queue_order(projects), holding))
+        plan = CohortPlan(name, lanes)
+        admitted = False
+        while (project := plan.next_admission()) is not None:
+            if not await self._admit(project):
+                return Result(requeue_after=0.0)  # a quota moved under us: look again
+            plan.admitted(project)
+            admitted = True
+        reclaimed = False
+        for preemptor, victims in plan.reclaims():
+            for victim in victims:
+                reclaimed = await self._reclaim(victim, preemptor) or reclaimed
+        if not admitted:
+            for lane in plan.lanes.values():
+                await self._explain_all(lane.waiting)
+        return Result(requeue_after=0.0 if reclaimed else RECOUNT_INTERVAL)
+
+    async def _reclaim(self, victim: v1.Project, preemptor: v1.Project) -> bool:
+        """Send `victim` back to the queue for `preemptor`; False when it changed meanwhile (the next pass sees)."""
+        message = (
+            f"namespace {victim.metadata.namespace} borrows from its cohort and namespace "
+            f"{preemptor.metadata.namespace} needs its quota back"
+        )
+        now = self._clock.now()
+        out = lifecycle.reclaim(
+            victim, preemptor=meta.key_of(preemptor), message=message, now=now, deadline=now + RECLAIM_DEADLINE
+        )
+        try:
+            await self._client.projects.update_status(out)
+        except (FailedPrecondition, Conflict, NotFound) as exc:
+            log.info("not reclaimed", project=meta.key_of(victim), reason=str(exc))
+            return False
+        log.info("reclaimed", project=meta.key_of(victim), preemptor=meta.key_of(preemptor))
+        return True
 
     async def _recount(self, quotas: list[v1.ResourceQuota], projects: list[v1.Project]) -> None:
         """Write each quota's count from `projects` (listed after the quota was read) with the quota's version."""
@@ -109,6 +177,7 @@ class QueueReconciler:
                 dict(q.status.used) == counted
                 and dict(q.status.hard) == dict(q.spec.hard)
                 and q.status.queued == queued
+                and dict(q.status.borrowed) == {k: quota.show(k, v) for k, v in quota.over(used, hard).items()}
             ):
                 continue
             updated = meta.copy(q)
@@ -116,6 +185,7 @@ class QueueReconciler:
             updated.status.used.update(counted)
             updated.status.hard.clear()
             updated.status.hard.update(q.spec.hard)
+            quota.set_borrowed(updated.status, used, hard)
             updated.status.queued = queued
             quotas[index] = await self._client.resource(v1.ResourceQuota).update_status(updated)
 
@@ -129,6 +199,12 @@ class QueueReconciler:
         log.info("admitted", project=meta.key_of(project))
         return True
 
+    async def _explain_all(self, waiting: list[tuple[v1.Project, list[str]]]) -> None:
+        """Explain the first `EXPLAINED` of one namespace's waiting projects (called only by a pass that admitted
+        nothing: while the queue moves, the events of its admissions bring the pass that explains)."""
+        for ahead, (project, missing) in enumerate(waiting[:EXPLAINED]):
+            await self._explain(project, missing, ahead)
+
     async def _explain(self, project: v1.Project, missing: list[str], ahead: int) -> None:
         message = f"waiting for quota: {'; '.join(missing) or 'its turn'}; {ahead} ahead in the queue"
         condition = meta.get_condition(project.status.conditions, v1.CONDITION_PHASE)
@@ -140,4 +216,12 @@ class QueueReconciler:
             return
 
 
-__all__ = ["RECOUNT_INTERVAL", "QueueReconciler", "counted_use", "lacking", "queue_order"]
+__all__ = [
+    "EXPLAINED",
+    "RECLAIM_DEADLINE",
+    "RECOUNT_INTERVAL",
+    "QueueReconciler",
+    "counted_use",
+    "lacking",
+    "queue_order",
+]

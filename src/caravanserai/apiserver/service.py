@@ -81,7 +81,7 @@ class ResourceService:
         self._caches = caches
         self._clock = clock
         self._event_leases = event_leases
-        self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds)
+        self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds, caches=caches)
         self._policies = Policies(caches.get(POLICIES))  # AdmissionPolicies' hooks, after the kind's own
         self._companion_locks: dict[
             str, asyncio.Lock

@@ -94,12 +94,19 @@ class ListPage:
 class Also:
     """Another object written in the same transaction as a create, update or delete: `value` replaces the object
     at `key` of `resource`, which must still be at `expected_revision` (how a quota's usage is counted with the
-    write that changes it)."""
+    write that changes it). With `value` None the object is only compared, not written (`unchanged`): the
+    transaction holds only while it is still at that revision (how a write that borrows from a cohort is guarded
+    on every member quota it read)."""
 
     resource: str
     key: str
-    value: bytes
+    value: bytes | None
     expected_revision: int
+
+    @classmethod
+    def unchanged(cls, resource: str, key: str, expected_revision: int) -> Also:
+        """A compare-only companion: the object must still be at `expected_revision`; it is not written."""
+        return cls(resource, key, None, expected_revision)
 
 
 class CompanionChanged(Conflict):
@@ -178,6 +185,15 @@ class Store:
         items = [self._object(resource, kv, len(directory)) for kv in result.kvs]
         return ListPage(items, revision or result.revision, result.more)
 
+    async def versions(self, resource: str, *, namespace: str = "") -> tuple[dict[str, int], int]:
+        """Every object's key and mod_revision (of `namespace` when given), without values, read at one snapshot;
+        and that snapshot's revision. Cheap for a caller that holds decoded copies and needs only to know which are
+        current."""
+        directory = self._dir(resource)
+        scope = directory + namespace.encode() + b"/" if namespace else directory
+        result = await self._client.range(scope, prefix_end(scope), keys_only=True)
+        return {kv.key[len(directory) :].decode(): kv.mod_revision for kv in result.kvs}, result.revision
+
     async def pages(
         self, resource: str, *, start_after: str = "", revision: int = 0, page_size: int = 1000, namespace: str = ""
     ) -> AsyncGenerator[ListPage, None]:
@@ -216,7 +232,9 @@ class Store:
 
     def _also_put(self, also: Sequence[Also]) -> builtins.list[PutOp]:
         return [
-            PutOp(self._key(a.resource, a.key), self._seal(a.resource, a.key, a.value), ignore_lease=True) for a in also
+            PutOp(self._key(a.resource, a.key), self._seal(a.resource, a.key, a.value), ignore_lease=True)
+            for a in also
+            if a.value is not None
         ]
 
     def _also_read(self, also: Sequence[Also]) -> builtins.list[RangeOp]:

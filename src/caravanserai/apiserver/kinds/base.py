@@ -29,8 +29,8 @@ from __future__ import annotations
 import abc
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -79,13 +79,22 @@ def _is_uuid(text: str) -> bool:
     return True
 
 
+class CachedObjects(Protocol):
+    """A watch cache as strategies read it: the current copy of the object at a key, if it holds one."""
+
+    def get(self, name: str) -> Any | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class KindContext:
-    """What the few non-pure hooks of a strategy may use: the store (read only) and the event leases."""
+    """What the few non-pure hooks of a strategy may use: the store (read only), the event leases and the watch
+    caches (read only: decoded copies of objects by resource and key, which may lag etcd; a hook that relies on
+    one guards the write on the copy's version)."""
 
     store: Store
     event_leases: EventLeases
     kinds: KindTable | None = None  # the served kinds, for hooks that wait for a kind to be served
+    caches: Mapping[str, CachedObjects] = field(default_factory=dict)
 
 
 def stamp(field: Any, now: float) -> None:

@@ -12,6 +12,14 @@ Guarantees:
 * **Other writes that would grow past a limit** (an admission that no longer fits, a spec asking for more) are
   refused (FailedPrecondition). Writes that keep or lower usage always pass, so a quota lowered below current use
   stops new work only.
+* **Cohorts** (`project.cohorts`): a growth of a namespace whose quota names a cohort is judged against the
+  namespace's hard limits plus its borrowing limit and against the cohort's total, and the write is guarded on the
+  version of every member quota it read (`Also.unchanged`, not rewritten): two namespaces can never both borrow
+  the last unit. Members are found from one keys-only etcd read of every quota's version (a snapshot), each
+  decoded copy taken from the watch cache when it holds exactly that version, else read from etcd; so a member
+  the cache lags on, or lacks, is never missed, and any change after the read fails the guard (read and decide
+  again). A quota created after that read is not a member of this decision: it can only add room (its use is 0
+  until its namespace's projects are counted, which does not depend on this write).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from caravanserai import meta, v1
 from caravanserai.apiserver import codec
 from caravanserai.apiserver.kinds.base import KindContext
 from caravanserai.errors import FailedPrecondition, Forbidden
-from caravanserai.project import lifecycle, quota
+from caravanserai.project import cohorts, lifecycle, quota
 from caravanserai.storage.store import Also
 
 QUOTAS = "resourcequotas"
@@ -35,16 +43,41 @@ async def quotas_of(ctx: KindContext, namespace: str) -> list[v1.ResourceQuota]:
     return [codec.decode(v1.ResourceQuota, item.value, item.mod_revision) for item in page.items]
 
 
+async def cohort_members(ctx: KindContext, names: set[str]) -> dict[str, list[v1.ResourceQuota]]:
+    """The quotas of each cohort of `names`, read as the module docstring says (a snapshot of versions; copies from
+    the watch cache when current, else from etcd)."""
+    versions, _ = await ctx.store.versions(QUOTAS)
+    cache = ctx.caches.get(QUOTAS)
+    out: dict[str, list[v1.ResourceQuota]] = {name: [] for name in names}
+    for key, revision in versions.items():
+        found = cache.get(key) if cache is not None else None
+        if found is None or int(found.metadata.resource_version) != revision:
+            item = await ctx.store.get(QUOTAS, key)  # the cache lags: read this one from etcd
+            found = codec.decode(v1.ResourceQuota, item.value, item.mod_revision)
+        if found.spec.cohort in out:
+            out[found.spec.cohort].append(found)
+    return out
+
+
 def _limited(delta: quota.Amounts, limits: quota.Amounts) -> quota.Amounts:
     return {name: value for name, value in delta.items() if name in limits}
 
 
-def lacks(quotas: list[v1.ResourceQuota], delta: quota.Amounts) -> list[str]:
-    """What `delta` would exceed, one line per quota: "team-a: 3.5 of 4 cpu used, asks 1"."""
+def lacks(
+    quotas: list[v1.ResourceQuota],
+    delta: quota.Amounts,
+    members: dict[str, list[v1.ResourceQuota]] | None = None,
+) -> list[str]:
+    """What `delta` would exceed, one line per quota: "team-a: 3.5 of 4 cpu used, asks 1" (with a cohort, its
+    borrowing limit and the cohort's total are judged instead of the hard limit: `cohorts.shortfall`)."""
     lines = []
     for q in quotas:
         hard = quota.parse(dict(q.spec.hard))
-        short = quota.shortfall(quota.parse(dict(q.status.used)), _limited(delta, hard), hard)
+        if q.spec.cohort and members is not None:
+            cohort = [cohorts.member(m) for m in members.get(q.spec.cohort, [])]
+            short = cohorts.shortfall(cohorts.member(q), cohort, _limited(delta, hard), q.spec.cohort)
+        else:
+            short = quota.shortfall(quota.parse(dict(q.status.used)), _limited(delta, hard), hard)
         if short:
             lines.append(f"{q.metadata.name}: {'; '.join(short)}")
     return lines
@@ -63,6 +96,7 @@ def _charged(q: v1.ResourceQuota, delta: quota.Amounts) -> Also | None:
     updated.status.used.update(quota.render(used, hard))
     updated.status.hard.clear()
     updated.status.hard.update(q.spec.hard)
+    quota.set_borrowed(updated.status, used, hard)
     return Also(QUOTAS, meta.key_of(q), codec.encode(updated), int(q.metadata.resource_version))
 
 
@@ -73,10 +107,21 @@ async def companions(ctx: KindContext, old: v1.Project | None, new: v1.Project |
         return []
     project: Any = new if new is not None else old
     quotas = await quotas_of(ctx, project.metadata.namespace)
-    missing = lacks(quotas, delta)
+    names = {q.spec.cohort for q in quotas if q.spec.cohort}
+    grows = any(value > 0 for value in delta.values())
+    members = await cohort_members(ctx, names) if names and grows else {}
+    missing = lacks(quotas, delta, members)
     if missing:
         return _held_back(quotas, project.metadata.namespace, old, new, missing, now=now)
-    return [also for q in quotas if (also := _charged(q, delta)) is not None]
+    writes = [also for q in quotas if (also := _charged(q, delta)) is not None]
+    written = {also.key for also in writes}
+    guards = {
+        meta.key_of(m): Also.unchanged(QUOTAS, meta.key_of(m), int(m.metadata.resource_version))
+        for cohort in members.values()
+        for m in cohort
+        if meta.key_of(m) not in written
+    }
+    return writes + [guards[key] for key in sorted(guards)]
 
 
 def _held_back(
@@ -97,4 +142,4 @@ def _held_back(
     raise FailedPrecondition(f"exceeds the quota of namespace {namespace}: " + "; ".join(missing))
 
 
-__all__ = ["QUOTAS", "companions", "lacks", "quotas_of"]
+__all__ = ["QUOTAS", "cohort_members", "companions", "lacks", "quotas_of"]

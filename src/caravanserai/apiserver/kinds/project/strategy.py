@@ -86,12 +86,13 @@ class ProjectStrategy(KindStrategy[v1.Project]):
 
 def finishes_move(old: v1.Project, new: v1.Project) -> bool:
     """Is `new` the status `lifecycle.finish_move` makes of `old`, as far as binding goes: `old` is bound with a move
-    asked of it (`status.move`), `new` is Pending, unbound and without the move? The node a move waits for writes
-    it after the final backups; a node may unbind a project in no other way."""
+    asked of it (`status.move`), `new` is Pending (Queued for a reclaim: `lifecycle.lands_in`), unbound and without
+    the move? The node a move waits for writes it after the final backups; a node may unbind a project in no other
+    way."""
     return (
         bool(old.status.node_ref)
         and old.status.HasField("move")
-        and new.status.phase == v1.PENDING
+        and new.status.phase == lifecycle.lands_in(old)
         and not new.status.node_ref
         and not new.status.HasField("move")
     )
