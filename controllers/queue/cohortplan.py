@@ -46,6 +46,8 @@ class CohortPlan:
         self._plain: dict[str, list[tuple[str, Amounts]]] = {}  # namespace → (quota name, hard) outside the cohort
         self.members: dict[str, cohorts.Member] = {}
         self._keys: dict[str, list[str]] = {}  # namespace → its member keys
+        self._usage: dict[str, Amounts] = {}  # project key → quota.usage, read once a pass
+        self._summed: tuple[Amounts, Amounts] | None = None  # cohorts.totals of the members, until one changes
         for lane in lanes:
             for q in lane.quotas:
                 if q.spec.cohort == name:
@@ -54,6 +56,19 @@ class CohortPlan:
                     self._keys.setdefault(lane.namespace, []).append(m.key)
                 else:
                     self._plain.setdefault(lane.namespace, []).append((q.metadata.name, quota.parse(dict(q.spec.hard))))
+
+    def usage(self, project: v1.Project) -> Amounts:
+        """`quota.usage(project)`, computed once a pass."""
+        key = meta.key_of(project)
+        found = self._usage.get(key)
+        if found is None:
+            found = self._usage[key] = quota.usage(project)
+        return found
+
+    def _totals(self) -> tuple[Amounts, Amounts]:
+        if self._summed is None:
+            self._summed = cohorts.totals(self.members.values())
+        return self._summed
 
     def missing(self, namespace: str, usage: Amounts) -> list[str]:
         """What `usage` added to `namespace` lacks, one line per quota (empty: it fits)."""
@@ -64,17 +79,20 @@ class CohortPlan:
             if short:
                 lines.append(f"{name}: {'; '.join(short)}")
         everyone = list(self.members.values())
+        summed = self._totals()
         for key in self._keys.get(namespace, []):
             m = self.members[key]
-            short = cohorts.shortfall(m, everyone, {k: v for k, v in usage.items() if k in m.hard}, self.name)
+            limited = {k: v for k, v in usage.items() if k in m.hard}
+            short = cohorts.shortfall(m, everyone, limited, self.name, summed)
             if short:
                 lines.append(f"{meta.split_key(key)[1]}: {'; '.join(short)}")
         return lines
 
     def share(self, namespace: str, usage: Amounts) -> float:
         """The namespace's weighted dominant resource share once `usage` is added (its largest over its members)."""
-        everyone = list(self.members.values())
-        return max((cohorts.share(self.members[k], everyone, usage) for k in self._keys.get(namespace, [])), default=0)
+        everyone, hard = list(self.members.values()), self._totals()[0]
+        keys = self._keys.get(namespace, [])
+        return max((cohorts.share(self.members[k], everyone, usage, hard) for k in keys), default=0)
 
     def next_admission(self) -> v1.Project | None:
         """The next project to admit (module docstring), each lane's passed-over projects recorded as waiting;
@@ -83,7 +101,7 @@ class CohortPlan:
         for lane in self.lanes.values():
             while lane.position < len(lane.queue):
                 head = lane.queue[lane.position]
-                missing = self.missing(lane.namespace, quota.usage(head))
+                missing = self.missing(lane.namespace, self.usage(head))
                 if not missing:
                     break
                 lane.waiting.append((head, missing))
@@ -92,7 +110,7 @@ class CohortPlan:
                 continue
             head = lane.queue[lane.position]
             rank = (
-                self.share(lane.namespace, quota.usage(head)),
+                self.share(lane.namespace, self.usage(head)),
                 -head.spec.priority,
                 head.metadata.creation_timestamp.ToNanoseconds(),
                 meta.key_of(head),
@@ -106,13 +124,14 @@ class CohortPlan:
         lane = self.lanes[project.metadata.namespace]
         lane.position += 1
         lane.admitted.append(project)
-        self._add(lane, quota.usage(project), +1)
+        self._add(lane, self.usage(project), +1)
 
     def _add(self, lane: Lane, usage: Amounts, sign: int) -> None:
         for name, value in usage.items():
             lane.used[name] = lane.used.get(name, 0) + sign * value
         for key in self._keys.get(lane.namespace, []):
             self.members[key] = self.members[key].with_used(lane.used)
+        self._summed = None
 
     def reclaims(self) -> list[tuple[v1.Project, list[v1.Project]]]:
         """For the first waiting project of each namespace, by priority: the projects to reclaim for it (only those
@@ -123,7 +142,7 @@ class CohortPlan:
         out = []
         for head in heads:
             namespace = head.metadata.namespace
-            usage = quota.usage(head)
+            usage = self.usage(head)
             if self._lacks_plain(namespace, usage):
                 continue
             victims = self._victims(namespace, head, usage)
@@ -134,7 +153,7 @@ class CohortPlan:
             for project in chosen:
                 lane = self.lanes[project.metadata.namespace]
                 lane.admitted.remove(project)
-                self._add(lane, quota.usage(project), -1)
+                self._add(lane, self.usage(project), -1)
             out.append((head, chosen))
         return out
 
@@ -152,7 +171,7 @@ class CohortPlan:
                 p.metadata.namespace,
                 p.spec.priority,
                 p.metadata.creation_timestamp.ToNanoseconds() / 1e9,
-                quota.usage(p),
+                self.usage(p),
             )
             for lane in self.lanes.values()
             for p in lane.admitted
@@ -172,7 +191,7 @@ class CohortPlan:
             for project in list(lane.admitted):
                 if project.status.move.reason == lifecycle.REASON_QUOTA_RECLAIMED:
                     lane.admitted.remove(project)
-                    self._add(lane, quota.usage(project), -1)
+                    self._add(lane, self.usage(project), -1)
 
 
 __all__ = ["CohortPlan", "Lane"]

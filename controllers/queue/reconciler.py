@@ -12,8 +12,9 @@ Guarantees:
   changed the usage after Q also changed the quota, so a stale count is refused (Conflict) and counted again.
   This puts right a count the apiserver could not keep (projects created before their quota, a quota created at
   the same moment as a project).
-* **Says why.** A project still queued carries, in its Phase condition, what it waits for and (the first
-  `EXPLAINED` of each namespace, written by a pass that admitted nothing) how many are ahead of it:
+* **Says why.** A project still queued carries, in its Phase condition, what it waits for and how many are ahead
+  of it (written by a pass that admitted nothing, at most `EXPLAINED` projects a pass, the fronts of the queues
+  first):
   "waiting for quota: team: 3500m of 4 cpu used, asks 1; 2 ahead in the queue" (in a cohort, what limits it: its
   borrowing limit, or "cohort research: 10 of 10 cpu used").
 * **Cohorts.** A namespace whose quota names a cohort is left to the cohort's pass: admissions go by fair share
@@ -24,6 +25,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import structlog
@@ -41,9 +43,10 @@ log = structlog.get_logger(__name__)
 RECOUNT_INTERVAL = 60.0
 """Seconds between two recounts of a namespace whose quotas and queue did not change."""
 EXPLAINED = 100
-"""How many waiting projects of a namespace a pass explains, from the front of its queue: a project further back
-keeps the reason it was held back with (what it waits for, without its place), so a long queue that moves by one
-does not mean a rewrite of every project in it."""
+"""How many waiting projects a pass explains at most (the fronts of the queues first): the message names the use
+of the quota, which every admission changes, so explaining a long queue in full after each change would cost a
+write per waiting project; projects further back are explained by later passes, or keep the reason they were
+held back with."""
 RECLAIM_DEADLINE = 300.0
 """Seconds a reclaimed project with backed-up volumes is given for its final backups before it is queued anyway."""
 
@@ -115,7 +118,7 @@ class QueueReconciler:
             else:
                 return Result(requeue_after=0.0)  # the quota moved under us: look again
         if not admitted:
-            await self._explain_all(waiting)
+            await self._explain_all([waiting])
         return Result(requeue_after=RECOUNT_INTERVAL)
 
     async def _cohort(self, name: str) -> Result:
@@ -144,8 +147,7 @@ class QueueReconciler:
             for victim in victims:
                 reclaimed = await self._reclaim(victim, preemptor) or reclaimed
         if not admitted:
-            for lane in plan.lanes.values():
-                await self._explain_all(lane.waiting)
+            await self._explain_all([lane.waiting for lane in plan.lanes.values()])
         return Result(requeue_after=0.0 if reclaimed else RECOUNT_INTERVAL)
 
     async def _reclaim(self, victim: v1.Project, preemptor: v1.Project) -> bool:
@@ -199,21 +201,29 @@ class QueueReconciler:
         log.info("admitted", project=meta.key_of(project))
         return True
 
-    async def _explain_all(self, waiting: list[tuple[v1.Project, list[str]]]) -> None:
-        """Explain the first `EXPLAINED` of one namespace's waiting projects (called only by a pass that admitted
-        nothing: while the queue moves, the events of its admissions bring the pass that explains)."""
-        for ahead, (project, missing) in enumerate(waiting[:EXPLAINED]):
-            await self._explain(project, missing, ahead)
+    async def _explain_all(self, queues: list[list[tuple[v1.Project, list[str]]]]) -> None:
+        """Explain the waiting projects of `queues` (one list per namespace, in order), the front of every queue
+        first, at most `EXPLAINED` writes (called only by a pass that admitted nothing: while the queue moves, the
+        events of its admissions bring the pass that explains)."""
+        fronts_first = sorted(
+            ((ahead, index) for index, waiting in enumerate(queues) for ahead in range(len(waiting))),
+        )
+        written = 0
+        for ahead, index in fronts_first:
+            if written >= EXPLAINED:
+                return
+            project, missing = queues[index][ahead]
+            written += await self._explain(project, missing, ahead)
 
-    async def _explain(self, project: v1.Project, missing: list[str], ahead: int) -> None:
+    async def _explain(self, project: v1.Project, missing: list[str], ahead: int) -> bool:
+        """Write why `project` waits unless it says so already; whether a write was made."""
         message = f"waiting for quota: {'; '.join(missing) or 'its turn'}; {ahead} ahead in the queue"
         condition = meta.get_condition(project.status.conditions, v1.CONDITION_PHASE)
         if condition is not None and condition.message == message:
-            return
-        try:
+            return False
+        with contextlib.suppress(Conflict, NotFound):  # changed or gone meanwhile: the next pass explains
             await self._client.projects.update_status(lifecycle.waiting(project, message, now=self._clock.now()))
-        except (Conflict, NotFound):
-            return
+        return True
 
 
 __all__ = [

@@ -100,13 +100,22 @@ def borrowed(m: Member) -> Amounts:
     return quota.over(m.used, m.hard)
 
 
-def shortfall(m: Member, members: Sequence[Member], delta: Mapping[str, int], cohort: str) -> list[str]:
+def shortfall(
+    m: Member,
+    members: Sequence[Member],
+    delta: Mapping[str, int],
+    cohort: str,
+    summed: tuple[Amounts, Amounts] | None = None,
+) -> list[str]:
     """What growing `m` by `delta` would exceed, as lines such as "team: 6 of 4 cpu used (may borrow 2), asks 1"
     and "cohort research: 10 of 10 cpu used, asks 1"; empty when it fits. `members` is the whole cohort (`m`
-    among them, by key)."""
+    among them, by key: `m`'s copy counts); `summed`, when given, is `totals(members)` with `m` as it is."""
     lines = []
-    cohort_hard, cohort_used = totals(x if x.key != m.key else m for x in members)
-    if not any(x.key == m.key for x in members):  # the caller's member is new to the cohort: count it too
+    if summed is not None:
+        cohort_hard, cohort_used = summed
+    elif any(x.key == m.key for x in members):
+        cohort_hard, cohort_used = totals(x if x.key != m.key else m for x in members)
+    else:  # the caller's member is new to the cohort: count it too
         cohort_hard, cohort_used = totals([*members, m])
     for name, limit in sorted(m.hard.items()):
         grows = delta.get(name, 0)
@@ -127,9 +136,12 @@ def shortfall(m: Member, members: Sequence[Member], delta: Mapping[str, int], co
     return lines
 
 
-def share(m: Member, members: Sequence[Member], extra: Mapping[str, int] | None = None) -> float:
-    """`m`'s weighted dominant resource share in its cohort, with `extra` added to its use (module docstring)."""
-    cohort_hard, _ = totals(members)
+def share(
+    m: Member, members: Sequence[Member], extra: Mapping[str, int] | None = None, hard: Amounts | None = None
+) -> float:
+    """`m`'s weighted dominant resource share in its cohort, with `extra` added to its use (module docstring);
+    `hard`, when given, is the cohort's total hard limits (`totals(members)[0]`)."""
+    cohort_hard = hard if hard is not None else totals(members)[0]
     used = dict(m.used)
     for name, value in (extra or {}).items():
         if name in m.hard:

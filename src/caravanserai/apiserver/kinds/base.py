@@ -80,7 +80,10 @@ def _is_uuid(text: str) -> bool:
 
 
 class CachedObjects(Protocol):
-    """A watch cache as strategies read it: the current copy of the object at a key, if it holds one."""
+    """A watch cache as strategies read it: the current copy of the object at a key, if it holds one; every
+    object by key."""
+
+    objects: dict[str, Any]
 
     def get(self, name: str) -> Any | None: ...
 
@@ -176,6 +179,13 @@ class KindStrategy(abc.ABC, Generic[T]):
         again when one changed). May change `new` before it is stored (a project held back in Queued) or refuse
         the write. None by default."""
         return []
+
+    def companion_locks(self, ctx: KindContext, old: T | None, new: T | None) -> list[str] | None:
+        """Names of this apiserver's locks that a write of `new` over `old` holds while its companions are computed
+        and written, found without I/O (from the watch caches: a stale answer costs at most a retry, the companions'
+        versions guard the write); None: compute the companions first, lock each of them, and compute them again
+        under the locks. None by default."""
+        return None
 
     async def after_write(self, ctx: KindContext, obj: T) -> None:
         """Called after a Create or an Update stored `obj`, before the reply; by default nothing."""

@@ -24,6 +24,7 @@ Guarantees:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from caravanserai import meta, v1
@@ -43,20 +44,57 @@ async def quotas_of(ctx: KindContext, namespace: str) -> list[v1.ResourceQuota]:
     return [codec.decode(v1.ResourceQuota, item.value, item.mod_revision) for item in page.items]
 
 
-async def cohort_members(ctx: KindContext, names: set[str]) -> dict[str, list[v1.ResourceQuota]]:
+async def cohort_members(
+    ctx: KindContext, names: set[str], known: Sequence[v1.ResourceQuota] = ()
+) -> dict[str, list[v1.ResourceQuota]]:
     """The quotas of each cohort of `names`, read as the module docstring says (a snapshot of versions; copies from
-    the watch cache when current, else from etcd)."""
+    `known` (just read) or the watch cache when current, else from etcd)."""
     versions, _ = await ctx.store.versions(QUOTAS)
     cache = ctx.caches.get(QUOTAS)
+    fresh = {meta.key_of(q): q for q in known}
     out: dict[str, list[v1.ResourceQuota]] = {name: [] for name in names}
     for key, revision in versions.items():
-        found = cache.get(key) if cache is not None else None
+        found = fresh.get(key) or (cache.get(key) if cache is not None else None)
         if found is None or int(found.metadata.resource_version) != revision:
             item = await ctx.store.get(QUOTAS, key)  # the cache lags: read this one from etcd
             found = codec.decode(v1.ResourceQuota, item.value, item.mod_revision)
         if found.spec.cohort in out:
             out[found.spec.cohort].append(found)
     return out
+
+
+def locks(ctx: KindContext, old: v1.Project | None, new: v1.Project | None) -> list[str]:
+    """The apiserver's locks a write that changes what the project holds takes (none for one that does not): its
+    namespace's, and one per cohort its namespace's quotas name (from the watch cache: a cohort it does not know
+    yet only means a write of another namespace may make this one read again)."""
+    if quota.charged(old) == quota.charged(new):
+        return []
+    project: Any = new if new is not None else old
+    namespace = project.metadata.namespace
+    names = [f"{QUOTAS}/{namespace}"]
+    cache = ctx.caches.get(QUOTAS)
+    if cache is not None:
+        prefix = f"{namespace}/"
+        found = {q.spec.cohort for key, q in cache.objects.items() if key.startswith(prefix) and q.spec.cohort}
+        names.extend(f"{QUOTAS}/{cohorts.COHORT_KEY_PREFIX}{name}" for name in sorted(found))
+    return names
+
+
+_MEMBERS: dict[str, tuple[str, cohorts.Member]] = {}
+"""Members as last parsed, by quota key: (resource version, member). A version is never reused for other
+contents, so a hit is exact."""
+
+
+def _member(q: v1.ResourceQuota) -> cohorts.Member:
+    key, version = meta.key_of(q), q.metadata.resource_version
+    hit = _MEMBERS.get(key)
+    if hit is not None and hit[0] == version and version:
+        return hit[1]
+    if len(_MEMBERS) > 100_000:  # removed quotas leave entries behind
+        _MEMBERS.clear()
+    parsed = cohorts.member(q)
+    _MEMBERS[key] = (version, parsed)
+    return parsed
 
 
 def _limited(delta: quota.Amounts, limits: quota.Amounts) -> quota.Amounts:
@@ -74,8 +112,8 @@ def lacks(
     for q in quotas:
         hard = quota.parse(dict(q.spec.hard))
         if q.spec.cohort and members is not None:
-            cohort = [cohorts.member(m) for m in members.get(q.spec.cohort, [])]
-            short = cohorts.shortfall(cohorts.member(q), cohort, _limited(delta, hard), q.spec.cohort)
+            cohort = [_member(m) for m in members.get(q.spec.cohort, [])]
+            short = cohorts.shortfall(_member(q), cohort, _limited(delta, hard), q.spec.cohort)
         else:
             short = quota.shortfall(quota.parse(dict(q.status.used)), _limited(delta, hard), hard)
         if short:
@@ -109,7 +147,7 @@ async def companions(ctx: KindContext, old: v1.Project | None, new: v1.Project |
     quotas = await quotas_of(ctx, project.metadata.namespace)
     names = {q.spec.cohort for q in quotas if q.spec.cohort}
     grows = any(value > 0 for value in delta.values())
-    members = await cohort_members(ctx, names) if names and grows else {}
+    members = await cohort_members(ctx, names, quotas) if names and grows else {}
     missing = lacks(quotas, delta, members)
     if missing:
         return _held_back(quotas, project.metadata.namespace, old, new, missing, now=now)
@@ -142,4 +180,4 @@ def _held_back(
     raise FailedPrecondition(f"exceeds the quota of namespace {namespace}: " + "; ".join(missing))
 
 
-__all__ = ["QUOTAS", "cohort_members", "companions", "lacks", "quotas_of"]
+__all__ = ["QUOTAS", "cohort_members", "companions", "lacks", "locks", "quotas_of"]

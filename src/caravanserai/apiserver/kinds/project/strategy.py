@@ -33,6 +33,10 @@ class ProjectStrategy(KindStrategy[v1.Project]):
         """The namespace's quotas, counted with this write (`quotarules`)."""
         return await quotarules.companions(ctx, old, new, now=now)
 
+    def companion_locks(self, ctx: KindContext, old: v1.Project | None, new: v1.Project | None) -> list[str]:
+        """The namespace's and its cohorts' quota locks (`quotarules.locks`)."""
+        return quotarules.locks(ctx, old, new)
+
     def validate(self, obj: v1.Project) -> None:
         validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_label, spec_rule=project_spec)
 
