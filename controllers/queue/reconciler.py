@@ -25,6 +25,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Sequence
 
@@ -42,6 +43,9 @@ log = structlog.get_logger(__name__)
 
 RECOUNT_INTERVAL = 60.0
 """Seconds between two recounts of a namespace whose quotas and queue did not change."""
+IN_FLIGHT = 8
+"""Admissions of one cohort's pass sent at once: the apiserver takes a cohort's writes in turn, and having the next
+ones there already keeps it busy instead of waiting for each reply to travel back and the next request to come."""
 EXPLAINED = 100
 """How many waiting projects a pass explains at most (the fronts of the queues first): the message names the use
 of the quota, which every admission changes, so explaining a long queue in full after each change would cost a
@@ -137,10 +141,10 @@ class QueueReconciler:
             lanes.append(Lane(namespace, quotas, counted_use(projects), queue_order(projects), holding))
         plan = CohortPlan(name, lanes)
         admitted = False
-        while (project := plan.next_admission()) is not None:
-            if not await self._admit(project):
+        while batch := self._next_batch(plan):
+            done = await asyncio.gather(*(self._admit(project) for project in batch))
+            if not all(done):
                 return Result(requeue_after=0.0)  # a quota moved under us: look again
-            plan.admitted(project)
             admitted = True
         reclaimed = False
         for preemptor, victims in plan.reclaims():
@@ -149,6 +153,16 @@ class QueueReconciler:
         if not admitted:
             await self._explain_all([lane.waiting for lane in plan.lanes.values()])
         return Result(requeue_after=0.0 if reclaimed else RECOUNT_INTERVAL)
+
+    @staticmethod
+    def _next_batch(plan: CohortPlan) -> list[v1.Project]:
+        """Up to `IN_FLIGHT` next admissions of `plan`, counted in it as admitted: they fit together, so the order in
+        which the apiserver takes them does not matter (each is judged there again)."""
+        batch: list[v1.Project] = []
+        while len(batch) < IN_FLIGHT and (project := plan.next_admission()) is not None:
+            plan.admitted(project)
+            batch.append(project)
+        return batch
 
     async def _reclaim(self, victim: v1.Project, preemptor: v1.Project) -> bool:
         """Send `victim` back to the queue for `preemptor`; False when it changed meanwhile (the next pass sees)."""
@@ -228,6 +242,7 @@ class QueueReconciler:
 
 __all__ = [
     "EXPLAINED",
+    "IN_FLIGHT",
     "RECLAIM_DEADLINE",
     "RECOUNT_INTERVAL",
     "QueueReconciler",
