@@ -185,15 +185,6 @@ class Store:
         items = [self._object(resource, kv, len(directory)) for kv in result.kvs]
         return ListPage(items, revision or result.revision, result.more)
 
-    async def versions(self, resource: str, *, namespace: str = "") -> tuple[dict[str, int], int]:
-        """Every object's key and mod_revision (of `namespace` when given), without values, read at one snapshot;
-        and that snapshot's revision. Cheap for a caller that holds decoded copies and needs only to know which are
-        current."""
-        directory = self._dir(resource)
-        scope = directory + namespace.encode() + b"/" if namespace else directory
-        result = await self._client.range(scope, prefix_end(scope), keys_only=True)
-        return {kv.key[len(directory) :].decode(): kv.mod_revision for kv in result.kvs}, result.revision
-
     async def pages(
         self, resource: str, *, start_after: str = "", revision: int = 0, page_size: int = 1000, namespace: str = ""
     ) -> AsyncGenerator[ListPage, None]:

@@ -15,16 +15,15 @@ Guarantees:
 * **Cohorts** (`project.cohorts`): a growth of a namespace whose quota names a cohort is judged against the
   namespace's hard limits plus its borrowing limit and against the cohort's total, and the write is guarded on the
   version of every member quota it read (`Also.unchanged`, not rewritten): two namespaces can never both borrow
-  the last unit. Members are found from one keys-only etcd read of every quota's version (a snapshot), each
-  decoded copy taken from the watch cache when it holds exactly that version, else read from etcd; so a member
-  the cache lags on, or lacks, is never missed, and any change after the read fails the guard (read and decide
-  again). A quota created after that read is not a member of this decision: it can only add room (its use is 0
-  until its namespace's projects are counted, which does not depend on this write).
+  the last unit. The namespace's quotas and the cohort's members come from one etcd read of every quota (one
+  snapshot; a copy the watch cache holds at the same version is not decoded again), so a member the cache lags
+  on, or lacks, is never missed, and any change after the read fails the guard (read and decide again). The watch
+  cache only hints that the namespace has a cohort (then the one read serves both); when it does not know yet,
+  the namespace's quotas are read first and every quota after.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from caravanserai import meta, v1
@@ -44,23 +43,27 @@ async def quotas_of(ctx: KindContext, namespace: str) -> list[v1.ResourceQuota]:
     return [codec.decode(v1.ResourceQuota, item.value, item.mod_revision) for item in page.items]
 
 
-async def cohort_members(
-    ctx: KindContext, names: set[str], known: Sequence[v1.ResourceQuota] = ()
-) -> dict[str, list[v1.ResourceQuota]]:
-    """The quotas of each cohort of `names`, read as the module docstring says (a snapshot of versions; copies from
-    `known` (just read) or the watch cache when current, else from etcd)."""
-    versions, _ = await ctx.store.versions(QUOTAS)
+async def every_quota(ctx: KindContext) -> list[v1.ResourceQuota]:
+    """Every quota, read from etcd in one snapshot; a copy the watch cache holds at the same version is taken as it
+    is (not decoded again)."""
+    page = await ctx.store.list(QUOTAS)
     cache = ctx.caches.get(QUOTAS)
-    fresh = {meta.key_of(q): q for q in known}
-    out: dict[str, list[v1.ResourceQuota]] = {name: [] for name in names}
-    for key, revision in versions.items():
-        found = fresh.get(key) or (cache.get(key) if cache is not None else None)
-        if found is None or int(found.metadata.resource_version) != revision:
-            item = await ctx.store.get(QUOTAS, key)  # the cache lags: read this one from etcd
+    out = []
+    for item in page.items:
+        found = cache.get(item.name) if cache is not None else None
+        if found is None or int(found.metadata.resource_version) != item.mod_revision:
             found = codec.decode(v1.ResourceQuota, item.value, item.mod_revision)
-        if found.spec.cohort in out:
-            out[found.spec.cohort].append(found)
+        out.append(found)
     return out
+
+
+def cohorts_in_cache(ctx: KindContext, namespace: str) -> set[str]:
+    """The cohorts the namespace's quotas name, as the watch cache has them (a hint: it may lag)."""
+    cache = ctx.caches.get(QUOTAS)
+    if cache is None:
+        return set()
+    prefix = f"{namespace}/"
+    return {q.spec.cohort for key, q in cache.objects.items() if key.startswith(prefix) and q.spec.cohort}
 
 
 def locks(ctx: KindContext, old: v1.Project | None, new: v1.Project | None) -> list[str]:
@@ -72,11 +75,8 @@ def locks(ctx: KindContext, old: v1.Project | None, new: v1.Project | None) -> l
     project: Any = new if new is not None else old
     namespace = project.metadata.namespace
     names = [f"{QUOTAS}/{namespace}"]
-    cache = ctx.caches.get(QUOTAS)
-    if cache is not None:
-        prefix = f"{namespace}/"
-        found = {q.spec.cohort for key, q in cache.objects.items() if key.startswith(prefix) and q.spec.cohort}
-        names.extend(f"{QUOTAS}/{cohorts.COHORT_KEY_PREFIX}{name}" for name in sorted(found))
+    found = cohorts_in_cache(ctx, namespace)
+    names.extend(f"{QUOTAS}/{cohorts.COHORT_KEY_PREFIX}{name}" for name in sorted(found))
     return names
 
 
@@ -144,10 +144,14 @@ async def companions(ctx: KindContext, old: v1.Project | None, new: v1.Project |
     if not delta:
         return []
     project: Any = new if new is not None else old
-    quotas = await quotas_of(ctx, project.metadata.namespace)
-    names = {q.spec.cohort for q in quotas if q.spec.cohort}
+    namespace = project.metadata.namespace
     grows = any(value > 0 for value in delta.values())
-    members = await cohort_members(ctx, names, quotas) if names and grows else {}
+    every = await every_quota(ctx) if grows and cohorts_in_cache(ctx, namespace) else None
+    quotas = [q for q in every if q.metadata.namespace == namespace] if every else await quotas_of(ctx, namespace)
+    names = {q.spec.cohort for q in quotas if q.spec.cohort}
+    if names and grows and every is None:  # the cache did not know the cohort yet
+        every = await every_quota(ctx)
+    members = {name: [q for q in every or [] if q.spec.cohort == name] for name in names} if grows else {}
     missing = lacks(quotas, delta, members)
     if missing:
         return _held_back(quotas, project.metadata.namespace, old, new, missing, now=now)
@@ -180,4 +184,4 @@ def _held_back(
     raise FailedPrecondition(f"exceeds the quota of namespace {namespace}: " + "; ".join(missing))
 
 
-__all__ = ["QUOTAS", "cohort_members", "companions", "lacks", "locks", "quotas_of"]
+__all__ = ["QUOTAS", "cohorts_in_cache", "companions", "every_quota", "lacks", "locks", "quotas_of"]
