@@ -90,28 +90,33 @@ async def second_api(api: RunningApiServer, etcd: EtcdServer) -> AsyncIterator[C
 
 
 async def test_two_apiservers_never_both_borrow_the_cohorts_last_unit(client: Client, second_api: Client) -> None:
-    for namespace in ("race-a", "race-b", "race-idle"):
-        await _team(client, namespace, "1")
     for namespace in ("race-a", "race-b"):
-        await client.projects.create(_in(namespace, "own", "1"))  # each at its own limit; race-idle lends 1
+        await _team(client, namespace, "1")
+        await client.projects.create(_in(namespace, "own", "1"))  # each at its own limit
+    await _team(client, "race-idle", "0")
 
-    async def attempt(c: Client, namespace: str, i: int) -> str:
-        return (await c.projects.create(_in(namespace, f"p{i}", "1"))).status.phase
+    async def attempt(c: Client, namespace: str, name: str) -> str:
+        return (await c.projects.create(_in(namespace, name, "1"))).status.phase
 
-    phases = await asyncio.gather(
-        *(attempt(client if i % 2 else second_api, "race-a" if i % 4 < 2 else "race-b", i) for i in range(40))
-    )
-    assert phases.count(v1.PENDING) == 1 and phases.count(v1.QUEUED) == 39
-    # From the final state: the cohort holds 3 of 3, one namespace borrows the unit.
+    for round_ in range(1, 9):  # each round, the idle namespace lends one more unit: 4 creates race for it
+        await _set_cpu(client, "race-idle", str(round_))
+        phases = await asyncio.gather(
+            attempt(client, "race-a", f"a{round_}"),
+            attempt(second_api, "race-b", f"b{round_}"),
+            attempt(second_api, "race-a", f"c{round_}"),
+            attempt(client, "race-b", f"d{round_}"),
+        )
+        assert sorted(phases) == [v1.PENDING, v1.QUEUED, v1.QUEUED, v1.QUEUED], f"round {round_}"
+    # From the final state: the cohort holds 10 of 10; the namespaces borrow the 8 units between them.
     pending = [
         p
         for ns in ("race-a", "race-b")
         for p in await client.projects.list(namespace=ns)
         if p.status.phase == v1.PENDING
     ]
-    assert len(pending) == 3
-    borrowed = [dict((await _status(client, ns)).borrowed) for ns in ("race-a", "race-b")]
-    assert sorted(map(str, borrowed)) == ["{'cpu': '1'}", "{}"]
+    assert len(pending) == 10
+    borrowed = [int((await _status(client, ns)).borrowed.get("cpu", "0")) for ns in ("race-a", "race-b")]
+    assert sum(borrowed) == 8
 
 
 async def test_fair_sharing_admits_the_namespace_with_the_lower_weighted_share(client: Client) -> None:
