@@ -57,27 +57,34 @@ async def every_quota(ctx: KindContext) -> list[v1.ResourceQuota]:
     return out
 
 
-def cohorts_in_cache(ctx: KindContext, namespace: str) -> set[str]:
-    """The cohorts the namespace's quotas name, as the watch cache has them (a hint: it may lag)."""
+def _cached(ctx: KindContext, namespace: str) -> list[v1.ResourceQuota] | None:
+    """The namespace's quotas as the watch cache has them (a hint: it may lag); None without a cache."""
     cache = ctx.caches.get(QUOTAS)
     if cache is None:
-        return set()
+        return None
     prefix = f"{namespace}/"
-    return {q.spec.cohort for key, q in cache.objects.items() if key.startswith(prefix) and q.spec.cohort}
+    return [q for key, q in cache.objects.items() if key.startswith(prefix)]
+
+
+def cohorts_in_cache(ctx: KindContext, namespace: str) -> set[str]:
+    """The cohorts the namespace's quotas name, as the watch cache has them (a hint: it may lag)."""
+    return {q.spec.cohort for q in _cached(ctx, namespace) or [] if q.spec.cohort}
 
 
 def locks(ctx: KindContext, old: v1.Project | None, new: v1.Project | None) -> list[str]:
-    """The apiserver's locks a write that changes what the project holds takes (none for one that does not): its
-    namespace's, and one per cohort its namespace's quotas name (from the watch cache: a cohort it does not know
-    yet only means a write of another namespace may make this one read again)."""
+    """The apiserver's locks a write that changes what the project holds takes: its namespace's, and one per cohort
+    its namespace's quotas name; none for a write that changes nothing, or in a namespace without quotas (as the
+    watch cache has them: a quota or a cohort it does not know yet only means that a concurrent write may make this
+    one read again, never a write past a limit)."""
     if quota.charged(old) == quota.charged(new):
         return []
     project: Any = new if new is not None else old
     namespace = project.metadata.namespace
-    names = [f"{QUOTAS}/{namespace}"]
-    found = cohorts_in_cache(ctx, namespace)
-    names.extend(f"{QUOTAS}/{cohorts.COHORT_KEY_PREFIX}{name}" for name in sorted(found))
-    return names
+    cached = _cached(ctx, namespace)
+    if cached == []:
+        return []
+    found = sorted({q.spec.cohort for q in cached or [] if q.spec.cohort})
+    return [f"{QUOTAS}/{namespace}", *(f"{QUOTAS}/{cohorts.COHORT_KEY_PREFIX}{name}" for name in found)]
 
 
 _MEMBERS: dict[str, tuple[str, cohorts.Member]] = {}
