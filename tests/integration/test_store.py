@@ -11,6 +11,7 @@ import pytest
 
 from caravanserai.errors import AlreadyExists, Conflict, Expired, Invalid, NotFound, Unavailable
 from caravanserai.storage import EtcdClient, Store, StoreEvent
+from caravanserai.storage.store import Also, CompanionChanged
 from caravanserai.testing import EtcdServer
 
 Seen = tuple[str, str, int]  # (type, name, mod_revision) of an event
@@ -99,6 +100,20 @@ async def test_stale_or_missing_writes_are_refused(store: Store) -> None:
     await store.delete("nodes", "n1")
     with pytest.raises(NotFound):
         await store.get("nodes", "n1")
+
+
+async def test_a_compare_only_companion_guards_the_write_and_is_not_written(store: Store) -> None:
+    member = await store.create("quotas", "team-b/q", b"lender")
+    rev = await store.create("projects", "team-a/p", b"v1")
+    guard = Also.unchanged("quotas", "team-b/q", member)
+    rev = await store.update("projects", "team-a/p", b"v2", expected_revision=rev, also=[guard])
+    assert (await store.get("quotas", "team-b/q")).mod_revision == member  # compared, not rewritten
+    moved = await store.update("quotas", "team-b/q", b"lends less", expected_revision=member)
+    with pytest.raises(CompanionChanged, match=f"expected version {member}, current {moved}"):
+        await store.update("projects", "team-a/p", b"v3", expected_revision=rev, also=[guard])
+    with pytest.raises(CompanionChanged):
+        await store.create("projects", "team-a/q", b"new", also=[guard])
+    assert (await store.get("projects", "team-a/p")).value == b"v2"
 
 
 async def test_keys_are_a_name_or_a_namespace_and_a_name(store: Store) -> None:

@@ -81,7 +81,7 @@ class ResourceService:
         self._caches = caches
         self._clock = clock
         self._event_leases = event_leases
-        self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds)
+        self._ctx = KindContext(store=store, event_leases=event_leases, kinds=kinds, caches=caches)
         self._policies = Policies(caches.get(POLICIES))  # AdmissionPolicies' hooks, after the kind's own
         self._companion_locks: dict[
             str, asyncio.Lock
@@ -255,15 +255,23 @@ class ResourceService:
     async def _companions(
         self, strategy: KindStrategy[Any], old: Any, new: Any, *, fresh: Callable[[], Any] | None = None
     ) -> AsyncIterator[tuple[Any, list[Also]]]:
-        """(`new`, the objects to write with it). When there are any, the block runs holding this apiserver's lock
-        of each of them and with them computed again under the locks (`fresh()` gives a new `new` to decide on):
-        writes of one apiserver that share a companion (a namespace's quota) take turns instead of colliding, so
-        only writes through other apiservers can make one read again."""
-        also = await strategy.companions(self._ctx, old, new, now=self._clock.now())
-        if not also:
-            yield new, also
+        """(`new`, the objects to write with it). The block runs holding this apiserver's locks: those the strategy
+        names (`companion_locks`, the companions computed once under them), or else one per companion (computed
+        first, then again under the locks; `fresh()` gives a new `new` to decide on): writes of one apiserver that
+        share a companion (a namespace's quota, a cohort's quotas) take turns instead of colliding, so only writes
+        through other apiservers can make one read again."""
+        named = strategy.companion_locks(self._ctx, old, new)
+        if named is None:
+            also = await strategy.companions(self._ctx, old, new, now=self._clock.now())
+            if not also:
+                yield new, also
+                return
+            keys = sorted({f"{a.resource}/{a.key}" for a in also})
+        elif not named:
+            yield new, await strategy.companions(self._ctx, old, new, now=self._clock.now())
             return
-        keys = sorted({f"{a.resource}/{a.key}" for a in also})
+        else:
+            keys = sorted(set(named))
         async with contextlib.AsyncExitStack() as held:
             for key in keys:
                 await held.enter_async_context(self._companion_locks.setdefault(key, asyncio.Lock()))

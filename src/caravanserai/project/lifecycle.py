@@ -6,6 +6,7 @@
        │                 │  └──fail──▶ Failed ◀──fail┘
        └─return_to_pending (node lost, drained, tainted, no longer eligible; Failed/Succeeded: spec changed)
     Scheduled, Running, Succeeded, Failed ──mark_terminating (Delete)──▶ Terminating ──terminate──▶ Terminated
+    Pending, Scheduled, Running ──reclaim (its cohort's lender needs the quota back)──▶ Queued
 
 Guarantees:
 
@@ -30,6 +31,11 @@ Guarantees:
   the higher-priority project the room is made for. The condition turns False (reason Rescheduled) when the
   project is bound again (`bind`): it says whether the project is preempted now, and its last transition time
   when that ended (unlike Kubernetes' DisruptionTarget, the object outlives the disruption here).
+* **Reclaim** (`reclaim`): a project of a namespace that borrows from its cohort goes back to Queued to give
+  the quota back (the apiserver releases its share in the same write), unbound, with a `Preempted` condition
+  (reason QuotaReclaimed) naming the project it makes room for; its node removes its containers (no hand-off).
+  With backed-up volumes it is moved first (`status.move`, reason QuotaReclaimed), and `finish_move` lands it in
+  Queued instead of Pending (`lands_in`).
 * **Moves with data** (`move`): a project whose volumes are backed up (`project.backups`) is not returned to
   Pending by the mover. It stays bound with `status.move` set; its node stops the services, takes a final backup
   of each such volume and calls `finish_move`, which returns it to Pending with each snapshot recorded as the
@@ -51,9 +57,9 @@ from caravanserai.project import backups
 # is entered only through Delete (`mark_terminating`).
 TRANSITIONS: dict[str, frozenset[str]] = {
     v1.QUEUED: frozenset({v1.PENDING}),
-    v1.PENDING: frozenset({v1.SCHEDULED}),
-    v1.SCHEDULED: frozenset({v1.RUNNING, v1.SUCCEEDED, v1.FAILED, v1.PENDING, v1.TERMINATING}),
-    v1.RUNNING: frozenset({v1.SUCCEEDED, v1.FAILED, v1.PENDING, v1.TERMINATING}),
+    v1.PENDING: frozenset({v1.SCHEDULED, v1.QUEUED}),
+    v1.SCHEDULED: frozenset({v1.RUNNING, v1.SUCCEEDED, v1.FAILED, v1.PENDING, v1.QUEUED, v1.TERMINATING}),
+    v1.RUNNING: frozenset({v1.SUCCEEDED, v1.FAILED, v1.PENDING, v1.QUEUED, v1.TERMINATING}),
     v1.SUCCEEDED: frozenset({v1.PENDING, v1.TERMINATING}),
     v1.FAILED: frozenset({v1.PENDING, v1.TERMINATING}),
     v1.TERMINATING: frozenset({v1.TERMINATED}),
@@ -61,6 +67,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 }
 # Phases whose project Delete removes at once (nothing of it runs on any node).
 DELETE_AT_ONCE = frozenset({v1.QUEUED, v1.PENDING, v1.TERMINATED, ""})
+# Phases of a project bound to no node.
+UNBOUND = frozenset({v1.QUEUED, v1.PENDING})
 # Phases a project never leaves by itself (only a spec change, a restart or Delete moves it on).
 FINISHED = frozenset({v1.SUCCEEDED, v1.FAILED})
 # Seconds the node a moved project leaves keeps its old containers while the project starts elsewhere.
@@ -79,6 +87,7 @@ REASON_SPEC_CHANGED = "SpecChanged"
 REASON_RESTARTED = "Restarted"
 REASON_PREEMPTED = "Preempted"
 REASON_RESCHEDULED = "Rescheduled"
+REASON_QUOTA_RECLAIMED = "QuotaReclaimed"
 
 
 def is_allowed(before: str, after: str) -> bool:
@@ -242,6 +251,40 @@ def preempt(project: v1.Project, *, preemptor: str, message: str, now: float, de
     return out
 
 
+def reclaim(project: v1.Project, *, preemptor: str, message: str, now: float, deadline: float) -> v1.Project:
+    """Give the quota `project` borrows back to its cohort, for `preemptor` (a waiting project of a higher priority
+    of the namespace that lent it): back to Queued, unbound, without a hand-off (module docstring); with backed-up
+    volumes a move first (its node takes the final backups, at most until `deadline`, then `finish_move` queues
+    it). A Pending project goes back to Queued at once."""
+    bound = project.status.phase not in UNBOUND
+    if bound and backups.backed_up(project.spec):
+        out = move(
+            project,
+            reason=REASON_QUOTA_RECLAIMED,
+            message=message,
+            now=now,
+            handoff_until=deadline,
+            keep_old_copy=False,
+        )
+    else:
+        out = return_to_pending(project, reason=REASON_QUOTA_RECLAIMED, message=message, now=now)
+        meta.set_phase(out, v1.QUEUED, reason=REASON_QUOTA_RECLAIMED, message=message, now=now)
+    meta.set_condition(
+        out.status.conditions,
+        v1.CONDITION_PREEMPTED,
+        v1.TRUE,
+        reason=REASON_QUOTA_RECLAIMED,
+        message=f"Quota reclaimed for project {preemptor}: {message}",
+        now=now,
+    )
+    return out
+
+
+def lands_in(project: v1.Project) -> str:
+    """The phase `finish_move` gives a project moving now: Queued for a reclaim, else Pending."""
+    return v1.QUEUED if project.status.move.reason == REASON_QUOTA_RECLAIMED else v1.PENDING
+
+
 def finish_move(project: v1.Project, *, handoff: dict[str, str], now: float, note: str = "") -> v1.Project:
     """End a move asked with `move`: back to Pending (the move's reason), each volume named in `handoff` given
     that snapshot id as its `handoffSnapshot`, the move cleared, the node it left as `previousNodeRef` (without
@@ -250,6 +293,8 @@ def finish_move(project: v1.Project, *, handoff: dict[str, str], now: float, not
     move_ = project.status.move
     message = move_.message + (f"; {note}" if note else "")
     out = return_to_pending(project, reason=move_.reason or REASON_NODE_DRAINED, message=message, now=now)
+    if lands_in(project) == v1.QUEUED:
+        meta.set_phase(out, v1.QUEUED, reason=move_.reason, message=message, now=now)
     out.status.previous_node_ref = move_.node  # no hand-off deadline: nothing runs there any more
     for name, snapshot in handoff.items():
         backups.ensure_volume_status(out.status, name).handoff_snapshot = snapshot
@@ -319,15 +364,15 @@ def _check_binding(old: v1.Project, new: v1.Project) -> None:
     before, after = old.status.phase, new.status.phase
     name = old.metadata.name
     deleting = old.metadata.HasField("deletion_timestamp")
-    if deleting and before != after and after in (v1.SCHEDULED, v1.RUNNING, v1.PENDING):
+    if deleting and before != after and after in (v1.SCHEDULED, v1.RUNNING, *UNBOUND):
         raise FailedPrecondition(f"project {name} is being deleted; it cannot become {after}")
-    if after == v1.PENDING and new.status.node_ref:
-        raise FailedPrecondition(f"project {name}: a Pending project cannot have status.nodeRef")
+    if after in UNBOUND and new.status.node_ref:
+        raise FailedPrecondition(f"project {name}: a {after} project cannot have status.nodeRef")
     if after == v1.SCHEDULED and before == v1.PENDING and not new.status.node_ref:
         raise Invalid.of([FieldViolation("status.nodeRef", "required when binding a project (phase Scheduled)")])
     if before == after and before != v1.PENDING and new.status.node_ref != old.status.node_ref:
         raise FailedPrecondition(f"project {name}: status.nodeRef cannot change while {before}")
-    if after != v1.PENDING and before != v1.PENDING and new.status.node_ref != old.status.node_ref:
+    if after not in UNBOUND and before not in UNBOUND and new.status.node_ref != old.status.node_ref:
         raise FailedPrecondition(f"project {name}: status.nodeRef cannot change from {before} to {after}")
 
 
@@ -360,6 +405,7 @@ __all__ = [
     "REASON_NODE_DRAINED",
     "REASON_NODE_NO_LONGER_ELIGIBLE",
     "REASON_PREEMPTED",
+    "REASON_QUOTA_RECLAIMED",
     "REASON_RESCHEDULED",
     "REASON_RESTARTED",
     "REASON_SCHEDULED",
@@ -367,6 +413,7 @@ __all__ = [
     "REASON_TAINT_EVICTION",
     "REASON_UNSCHEDULABLE",
     "TRANSITIONS",
+    "UNBOUND",
     "bind",
     "check",
     "deletes_volumes",
@@ -376,9 +423,11 @@ __all__ = [
     "finish_move",
     "handed_over",
     "is_allowed",
+    "lands_in",
     "mark_terminating",
     "move",
     "preempt",
+    "reclaim",
     "return_to_pending",
     "run",
     "succeed",

@@ -91,6 +91,19 @@ def shortfall(used: Mapping[str, int], delta: Mapping[str, int], hard: Mapping[s
     return missing
 
 
+def over(used: Mapping[str, int], hard: Mapping[str, int]) -> Amounts:
+    """What `used` exceeds of each limit of `hard` (what a namespace borrows from its cohort); zero entries left
+    out."""
+    out = {name: used.get(name, 0) - limit for name, limit in hard.items()}
+    return {name: value for name, value in out.items() if value > 0}
+
+
+def set_borrowed(status: v1.ResourceQuotaStatus, used: Mapping[str, int], hard: Mapping[str, int]) -> None:
+    """Write `over(used, hard)` into `status.borrowed` as quantities (the map is emptied first)."""
+    status.borrowed.clear()
+    status.borrowed.update({name: show(name, value) for name, value in over(used, hard).items()})
+
+
 def difference(before: Mapping[str, int], after: Mapping[str, int]) -> Amounts:
     """after − before, per resource (zero entries left out)."""
     out = {name: after.get(name, 0) - before.get(name, 0) for name in set(before) | set(after)}
@@ -105,8 +118,10 @@ __all__ = [
     "charged",
     "counted",
     "difference",
+    "over",
     "parse",
     "render",
+    "set_borrowed",
     "shortfall",
     "show",
     "usage",

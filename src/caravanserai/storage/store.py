@@ -94,12 +94,19 @@ class ListPage:
 class Also:
     """Another object written in the same transaction as a create, update or delete: `value` replaces the object
     at `key` of `resource`, which must still be at `expected_revision` (how a quota's usage is counted with the
-    write that changes it)."""
+    write that changes it). With `value` None the object is only compared, not written (`unchanged`): the
+    transaction holds only while it is still at that revision (how a write that borrows from a cohort is guarded
+    on every member quota it read)."""
 
     resource: str
     key: str
-    value: bytes
+    value: bytes | None
     expected_revision: int
+
+    @classmethod
+    def unchanged(cls, resource: str, key: str, expected_revision: int) -> Also:
+        """A compare-only companion: the object must still be at `expected_revision`; it is not written."""
+        return cls(resource, key, None, expected_revision)
 
 
 class CompanionChanged(Conflict):
@@ -216,7 +223,9 @@ class Store:
 
     def _also_put(self, also: Sequence[Also]) -> builtins.list[PutOp]:
         return [
-            PutOp(self._key(a.resource, a.key), self._seal(a.resource, a.key, a.value), ignore_lease=True) for a in also
+            PutOp(self._key(a.resource, a.key), self._seal(a.resource, a.key, a.value), ignore_lease=True)
+            for a in also
+            if a.value is not None
         ]
 
     def _also_read(self, also: Sequence[Also]) -> builtins.list[RangeOp]:

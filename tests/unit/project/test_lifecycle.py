@@ -18,6 +18,9 @@ ALLOWED = {
     (v1.QUEUED, v1.PENDING),
     (v1.PENDING, v1.PENDING),
     (v1.PENDING, v1.SCHEDULED),
+    (v1.PENDING, v1.QUEUED),
+    (v1.SCHEDULED, v1.QUEUED),
+    (v1.RUNNING, v1.QUEUED),
     (v1.SCHEDULED, v1.SCHEDULED),
     (v1.SCHEDULED, v1.RUNNING),
     (v1.SCHEDULED, v1.SUCCEEDED),
@@ -195,3 +198,37 @@ def test_preempted_turns_false_once_the_victim_is_bound_again() -> None:
     assert after.last_transition_time.seconds == 30
     never = lifecycle.bind(project("fresh"), "n1", now=30.0)  # never preempted: no such condition appears
     assert meta.get_condition(never.status.conditions, v1.CONDITION_PREEMPTED) is None
+
+
+def test_reclaim_sends_a_bound_project_back_to_the_queue_unbound_and_says_for_whom() -> None:
+    running = in_phase(v1.RUNNING)
+    before = meta.copy(running)
+    out = lifecycle.reclaim(running, preemptor="team-a/urgent", message="team-a needs it", now=5.0, deadline=65.0)
+    assert running == before
+    lifecycle.check(running, out, now=5.0)
+    assert (out.status.phase, out.status.node_ref, out.status.previous_node_ref) == (v1.QUEUED, "", "")
+    assert not out.status.HasField("handoff_deadline")  # no hand-off: its node removes the containers at once
+    preempted = meta.get_condition(out.status.conditions, v1.CONDITION_PREEMPTED)
+    assert preempted.reason == lifecycle.REASON_QUOTA_RECLAIMED and "team-a/urgent" in preempted.message
+    pending = lifecycle.reclaim(in_phase(v1.PENDING), preemptor="x/y", message="m", now=5.0, deadline=6.0)
+    assert pending.status.phase == v1.QUEUED
+
+
+def test_a_reclaimed_project_with_backed_up_volumes_moves_first_and_lands_in_the_queue() -> None:
+    running = in_phase(v1.RUNNING)
+    running.spec.volumes.add(name="data", type=v1.VOLUME_PERSISTENT).backup.repository = "repo"
+    moving = lifecycle.reclaim(running, preemptor="team-a/urgent", message="back", now=5.0, deadline=65.0)
+    assert (moving.status.phase, moving.status.node_ref, moving.status.move.node) == (v1.RUNNING, "n1", "n1")
+    assert lifecycle.lands_in(moving) == v1.QUEUED
+    done = lifecycle.finish_move(moving, handoff={"data": "snap1"}, now=7.0)
+    lifecycle.check(moving, done, now=7.0)
+    assert (done.status.phase, done.status.node_ref, done.status.previous_node_ref) == (v1.QUEUED, "", "n1")
+    drained = lifecycle.move(running, reason="NodeDrained", message="m", now=5.0, handoff_until=9.0)
+    assert lifecycle.lands_in(drained) == v1.PENDING
+    assert lifecycle.finish_move(drained, handoff={}, now=7.0).status.phase == v1.PENDING
+
+
+def test_a_project_being_deleted_is_never_queued_again() -> None:
+    old = in_phase(v1.RUNNING, deleting=True)
+    with pytest.raises(FailedPrecondition, match="being deleted"):
+        lifecycle.check(old, moved(old, v1.QUEUED), now=2.0)

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from caravanserai.api.v1 import resources_pb2 as caravanserai_dot_api_dot_v1_dot_resources__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n caravanserai/api/v1/quotas.proto\x12\x0f\x63\x61ravanserai.v1\x1a#caravanserai/api/v1/resources.proto\"\x8c\x01\n\x11ResourceQuotaSpec\x12:\n\x04hard\x18\x01 \x03(\x0b\x32,.caravanserai.v1.ResourceQuotaSpec.HardEntry\x12\x0e\n\x06policy\x18\x02 \x01(\t\x1a+\n\tHardEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xfb\x01\n\x13ResourceQuotaStatus\x12<\n\x04hard\x18\x01 \x03(\x0b\x32..caravanserai.v1.ResourceQuotaStatus.HardEntry\x12<\n\x04used\x18\x02 \x03(\x0b\x32..caravanserai.v1.ResourceQuotaStatus.UsedEntry\x12\x0e\n\x06queued\x18\x03 \x01(\x05\x1a+\n\tHardEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a+\n\tUsedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc9\x01\n\rResourceQuota\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\x30\n\x04spec\x18\x04 \x01(\x0b\x32\".caravanserai.v1.ResourceQuotaSpec\x12\x34\n\x06status\x18\x05 \x01(\x0b\x32$.caravanserai.v1.ResourceQuotaStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n caravanserai/api/v1/quotas.proto\x12\x0f\x63\x61ravanserai.v1\x1a#caravanserai/api/v1/resources.proto\"\xb4\x02\n\x11ResourceQuotaSpec\x12:\n\x04hard\x18\x01 \x03(\x0b\x32,.caravanserai.v1.ResourceQuotaSpec.HardEntry\x12\x0e\n\x06policy\x18\x02 \x01(\t\x12\x0e\n\x06\x63ohort\x18\x03 \x01(\t\x12O\n\x0f\x62orrowing_limit\x18\x04 \x03(\x0b\x32\x36.caravanserai.v1.ResourceQuotaSpec.BorrowingLimitEntry\x12\x0e\n\x06weight\x18\x05 \x01(\t\x1a+\n\tHardEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x35\n\x13\x42orrowingLimitEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xf2\x02\n\x13ResourceQuotaStatus\x12<\n\x04hard\x18\x01 \x03(\x0b\x32..caravanserai.v1.ResourceQuotaStatus.HardEntry\x12<\n\x04used\x18\x02 \x03(\x0b\x32..caravanserai.v1.ResourceQuotaStatus.UsedEntry\x12\x0e\n\x06queued\x18\x03 \x01(\x05\x12\x44\n\x08\x62orrowed\x18\x04 \x03(\x0b\x32\x32.caravanserai.v1.ResourceQuotaStatus.BorrowedEntry\x1a+\n\tHardEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a+\n\tUsedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a/\n\rBorrowedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xc9\x01\n\rResourceQuota\x12\x13\n\x0b\x61pi_version\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12-\n\x08metadata\x18\x03 \x01(\x0b\x32\x1b.caravanserai.v1.ObjectMeta\x12\x30\n\x04spec\x18\x04 \x01(\x0b\x32\".caravanserai.v1.ResourceQuotaSpec\x12\x34\n\x06status\x18\x05 \x01(\x0b\x32$.caravanserai.v1.ResourceQuotaStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,20 +34,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RESOURCEQUOTASPEC_HARDENTRY']._loaded_options = None
   _globals['_RESOURCEQUOTASPEC_HARDENTRY']._serialized_options = b'8\001'
+  _globals['_RESOURCEQUOTASPEC_BORROWINGLIMITENTRY']._loaded_options = None
+  _globals['_RESOURCEQUOTASPEC_BORROWINGLIMITENTRY']._serialized_options = b'8\001'
   _globals['_RESOURCEQUOTASTATUS_HARDENTRY']._loaded_options = None
   _globals['_RESOURCEQUOTASTATUS_HARDENTRY']._serialized_options = b'8\001'
   _globals['_RESOURCEQUOTASTATUS_USEDENTRY']._loaded_options = None
   _globals['_RESOURCEQUOTASTATUS_USEDENTRY']._serialized_options = b'8\001'
+  _globals['_RESOURCEQUOTASTATUS_BORROWEDENTRY']._loaded_options = None
+  _globals['_RESOURCEQUOTASTATUS_BORROWEDENTRY']._serialized_options = b'8\001'
   _globals['_RESOURCEQUOTASPEC']._serialized_start=91
-  _globals['_RESOURCEQUOTASPEC']._serialized_end=231
-  _globals['_RESOURCEQUOTASPEC_HARDENTRY']._serialized_start=188
-  _globals['_RESOURCEQUOTASPEC_HARDENTRY']._serialized_end=231
-  _globals['_RESOURCEQUOTASTATUS']._serialized_start=234
-  _globals['_RESOURCEQUOTASTATUS']._serialized_end=485
-  _globals['_RESOURCEQUOTASTATUS_HARDENTRY']._serialized_start=188
-  _globals['_RESOURCEQUOTASTATUS_HARDENTRY']._serialized_end=231
-  _globals['_RESOURCEQUOTASTATUS_USEDENTRY']._serialized_start=442
-  _globals['_RESOURCEQUOTASTATUS_USEDENTRY']._serialized_end=485
-  _globals['_RESOURCEQUOTA']._serialized_start=488
-  _globals['_RESOURCEQUOTA']._serialized_end=689
+  _globals['_RESOURCEQUOTASPEC']._serialized_end=399
+  _globals['_RESOURCEQUOTASPEC_HARDENTRY']._serialized_start=301
+  _globals['_RESOURCEQUOTASPEC_HARDENTRY']._serialized_end=344
+  _globals['_RESOURCEQUOTASPEC_BORROWINGLIMITENTRY']._serialized_start=346
+  _globals['_RESOURCEQUOTASPEC_BORROWINGLIMITENTRY']._serialized_end=399
+  _globals['_RESOURCEQUOTASTATUS']._serialized_start=402
+  _globals['_RESOURCEQUOTASTATUS']._serialized_end=772
+  _globals['_RESOURCEQUOTASTATUS_HARDENTRY']._serialized_start=301
+  _globals['_RESOURCEQUOTASTATUS_HARDENTRY']._serialized_end=344
+  _globals['_RESOURCEQUOTASTATUS_USEDENTRY']._serialized_start=680
+  _globals['_RESOURCEQUOTASTATUS_USEDENTRY']._serialized_end=723
+  _globals['_RESOURCEQUOTASTATUS_BORROWEDENTRY']._serialized_start=725
+  _globals['_RESOURCEQUOTASTATUS_BORROWEDENTRY']._serialized_end=772
+  _globals['_RESOURCEQUOTA']._serialized_start=775
+  _globals['_RESOURCEQUOTA']._serialized_end=976
 # @@protoc_insertion_point(module_scope)

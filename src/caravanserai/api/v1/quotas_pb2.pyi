@@ -45,11 +45,44 @@ class ResourceQuotaSpec(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class BorrowingLimitEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     HARD_FIELD_NUMBER: _builtins.int
     POLICY_FIELD_NUMBER: _builtins.int
+    COHORT_FIELD_NUMBER: _builtins.int
+    BORROWING_LIMIT_FIELD_NUMBER: _builtins.int
+    WEIGHT_FIELD_NUMBER: _builtins.int
     policy: _builtins.str
     """What happens to a project that would exceed a limit: "Queue" (the default: it waits in phase Queued until it
     fits, in order of priority, then age) or "Reject" (its create is refused, as Kubernetes' ResourceQuota does).
+    """
+    cohort: _builtins.str
+    """The cohort this quota belongs to (a DNS label; empty: none). The namespaces whose quotas name the same cohort
+    share what each leaves unused: a namespace may go beyond its hard limits by borrowing, as long as the cohort's
+    total use stays within the sum of its members' hard limits (Kueue's cohort of ClusterQueues).
+    """
+    weight: _builtins.str
+    """The namespace's weight in fair sharing within its cohort (a decimal such as "1", "2.5"; empty: 1; "0": it
+    borrows only when no one else with a positive weight waits). The namespace whose borrowed share, divided by its
+    weight, is lowest is admitted next.
     """
     @_builtins.property
     def hard(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -58,15 +91,24 @@ class ResourceQuotaSpec(_message.Message):
         "500m", "8Gi").
         """
 
+    @_builtins.property
+    def borrowing_limit(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """How far beyond `hard` this namespace may go by borrowing from its cohort, by resource. A resource not named
+        here may be borrowed without limit (up to what the cohort has free), as in Kueue. Needs `cohort`.
+        """
+
     def __init__(
         self,
         *,
         hard: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         policy: _builtins.str = ...,
+        cohort: _builtins.str = ...,
+        borrowing_limit: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        weight: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hard", b"hard", "policy", b"policy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["borrowing_limit", b"borrowing_limit", "cohort", b"cohort", "hard", b"hard", "policy", b"policy", "weight", b"weight"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -118,9 +160,30 @@ class ResourceQuotaStatus(_message.Message):
         def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
         def WhichOneof(self, oneof_group: _Never) -> None: ...
 
+    @_typing.final
+    class BorrowedEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     HARD_FIELD_NUMBER: _builtins.int
     USED_FIELD_NUMBER: _builtins.int
     QUEUED_FIELD_NUMBER: _builtins.int
+    BORROWED_FIELD_NUMBER: _builtins.int
     queued: _builtins.int
     """Projects waiting in the queue of this namespace (phase Queued)."""
     @_builtins.property
@@ -131,16 +194,21 @@ class ResourceQuotaStatus(_message.Message):
     def used(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """What the admitted projects of the namespace use, by the keys of spec.hard."""
 
+    @_builtins.property
+    def borrowed(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """What the namespace uses beyond `hard` by borrowing from its cohort, by the keys of spec.hard (absent: nothing)."""
+
     def __init__(
         self,
         *,
         hard: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         used: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         queued: _builtins.int = ...,
+        borrowed: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["hard", b"hard", "queued", b"queued", "used", b"used"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["borrowed", b"borrowed", "hard", b"hard", "queued", b"queued", "used", b"used"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

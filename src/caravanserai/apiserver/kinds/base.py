@@ -29,8 +29,8 @@ from __future__ import annotations
 import abc
 import asyncio
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, Self, TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -79,13 +79,25 @@ def _is_uuid(text: str) -> bool:
     return True
 
 
+class CachedObjects(Protocol):
+    """A watch cache as strategies read it: the current copy of the object at a key, if it holds one; every
+    object by key."""
+
+    objects: dict[str, Any]
+
+    def get(self, name: str) -> Any | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class KindContext:
-    """What the few non-pure hooks of a strategy may use: the store (read only) and the event leases."""
+    """What the few non-pure hooks of a strategy may use: the store (read only), the event leases and the watch
+    caches (read only: decoded copies of objects by resource and key, which may lag etcd; a hook that relies on
+    one guards the write on the copy's version)."""
 
     store: Store
     event_leases: EventLeases
     kinds: KindTable | None = None  # the served kinds, for hooks that wait for a kind to be served
+    caches: Mapping[str, CachedObjects] = field(default_factory=dict)
 
 
 def stamp(field: Any, now: float) -> None:
@@ -170,6 +182,13 @@ class KindStrategy(abc.ABC, Generic[T]):
         again when one changed). May change `new` before it is stored (a project held back in Queued) or refuse
         the write. None by default."""
         return []
+
+    def companion_locks(self, ctx: KindContext, old: T | None, new: T | None) -> list[str] | None:
+        """Names of this apiserver's locks that a write of `new` over `old` holds while its companions are computed
+        and written, found without I/O (from the watch caches: a stale answer costs at most a retry, the companions'
+        versions guard the write); None: compute the companions first, lock each of them, and compute them again
+        under the locks. None by default."""
+        return None
 
     async def after_write(self, ctx: KindContext, obj: T) -> None:
         """Called after a Create or an Update stored `obj`, before the reply; by default nothing."""

@@ -3,8 +3,9 @@ transaction as every project write that changes it (`kinds/project/quotarules.py
 it from a snapshot and writes it with the quota's version (a count made stale by a write meanwhile is refused).
 
 Rules: `spec.hard` names `cpu`, `memory`, `projects` or an extended resource (`nvidia.com/gpu`), each with a
-quantity; `spec.policy` is `Queue` (the default, set on create) or `Reject`. Status: written by admin and the
-controller identities only.
+quantity; `spec.policy` is `Queue` (the default, set on create) or `Reject`; `spec.cohort` is a DNS label;
+`spec.borrowingLimit` names resources of `spec.hard` with quantities and needs a cohort; `spec.weight` is a number
+≥ 0. Status: written by admin and the controller identities only.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 from caravanserai import meta, v1
 from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import KindStrategy
-from caravanserai.project import quota
-from caravanserai.text.selectors import validate_dns_subdomain, validate_label_key
+from caravanserai.project import cohorts, quota
+from caravanserai.text.selectors import validate_dns_label, validate_dns_subdomain, validate_label_key
 from caravanserai.text.violations import Violations, key_path
 
 KIND = meta.KINDS["resourcequotas"]
@@ -36,11 +37,24 @@ def quota_spec(errors: Violations, spec: v1.ResourceQuotaSpec) -> None:
         errors.add("spec.hard", 'is required: limits such as cpu: "4", memory: 8Gi, projects: "10"')
     _amounts(errors, "spec.hard", dict(spec.hard))
     errors.choice("spec.policy", spec.policy, POLICIES)
+    if spec.cohort:
+        errors.check("spec.cohort", validate_dns_label(spec.cohort), prefix="invalid cohort name: ")
+    elif spec.borrowing_limit:
+        errors.add("spec.borrowingLimit", "needs spec.cohort: a namespace borrows from the other members of its cohort")
+    _amounts(errors, "spec.borrowingLimit", dict(spec.borrowing_limit))
+    for name in spec.borrowing_limit:
+        if name not in spec.hard:
+            errors.add(key_path("spec.borrowingLimit", name), "limits borrowing of a resource spec.hard does not name")
+    try:
+        cohorts.parse_weight(spec.weight)
+    except ValueError as exc:
+        errors.add("spec.weight", str(exc))
 
 
 def quota_status(errors: Violations, status: v1.ResourceQuotaStatus) -> None:
     _amounts(errors, "status.hard", dict(status.hard))
     _amounts(errors, "status.used", dict(status.used))
+    _amounts(errors, "status.borrowed", dict(status.borrowed))
     errors.non_negative("status.queued", status.queued)
 
 

@@ -45,6 +45,10 @@ class ProjectStrategy(KindStrategy[v1.Project]):
         """The namespace's quotas, counted with this write (`quotarules`)."""
         return await quotarules.companions(ctx, old, new, now=now)
 
+    def companion_locks(self, ctx: KindContext, old: v1.Project | None, new: v1.Project | None) -> list[str]:
+        """The namespace's and its cohorts' quota locks (`quotarules.locks`)."""
+        return quotarules.locks(ctx, old, new)
+
     def validate(self, obj: v1.Project) -> None:
         validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_label, spec_rule=project_spec)
 
@@ -103,12 +107,13 @@ class ProjectStrategy(KindStrategy[v1.Project]):
 
 def finishes_move(old: v1.Project, new: v1.Project) -> bool:
     """Is `new` the status `lifecycle.finish_move` makes of `old`, as far as binding goes: `old` is bound with a move
-    asked of it (`status.move`), `new` is Pending, unbound and without the move? The node a move waits for writes
-    it after the final backups; a node may unbind a project in no other way."""
+    asked of it (`status.move`), `new` is Pending (Queued for a reclaim: `lifecycle.lands_in`), unbound and without
+    the move? The node a move waits for writes it after the final backups; a node may unbind a project in no other
+    way."""
     return (
         bool(old.status.node_ref)
         and old.status.HasField("move")
-        and new.status.phase == v1.PENDING
+        and new.status.phase == lifecycle.lands_in(old)
         and not new.status.node_ref
         and not new.status.HasField("move")
     )
