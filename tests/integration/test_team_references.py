@@ -31,6 +31,7 @@ async def test_a_reference_across_namespaces_is_refused_naming_the_field(client:
         "spec.imagePullSecrets[0]",
         "spec.volumes[0].secret",
     }
+    assert all("cannot cross namespaces" in v.description for v in refused.value.violations)
     binding = meta.with_type_meta(v1.RoleBinding(metadata=v1.ObjectMeta(name="b", namespace="team-a")))
     binding.spec.role_ref.CopyFrom(v1.RoleRef(kind="Role", name="team-b/edit"))
     binding.spec.subjects.add(kind="User", name="alice")

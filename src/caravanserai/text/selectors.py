@@ -59,6 +59,18 @@ def validate_dns_subdomain(name: str) -> str | None:
     return None
 
 
+def validate_reference(name: str) -> str | None:
+    """None when `name` may name another object from a namespaced one (a DNS-1123 subdomain, looked up in the
+    referring object's own namespace), else the reason; a "namespace/name" is told it cannot cross namespaces."""
+    if "/" in name:
+        namespace = name.partition("/")[0]
+        return (
+            f"{_short(name)} names namespace {_short(namespace)}: a reference names an object in the referring "
+            "object's own namespace (references cannot cross namespaces)"
+        )
+    return validate_dns_subdomain(name)
+
+
 def validate_label_key(key: str) -> str | None:
     """None when `key` is a qualified name (`[prefix/]name`), else the reason.
 

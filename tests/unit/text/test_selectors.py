@@ -19,6 +19,7 @@ from caravanserai.text.selectors import (
     validate_dns_subdomain,
     validate_label_key,
     validate_label_value,
+    validate_reference,
 )
 
 LABELS = {"tier": "web", "env": "prod", "canary": "", "example.com/team": "blue"}
@@ -337,6 +338,13 @@ def test_validate_label_value(value: str, valid: bool) -> None:
 def test_dns_names(name: str, label: bool, subdomain: bool) -> None:
     assert (validate_dns_label(name) is None) is label
     assert (validate_dns_subdomain(name) is None) is subdomain
+
+
+def test_a_reference_is_a_name_in_the_referring_objects_namespace() -> None:
+    assert validate_reference("db.creds") is None
+    assert validate_reference("Db") == validate_dns_subdomain("Db")
+    crossing = validate_reference("team-b/db")
+    assert crossing is not None and "'team-b'" in crossing and "cannot cross namespaces" in crossing
 
 
 def test_long_input_is_cut_in_messages() -> None:

@@ -25,7 +25,7 @@ from caravanserai.apiserver import validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
 from caravanserai.apiserver.rbac import ALL, VERBS, RoleIndex
 from caravanserai.errors import FieldViolation, Invalid
-from caravanserai.text.selectors import validate_dns_subdomain
+from caravanserai.text.selectors import validate_dns_subdomain, validate_reference
 from caravanserai.text.violations import Violations, quote
 
 ROLE, CLUSTER_ROLE = meta.KINDS["roles"], meta.KINDS["clusterroles"]
@@ -75,7 +75,7 @@ def role_spec(errors: Violations, spec: v1.RoleSpec) -> None:
 def binding_spec(errors: Violations, spec: v1.RoleBindingSpec, *, role_kinds: tuple[str, ...]) -> None:
     errors.choice("spec.roleRef.kind", spec.role_ref.kind, role_kinds)
     if errors.required("spec.roleRef.name", spec.role_ref.name):
-        errors.check("spec.roleRef.name", validate_dns_subdomain(spec.role_ref.name))
+        errors.check("spec.roleRef.name", validate_reference(spec.role_ref.name))
     for i, subject in enumerate(spec.subjects):
         errors.choice(f"spec.subjects[{i}].kind", subject.kind, SUBJECT_KINDS)
         errors.required(f"spec.subjects[{i}].name", subject.name)

@@ -23,7 +23,7 @@ import re
 from caravanserai import v1
 from caravanserai.project import backups
 from caravanserai.text.durations import parse_duration
-from caravanserai.text.selectors import validate_dns_subdomain
+from caravanserai.text.selectors import validate_reference
 from caravanserai.text.violations import Violations, quote
 
 MIN_EVERY = 10.0
@@ -55,7 +55,7 @@ def volume_backups(errors: Violations, path: str, volume: v1.Volume, spec: v1.Pr
 def _backup(errors: Violations, path: str, volume: v1.Volume, spec: v1.ProjectSpec) -> None:
     backup = volume.backup
     if errors.required(f"{path}.repository", backup.repository):
-        errors.check(f"{path}.repository", validate_dns_subdomain(backup.repository))
+        errors.check(f"{path}.repository", validate_reference(backup.repository))
     if errors.required(f"{path}.every", backup.every):
         _duration(errors, f"{path}.every", backup.every, at_least=MIN_EVERY)
     _keep(errors, f"{path}.keep", backup.keep)

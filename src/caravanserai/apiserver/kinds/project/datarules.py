@@ -20,7 +20,7 @@ from caravanserai import v1
 from caravanserai.apiserver import validation
 from caravanserai.project.grants import STANDARD_RESOURCES
 from caravanserai.text.quantity import parse_quantity
-from caravanserai.text.selectors import validate_dns_subdomain
+from caravanserai.text.selectors import validate_reference
 from caravanserai.text.violations import Violations, key_path, quote
 
 MAX_MODE = 0o777
@@ -31,7 +31,7 @@ def _one_source(errors: Violations, path: str, secret: str, config: str) -> None
         errors.add(path, "set exactly one of secret and config")
     for field, name in (("secret", secret), ("config", config)):
         if name:
-            errors.check(f"{path}.{field}", validate_dns_subdomain(name))
+            errors.check(f"{path}.{field}", validate_reference(name))
 
 
 def service_data(errors: Violations, path: str, service: v1.Service) -> None:
@@ -87,12 +87,12 @@ def volume_data(errors: Violations, path: str, volume: v1.Volume) -> None:
         errors.add(f"{path}.hostPath", "is only for volumes of type HostPath")
     if volume.type == v1.VOLUME_SECRET:
         if errors.required(f"{path}.secret", volume.secret):
-            errors.check(f"{path}.secret", validate_dns_subdomain(volume.secret))
+            errors.check(f"{path}.secret", validate_reference(volume.secret))
         if volume.config:
             errors.add(f"{path}.config", "must be empty for a volume of type Secret")
     elif volume.type == v1.VOLUME_CONFIG:
         if errors.required(f"{path}.config", volume.config):
-            errors.check(f"{path}.config", validate_dns_subdomain(volume.config))
+            errors.check(f"{path}.config", validate_reference(volume.config))
         if volume.secret:
             errors.add(f"{path}.secret", "must be empty for a volume of type Config")
     else:
@@ -109,7 +109,7 @@ def volume_data(errors: Violations, path: str, volume: v1.Volume) -> None:
 def pull_secrets(errors: Violations, spec: v1.ProjectSpec) -> None:
     for i, name in enumerate(spec.image_pull_secrets):
         if errors.required(f"spec.imagePullSecrets[{i}]", name):
-            errors.check(f"spec.imagePullSecrets[{i}]", validate_dns_subdomain(name))
+            errors.check(f"spec.imagePullSecrets[{i}]", validate_reference(name))
     errors.unique(((f"spec.imagePullSecrets[{i}]", n) for i, n in enumerate(spec.image_pull_secrets)), "secret")
 
 
