@@ -112,7 +112,10 @@ async def clients(
         Client(secure_api.address, tls=tls_of("node:n2"), retry_timeout=1) as n2,
     ):
         await _setup(admin)
-        await wait_for(can(n1, "backuprepositories", "offsite"), timeout=10)  # the binding reached the cache
+        # the binding reached the node graph: the repository (through the project) and its Secret (through the
+        # repository, whose own cache event may come a moment later)
+        await wait_for(can(n1, "backuprepositories", "offsite"), timeout=10)
+        await wait_for(can(n1, "secrets", "restic"), timeout=10)
         yield admin, n1, n2
 
 
