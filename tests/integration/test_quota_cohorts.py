@@ -5,7 +5,6 @@ namespaces. No scheduler runs: admitted projects stay Pending, which holds their
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from cluster_sim import running_manager
@@ -16,9 +15,7 @@ from caravanserai.clock import SystemClock
 from caravanserai.controllers.queue import app as queue_app
 from caravanserai.errors import Conflict, Invalid
 from caravanserai.project import lifecycle
-from caravanserai.testing.apiserver import RunningApiServer, apiserver
 from caravanserai.testing.builders import project
-from caravanserai.testing.etcd import EtcdServer
 from caravanserai.testing.wait import wait_for
 
 
@@ -77,16 +74,6 @@ async def test_a_namespace_borrows_unused_quota_of_its_cohort_up_to_its_limit(cl
         bad = v1.ResourceQuota(metadata=v1.ObjectMeta(name="bad", namespace="lend-b"), spec=spec)
         with pytest.raises(Invalid, match=field.replace(".", r"\.")):
             await client.resource(v1.ResourceQuota).create(bad)
-
-
-@pytest.fixture
-async def second_api(api: RunningApiServer, etcd: EtcdServer) -> AsyncIterator[Client]:
-    """A client of a second apiserver over the same store (its own companion locks: only etcd's guards hold)."""
-    async with (
-        apiserver(etcd.endpoint, prefix=api.prefix, bookmark_interval=0.2) as other,
-        Client(other.address, timeout=10, retry_timeout=10) as c,
-    ):
-        yield c
 
 
 async def test_two_apiservers_never_both_borrow_the_cohorts_last_unit(client: Client, second_api: Client) -> None:

@@ -116,6 +116,36 @@ async def test_a_compare_only_companion_guards_the_write_and_is_not_written(stor
     assert (await store.get("projects", "team-a/p")).value == b"v2"
 
 
+async def test_a_quiet_companion_fails_on_any_write_under_its_prefix_after_its_revision(store: Store) -> None:
+    outcomes: list[int | None] = []
+    first = await store.create("quotas", "team-a/q", b"hard 1")
+    await store.create("quotas", "team-ab/q", b"another namespace")  # a longer name is not under "team-a/"
+    guard = Also.quiet("quotas", "team-a/", first, settled=outcomes.append)
+    landed = await store.create("projects", "team-a/p", b"v1", also=[guard])
+    assert outcomes == [landed]
+    added = await store.create("quotas", "team-a/r", b"created since")
+    with pytest.raises(CompanionChanged, match=f"expected version {first}, current {added}"):
+        await store.create("projects", "team-a/p2", b"v1", also=[guard])
+    assert outcomes == [landed, None]
+    with pytest.raises(AlreadyExists):  # a failure that is not the guard's is reported to `settled` too
+        await store.create(
+            "projects", "team-a/p", b"again", also=[Also.quiet("quotas", "team-a/", added, settled=outcomes.append)]
+        )
+    assert outcomes == [landed, None, None]
+    await store.delete("quotas", "team-a/r")
+    await store.delete("quotas", "team-a/q")  # removals leave an empty range: nothing was written after `added`
+    assert await store.create("projects", "team-a/p3", b"v1", also=[Also.quiet("quotas", "team-a/", added)]) > added
+    with pytest.raises(NotFound):
+        await store.get("projects", "team-a/p2")
+
+
+async def test_a_companion_expected_absent_is_created_with_the_write(store: Store) -> None:
+    rev = await store.create("projects", "p", b"v1", also=[Also("marks", "pool/mark", b"", 0)])
+    assert (await store.get("marks", "pool/mark")).mod_revision == rev
+    with pytest.raises(CompanionChanged):  # it exists now: expected absent is stale
+        await store.create("projects", "q", b"v1", also=[Also("marks", "pool/mark", b"", 0)])
+
+
 async def test_keys_are_a_name_or_a_namespace_and_a_name(store: Store) -> None:
     bad = [("projects", "a/b/c"), ("projects", ""), ("projects", "/a"), ("projects", "a/"), ("pro/jects", "a")]
     for resource, key in [*bad, ("projects", ".."), ("projects", "ns/..")]:

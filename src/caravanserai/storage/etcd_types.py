@@ -200,17 +200,20 @@ class Status:
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """A transaction guard on one key: `<target of key> <op> <value>`. Build with the class methods."""
+    """A transaction guard on one key: `<target of key> <op> <value>`, or on every key of [key, range_end) when
+    `range_end` is set (it holds when it holds for each of them, and when there are none the absent key's zeros are
+    compared). Build with the class methods."""
 
     key: bytes
     target: CompareTarget
     op: CompareOp
     value: int
+    range_end: bytes = b""
 
     @classmethod
-    def mod_revision(cls, key: bytes, op: CompareOp, value: int) -> Compare:
+    def mod_revision(cls, key: bytes, op: CompareOp, value: int, *, range_end: bytes = b"") -> Compare:
         """Guard on the revision of the key's last write (0 when absent): the compare-and-swap primitive."""
-        return cls(key, "mod_revision", op, value)
+        return cls(key, "mod_revision", op, value, range_end)
 
     @classmethod
     def create_revision(cls, key: bytes, op: CompareOp, value: int) -> Compare:
@@ -223,7 +226,9 @@ class Compare:
         return cls(key, "version", op, value)
 
     def to_proto(self) -> rpc_pb2.Compare:
-        msg = rpc_pb2.Compare(result=_RESULTS[self.op], target=_TARGETS[self.target], key=self.key)
+        msg = rpc_pb2.Compare(
+            result=_RESULTS[self.op], target=_TARGETS[self.target], key=self.key, range_end=self.range_end
+        )
         setattr(msg, self.target, self.value)
         return msg
 

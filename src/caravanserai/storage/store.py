@@ -25,8 +25,8 @@ Guarantees:
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncGenerator, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from caravanserai.errors import AlreadyExists, Conflict, Expired, Invalid, NotFound
@@ -38,6 +38,7 @@ from caravanserai.storage.etcd_types import (
     DeleteResult,
     Event,
     KeyValue,
+    Op,
     PutOp,
     RangeOp,
     RangeResult,
@@ -90,23 +91,48 @@ class ListPage:
     more: bool
 
 
+AlsoGuard = Literal["equal", "quiet"]
+
+
 @dataclass(frozen=True, slots=True)
 class Also:
     """Another object written in the same transaction as a create, update or delete: `value` replaces the object
     at `key` of `resource`, which must still be at `expected_revision` (how a quota's usage is counted with the
     write that changes it). With `value` None the object is only compared, not written (`unchanged`): the
     transaction holds only while it is still at that revision (how a write that borrows from a cohort is guarded
-    on every member quota it read)."""
+    on every member quota it read). A `quiet` guard compares every object under a key prefix instead.
+
+    `settled`, when set, is called once after the transaction: with its revision when it was applied, with None
+    when it was not or when its outcome is unknown (how a caller keeps what it learned from its own writes)."""
 
     resource: str
     key: str
     value: bytes | None
     expected_revision: int
+    guard: AlsoGuard = "equal"
+    settled: Callable[[int | None], None] | None = field(default=None, compare=False)
 
     @classmethod
     def unchanged(cls, resource: str, key: str, expected_revision: int) -> Also:
         """A compare-only companion: the object must still be at `expected_revision`; it is not written."""
         return cls(resource, key, None, expected_revision)
+
+    @classmethod
+    def quiet(
+        cls, resource: str, prefix: str, since: int, *, settled: Callable[[int | None], None] | None = None
+    ) -> Also:
+        """A compare-only companion over every object of `resource` whose key starts with `prefix` (a namespace's
+        "team-a/"): none was created or written after revision `since`. An object removed since does not fail
+        it: guard the objects read with `unchanged` too."""
+        return cls(resource, prefix, None, since, "quiet", settled)
+
+    def changed(self, found: RangeResult) -> int | None:
+        """The revision that fails this guard in `found` (the failure branch's read of it), None if it holds."""
+        if self.guard == "quiet":
+            latest = max((kv.mod_revision for kv in found.kvs), default=0)
+            return latest if latest > self.expected_revision else None
+        current = found.kvs[0].mod_revision if found.kvs else 0
+        return current if current != self.expected_revision else None
 
 
 class CompanionChanged(Conflict):
@@ -205,10 +231,11 @@ class Store:
         """Store a new object (bound to `lease` when non-zero), and the `also` objects with it; its mod_revision.
         AlreadyExists if taken; CompanionChanged (nothing written) when an `also` object changed."""
         key = self._key(resource, name)
-        result = await self._client.txn(
-            compare=[Compare.create_revision(key, "==", 0), *self._also_compare(also)],
-            success=[PutOp(key, self._seal(resource, name, value), lease=lease), *self._also_put(also)],
-            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
+        result = await self._txn(
+            [Compare.create_revision(key, "==", 0), *self._also_compare(also)],
+            [PutOp(key, self._seal(resource, name, value), lease=lease), *self._also_put(also)],
+            [RangeOp(key, keys_only=True), *self._also_read(also)],
+            also,
         )
         if not result.succeeded:
             current = result.responses[0]
@@ -219,25 +246,60 @@ class Store:
         return result.revision
 
     def _also_compare(self, also: Sequence[Also]) -> builtins.list[Compare]:
-        return [Compare.mod_revision(self._key(a.resource, a.key), "==", a.expected_revision) for a in also]
+        return [self._also_guard(a) for a in also]
+
+    def _also_guard(self, a: Also) -> Compare:
+        if a.guard == "quiet":
+            start = self._dir(a.resource) + a.key.encode()
+            return Compare.mod_revision(start, "<", a.expected_revision + 1, range_end=prefix_end(start))
+        return Compare.mod_revision(self._key(a.resource, a.key), "==", a.expected_revision)
 
     def _also_put(self, also: Sequence[Also]) -> builtins.list[PutOp]:
+        """Writes of the `also` objects: each keeps its lease; one expected absent (revision 0) is created."""
         return [
-            PutOp(self._key(a.resource, a.key), self._seal(a.resource, a.key, a.value), ignore_lease=True)
+            PutOp(
+                self._key(a.resource, a.key),
+                self._seal(a.resource, a.key, a.value),
+                ignore_lease=a.expected_revision != 0,
+            )
             for a in also
             if a.value is not None
         ]
 
     def _also_read(self, also: Sequence[Also]) -> builtins.list[RangeOp]:
-        return [RangeOp(self._key(a.resource, a.key), keys_only=True) for a in also]
+        return [self._also_range(a) for a in also]
+
+    def _also_range(self, a: Also) -> RangeOp:
+        if a.guard == "quiet":
+            start = self._dir(a.resource) + a.key.encode()
+            return RangeOp(start, prefix_end(start), keys_only=True)
+        return RangeOp(self._key(a.resource, a.key), keys_only=True)
+
+    async def _txn(
+        self,
+        compare: builtins.list[Compare],
+        success: builtins.list[Op],
+        failure: builtins.list[Op],
+        also: Sequence[Also],
+    ) -> TxnResult:
+        """The transaction, then each `also`'s `settled` told its outcome (None on failure or when unknown)."""
+        revision = None
+        try:
+            result = await self._client.txn(compare=compare, success=success, failure=failure)
+            revision = result.revision if result.succeeded else None
+            return result
+        finally:
+            for a in also:
+                if a.settled is not None:
+                    a.settled(revision)
 
     @staticmethod
     def _raise_companion_changed(result: TxnResult, also: Sequence[Also], *, first: int) -> None:
         """CompanionChanged naming the first `also` object whose revision moved (responses from `first` on)."""
         for item, response in zip(also, result.responses[first:], strict=False):
             assert isinstance(response, RangeResult)
-            current = response.kvs[0].mod_revision if response.kvs else 0
-            if current != item.expected_revision:
+            current = item.changed(response)
+            if current is not None:
                 raise CompanionChanged.modified(
                     f"{item.resource} {item.key!r}", expected=item.expected_revision, current=current
                 )
@@ -255,10 +317,11 @@ class Store:
         if expected_revision <= 0:
             raise Invalid(f"update of {resource} {name!r} needs the expected revision, got {expected_revision}")
         key = self._key(resource, name)
-        result = await self._client.txn(
-            compare=[Compare.mod_revision(key, "==", expected_revision), *self._also_compare(also)],
-            success=[PutOp(key, self._seal(resource, name, value), ignore_lease=True), *self._also_put(also)],
-            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
+        result = await self._txn(
+            [Compare.mod_revision(key, "==", expected_revision), *self._also_compare(also)],
+            [PutOp(key, self._seal(resource, name, value), ignore_lease=True), *self._also_put(also)],
+            [RangeOp(key, keys_only=True), *self._also_read(also)],
+            also,
         )
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)
@@ -276,10 +339,11 @@ class Store:
         if expected_revision == 0:
             expected_revision = (await self.get(resource, name)).mod_revision
         key = self._key(resource, name)
-        result = await self._client.txn(
-            compare=[Compare.mod_revision(key, "==", expected_revision), *self._also_compare(also)],
-            success=[DeleteOp(key), *self._also_put(also)],
-            failure=[RangeOp(key, keys_only=True), *self._also_read(also)],
+        result = await self._txn(
+            [Compare.mod_revision(key, "==", expected_revision), *self._also_compare(also)],
+            [DeleteOp(key), *self._also_put(also)],
+            [RangeOp(key, keys_only=True), *self._also_read(also)],
+            also,
         )
         if not result.succeeded:
             self._raise_guard_failed(result, resource, name, expected_revision)

@@ -37,6 +37,7 @@ from google.protobuf.message import DecodeError, Message
 
 from caravanserai import meta, v1
 from caravanserai.apiserver.eventleases import EventLeases
+from caravanserai.apiserver.kinds.quotabook import QuotaBook
 from caravanserai.clock import timestamp
 from caravanserai.errors import FieldViolation, Invalid
 from caravanserai.storage import Store
@@ -98,6 +99,7 @@ class KindContext:
     event_leases: EventLeases
     kinds: KindTable | None = None  # the served kinds, for hooks that wait for a kind to be served
     caches: Mapping[str, CachedObjects] = field(default_factory=dict)
+    quota_book: QuotaBook = field(default_factory=QuotaBook)  # what this apiserver keeps of quotas between writes
 
 
 def stamp(field: Any, now: float) -> None:

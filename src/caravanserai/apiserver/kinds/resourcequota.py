@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from caravanserai import meta, v1
 from caravanserai.apiserver import validation
-from caravanserai.apiserver.kinds.base import KindStrategy
+from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
+from caravanserai.apiserver.kinds.quotabook import MARKS, mark_key
+from caravanserai.errors import NotFound
 from caravanserai.project import cohorts, quota
+from caravanserai.storage.store import Also
 from caravanserai.text.selectors import validate_dns_label, validate_dns_subdomain, validate_label_key
 from caravanserai.text.violations import Violations, key_path
 
@@ -74,6 +77,27 @@ class ResourceQuotaStrategy(KindStrategy[v1.ResourceQuota]):
 
     def validate_status(self, obj: v1.ResourceQuota) -> None:
         validation.check_status(obj, kind=KIND.kind, status_rule=quota_status)
+
+    async def companions(
+        self, ctx: KindContext, old: v1.ResourceQuota | None, new: v1.ResourceQuota | None, *, now: float
+    ) -> list[Also]:
+        """A write that makes a quota join or leave a cohort (create, delete, `spec.cohort` changed) rewrites the
+        cohort's marker with it (compare-and-swap, like any write): every project write decided on the cohort's
+        membership before it then fails its guard and is decided again (`kinds.quotabook`)."""
+        before = old.spec.cohort if old is not None else ""
+        after = new.spec.cohort if new is not None else ""
+        if before == after:
+            return []
+        return [await _marker(ctx, name) for name in sorted({before, after} - {""})]
+
+
+async def _marker(ctx: KindContext, cohort: str) -> Also:
+    key = mark_key(cohort)
+    try:
+        revision = (await ctx.store.get(MARKS, key)).mod_revision
+    except NotFound:
+        revision = 0
+    return Also(MARKS, key, b"", revision)
 
 
 STRATEGY = ResourceQuotaStrategy(KIND)

@@ -14,12 +14,15 @@ Guarantees:
   stops new work only.
 * **Cohorts** (`project.cohorts`): a growth of a namespace whose quota names a cohort is judged against the
   namespace's hard limits plus its borrowing limit and against the cohort's total, and the write is guarded on the
-  version of every member quota it read (`Also.unchanged`, not rewritten): two namespaces can never both borrow
-  the last unit. The namespace's quotas and the cohort's members come from one etcd read of every quota (one
-  snapshot; a copy the watch cache holds at the same version is not decoded again), so a member the cache lags
-  on, or lacks, is never missed, and any change after the read fails the guard (read and decide again). The watch
-  cache only hints that the namespace has a cohort (then the one read serves both); when it does not know yet,
-  the namespace's quotas are read first and every quota after.
+  version of every member quota it read (`Also.unchanged`, not rewritten) and on the cohort's membership
+  (`kinds.quotabook`): two namespaces can never both borrow the last unit, and a member that joined meanwhile is
+  never missed.
+* **Read once, then guarded** (`kinds.quotabook`): the quotas a write is decided on come from what this apiserver
+  kept from its earlier reads and writes, guarded so that the write lands only while they are current (any quota
+  of the namespace created, changed or removed since, or a cohort's membership changed, fails it: read from etcd
+  and decide again). Only a write with nothing kept reads etcd: the namespace's quotas, or every quota in one
+  snapshot when they name a cohort (the watch cache hints that). A write that would not fit is decided again on
+  a fresh read before it is held back or refused.
 """
 
 from __future__ import annotations
@@ -29,32 +32,39 @@ from typing import Any
 from caravanserai import meta, v1
 from caravanserai.apiserver import codec
 from caravanserai.apiserver.kinds.base import KindContext
+from caravanserai.apiserver.kinds.quotabook import QUOTAS, QuotaBook, View
 from caravanserai.errors import FailedPrecondition, Forbidden
 from caravanserai.project import cohorts, lifecycle, quota
-from caravanserai.storage.store import Also
-
-QUOTAS = "resourcequotas"
+from caravanserai.storage.store import Also, StoredObject
 
 
-async def quotas_of(ctx: KindContext, namespace: str) -> list[v1.ResourceQuota]:
-    """The quotas of `namespace`, read from etcd: a quota created a moment ago counts even before the watch cache
-    holds it (a stale copy would be caught by its version, a missing one would not)."""
-    page = await ctx.store.list(QUOTAS, namespace=namespace)
-    return [codec.decode(v1.ResourceQuota, item.value, item.mod_revision) for item in page.items]
-
-
-async def every_quota(ctx: KindContext) -> list[v1.ResourceQuota]:
-    """Every quota, read from etcd in one snapshot; a copy the watch cache holds at the same version is taken as it
-    is (not decoded again)."""
-    page = await ctx.store.list(QUOTAS)
+def _decoded(ctx: KindContext, items: list[StoredObject]) -> list[v1.ResourceQuota]:
+    """Quotas as read from etcd; a copy the watch cache holds at the same version is taken as it is."""
     cache = ctx.caches.get(QUOTAS)
     out = []
-    for item in page.items:
+    for item in items:
         found = cache.get(item.name) if cache is not None else None
         if found is None or int(found.metadata.resource_version) != item.mod_revision:
             found = codec.decode(v1.ResourceQuota, item.value, item.mod_revision)
         out.append(found)
     return out
+
+
+async def _view(ctx: KindContext, namespace: str, *, grows: bool, kept: bool) -> View:
+    """What a write in `namespace` is decided on: the book's kept view when `kept` and it has one, else read from
+    etcd (the namespace's quotas, or every quota in one snapshot when the write grows and the namespace's quotas
+    may name a cohort, as the watch cache or the book says)."""
+    book = ctx.quota_book
+    view = book.view(namespace, grows=grows) if kept else None
+    if view is not None:
+        return view
+    if not (grows and (cohorts_in_cache(ctx, namespace) or book.names_cohort(namespace))):
+        page = await ctx.store.list(QUOTAS, namespace=namespace)
+        view = book.learn_namespace(namespace, _decoded(ctx, page.items), page.revision)
+        if not (grows and any(q.spec.cohort for q in view.quotas.quotas)):
+            return view
+    page = await ctx.store.list(QUOTAS)
+    return book.learn_every(_decoded(ctx, page.items), page.revision, namespace, grows=grows)
 
 
 def _cached(ctx: KindContext, namespace: str) -> list[v1.ResourceQuota] | None:
@@ -87,23 +97,6 @@ def locks(ctx: KindContext, old: v1.Project | None, new: v1.Project | None) -> l
     return [f"{QUOTAS}/{namespace}", *(f"{QUOTAS}/{cohorts.COHORT_KEY_PREFIX}{name}" for name in found)]
 
 
-_MEMBERS: dict[str, tuple[str, cohorts.Member]] = {}
-"""Members as last parsed, by quota key: (resource version, member). A version is never reused for other
-contents, so a hit is exact."""
-
-
-def _member(q: v1.ResourceQuota) -> cohorts.Member:
-    key, version = meta.key_of(q), q.metadata.resource_version
-    hit = _MEMBERS.get(key)
-    if hit is not None and hit[0] == version and version:
-        return hit[1]
-    if len(_MEMBERS) > 100_000:  # removed quotas leave entries behind
-        _MEMBERS.clear()
-    parsed = cohorts.member(q)
-    _MEMBERS[key] = (version, parsed)
-    return parsed
-
-
 def _limited(delta: quota.Amounts, limits: quota.Amounts) -> quota.Amounts:
     return {name: value for name, value in delta.items() if name in limits}
 
@@ -112,15 +105,18 @@ def lacks(
     quotas: list[v1.ResourceQuota],
     delta: quota.Amounts,
     members: dict[str, list[v1.ResourceQuota]] | None = None,
+    book: QuotaBook | None = None,
 ) -> list[str]:
     """What `delta` would exceed, one line per quota: "team-a: 3.5 of 4 cpu used, asks 1" (with a cohort, its
-    borrowing limit and the cohort's total are judged instead of the hard limit: `cohorts.shortfall`)."""
+    borrowing limit and the cohort's total are judged instead of the hard limit: `cohorts.shortfall`; members
+    parsed through `book` when given)."""
+    parse = book.member if book is not None else cohorts.member
     lines = []
     for q in quotas:
         hard = quota.parse(dict(q.spec.hard))
         if q.spec.cohort and members is not None:
-            cohort = [_member(m) for m in members.get(q.spec.cohort, [])]
-            short = cohorts.shortfall(_member(q), cohort, _limited(delta, hard), q.spec.cohort)
+            cohort = [parse(m) for m in members.get(q.spec.cohort, [])]
+            short = cohorts.shortfall(parse(q), cohort, _limited(delta, hard), q.spec.cohort)
         else:
             short = quota.shortfall(quota.parse(dict(q.status.used)), _limited(delta, hard), hard)
         if short:
@@ -128,7 +124,7 @@ def lacks(
     return lines
 
 
-def _charged(q: v1.ResourceQuota, delta: quota.Amounts) -> Also | None:
+def _charged(q: v1.ResourceQuota, delta: quota.Amounts) -> tuple[Also, v1.ResourceQuota] | None:
     hard = quota.parse(dict(q.spec.hard))
     limited = _limited(delta, hard)
     if not limited:
@@ -142,35 +138,28 @@ def _charged(q: v1.ResourceQuota, delta: quota.Amounts) -> Also | None:
     updated.status.hard.clear()
     updated.status.hard.update(q.spec.hard)
     quota.set_borrowed(updated.status, used, hard)
-    return Also(QUOTAS, meta.key_of(q), codec.encode(updated), int(q.metadata.resource_version))
+    return Also(QUOTAS, meta.key_of(q), codec.encode(updated), int(q.metadata.resource_version)), updated
 
 
 async def companions(ctx: KindContext, old: v1.Project | None, new: v1.Project | None, *, now: float) -> list[Also]:
-    """The quotas to write with this project write (module docstring); may queue a new project or refuse."""
+    """The quotas to write with this project write, and the guards that it was decided on quotas still current
+    (module docstring); may queue a new project or refuse. A write that would not fit is decided again on quotas
+    read from etcd just now: what this apiserver kept never holds a project back."""
     delta = quota.difference(quota.charged(old), quota.charged(new))
     if not delta:
         return []
     project: Any = new if new is not None else old
     namespace = project.metadata.namespace
     grows = any(value > 0 for value in delta.values())
-    every = await every_quota(ctx) if grows and cohorts_in_cache(ctx, namespace) else None
-    quotas = [q for q in every if q.metadata.namespace == namespace] if every else await quotas_of(ctx, namespace)
-    names = {q.spec.cohort for q in quotas if q.spec.cohort}
-    if names and grows and every is None:  # the cache did not know the cohort yet
-        every = await every_quota(ctx)
-    members = {name: [q for q in every or [] if q.spec.cohort == name] for name in names} if grows else {}
-    missing = lacks(quotas, delta, members)
+    view = await _view(ctx, namespace, grows=grows, kept=True)
+    missing = lacks(list(view.quotas.quotas), delta, view.members(), ctx.quota_book)
+    if missing and not view.read:
+        view = await _view(ctx, namespace, grows=grows, kept=False)
+        missing = lacks(list(view.quotas.quotas), delta, view.members(), ctx.quota_book)
     if missing:
-        return _held_back(quotas, project.metadata.namespace, old, new, missing, now=now)
-    writes = [also for q in quotas if (also := _charged(q, delta)) is not None]
-    written = {also.key for also in writes}
-    guards = {
-        meta.key_of(m): Also.unchanged(QUOTAS, meta.key_of(m), int(m.metadata.resource_version))
-        for cohort in members.values()
-        for m in cohort
-        if meta.key_of(m) not in written
-    }
-    return writes + [guards[key] for key in sorted(guards)]
+        return _held_back(list(view.quotas.quotas), namespace, old, new, missing, now=now)
+    writes = [charged for q in view.quotas.quotas if (charged := _charged(q, delta)) is not None]
+    return ctx.quota_book.guards(view, writes)
 
 
 def _held_back(
@@ -191,4 +180,4 @@ def _held_back(
     raise FailedPrecondition(f"exceeds the quota of namespace {namespace}: " + "; ".join(missing))
 
 
-__all__ = ["QUOTAS", "cohorts_in_cache", "companions", "every_quota", "lacks", "locks", "quotas_of"]
+__all__ = ["QUOTAS", "cohorts_in_cache", "companions", "lacks", "locks"]
