@@ -152,16 +152,16 @@ class QuotaBook:
                     del self._cohorts[name]
             return
         landed = {}
-        for _, q in writes:
-            stored = meta.copy(q)
-            stored.metadata.resource_version = str(revision)
-            landed[meta.key_of(q)] = stored
+        for _, q in writes:  # each the write's own copy, now stored at `revision`
+            q.metadata.resource_version = str(revision)
+            landed[meta.key_of(q)] = q
         quotas = tuple(landed.get(meta.key_of(q), q) for q in view.quotas.quotas)
         self._keep(self._namespaces, view.namespace, Snapshot(revision, quotas))
-        for name, snap in list(self._cohorts.items()):
-            if any(meta.key_of(m) in landed for m in snap.quotas):
-                members = tuple(_newer(landed.get(meta.key_of(m)), m) for m in snap.quotas)
-                self._cohorts[name] = Snapshot(snap.horizon, members)
+        for key, stored in landed.items():
+            cohort = self._cohorts.get(stored.spec.cohort) if stored.spec.cohort else None
+            if cohort is not None:
+                members = tuple(_newer(stored, m) if meta.key_of(m) == key else m for m in cohort.quotas)
+                self._cohorts[stored.spec.cohort] = Snapshot(cohort.horizon, members)
 
     @staticmethod
     def _keep(entries: dict[str, Snapshot], name: str, snap: Snapshot) -> None:

@@ -90,7 +90,8 @@ def locks(ctx: KindContext, old: v1.Project | None, new: v1.Project | None) -> l
         return []
     project: Any = new if new is not None else old
     namespace = project.metadata.namespace
-    cached = _cached(ctx, namespace)
+    kept = ctx.quota_book.view(namespace, grows=False)
+    cached = list(kept.quotas.quotas) if kept is not None else _cached(ctx, namespace)
     if cached == []:
         return []
     found = sorted({q.spec.cohort for q in cached or [] if q.spec.cohort})
@@ -113,23 +114,24 @@ def lacks(
     parse = book.member if book is not None else cohorts.member
     lines = []
     for q in quotas:
-        hard = quota.parse(dict(q.spec.hard))
+        own = parse(q)
         if q.spec.cohort and members is not None:
             cohort = [parse(m) for m in members.get(q.spec.cohort, [])]
-            short = cohorts.shortfall(parse(q), cohort, _limited(delta, hard), q.spec.cohort)
+            short = cohorts.shortfall(own, cohort, _limited(delta, own.hard), q.spec.cohort)
         else:
-            short = quota.shortfall(quota.parse(dict(q.status.used)), _limited(delta, hard), hard)
+            short = quota.shortfall(own.used, _limited(delta, own.hard), own.hard)
         if short:
             lines.append(f"{q.metadata.name}: {'; '.join(short)}")
     return lines
 
 
-def _charged(q: v1.ResourceQuota, delta: quota.Amounts) -> tuple[Also, v1.ResourceQuota] | None:
-    hard = quota.parse(dict(q.spec.hard))
+def _charged(q: v1.ResourceQuota, own: cohorts.Member, delta: quota.Amounts) -> tuple[Also, v1.ResourceQuota] | None:
+    """`q` with `delta` added to its use (`own`: `q` parsed), as a companion write; None when it limits none of it."""
+    hard = own.hard
     limited = _limited(delta, hard)
     if not limited:
         return None
-    used = quota.parse(dict(q.status.used))
+    used = dict(own.used)
     for name, value in limited.items():
         used[name] = max(0, used.get(name, 0) + value)
     updated = meta.copy(q)
@@ -158,8 +160,9 @@ async def companions(ctx: KindContext, old: v1.Project | None, new: v1.Project |
         missing = lacks(list(view.quotas.quotas), delta, view.members(), ctx.quota_book)
     if missing:
         return _held_back(list(view.quotas.quotas), namespace, old, new, missing, now=now)
-    writes = [charged for q in view.quotas.quotas if (charged := _charged(q, delta)) is not None]
-    return ctx.quota_book.guards(view, writes)
+    book = ctx.quota_book
+    writes = [charged for q in view.quotas.quotas if (charged := _charged(q, book.member(q), delta)) is not None]
+    return book.guards(view, writes)
 
 
 def _held_back(
