@@ -32,7 +32,7 @@ def expected(role: str, verb: str, kind: str) -> bool:
         return role in {"edit", "admin"} and verb == ACCESS[kind]
     if role == "view":
         return verb in READS and kind != "secrets" and kind not in RBAC
-    edit = (verb in READS and kind not in RBAC) or (kind in WORKLOADS)
+    edit = (verb in READS and kind not in RBAC) or (kind in WORKLOADS and verb != "update_status")
     if role == "edit":
         return edit
     if role == "admin":

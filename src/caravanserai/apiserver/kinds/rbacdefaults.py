@@ -2,9 +2,11 @@
 
 * `view`: read every kind (custom kinds included) except Secrets and the RBAC kinds; never a project's logs
   (`projects/log`: containers may print what they read of Secrets, which `view` never reads), exec or port-forward.
-* `edit`: `view`, plus reading Secrets and writing the namespaced workload kinds (projects, projectsets, secrets,
-  configs, backuprepositories, events), and a project's logs (`get projects/log`), exec and port-forward
-  (`create projects/exec`, `create projects/portforward`). Kubernetes' `view` reads `pods/log`; ours does not.
+* `edit`: `view`, plus reading Secrets and creating, updating and deleting the namespaced workload kinds
+  (projects, projectsets, secrets, configs, backuprepositories, events) — not their status, which the control plane
+  writes (a queued project is admitted by the queue in its turn, never by its owner) — and a project's logs
+  (`get projects/log`), exec and port-forward (`create projects/exec`, `create projects/portforward`). Kubernetes'
+  `view` reads `pods/log`; ours does not.
 * `admin`: `edit`, plus roles and rolebindings (granted in a namespace through a RoleBinding, it lets a team lead
   manage who may do what there).
 * `cluster-admin`: everything.
@@ -37,6 +39,7 @@ R = TypeVar("R", v1.ClusterRole, v1.ClusterRoleBinding)
 AUTOUPDATE = "caravanserai.io/autoupdate"
 READ = ("get", "list", "watch")
 WRITE = ("create", "update", "update_status", "delete")
+EDIT = ("create", "update", "delete")  # no status writes: the control plane's (Kubernetes' edit has no */status)
 WORKLOADS = ("projects", "projectsets", "secrets", "configs", "backuprepositories", "events")
 RBAC_KINDS = ("roles", "rolebindings", "clusterroles", "clusterrolebindings")
 NAMESPACE_RBAC = ("roles", "rolebindings")
@@ -51,7 +54,7 @@ def default_roles() -> dict[str, list[v1.PolicyRule]]:
     """The built-in ClusterRoles' rules, by name."""
     view = [v1.PolicyRule(verbs=list(READ), kinds=[ALL], except_kinds=["secrets", *RBAC_KINDS, *PROJECT_ACCESS])]
     access = [_rule((meta.SUBRESOURCES[sub],), (sub,)) for sub in PROJECT_ACCESS]
-    edit = [*view, _rule(READ, ("secrets",)), _rule(WRITE, WORKLOADS), *access]
+    edit = [*view, _rule(READ, ("secrets",)), _rule(EDIT, WORKLOADS), *access]
     admin = [*edit, _rule((*READ, *WRITE), NAMESPACE_RBAC)]
     return {"view": view, "edit": edit, "admin": admin, "cluster-admin": [_rule((ALL,), (ALL,))]}
 
