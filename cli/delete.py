@@ -45,7 +45,7 @@ from caravanserai.cli.errors import CommandError, PartialFailure, not_found, rep
 from caravanserai.cli.kinds import plurals, view_of
 from caravanserai.cli.manifests import read_manifests
 from caravanserai.cli.resources import CUSTOM_KINDS, discover_kinds, is_allowed, parse_target
-from caravanserai.cli.scope import scoped
+from caravanserai.cli.scope import nothing_found, scoped
 from caravanserai.cli.wait import Condition, timeout_message, wait_all
 from caravanserai.client import Client
 from caravanserai.errors import CaravanseraiError, NotFound
@@ -172,7 +172,7 @@ async def _delete_named(
             page = await scoped(client, kind).list(label_selector=selector)
             names = sorted(o.metadata.name for o in page.items)
             if not names:
-                click.echo("No resources found.", err=True)
+                click.echo(nothing_found(client, kind), err=True)
                 return
         failed = await delete_targets(client, [Target(kind, n) for n in names], opts)
     if failed:

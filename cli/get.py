@@ -25,14 +25,12 @@ from caravanserai.cli.errors import PartialFailure, report
 from caravanserai.cli.kinds import columns_of, load_context, rows, view_of
 from caravanserai.cli.printers import TableWriter, object_dict, render_data, render_objects, resource_name
 from caravanserai.cli.resources import get_object, parse_target, split_target
-from caravanserai.cli.scope import scoped
+from caravanserai.cli.scope import nothing_found, scoped
 from caravanserai.cli.snapshots import is_snapshots, snapshots_command
 from caravanserai.cli.volumelist import is_volumes, volumes_command
 from caravanserai.cli.watching import Selection, SelectionWatch
 from caravanserai.client import Change, Client
 from caravanserai.errors import NotFound
-
-NO_RESOURCES = "No resources found."
 
 
 @dataclass
@@ -189,7 +187,7 @@ async def _print(client: Client, opts: GetOptions, objects: list[Any], *, listin
         return
     if not objects:
         if listing:
-            click.echo(NO_RESOURCES, err=True)
+            click.echo(nothing_found(client, opts.kind, all_namespaces=opts.all_namespaces), err=True)
         return
     context = await load_context(client, opts.kind)
     wide = opts.fmt == "wide"
@@ -271,10 +269,10 @@ async def _watch_with(client: Client, opts: GetOptions, *, show_current: bool) -
             ordered = sorted(current, key=columns_of(opts.kind, all_namespaces=opts.all_namespaces).sort_key)
             await printer.print([Change(v1.ADDED, o) for o in ordered])
             if not ordered and opts.table:
-                click.echo(NO_RESOURCES, err=True)
+                click.echo(nothing_found(client, opts.kind, all_namespaces=opts.all_namespaces), err=True)
         async with aclosing(watcher.events()) as events:
             async for event in events:
                 await printer.print([event])
 
 
-__all__ = ["NO_RESOURCES", "GetOptions", "WatchPrinter", "events_for", "get"]
+__all__ = ["GetOptions", "WatchPrinter", "events_for", "get"]

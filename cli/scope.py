@@ -52,6 +52,14 @@ def scoped(client: Client, kind: str | meta.Kind, *, all_namespaces: bool = Fals
     return client.resource(plural, namespace=None if all_namespaces else client.namespace)
 
 
+def nothing_found(client: Client, kind: meta.Kind, *, all_namespaces: bool = False) -> str:
+    """kubectl's line for an empty listing: it names the namespace looked in ("No resources found in team-a
+    namespace.") unless the kind is cluster-wide or every namespace was looked in."""
+    if kind.cluster_scoped or all_namespaces:
+        return "No resources found."
+    return f"No resources found in {client.namespace} namespace."
+
+
 def check_namespace(value: str | None) -> str | None:
     """A `-n` value: a DNS-1123 label (kubectl's rule for namespace names)."""
     if value is None:
@@ -62,4 +70,4 @@ def check_namespace(value: str | None) -> str | None:
     return value
 
 
-__all__ = ["check_namespace", "hoist", "scoped"]
+__all__ = ["check_namespace", "nothing_found", "hoist", "scoped"]

@@ -101,7 +101,7 @@ async def test_apply_get_describe_and_delete(cli: Caractrl, client: Client, tmp_
 
     deleted = await cli("delete", "backuprepository", "offsite")
     assert (deleted.exit_code, deleted.stdout) == (0, "backuprepository/offsite deleted\n")
-    assert (await cli("get", "brepo")).stderr == "No resources found.\n"
+    assert (await cli("get", "brepo")).stderr == "No resources found in default namespace.\n"
 
 
 BAD = [  # the line named is the bad field's (the file starts with apiVersion on line 1)

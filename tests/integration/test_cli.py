@@ -243,7 +243,11 @@ async def test_apply_refuses_other_kinds_and_missing_files(cli: Caractrl, tmp_pa
 
 async def test_get_empty_list(cli: Caractrl) -> None:
     result = await cli("get", "projects")
-    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "No resources found.\n")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "", "No resources found in default namespace.\n")
+    everywhere = await cli("get", "projects", "-A")
+    assert (everywhere.exit_code, everywhere.stderr) == (0, "No resources found.\n")
+    cluster_wide = await cli("get", "nodes")
+    assert (cluster_wide.exit_code, cluster_wide.stderr) == (0, "No resources found.\n")
 
 
 async def test_get_tables(cli: Caractrl, client: Client) -> None:

@@ -46,7 +46,7 @@ async def test_one_manifest_in_two_namespaces(cli: Caractrl, client: Client) -> 
     one = await cli("get", "projects", "-n", "team-a", "-o", "name")
     assert one.stdout == "project/web\n"
     nothing = await cli("get", "projects")  # "default" holds none
-    assert (nothing.stdout, nothing.stderr) == ("", "No resources found.\n")
+    assert (nothing.stdout, nothing.stderr) == ("", "No resources found in default namespace.\n")
     shown = await cli("-n", "team-b", "get", "project", "web", "-o", "jsonpath={.metadata.namespace}")
     assert shown.stdout == "team-b"
     described = await cli("describe", "project", "web", "-n", "team-a")
