@@ -121,7 +121,8 @@ def _system(out: Writer, info: v1.NodeInfo) -> None:
 def describe_node(
     node: v1.Node, lease: v1.Lease | None, projects: Sequence[v1.Project], events: Sequence[v1.Event], now: float
 ) -> str:
-    """The full description of `node`; `projects` are those bound to it."""
+    """The full description of `node`; `projects` are those bound to it, of every namespace (each named with its
+    namespace, as kubectl's describe node lists pods)."""
     out = Writer()
     schedulable = "false (cordoned)" if node.spec.unschedulable else "true"
     out.fields(
@@ -154,10 +155,16 @@ def describe_node(
     write_conditions(out, node.status.conditions, now)
     out.heading("Projects")
     rows = [
-        [p.metadata.name, p.status.phase, services_ready(p), age(p.metadata.creation_timestamp, now)]
-        for p in sorted(projects, key=lambda p: p.metadata.name)
+        [
+            p.metadata.namespace or NONE,
+            p.metadata.name,
+            p.status.phase,
+            services_ready(p),
+            age(p.metadata.creation_timestamp, now),
+        ]
+        for p in sorted(projects, key=lambda p: (p.metadata.namespace, p.metadata.name))
     ]
-    out.table(("NAME", "PHASE", "SERVICES", "AGE"), rows)
+    out.table(("NAMESPACE", "NAME", "PHASE", "SERVICES", "AGE"), rows)
     write_events(out, events, now)
     return out.text()
 

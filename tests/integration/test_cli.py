@@ -392,7 +392,8 @@ async def test_describe_node(cli: Caractrl, client: Client) -> None:
     assert "Schedulable:       true" in text
     assert "Agent Port:     7421" in text
     assert "Allocated (requests of bound projects):\n  cpu:     500m\n  memory:  1Gi" in text
-    assert lines(text.split("Projects:\n")[1])[1].split()[:3] == ["web", "Scheduled", "0/1"]
+    assert lines(text.split("Projects:\n")[1])[0].split() == ["NAMESPACE", "NAME", "PHASE", "SERVICES", "AGE"]
+    assert lines(text.split("Projects:\n")[1])[1].split()[:4] == ["default", "web", "Scheduled", "0/1"]
     missing = await cli("describe", "node", "nope")
     assert (missing.exit_code, missing.stderr) == (1, 'Error from server (NotFound): nodes "nope" not found\n')
 
