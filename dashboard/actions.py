@@ -15,10 +15,10 @@ import grpc
 from caravanserai import meta, v1
 from caravanserai.client import Client
 from caravanserai.client.apply import applicable, apply_object
+from caravanserai.client.budgets import BudgetedMoves, move_within_budgets
 from caravanserai.client.nodeops import (
     drain_refusal,
     movable_projects,
-    move_project,
     set_unschedulable,
     unprotected_volumes,
 )
@@ -151,25 +151,24 @@ class Actions:
         except ApiError as err:
             raise api_error(err) from None
 
-    async def drain(self, node: str) -> list[str]:
+    async def drain(self, node: str) -> BudgetedMoves:
         """Cordon `node`, then move its Scheduled and Running projects (reason NodeDrained, `lifecycle.move`) with a
-        hand-off of `DEFAULT_HANDOFF` seconds, as `caractrl drain`; returns the names moved. A project with a
-        Persistent volume without a backup is refused (409, naming the projects and volumes) before anything is
-        written: the dashboard has no force option."""
+        hand-off of `DEFAULT_HANDOFF` seconds within their ProjectSets' disruption budgets, as `caractrl drain` does
+        (`client.budgets`), in one pass: what a budget holds now is reported with its reason (`refused`), not waited
+        for (drain again once the moved replicas are available). A project with a Persistent volume without a
+        backup is refused (409, naming the projects and volumes) before anything is written: the dashboard has no
+        force option."""
         self._check_allowed()
         try:
             self._refuse_unprotected(node, await self._movable(node))
             await self.cordon(node, True)
             projects = await self._movable(node)  # again: one may have been bound before the cordon took effect
             self._refuse_unprotected(node, projects)
-            moved = []
-            for project in projects:
-                now, name = self._clock.now(), project.metadata.name
-                if await move_project(self._client, name, node, now=now, handoff_until=now + DEFAULT_HANDOFF):
-                    moved.append(name)
+            return await move_within_budgets(
+                self._client, node, projects, clock=self._clock, handoff=DEFAULT_HANDOFF, timeout=0.0
+            )
         except ApiError as err:
             raise api_error(err) from None
-        return moved
 
     @staticmethod
     def _refuse_unprotected(node: str, projects: list[v1.Project]) -> None:

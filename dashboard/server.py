@@ -331,8 +331,10 @@ class Dashboard:
     async def node_action(self, request: web.Request) -> web.Response:
         name, action = request.match_info["name"], request.match_info["action"]
         if action == "drain":
-            moved = await asyncio.shield(self.actions.drain(name))
-            return _json({"object": f"node/{name}", "drained": True, "moved": moved})
+            done = await asyncio.shield(self.actions.drain(name))
+            moved = [meta.shown(key) for key in done.moved]
+            held = {meta.shown(key): reason for key, reason in sorted(done.refused.items())}
+            return _json({"object": f"node/{name}", "drained": not held, "moved": moved, "held": held})
         changed = await asyncio.shield(self.actions.cordon(name, action == "cordon"))
         return _json({"object": f"node/{name}", "action": action, "changed": changed})
 

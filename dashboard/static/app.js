@@ -105,10 +105,16 @@ function toast(message, isError) {
   toast.timer = setTimeout(() => { box.hidden = true; }, isError ? 8000 : 3000);
 }
 
+// A drain's projects kept by disruption budgets (drain again once the moved replicas are available).
+function drainHeld(answer) {
+  const held = Object.entries((answer && answer.held) || {});
+  return held.length ? `; kept by disruption budgets: ${held.map(([name, why]) => `${name} (${why})`).join(", ")}` : "";
+}
+
 async function action(description, run) {
   try {
-    await run();
-    toast(description);
+    const more = await run();
+    toast(description + (typeof more === "string" ? more : ""));
   } catch (err) {
     toast(err.message, true);
   }
@@ -157,7 +163,7 @@ async function renderCluster() {
         ? el("button", { onclick: () => action(`node/${node.name} cordoned`, () => act(`/api/v1/nodes/${encodeURIComponent(node.name)}/cordon`, "POST")) }, "Cordon")
         : el("button", { onclick: () => action(`node/${node.name} uncordoned`, () => act(`/api/v1/nodes/${encodeURIComponent(node.name)}/uncordon`, "POST")) }, "Uncordon"),
       el("button", { class: "danger", onclick: () => confirm(`Drain node ${node.name}? Its projects move to other nodes.`) &&
-        action(`node/${node.name} drained`, () => act(`/api/v1/nodes/${encodeURIComponent(node.name)}/drain`, "POST")) }, "Drain"));
+        action(`node/${node.name} drained`, () => act(`/api/v1/nodes/${encodeURIComponent(node.name)}/drain`, "POST").then(drainHeld)) }, "Drain"));
     return el("div", { class: "node", "data-name": node.name },
       el("h3", {}, node.name, badge(node.state), node.schedulable ? null : badge("cordoned")),
       el("div", { class: "facts" },
