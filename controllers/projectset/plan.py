@@ -7,8 +7,9 @@ come from `caravanserai.project.replicas.rolling_bounds`):
 
 * **Scale** (no replica of an older revision, or the set is paused, or its rollout failed — see `hold`): create
   replicas up to spec.replicas, delete the worst ones above it. A paused set creates replicas of its current
-  revision, so pausing keeps the old template where a rollout stopped; a failed rollout creates and deletes
-  nothing (the replicas that serve stay, the update stops).
+  revision, so pausing keeps the old template where a rollout stopped. A failed rollout stops the update: the
+  replicas of the failed revision stay as they are (until the template changes), and the replicas that serve
+  still follow spec.replicas (new ones of the current revision), as Kubernetes scales a stalled Deployment.
 * **RollingUpdate**: new replicas are created while the total (replicas not being deleted, of every revision)
   stays within spec.replicas + maxSurge; old replicas are deleted while the available ones stay at least
   spec.replicas − maxUnavailable. Unavailable old replicas go first (they cost no availability), then available
@@ -103,6 +104,17 @@ def recreate(replicas: Sequence[Replica], *, desired: int, revision: str) -> Ste
     return scale(replicas, desired=desired, revision=revision)
 
 
+def held(replicas: Sequence[Replica], *, desired: int, revision: str, current: str) -> Step:
+    """A failed rollout to `revision` (module docstring): its replicas are left alone and the others scaled to
+    `desired` (new ones of `current`, else of the others' newest revision); with no other replica left, the failed
+    revision is the set and is scaled itself."""
+    others = [r for r in replicas if r.revision != revision]
+    if not _active(others):
+        return scale(replicas, desired=desired, revision=revision)
+    serving = current or max(others, key=lambda r: r.created).revision
+    return scale(others, desired=desired, revision=serving)
+
+
 def plan(
     replicas: Sequence[Replica],
     *,
@@ -115,9 +127,9 @@ def plan(
     hold: bool = False,
 ) -> Step:
     """The next step towards `desired` replicas of `revision` (module docstring). `paused`: only scale, with new
-    replicas of the `current` revision; `hold`: the rollout failed (nothing is created or deleted)."""
+    replicas of the `current` revision; `hold`: the rollout to `revision` failed (`held`)."""
     if hold:
-        return Step(revision)
+        return held(replicas, desired=desired, revision=revision, current=current)
     if paused:
         return scale(replicas, desired=desired, revision=current or revision)
     if strategy == v1.RECREATE:
@@ -125,4 +137,4 @@ def plan(
     return rolling(replicas, desired=desired, revision=revision, bounds=bounds)
 
 
-__all__ = ["Replica", "Step", "deletion_order", "plan", "recreate", "rolling", "scale"]
+__all__ = ["Replica", "Step", "deletion_order", "held", "plan", "recreate", "rolling", "scale"]

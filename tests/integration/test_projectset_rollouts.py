@@ -176,6 +176,11 @@ async def test_a_rollout_past_its_deadline_fails_and_stops_then_undo_and_pause(c
         projects = await replicas_of(client)
         by_revision = [p.metadata.labels[v1.TEMPLATE_HASH_LABEL] for p in projects]
         assert by_revision.count(good) == 3 and len(projects) == 4  # one surge replica, the old ones all serve
+        await edit(client, lambda s: setattr(s.spec, "replicas", 4))  # a failed rollout still scales what serves
+        await wait_for(lambda: _by_revision(client, good, 4), 10)
+        assert len(await replicas_of(client)) == 5  # the failed revision's replica stays as it was
+        await edit(client, lambda s: setattr(s.spec, "replicas", 3))
+        await wait_for(lambda: _by_revision(client, good, 3), 10)
         # undo: the template of revision 1 comes back as revision 3
         current = await client.projectsets.get("web")
         first = next(r for r in current.status.revisions if r.hash == good)
@@ -201,3 +206,9 @@ def condition_reason(status: v1.ProjectSetStatus) -> str:
 
 async def _failed(client: Client) -> bool:
     return await status_is(client, lambda s: condition_reason(s) == v1.REASON_PROGRESS_DEADLINE_EXCEEDED)
+
+
+async def _by_revision(client: Client, revision: str, count: int) -> bool:
+    """Whether exactly `count` live replicas (not being deleted) have template `revision`."""
+    live = [p for p in await replicas_of(client) if not p.metadata.HasField("deletion_timestamp")]
+    return sum(1 for p in live if p.metadata.labels[v1.TEMPLATE_HASH_LABEL] == revision) == count

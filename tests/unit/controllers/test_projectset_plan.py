@@ -81,7 +81,14 @@ def test_scale_pause_and_hold() -> None:
     assert down.delete[0] == "pending" and len(down.delete) == 3
     paused = step(fleet(OLD, 2), desired=3, paused=True, current=OLD)
     assert (paused.revision, paused.create, paused.delete) == (OLD, 1, ())
-    assert step(fleet(OLD, 3), desired=3, hold=True).empty
+    failed = [*fleet(OLD, 3), *fleet(NEW, 1, available=False)]  # a rollout to NEW stopped at its deadline
+    assert step(failed, desired=3, hold=True).empty  # the update stops where it is
+    up = step(failed, desired=5, hold=True, current=OLD)
+    assert (up.revision, up.create, up.delete) == (OLD, 2, ())  # scaling still works, with the serving template
+    down = step(failed, desired=1, hold=True, current=OLD)
+    assert down.create == 0 and len(down.delete) == 2 and all(name.startswith(OLD) for name in down.delete)
+    only = step(fleet(NEW, 2, available=False), desired=3, hold=True)  # Recreate left nothing else: scale it
+    assert (only.revision, only.create) == (NEW, 1)
 
 
 def test_deletion_order_prefers_unscheduled_then_not_ready_then_newest() -> None:
