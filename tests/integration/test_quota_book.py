@@ -1,15 +1,17 @@
 """What an apiserver keeps of quotas between project writes (`apiserver.kinds.quotabook`), through real apiservers
 over real etcd: its own writes read nothing, and a quota created, lowered or joining a cohort through another
-apiserver counts at the very next write, whatever the first one kept."""
+apiserver counts at the very next write, whatever the first one kept; a namespace joins a cohort through one quota."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
+from caravanserai.errors import Invalid
 from caravanserai.storage import EtcdClient
 from caravanserai.testing.builders import project
 
@@ -93,3 +95,33 @@ async def test_a_member_joining_the_cohort_through_another_apiserver_is_judged_a
     held = await client.projects.get("join-a/next")
     condition = meta.get_condition(held.status.conditions, v1.CONDITION_PHASE)
     assert condition is not None and "cohort join: 2500m of 2 cpu used" in condition.message
+
+
+async def test_a_namespace_joins_a_cohort_through_one_quota_even_when_two_apiservers_race(
+    client: Client, second_api: Client
+) -> None:
+    await _namespaces(client, "one-a", "one-b")
+    await client.resource(v1.ResourceQuota).create(_quota("one-a", cohort="once", cpu="2"))
+    second = _quota("one-a", cohort="once", cpu="1")
+    second.metadata.name = "extra"
+    with pytest.raises(Invalid, match=r"spec\.cohort: namespace one-a already takes part in cohort once through quota"):
+        await client.resource(v1.ResourceQuota).create(second)
+    second.spec.cohort = ""
+    created = await client.resource(v1.ResourceQuota).create(second)  # outside the cohort it may exist
+    created.spec.cohort = "once"
+    with pytest.raises(Invalid, match=r"spec\.cohort"):
+        await client.resource(v1.ResourceQuota).update(created)  # and may not join it later
+    for round_ in range(5):  # two quotas of one-b join the same cohort at once, each through its own apiserver
+
+        async def join(c: Client, name: str, cohort: str) -> bool:
+            q = _quota("one-b", cohort=cohort, cpu="1")
+            q.metadata.name = name
+            try:
+                await c.resource(v1.ResourceQuota).create(q)
+            except Invalid:
+                return False
+            return True
+
+        cohort = f"race-{round_}"
+        results = await asyncio.gather(join(client, f"x{round_}", cohort), join(second_api, f"y{round_}", cohort))
+        assert sorted(results) == [False, True], f"round {round_}"

@@ -11,10 +11,10 @@ quantity; `spec.policy` is `Queue` (the default, set on create) or `Reject`; `sp
 from __future__ import annotations
 
 from caravanserai import meta, v1
-from caravanserai.apiserver import validation
+from caravanserai.apiserver import codec, validation
 from caravanserai.apiserver.kinds.base import KindContext, KindStrategy
-from caravanserai.apiserver.kinds.quotabook import MARKS, mark_key
-from caravanserai.errors import NotFound
+from caravanserai.apiserver.kinds.quotabook import MARKS, QUOTAS, mark_key
+from caravanserai.errors import FieldViolation, Invalid, NotFound
 from caravanserai.project import cohorts, quota
 from caravanserai.storage.store import Also
 from caravanserai.text.selectors import validate_dns_label, validate_dns_subdomain, validate_label_key
@@ -88,7 +88,25 @@ class ResourceQuotaStrategy(KindStrategy[v1.ResourceQuota]):
         after = new.spec.cohort if new is not None else ""
         if before == after:
             return []
-        return [await _marker(ctx, name) for name in sorted({before, after} - {""})]
+        markers = [await _marker(ctx, name) for name in sorted({before, after} - {""})]
+        if new is not None and after:
+            await _one_per_namespace(ctx, new)  # read after the markers: see `_one_per_namespace`
+        return markers
+
+
+async def _one_per_namespace(ctx: KindContext, joining: v1.ResourceQuota) -> None:
+    """Refuse a second quota of one namespace in one cohort (its use would count twice in the cohort's total). The
+    namespace's quotas are read after the cohort's marker: of two such writes racing, the one whose read missed the
+    other had read the marker before the other rewrote it, so its own rewrite fails and it decides again here."""
+    namespace, cohort = joining.metadata.namespace, joining.spec.cohort
+    for item in (await ctx.store.list(QUOTAS, namespace=namespace)).items:
+        other = codec.decode(v1.ResourceQuota, item.value, item.mod_revision)
+        if other.metadata.name != joining.metadata.name and other.spec.cohort == cohort:
+            message = (
+                f"namespace {namespace} already takes part in cohort {cohort} through quota {other.metadata.name} "
+                "(a namespace joins a cohort through one quota: its use would count twice)"
+            )
+            raise Invalid.of([FieldViolation("spec.cohort", message)])
 
 
 async def _marker(ctx: KindContext, cohort: str) -> Also:
