@@ -103,6 +103,7 @@ COMPONENT = "cara-agent"
 GRPC_GRACE = 2.0
 POOL_WARMUP = 5.0  # seconds the first heartbeat waits at most for the network pool to fill
 RELEASE_TIMEOUT = 5.0  # seconds a clean stop spends at most removing spare networks
+FENCE_REPORT_RETRY = 5.0  # seconds before the fence record's condition is written again after a refusal
 SERVICES = ("caravanserai.v1.Agent",)
 
 
@@ -247,6 +248,7 @@ class Agent:
                 "agent-throughput": self._measure(registrar, meter),
                 "agent-backups": volumes.run(),
                 "agent-inventory": self._report_inventory(registrar, docker, volumes.rates),
+                "agent-fence-record": self._report_fence_record(registrar, fence),
                 "agent-docker": self._fence_and_watch(informer, queue, sweep, docker, on_exit=reconciler.saw_exit),
             },
         )
@@ -361,6 +363,26 @@ class Agent:
         with contextlib.suppress(TimeoutError):
             await run_within(self.clock, networks.warmed(), POOL_WARMUP)
         await heartbeat.run()
+
+    async def _report_fence_record(self, registrar: NodeRegistrar, fence: SelfFence) -> None:
+        """Keep the Node's FenceUnrecorded condition to what the self-fence last found (`record_problem`); a write
+        the API refuses is tried again `FENCE_REPORT_RETRY` seconds later."""
+        await registrar.registered.wait()
+        reported: str | None = None  # the first pass clears a condition an earlier run left
+        while True:
+            fence.record_changed.clear()
+            problem = fence.record_problem
+            if problem != reported:
+                try:
+                    await registrar.write_fence_record(problem)
+                    reported = problem
+                except CaravanseraiError as exc:
+                    log.warning(
+                        "cannot report the fence record's condition", node=self.config.node_name, error=str(exc)
+                    )
+                    await self.clock.sleep(FENCE_REPORT_RETRY)
+                    continue
+            await fence.record_changed.wait()
 
     async def _report_inventory(self, registrar: NodeRegistrar, docker: DockerRuntime, rates: RestoreRates) -> None:
         """The node's images and restore rates in its status, once registered, then now and then."""

@@ -40,6 +40,8 @@ from caravanserai.errors import AlreadyExists, ApiError, CaravanseraiError, Conf
 log = structlog.get_logger(__name__)
 
 REASON_AGENT_READY = "AgentReady"
+REASON_FENCE_UNWRITABLE = "FenceRecordUnwritable"
+REASON_FENCE_RECORDED = "FenceRecorded"
 CONFLICT_ATTEMPTS = 5
 # Registration is retried after 1 s, doubling to 30 s.
 REGISTER_BACKOFF = Backoff(initial=1.0, cap=30.0, jitter=0.0, reset_after=None)
@@ -193,6 +195,38 @@ class NodeRegistrar:
             current = await self._client.nodes.get(self.name)
             updated = meta.copy(current)
             updated.status.network.throughput.CopyFrom(throughput)
+            return await self._client.nodes.update_status(updated)
+
+        return await retry_conflicts(write)
+
+    async def write_fence_record(self, problem: str) -> v1.Node:
+        """Condition FenceUnrecorded: True with `problem` while the agent cannot write its fence deadline for the
+        node's watchdog, False once it can again (read, modify, compare-and-swap; nothing is written when it is as
+        stored, or absent with no problem)."""
+
+        async def write() -> v1.Node:
+            current = await self._client.nodes.get(self.name)
+            if not problem and meta.get_condition(current.status.conditions, v1.CONDITION_FENCE_UNRECORDED) is None:
+                return current
+            updated = meta.copy(current)
+            if problem:
+                status, reason = v1.TRUE, REASON_FENCE_UNWRITABLE
+                message = (
+                    f"cannot write the fence deadline for the node's watchdog ({problem}): if this agent freezes or "
+                    "dies, nothing stops its containers by the deadline"
+                )
+            else:
+                status, reason, message = v1.FALSE, REASON_FENCE_RECORDED, "the fence deadline is recorded"
+            meta.set_condition(
+                updated.status.conditions,
+                v1.CONDITION_FENCE_UNRECORDED,
+                status,
+                reason=reason,
+                message=message,
+                now=self._clock.now(),
+            )
+            if updated.status == current.status:
+                return current
             return await self._client.nodes.update_status(updated)
 
         return await retry_conflicts(write)

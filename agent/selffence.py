@@ -37,12 +37,15 @@ Guarantees:
   fenced project is read from the API (not the possibly stale cache): one still bound here in Scheduled or Running
   has its stopped containers started again, whatever their restart policy; the others are left to the reconciler,
   which removes them. Only then is `fenced` cleared and every project queued (`on_unfenced`).
-* Docker errors while stopping or starting, and a record that cannot be written, are logged; stops are retried at
-  the next check, starts at the next heartbeat; nothing here raises.
+* Docker errors while stopping or starting are logged; stops are retried at the next check, starts at the next
+  heartbeat; nothing here raises. A record that cannot be written is logged and kept in `record_problem` ("" once
+  a write succeeds again; `record_changed` is set at each change), which the agent shows as the Node's
+  `FenceUnrecorded` condition: the watchdog cannot meet a deadline it was not told.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -89,7 +92,8 @@ class SelfFence:
         self.deadline = self._deadline_from(clock.monotonic())  # the start counts as contact until `resume`
         self._stopped: set[str] = set()  # projects whose containers the fence stopped
         self._fenced_for: Deadline | None = None  # the deadline the fence met (the watchdog's note names it too)
-        self._record_failing = False
+        self.record_problem = ""  # why the deadline could not be recorded for the watchdog ("" while it can)
+        self.record_changed = asyncio.Event()  # set whenever `record_problem` changes
         self.fenced = False  # guarded by the event loop: set by the checks, cleared by contact()
         self.fences = 0  # how many times the agent fenced itself (for tests and logs)
 
@@ -161,17 +165,24 @@ class SelfFence:
         )
 
     def _record(self) -> None:
-        """Write the deadline for the watchdog (and the next run); a failure is logged once until it recovers."""
+        """Write the deadline for the watchdog (and the next run); a failure is logged once until it recovers, and
+        kept in `record_problem`."""
         if self._files is None:
             return
         try:
             self._files.write_deadline(self.deadline)
         except OSError as exc:
-            if not self._record_failing:
-                log.error("cannot record the fence deadline for the watchdog", node=self._node, error=str(exc))
-            self._record_failing = True
+            problem = f"{type(exc).__name__}: {exc}"
+            if not self.record_problem:
+                log.error("cannot record the fence deadline for the watchdog", node=self._node, error=problem)
+            self._set_problem(problem)
         else:
-            self._record_failing = False
+            self._set_problem("")
+
+    def _set_problem(self, problem: str) -> None:
+        if problem != self.record_problem:
+            self.record_problem = problem
+            self.record_changed.set()
 
     async def _catch_up(self, left: float) -> None:
         """Not fenced, and `left` seconds to the deadline: fence if it is due; take over the watchdog's fence if it

@@ -197,6 +197,7 @@ CONDITION_PHASE = "Phase"
 CONDITION_DEGRADED = "Degraded"
 CONDITION_MEMORY_PRESSURE = "MemoryPressure"
 CONDITION_DISK_PRESSURE = "DiskPressure"
+CONDITION_FENCE_UNRECORDED = "FenceUnrecorded"  # a node's: its agent cannot write the fence deadline for the watchdog
 # Conditions of a project with backed-up volumes.
 CONDITION_BACKUP_OVERDUE = "BackupOverdue"
 CONDITION_RESTORING = "Restoring"
@@ -280,6 +281,7 @@ __all__ = [
     "CONDITION_BACKUP_OVERDUE",
     "CONDITION_DEGRADED",
     "CONDITION_DISK_PRESSURE",
+    "CONDITION_FENCE_UNRECORDED",
     "CONDITION_MEMORY_PRESSURE",
     "CONDITION_NOT_READY_AT",
     "CONDITION_PHASE",

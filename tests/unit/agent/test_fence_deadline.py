@@ -273,3 +273,19 @@ def test_the_watchdog_refuses_a_bad_node_name_in_one_line(capsys: pytest.Capture
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("cara-fence-watchdog: invalid --node-name 'not_a_node'") and err.count("\n") == 1
+
+
+async def test_a_record_that_cannot_be_written_is_kept_as_the_problem_until_a_write_succeeds(tmp_path: Path) -> None:
+    clock, engine = FakeClock(), Engine()
+    blocked = tmp_path / "fence"
+    blocked.write_text("a file where the record's directory should be")
+    fence = _fence(clock, engine, FenceFiles(blocked, NODE, boot_id=BOOT), {})
+    await fence.resume()
+    assert fence.record_problem.startswith("FileExistsError") and fence.record_changed.is_set()
+    fence.record_changed.clear()
+    await fence.contact(clock.monotonic())
+    assert not fence.record_changed.is_set()  # the same problem: no change to report
+    blocked.unlink()
+    await fence.contact(clock.monotonic())
+    assert fence.record_problem == "" and fence.record_changed.is_set()
+    assert FenceFiles(blocked, NODE, boot_id=BOOT).read_deadline() == fence.deadline
