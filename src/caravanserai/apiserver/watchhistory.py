@@ -21,26 +21,20 @@ from __future__ import annotations
 
 import collections
 import weakref
-from typing import Any
 
 from caravanserai.apiserver.watchfanout import CacheEvent
 from caravanserai.errors import Expired
 from caravanserai.storage import Store
 
 EVENT_OVERHEAD_BYTES = 256
-"""Bytes counted for every event besides its object (the event, its deque slot, the revision)."""
+"""Bytes counted for every event besides its object's bytes (the event, its deque slot, the revision)."""
 
 
 def event_bytes(change: CacheEvent) -> int:
-    """The estimated memory one event holds: its object twice (decoded, and the serialized watch event every
-    watcher shares) plus a fixed overhead. The previous object is the prior event's (or the cache's) and is not
-    counted again."""
-    return 2 * _size(change.obj) + EVENT_OVERHEAD_BYTES
-
-
-def _size(obj: Any) -> int:
-    size = getattr(obj, "ByteSize", None)
-    return int(size()) if callable(size) else 0
+    """The estimated memory one event holds: its object's bytes plus a fixed overhead. The previous object's bytes
+    are the prior event's (or the cache's) and are not counted again; the event holds no decoded message and no
+    encoded watch event once offered (`CacheEvent.release`)."""
+    return len(change.blob) + EVENT_OVERHEAD_BYTES
 
 
 class HistoryBudget:
