@@ -23,9 +23,14 @@ from typing import Any
 from caravanserai import meta, v1
 
 _LEN = 2  # wire type of a length-delimited field
+_BYTES = [bytes((i,)) for i in range(0x80)]
 
 
 def _varint(value: int) -> bytes:
+    if value < 0x80:  # the lengths of versions and tags: one byte
+        return _BYTES[value]
+    if value < 0x4000:  # most objects: two bytes
+        return bytes((value & 0x7F | 0x80, value >> 7))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -61,7 +66,8 @@ def versioned(cls: type[Any], value: bytes, revision: int) -> bytes:
     if not revision:
         return value
     outer, inner = _version_tags(cls)
-    return value + _field(outer, _field(inner, str(revision).encode()))
+    version = str(revision).encode()  # at most 19 digits: every length below is one byte
+    return b"".join((value, outer, _BYTES[len(inner) + 1 + len(version)], inner, _BYTES[len(version)], version))
 
 
 @functools.lru_cache(maxsize=64)
@@ -89,7 +95,10 @@ def watch_event(type_: str, kind: meta.Kind, blob: bytes) -> bytes:
 
 def list_item(kind: meta.Kind, blob: bytes) -> bytes:
     """One entry of `ListResponse.items` holding the object serialized as `blob`."""
-    return _field(_LIST_ITEM, envelope(kind, blob))
+    if kind.custom:
+        return _field(_LIST_ITEM, envelope(kind, blob))
+    tag, size = _object_tag(kind.field), _varint(len(blob))
+    return b"".join((_LIST_ITEM, _varint(len(tag) + len(size) + len(blob)), tag, size, blob))
 
 
 def list_trailer(resource_version: str, token: str) -> bytes:

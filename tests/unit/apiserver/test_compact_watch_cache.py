@@ -66,6 +66,15 @@ def test_replies_assembled_from_bytes_equal_the_messages() -> None:
     assert v1.ListResponse.FromString(reply) == expected
 
 
+def test_large_objects_are_assembled_alike() -> None:
+    config = v1.Config(metadata=v1.ObjectMeta(name="big", resource_version="12345678901"))
+    config.spec.data["payload"] = "x" * 1_000_000  # lengths of three varint bytes
+    blob = storedbytes.versioned(v1.Config, codec.encode(config), 12345678901)
+    assert v1.Config.FromString(blob) == config
+    item = v1.ListResponse.FromString(storedbytes.list_item(meta.KINDS["configs"], blob)).items[0]
+    assert item == meta.KINDS["configs"].wrap(config)
+
+
 def test_compact_objects_hold_bytes_and_decode_a_fresh_copy_on_every_read() -> None:
     objects = CompactObjects(v1.Project)
     obj = _project("web")
