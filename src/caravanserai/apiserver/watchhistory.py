@@ -40,11 +40,12 @@ def event_bytes(change: CacheEvent) -> int:
 class HistoryBudget:
     """A byte cap over the windows of every kind together. When the sum exceeds `max_bytes`, the window holding
     the most bytes drops its oldest event, until the sum fits. Windows are held weakly: a kind no longer served
-    stops counting."""
+    stops counting. A running bound of the sum (never below it) spares summing the windows on every change."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._histories: weakref.WeakSet[History] = weakref.WeakSet()
+        self._bound = 0  # ≥ `used`: raised by every growth, set to `used` by `trim`
 
     @property
     def used(self) -> int:
@@ -53,6 +54,13 @@ class HistoryBudget:
 
     def register(self, history: History) -> None:
         self._histories.add(history)
+        self.grew(history.bytes)
+
+    def grew(self, size: int) -> None:
+        """A window grew by `size` bytes: trim when the windows may no longer fit."""
+        self._bound += size
+        if self._bound > self.max_bytes:
+            self.trim()
 
     def unregister(self, history: History) -> None:
         self._histories.discard(history)
@@ -69,8 +77,9 @@ class HistoryBudget:
             largest = max(self._histories, key=lambda history: history.bytes)
             freed = largest.drop_oldest()
             if freed == 0:
-                return
+                break
             used -= freed
+        self._bound = used
 
 
 class History:
@@ -99,7 +108,7 @@ class History:
         while len(self._events) > self.max_events or (self.max_bytes is not None and self.bytes > self.max_bytes):
             self.drop_oldest()
         if self._budget is not None:
-            self._budget.trim()
+            self._budget.grew(size)
 
     def drop_oldest(self) -> int:
         """Drop the oldest event; return the bytes freed (0 when empty)."""
