@@ -13,6 +13,9 @@
   5 minutes, one interval of history kept), every window drops its events older than R: the window then holds
   about one to two compaction intervals of changes, whatever the caps, so its memory follows the write rate
   instead of growing to the caps; and every apiserver serves resumption from the same point etcd does.
+* **Bytes only.** An event holds its object as stored bytes (shared with the cache, or with the next event's
+  previous object), never a decoded copy or an encoded watch event (`CacheEvent.release`), so `event_bytes` is the
+  object's length plus a fixed overhead.
 * **Replay reads from the newest end.** `after(revision)` stops at the first event it has already seen, so a
   thousand watchers resuming from recent versions do not each scan the whole window.
 """
