@@ -26,6 +26,7 @@ stored data written otherwise). Returns only when cancelled.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -98,7 +99,7 @@ class DefinitionServer:
         if not await self._service.kinds.wait_until(lambda kinds: plural in kinds, SERVED_WITHIN):
             log.warning("a stored definition's kind is not served here yet", resource=plural)
 
-    def _sync(self, stored: dict[str, Any]) -> None:
+    def _sync(self, stored: Mapping[str, Any]) -> None:
         wanted = _wanted(stored)
         for plural, (strategy, _task) in list(self._served.items()):
             definition = wanted.get(plural)
@@ -123,6 +124,7 @@ class DefinitionServer:
         cache = WatchCache(
             self._store,
             strategy.kind,
+            decoded=strategy.cache_decoded,
             history_revisions=self._history_revisions,
             history_bytes=self._history_bytes,
             history_budget=self._history_budget,
@@ -192,7 +194,7 @@ def _served_as(definition: Any) -> tuple[Any, bool]:
     return definition.spec, definition.metadata.HasField("deletion_timestamp")
 
 
-def _wanted(stored: dict[str, Any]) -> dict[str, Any]:
+def _wanted(stored: Mapping[str, Any]) -> dict[str, Any]:
     """plural → definition, of the stored definitions named as they must be (`<plural>.<group>`)."""
     return {
         d.spec.plural: d for d in stored.values() if d.metadata.name == definition_name(d.spec.plural, d.spec.group)

@@ -23,9 +23,10 @@ from caravanserai.apiserver.kindrules import versions
 from caravanserai.apiserver.limits import InflightLimiter
 from caravanserai.apiserver.service import ResourceService
 from caravanserai.apiserver.watchcache import WatcherClosed
+from caravanserai.apiserver.watchfanout import selection
 from caravanserai.errors import ApiError, FieldViolation, Forbidden, InternalError, Invalid
 from caravanserai.grpcstatus import to_trailer
-from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
+from caravanserai.text.selectors import FieldSelector, LabelSelector
 
 log = structlog.get_logger(__name__)
 
@@ -183,10 +184,10 @@ class ResourcesServicer:
         return await way.outgoing(self._service.wrap(way.resource, obj))
 
     @_unary
-    async def List(self, request: v1.ListRequest, context: Context, who: Identity) -> v1.ListResponse:
+    async def List(self, request: v1.ListRequest, context: Context, who: Identity) -> v1.ListResponse | bytes:
         way = await self._route(request.resource)
         if way.version is None:
-            return await self._service.list(request, who=who)
+            return await self._service.list_bytes(request, who=who)  # assembled from stored bytes, sent as is
         stored = v1.ListRequest()
         stored.CopyFrom(request)
         stored.resource = way.resource
@@ -258,7 +259,7 @@ class ResourcesServicer:
 
             visible = self.authz.visible(who, self._service.kinds.require(resource))
             watcher = cache.watch(
-                _predicate(labels, fields, visible), resource_version=request.resource_version, index=fields.equality
+                selection(labels, fields, visible), resource_version=request.resource_version, index=fields.equality
             )
         except ApiError as err:
             await abort(context, err)
@@ -282,7 +283,7 @@ class ResourcesServicer:
 
         def unary(fn: Handler, req: Any, resp: Any) -> grpc.RpcMethodHandler[Any, Any]:
             return grpc.unary_unary_rpc_method_handler(
-                fn, request_deserializer=_decoder(req), response_serializer=resp.SerializeToString
+                fn, request_deserializer=_decoder(req), response_serializer=_serialize
             )
 
         methods = {
@@ -302,26 +303,9 @@ class ResourcesServicer:
         return grpc.method_handlers_generic_handler("caravanserai.v1.Resources", methods)
 
 
-def _predicate(
-    labels: LabelSelector, fields: FieldSelector, visible: Callable[[Any], bool] | None
-) -> Callable[[Any], bool]:
-    """Whether an object is visible to the caller (`visible`, None: everything) and matches both selectors; a
-    constant for the watch of everything."""
-    if visible is None and labels.empty and fields.empty:
-        return _everything
-
-    def predicate(obj: Any) -> bool:
-        if visible is not None and not visible(obj):
-            return False
-        if not labels.matches(obj.metadata.labels):
-            return False
-        return fields.empty or fields.matches(object_fields(obj))
-
-    return predicate
-
-
-def _everything(obj: Any) -> bool:
-    return True
+def _serialize(reply: Any) -> bytes:
+    """A reply message serialized, or a reply already serialized (a List assembled from stored bytes) as it is."""
+    return reply if isinstance(reply, bytes) else bytes(reply.SerializeToString())
 
 
 def _identity(data: bytes) -> bytes:

@@ -34,11 +34,10 @@ class Policies:
         if self._cache is None or strategy.plural == RESOURCE:
             return []
         await self._cache.ready.wait()
-        stored = self._cache.objects
         return [
-            admission.Hooks(stored[name].spec.hooks, kind=strategy.kind)
-            for name in sorted(stored)
-            if strategy.plural in stored[name].spec.resources
+            admission.Hooks(policy.spec.hooks, kind=strategy.kind)
+            for _, policy in sorted(self._cache.objects.items())
+            if strategy.plural in policy.spec.resources
         ]
 
     async def mutate(self, strategy: KindStrategy[Any], obj: Any, old: Any | None) -> Any:

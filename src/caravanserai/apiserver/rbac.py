@@ -39,8 +39,11 @@ RESOURCES = (ROLES, CLUSTER_ROLES, ROLE_BINDINGS, CLUSTER_ROLE_BINDINGS)
 
 
 class _Cache(Protocol):
-    objects: dict[str, Any]
-    revision: int
+    @property
+    def objects(self) -> Mapping[str, Any]: ...
+
+    @property
+    def revision(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

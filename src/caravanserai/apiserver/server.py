@@ -109,6 +109,7 @@ class ApiServer:
                 k.plural: WatchCache(
                     store,
                     k.kind,
+                    decoded=k.cache_decoded,
                     history_revisions=cfg.history_revisions,
                     history_bytes=cfg.history_kind_bytes,
                     history_budget=budget,

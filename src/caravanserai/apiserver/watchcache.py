@@ -17,6 +17,11 @@ For each kind the apiserver keeps one `WatchCache`:
   has that value; a change costs one lookup per indexed field instead of one selector check per watcher.
 * **Slow watchers are cut, never waited for.** Dispatch never blocks: a watcher whose backlog exceeds
   `max_pending` is closed (it resumes from its last version), so one slow client cannot slow the others.
+* **Compact.** Each current object is held once, as the bytes etcd stored with its version appended
+  (`compactobjects`, `storedbytes`), and decoded on read; kinds read on the apiserver's request paths may keep
+  the decoded message too (`decoded=True`). Events and their history hold the same bytes, never decoded copies:
+  a change is decoded once while it is offered (only when a watcher's selectors need it), and its watch event is
+  assembled from the bytes.
 * Cached objects are read-only: callers copy before changing anything.
 
 This module keeps the cache in step with etcd and registers watchers; `watchfanout` holds the watchers, their
@@ -32,7 +37,8 @@ from typing import Any
 import structlog
 
 from caravanserai import meta, v1
-from caravanserai.apiserver import codec
+from caravanserai.apiserver import storedbytes
+from caravanserai.apiserver.compactobjects import CompactObjects
 from caravanserai.apiserver.watchfanout import (
     CacheEvent,
     IndexKey,
@@ -40,6 +46,7 @@ from caravanserai.apiserver.watchfanout import (
     Watcher,
     WatcherClosed,
     WatcherIndex,
+    everything,
     index_keys,
 )
 from caravanserai.apiserver.watchhistory import History, HistoryBudget, window_start
@@ -67,6 +74,7 @@ class WatchCache:
         history_bytes: int | None = None,
         history_budget: HistoryBudget | None = None,
         max_pending: int = 10_000,
+        decoded: bool = False,
         clock: Clock | None = None,
     ) -> None:
         self.kind = kind
@@ -77,7 +85,7 @@ class WatchCache:
         self._history = History(history_events, max_bytes=history_bytes, budget=history_budget)
         self._max_pending = max_pending
         self._watchers = WatcherIndex()
-        self.objects: dict[str, Any] = {}  # name → current object (read-only)
+        self.objects = CompactObjects(kind.cls, decoded=decoded)  # name → current object (read-only)
         self.revision = 0  # every change up to this revision is applied
         self.ready = asyncio.Event()
         self._closed: str | None = None  # set once the apiserver stops: no new watchers, existing ones closed
@@ -90,13 +98,16 @@ class WatchCache:
         if kind.plural != self.resource:
             raise ValueError(f"{kind.plural} is not the resource of this cache ({self.resource})")
         self.kind = kind
-        for name, obj in list(self.objects.items()):
-            self.objects[name] = kind.cls.FromString(obj.SerializeToString())
+        self.objects.reclass(kind.cls)
 
     # ---- reading ------------------------------------------------------------------------------------------
 
     def get(self, name: str) -> Any | None:
         return self.objects.get(name)
+
+    def keys_where(self, field: str, value: str) -> frozenset[str]:
+        """The keys of the current objects whose selectable `field` equals `value` (`CompactObjects.keys_where`)."""
+        return self.objects.keys_where(field, value)
 
     @property
     def watcher_count(self) -> int:
@@ -131,9 +142,9 @@ class WatchCache:
         if resource_version in ("", "0"):
             watcher = Watcher(self, predicate, after=self.revision, max_pending=limit, index=index)
             if resource_version == "0":
-                for obj in list(self.objects.values()):
-                    if predicate(obj):
-                        watcher.preload(v1.WatchEvent(type=v1.ADDED, object=self.kind.wrap(obj)).SerializeToString())
+                for _, blob in self.objects.blobs():
+                    if predicate is everything or predicate(self.kind.cls.FromString(blob)):
+                        watcher.preload(storedbytes.watch_event(v1.ADDED, self.kind, blob))
         else:
             after = _parse_version(resource_version)
             if after < self._history.oldest:
@@ -142,6 +153,7 @@ class WatchCache:
             for event in self._history.after(after):
                 if index is None or index in index_keys(event, (index[0],)):
                     watcher.offer(event, live=False)
+                event.release()
         self._watchers.add(watcher)
         return watcher
 
@@ -182,7 +194,8 @@ class WatchCache:
         first = not self.ready.is_set()
         if not first:
             self._dispatch_diff(objects, revision)
-        self.objects = objects
+        else:
+            self.objects.replace(objects)
         self.revision = max(self.revision, revision)
         self._tell()
         if first:
@@ -198,13 +211,14 @@ class WatchCache:
         self._history.oldest = start - 1
         return start
 
-    async def _list_all(self) -> tuple[dict[str, Any], int]:
-        objects: dict[str, Any] = {}
+    async def _list_all(self) -> tuple[dict[str, bytes], int]:
+        """Every object (versioned stored bytes by key) and the revision of the snapshot."""
+        objects: dict[str, bytes] = {}
         revision = 0
         async for page in self._store.pages(self.resource):
             revision = page.revision
             for item in page.items:
-                objects[item.name] = codec.decode(self.kind.cls, item.value, item.mod_revision)
+                objects[item.name] = self._versioned(item.value, item.mod_revision)
         return objects, revision
 
     async def _follow(self, start: int) -> None:
@@ -220,61 +234,61 @@ class WatchCache:
                 self.revision = batch.revision
 
     def _apply(self, event: StoreEvent, *, history_only: bool) -> None:
+        current = self.objects.blob(event.name)
         if event.type == "DELETE":
-            prev = self.objects.get(event.name)
+            prev = None if history_only else current
             if prev is None and event.prev_value:
-                prev = self._decode(event.prev_value, event.mod_revision)
+                prev = self._versioned(event.prev_value, event.mod_revision)
             if prev is None:
                 return
-            obj = meta.copy(prev)
-            obj.metadata.resource_version = str(event.mod_revision)
-            change = CacheEvent(event.mod_revision, v1.DELETED, obj, prev, self.kind)
+            change = CacheEvent(
+                event.mod_revision, v1.DELETED, self._versioned(prev, event.mod_revision), prev, self.kind
+            )
             if not history_only:
-                self.objects.pop(event.name, None)
+                self.objects.remove(event.name)
         else:
-            obj = self._decode(event.value, event.mod_revision)
-            prev = self._previous(event, history_only)
+            blob = self._versioned(event.value, event.mod_revision)
+            if history_only and blob == current:
+                blob = current  # the listed object at this very revision: its bytes are held once
+            prev = (event.prev_value or None) if history_only else current
             created = event.create_revision == event.mod_revision
             type_ = v1.ADDED if created else v1.MODIFIED
-            change = CacheEvent(event.mod_revision, type_, obj, None if created else prev, self.kind)
+            change = CacheEvent(event.mod_revision, type_, blob, None if created else prev, self.kind)
             if not history_only:
-                self.objects[event.name] = obj
+                self.objects.put(event.name, blob)
         self._record(change)
 
-    def _previous(self, event: StoreEvent, history_only: bool) -> Any | None:
-        if not history_only:
-            return self.objects.get(event.name)
-        return self._decode(event.prev_value, 0) if event.prev_value else None
-
     def _record(self, change: CacheEvent) -> None:
-        """Append to history and offer to every watcher (each skips what it has already seen)."""
+        """Append to history and offer to every watcher (each skips what it has already seen); the event then
+        keeps its bytes only."""
         self._history.append(change)
         if change.revision > self.revision:
             self.revision = change.revision
         for watcher in self._watchers.targets(change):
             watcher.offer(change)
+        change.release()
         self._tell()
 
     def _tell(self) -> None:
         for listener in self._listeners:
             listener()
 
-    def _dispatch_diff(self, fresh: dict[str, Any], revision: int) -> None:
-        for name, old in list(self.objects.items()):
+    def _dispatch_diff(self, fresh: dict[str, bytes], revision: int) -> None:
+        for name, old in self.objects.blobs():
             if name not in fresh:
-                gone = meta.copy(old)
-                gone.metadata.resource_version = str(revision)
-                self._record(CacheEvent(revision, v1.DELETED, gone, old, self.kind))
-        for name, obj in fresh.items():
-            old = self.objects.get(name)
-            if old is None:
-                self._record(CacheEvent(revision, v1.ADDED, obj, None, self.kind))
-            elif old.metadata.resource_version != obj.metadata.resource_version:
-                self._record(CacheEvent(revision, v1.MODIFIED, obj, old, self.kind))
-        self.objects = fresh
+                self._record(CacheEvent(revision, v1.DELETED, self._versioned(old, revision), old, self.kind))
+        for name, blob in fresh.items():
+            held = self.objects.blob(name)
+            if held is None:
+                self._record(CacheEvent(revision, v1.ADDED, blob, None, self.kind))
+            elif held != blob:
+                self._record(CacheEvent(revision, v1.MODIFIED, blob, held, self.kind))
+            else:
+                fresh[name] = held  # unchanged: keep the bytes the history may share
+        self.objects.replace(fresh)
 
-    def _decode(self, value: bytes, mod_revision: int) -> Any:
-        return codec.decode(self.kind.cls, value, mod_revision)
+    def _versioned(self, value: bytes, revision: int) -> bytes:
+        return storedbytes.versioned(self.kind.cls, value, revision)
 
     def close(self, reason: str) -> None:
         """Refuse new watchers and close the existing ones (they end and their clients resume elsewhere)."""

@@ -1,6 +1,8 @@
 """The watch cache's fan-out: from one change to the watchers it concerns, each with its own capped queue.
 
-* **Serialized once.** A `CacheEvent` encodes its v1.WatchEvent once per type and every watcher shares the bytes.
+* **Bytes, decoded only for selectors.** A `CacheEvent` holds the object as stored bytes; it builds its v1.WatchEvent
+  from them once per type and every watcher shares the result. A watcher without selectors (`everything`) never
+  decodes; the others share one decoded copy per event, dropped once the event has been offered.
 * **Selection changes are events.** An object that stops matching a watcher's selectors reaches it as DELETED, one
   that starts matching as ADDED; a watcher skips every change at or below the version it started from.
 * **Watchers filed by the value they select.** A watcher whose field selector requires `field=value` is filed in
@@ -15,34 +17,98 @@ from __future__ import annotations
 import asyncio
 import collections
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from caravanserai import meta, v1
-from caravanserai.text.selectors import object_fields
+from caravanserai.apiserver import storedbytes
+from caravanserai.text.selectors import FieldSelector, LabelSelector, object_fields
 
 Predicate = Callable[[Any], bool]
 IndexKey = tuple[str, str]  # (selectable field, value), e.g. ("status.nodeRef", "node-1")
 
 
-@dataclass(slots=True)
-class CacheEvent:
-    """One change of one object at one revision. `obj` is the state after (DELETED: the last state)."""
+def everything(obj: Any) -> bool:
+    """The predicate of a watch without selectors or visibility rules: it holds for every object, and a watcher
+    with it never decodes one."""
+    return True
 
-    revision: int
-    type: str  # ADDED | MODIFIED | DELETED
-    obj: Any
-    prev: Any | None
-    kind: meta.Kind
-    _encoded: dict[str, bytes] = field(default_factory=dict)
+
+def selection(labels: LabelSelector, fields: FieldSelector, visible: Callable[[Any], bool] | None) -> Predicate:
+    """Whether an object is visible to the caller (`visible`, None: everything) and matches both selectors (a list's
+    pick and a watch's predicate); `everything` for a request without selectors or visibility rules."""
+    if visible is None and labels.empty and fields.empty:
+        return everything
+
+    def predicate(obj: Any) -> bool:
+        if visible is not None and not visible(obj):
+            return False
+        if not labels.matches(obj.metadata.labels):
+            return False
+        return fields.empty or fields.matches(object_fields(obj))
+
+    return predicate
+
+
+_UNSET: Any = object()
+
+
+class CacheEvent:
+    """One change of one object at one revision, held as bytes: `blob` is the object after (DELETED: its last state,
+    at this revision), `prev_blob` before (None for ADDED), both versioned stored bytes (`storedbytes.versioned`).
+
+    `obj` and `prev` decode them on first use and keep the messages until `release()`; the cache releases an event
+    once it has offered it, so the history holds bytes only. `encode` builds the watch event from the bytes."""
+
+    __slots__ = ("_encoded", "_obj", "_prev", "blob", "kind", "prev_blob", "revision", "type")
+
+    def __init__(self, revision: int, type_: str, blob: bytes, prev_blob: bytes | None, kind: meta.Kind) -> None:
+        self.revision = revision
+        self.type = type_  # ADDED | MODIFIED | DELETED
+        self.blob = blob
+        self.prev_blob = prev_blob
+        self.kind = kind
+        self._obj: Any = _UNSET
+        self._prev: Any = _UNSET
+        self._encoded: dict[str, bytes] | None = None
+
+    @classmethod
+    def of(cls, revision: int, type_: str, obj: Any, prev: Any | None, kind: meta.Kind) -> CacheEvent:
+        """The event of decoded messages `obj` and `prev` (which carry their resource versions)."""
+        return cls(revision, type_, obj.SerializeToString(), None if prev is None else prev.SerializeToString(), kind)
+
+    @property
+    def obj(self) -> Any:
+        """The object after the change, decoded (read-only; kept until `release`)."""
+        if self._obj is _UNSET:
+            self._obj = self.kind.cls.FromString(self.blob)
+        return self._obj
+
+    @property
+    def prev(self) -> Any | None:
+        """The object before the change, decoded (None for ADDED; read-only; kept until `release`)."""
+        if self._prev is _UNSET:
+            self._prev = None if self.prev_blob is None else self.kind.cls.FromString(self.prev_blob)
+        return self._prev
 
     def encode(self, type_: str) -> bytes:
-        """The serialized v1.WatchEvent for this change as `type_`, computed once and shared by all watchers."""
+        """The serialized v1.WatchEvent for this change as `type_`, built from the bytes once until `release` and
+        shared by all watchers offered it meanwhile."""
+        if self._encoded is None:
+            self._encoded = {}
         data = self._encoded.get(type_)
         if data is None:
-            data = v1.WatchEvent(type=type_, object=self.kind.wrap(self.obj)).SerializeToString()
-            self._encoded[type_] = data
+            data = self._encoded[type_] = storedbytes.watch_event(type_, self.kind, self.blob)
         return data
+
+    @property
+    def decoded(self) -> bool:
+        """Whether the event holds a decoded message or an encoded watch event now (for tests)."""
+        return self._obj is not _UNSET or self._prev is not _UNSET or self._encoded is not None
+
+    def release(self) -> None:
+        """Drop the decoded messages and the encoded events (the watchers' queues keep what they took)."""
+        self._obj = self._prev = _UNSET
+        self._encoded = None
 
 
 class WatcherClosed(Exception):
@@ -100,6 +166,8 @@ class Watcher:
         self._wakeup.set()
 
     def _translate(self, event: CacheEvent) -> str | None:
+        if self._predicate is everything:
+            return v1.ADDED if event.type != v1.DELETED and event.prev_blob is None else event.type
         now_match = self._predicate(event.obj)
         if event.type == v1.DELETED:
             return v1.DELETED if now_match else None
@@ -212,5 +280,7 @@ __all__ = [
     "Watcher",
     "WatcherClosed",
     "WatcherIndex",
+    "everything",
     "index_keys",
+    "selection",
 ]

@@ -13,6 +13,9 @@
   5 minutes, one interval of history kept), every window drops its events older than R: the window then holds
   about one to two compaction intervals of changes, whatever the caps, so its memory follows the write rate
   instead of growing to the caps; and every apiserver serves resumption from the same point etcd does.
+* **Bytes only.** An event holds its object as stored bytes (shared with the cache, or with the next event's
+  previous object), never a decoded copy or an encoded watch event (`CacheEvent.release`), so `event_bytes` is the
+  object's length plus a fixed overhead.
 * **Replay reads from the newest end.** `after(revision)` stops at the first event it has already seen, so a
   thousand watchers resuming from recent versions do not each scan the whole window.
 """
@@ -21,36 +24,31 @@ from __future__ import annotations
 
 import collections
 import weakref
-from typing import Any
 
 from caravanserai.apiserver.watchfanout import CacheEvent
 from caravanserai.errors import Expired
 from caravanserai.storage import Store
 
 EVENT_OVERHEAD_BYTES = 256
-"""Bytes counted for every event besides its object (the event, its deque slot, the revision)."""
+"""Bytes counted for every event besides its object's bytes (the event, its deque slot, the revision)."""
 
 
 def event_bytes(change: CacheEvent) -> int:
-    """The estimated memory one event holds: its object twice (decoded, and the serialized watch event every
-    watcher shares) plus a fixed overhead. The previous object is the prior event's (or the cache's) and is not
-    counted again."""
-    return 2 * _size(change.obj) + EVENT_OVERHEAD_BYTES
-
-
-def _size(obj: Any) -> int:
-    size = getattr(obj, "ByteSize", None)
-    return int(size()) if callable(size) else 0
+    """The estimated memory one event holds: its object's bytes plus a fixed overhead. The previous object's bytes
+    are the prior event's (or the cache's) and are not counted again; the event holds no decoded message and no
+    encoded watch event once offered (`CacheEvent.release`)."""
+    return len(change.blob) + EVENT_OVERHEAD_BYTES
 
 
 class HistoryBudget:
     """A byte cap over the windows of every kind together. When the sum exceeds `max_bytes`, the window holding
     the most bytes drops its oldest event, until the sum fits. Windows are held weakly: a kind no longer served
-    stops counting."""
+    stops counting. A running bound of the sum (never below it) spares summing the windows on every change."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._histories: weakref.WeakSet[History] = weakref.WeakSet()
+        self._bound = 0  # ≥ `used`: raised by every growth, set to `used` by `trim`
 
     @property
     def used(self) -> int:
@@ -59,6 +57,13 @@ class HistoryBudget:
 
     def register(self, history: History) -> None:
         self._histories.add(history)
+        self.grew(history.bytes)
+
+    def grew(self, size: int) -> None:
+        """A window grew by `size` bytes: trim when the windows may no longer fit."""
+        self._bound += size
+        if self._bound > self.max_bytes:
+            self.trim()
 
     def unregister(self, history: History) -> None:
         self._histories.discard(history)
@@ -75,8 +80,9 @@ class HistoryBudget:
             largest = max(self._histories, key=lambda history: history.bytes)
             freed = largest.drop_oldest()
             if freed == 0:
-                return
+                break
             used -= freed
+        self._bound = used
 
 
 class History:
@@ -105,7 +111,7 @@ class History:
         while len(self._events) > self.max_events or (self.max_bytes is not None and self.bytes > self.max_bytes):
             self.drop_oldest()
         if self._budget is not None:
-            self._budget.trim()
+            self._budget.grew(size)
 
     def drop_oldest(self) -> int:
         """Drop the oldest event; return the bytes freed (0 when empty)."""

@@ -3,6 +3,8 @@ reference, and the Secrets of those repositories, as of the projects' and reposi
 
 from __future__ import annotations
 
+from typing import Any
+
 from caravanserai import v1
 from caravanserai.apiserver.kinds.nodegraph import NodeGraph, over
 
@@ -66,9 +68,13 @@ def test_a_node_reads_its_projects_repositories_and_through_them_their_secrets()
 
 def test_over_follows_the_projects_and_repositories_caches() -> None:
     class Cache:
-        def __init__(self, objects: dict[str, object]) -> None:
+        def __init__(self, objects: dict[str, Any]) -> None:
             self.objects = objects
             self.revision = 1
+
+        def keys_where(self, field: str, value: str) -> list[str]:
+            assert field == "status.nodeRef"
+            return [key for key, obj in self.objects.items() if obj.status.node_ref == value]
 
     repo = v1.BackupRepository(metadata=v1.ObjectMeta(name="offsite"), spec=v1.BackupRepositorySpec(secret="pw"))
     projects = Cache({"wiki": backed_up("wiki", "n1", "offsite", "missing")})

@@ -25,7 +25,7 @@ def _config(revision: int, name: str = "big") -> Any:
 
 
 def _event(revision: int, prev: Any | None, name: str = "big") -> CacheEvent:
-    return CacheEvent(revision, v1.MODIFIED if prev is not None else v1.ADDED, _config(revision, name), prev, CONFIG)
+    return CacheEvent.of(revision, v1.MODIFIED if prev is not None else v1.ADDED, _config(revision, name), prev, CONFIG)
 
 
 def test_1200_updates_of_a_480k_config_stay_under_the_kind_cap() -> None:

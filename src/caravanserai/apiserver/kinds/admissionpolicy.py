@@ -58,6 +58,8 @@ class AdmissionPolicyStrategy(KindStrategy[v1.AdmissionPolicy]):
     """Generic behaviour plus the rules above. Writes: admin only (the authorizer's default); reads: every
     authenticated identity, nodes included (a policy holds no secret: a hook's credentials are its TLS trust)."""
 
+    cache_decoded = True  # every write reads the policies
+
     def node_allows(
         self,
         node: str,

@@ -84,7 +84,8 @@ class CachedObjects(Protocol):
     """A watch cache as strategies read it: the current copy of the object at a key, if it holds one; every
     object by key."""
 
-    objects: dict[str, Any]
+    @property
+    def objects(self) -> Mapping[str, Any]: ...
 
     def get(self, name: str) -> Any | None: ...
 
@@ -127,6 +128,10 @@ class KindStrategy(abc.ABC, Generic[T]):
     node_filters = False
     #: May objects be created in a namespace being deleted (Events: what happens during the deletion)?
     recorded_while_terminating = False
+    #: Does the apiserver read this kind's cached objects on its request paths (quotas on project writes,
+    #: namespaces on creates, roles, policies, definitions)? Its watch cache then keeps each object decoded beside
+    #: its bytes (`compactobjects`); other kinds are held as bytes only and decoded on read.
+    cache_decoded = False
 
     def __init__(self, kind: meta.Kind) -> None:
         self.kind = kind

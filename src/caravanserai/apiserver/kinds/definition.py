@@ -85,6 +85,8 @@ def _names(spec: v1.ResourceDefinitionSpec) -> list[tuple[str, str]]:
 class ResourceDefinitionStrategy(KindStrategy[v1.ResourceDefinition]):
     """Only admin writes definitions (no controller writes, no node access); everyone else reads them."""
 
+    cache_decoded = True  # every change is compared with the served kinds
+
     def validate(self, obj: v1.ResourceDefinition) -> None:
         validation.check_object(obj, kind=KIND.kind, name_rule=validate_dns_subdomain, spec_rule=definition_spec)
         expected = definition_name(obj.spec.plural, obj.spec.group)

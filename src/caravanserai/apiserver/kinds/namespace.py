@@ -46,6 +46,7 @@ async def holds_anything(ctx: KindContext, namespace: str) -> bool:
 class NamespaceStrategy(KindStrategy[v1.Namespace]):
     status_on_create = False
     controller_writes = frozenset({"update_status"})
+    cache_decoded = True  # every create and every request's authorization reads its namespace
 
     def default_new(self, obj: v1.Namespace, *, now: float) -> None:
         obj.status.phase = v1.NAMESPACE_ACTIVE

@@ -14,7 +14,8 @@ Guarantees:
   retries).
 * **Within the project's namespace.** A project's references name objects of its own namespace, so the answer
   is a set of keys "namespace/name".
-* Read-only over the caches; one pass over the projects per node, resource and pair of cache revisions.
+* Read-only over the caches; one pass over the node's projects (found by index) per node, resource and pair of
+  cache revisions.
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ class NodeGraph:
         revision: Callable[[], Hashable] = lambda: 0,
         *,
         repository_secret: Callable[[str], str] = _no_repositories,
+        bound: Callable[[str], Iterable[v1.Project]] | None = None,
     ) -> None:
         self._projects = projects
+        self._bound = bound  # the projects bound to a node, from an index (None: filter `projects()`)
         self._revision = revision
         self._repository_secret = repository_secret
         self._at: Hashable = object()  # no revision seen yet
@@ -68,7 +71,7 @@ class NodeGraph:
         return names
 
     def _names(self, node: str, resource: str) -> Iterable[str]:
-        for p in self._projects():
+        for p in self._projects() if self._bound is None else self._bound(node):
             if p.status.node_ref != node:
                 continue
             namespace = p.metadata.namespace
@@ -80,18 +83,32 @@ class NodeGraph:
                 yield from (meta.join_key(namespace, secret) for secret in secrets if secret)
 
 
+NODE_FIELD = "status.nodeRef"
+
+
 class _Cache(Protocol):
-    objects: dict[str, Any]
-    revision: int
+    @property
+    def objects(self) -> Mapping[str, Any]: ...
+
+    @property
+    def revision(self) -> int: ...
+
+    def keys_where(self, field: str, value: str) -> Iterable[str]: ...
 
 
 def over(caches: Mapping[str, _Cache]) -> NodeGraph:
     """The graph over the projects' and the backup repositories' watch caches among `caches` (watch caches by
-    plural; without a repositories cache, repositories name no Secret)."""
+    plural; without a repositories cache, repositories name no Secret). A node's projects are found through the
+    projects cache's index of `status.nodeRef`, decoding only those."""
     projects = caches[project.KIND.plural]
     repositories = caches.get(backuprepository.KIND.plural)
+
+    def bound(node: str) -> Iterable[v1.Project]:
+        objects = projects.objects
+        return (p for p in map(objects.get, projects.keys_where(NODE_FIELD, node)) if p is not None)
+
     if repositories is None:
-        return NodeGraph(lambda: projects.objects.values(), lambda: projects.revision)
+        return NodeGraph(lambda: projects.objects.values(), lambda: projects.revision, bound=bound)
     found = repositories
 
     def secret_of(key: str) -> str:
@@ -102,6 +119,7 @@ def over(caches: Mapping[str, _Cache]) -> NodeGraph:
         lambda: projects.objects.values(),
         lambda: (projects.revision, found.revision),
         repository_secret=secret_of,
+        bound=bound,
     )
 
 

@@ -84,6 +84,8 @@ def binding_spec(errors: Violations, spec: v1.RoleBindingSpec, *, role_kinds: tu
 class _RoleStrategy(KindStrategy[Any]):
     """A Role or a ClusterRole (same spec)."""
 
+    cache_decoded = True  # the authorizer reads the roles
+
     def validate(self, obj: Any) -> None:
         validation.check_object(obj, kind=self.kind.kind, name_rule=validate_dns_subdomain, spec_rule=role_spec)
 
@@ -104,6 +106,7 @@ class _BindingStrategy(KindStrategy[Any]):
     """A RoleBinding or a ClusterRoleBinding (same spec)."""
 
     role_kinds: tuple[str, ...] = ("Role", "ClusterRole")
+    cache_decoded = True  # the authorizer reads the bindings
 
     def validate(self, obj: Any) -> None:
         def spec_rule(errors: Violations, spec: v1.RoleBindingSpec) -> None:

@@ -63,6 +63,7 @@ def quota_status(errors: Violations, status: v1.ResourceQuotaStatus) -> None:
 
 class ResourceQuotaStrategy(KindStrategy[v1.ResourceQuota]):
     controller_writes = frozenset({"update_status"})
+    cache_decoded = True  # project writes read the quotas of their namespace
 
     def default_new(self, obj: v1.ResourceQuota, *, now: float) -> None:
         obj.spec.policy = obj.spec.policy or v1.QUOTA_QUEUE
