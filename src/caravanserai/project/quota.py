@@ -13,6 +13,7 @@ usage in the same transaction as the write) and the queue controller (which admi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from caravanserai import v1
@@ -26,8 +27,10 @@ UNCOUNTED_PHASES = frozenset({v1.QUEUED, v1.SUCCEEDED, v1.FAILED, v1.TERMINATED}
 Amounts = dict[str, int]
 
 
+@functools.lru_cache(maxsize=4096)
 def amount(resource: str, quantity: str) -> int:
-    """The integer amount of `quantity` (millicores for cpu). ValueError for an unparsable quantity."""
+    """The integer amount of `quantity` (millicores for cpu). ValueError for an unparsable quantity. Remembered
+    (a pure function of two strings: every project write and queue pass reads the same few quantities)."""
     return cpu_millis(quantity) if resource == CPU else to_int(quantity)
 
 
