@@ -13,7 +13,8 @@ Guarantees:
 
 * Level-based and idempotent: the key carries no event; a reconcile reads the cache and plans from scratch.
 * A replica is created at most once per step: the next plan waits until the cache shows the step's writes.
-* A failed rollout (`progress.failed`) creates and deletes nothing until the template changes.
+* A failed rollout (`progress.failed`) replaces nothing until the template changes; it still scales (`plan.held`).
+* A replica refused because its namespace is being deleted is not retried (the set is deleted with it).
 * The status is written with the version read (compare-and-swap); a Conflict is retried on fresh state.
 * Every create and delete step is an Event on the set (Normal; Warning when the deadline is exceeded).
 """
@@ -34,7 +35,7 @@ from caravanserai.controllers.projectset import progress
 from caravanserai.controllers.projectset.expectations import Expectations
 from caravanserai.controllers.projectset.plan import Replica, Step, plan
 from caravanserai.controllers.projectset.templates import new_replica, random_suffix
-from caravanserai.errors import AlreadyExists, NotFound
+from caravanserai.errors import AlreadyExists, FailedPrecondition, NotFound
 from caravanserai.informer import CacheReader
 from caravanserai.project import disruption, replicas
 
@@ -126,12 +127,12 @@ class ProjectSetReconciler:
 
     async def _act(self, projectset: v1.ProjectSet, step: Step, now: float) -> None:
         """Create and delete the step's replicas (concurrently), then expect them in the cache."""
-        made = [new_replica(projectset, step.revision, suffix=self._suffix()) for _ in range(step.create)]
+        wanted = [new_replica(projectset, step.revision, suffix=self._suffix()) for _ in range(step.create)]
         async with asyncio.TaskGroup() as group:
-            for project in made:
-                group.create_task(self._create(project))
+            creates = [group.create_task(self._create(project)) for project in wanted]
             for name in step.delete:
                 group.create_task(self._delete(name))
+        made = [project for project, task in zip(wanted, creates, strict=True) if task.result()]
         created = [meta.key_of(p) for p in made]
         self.expectations.expect(meta.key_of(projectset), created=created, deleted=step.delete, now=now)
         log.info("replicas", projectset=meta.key_of(projectset), created=created, deleted=list(step.delete))
@@ -145,9 +146,17 @@ class ProjectSetReconciler:
             deleted = ", ".join(meta.split_key(key)[1] for key in step.delete)
             await self._recorder.normal(projectset, "ReplicasDeleted", "deleted " + deleted)
 
-    async def _create(self, project: v1.Project) -> None:
-        with contextlib.suppress(AlreadyExists):  # a retried create whose first reply was lost
+    async def _create(self, project: v1.Project) -> bool:
+        """Create a replica; False when its namespace is being deleted (FailedPrecondition: the set goes with it, so
+        nothing is retried or expected)."""
+        try:
             await self._client.projects.create(project)
+        except AlreadyExists:  # a retried create whose first reply was lost
+            pass
+        except FailedPrecondition as exc:
+            log.info("replica not created", project=meta.key_of(project), reason=str(exc))
+            return False
+        return True
 
     async def _delete(self, key: str) -> None:
         with contextlib.suppress(NotFound):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from caravanserai import meta, v1
 from caravanserai.clock import SystemClock, timestamp
 from caravanserai.controller import EventRecorder
@@ -23,6 +25,7 @@ from caravanserai.controllers.scheduler.cache import ClusterState
 from caravanserai.controllers.scheduler.reconciler import SchedulerReconciler
 from caravanserai.controllers.scheduler.scores import tie_break_key
 from caravanserai.controllers.scheduler.snapshot import shown
+from caravanserai.errors import FailedPrecondition
 from caravanserai.informer import NODE_REF_INDEXERS, PHASE_INDEXERS, Indexer, SharedInformerFactory
 from caravanserai.testing import FakeClient
 from caravanserai.testing.builders import lease, node, node_status, project
@@ -128,6 +131,27 @@ async def test_projectsets_of_the_same_name_create_replicas_in_their_own_namespa
         ("team-a", "team-a"),
         ("team-b", "team-b"),
     }
+
+
+async def test_a_set_in_a_namespace_being_deleted_stops_making_replicas_without_retrying(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = FakeClient()
+    sets, projects = Indexer[v1.ProjectSet](), Indexer[v1.Project]({SET_INDEX: set_index})
+    recorder = EventRecorder(client, component="test-projectset", clock=CLOCK)  # type: ignore[arg-type]  # the fake stands in for the client
+    reconciler = ProjectSetReconciler(client, sets, projects, recorder, clock=CLOCK, suffix=lambda: "s0")  # type: ignore[arg-type]  # the fake stands in for the client
+    stored = await client.projectsets.create(replica_set("going"))
+    sets.upsert(meta.key_of(stored), stored)
+
+    async def refused(obj: v1.Project) -> v1.Project:
+        raise FailedPrecondition(f"namespace {obj.metadata.namespace} is being deleted")
+
+    monkeypatch.setattr(client.projects, "create", refused)
+    result = await reconciler.reconcile("going/web")  # no error to retry with backoff
+    assert result.requeue_after is None or result.requeue_after > 0
+    assert not reconciler.expectations.pending("going/web", lambda key: False, now=CLOCK.now())  # nothing awaited
+    assert list(await client.projects.list()) == []
+    assert not [e for e in await client.events.list() if e.spec.reason == "ReplicasCreated"]
 
 
 async def test_the_gc_deletes_the_terminated_project_of_its_key_only() -> None:
