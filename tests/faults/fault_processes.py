@@ -85,8 +85,11 @@ def controller_manager_argv(server: str, *extra: str) -> list[str]:
     )  # fmt: skip
 
 
-def agent_argv(server: str, node: str, *, metrics_port: int) -> list[str]:
-    """cara-agent for `node` on the local Docker Engine, beating every 0.5 s, stopping containers within 1 s."""
+def agent_argv(server: str, node: str, *, metrics_port: int, network_pool: int | None = 2) -> list[str]:
+    """cara-agent for `node` on the local Docker Engine, beating every 0.5 s, stopping containers within 1 s, with
+    `network_pool` spare networks (None: cara-agent's default, ten per core, which the agent fills before its first
+    heartbeat and empties on a clean stop, a Docker call per network: seconds per agent that other tests skip)."""
+    pool = [] if network_pool is None else ["--network-pool", str(network_pool)]
     return _python_module(
         "caravanserai.agent",
         "--server", server,
@@ -95,6 +98,7 @@ def agent_argv(server: str, node: str, *, metrics_port: int) -> list[str]:
         "--listen", "127.0.0.1:0",
         "--ingress-listen", "127.0.0.1:0",
         "--stop-timeout", "1",
+        *pool,
         "--metrics-port", str(metrics_port),
         "--log-level", "info",
     )  # fmt: skip

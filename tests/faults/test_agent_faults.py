@@ -107,7 +107,9 @@ async def test_agent_killed_mid_reconcile_and_restarted_adopts_without_duplicate
     api_process: ApiProcess, client: Client, processes: Processes, node: str, docker_image: str
 ) -> None:
     port = free_port()
-    agent = await processes.start("agent", agent_argv(api_process.address, node, metrics_port=port))
+    # cara-agent's default pool: what the SIGKILL must leave intact (`assert_pool_settled`).
+    argv = agent_argv(api_process.address, node, metrics_port=port, network_pool=None)
+    agent = await processes.start("agent", argv)
     await wait_ready(client, node)
     settled, starting = ["keep-a", "keep-b", "keep-c"], ["new-a", "new-b", "new-c"]
     for name in settled:

@@ -10,7 +10,10 @@
 * After each run every key under the apiserver's prefix decodes and passes `validate_object` and
   `validate_status`: no half-valid object was stored.
 
-Counts of inputs tried, refused and accepted are printed to the run log; together the tests try more than 10,000.
+Counts of inputs tried, refused and accepted are printed to the run log; together the tests try more than 7,000
+per run (800 manifests, 800 manifest texts, 5,760 raw requests). There is no fixed seed: every run draws new inputs,
+so the inputs tried add up over the runs (`--hypothesis-seed=N` repeats a run's draws). The counts were 1,200
+manifests and 8,640 raw requests until the suite outgrew its time budget; the generators are unchanged.
 """
 
 from __future__ import annotations
@@ -50,10 +53,10 @@ from caravanserai.testing.builders import lease, node, project
 from caravanserai.testing.etcd import EtcdServer
 from caravanserai.text.manifest import load_manifests
 
-MANIFEST_BATCH, MANIFEST_EXAMPLES = 8, 150  # 1,200 manifests
+MANIFEST_BATCH, MANIFEST_EXAMPLES = 8, 100  # 800 manifests
 TEXT_BATCH, TEXT_EXAMPLES = 20, 40  # 800 manifest texts
-REQUEST_BATCH, REQUEST_EXAMPLES = 96, 90  # 8,640 raw requests
-MINIMUM_TOTAL = 10_000
+REQUEST_BATCH, REQUEST_EXAMPLES = 96, 60  # 5,760 raw requests
+MINIMUM_TOTAL = 7_000
 WATCH_WINDOW = 0.15  # a Watch that neither fails nor sends within this is open, as it should be
 FUZZ = settings(
     deadline=None,
@@ -516,7 +519,7 @@ async def test_raw_requests_get_expected_codes_and_the_server_keeps_serving(
 
 
 def test_fuzz_volume(capsys: pytest.CaptureFixture[str]) -> None:
-    """Runs last in this module: the fuzz tests above tried at least 10,000 inputs between them."""
+    """Runs last in this module: the fuzz tests above tried at least `MINIMUM_TOTAL` inputs between them."""
     if len(TRIED) < 3:
         pytest.skip("only part of the fuzz module ran")
     report(capsys, f"fuzz total: {sum(TRIED.values())} inputs ({dict(TRIED)})")

@@ -238,6 +238,7 @@ class Fleet:
             "--node-name", host.name, "--docker-host", self.dockers[host.name].url,
             "--heartbeat-interval", str(cfg.heartbeat_interval), "--listen", f"{host.address}:{AGENT_PORT}",
             "--stop-timeout", "1", "--fence-after", _seconds(fence_after), "--fence-dir", str(self.fence_dir(host)),
+            "--network-pool", "2",  # not ten per core: every (re)start fills the pool and every stop empties it
             "--log-level", "info", *cfg.agent_args, *extra,
         )  # fmt: skip
 
