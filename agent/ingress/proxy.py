@@ -82,6 +82,9 @@ from caravanserai.clock import Clock, SystemClock
 log = structlog.get_logger(__name__)
 
 BACKLOG = 1024
+REROUTE_WAIT = 1.0  # seconds a request every copy refused waits for this node's routes to change (then once more)
+REROUTE_POLL = 0.05
+STALE_ROUTE_ERRORS = frozenset({"misrouted", "not-running", "no-backend"})  # a peer's answers its routes differ
 LINGERING = 2.0  # seconds to read and drop an unread request body after answering early (aiohttp's default: 10)
 QUIETED_LOGGERS = ("asyncio", "aiohttp.server", "aiohttp.web")  # their repeated lines are rate-limited (`guard`)
 
@@ -257,23 +260,44 @@ class IngressProxy:
         body = RequestBody(request.content, limits.max_request_body, limits.body_timeout)
         tried: set[tuple[str, str]] = set()
         readdressed: set[tuple[str, str]] = set()  # copies tried once more at their new address
-        backend = self.balancer.choose(backends, tried=tried)
         answer: web.StreamResponse | None = None
-        for _ in range(MAX_ATTEMPTS):
-            if backend is None:
-                break
-            with self.balancer.using(backend):
-                outcome = await self._attempt(request, backend, body)
-            if not isinstance(outcome, _Retry):
-                return outcome
-            answer = outcome.page
-            if outcome.again and backend.key not in readdressed:
-                readdressed.add(backend.key)
-                continue
-            tried.add(backend.key)
+        for last_round in (False, True):
             backend = self.balancer.choose(backends, tried=tried)
+            for _ in range(MAX_ATTEMPTS):
+                if backend is None:
+                    break
+                with self.balancer.using(backend):
+                    outcome = await self._attempt(request, backend, body)
+                if not isinstance(outcome, _Retry):
+                    return outcome
+                answer = outcome.page
+                if outcome.again and backend.key not in readdressed:
+                    readdressed.add(backend.key)
+                    continue
+                tried.add(backend.key)
+                backend = self.balancer.choose(backends, tried=tried)
+            stale = answer is not None and answer.headers.get(ERROR_HEADER, "") in STALE_ROUTE_ERRORS
+            rerouted = await self._rerouted(request, backends) if stale and not last_round else None
+            if rerouted is None:
+                break
+            backends, tried = rerouted, set()
         assert answer is not None  # `backends` is never empty: one copy at least was tried
         return answer
+
+    async def _rerouted(self, request: web.Request, backends: Sequence[Backend]) -> list[Backend] | None:
+        """The copies to try again after every copy of `backends` failed before the request was sent on, the last
+        with a peer's answer that its routes differ from this node's (`STALE_ROUTE_ERRORS`: a move this node has
+        not heard of yet while the peer has, e.g. it no longer serves a handed-off copy): the route table's, once
+        they differ from `backends` within `REROUTE_WAIT` seconds; None when they do not change."""
+        host = request.headers.get(hdrs.HOST, "")
+        was = {b.key for b in backends}
+        deadline = self.clock.monotonic() + REROUTE_WAIT
+        while self.clock.monotonic() < deadline:
+            await self.clock.sleep(REROUTE_POLL)
+            fresh = self._backends(request, self.table.replicas(host))
+            if isinstance(fresh, list) and {b.key for b in fresh} != was:
+                return fresh
+        return None
 
     async def _attempt(self, request: web.Request, backend: Backend, body: RequestBody) -> web.StreamResponse | _Retry:
         """One try of `backend`: what goes to the client, or (`_Retry`) the page of a failure after which another
