@@ -55,9 +55,6 @@ class View:
     cohorts: dict[str, Snapshot] = field(default_factory=dict)
     read: bool = False  # read from etcd for this write (not kept from earlier ones)
 
-    def members(self) -> dict[str, list[v1.ResourceQuota]]:
-        return {name: list(snap.quotas) for name, snap in self.cohorts.items()}
-
 
 class QuotaBook:
     """One apiserver's entries (module docstring); every method is synchronous, so entries change atomically."""

@@ -102,21 +102,16 @@ def _limited(delta: quota.Amounts, limits: quota.Amounts) -> quota.Amounts:
     return {name: value for name, value in delta.items() if name in limits}
 
 
-def lacks(
-    quotas: list[v1.ResourceQuota],
-    delta: quota.Amounts,
-    members: dict[str, list[v1.ResourceQuota]] | None = None,
-    book: QuotaBook | None = None,
-) -> list[str]:
-    """What `delta` would exceed, one line per quota: "team-a: 3.5 of 4 cpu used, asks 1" (with a cohort, its
-    borrowing limit and the cohort's total are judged instead of the hard limit: `cohorts.shortfall`; members
-    parsed through `book` when given)."""
-    parse = book.member if book is not None else cohorts.member
+def lacks(view: View, delta: quota.Amounts, book: QuotaBook) -> list[str]:
+    """What `delta` would exceed of the quotas of `view`, one line per quota: "team-a: 3.5 of 4 cpu used, asks 1"
+    (with a cohort, its borrowing limit and the cohort's total are judged instead of the hard limit:
+    `cohorts.shortfall`; quotas parsed through `book`)."""
     lines = []
-    for q in quotas:
-        own = parse(q)
-        if q.spec.cohort and members is not None:
-            cohort = [parse(m) for m in members.get(q.spec.cohort, [])]
+    for q in view.quotas.quotas:
+        own = book.member(q)
+        if q.spec.cohort:
+            members = view.cohorts.get(q.spec.cohort)
+            cohort = [book.member(m) for m in (members.quotas if members is not None else ())]
             short = cohorts.shortfall(own, cohort, _limited(delta, own.hard), q.spec.cohort)
         else:
             short = quota.shortfall(own.used, _limited(delta, own.hard), own.hard)
@@ -154,13 +149,13 @@ async def companions(ctx: KindContext, old: v1.Project | None, new: v1.Project |
     namespace = project.metadata.namespace
     grows = any(value > 0 for value in delta.values())
     view = await _view(ctx, namespace, grows=grows, kept=True)
-    missing = lacks(list(view.quotas.quotas), delta, view.members(), ctx.quota_book)
+    book = ctx.quota_book
+    missing = lacks(view, delta, book)
     if missing and not view.read:
         view = await _view(ctx, namespace, grows=grows, kept=False)
-        missing = lacks(list(view.quotas.quotas), delta, view.members(), ctx.quota_book)
+        missing = lacks(view, delta, book)
     if missing:
         return _held_back(list(view.quotas.quotas), namespace, old, new, missing, now=now)
-    book = ctx.quota_book
     writes = [charged for q in view.quotas.quotas if (charged := _charged(q, book.member(q), delta)) is not None]
     return book.guards(view, writes)
 
