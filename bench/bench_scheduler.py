@@ -298,6 +298,8 @@ async def scenario(endpoint: str, nodes: int, opts: argparse.Namespace) -> dict[
             "nodes": nodes,
             "node_setup_s": round(setup_s, 1),
             "lease_renewals_per_s": round(nodes / opts.renew_cycle, 1),
+            # how late the worst renewal started (nodes count as down past the scheduler's 90 s heartbeat timeout)
+            "lease_renewal_max_lag_s": round(sim.max_lag_s, 2),
             "pending": pending,
             **result,
         }

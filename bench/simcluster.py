@@ -31,6 +31,7 @@ class SimulatedNodes:
         self.names = [f"node-{i:05d}" for i in range(count)]
         self.leases: dict[str, v1.Lease] = {}
         self.renewals = 0
+        self.max_lag_s = 0.0
 
     async def create(self) -> None:
         async def one(i: int) -> None:
@@ -52,14 +53,37 @@ class SimulatedNodes:
             self.leases[name] = await self.client.leases.get(name)
         self.renewals += 1
 
-    async def renew_forever(self, cycle: float) -> None:
+    async def renew_forever(self, cycle: float, *, in_flight: int = 128) -> None:
+        """Renew every Lease once per `cycle`, each at its own moment of the cycle (evenly spread), up to `in_flight`
+        renewals outstanding: a slow reply delays the renewals behind it only once that many wait, never the pace
+        (renewing 16 at a time and waiting for all 16 made a loaded apiserver's latency stretch the cycle past the
+        heartbeat timeout at 20,000 nodes, and every node looked down). `max_lag_s`: the latest any renewal
+        started after its moment."""
         loop = asyncio.get_running_loop()
-        while True:
-            started = loop.time()
-            for index in range(0, len(self.names), 16):
-                await asyncio.gather(*(self.renew(n) for n in self.names[index : index + 16]))
-                target = started + cycle * (index + 16) / len(self.names)
-                await asyncio.sleep(max(0.0, target - loop.time()))
+        slots = asyncio.Semaphore(in_flight)
+        pending: set[asyncio.Task[None]] = set()
+
+        async def one(name: str) -> None:
+            try:
+                await self.renew(name)
+            finally:
+                slots.release()
+
+        try:
+            while True:
+                started = loop.time()
+                for index, name in enumerate(self.names):
+                    await asyncio.sleep(max(0.0, started + cycle * index / len(self.names) - loop.time()))
+                    await slots.acquire()
+                    self.max_lag_s = max(self.max_lag_s, loop.time() - (started + cycle * index / len(self.names)))
+                    task = asyncio.create_task(one(name))
+                    pending.add(task)
+                    task.add_done_callback(pending.discard)
+                await asyncio.sleep(max(0.0, started + cycle - loop.time()))
+        finally:
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
 
 class BindWatch:
