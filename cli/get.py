@@ -96,6 +96,8 @@ def get(
 
     `get snapshots [PROJECT…]`: the volume snapshots in projects' status (not a stored kind: takes project names).
     `get volumes [PROJECT…]`: the projects' Persistent volumes, where they live, backed up or not, their size."""
+    if (is_volumes(resource) or is_snapshots(resource)) and settings.all_namespaces and names:
+        raise click.UsageError("projects cannot be named across all namespaces: give -n NS instead of -A")
     if is_volumes(resource):
         refused = any((label_selector, field_selector, for_object, watch, watch_only, output_watch_events))
         volumes_command(settings, names, output, refused=refused, no_headers=no_headers, missing_ok=ignore_not_found)

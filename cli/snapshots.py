@@ -6,7 +6,8 @@
     9ab01c3d   7m     data     node-a   1.0GiB
 
 `snapshots` is not a stored kind: it reads the named projects (every project when none is named; a PROJECT column
-is added unless exactly one is named). `-o wide` adds ADDED, DURATION and EPOCH (the copy of the volume each was
+is added unless exactly one is named; with `-A/--all-namespaces`, every namespace's projects and a NAMESPACE column
+first). `-o wide` adds ADDED, DURATION and EPOCH (the copy of the volume each was
 taken from, so two nodes' snapshots tell apart); `-o json|yaml` prints a `SnapshotList` whose items are the
 snapshot records with their project and volume; `-o name` prints `snapshot/<full id>`. ID is the first 8 hex digits
 (what `caractrl restore --snapshot` accepts, as long as it is unique); TIME is the snapshot's age.
@@ -62,38 +63,57 @@ def snapshot_row(volume: str, record: v1.SnapshotRecord, now: float, *, wide: bo
     return row
 
 
-def snapshot_rows(projects: Sequence[v1.Project], now: float, *, wide: bool, with_project: bool) -> list[list[str]]:
-    """The rows of every snapshot of `projects` (a PROJECT cell first when `with_project`)."""
+def snapshot_rows(
+    projects: Sequence[v1.Project], now: float, *, wide: bool, with_project: bool, all_namespaces: bool = False
+) -> list[list[str]]:
+    """The rows of every snapshot of `projects` (a PROJECT cell first when `with_project`, after a NAMESPACE cell
+    when `all_namespaces`)."""
     rows = []
     for project in projects:
+        first = [project.metadata.namespace] if all_namespaces else []
+        if with_project or all_namespaces:
+            first.append(project.metadata.name)
         for volume, record in records(project):
-            row = snapshot_row(volume, record, now, wide=wide)
-            rows.append([project.metadata.name, *row] if with_project else row)
+            rows.append([*first, *snapshot_row(volume, record, now, wide=wide)])
     return rows
 
 
 def snapshot_list(projects: Sequence[v1.Project]) -> dict[str, Any]:
     """`{apiVersion, kind: SnapshotList, items: [{project, volume, id, time, node, sizeBytes, …}]}`."""
     items = [
-        {"project": p.metadata.name, "volume": volume, **json_format.MessageToDict(record)}
+        {
+            "project": p.metadata.name,
+            "namespace": p.metadata.namespace,
+            "volume": volume,
+            **json_format.MessageToDict(record),
+        }
         for p in projects
         for volume, record in records(p)
     ]
     return {"apiVersion": v1.API_VERSION, "kind": "SnapshotList", "items": items}
 
 
-def render(projects: Sequence[v1.Project], fmt: str, now: float, *, with_project: bool, no_headers: bool) -> list[str]:
+def render(
+    projects: Sequence[v1.Project],
+    fmt: str,
+    now: float,
+    *,
+    with_project: bool,
+    no_headers: bool,
+    all_namespaces: bool = False,
+) -> list[str]:
     """The lines `get snapshots` prints in format `fmt` (table, wide, json, yaml, name); empty when there are no
-    snapshots in a table format."""
+    snapshots in a table format. `all_namespaces`: NAMESPACE and PROJECT columns first."""
     if fmt in ("json", "yaml"):
         return [render_data(snapshot_list(projects), fmt).rstrip("\n")]
     if fmt == "name":
         return [f"snapshot/{record.id}" for p in projects for _, record in records(p)]
     wide = fmt == "wide"
-    rows = snapshot_rows(projects, now, wide=wide, with_project=with_project)
+    rows = snapshot_rows(projects, now, wide=wide, with_project=with_project, all_namespaces=all_namespaces)
     if not rows:
         return []
-    headers = (["PROJECT"] if with_project else []) + list(WIDE_HEADERS if wide else HEADERS)
+    first = ["NAMESPACE", "PROJECT"] if all_namespaces else ["PROJECT"] if with_project else []
+    headers = first + list(WIDE_HEADERS if wide else HEADERS)
     return TableWriter(headers, show_headers=not no_headers).lines(rows)
 
 
@@ -106,7 +126,7 @@ async def named_projects(
         if not names:
             return sorted(
                 await scoped(client, "projects", all_namespaces=settings.all_namespaces).list(),
-                key=lambda p: p.metadata.name,
+                key=lambda p: (p.metadata.namespace, p.metadata.name) if settings.all_namespaces else p.metadata.name,
             ), 0
         found, missing = [], 0
         for name in names:
@@ -124,7 +144,14 @@ async def get_snapshots(
 ) -> None:
     """Print the snapshots of the named projects (all when none is named); exit 1 when a named one is missing."""
     projects, missing = await named_projects(settings, names, ignore_not_found)
-    lines = render(projects, fmt, SystemClock().now(), with_project=len(names) != 1, no_headers=no_headers)
+    lines = render(
+        projects,
+        fmt,
+        SystemClock().now(),
+        with_project=len(names) != 1,
+        no_headers=no_headers,
+        all_namespaces=settings.all_namespaces,
+    )
     for line in lines:
         click.echo(line)
     if not lines and fmt in ("table", "wide") and (projects or not names):

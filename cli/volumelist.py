@@ -13,6 +13,8 @@
   stayed there: `status.previousNodeRef`), else `<none>` (never ran).
 * BACKUP is `REPOSITORY/EVERY` or `no`; SIZE the size of the volume's last backup (`<unknown>` without one: the
   agent does not measure volumes).
+* `-A/--all-namespaces` lists the projects of every namespace, a NAMESPACE column first (PROJECT is then the
+  bare name); `-o json|yaml` items carry their `namespace` too.
 * `-o wide` adds PHASE, the Docker volume's name (`cara_<project>_<volume>_<node>`) and the volume's status
   message; `-o json|yaml` prints a `VolumeList`; `-o name` prints `volume/<project>/<volume>`.
 
@@ -54,6 +56,8 @@ class VolumeRow:
     """One Persistent volume of a project and where its data lives (`node` "" when it never ran)."""
 
     project: str  # as shown: the name in `default`, "namespace/name" elsewhere (`meta.shown`)
+    namespace: str
+    name: str  # the project's own name
     volume: str
     node: str
     backup: str
@@ -83,26 +87,31 @@ def volume_rows(project: v1.Project) -> list[VolumeRow]:
         size = recorded.last_backup.size_bytes if recorded is not None and recorded.HasField("last_backup") else None
         message = recorded.message if recorded is not None else ""
         shown = meta.shown(meta.key_of(project))
-        rows.append(VolumeRow(shown, volume.name, node, backup, size, status.phase, message))
+        meta_ = project.metadata
+        rows.append(
+            VolumeRow(shown, meta_.namespace, meta_.name, volume.name, node, backup, size, status.phase, message)
+        )
     return rows
 
 
-def _cells(row: VolumeRow, *, wide: bool) -> list[str]:
+def _cells(row: VolumeRow, *, wide: bool, all_namespaces: bool) -> list[str]:
     size = UNKNOWN if row.size_bytes is None else size_text(row.size_bytes)
-    cells = [row.project, row.volume, row.node or NONE, row.backup, size]
+    first = [row.namespace, row.name] if all_namespaces else [row.project]
+    cells = [*first, row.volume, row.node or NONE, row.backup, size]
     if wide:
         cells += [row.phase or NONE, row.docker_name or NONE, row.message or NONE]
     return cells
 
 
-def render(projects: Sequence[v1.Project], fmt: str, *, no_headers: bool) -> list[str]:
+def render(projects: Sequence[v1.Project], fmt: str, *, no_headers: bool, all_namespaces: bool = False) -> list[str]:
     """The lines `get volumes` prints in format `fmt` (table, wide, json, yaml, name); empty when a table has no
-    rows."""
+    rows. `all_namespaces`: a NAMESPACE column first, PROJECT the bare name."""
     rows = [row for project in projects for row in volume_rows(project)]
     if fmt in ("json", "yaml"):
         items: list[dict[str, Any]] = [
             {
                 "project": row.project,
+                "namespace": row.namespace,
                 "volume": row.volume,
                 "node": row.node,
                 "backup": row.backup,
@@ -120,8 +129,9 @@ def render(projects: Sequence[v1.Project], fmt: str, *, no_headers: bool) -> lis
     if not rows:
         return []
     wide = fmt == "wide"
-    headers = list(WIDE_HEADERS if wide else HEADERS)
-    return TableWriter(headers, show_headers=not no_headers).lines([_cells(row, wide=wide) for row in rows])
+    headers = (["NAMESPACE"] if all_namespaces else []) + list(WIDE_HEADERS if wide else HEADERS)
+    cells = [_cells(row, wide=wide, all_namespaces=all_namespaces) for row in rows]
+    return TableWriter(headers, show_headers=not no_headers).lines(cells)
 
 
 async def get_volumes(
@@ -129,7 +139,7 @@ async def get_volumes(
 ) -> None:
     """Print the Persistent volumes of the named projects (all when none is named); exit 1 when one is missing."""
     projects, missing = await named_projects(settings, names, ignore_not_found)
-    lines = render(projects, fmt, no_headers=no_headers)
+    lines = render(projects, fmt, no_headers=no_headers, all_namespaces=settings.all_namespaces)
     for line in lines:
         click.echo(line)
     if not lines and fmt in ("table", "wide"):

@@ -382,6 +382,19 @@ async def test_get_volumes_lists_persistent_volumes_where_their_data_lives(cli: 
     assert (empty.stdout, empty.stderr) == ("", "No Persistent volumes found.\n")
     refused = await cli("get", "volumes", "-l", "a=b")
     assert refused.exit_code == 2 and "get volumes takes PROJECT names" in refused.stderr
+    await client.namespaces.create(v1.Namespace(metadata=v1.ObjectMeta(name="team-a")))
+    theirs = project_with("db", unprotected=("data",))
+    theirs.metadata.namespace = "team-a"
+    await client.projects.create(theirs)
+    every = await cli("-A", "get", "volumes")
+    assert [line.split() for line in every.stdout.splitlines()][:3] == [
+        ["NAMESPACE", "PROJECT", "VOLUME", "NODE", "BACKUP", "SIZE"],
+        ["default", "db", "pg", "n1", "offsite/5m", "64MiB"],
+        ["default", "db", "tmp", "n1", "no", "<unknown>"],
+    ]
+    assert every.stdout.splitlines()[-1].split() == ["team-a", "db", "data", "<none>", "no", "<unknown>"]
+    named = await cli("-A", "get", "volumes", "db")
+    assert named.exit_code == 2 and "give -n NS instead of -A" in named.stderr
 
 
 async def test_describe_shows_the_volumes_and_the_move(cli: Caractrl, client: Client) -> None:

@@ -15,6 +15,7 @@ from caravanserai.cli.errors import CommandError
 from caravanserai.cli.moves import moving_line, refuse_unprotected
 from caravanserai.cli.restart import not_movable, parse_arguments
 from caravanserai.cli.snapshots import render
+from caravanserai.cli.volumelist import render as render_volumes
 from caravanserai.client import nodeops, volumeops
 from caravanserai.client.volumestatus import freshness, volume_readings
 from caravanserai.clock import timestamp
@@ -231,6 +232,7 @@ def test_describe_node_sums_its_images_and_names_restore_rates() -> None:
 
 def test_get_snapshots_table_wide_json_and_name() -> None:
     project = with_volumes()
+    project.metadata.namespace = "default"
     assert render([project], "table", NOW, with_project=False, no_headers=False) == [
         "ID         TIME   VOLUME   NODE     SIZE",
         "4f1c2a9b   2m     data     node-a   1GiB",
@@ -243,6 +245,7 @@ def test_get_snapshots_table_wide_json_and_name() -> None:
     assert listed["kind"] == "SnapshotList" and len(listed["items"]) == 3
     assert listed["items"][2] | {"time": "t"} == {
         "project": "wiki",
+        "namespace": "default",
         "volume": "data",
         "id": ID_C,
         "time": "t",
@@ -254,6 +257,32 @@ def test_get_snapshots_table_wide_json_and_name() -> None:
     }
     assert render([project], "name", NOW, with_project=False, no_headers=False)[0] == f"snapshot/{ID_A}"
     assert render([builders.project("plain")], "table", NOW, with_project=False, no_headers=False) == []
+
+
+def test_get_snapshots_and_volumes_across_namespaces_put_the_namespace_first() -> None:
+    ours, theirs = with_volumes(), with_volumes()
+    ours.metadata.namespace, theirs.metadata.namespace = "default", "team-a"
+    rows = render([ours, theirs], "table", NOW, with_project=True, no_headers=False, all_namespaces=True)
+    assert rows[0].split() == ["NAMESPACE", "PROJECT", "ID", "TIME", "VOLUME", "NODE", "SIZE"]
+    assert [r.split()[:3] for r in rows[1:]] == [
+        *(["default", "wiki", short] for short in ("4f1c2a9b", "4f1c2a9c", "9ab01c3d")),
+        *(["team-a", "wiki", short] for short in ("4f1c2a9b", "4f1c2a9c", "9ab01c3d")),
+    ]
+    volumes = render_volumes([ours, theirs], "table", no_headers=False, all_namespaces=True)
+    assert [line.split() for line in volumes] == [
+        ["NAMESPACE", "PROJECT", "VOLUME", "NODE", "BACKUP", "SIZE"],
+        ["default", "wiki", "data", "node-a", "offsite/5m", "1GiB"],
+        ["default", "wiki", "files", "node-a", "no", "<unknown>"],
+        ["team-a", "wiki", "data", "node-a", "offsite/5m", "1GiB"],
+        ["team-a", "wiki", "files", "node-a", "no", "<unknown>"],
+    ]
+    one_namespace = render_volumes([theirs], "table", no_headers=True)
+    assert one_namespace[0].split()[:2] == ["team-a/wiki", "data"]
+    items = json.loads("\n".join(render_volumes([theirs], "json", no_headers=False)))["items"]
+    assert [(i["project"], i["namespace"], i["volume"]) for i in items] == [
+        ("team-a/wiki", "team-a", "data"),
+        ("team-a/wiki", "team-a", "files"),
+    ]
 
 
 # ---- moves ----------------------------------------------------------------------------------------------------
