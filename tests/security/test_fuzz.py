@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import difflib
 import io
 import json
 import re
@@ -196,6 +197,13 @@ def names_a_path(err: Invalid, paths: list[str]) -> bool:
     return any(v.field == p or v.field.startswith((p + ".", p + "[")) for v in err.violations for p in paths)
 
 
+def spec_diff(accepted: Any, stored: Any) -> str:
+    """The lines in which `stored` differs from `accepted` (text format, one field per line)."""
+    return "\n".join(
+        difflib.unified_diff(str(accepted).splitlines(), str(stored).splitlines(), "accepted", "stored", lineterm="")
+    )
+
+
 @dataclass
 class ManifestRun:
     """What a manifest fuzz run did: per-name locks, the objects accepted, and the tallies."""
@@ -264,7 +272,8 @@ class ManifestRun:
         stored = await stored_objects(etcd_client, prefix)
         assert set(stored) == set(self.accepted)
         for key, obj in self.accepted.items():
-            assert stored[key].spec == obj.spec, key
+            if stored[key].spec != obj.spec:
+                pytest.fail(f"{key}: stored differently\n{spec_diff(obj.spec, stored[key].spec)}")
             assert stored[key].metadata.labels == obj.metadata.labels, key
             assert stored[key].metadata.annotations == obj.metadata.annotations, key
 

@@ -48,6 +48,13 @@ def _parser() -> argparse.ArgumentParser:
         help="how often etcd is compacted (by one apiserver per interval; one interval of history kept); 0 disables",
     )
     p.add_argument("--shutdown-grace", type=parse_duration, default=5.0, help="time in-flight calls get on SIGTERM")
+    p.add_argument(
+        "--shutdown-delay",
+        type=parse_duration,
+        default=0.0,
+        help="on SIGTERM, time served while the health service says NOT_SERVING, before new calls are refused "
+        "(clients given several apiservers then send theirs to the others; 1s when running several)",
+    )
     _add_tls_arguments(p)
     p.add_argument("--allow-insecure", action="store_true", help="allow plain TCP on a non-loopback address")
     p.add_argument(
@@ -130,6 +137,7 @@ def _config(opts: argparse.Namespace) -> ApiServerConfig:
         bookmark_interval=opts.bookmark_interval,
         compaction_interval=opts.compaction_interval,
         grace=opts.shutdown_grace,
+        shutdown_delay=opts.shutdown_delay,
         tls=TLSFiles(cert=opts.tls_cert, key=opts.tls_key, ca=opts.tls_ca),
         etcd_tls=TLSFiles(cert=opts.etcd_certfile, key=opts.etcd_keyfile, ca=opts.etcd_cafile),
         token_file=opts.token_file,
@@ -147,7 +155,8 @@ def _config(opts: argparse.Namespace) -> ApiServerConfig:
 
 def _supervisor(argv: Sequence[str], opts: argparse.Namespace) -> WorkerSupervisor:
     return WorkerSupervisor(argv, workers=opts.workers, metrics_listen=opts.metrics_listen,
-                            allow_insecure=opts.allow_insecure, grace=opts.shutdown_grace)  # fmt: skip
+                            allow_insecure=opts.allow_insecure,
+                            grace=opts.shutdown_delay + opts.shutdown_grace)  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:

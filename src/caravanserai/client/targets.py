@@ -7,9 +7,11 @@ list into a gRPC channel:
 * **One address** is passed to gRPC as it is (DNS resolution, re-resolved by gRPC on reconnect).
 * **Several addresses** become one `ipv4:`/`ipv6:` target listing every server (host names are resolved once,
   when the client is made), balanced with gRPC's `round_robin` policy: each call goes to a server whose
-  connection is up, a server that goes away is skipped from the next call on and reconnected in the background.
-  Calls that were in flight on the lost connection fail with UNAVAILABLE, which `Client.call` retries on the
-  others within its retry budget.
+  connection is up and whose gRPC health service says SERVING, a server that goes away is skipped from the next
+  call on and reconnected in the background. An apiserver that is stopping says NOT_SERVING first and serves on
+  for its `--shutdown-delay`, so new calls go to the others before it refuses any; one still filling its caches
+  is not called yet. Calls that were in flight on a lost connection fail with UNAVAILABLE, which `Client.call`
+  retries on the others within its retry budget.
 * **TLS** still checks the server's name: the channel's authority is the first address's host, so every
   apiserver must present a certificate naming that host (`deploy/certs.sh` makes one `apiserver` certificate
   with every apiserver host in `APISERVER_HOSTS`; install it on each of them).
@@ -19,6 +21,7 @@ list into a gRPC channel:
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import socket
 from dataclasses import dataclass
@@ -30,6 +33,8 @@ DEFAULT_PORT = 7420
 """The API server's port, for an address given without one."""
 DEFAULT_SERVER = f"127.0.0.1:{DEFAULT_PORT}"
 _SCHEMES = ("http://", "https://", "grpc://")
+BALANCED = json.dumps({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}})
+"""The service config of a channel to several apiservers: round robin over those whose health says SERVING."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +107,7 @@ def channel_target(address: str) -> ChannelTarget:
     return ChannelTarget(
         target,
         (
-            ("grpc.lb_policy_name", "round_robin"),
+            ("grpc.service_config", BALANCED),
             ("grpc.default_authority", str(first)),
             ("grpc.ssl_target_name_override", first.host),
         ),

@@ -205,7 +205,8 @@ class Fleet:
             argv = _python(
                 "caravanserai.apiserver", "--etcd-endpoints", ",".join(self.etcd.endpoints), *etcd_tls,
                 "--listen", f"{host.address}:{API_PORT}", *self._tls_args("apiserver"),
-                "--bookmark-interval", "1", "--shutdown-grace", "2", "--log-level", "info",
+                "--bookmark-interval", "1", "--shutdown-delay", "1", "--shutdown-grace", "2",
+                "--log-level", "info",
             )  # fmt: skip
             name = f"apiserver-{host.name}"
             self.apiservers.append(HostProcess(name, argv, log_path=self._log(name), netns=host.netns))

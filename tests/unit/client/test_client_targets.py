@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from caravanserai.client.targets import channel_target, server_address, split_servers
@@ -16,7 +18,8 @@ def test_several_servers_become_one_balanced_target() -> None:
     target = channel_target("10.0.0.1:7420, 10.0.0.2:7421")
     assert target.target == "ipv4:10.0.0.1:7420,10.0.0.2:7421"
     options = dict(target.options)
-    assert options["grpc.lb_policy_name"] == "round_robin"
+    config = json.loads(options["grpc.service_config"])
+    assert config == {"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}}
     assert options["grpc.ssl_target_name_override"] == "10.0.0.1"
 
 
