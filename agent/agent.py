@@ -30,8 +30,9 @@ then the reconciler and its controller, then the node's heartbeat:
 * **Network pool** (`netpool`): keeps `network_pool` spare project networks ready in the background, so that a
   project arriving takes one instead of waiting for Docker to make it; removed projects give theirs back. The
   heartbeat (so the Node's registration and Ready) starts once the pool is warm, at most `POOL_WARMUP` seconds.
-  A clean stop removes the spare networks once the reconciles have drained (at most `RELEASE_TIMEOUT` seconds):
-  each holds one of Docker's address ranges, and a stopped agent must not keep them.
+  A clean stop removes the spare networks once the reconciles have drained (at most `RELEASE_TIMEOUT` seconds
+  plus `RELEASE_PER_NETWORK` per network of the pool: dockerd removes them one at a time, and a pool of 20 took
+  4 s on an idle host): a stopped agent must not keep them.
 
 * **Self-fencing** (`selffence`): with no answered heartbeat for `fence_after` seconds the agent stops its
   containers (keeping them) and leaves everything alone until the API answers again; then the projects still bound
@@ -102,7 +103,8 @@ log = structlog.get_logger(__name__)
 COMPONENT = "cara-agent"
 GRPC_GRACE = 2.0
 POOL_WARMUP = 5.0  # seconds the first heartbeat waits at most for the network pool to fill
-RELEASE_TIMEOUT = 5.0  # seconds a clean stop spends at most removing spare networks
+RELEASE_TIMEOUT = 5.0  # seconds a clean stop spends at most removing spare networks, plus RELEASE_PER_NETWORK each
+RELEASE_PER_NETWORK = 0.5  # dockerd removes networks one after another: about 0.2 s each on an idle host
 FENCE_REPORT_RETRY = 5.0  # seconds before the fence record's condition is written again after a refusal
 SERVICES = ("caravanserai.v1.Agent",)
 
@@ -263,8 +265,9 @@ class Agent:
 
     async def _release_spares(self, networks: NetworkPool) -> None:
         """After a clean stop (the manager returned, every part cancelled): remove the spare networks."""
+        timeout = RELEASE_TIMEOUT + RELEASE_PER_NETWORK * max(networks.size, len(networks.spare))
         try:
-            await run_within(self.clock, networks.release_spares(), RELEASE_TIMEOUT)
+            await run_within(self.clock, networks.release_spares(), timeout)
         except (TimeoutError, CaravanseraiError) as exc:
             log.warning("spare networks not all removed on stop", node=self.config.node_name, error=str(exc))
 

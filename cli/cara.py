@@ -275,10 +275,10 @@ def _report_ready(spec: ClusterSpec, data: Path, timeout: float) -> None:
 @DATA_DIR_OPTION
 @click.option(
     "--timeout",
-    default=30.0,
+    default=60.0,
     show_default=True,
     metavar="SECONDS",
-    help="seconds to wait for a clean stop before killing",
+    help="seconds to wait for a clean stop before killing (the agent removes its spare networks on the way out)",
 )
 def down(data_dir: Path | None, timeout: float) -> None:
     """Stop every process of the local cluster; its data stays for the next `cara up`.

@@ -6,7 +6,8 @@ Guarantees:
 * Children start in dependency order (etcd, apiserver, controller manager, agent) and each one's output goes to
   `<data-dir>/logs/<name>.log`; the supervisor's own notes go to `<data-dir>/logs/supervisor.log`.
 * A child that exits is restarted with backoff (1 s doubling to 30 s, reset after 60 s of good health).
-* On SIGTERM or SIGINT every child gets SIGTERM in reverse order, then SIGKILL after 10 s; the supervisor exits
+* On SIGTERM or SIGINT every child gets SIGTERM in reverse order, then SIGKILL after 10 s (the agent, which removes
+  its spare networks on the way out: 45 s); the supervisor exits
   only when all are gone, so `cara down` leaves no process behind.
 * `<data-dir>/cara.json` describes the running cluster (pids, restarts, addresses) while the supervisor runs.
 * The supervisor and every child carry `CARAVANSERAI_CLUSTER_DIR=<data-dir>` in their environment, so
@@ -44,7 +45,10 @@ SUPERVISOR_MODULE = "caravanserai.cli.supervisor"
 """The module the supervisor runs as (`python -m …`)."""
 
 STOP_GRACE = 10.0
-"""Seconds a child gets between SIGTERM and SIGKILL."""
+"""Seconds a child gets between SIGTERM and SIGKILL (the agent: `AGENT_STOP_GRACE`)."""
+AGENT_STOP_GRACE = 45.0
+"""Seconds the agent gets: on a clean stop it removes its spare networks, which dockerd does one at a time
+(`agent.RELEASE_TIMEOUT` + `RELEASE_PER_NETWORK` × the pool, at most 64 networks: 37 s)."""
 
 # A child that exits is restarted after 1 s, doubling to 30 s; a run longer than HEALTHY_RUN seconds starts again
 # from 1 s. No jitter: the children of one supervisor do not crowd a shared server.
@@ -365,8 +369,9 @@ class Supervisor:
         self._write_state()
 
     async def _stop(self, child: Child) -> None:
-        if await stop_process(child.proc, grace=STOP_GRACE):
-            self._log(f"{child.name} (pid {child.pid}) ignored SIGTERM for {STOP_GRACE:g}s; killed it")
+        grace = AGENT_STOP_GRACE if child.name == "agent" else STOP_GRACE
+        if await stop_process(child.proc, grace=grace):
+            self._log(f"{child.name} (pid {child.pid}) ignored SIGTERM for {grace:g}s; killed it")
 
     def _state_path(self) -> Path:
         return self.data / STATE_FILE

@@ -40,6 +40,7 @@ import pytest
 from agent_harness import docker, remove_node_objects
 from ruamel.yaml import YAML
 
+from caravanserai.agent.workload.netpool import default_pool_size
 from caravanserai.agent.workload.subnets import DEFAULT_RANGE
 from caravanserai.api.v1 import api_pb2, api_pb2_grpc
 from caravanserai.process.tls import TLSFiles
@@ -505,7 +506,9 @@ def test_down_leaves_no_network_of_the_cluster(cluster: Cluster, docker_engine: 
         return sorted(listed.split())
 
     ok(cluster.cara("up", "--no-dashboard"))
-    spares = eventually(networks, 30, "the agent's spare networks")  # the pool is filled in the background
+    full = default_pool_size(int(docker("info", "--format", "{{.NCPU}}")))  # the agent's default for this engine
+    # the pool is filled in the background; a full one takes dockerd longest to remove on the way down
+    spares = eventually(lambda: len(networks()) >= full and networks(), 60, f"the agent's {full} spare networks")
     assert all(name.startswith("cara_pool.") for name in spares)
     subnets = docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", *spares).split()
     assert all(IPv4Network(s).subnet_of(IPv4Network(DEFAULT_RANGE)) for s in subnets)  # the agent's own range
