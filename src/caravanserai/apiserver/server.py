@@ -56,7 +56,7 @@ class ApiServerConfig:
     history_kind_bytes: int = 256 * 1024 * 1024  # estimated bytes of one kind's watch history (oldest dropped)
     history_bytes: int = 1024 * 1024 * 1024  # the same, of every kind's history together
     grace: float = 5.0
-    shutdown_delay: float = 0.0  # seconds served NOT_SERVING after SIGTERM before new calls are refused (see _serve)
+    shutdown_delay: float = 0.0  # seconds served NOT_SERVING after SIGTERM before new calls are refused (handover)
     tls: TLSFiles = field(default_factory=TLSFiles)
     etcd_tls: TLSFiles = field(default_factory=TLSFiles)  # client certificate and CA for https:// etcd endpoints
     token_file: str = ""
@@ -250,8 +250,8 @@ class ApiServer:
     async def _keep_serving_while_clients_leave(self) -> None:
         """On a stop, after the health service says NOT_SERVING: serve on for `shutdown_delay` seconds. Clients that
         balance over several apiservers watch that health (`client.targets`) and send their next calls to the
-        others; only then does the server refuse new calls (a call that arrived as the server stopped taking any
-        was cancelled, and a create cancelled that way cannot be repeated safely: the caller saw an error)."""
+        others; only then does the server refuse new calls (a call that arrives as the server stops taking any can
+        be cancelled, and a create cancelled that way cannot be repeated safely: its caller sees an error)."""
         if self.config.shutdown_delay > 0:
             log.info("apiserver stopping: serving while clients move away", seconds=self.config.shutdown_delay)
             await self.clock.sleep(self.config.shutdown_delay)
