@@ -189,59 +189,58 @@ class NodeRegistrar:
         return await self._client.nodes.update_status(updated)
 
     async def write_throughput(self, throughput: v1.Throughput) -> v1.Node:
-        """Store a throughput measurement in the Node's status (read, modify, compare-and-swap)."""
+        """Store a throughput measurement in the Node's status (`_modify_status`)."""
 
-        async def write() -> v1.Node:
-            current = await self._client.nodes.get(self.name)
-            updated = meta.copy(current)
-            updated.status.network.throughput.CopyFrom(throughput)
-            return await self._client.nodes.update_status(updated)
+        def change(status: v1.NodeStatus) -> None:
+            status.network.throughput.CopyFrom(throughput)
 
-        return await retry_conflicts(write)
+        return await self._modify_status(change)
 
     async def write_fence_record(self, problem: str) -> v1.Node:
         """Condition FenceUnrecorded: True with `problem` while the agent cannot write its fence deadline for the
-        node's watchdog, False once it can again (read, modify, compare-and-swap; nothing is written when it is as
-        stored, or absent with no problem)."""
+        node's watchdog, False once it can again (`_modify_status`; absent with no problem stays absent)."""
 
-        async def write() -> v1.Node:
-            current = await self._client.nodes.get(self.name)
-            if not problem and meta.get_condition(current.status.conditions, v1.CONDITION_FENCE_UNRECORDED) is None:
-                return current
-            updated = meta.copy(current)
+        def change(status: v1.NodeStatus) -> None:
+            if not problem and meta.get_condition(status.conditions, v1.CONDITION_FENCE_UNRECORDED) is None:
+                return
             if problem:
-                status, reason = v1.TRUE, REASON_FENCE_UNWRITABLE
+                state, reason = v1.TRUE, REASON_FENCE_UNWRITABLE
                 message = (
                     f"cannot write the fence deadline for the node's watchdog ({problem}): if this agent freezes or "
                     "dies, nothing stops its containers by the deadline"
                 )
             else:
-                status, reason, message = v1.FALSE, REASON_FENCE_RECORDED, "the fence deadline is recorded"
+                state, reason, message = v1.FALSE, REASON_FENCE_RECORDED, "the fence deadline is recorded"
             meta.set_condition(
-                updated.status.conditions,
+                status.conditions,
                 v1.CONDITION_FENCE_UNRECORDED,
-                status,
+                state,
                 reason=reason,
                 message=message,
                 now=self._clock.now(),
             )
-            if updated.status == current.status:
-                return current
-            return await self._client.nodes.update_status(updated)
 
-        return await retry_conflicts(write)
+        return await self._modify_status(change)
 
     async def write_inventory(self, images: list[v1.NodeImage], restore_rates: dict[str, str]) -> v1.Node:
-        """Store the node's images and its restores' download rates (read, modify, compare-and-swap; nothing is
-        written when both are as stored)."""
+        """Store the node's images and its restores' download rates (`_modify_status`)."""
+
+        def change(status: v1.NodeStatus) -> None:
+            del status.images[:]
+            status.images.extend(images)
+            status.network.restore_rates.clear()
+            status.network.restore_rates.update(restore_rates)
+
+        return await self._modify_status(change)
+
+    async def _modify_status(self, change: Callable[[v1.NodeStatus], None]) -> v1.Node:
+        """Read the Node, `change` a copy of its status, write it with a compare-and-swap (again on Conflict:
+        `retry_conflicts`); nothing is written when the change leaves the status as stored."""
 
         async def write() -> v1.Node:
             current = await self._client.nodes.get(self.name)
             updated = meta.copy(current)
-            del updated.status.images[:]
-            updated.status.images.extend(images)
-            updated.status.network.restore_rates.clear()
-            updated.status.network.restore_rates.update(restore_rates)
+            change(updated.status)
             if updated.status == current.status:
                 return current
             return await self._client.nodes.update_status(updated)

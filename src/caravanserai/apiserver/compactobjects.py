@@ -35,15 +35,11 @@ class CompactObjects(Mapping[str, Any]):
     # ---- reading --------------------------------------------------------------------------------------------
 
     def __getitem__(self, key: str) -> Any:
-        if self._decoded is not None:
-            return self._decoded[key]
-        return self._cls.FromString(self._blobs[key])
+        return self._object(key, self._blobs[key])
 
     def get(self, key: str, default: Any = None) -> Any:
         blob = self._blobs.get(key)
-        if blob is None:
-            return default
-        return self._decoded[key] if self._decoded is not None else self._cls.FromString(blob)
+        return default if blob is None else self._object(key, blob)
 
     def __contains__(self, key: object) -> bool:
         return key in self._blobs

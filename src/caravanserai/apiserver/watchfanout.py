@@ -71,11 +71,6 @@ class CacheEvent:
         self._prev: Any = _UNSET
         self._encoded: dict[str, bytes] | None = None
 
-    @classmethod
-    def of(cls, revision: int, type_: str, obj: Any, prev: Any | None, kind: meta.Kind) -> CacheEvent:
-        """The event of decoded messages `obj` and `prev` (which carry their resource versions)."""
-        return cls(revision, type_, obj.SerializeToString(), None if prev is None else prev.SerializeToString(), kind)
-
     @property
     def obj(self) -> Any:
         """The object after the change, decoded (read-only; kept until `release`)."""

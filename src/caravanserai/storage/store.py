@@ -248,11 +248,18 @@ class Store:
     def _also_compare(self, also: Sequence[Also]) -> builtins.list[Compare]:
         return [self._also_guard(a) for a in also]
 
-    def _also_guard(self, a: Also) -> Compare:
+    def _also_span(self, a: Also) -> tuple[bytes, bytes]:
+        """The keys an `also` guards: (its key, b"") or, for a `quiet` guard, (its prefix, the prefix's end)."""
         if a.guard == "quiet":
             start = self._dir(a.resource) + a.key.encode()
-            return Compare.mod_revision(start, "<", a.expected_revision + 1, range_end=prefix_end(start))
-        return Compare.mod_revision(self._key(a.resource, a.key), "==", a.expected_revision)
+            return start, prefix_end(start)
+        return self._key(a.resource, a.key), b""
+
+    def _also_guard(self, a: Also) -> Compare:
+        key, end = self._also_span(a)
+        if end:
+            return Compare.mod_revision(key, "<", a.expected_revision + 1, range_end=end)
+        return Compare.mod_revision(key, "==", a.expected_revision)
 
     def _also_put(self, also: Sequence[Also]) -> builtins.list[PutOp]:
         """Writes of the `also` objects: each keeps its lease; one expected absent (revision 0) is created."""
@@ -270,10 +277,8 @@ class Store:
         return [self._also_range(a) for a in also]
 
     def _also_range(self, a: Also) -> RangeOp:
-        if a.guard == "quiet":
-            start = self._dir(a.resource) + a.key.encode()
-            return RangeOp(start, prefix_end(start), keys_only=True)
-        return RangeOp(self._key(a.resource, a.key), keys_only=True)
+        key, end = self._also_span(a)
+        return RangeOp(key, end, keys_only=True)
 
     async def _txn(
         self,

@@ -25,7 +25,9 @@ def _config(revision: int, name: str = "big") -> Any:
 
 
 def _event(revision: int, prev: Any | None, name: str = "big") -> CacheEvent:
-    return CacheEvent.of(revision, v1.MODIFIED if prev is not None else v1.ADDED, _config(revision, name), prev, CONFIG)
+    type_ = v1.MODIFIED if prev is not None else v1.ADDED
+    prev_blob = None if prev is None else prev.SerializeToString()
+    return CacheEvent(revision, type_, _config(revision, name).SerializeToString(), prev_blob, CONFIG)
 
 
 def test_1200_updates_of_a_480k_config_stay_under_the_kind_cap() -> None:
