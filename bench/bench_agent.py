@@ -291,6 +291,7 @@ async def main(opts: argparse.Namespace) -> dict[str, Any]:
                 pool = default_pool_size(os.cpu_count() or 1) if opts.network_pool is None else opts.network_pool
                 await wait_until(lambda: pool_settled(pool), "the agent's network pool to settle", timeout=120)
                 settled = await agent_run(client, image, opts.count, bind_here=not use_scheduler, prefix="again")
+                await wait_until(lambda: pool_settled(pool), "the agent's network pool to settle", timeout=120)
                 single = await agent_serial(client, image, opts.single, bind_here=not use_scheduler)
                 for count in opts.curve:  # the curve's other points (the first burst is its point at --count)
                     await wait_until(lambda: pool_settled(pool), "the agent's network pool to settle", timeout=120)

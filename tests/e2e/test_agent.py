@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 
 import grpc
 import pytest
@@ -18,6 +17,7 @@ from caravanserai.errors import NotFound
 from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
+from support import http
 
 pytestmark = pytest.mark.docker
 
@@ -108,12 +108,11 @@ async def test_two_services_reach_each_other_by_name(client: Client, start_agent
         f"cara_shop_client_{agent.node}": statuses["client"].container_id,
     }
 
-    def fetch() -> bytes:
-        with urllib.request.urlopen(f"http://127.0.0.1:{host_port}/index.html", timeout=5) as response:
-            return bytes(response.read())
-
     # Running means the containers run; httpd may need a moment more before it answers.
-    body = await wait_for(lambda: asyncio.to_thread(fetch), timeout=10, message="the published port to answer")
+    url = f"http://127.0.0.1:{host_port}/index.html"
+    body = await wait_for(
+        lambda: asyncio.to_thread(http.get_ok, url), timeout=10, message="the published port to answer"
+    )
     assert body == b"hello-from-web\n"
 
     request = api_pb2.LogsRequest(project="shop", service="client", follow=True, tail=-1)

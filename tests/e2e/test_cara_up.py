@@ -25,8 +25,6 @@ import stat
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,6 +45,7 @@ from caravanserai.process.tls import TLSFiles
 from caravanserai.storage.etcd import EtcdClient
 from caravanserai.testing import ensure_test_image, free_port, free_ports
 from caravanserai.testing.etcd import endpoint_healthy
+from support import http
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -117,12 +116,10 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 def http_get(url: str) -> str | None:
-    """The body at `url`, or None when nothing answers yet."""
+    """The body of `url`'s 200 answer, or None when nothing answers yet or the answer is another status."""
     try:
-        with urllib.request.urlopen(url, timeout=3) as response:
-            body: bytes = response.read()
-            return body.decode()
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return http.get_ok(url, timeout=3).decode()
+    except OSError:
         return None
 
 

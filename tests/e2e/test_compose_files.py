@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from caravanserai.client import Client
 from caravanserai.testing import free_port
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.wait import wait_for
+from support import http
 
 pytestmark = pytest.mark.docker
 
@@ -52,13 +52,9 @@ async def ready(client: Client, name: str, *, timeout: float = 60.0) -> v1.Proje
 async def http_get(url: str) -> str:
     """The body of a GET of `url`, retried until it answers 200 (a published port may take a moment)."""
 
-    def fetch() -> str:
-        with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - a loopback URL of the test
-            return str(response.read().decode())
-
     async def answered() -> str | None:
         try:
-            return await asyncio.to_thread(fetch)
+            return (await asyncio.to_thread(http.get_ok, url, timeout=2)).decode()
         except OSError:
             return None
 

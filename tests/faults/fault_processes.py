@@ -14,11 +14,11 @@ import contextlib
 import re
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support import http
 from support.fleet.process import HostProcess
 
 NODE_LABEL = "caravanserai.io/node"
@@ -184,8 +184,7 @@ def remove_labelled(node: str) -> None:
 
 
 def _fetch(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback only
-        return str(response.read().decode())
+    return http.get_ok(url, timeout=2).decode()
 
 
 async def scrape(port: int) -> dict[str, float]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 
 from fleet_helpers import wait_running
 
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
+from support import http
 from support.fleet import Fleet
 
 WEB = ["sh", "-c", "echo scoped > /tmp/index.html && exec httpd -f -p 8080 -h /tmp"]
@@ -22,12 +21,8 @@ INGRESS_PORT = 8081  # the agents' default --ingress-listen, inside each host's 
 
 def fetch(address: str, host: str) -> tuple[int, str]:
     """(status, X-Caravanserai-Error) of GET / with `Host: host` at address:8081, from the root namespace."""
-    request = urllib.request.Request(f"http://{address}:{INGRESS_PORT}/index.html", headers={"Host": host})
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - a harness address
-            return response.status, ""
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("X-Caravanserai-Error", "")
+    reply = http.get(f"http://{address}:{INGRESS_PORT}/index.html", headers={"Host": host})
+    return reply.status, "" if reply.status == 200 else reply.headers.get("X-Caravanserai-Error", "")
 
 
 def fetch_from_host(netns: str, address: str, host: str) -> str:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
-import urllib.request
 
 from fleet_helpers import QUICK_STOP, copies, wait_running
 
 from caravanserai.testing import builders
 from caravanserai.testing.wait import wait_for
+from support import http
 from support.fleet import Fleet
 
 
@@ -65,11 +65,7 @@ async def test_ingress_and_port_forward_reach_a_project_on_another_host(fleet: F
     elsewhere = next(h for h in fleet.workers if h.name != node)
 
     def via_ingress() -> bytes:
-        request = urllib.request.Request(
-            f"http://{elsewhere.address}:{INGRESS_PORT}/index.html", headers={"Host": "web.site.local"}
-        )
-        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - a harness address
-            return bytes(response.read())
+        return http.get_ok(f"http://{elsewhere.address}:{INGRESS_PORT}/index.html", headers={"Host": "web.site.local"})
 
     body = await wait_for(lambda: asyncio.to_thread(via_ingress), 30, interval=0.5, message="ingress answers")
     assert body == b"hello-from-caravanserai\n"
@@ -85,12 +81,8 @@ async def test_ingress_and_port_forward_reach_a_project_on_another_host(fleet: F
         local = re.search(r"Forwarding from (\S+):(\d+)", line)
         assert local, line
 
-        def via_forward() -> bytes:
-            url = f"http://{local.group(1)}:{local.group(2)}/index.html"
-            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback
-                return bytes(response.read())
-
-        assert await asyncio.to_thread(via_forward) == b"hello-from-caravanserai\n"
+        url = f"http://{local.group(1)}:{local.group(2)}/index.html"
+        assert await asyncio.to_thread(http.get_ok, url) == b"hello-from-caravanserai\n"
     finally:
         forward.terminate()
         await forward.wait()

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-import urllib.request
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -16,6 +15,7 @@ from caravanserai.client import Client
 from caravanserai.testing import free_port
 from caravanserai.testing.builders import project
 from caravanserai.testing.wait import wait_for
+from support import http
 
 
 async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type: ignore[no-untyped-def]  # the etcd fixture is left unannotated
@@ -48,13 +48,13 @@ async def test_process_serves_health_and_stops_on_sigterm(etcd) -> None:  # type
             reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
             assert reply.status == health_pb2.HealthCheckResponse.SERVING
         for path in ("/healthz", "/readyz", "/metrics"):
-            with urllib.request.urlopen(f"http://{metrics}{path}", timeout=5) as response:  # noqa: ASYNC210 - loopback
-                assert response.status == 200
-                if path == "/metrics":
-                    assert (
-                        b'caravanserai_apiserver_requests_total{code="OK",resource="projects",verb="Create"} 1.0'
-                        in response.read()
-                    )
+            reply = await asyncio.to_thread(http.get, f"http://{metrics}{path}")
+            assert reply.status == 200
+            if path == "/metrics":
+                assert (
+                    b'caravanserai_apiserver_requests_total{code="OK",resource="projects",verb="Create"} 1.0'
+                    in reply.body
+                )
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.wait_for(proc.wait(), 15)
         assert code == 0

@@ -5,7 +5,6 @@ collector deletes the runs with their Backup."""
 from __future__ import annotations
 
 import asyncio
-import urllib.request
 from typing import Any
 
 from caravanserai import meta
@@ -14,6 +13,7 @@ from caravanserai.clock import SystemClock
 from caravanserai.controller import Manager
 from caravanserai.controllers.gc import app as gc
 from caravanserai.testing import running, wait_for
+from support import http
 from support.examples import backup_operator
 
 ops = backup_operator()
@@ -26,8 +26,7 @@ async def define_kinds(client: Client) -> None:
 
 
 def metrics_text(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:  # noqa: S310 - loopback
-        return str(response.read().decode())
+    return http.get_ok(f"http://127.0.0.1:{port}/metrics").decode()
 
 
 async def test_backup_operator_against_the_apiserver(cara_client: Client) -> None:
