@@ -202,18 +202,23 @@ async def test_always_picks_up_a_re_pushed_tag(
         docker("rm", "-f", scratch, check=False)
     registry.push(second_local, "cara/moving:latest")
     docker("rmi", second_local, check=False)
+    try:
 
-    def restarted(current: v1.Project) -> bool:
-        current.spec.services[0].restarted_at.GetCurrentTime()  # what `caractrl restart` does
-        return True
+        def restarted(current: v1.Project) -> bool:
+            current.spec.services[0].restarted_at.GetCurrentTime()  # what `caractrl restart` does
+            return True
 
-    await modify(client.projects, "moving", restarted)
+        await modify(client.projects, "moving", restarted)
 
-    async def moved_on() -> str:
-        found = docker("inspect", "-f", "{{.Image}}", container, check=False)
-        return found if found and found != first else ""
+        async def moved_on() -> str:
+            found = docker("inspect", "-f", "{{.Image}}", container, check=False)
+            return found if found and found != first else ""
 
-    second = await wait_for(moved_on, timeout=60, message="the container runs the re-pushed image")
-    assert docker("inspect", "-f", '{{index .Config.Labels "pushed"}}', second) == "second"
-    await wait_phase(client, "moving", v1.RUNNING, timeout=30)
-    assert len(await messages(client, "moving", "Pulled")) >= 1
+        second = await wait_for(moved_on, timeout=60, message="the container runs the re-pushed image")
+        assert docker("inspect", "-f", '{{index .Config.Labels "pushed"}}', second) == "second"
+        await wait_phase(client, "moving", v1.RUNNING, timeout=30)
+        assert len(await messages(client, "moving", "Pulled")) >= 1
+    finally:  # the re-pushed image, pulled back under the registry's tag, would outlive the test untagged
+        await client.projects.delete("moving")
+        await wait_phase(client, "moving", v1.TERMINATED, timeout=60)  # its container is removed
+        docker("rmi", "-f", second_local, check=False)
