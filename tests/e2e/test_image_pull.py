@@ -98,9 +98,12 @@ def registry(tmp_path: Path, image: str) -> Iterator[Registry]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        for line in docker("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).splitlines():
-            if line.startswith(address + "/"):
-                docker("rmi", "-f", line, check=False)
+        listed = docker("images", "--digests", "--format", "{{.Repository}} {{.Tag}} {{.Digest}}", check=False)
+        for repository, tag, digest in (line.split() for line in listed.splitlines()):
+            if repository.startswith(address + "/"):  # its tags, and the references a pull by digest left
+                for reference in (f"{repository}:{tag}", f"{repository}@{digest}"):
+                    if "<none>" not in reference:
+                        docker("rmi", reference, check=False)
         shutil.rmtree(root, ignore_errors=True)
 
 
