@@ -43,7 +43,7 @@ Guarantees:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 import structlog
@@ -142,9 +142,21 @@ class SchedulerReconciler:
         return True
 
     def wake_all_pending(self) -> None:
-        """The cluster changed in a way that may let waiting projects fit: try every Pending project again."""
-        for project in self._projects.by_index(PHASE_INDEX, v1.PENDING):
+        """The cluster changed in a way that may let waiting projects fit: try every Pending project again. Those
+        already waiting for a decision (their priority is kept current by their own updates) are passed over
+        without reading them from the cache: a relist of 20,000 nodes, delivered in many turns of the event loop,
+        asks for this once per turn while 40,000 projects wait."""
+        for project in self._asleep():
             self.wake(project)
+
+    def _asleep(self) -> Iterator[v1.Project]:
+        """The Pending projects that wait for no decision now (not queued, not assumed bound)."""
+        active, is_assumed, projects = self.active, self.state.is_assumed, self._projects
+        for name in projects.keys_by_index(PHASE_INDEX, v1.PENDING):
+            if name not in active and not is_assumed(name):
+                project = projects.get(name)
+                if project is not None:
+                    yield project
 
     def wake_fitting(self, nodes: Collection[str]) -> None:
         """Room was released on `nodes`, and nothing else changed: wake the Pending projects that pass every filter
@@ -156,10 +168,9 @@ class SchedulerReconciler:
             return
         infos = [info for info in map(self.state.node, sorted(nodes)) if info is not None]
         ctx, filters = self._context(), self.config.policy.filters
-        for project in self._projects.by_index(PHASE_INDEX, v1.PENDING):
-            name = meta.key_of(project)
-            if name in self.active or not waits_for_node(project) or self.state.is_assumed(name):
-                continue  # decided soon anyway, or waits for nothing
+        for project in self._asleep():
+            if not waits_for_node(project):
+                continue  # being deleted: waits for nothing
             info = project_info(project)  # filters only: no image sizes needed
             if info.placement.inter_project or any(first_rejection(info, n, ctx, filters) is None for n in infos):
                 self.wake(project)

@@ -83,6 +83,11 @@ class CacheReader(Protocol[T]):
         """The objects filed under `value` in `index`, sorted by name. KeyError for an unknown index."""
         ...
 
+    def keys_by_index(self, index: str, value: str) -> builtins.list[str]:
+        """The keys of the objects filed under `value` in `index`, sorted, without reading the objects (a compact
+        cache decodes each object it hands out). KeyError for an unknown index."""
+        ...
+
     def __len__(self) -> int: ...
 
     def __contains__(self, name: object) -> bool: ...
@@ -132,11 +137,14 @@ class Indexer(Generic[T]):
         return sorted(self._blobs if self._cls is not None else self._items)
 
     def by_index(self, index: str, value: str) -> builtins.list[T]:
+        return [self._load(name) for name in self.keys_by_index(index, value)]
+
+    def keys_by_index(self, index: str, value: str) -> builtins.list[str]:
         try:
             buckets = self._indices[index]
         except KeyError:
             raise KeyError(f"no index {index!r}; known: {', '.join(self.index_names)}") from None
-        return [self._load(name) for name in sorted(buckets.get(value, ()))]
+        return sorted(buckets.get(value, ()))
 
     def index_values(self, index: str) -> builtins.list[str]:
         """The values under which at least one object is filed in `index`, sorted."""

@@ -155,6 +155,9 @@ class Informer(Generic[T]):
     def by_index(self, index: str, value: str) -> builtins.list[T]:
         return self._indexer.by_index(index, value)
 
+    def keys_by_index(self, index: str, value: str) -> builtins.list[str]:
+        return self._indexer.keys_by_index(index, value)
+
     def has_synced(self) -> bool:
         return self._synced.is_set()
 

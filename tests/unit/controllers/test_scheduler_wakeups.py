@@ -73,3 +73,17 @@ def test_many_nodes_at_once_or_a_required_anti_affinity_leaving_wake_every_pendi
     ).label_selector.match_labels["app"] = "web"
     state.observe_project(None, solo)
     assert state.forget_project(solo).anti_moved  # what it kept off n1 may fit there now, whatever its rules
+
+
+def test_waking_every_pending_project_reads_only_those_not_waiting_already(monkeypatch) -> None:  # type: ignore[no-untyped-def]  # pytest's fixture
+    _, cache, reconciler = setup()
+    reconciler.wake_all_pending()
+    assert all(name in reconciler.active for name in ("fits", "huge", "ruled"))
+    assert reconciler.active.pop() is not None  # one is being decided on: it no longer waits
+    asleep = [name for name in ("fits", "huge", "ruled") if name not in reconciler.active]
+    read: list[str] = []
+    get = cache.get
+    monkeypatch.setattr(cache, "get", lambda name: read.append(name) or get(name))
+    monkeypatch.setattr(cache, "by_index", None)  # never: the keys are enough to pass over the waiting ones
+    reconciler.wake_all_pending()
+    assert read == asleep and all(name in reconciler.active for name in ("fits", "huge", "ruled"))

@@ -170,6 +170,7 @@ def test_indexer_gets_lists_and_indexes_by_label_and_custom_index(compact: bool)
     assert [o.metadata.name for o in cache.by_index(LABEL_INDEX, "app=web")] == ["a", "b"]
     assert [o.metadata.name for o in cache.by_index(NODE_REF_INDEX, "n1")] == ["b", "c"]
     assert cache.by_index(NODE_REF_INDEX, "n9") == []
+    assert cache.keys_by_index(NODE_REF_INDEX, "n1") == ["b", "c"] and cache.keys_by_index(NODE_REF_INDEX, "n9") == []
     assert cache.index_values(NODE_REF_INDEX) == ["n1", "n2"]
 
 
