@@ -147,8 +147,16 @@ async def stored_objects(etcd_client: EtcdClient, prefix: str) -> dict[tuple[str
         validate_status(resource, obj)
         if obj.metadata.annotations.get(AUTOUPDATE) or (resource, key) == ("namespaces", meta.DEFAULT_NAMESPACE):
             continue  # what every apiserver keeps: the default namespace, the built-in roles
-        objects[(resource, obj.metadata.name)] = obj
+        objects[(resource, key)] = obj
     return objects
+
+
+def stored_key(obj: Any) -> tuple[str, str]:
+    """(plural, key) under which the apiserver stores `obj`: a namespaced object that names no namespace lives in
+    `default`. Two objects of one name in two namespaces are two objects."""
+    kind = meta.kind_of(obj)
+    namespace = "" if kind.cluster_scoped else (obj.metadata.namespace or meta.DEFAULT_NAMESPACE)
+    return kind.plural, meta.join_key(namespace, obj.metadata.name)
 
 
 # ---- manifests ------------------------------------------------------------------------------------------------
@@ -217,7 +225,7 @@ class ManifestRun:
 
     async def create(self, obj: Any, *, replace: bool) -> None:
         """Create `obj`; with `replace`, first remove an object of that name this run accepted earlier."""
-        key = (meta.kind_of(obj).plural, obj.metadata.name)
+        key = stored_key(obj)
         resource = self.client.resource(key[0])
         async with self.locks[key]:
             if replace and key in self.accepted:
@@ -265,7 +273,7 @@ class ManifestRun:
                 assert err.violations and all(v.field for v in err.violations), str(err)
                 self.tally["refused"] += 1
             except AlreadyExists:
-                assert (meta.kind_of(obj).plural, obj.metadata.name) in self.accepted
+                assert stored_key(obj) in self.accepted
                 self.tally["refused"] += 1
 
     async def assert_stored_as_accepted(self, etcd_client: EtcdClient, prefix: str) -> None:
