@@ -108,6 +108,19 @@ async def test_requeue_after_reconciles_again_on_the_clock() -> None:
     assert controller.metrics.results["requeue_after"] == 1 and controller.metrics.results["success"] == 1
 
 
+async def test_no_reconcile_starts_while_the_controller_may_not_act() -> None:
+    allowed = False
+    script = Script()
+    controller = Controller("gated", script)
+    controller.may_act = lambda: allowed  # as the manager's `leading` past the renew deadline
+    async with running(controller.run()):
+        controller.enqueue("k")
+        await asyncio.sleep(0.3)
+        assert script.calls == [] and controller.queue.processing == 1  # the key is held, not dropped
+        allowed = True
+        await wait_for(lambda: len(script.calls) == 1, 2)
+
+
 async def test_terminal_error_is_not_retried_until_the_object_changes(client: Client) -> None:
     await client.projects.create(project("doomed"))
     script = Script(lambda key, attempt: TerminalError("cannot ever work") if attempt == 1 else Result())

@@ -170,6 +170,8 @@ async def test_a_leader_that_cannot_renew_stops_its_controllers_within_the_deadl
             assert stopped_at - lost_at <= RENEW_DEADLINE + RETRY + 0.3
             last_end = max(end for _, _, end in intervals)
             assert last_end <= stopped_at  # nothing ran after leadership ended
+            # and nothing started after `leading` turned False, though the controllers ran on until cancelled
+            assert max(start for _, start, _ in intervals) <= elector.last_renew + RENEW_DEADLINE
             count = len(intervals)
             await asyncio.sleep(0.3)
             assert len(intervals) == count

@@ -18,11 +18,18 @@ Guarantees:
   released (done), so the controller can run again later on the same queue.
 * Handlers keep adding keys while the controller is not running (e.g. not leading): the queue collapses them,
   and they are processed once it runs.
+* **No reconcile starts while `may_act()` is False** (the manager sets it to `Manager.leading`: under leader
+  election, the lease renewed within its deadline). A worker that takes a key then holds it, checking every
+  `MAY_ACT_POLL` seconds, until `may_act()` is True again or the worker is cancelled (the elector cancels the
+  controllers once it sees the deadline passed; the key is then released and primed again under the next lease).
+  So between the renew deadline and that cancellation, which may come up to the elector's retry period later,
+  nothing new is started on a lease that another replica may already hold.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -36,6 +43,9 @@ from caravanserai.informer import EventHandler, Informer
 from caravanserai.workqueue import RateLimiter, ShutDown, WorkQueue
 
 log = structlog.get_logger(__name__)
+
+MAY_ACT_POLL = 0.05
+"""Seconds between two looks at `may_act()` of a worker holding a key it may not reconcile yet."""
 
 
 class Controller:
@@ -69,6 +79,7 @@ class Controller:
         self.queue: WorkQueue[str] = queue
         # The informers this controller watches, each with the handler that turns its changes into keys.
         self._sources: list[tuple[Informer[Any], EventHandler[Any]]] = []
+        self.may_act: Callable[[], bool] = lambda: True  # whether a reconcile may start now (see the docstring)
         self._log = log.bind(controller=name)
 
     @property
@@ -109,6 +120,8 @@ class Controller:
         while True:
             try:
                 async with self.queue.get() as key:
+                    while not self.may_act():
+                        await self._clock.sleep(MAY_ACT_POLL)
                     await self._reconcile(key)
             except ShutDown:
                 return

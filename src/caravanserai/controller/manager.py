@@ -98,9 +98,11 @@ class Manager:
     # ---- setting up -------------------------------------------------------------------------------------------
 
     def add(self, controller: Controller) -> Controller:
-        """Run `controller` with this manager (before `run`). Its informers must come from `self.informers`."""
+        """Run `controller` with this manager (before `run`). Its informers must come from `self.informers`. It
+        starts no reconcile while the manager is not `leading`."""
         if self._running:
             raise RuntimeError("add controllers before the manager runs")
+        controller.may_act = lambda: self.leading
         self._controllers.append(controller)
         return controller
 
