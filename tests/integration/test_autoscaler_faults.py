@@ -271,8 +271,12 @@ async def test_safe_to_evict_false_keeps_an_idle_node_and_a_plain_one_is_removed
     await client.nodegroups.create(node_group("g"))
     async with cluster(client, provider, scheduler=False):
         await wait_for(lambda: provider.deleted == ["g-gone"], timeout=30)
-        status = await group_status(client, "g")
-        assert status.last_scale_down.nodes == ["g-gone"] and not status.HasField("removing")
+
+        async def recorded() -> bool:  # the group's status is written after the provider deleted the node
+            status = await group_status(client, "g")
+            return list(status.last_scale_down.nodes) == ["g-gone"] and not status.HasField("removing")
+
+        await wait_for(recorded, timeout=10)
         assert (await client.nodes.get("g-kept")).metadata.name == "g-kept"
 
 
