@@ -12,10 +12,11 @@ Guarantees:
 
 - **Errors are ours.** Every gRPC failure surfaces as a `caravanserai.errors` type raised `from` the gRPC
   error: unreachable member or deadline → Unavailable; compacted revision → Expired; see `etcd_errors`.
-- **Failover.** With several endpoints, a call that finds its member unreachable moves the client to the next
-  one. Reads (Range, Status, read-only Txn) are retried at once on the next endpoint; writes are *never*
-  retried, because a write whose answer was lost may have been applied: the caller gets Unavailable and
-  decides (the store's writes are compare-and-swap, so a caller re-reads and decides again).
+- **Failover.** With several endpoints, a call that finds its member unreachable, or loses its connection with
+  the call in flight (`etcd_errors.fails_over`), moves the client to the next one. Reads (Range, Status,
+  read-only Txn) are retried at once on the next endpoint; writes are *never* retried, because a write whose
+  answer was lost may have been applied: the caller gets Unavailable and decides (the store's writes are
+  compare-and-swap, so a caller re-reads and decides again).
 - **Deadlines.** Unary calls carry `request_timeout`; streams (watch, keepalive) have none and are kept
   alive by HTTP/2 pings instead.
 - **Watch** is ordered, gapless and resumes itself; see `etcd_watch`.
@@ -39,7 +40,7 @@ from caravanserai.clock import Clock, SystemClock
 from caravanserai.errors import NotFound, Unavailable
 from caravanserai.process.tls import TLSFiles
 from caravanserai.storage.etcd_connection import Connection, ConnectionPool
-from caravanserai.storage.etcd_errors import FAILOVER_CODES, etcd_error
+from caravanserai.storage.etcd_errors import etcd_error, fails_over
 from caravanserai.storage.etcd_types import (
     Compare,
     DeleteResult,
@@ -112,7 +113,7 @@ class EtcdClient:
                     raise Unavailable("etcd client closed during a call") from None
                 raise
             except grpc.aio.AioRpcError as exc:
-                if exc.code() not in FAILOVER_CODES:
+                if not fails_over(exc):
                     raise etcd_error(exc, endpoint=conn.endpoint) from exc
                 self._pool.failed(conn)
                 if attempt == attempts:

@@ -21,7 +21,7 @@ import structlog
 from caravanserai.api.etcd import rpc_pb2_grpc
 from caravanserai.errors import Unavailable
 from caravanserai.process.tls import TLSFiles
-from caravanserai.storage.etcd_errors import FAILOVER_CODES, STREAM_RETRY_CODES, etcd_error
+from caravanserai.storage.etcd_errors import STREAM_RETRY_CODES, etcd_error, fails_over
 
 if TYPE_CHECKING:
     from caravanserai.api.etcd.rpc_pb2_grpc import (
@@ -125,7 +125,7 @@ class ConnectionPool:
             raise Unavailable(f"etcd client closed during {what}") from exc
         if exc.code() not in STREAM_RETRY_CODES:
             raise etcd_error(exc, endpoint=conn.endpoint) from exc
-        if exc.code() in FAILOVER_CODES:
+        if fails_over(exc):
             self.failed(conn)
         log.warning(
             f"etcd {what} broken; reopening",

@@ -1,6 +1,8 @@
 """The one place where etcd's gRPC errors become `caravanserai.errors` types.
 
     UNAVAILABLE, DEADLINE_EXCEEDED        → Unavailable   (etcd unreachable, no leader, request timed out)
+    UNKNOWN "No status received"          → Unavailable   (the connection was lost with the call in flight: the
+                                          member stopped or went away before it answered; `fails_over`)
     OUT_OF_RANGE "...has been compacted"  → Expired       (the revision's history is gone: relist)
     OUT_OF_RANGE "...a future revision"   → Invalid       (a revision the store has not reached)
     NOT_FOUND (e.g. unknown lease)        → NotFound
@@ -29,6 +31,17 @@ STREAM_RETRY_CODES = FAILOVER_CODES | {
     grpc.StatusCode.UNKNOWN,
 }
 
+_NO_STATUS = "No status received"
+"""gRPC's details of a call whose stream ended without a status: the connection went away mid-call."""
+
+
+def fails_over(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether another endpoint may answer `exc`'s call: the member is down, partitioned or has no leader, or the
+    connection was lost with the call in flight (then a write's outcome is unknown, as with UNAVAILABLE)."""
+    code = exc.code()
+    return code in FAILOVER_CODES or (code == grpc.StatusCode.UNKNOWN and _NO_STATUS in (exc.details() or ""))
+
+
 NO_SPACE_MESSAGE = "etcd is out of space (NOSPACE alarm); see docs/fleet.md"
 """What a write refused for etcd's space quota says, and what `/readyz` reports while the alarm is raised."""
 
@@ -42,7 +55,7 @@ def etcd_error(exc: grpc.aio.AioRpcError, *, endpoint: str = "") -> ApiError:
     code = exc.code()
     detail = exc.details() or code.name
     where = f" at {endpoint}" if endpoint else ""
-    if code in FAILOVER_CODES:
+    if fails_over(exc):
         return Unavailable(f"etcd{where} unavailable: {detail}")
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _NO_SPACE in detail:
         return ResourceExhausted(NO_SPACE_MESSAGE)
