@@ -8,7 +8,7 @@ import pytest
 
 from caravanserai import meta, v1
 from caravanserai.client import Client
-from caravanserai.errors import AlreadyExists, Conflict, Expired, FailedPrecondition, Invalid, NotFound
+from caravanserai.errors import AlreadyExists, Conflict, Expired, FailedPrecondition, Invalid, NotFound, Unavailable
 from caravanserai.testing.apiserver import RunningApiServer
 from caravanserai.testing.builders import lease, node, project
 
@@ -170,6 +170,54 @@ async def test_delete_of_active_project_goes_through_terminating(client: Client)
     await client.projects.delete("active")
     with pytest.raises(NotFound):
         await client.projects.get("active")
+
+
+def lose_answers(api: RunningApiServer, method: str, times: int) -> list[str]:
+    """Make the apiserver's store carry out its next `times` calls of `method` and then raise Unavailable, as
+    when the etcd member went away before answering; the keys of the calls whose answer was lost."""
+    service = api.server.service
+    assert service is not None
+    store = service._store  # noqa: SLF001 - the one store every strategy writes through
+    real = getattr(store, method)
+    lost: list[str] = []
+
+    async def carried_out_then_lost(resource: str, key: str, *args: object, **kwargs: object) -> int:
+        revision: int = await real(resource, key, *args, **kwargs)
+        if len(lost) < times:
+            lost.append(key)
+            raise Unavailable("etcd unavailable: No status received")
+        return revision
+
+    setattr(store, method, carried_out_then_lost)
+    return lost
+
+
+async def test_a_delete_whose_answer_etcd_lost_is_read_again(client: Client, api: RunningApiServer) -> None:
+    await client.projects.create(project("pending"))  # removed at once
+    active = await client.projects.create(project("active"))  # marked Terminating
+    active.status.phase, active.status.node_ref = v1.SCHEDULED, "n1"
+    await client.projects.update_status(active)
+    with_version = await client.projects.create(project("versioned"))
+
+    lost = lose_answers(api, "delete", 1)
+    response = await client.projects.delete("pending")
+    assert lost == ["default/pending"] and response.deleted and meta.unwrap(response.object).metadata.name == "pending"
+    with pytest.raises(NotFound):
+        await client.projects.get("pending")
+
+    lost = lose_answers(api, "update", 1)
+    response = await client.projects.delete("active")
+    assert lost == ["default/active"] and not response.deleted
+    assert (await client.projects.get("active")).status.phase == v1.TERMINATING
+
+    lost = lose_answers(api, "delete", 1)  # with a version the server does not guess (the client may repeat it)
+    service = api.server.service
+    assert service is not None
+    request = v1.DeleteRequest(resource="projects", namespace="default", name="versioned")
+    request.resource_version = with_version.metadata.resource_version
+    with pytest.raises(Unavailable):
+        await service.delete(request)
+    assert lost == ["default/versioned"]
 
 
 async def test_node_with_bound_projects_cannot_be_deleted(client: Client) -> None:

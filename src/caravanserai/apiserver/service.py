@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,7 +46,7 @@ from caravanserai.apiserver.policies import Policies
 from caravanserai.apiserver.watchcache import WatchCache
 from caravanserai.apiserver.watchfanout import everything, selection
 from caravanserai.clock import Clock
-from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid, NotFound
+from caravanserai.errors import Conflict, Expired, FailedPrecondition, FieldViolation, Invalid, NotFound, Unavailable
 from caravanserai.storage import Store
 from caravanserai.storage.store import Also, CompanionChanged
 from caravanserai.text.selectors import FieldSelector, LabelSelector
@@ -57,6 +58,9 @@ MAX_OBJECT_BYTES = codec.MAX_OBJECT_BYTES
 # Reads and compare-and-swaps a write without a caller precondition makes before it gives up with Conflict (only
 # reached when other writers change the object this often in a row).
 RMW_ATTEMPTS = 32
+AMBIGUOUS_RETRIES = 2
+"""Times a Delete without a version is tried again after etcd lost its answer (Unavailable once the object was read):
+on another member by then, the next read tells whether the first try removed it."""
 NAMESPACES = "namespaces"
 
 T = TypeVar("T")
@@ -397,19 +401,38 @@ class ResourceService:
 
     async def delete(self, request: v1.DeleteRequest, *, who: Identity = LOCAL_ADMIN) -> v1.DeleteResponse:
         """Remove or mark the object (as the kind's delete plan says); without `request.resource_version` a concurrent
-        write makes the server read again, never Conflict."""
+        write makes the server read again, never Conflict.
+
+        Without a version, a try whose write etcd may or may not have carried out (Unavailable after the object was
+        read: the member went away mid-call) is made again, up to `AMBIGUOUS_RETRIES` times: an object still there
+        is deleted (or found marked already), and one gone by then is answered deleted, as last read — the end
+        the caller asked for, whichever try (or whoever else) reached it. With a version it is Unavailable: the
+        caller decides."""
         resource = request.resource
         strategy = await self.strategy(resource)
         key = self._key(strategy, request.namespace, request.name)
-        return await self._read_modify_write(
-            resource,
-            key,
-            request.resource_version,
-            lambda: self._delete_once(strategy, request, key, who),
-        )
+        read: list[Any] = []  # what each try read, the last one last
+
+        def attempt() -> Awaitable[v1.DeleteResponse]:
+            return self._delete_once(strategy, request, key, who, read)
+
+        for tries in range(AMBIGUOUS_RETRIES + 1):
+            lost = bool(tries)  # an earlier try's answer was lost
+            try:
+                return await self._read_modify_write(resource, key, request.resource_version, attempt)
+            except Unavailable:
+                if request.resource_version or not read or tries == AMBIGUOUS_RETRIES:
+                    raise
+                log.info("a delete's answer was lost; reading again", resource=resource, key=key)
+            except NotFound:
+                if not lost:
+                    raise
+                log.info("deleted (found gone after a lost answer)", resource=resource, key=key)
+                return v1.DeleteResponse(object=strategy.kind.wrap(read[-1]), deleted=True)
+        raise AssertionError("unreachable")
 
     async def _delete_once(
-        self, strategy: KindStrategy[Any], request: v1.DeleteRequest, key: str, who: Identity
+        self, strategy: KindStrategy[Any], request: v1.DeleteRequest, key: str, who: Identity, read: builtins.list[Any]
     ) -> v1.DeleteResponse:
         resource, name = request.resource, request.name
         finalizer = _propagation_finalizer(request.propagation_policy)
@@ -424,6 +447,7 @@ class ResourceService:
                 ]
             )
         current = await self._current(strategy, key, request.resource_version)
+        read.append(current)
         self._authz.check(who, "delete", resource, name=name, obj=current, force=request.force)
         await strategy.before_delete(self._ctx, current, force=request.force)
         if finalizer and not current.metadata.HasField("deletion_timestamp"):
