@@ -411,7 +411,7 @@ class ResourceService:
         resource = request.resource
         strategy = await self.strategy(resource)
         key = self._key(strategy, request.namespace, request.name)
-        read: list[Any] = []  # what each try read, the last one last
+        read: list[Any] = []  # the object the last try read (none yet: nothing can have been written)
 
         def attempt() -> Awaitable[v1.DeleteResponse]:
             return self._delete_once(strategy, request, key, who, read)
@@ -447,7 +447,7 @@ class ResourceService:
                 ]
             )
         current = await self._current(strategy, key, request.resource_version)
-        read.append(current)
+        read[:] = [current]
         self._authz.check(who, "delete", resource, name=name, obj=current, force=request.force)
         await strategy.before_delete(self._ctx, current, force=request.force)
         if finalizer and not current.metadata.HasField("deletion_timestamp"):
